@@ -128,6 +128,7 @@ class GGUFFile:
         try: size = os.path.getsize(self.path)
         except OSError as e: raise FileNotFoundError(f"{self.path}: cannot open GGUF file ({e.strerror})") from e
         if size == 0: raise ModelFormatError(self.path, "empty file (0 bytes), not a GGUF model")
+        if self.path.is_dir(): raise ModelFormatError(self.path, "is a directory, not a GGUF file")
         with open(self.path, "rb") as f: self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.size, self._data = size, None
         self._parse(_Cursor(self._mm, size, self.path))
