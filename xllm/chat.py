@@ -139,7 +139,7 @@ def default_template_name(special_tokens) -> str:
 def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> str:
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     src = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", None)
-    if src in _BUILTIN: src = _BUILTIN[src]
+    if isinstance(src, str) and src in _BUILTIN: src = _BUILTIN[src]
     if not src: src = _BUILTIN[default_template_name(getattr(tokenizer, "special_tokens", None))]
     return ChatTemplate(src, getattr(tokenizer, "bos_token", None) or "", getattr(tokenizer, "eos_token", None) or "").render(
         messages, add_generation_prompt=add_generation_prompt, **kwargs)
