@@ -12,7 +12,7 @@ from .core import ModelFormatError
 # %% auto 0
 __all__ = ['BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'PAT_GPT2', 'PAT_LLAMA3', 'PAT_QWEN2', 'PRE_TOKENIZERS', 'GGUF_PRE_NAMES',
            'bytes_to_unicode', 'byte_encode', 'byte_decode', 'split_step', 'compile_pre_tokenizer', 'pre_tokenize',
-           'ByteLevelBPE']
+           'ByteLevelBPE', 'is_byte_level']
 
 # %% ../nbs/02a_bpe.ipynb 6
 def bytes_to_unicode() -> dict[int, str]:
@@ -81,10 +81,11 @@ def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, p
 
     def pieces(s):
         "(is_match, text) for the matches and the gaps between them, in order."
-        out, pos = [], 0
+        out, pos, prev_full = [], 0, False
         for m in pat.finditer(s):
-            a, b = m.span()
-            if a == b: continue
+            a, b = m.span()                      # an empty match still cuts the gap it sits in (as in HF) ...
+            if a == b and a == pos and prev_full: continue   # ... unless it touches the previous match (Oniguruma skips it)
+            prev_full = a < b
             if a > pos: out.append((invert, s[pos:a]))
             out.append((not invert, s[a:b])); pos = b
         if pos < len(s): out.append((invert, s[pos:]))
@@ -95,12 +96,12 @@ def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, p
             if findall is not None:              # fast path: the matches cover the whole chunk (true for the GPT-2-style patterns)
                 parts = findall(s)
                 if sum(map(len, parts)) == len(s): return [p for p in parts if p]
-            return [t for _, t in pieces(s)]
+            return [t for _, t in pieces(s) if t]
         return step
 
     def step(s):
         ps, out = pieces(s), []
-        if behavior == "removed": return [t for m, t in ps if not m]
+        if behavior == "removed": return [t for m, t in ps if t and not m]
         if behavior == "merged_with_next": ps = ps[::-1]
         prev = False
         for m, t in ps:
@@ -110,7 +111,7 @@ def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, p
             elif behavior == "merged_with_next": out[-1] = t + out[-1]
             else: out[-1] += t
             prev = m
-        return out[::-1] if behavior == "merged_with_next" else out
+        return [t for t in (out[::-1] if behavior == "merged_with_next" else out) if t]
     return step
 
 def compile_pre_tokenizer(steps, path=None) -> list:
@@ -289,6 +290,15 @@ def _hf_normalizers(nm, path=None) -> list[str]:
     if t == "Sequence": return [f for n in nm.get("normalizers") or [] for f in _hf_normalizers(n, path)]
     if t in ("NFC", "NFD", "NFKC", "NFKD"): return [t]
     raise ModelFormatError(path, f"normalizer {t!r} is not supported for byte-level BPE")
+
+def is_byte_level(d: dict) -> bool:
+    "Whether a parsed tokenizer.json is a byte-level BPE (a ByteLevel pre-tokenizer or decoder), i.e. one for `ByteLevelBPE`."
+    def has(o):
+        if isinstance(o, dict): return o.get("type") == "ByteLevel" or any(has(v) for v in o.values())
+        if isinstance(o, list): return any(has(v) for v in o)
+        return False
+    m = d.get("model") if isinstance(d, dict) else None
+    return isinstance(m, dict) and m.get("type", "BPE") == "BPE" and (has(d.get("pre_tokenizer")) or has(d.get("decoder")))
 
 def _from_tokenizer_json(cls, d, path=None) -> ByteLevelBPE:
     "Build from a parsed tokenizer.json dict (or its path)."
