@@ -140,7 +140,9 @@ class ByteLevelBPE:
                  added: dict[str, int] | None = None,  # added/special tokens: literal text, not byte-level (token_bytes = UTF-8)
                  ignore_merges: bool = False,          # a pre-token that is itself in the vocab is emitted whole (Llama 3)
                  normalizers: list[str] | None = None, # unicodedata forms applied first, e.g. ['NFC'] (Qwen2)
-                 unk_token: str | None = None, fuse_unk: bool = False, path=None, cache_size: int = 1 << 17):
+                 unk_token: str | None = None, fuse_unk: bool = False,
+                 pieces: list[str] | None = None,      # id -> piece when the file lists tokens by id (GGUF; may repeat a string)
+                 path=None, cache_size: int = 1 << 17):
         self.path = str(path) if path is not None else None
         if not isinstance(vocab, dict) or not vocab: raise ModelFormatError(path, "vocab: empty or not a dict")
         self._bpe_vocab = dict(vocab)                   # what BPE may produce
@@ -151,12 +153,18 @@ class ByteLevelBPE:
             if not isinstance(i, int) or isinstance(i, bool) or i < 0: raise ModelFormatError(path, f"vocab: token {tok!r} has invalid id {i!r}")
         n = max(self.vocab.values()) + 1
         if n > 2 * len(self.vocab) + 1024: raise ModelFormatError(path, f"vocab: largest id {n - 1} is far beyond the {len(self.vocab)} tokens (corrupt?)")
-        self.pieces = [""] * n                          # id -> piece ('' for an unused id)
-        for tok, i in self.vocab.items():
-            if self.pieces[i] and self.pieces[i] != tok and tok not in self.added:
-                raise ModelFormatError(path, f"vocab: id {i} is given to both {self.pieces[i]!r} and {tok!r}")
-            self.pieces[i] = tok
-        self._added_ids = set(self.added.values())
+        if pieces is not None:
+            if len(pieces) < n or any(pieces[i] != t for t, i in self.vocab.items()):
+                raise ModelFormatError(path, "pieces: do not agree with the vocab")
+            self.pieces = list(pieces)
+        else:
+            self.pieces = [""] * n                      # id -> piece ('' for an unused id)
+            for tok, i in self.vocab.items():
+                if self.pieces[i] and self.pieces[i] != tok and tok not in self.added:
+                    raise ModelFormatError(path, f"vocab: id {i} is given to both {self.pieces[i]!r} and {tok!r}")
+                self.pieces[i] = tok
+        n = len(self.pieces)
+        self._added_ids = {i for i, p in enumerate(self.pieces) if p in self.added}
         self.ranks = {}                                 # (left, right) -> rank; lower merges first
         for r, m in enumerate(merges):
             if isinstance(m, str):                      # "left right" (the first character may itself be a space)
@@ -331,7 +339,8 @@ def _from_gguf_metadata(cls, md: dict, path=None) -> ByteLevelBPE:
     toks, merges = md.get("tokenizer.ggml.tokens"), md.get("tokenizer.ggml.merges")
     if not isinstance(toks, list) or not toks: raise ModelFormatError(path, "tokenizer.ggml.tokens: missing or empty")
     if not isinstance(merges, list): raise ModelFormatError(path, "tokenizer.ggml.merges: missing")
-    types = md.get("tokenizer.ggml.token_type") or [1] * len(toks)
+    types = md.get("tokenizer.ggml.token_type")
+    if types is None: types = [1] * len(toks)
     if len(types) != len(toks): raise ModelFormatError(path, f"tokenizer.ggml.token_type has {len(types)} entries for {len(toks)} tokens")
     vocab, added = {}, {}
     for i, t in enumerate(toks):
@@ -343,7 +352,7 @@ def _from_gguf_metadata(cls, md: dict, path=None) -> ByteLevelBPE:
     if pre is None:
         warnings.warn(f"{path}: tokenizer.ggml.pre={name!r} is not known to xllm; using the GPT-2 pre-tokenizer")
         pre = "gpt2"
-    return cls(vocab, merges, pre, added=added, ignore_merges=(pre == "llama3"), path=path)
+    return cls(vocab, merges, pre, added=added, ignore_merges=(pre == "llama3"), pieces=list(toks), path=path)
 
 ByteLevelBPE.from_tokenizer_json = classmethod(_from_tokenizer_json)
 ByteLevelBPE.from_gguf_metadata = classmethod(_from_gguf_metadata)
