@@ -13,7 +13,7 @@ from .core import LlamaConfig, ModelFormatError
 
 # %% auto 0
 __all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'permute_rope_rows', 'config_from_hf', 'llama3_rope_factors',
-           'config_from_gguf', 'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'load_checkpoint']
+           'config_from_gguf', 'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
 
 # %% ../nbs/04_weights.ipynb 7
 def hf_weight_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -199,15 +199,15 @@ def resolve_dtype(dtype) -> torch.dtype:
     if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in _DTYPES: return _DTYPES[dtype.lower().removeprefix("torch.")]
     raise ValueError(f"dtype: expected None, float32, float16, bfloat16 or float64, got {dtype!r}")
 
-def _check_shapes(expected: dict, found: dict, source, where: str = ""):
-    "Every expected tensor present with its expected shape (`found`: name -> shape), else ModelFormatError naming it."
+def _check_shapes(expected: dict, found: dict, source, label=lambda name: name):
+    "Every expected tensor present with its expected shape (`found`: name -> shape), else ModelFormatError naming it (`label(name)`)."
     for name, shape in expected.items():
-        if name not in found: raise ModelFormatError(source, f"missing tensor {name}{where} (expected shape {list(shape)})")
+        if name not in found: raise ModelFormatError(source, f"missing tensor {label(name)} (expected shape {list(shape)})")
         if tuple(found[name]) != tuple(shape):
-            raise ModelFormatError(source, f"tensor {name}{where} has shape {list(found[name])}, but the config implies {list(shape)}")
+            raise ModelFormatError(source, f"tensor {label(name)} has shape {list(found[name])}, but the config implies {list(shape)}")
 
 def _progress(total: int, desc: str):
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
     return tqdm(total=total, desc=desc, unit="tensor", delay=1, leave=False)
 
 # %% ../nbs/04_weights.ipynb 26
@@ -221,7 +221,8 @@ def _safetensors_shards(d: Path) -> tuple[dict[str, Path] | None, list[Path]]:
     "(weight_map name -> shard path, or None for a single file; the shard files) of a HF directory."
     index = d / "model.safetensors.index.json"
     if index.is_file():
-        wm = _read_json(index).get("weight_map") if isinstance(_read_json(index), dict) else None
+        js = _read_json(index)
+        wm = js.get("weight_map") if isinstance(js, dict) else None
         if not isinstance(wm, dict) or not wm or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
             raise ModelFormatError(index, "no usable weight_map (tensor name -> shard file)")
         shards = {}
@@ -289,6 +290,14 @@ def gguf_to_hf_name(name: str) -> str | None:
         return f"model.layers.{int(parts[1])}.{_GGUF_BLK[parts[2]]}.{parts[3]}"
     return None
 
+def hf_to_gguf_name(name: str) -> str:
+    "The llama.cpp name of a HF `LlamaForCausalLM` tensor name (inverse of `gguf_to_hf_name`)."
+    top = {v: k for k, v in _GGUF_TOP.items()}
+    if name in top: return top[name]
+    _, _, layer, rest = name.split(".", 3)
+    mod, kind = rest.rsplit(".", 1)
+    return f"blk.{layer}.{ {v: k for k, v in _GGUF_BLK.items()}[mod]}.{kind}"
+
 def _load_gguf(path: Path, dtype: torch.dtype) -> Checkpoint:
     from xllm.gguf import GGUFFile
     try: g = GGUFFile(path)
@@ -298,7 +307,7 @@ def _load_gguf(path: Path, dtype: torch.dtype) -> Checkpoint:
     config = config_from_gguf(g.metadata, path, g.tensors, rope_freqs)
     expected = hf_weight_shapes(config)
     names = {h: n for n in g.tensors if (h := gguf_to_hf_name(n)) is not None}
-    _check_shapes(expected, {h: g.tensors[n].shape for h, n in names.items()}, path, where=" (HF name)")
+    _check_shapes(expected, {h: g.tensors[n].shape for h, n in names.items()}, path, label=lambda h: f"{hf_to_gguf_name(h)} ({h})")
     weights = {}
     with _progress(len(expected), f"loading {path.name}") as bar:
         for h in expected:
