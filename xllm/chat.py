@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_chat.ipynb 4
 from __future__ import annotations
-import json
+import json, numbers
 from datetime import datetime
 from functools import lru_cache
 
@@ -12,7 +12,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # %% auto 0
-__all__ = ['TemplateError', 'validate_messages', 'ChatTemplate', 'builtin_template', 'default_template_name',
+__all__ = ['TemplateError', 'plain_data', 'validate_messages', 'ChatTemplate', 'builtin_template', 'default_template_name',
            'apply_chat_template']
 
 # %% ../nbs/03_chat.ipynb 6
@@ -45,6 +45,21 @@ def _compile(source: str) -> jinja2.Template:
         raise TemplateError(f"chat template does not compile (line {e.lineno}): {e.message}") from None
 
 # %% ../nbs/03_chat.ipynb 11
+def plain_data(v, where: str):
+    "A copy of `v` built only from str/int/float/bool/None/list/tuple/dict; `ValueError` naming `where` otherwise."
+    if v is None or type(v) in (str, int, float, bool): return v
+    if isinstance(v, bool): return bool(v)
+    if isinstance(v, str): return str.__str__(v)     # str subclasses (enums...) lose their extra methods
+    if isinstance(v, numbers.Integral): return int(v)   # numpy integers too
+    if isinstance(v, numbers.Real): return float(v)
+    if isinstance(v, dict):
+        for k in v:
+            if not isinstance(k, str): raise ValueError(f"{where} has a non-string key {k!r}")
+        return {str.__str__(k): plain_data(x, f"{where}[{k!r}]") for k, x in v.items()}
+    if isinstance(v, list): return [plain_data(x, f"{where}[{i}]") for i, x in enumerate(v)]
+    if isinstance(v, tuple): return tuple(plain_data(x, f"{where}[{i}]") for i, x in enumerate(v))
+    raise ValueError(f"{where} must be JSON-like data (str, number, bool, None, list, dict), got {type(v).__name__}")
+
 def validate_messages(messages) -> list[dict]:
     "Check `messages` is a non-empty list of dicts with str `role` and `content`; return plain copies. Raises `ValueError` naming the problem."
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple)):
@@ -57,7 +72,7 @@ def validate_messages(messages) -> list[dict]:
             if k not in m: raise ValueError(f"messages[{i}] has no {k!r} key")
             if not isinstance(m[k], str): raise ValueError(f"messages[{i}][{k!r}] must be a str, got {type(m[k]).__name__}")
         if not m["role"]: raise ValueError(f"messages[{i}]['role'] is empty")
-        out.append(dict(m))
+        out.append(plain_data(m, f"messages[{i}]"))
     return out
 
 # %% ../nbs/03_chat.ipynb 14
@@ -73,8 +88,9 @@ class ChatTemplate:
         msgs = validate_messages(messages)
         if tools is not None and (not isinstance(tools, (list, tuple)) or not all(isinstance(t, dict) for t in tools)):
             raise ValueError("tools must be None or a list of dicts (JSON schemas)")
+        tools = plain_data(tools, "tools")
         vars = dict(bos_token=self.bos_token, eos_token=self.eos_token, documents=None)
-        vars.update(kwargs)
+        vars.update({k: plain_data(v, k) for k, v in kwargs.items()})
         try: return self.template.render(messages=msgs, add_generation_prompt=bool(add_generation_prompt), tools=tools, **vars)
         except TemplateError: raise
         except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, ...
