@@ -156,11 +156,12 @@ class Sampler:
     "Turns logits into tokens according to `SamplingParams` (stateless; each request brings its own generator)."
 
     @staticmethod
-    def make_generator(params: SamplingParams, device="cpu") -> torch.Generator:
-        "A generator for one request: seeded from `params.seed`, or from OS entropy when it is None. Create it once per request."
+    def make_generator(params: SamplingParams, device="cpu", index: int = 0) -> torch.Generator:
+        """A generator for one completion: seeded from `params.seed` (or OS entropy when it is None). Create it once and pass it
+        to every step. `index` tells the `n` completions of one seeded request apart (each gets its own reproducible stream)."""
         g = torch.Generator(device=device)
         if params.seed is None: g.seed()
-        else: g.manual_seed(params.seed & 0xFFFF_FFFF_FFFF_FFFF)
+        else: g.manual_seed((params.seed + index * 0x9E37_79B9_7F4A_7C15) & 0xFFFF_FFFF_FFFF_FFFF)
         return g
 
     @staticmethod
@@ -190,7 +191,9 @@ class Sampler:
     def sample(self, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
         """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them.
         For a batch, `params`/`generator` may be one object or a list with one per row, and `output_token_ids`/`prompt_token_ids` a list of per-row lists."""
-        if logits.dim() == 1: return self._sample_row(logits, params, generator, output_token_ids or (), prompt_token_ids or ())
+        if logits.dim() == 1:
+            return self._sample_row(logits, params, generator, () if output_token_ids is None else output_token_ids,
+                                    () if prompt_token_ids is None else prompt_token_ids)
         if logits.dim() != 2: raise ValueError(f"logits must be [V] or [B, V], got shape {tuple(logits.shape)}")
         B = logits.shape[0]
         ps = list(params) if isinstance(params, (list, tuple)) else [params] * B
