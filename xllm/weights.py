@@ -46,7 +46,7 @@ def permute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     if w.shape[0] % (2 * n_heads): raise ValueError(f"n_heads: {w.shape[0]} rows do not split into {n_heads} heads of even size")
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
 
-# %% ../nbs/04_weights.ipynb 15
+# %% ../nbs/04_weights.ipynb 16
 _ROPE_NEEDS = {"default": [], "linear": ["factor"],
                "llama3": ["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"]}
 
@@ -109,7 +109,7 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
         attention_bias=bool(d.get("attention_bias", False)), mlp_bias=bool(d.get("mlp_bias", False)),
         bos_token_id=bos, eos_token_id=eos, source=str(source) if source is not None else None)
 
-# %% ../nbs/04_weights.ipynb 19
+# %% ../nbs/04_weights.ipynb 20
 def llama3_rope_factors(theta: float, head_dim: int, scaling: dict) -> np.ndarray:
     "Per-frequency divisors of Llama 3.1 RoPE scaling (what llama.cpp stores as `rope_freqs.weight`), float64 `[head_dim/2]`."
     inv = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
@@ -179,7 +179,7 @@ def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, r
         attention_bias="blk.0.attn_q.bias" in tensors, mlp_bias="blk.0.ffn_up.bias" in tensors,
         bos_token_id=get("tokenizer.ggml.bos_token_id", None), eos_token_id=list(dict.fromkeys(eos)), source=str(source) if source is not None else None)
 
-# %% ../nbs/04_weights.ipynb 23
+# %% ../nbs/04_weights.ipynb 24
 @dataclass
 class Checkpoint:
     "A loaded model: its config, its tensors (HF `LlamaForCausalLM` names), where it came from and where its tokenizer is."
@@ -210,7 +210,7 @@ def _progress(total: int, desc: str):
     from tqdm import tqdm
     return tqdm(total=total, desc=desc, unit="tensor", delay=1, leave=False)
 
-# %% ../nbs/04_weights.ipynb 26
+# %% ../nbs/04_weights.ipynb 28
 _ST_DTYPES = {"F32", "F16", "BF16", "F64"}
 
 def _read_json(path: Path) -> Any:
@@ -276,7 +276,7 @@ def _load_hf(d: Path, dtype: torch.dtype) -> Checkpoint:
             bar.update()
     return Checkpoint(config, weights, "hf", d, gen)
 
-# %% ../nbs/04_weights.ipynb 28
+# %% ../nbs/04_weights.ipynb 30
 _GGUF_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
 _GGUF_BLK = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
              "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
@@ -318,7 +318,7 @@ def _load_gguf(path: Path, dtype: torch.dtype) -> Checkpoint:
             bar.update()
     return Checkpoint(config, weights, "gguf", path, {})
 
-# %% ../nbs/04_weights.ipynb 31
+# %% ../nbs/04_weights.ipynb 33
 L2C_MAGIC = 0x616B3432   # "ak42"
 
 def _l2c_layout(c: LlamaConfig, version: int, shared: bool, seq_len: int) -> list[tuple[str, tuple[int, ...], bool]]:
@@ -402,7 +402,7 @@ def _load_llama2c(path: Path, dtype: torch.dtype) -> Checkpoint:
     del mm
     return Checkpoint(config, weights, "llama2c", _l2c_tokenizer(path, V), {})
 
-# %% ../nbs/04_weights.ipynb 33
+# %% ../nbs/04_weights.ipynb 35
 def load_checkpoint(path, dtype=None) -> Checkpoint:
     "Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default float32)."
     dtype, path = resolve_dtype(dtype), Path(path).expanduser()
