@@ -10,7 +10,7 @@ from .core import ModelFormatError
 
 # %% auto 0
 __all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE', 'encode',
-           'token_bytes', 'first_token_bytes', 'StreamDecoder', 'Tokenizer']
+           'token_bytes', 'start_token_bytes', 'StreamDecoder', 'Tokenizer']
 
 # %% ../nbs/02_tokenizer.ipynb 5
 # SentencePiece piece types (the same numbers are used by GGUF's `tokenizer.ggml.token_type`)
@@ -139,18 +139,23 @@ class SentencePieceBPE:
     def normalize(self, text: str, at_start: bool = True) -> str:
         "The normalized string BPE works on: rule-normalized, extra spaces removed, spaces escaped to '▁', dummy prefix added."
         if self.mode == "runc": return (" " + text) if text else ""
+        raw = text
         if self.normalizer is not None: text = self.normalizer(text)
         sp = SPACE if self.escape_whitespaces else " "
+        if not raw: return ""
         if self.remove_extra_whitespaces:
+            # sentencepiece returns nothing only when every input character normalizes to a space; characters the
+            # normalizer deletes (e.g. U+0007 under nmt_nfkc) still count as text, so the dummy '▁' can survive alone
+            if not text.strip(" ") and all(c == " " or (self.normalizer and self.normalizer(c) == " ") for c in raw): return ""
             text = re.sub(" {2,}", " ", text.lstrip(" "))
-        if not text: return ""
+        if not text and self.mode == "rank": return ""
         if self.escape_whitespaces: text = text.replace(" ", SPACE)
         if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
             ps = self.prefix_scheme   # 'spm': always (sentencepiece, HF Prepend); HF Metaspace 'always'/'first' skip text that starts with '▁'
             if ps == "spm" or (not text.startswith(sp) and (ps == "always" or (ps == "first" and at_start))):
                 text = sp + text
         if self.remove_extra_whitespaces: text = text.rstrip(sp)
-        if self.add_dummy_prefix and self.treat_whitespace_as_suffix and text: text += sp
+        if self.add_dummy_prefix and self.treat_whitespace_as_suffix: text += sp   # even if only spaces were there
         return text
 
 # %% ../nbs/02_tokenizer.ipynb 11
@@ -247,16 +252,20 @@ def token_bytes(self, i: int) -> bytes:
     if t == CONTROL: return p.encode()
     return p.replace(SPACE, " ").encode() if self.escape_whitespaces else p.encode()
 
-def first_token_bytes(self, i: int) -> bytes:
-    "Bytes of token `i` when it is the first text token: the space the dummy prefix added is dropped (as sentencepiece decodes)."
-    b = self.token_bytes(i)
+def start_token_bytes(self, i: int) -> tuple[bytes, bool]:
+    """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
+    As sentencepiece decodes: a text piece there loses one leading '▁' (the dummy prefix); with `remove_extra_whitespaces`
+    the start lasts as long as pieces decode to nothing (so all leading '▁' pieces vanish), otherwise it ends after one piece.
+    Control pieces leave the start alone; byte and unknown pieces end it."""
+    t, b = self.types[i], self.token_bytes(i)
     if self.mode == "rank":    # tokenizers' Strip decoder: one leading space off the fused text, whatever token it came from
-        return b[1:] if self.add_dummy_prefix and self.types[i] != CONTROL and b.startswith(b" ") else b
-    if (self.add_dummy_prefix and not self.treat_whitespace_as_suffix and self.types[i] in (NORMAL, USER_DEFINED, UNUSED)
-            and self.pieces[i].startswith(SPACE if self.escape_whitespaces else " ")): return b[1:]
-    return b
+        return (b[1:] if self.add_dummy_prefix and t != CONTROL and b.startswith(b" ") else b), False
+    if t == CONTROL: return b, True
+    if t not in (NORMAL, USER_DEFINED, UNUSED): return b, False
+    if (self.add_dummy_prefix or self.remove_extra_whitespaces) and self.pieces[i].startswith(SPACE): b = b[1:]
+    return b, self.remove_extra_whitespaces and not b
 
-SentencePieceBPE.token_bytes, SentencePieceBPE.first_token_bytes = token_bytes, first_token_bytes
+SentencePieceBPE.token_bytes, SentencePieceBPE.start_token_bytes = token_bytes, start_token_bytes
 
 # %% ../nbs/02_tokenizer.ipynb 18
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
@@ -430,7 +439,7 @@ class Tokenizer:
         # ids that leave the SentencePiece "start of text" state alone when decoding (control tokens render as nothing in sentencepiece)
         self._keeps_start = {i for i in self._special_ids if i >= model.vocab_size or types is None or types[i] == CONTROL}
         if getattr(model, "mode", None) == "rank": self._keeps_start = set()   # HF strips only at the very start of the output
-        self._first_bytes = getattr(model, "first_token_bytes", None)
+        self._start_bytes = getattr(model, "start_token_bytes", None)
         def rx(strings):
             strings = sorted((s for s in strings if s), key=len, reverse=True)
             return re.compile("(" + "|".join(map(re.escape, strings)) + ")") if strings else None
@@ -463,9 +472,9 @@ class Tokenizer:
     def _token_bytes(self, i: int, start: bool):
         "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
         if i >= self.model.vocab_size: return self._extra[i].encode(), start
-        if not start or self._first_bytes is None: return self.model.token_bytes(i), False
+        if not start or self._start_bytes is None: return self.model.token_bytes(i), False
         if i in self._keeps_start: return self.model.token_bytes(i), True
-        return self._first_bytes(i), False
+        return self._start_bytes(i)
 
     def decode(self, ids, skip_special: bool = False) -> str:
         "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
