@@ -9,8 +9,8 @@ from pathlib import Path
 from .core import ModelFormatError
 
 # %% auto 0
-__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE', 'encode',
-           'token_bytes', 'start_token_bytes', 'StreamDecoder', 'Tokenizer']
+__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE',
+           'StreamDecoder', 'Tokenizer']
 
 # %% ../nbs/02_tokenizer.ipynb 5
 # SentencePiece piece types (the same numbers are used by GGUF's `tokenizer.ggml.token_type`)
@@ -159,7 +159,7 @@ class SentencePieceBPE:
         return text
 
 # %% ../nbs/02_tokenizer.ipynb 11
-def encode(self, text: str, at_start: bool = True) -> list[int]:
+def _spm_encode(self, text: str, at_start: bool = True) -> list[int]:
     "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
     s = self.normalize(text, at_start)
     if not s: return []
@@ -240,11 +240,11 @@ def _emit(self, piece, out, rev):
     else: out.append(i)
 
 
-SentencePieceBPE.encode, SentencePieceBPE._initial_symbols = encode, _initial_symbols
+SentencePieceBPE.encode, SentencePieceBPE._initial_symbols = _spm_encode, _initial_symbols
 SentencePieceBPE._encode_word, SentencePieceBPE._emit = _encode_word, _emit
 
 # %% ../nbs/02_tokenizer.ipynb 12
-def token_bytes(self, i: int) -> bytes:
+def _spm_token_bytes(self, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
     t, p = self.types[i], self.pieces[i]
     if t == BYTE: return bytes([_byte_piece_value(p)])
@@ -252,7 +252,7 @@ def token_bytes(self, i: int) -> bytes:
     if t == CONTROL: return p.encode()
     return p.replace(SPACE, " ").encode() if self.escape_whitespaces else p.encode()
 
-def start_token_bytes(self, i: int) -> tuple[bytes, bool]:
+def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
     As sentencepiece decodes: a text piece there loses one leading '▁' (the dummy prefix); with `remove_extra_whitespaces`
     the start lasts as long as pieces decode to nothing (so all leading '▁' pieces vanish), otherwise it ends after one piece.
@@ -265,9 +265,9 @@ def start_token_bytes(self, i: int) -> tuple[bytes, bool]:
     if (self.add_dummy_prefix or self.remove_extra_whitespaces) and self.pieces[i].startswith(SPACE): b = b[1:]
     return b, self.remove_extra_whitespaces and not b
 
-SentencePieceBPE.token_bytes, SentencePieceBPE.start_token_bytes = token_bytes, start_token_bytes
+SentencePieceBPE.token_bytes, SentencePieceBPE.start_token_bytes = _spm_token_bytes, _spm_start_token_bytes
 
-# %% ../nbs/02_tokenizer.ipynb 18
+# %% ../nbs/02_tokenizer.ipynb 20
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -331,7 +331,7 @@ def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 SentencePieceBPE.from_llama2c_bin = _from_llama2c_bin
 
-# %% ../nbs/02_tokenizer.ipynb 20
+# %% ../nbs/02_tokenizer.ipynb 22
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -395,7 +395,7 @@ def _from_gguf_metadata(cls, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 SentencePieceBPE.from_gguf_metadata = _from_gguf_metadata
 
-# %% ../nbs/02_tokenizer.ipynb 22
+# %% ../nbs/02_tokenizer.ipynb 24
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
@@ -414,7 +414,7 @@ class StreamDecoder:
         self._dec.reset()
         return out
 
-# %% ../nbs/02_tokenizer.ipynb 23
+# %% ../nbs/02_tokenizer.ipynb 25
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -503,7 +503,7 @@ class Tokenizer:
         if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
         return self._p2id[s]
 
-# %% ../nbs/02_tokenizer.ipynb 25
+# %% ../nbs/02_tokenizer.ipynb 27
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
