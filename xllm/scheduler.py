@@ -21,23 +21,17 @@ class SequenceStatus(enum.Enum):
     PREEMPTED = "preempted"  # was running, blocks freed, back in the waiting queue (will be recomputed)
     FINISHED = "finished"
 
-@dataclass(eq=False)
 class Sequence:
-    "A request as the scheduler sees it: its tokens, status and progress."
-    seq_id: Any
-    token_ids: list[int]                      # prompt, then output
-    num_prompt_tokens: int
-    params: Any = None                        # opaque to the scheduler (the engine's sampling parameters)
-    status: SequenceStatus = SequenceStatus.WAITING
-    num_computed_tokens: int = 0              # tokens whose K/V is in the cache
-    num_cached_tokens: int = 0                # of those, found in the prefix cache at the last admission
-    num_preemptions: int = 0
-    finish_reason: str | None = None          # 'stop', 'length', 'abort', ...
-
-    @classmethod
-    def from_prompt(cls, seq_id, prompt_token_ids, params=None) -> "Sequence":
-        toks = list(prompt_token_ids)
-        return cls(seq_id, toks, len(toks), params)
+    "A request as the scheduler sees it: its tokens (prompt, then output), status and progress. `params` is opaque to the scheduler."
+    def __init__(self, seq_id, prompt_token_ids, params=None):
+        self.seq_id, self.params = seq_id, params
+        self.token_ids: list[int] = list(prompt_token_ids)    # prompt, then output
+        self.num_prompt_tokens = len(self.token_ids)
+        self.status = SequenceStatus.WAITING
+        self.num_computed_tokens = 0     # tokens whose K/V is in the cache
+        self.num_cached_tokens = 0       # of those, found in the prefix cache at the last admission
+        self.num_preemptions = 0
+        self.finish_reason: str | None = None   # 'stop', 'length', 'abort', ...
 
     @property
     def prompt_token_ids(self) -> list[int]: return self.token_ids[:self.num_prompt_tokens]
@@ -112,7 +106,7 @@ class Scheduler:
         if seq_id is None:
             while self._next_id in self.seqs: self._next_id += 1
             seq_id = self._next_id; self._next_id += 1
-        return self.add(Sequence.from_prompt(seq_id, prompt_token_ids, params))
+        return self.add(Sequence(seq_id, prompt_token_ids, params))
 
     def add(self, seq: Sequence) -> Sequence:
         "Queue a `Sequence` (status WAITING, nothing computed yet); `ValueError` if it could never run."
@@ -128,6 +122,7 @@ class Scheduler:
             raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens needs {need} KV blocks but the whole pool has "
                              f"{self.bm.num_blocks} ({self.bm.num_blocks * self.bm.block_size} tokens)")
         if seq.status is not SequenceStatus.WAITING or seq.num_computed_tokens: raise ValueError(f"request {seq.seq_id!r} was already scheduled")
+        seq.token_ids[:] = [int(t) for t in toks]
         self.seqs[seq.seq_id] = seq
         self.waiting.append(seq)
         return seq
