@@ -91,3 +91,25 @@ def test_llama2c_without_tokenizer(tmp_path):
     a = _stories()
     shutil.copy(a[1], tmp_path / "stories260K.bin")
     assert "tokenizer" in _one_error_line(_run(["generate", "hi", "-m", str(tmp_path / "stories260K.bin")]))
+
+
+def test_chat_ctrl_c_stops_reply_only():
+    "A real SIGINT while a reply streams stops that reply; the chat goes on (next question answered) and /exit exits 0."
+    import signal, threading
+    a = _default()
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, "-m", "xllm", "chat", *a, "--max-tokens", "100", "--temperature", "0"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+    killer = threading.Timer(180, p.kill); killer.start()
+    try:
+        p.stdin.write("Write a long story about a dragon.\n"); p.stdin.flush()
+        got = ""
+        while len(got) < 40 and p.poll() is None: got += p.stdout.read(1)
+        p.send_signal(signal.SIGINT)
+        p.stdin.write("hi\n/exit\n"); p.stdin.flush()
+        out, _ = p.communicate(timeout=180)
+    finally: killer.cancel()
+    out = got + out
+    assert p.returncode == 0, out[-500:]
+    assert " [stopped]\n> " in out and out.count("> ") == 3, out[-500:]
+    assert out.split("> ")[2].strip()   # the next question got an answer
