@@ -34,6 +34,7 @@ class BlockManager:
         self.num_cached_tokens: dict[Any, int] = {}                  # seq_id -> prefix-cache hit tokens at allocation
         self.num_hit_blocks = self.num_queried_blocks = 0            # prefix-cache statistics (full prompt blocks)
         self.num_evictions = 0                                       # cached blocks dropped to make room
+        self.peak_used_blocks = 0                                    # most blocks referenced at once (for benchmarks)
 
     # ---- sizes
     @property
@@ -111,6 +112,7 @@ class BlockManager:
         self.seq_hashes[sid] = [h for _, h in hits]
         self.num_cached_tokens[sid] = len(hits) * self.block_size
         self.num_hit_blocks += len(hits); self.num_queried_blocks += (n - 1) // self.block_size
+        self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
         return self.num_cached_tokens[sid]
 
     def can_append(self, seq) -> bool:
@@ -126,6 +128,7 @@ class BlockManager:
         if not self.can_append(seq): raise RuntimeError(f"no free KV block to grow sequence {sid!r}")
         new = [self._take_block() for _ in range(self.blocks_needed(n) - len(table))]
         table.extend(new); self.num_slots[sid] = n
+        self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
         return new
 
     def mark_computed(self, seq, num_computed_tokens: int):
@@ -167,6 +170,7 @@ class BlockManager:
         self.block_tables[csid], self.num_slots[csid] = table, n
         self.seq_hashes[csid] = list(self.seq_hashes[psid])
         self.num_cached_tokens[csid] = self.num_cached_tokens[psid]
+        self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
         return copies
 
     def get_num_cached_tokens(self, seq_or_id) -> int:
@@ -207,7 +211,7 @@ class BlockManager:
         return (f"BlockManager({self.num_blocks} blocks x {self.block_size} tokens: {self.num_used_blocks} used, {len(self.free_blocks)} free, "
                 f"{len(self.evictable)} cached-evictable, {len(self.block_tables)} sequences)")
 
-# %% ../nbs/09_kv_cache.ipynb 23
+# %% ../nbs/09_kv_cache.ipynb 25
 def _dtype_size(dtype) -> int:
     if isinstance(dtype, torch.dtype): return torch.empty((), dtype=dtype).element_size()
     raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")

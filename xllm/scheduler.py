@@ -211,7 +211,8 @@ class Scheduler:
             if not isinstance(tok, numbers.Integral) or isinstance(tok, bool) or tok < 0: raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
             seq.token_ids.append(int(tok))
             reason = finished.get(seq.seq_id)
-            if reason is None and len(seq) >= self.max_model_len: reason = "length"
+            if reason is None and (len(seq) >= self.max_model_len or self.bm.blocks_needed(len(seq)) > self.bm.num_blocks):
+                reason = "length"                                        # no room for this token's K/V: context or whole pool full
             if reason is not None: self._finish(seq, reason); done.append(seq)
         return done
 
