@@ -52,11 +52,11 @@ class _Sequence:
         self.prompt_ids, self.params, self.index, self.context = prompt_ids, params, index, context
         self.decoder = tokenizer.stream_decoder(skip_special=True)   # as vLLM's default skip_special_tokens=True
         if prime:
-            for t in prompt_ids: self.decoder.put(t)   # context for the first word's leading space; output discarded
+            for t in prompt_ids:   # context for the first word's leading space; output discarded
+                if t < tokenizer.vocab_size: self.decoder.put(t)
         self.stops = [s for s in (params.stop or []) if s]
         self.stop_ids = set(params.stop_token_ids or [])
         self.eos_ids = set() if params.ignore_eos else set(eos_ids)
-        self.min_tokens = getattr(params, "min_tokens", 0) or 0
         self.max_tokens = params.max_tokens
         self.token_ids: list[int] = []
         self.text, self.held = "", ""
@@ -98,9 +98,8 @@ class _Sequence:
             if self.logprobs is not None: self.logprobs.append(logprobs)
             self.cumulative_logprob += logprobs[token_id]
         n = len(self.token_ids)
-        if n > self.min_tokens:
-            if token_id in self.eos_ids: return self._finish("stop", None)
-            if token_id in self.stop_ids: return self._finish("stop", token_id)
+        if token_id in self.eos_ids: return self._finish("stop", None)
+        if token_id in self.stop_ids: return self._finish("stop", token_id)
         out = self._release(self.decoder.put(token_id))
         if self.finished: return out   # a stop string completed
         if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
@@ -147,12 +146,13 @@ class LLM:
             ctx = max_model_len
         self.max_model_len = ctx
         self.model = Llama.from_weights(self.config, ckpt.weights, dtype=dtype).to(self.device).eval()
-        del ckpt.weights  # the module holds them now
+        ckpt.weights = {}   # the module holds them now
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)): raise ValueError(f"seed: expected an integer or None, got {seed!r}")
         self.generator = torch.Generator(device="cpu")   # draws of requests without their own seed
         if seed is None: self.generator.seed()
         else: self.generator.manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
         self.sampler = Sampler()
+        self._n_decodable = min(self.tokenizer.vocab_size, self.config.vocab_size)   # embedding rows past the tokenizer are never sampled
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
         self._next_id = 0
 
@@ -184,9 +184,9 @@ def _prompt_ids(self, prompt) -> tuple[str | None, list[int]]:
     if isinstance(prompt, dict) and "prompt" in prompt: return _prompt_ids(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
-def _chat_ids(self, messages) -> tuple[str, list[int]]:
+def _chat_ids(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
     "Render one conversation with the chat template; the template writes BOS itself, so no extra one is added."
-    text = apply_chat_template(self.tokenizer, messages, add_generation_prompt=True)
+    text = apply_chat_template(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
     return text, _check_ids(self, self.tokenizer.encode(text, add_bos=False, allow_special=True))
 
 LLM._prompt_ids, LLM._chat_ids, LLM._check_ids = _prompt_ids, _chat_ids, _check_ids
@@ -200,6 +200,7 @@ def _generator(self, params) -> torch.Generator:
 def _decode(self, seq: _Sequence, generator, cache, logits) -> Iterator[str]:
     "Generate `seq` to the end from `logits` (the last prompt position's), yielding released text."
     while not seq.finished:
+        if self._n_decodable < logits.shape[-1]: logits[self._n_decodable:] = float("-inf")   # padded rows the tokenizer cannot decode
         r = self.sampler.sample(logits, seq.params, generator, seq.token_ids, seq.prompt_ids)
         tok = r.token_id
         lp = {tok: r.logprob, **(r.top_logprobs or {})} if seq.params.logprobs is not None else None
@@ -249,13 +250,14 @@ def generate(self, prompts, params: SamplingParams | None = None, use_tqdm: bool
 
 def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in x)
 
-def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
-    "Answer a conversation (a list of {'role', 'content'} dicts) or a list of conversations, using the model's chat template."
+def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
+         add_generation_prompt: bool = True) -> list[RequestOutput]:
+    "Answer a conversation (a list of {'role', 'content'} dicts) or a list of conversations, using the model's chat template (or `chat_template`)."
     params = _params(params)
     convs = [messages] if _is_conversation(messages) and messages else list(messages)
     if not convs or not all(_is_conversation(c) and c for c in convs):
         raise ValueError("messages: expected a list of {'role': ..., 'content': ...} dicts, or a list of such lists")
-    return self._run([self._chat_ids(c) for c in convs], params, use_tqdm)
+    return self._run([self._chat_ids(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
 def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
