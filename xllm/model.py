@@ -101,10 +101,10 @@ class Attention(nn.Module):
         q = apply_rope(self.q_proj(x).view(T, self.nh, self.hd), cos, sin)
         cache.k[self.idx, start:end] = apply_rope(self.k_proj(x).view(T, self.nkv, self.hd), cos, sin)
         cache.v[self.idx, start:end] = self.v_proj(x).view(T, self.nkv, self.hd)
-        k, v = cache.k[self.idx, :end].transpose(0, 1), cache.v[self.idx, :end].transpose(0, 1)   # [kv_heads, end, head_dim]
-        o = F.scaled_dot_product_attention(q.transpose(0, 1), k, v, attn_mask=mask, is_causal=start == 0 and T > 1,
-                                           enable_gqa=self.nh != self.nkv)
-        return self.o_proj(o.transpose(0, 1).reshape(T, self.nh * self.hd))
+        k, v = cache.k[None, self.idx, :end].transpose(1, 2), cache.v[None, self.idx, :end].transpose(1, 2)   # [1, kv_heads, end, head_dim]
+        o = F.scaled_dot_product_attention(q[None].transpose(1, 2), k, v, attn_mask=mask, is_causal=start == 0 and T > 1,
+                                           enable_gqa=self.nh != self.nkv)                                  # [1, heads, T, head_dim]
+        return self.o_proj(o[0].transpose(0, 1).reshape(T, self.nh * self.hd))
 
 # %% ../nbs/05_model.ipynb 28
 class MLP(nn.Module):
