@@ -61,6 +61,13 @@ def _load(args):
     try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
 
+def _lstrip_first(deltas):
+    "Drop the whitespace a reply starts with (the space that follows the prompt's last token, for SentencePiece models)."
+    started = False
+    for d in deltas:
+        if not started: d = d.lstrip(); started = bool(d)
+        if d: yield d
+
 def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 
 def _write(out, text):
@@ -76,7 +83,7 @@ def cmd_generate(args, out=None) -> int:
     if args.chat:
         prompt = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     try:
-        for delta in llm.stream(prompt, params): _write(out, delta)
+        for delta in _lstrip_first(llm.stream(prompt, params)) if args.chat else llm.stream(prompt, params): _write(out, delta)
     except KeyboardInterrupt:
         _write(out, "\n"); return 130
     _write(out, "\n")
@@ -97,9 +104,8 @@ def _chat_reply(llm, history, params, out):
             print("xllm: note: the conversation is longer than the context; dropped the oldest exchange", file=sys.stderr)
     parts = []
     try:
-        for delta in gen:
-            if not parts: delta = delta.lstrip()   # a reply often starts with the space that follows the prompt's last token
-            if delta: parts.append(delta); _write(out, delta)
+        for delta in _lstrip_first(gen):
+            parts.append(delta); _write(out, delta)
     except KeyboardInterrupt:
         gen.close()
         _write(out, " [stopped]")

@@ -217,11 +217,11 @@ def _prefill(self, ids: list[int], max_tokens: int | None):
     logits = self.model(torch.tensor(ids, device=self.device), cache, last_only=True)[-1]
     return cache, logits
 
-def _run(self, requests: list[tuple[str | None, list[int]]], params, use_tqdm=True) -> list[RequestOutput]:
-    "Run every request (one sequence at a time; the batched engine replaces this)."
+def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
+    "Run every request (prompt text, prompt ids) with its params, one sequence at a time (the batched engine replaces this)."
     outs = []
     from tqdm.auto import tqdm
-    for prompt, ids in tqdm(requests, desc="generate", disable=not use_tqdm or len(requests) < 2):
+    for (prompt, ids), params in tqdm(list(zip(requests, params)), desc="generate", disable=not use_tqdm or len(requests) < 2):
         gen = _generator(self, params)
         cache, logits = _prefill(self, ids, params.max_tokens)
         comps = []
@@ -237,15 +237,19 @@ def _run(self, requests: list[tuple[str | None, list[int]]], params, use_tqdm=Tr
 LLM._decode, LLM._prefill, LLM._run = _decode, _prefill, _run
 
 # %% ../nbs/07_llm.ipynb 18
-def _params(params) -> SamplingParams:
-    if params is None: return SamplingParams()
+def _params(params, n: int | None = None):
+    "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
+    if n is not None and isinstance(params, (list, tuple)):
+        if len(params) != n: raise ValueError(f"params: got {len(params)} SamplingParams for {n} prompts")
+        return [_params(p) for p in params]
+    if params is None: params = SamplingParams()
     if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
-    return params
+    return params if n is None else [params] * n
 
-def generate(self, prompts, params: SamplingParams | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
+def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
-    params = _params(params)
     if isinstance(prompts, (str, dict)): prompts = [prompts]
+    params = _params(params, len(prompts))
     return self._run([self._prompt_ids(p) for p in prompts], params, use_tqdm)
 
 def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in x)
@@ -253,10 +257,10 @@ def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isi
 def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
          add_generation_prompt: bool = True) -> list[RequestOutput]:
     "Answer a conversation (a list of {'role', 'content'} dicts) or a list of conversations, using the model's chat template (or `chat_template`)."
-    params = _params(params)
     convs = [messages] if _is_conversation(messages) and messages else list(messages)
     if not convs or not all(_is_conversation(c) and c for c in convs):
         raise ValueError("messages: expected a list of {'role': ..., 'content': ...} dicts, or a list of such lists")
+    params = _params(params, len(convs))
     return self._run([self._chat_ids(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
 def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
