@@ -92,6 +92,7 @@ def cmd_generate(args, out=None) -> int:
 # %% ../nbs/08_cli.ipynb 11
 def _chat_reply(llm, history, params, out):
     "Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted)."
+    saved, dropped = list(history), 0
     while True:
         try:
             gen = llm.stream(history, params)
@@ -99,9 +100,10 @@ def _chat_reply(llm, history, params, out):
         except ValueError as e:
             if not str(e).startswith("prompt has"): raise
             first = 1 if history[0]["role"] == "system" else 0
-            if len(history) - first <= 1: raise
-            del history[first:first + 2]
-            print("xllm: note: the conversation is longer than the context; dropped the oldest exchange", file=sys.stderr)
+            if len(history) - first <= 1:    # the message alone does not fit: keep the history as it was
+                history[:] = saved; raise
+            del history[first:first + 2]; dropped += 1
+    if dropped: print(f"xllm: note: the conversation is longer than the context; dropped the oldest {dropped} exchange(s)", file=sys.stderr)
     parts = []
     try:
         for delta in _lstrip_first(gen):
