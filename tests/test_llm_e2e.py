@@ -55,7 +55,7 @@ def test_greedy_from_fixture_ids(llm, ref):
     lg = llm.logits(ref["cases"][0]["input_ids"])[-1]
     ids, vals = zip(*ref["cases"][0]["top5_last"])
     assert lg.topk(5).indices.tolist() == list(ids)
-    assert torch.allclose(lg[list(ids)], torch.tensor(vals), atol=2e-3)   # logits ~25; float32 over 30 layers
+    assert torch.allclose(lg[list(ids)], torch.tensor(vals), atol=5e-4)   # logits ~25; measured max diff 2e-5 (float32, 30 layers)
 
 
 def test_chat_greedy_stops_at_im_end(llm, ref):
