@@ -164,7 +164,8 @@ class Llama(nn.Module):
     def new_cache(self, max_len: int | None = None) -> KVCache:
         "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."
         c = self.config
-        return KVCache(c.num_hidden_layers, max_len or c.max_position_embeddings, c.num_key_value_heads, c.head_dim, self.dtype, self.device)
+        max_len = c.max_position_embeddings if max_len is None else max_len
+        return KVCache(c.num_hidden_layers, max_len, c.num_key_value_heads, c.head_dim, self.dtype, self.device)
 
     def rope(self, n: int):
         "cos/sin tables covering at least `n` positions (grown by doubling, cached)."
