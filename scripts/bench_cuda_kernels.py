@@ -1,0 +1,73 @@
+#!/usr/bin/env python
+"""Time each xllm.cuda_kernels kernel against its torch eager equivalent on the GPU (CUDA events, median of 50 after 10 warm-ups),
+Llama-2/3-7B-like shapes in fp16 (softmax on fp32 logits), and print one table. Not a test: numbers depend on the machine."""
+import math, statistics
+import torch
+import torch.nn.functional as F
+import xllm.cuda_kernels as ck
+
+dev, dt = "cuda", torch.float16
+g = torch.Generator(device=dev).manual_seed(0)
+rnd = lambda *s, dtype=dt: torch.randn(*s, generator=g, device=dev, dtype=torch.float32).to(dtype)
+
+
+def bench(fn, n=50, warm=10):
+    for _ in range(warm): fn()
+    ts = []
+    for _ in range(n):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record(); b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000)
+    return statistics.median(ts)
+
+
+def eager_rms(x, w, eps, r):
+    s = x + r
+    h = s.float()
+    return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype), s
+
+
+def eager_rope(q, k, pos, cos, sin):
+    c, s = cos[pos][:, None, :], sin[pos][:, None, :]
+    rot = lambda x: torch.cat([-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]], -1)
+    return (q.float() * c + rot(q.float()) * s).to(q.dtype), (k.float() * c + rot(k.float()) * s).to(k.dtype)
+
+
+def eager_paged(q, kc, vc, bt, lens, maxlen):
+    B, H, D = q.shape; bs, n_kv = kc.shape[1], kc.shape[2]
+    idx = torch.arange(maxlen, device=dev)
+    slots = bt[:, idx // bs].long() * bs + idx % bs                                    # [B, maxlen]
+    K = kc.view(-1, n_kv, D)[slots].transpose(1, 2)                                      # [B, n_kv, L, D] gathered copy
+    V = vc.view(-1, n_kv, D)[slots].transpose(1, 2)
+    mask = (idx[None, :] < lens[:, None].long())[:, None, None, :]
+    return F.scaled_dot_product_attention(q[:, :, None, :], K, V, attn_mask=mask, enable_gqa=True)[:, :, 0]
+
+
+rows = []
+T, Hd, I = 256, 4096, 11008
+x, r, w = rnd(T, Hd), rnd(T, Hd), rnd(Hd)
+rows.append(("rms_norm+residual", f"[{T},{Hd}] fp16", bench(lambda: ck.rms_norm(x, w, 1e-5, residual=r.clone())), bench(lambda: eager_rms(x, w, 1e-5, r.clone())), bench(lambda: r.clone())))
+cos, sin = rnd(4096, 128, dtype=torch.float32), rnd(4096, 128, dtype=torch.float32)
+q, k, pos = rnd(T, 32, 128), rnd(T, 8, 128), torch.randint(0, 4096, (T,), device=dev)
+rows.append(("rope (q,k in place)", f"T={T} 32+8 heads x128", bench(lambda: ck.rope_(q, k, pos, cos, sin)), bench(lambda: eager_rope(q, k, pos, cos, sin)), 0.0))
+gu = rnd(T, 2 * I)
+rows.append(("silu_and_mul", f"[{T},2x{I}] fp16", bench(lambda: ck.silu_and_mul_fused(gu)), bench(lambda: F.silu(gu[:, :I]) * gu[:, I:]), 0.0))
+logits = rnd(64, 128256, dtype=torch.float32)
+rows.append(("softmax (online)", "[64,128256] fp32", bench(lambda: ck.softmax(logits)), bench(lambda: torch.softmax(logits, -1)), 0.0))
+for B, L in ((1, 4096), (64, 1024), (256, 512)):
+    bs, nb_per = 16, (L + 15) // 16
+    kc, vc = rnd(B * nb_per + 1, bs, 8, 128), rnd(B * nb_per + 1, bs, 8, 128)
+    bt = torch.randperm(B * nb_per, device=dev).int().view(B, nb_per)
+    lens = torch.full((B,), L, dtype=torch.int32, device=dev)
+    qa = rnd(B, 32, 128)
+    err = ck.max_rel_err(ck.paged_attention(qa, kc, vc, bt, lens), eager_paged(qa.double(), kc.double(), vc.double(), bt, lens, L))
+    rows.append((f"paged_attention B={B}", f"ctx {L}, 32/8 heads x128, err {err:.1e}", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens)),
+                 bench(lambda: eager_paged(qa, kc, vc, bt, lens, L)), 0.0))
+    kv_bytes = 2 * B * L * 8 * 128 * 2
+    rows[-1] = rows[-1][:4] + (kv_bytes,)
+
+print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
+print(f"{'kernel':22s} {'shape':38s} {'xllm us':>9s} {'torch us':>9s} {'speedup':>8s}  note")
+for name, shape, ours, eager, extra in rows:
+    note = f"KV read {extra / ours / 1e3:.0f} GB/s" if name.startswith("paged") else ""
+    print(f"{name:22s} {shape:38s} {ours:9.1f} {eager:9.1f} {eager / ours:7.2f}x  {note}")

@@ -1,0 +1,133 @@
+"""xllm.cuda_kernels on a CUDA device vs float64 CPU references, fp32/fp16/bf16, several shapes, tolerance kernel_rtol(dtype)
+(fp32 math: 1e-5 for fp32 inputs, 1e-3 for fp16/bf16, plus one rounding of the result to the I/O dtype).
+Skips unless torch sees a GPU and CuPy imports. Prints the max error of each kernel (pytest -s)."""
+import math
+import pytest
+import torch
+
+import xllm.cuda_kernels as ck
+from xllm.core import LlamaConfig
+from xllm.model import rope_inv_freq, rope_tables
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and ck.cupy_available()), reason="needs a CUDA device and CuPy")
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+dev = "cuda"
+worst = {}
+
+
+def record(name, dt, err):
+    key = (name, str(dt).replace("torch.", ""))
+    worst[key] = max(worst.get(key, 0.0), err)
+    assert err < ck.kernel_rtol(dt), (name, dt, err)
+
+
+def teardown_module(module):
+    for (name, dt), e in sorted(worst.items()): print(f"max_rel_err {name:16s} {dt:9s} {e:.3e}  (rtol {ck.kernel_rtol(getattr(torch, dt)):.2e})")
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_rms_norm(dt):
+    g = torch.Generator().manual_seed(1)
+    for rows, H in ((1, 64), (7, 576), (33, 4096), (4, 5000), (300, 2048)):
+        x, w = torch.randn(rows, H, generator=g).to(dev, dt), torch.randn(H, generator=g).to(dev, dt)
+        ref, _ = ck.rms_norm_ref(x.cpu(), w.cpu(), 1e-5)
+        record("rms_norm", dt, ck.max_rel_err(ck.rms_norm(x, w, 1e-5), ref))
+        r = torch.randn(rows, H, generator=g).to(dev, dt)
+        ref, newres = ck.rms_norm_ref(x.cpu(), w.cpu(), 1e-5, residual=r.cpu())
+        out = torch.empty_like(x)
+        assert ck.rms_norm(x, w, 1e-5, residual=r, out=out) is out
+        record("rms_norm+res", dt, ck.max_rel_err(out, ref))
+        assert torch.equal(r.cpu(), newres)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_rope(dt):
+    g = torch.Generator().manual_seed(2)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=4096, intermediate_size=64, num_hidden_layers=1, num_attention_heads=32, rope_theta=500000.0,
+                      rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                    "original_max_position_embeddings": 8192})
+    cos, sin = (t.to(dev) for t in rope_tables(rope_inv_freq(cfg), 2000))
+    for T, nq, nk, D in ((1, 4, 4, 128), (9, 32, 8, 128), (5, 9, 3, 64), (64, 32, 8, 128)):
+        qkv = torch.randn(T, (nq + 2 * nk) * D, generator=g).to(dev, dt)
+        q, k = qkv[:, :nq * D].view(T, nq, D), qkv[:, nq * D:(nq + nk) * D].view(T, nk, D)
+        pos = torch.randint(0, 2000, (T,), generator=g).to(dev)
+        c, s = (cos, sin) if T % 2 else (cos[:, :D // 2].contiguous(), sin[:, :D // 2].contiguous())   # both table layouts
+        c, s = c[:, :D] if c.shape[1] > D else c, s[:, :D] if s.shape[1] > D else s
+        rq, rk = ck.rope_ref(q.cpu(), pos.cpu(), c.cpu(), s.cpu()), ck.rope_ref(k.cpu(), pos.cpu(), c.cpu(), s.cpu())
+        v = qkv[:, (nq + nk) * D:].clone()
+        ptr = q.data_ptr()
+        ck.rope_(q, k, pos, c, s)
+        assert q.data_ptr() == ptr
+        record("rope", dt, max(ck.max_rel_err(q, rq), ck.max_rel_err(k, rk)))
+        assert torch.equal(qkv[:, (nq + nk) * D:], v)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_silu_and_mul(dt):
+    g = torch.Generator().manual_seed(3)
+    for rows, I in ((1, 64), (17, 1536), (3, 11008), (128, 14336)):
+        x = (torch.randn(rows, 2 * I, generator=g) * 3).to(dev, dt)
+        record("silu_and_mul", dt, ck.max_rel_err(ck.silu_and_mul_fused(x), ck.silu_and_mul_ref(x[:, :I].cpu(), x[:, I:].cpu())))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_softmax(dt):
+    g = torch.Generator().manual_seed(4)
+    for rows, N in ((1, 10), (5, 1000), (3, 49152), (2, 128256), (64, 333)):
+        x = (torch.randn(rows, N, generator=g) * 5).to(dev, dt)
+        x[0, :N // 3] = -math.inf
+        record("softmax", dt, ck.max_rel_err(ck.softmax(x), ck.softmax_ref(x.cpu())))
+    y = ck.softmax(torch.full((2, 7), -math.inf, device=dev, dtype=dt))
+    assert torch.isnan(y).all()                                   # like torch.softmax
+
+
+def random_paged(B, H, n_kv, D, bs, lens, dtype, g):
+    need = [(L + bs - 1) // bs for L in lens]
+    nb = sum(need) + 3
+    perm = torch.randperm(nb, generator=g)
+    bt = torch.zeros(B, max(max(need), 1), dtype=torch.int32)
+    i = 0
+    for b, n in enumerate(need): bt[b, :n] = perm[i:i + n].int(); i += n
+    to = lambda t: t.to(dev, dtype)
+    return (to(torch.randn(B, H, D, generator=g)), to(torch.randn(nb, bs, n_kv, D, generator=g)), to(torch.randn(nb, bs, n_kv, D, generator=g)),
+            bt.to(dev), torch.tensor(lens, dtype=torch.int32, device=dev))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_paged_attention(dt):
+    g = torch.Generator().manual_seed(5)
+    for B, H, n_kv, D, bs, lens in ((1, 4, 4, 64, 16, [1]), (3, 9, 3, 64, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
+                                    (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])):
+        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g)
+        ref = ck.paged_attention_ref(q, kc, vc, bt, cl)
+        for nw in (4, 8):
+            record("paged_attention", dt, ck.max_rel_err(ck.paged_attention(q, kc, vc, bt, cl, num_warps=nw), ref))
+
+
+def test_runs_on_torch_current_stream():
+    "Launched inside torch.cuda.stream(s): ordered after torch's work on s, before the next, without syncing the default stream."
+    g = torch.Generator().manual_seed(6)
+    s = torch.cuda.Stream()
+    x = torch.randn(64, 4096, generator=g).to(dev)
+    w = torch.randn(4096, generator=g).to(dev)
+    ref, _ = ck.rms_norm_ref((x * 2).cpu(), w.cpu())
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)                 # keep s busy so a launch on another stream would read x too early
+        x2 = x * 2
+        out = ck.rms_norm(x2, w)
+        y = out + 0
+    s.synchronize()
+    assert ck.max_rel_err(y, ref) < ck.kernel_rtol(torch.float32)
+
+
+def test_argument_errors():
+    x = torch.randn(4, 64, device=dev, dtype=torch.float16)
+    with pytest.raises(ValueError, match="weight has dtype"): ck.rms_norm(x, torch.ones(64, device=dev))
+    with pytest.raises(ValueError, match="residual shape"): ck.rms_norm(x, torch.ones(64, device=dev, dtype=x.dtype), residual=x[:2])
+    with pytest.raises(ValueError, match="positions"): ck.rope_(x.view(4, 1, 64), x.view(4, 1, 64), torch.zeros(4, dtype=torch.int32, device=dev),
+                                                                torch.ones(8, 32, device=dev), torch.ones(8, 32, device=dev))
+    q = torch.randn(1, 6, 64, device=dev)
+    with pytest.raises(ValueError, match="multiple of the cache's n_kv"):
+        ck.paged_attention(q, torch.zeros(2, 16, 4, 64, device=dev), torch.zeros(2, 16, 4, 64, device=dev),
+                           torch.zeros(1, 1, dtype=torch.int32, device=dev), torch.ones(1, dtype=torch.int32, device=dev))
