@@ -259,7 +259,7 @@ def _kernel(name: str, device_index: int):
     mod = _modules.get(device_index)
     if mod is None:
         with cupy.cuda.Device(device_index):
-            mod = cupy.RawModule(code=CUDA_SOURCE, options=("--std=c++14",))
+            mod = cupy.RawModule(code=CUDA_SOURCE)
         _modules[device_index] = mod
     return mod.get_function(name)
 
