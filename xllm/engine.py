@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_engine.ipynb 4
 from __future__ import annotations
-import itertools, sys, time
+import itertools, numbers, sys, time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence as Seq
 
@@ -220,8 +220,9 @@ class Engine:
         if request_id in self.requests: raise ValueError(f"request id {request_id!r} is already in use")
         ids = list(prompt_token_ids) if not isinstance(prompt_token_ids, torch.Tensor) else prompt_token_ids.tolist()
         if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
-        bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.config.vocab_size]
+        bad = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool) or not 0 <= t < self.config.vocab_size]
         if bad: raise ValueError(f"request {request_id!r}: prompt token id {bad[0]!r} is outside the vocabulary (0..{self.config.vocab_size - 1})")
+        ids = [int(t) for t in ids]
         seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
         gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
         self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
