@@ -12,6 +12,7 @@ if ! $PY -c "import cupy" 2>/dev/null; then
 fi
 $PY -c "import cupy; print('cupy', cupy.__version__)"
 $PY -m pytest -q -s -p no:cacheprovider tests/test_cuda_kernels.py tests/test_cuda_compile.py 2>&1; rc=$?
-if command -v nbdev_test >/dev/null; then nbdev_test --path nbs/14_cuda_kernels.ipynb --flags cuda || rc=1; fi
+if command -v nbdev_test >/dev/null; then nbdev_test --path nbs/14_cuda_kernels.ipynb --flags cuda || rc=1
+else $PY scripts/run_nb_cells.py nbs/14_cuda_kernels.ipynb || rc=1; fi
 $PY scripts/bench_cuda_kernels.py || rc=1
 exit $rc
