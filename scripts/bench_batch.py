@@ -9,7 +9,7 @@ same work) go (1) through `xllm.engine.Engine` together and (2) one at a time th
 (prompt + generated) and generated tokens/s for both, peak KV blocks, and whether the outputs agree token for token.
 Not a test: timings depend on the machine and on whatever else runs on it.
 """
-import argparse, random, time
+import argparse, os, random, time
 
 import torch
 
@@ -81,12 +81,13 @@ def main():
     assert all(len(r.token_ids) == sp.max_tokens for r, sp in zip(res, params)), "engine: wrong output lengths"
     print(f"engine (max_num_seqs={a.max_num_seqs}, max_num_batched_tokens={a.max_num_batched_tokens}): {dt_e:.1f} s, "
           f"{(n_prompt + n_gen) / dt_e:.1f} total tokens/s, {n_gen / dt_e:.1f} generated tokens/s; {eng.num_steps} steps, "
-          f"peak {eng.block_manager.peak_used_blocks}/{eng.block_manager.num_blocks} blocks, {eng.scheduler.num_preemptions} preemptions")
+          f"peak {eng.block_manager.peak_used_blocks}/{eng.block_manager.num_blocks} blocks, {eng.scheduler.num_preemptions} preemptions; "
+          f"load average {os.getloadavg()[0]:.1f}")
     if a.skip_sequential: return
     t0 = time.perf_counter()
     seq = sequential(model, prompts, params, ck.config.max_position_embeddings)
     dt_s = time.perf_counter() - t0
-    print(f"one at a time (contiguous KVCache): {dt_s:.1f} s, {(n_prompt + n_gen) / dt_s:.1f} total tokens/s, {n_gen / dt_s:.1f} generated tokens/s")
+    print(f"one at a time (contiguous KVCache): {dt_s:.1f} s, {(n_prompt + n_gen) / dt_s:.1f} total tokens/s, {n_gen / dt_s:.1f} generated tokens/s; load average {os.getloadavg()[0]:.1f}")
     same = sum(r.token_ids == s for r, s in zip(res, seq))
     first_diff = [next((i for i, (x, y) in enumerate(zip(r.token_ids, s)) if x != y), None) for r, s in zip(res, seq)]
     print(f"speed-up {dt_s / dt_e:.2f}x; identical greedy outputs: {same}/{a.n}"
