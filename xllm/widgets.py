@@ -4,14 +4,13 @@
 
 # %% ../nbs/13_widgets.ipynb 4
 from __future__ import annotations
-import html, threading, time
+import html, re, threading, time
 from pathlib import Path
 
 from .sampling import SamplingParams
 
 # %% auto 0
-__all__ = ['DEFAULT_MODEL', 'PATH_MODEL', 'render_messages', 'ChatWidget', 'load_click', 'params', 'messages', 'send_click',
-           'stop_click', 'reset_click']
+__all__ = ['DEFAULT_MODEL', 'PATH_MODEL', 'render_messages', 'ChatWidget']
 
 # %% ../nbs/13_widgets.ipynb 6
 _STYLE = {"system": "#f3f3f3", "user": "#e8f0fe", "assistant": "#f1f8e9"}
@@ -76,6 +75,11 @@ class ChatWidget:
         if t is not None: t.join(timeout)
         return self
 
+    @property
+    def status_text(self) -> str:
+        "The status line as plain text."
+        return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
+
     def _set_status(self, msg: str, error: bool = False):
         self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
 
@@ -99,7 +103,7 @@ class ChatWidget:
         self.send_button.disabled = self.load_button.disabled = False
         self.stop_button.disabled = True
 
-# %% ../nbs/13_widgets.ipynb 11
+# %% ../nbs/13_widgets.ipynb 15
 def load_click(self, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
     if self.picker.value == DEFAULT_MODEL: model, tok = None, None
@@ -122,7 +126,7 @@ def _load(self, model, tok):
 
 ChatWidget.load_click, ChatWidget._load = load_click, _load
 
-# %% ../nbs/13_widgets.ipynb 13
+# %% ../nbs/13_widgets.ipynb 18
 def params(self) -> SamplingParams:
     "The sampling settings from the sliders."
     return SamplingParams(temperature=float(self.temperature.value), top_p=float(self.top_p.value), max_tokens=int(self.max_tokens.value))
