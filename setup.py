@@ -37,7 +37,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['xllm', 'xllm.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'cuda': cuda_requirements},
+    extras_require={'dev': dev_requirements, 'cuda': cuda_requirements, 'widgets': ['ipywidgets']},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
