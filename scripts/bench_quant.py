@@ -9,7 +9,7 @@ the threads we actually got)."""
 import argparse, time
 import torch, torch.nn as nn
 
-from xllm.quant import Int8Linear, Int4Linear, quantize_model, load_quantized_gguf, set_kernel, model_bytes, KERNELS
+from xllm.quant import Int8Linear, Int4Linear, quantize_model, load_quantized_gguf, model_bytes, perplexity, KERNELS
 
 
 def timeit(f, iters: int, warmup: int = 3):
@@ -60,6 +60,10 @@ def main():
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--skip-decode", action="store_true")
     ap.add_argument("--skip-linears", action="store_true")
+    ap.add_argument("--ppl-file", default=None, help="text for perplexity (default: the Apache-2.0 LICENSE shipped with transformers)")
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--skip-ppl", action="store_true")
+    ap.add_argument("--only", default=None, help="run only the decode variants whose name contains this")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     print(f"torch {torch.__version__}, {a.threads} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}")
@@ -79,16 +83,29 @@ def main():
     def f32(): return Llama.from_weights(ck.config, ck.weights)
     variants = [("float32 (dequantized GGUF)", f32),
                 ("int8 per-channel, bf16 kernel", lambda: quantize_model(f32(), "int8")),
+                ("int8 per-channel, dequant kernel (float32 activations)", lambda: quantize_model(f32(), "int8", kernel="dequant")),
                 ("int8 per-channel + lm_head, bf16 kernel", lambda: quantize_model(f32(), "int8", lm_head=True)),
                 ("int4 GGUF Q4_1 repack, bf16 kernel", lambda: load_quantized_gguf(path)),
                 ("int4 GGUF Q4_1 repack, dequant kernel", lambda: load_quantized_gguf(path, kernel="dequant")),
                 ("int4 g32 from float, bf16 kernel", lambda: quantize_model(f32(), "int4", 32))]
+    ppl_ids = None
+    if not a.skip_ppl:
+        from xllm.tokenizer import Tokenizer
+        text_path = a.ppl_file
+        if text_path is None:
+            import importlib.metadata as md
+            text_path = next((f.locate() for f in md.distribution("transformers").files if f.name == "LICENSE"), None)
+        if text_path is not None:
+            ppl_ids = Tokenizer.from_file(path).encode(open(text_path, encoding="utf-8").read())
+            print(f"\nperplexity text: {text_path} ({len(ppl_ids)} tokens, ctx {a.ctx}, {len(ppl_ids) // a.ctx} windows)")
     print(f"\n## decode, default model ({path.name}), {a.tokens} tokens, batch 1\n")
-    print("| model | tok/s (wall) | tok per CPU-s | memory MiB |\n|---|---|---|---|")
+    print("| model | tok/s (wall) | tok per CPU-s | memory MiB | perplexity |\n|---|---|---|---|---|")
     for name, make in variants:
+        if a.only and a.only not in name: continue
         m = make()
         tps, tpc = decode_speed(m, a.tokens)
-        print(f"| {name} | {tps:.1f} | {tpc:.1f} | {model_bytes(m) / 2**20:.0f} |", flush=True)
+        ppl = perplexity(m, ppl_ids, a.ctx, progress=False) if ppl_ids is not None else float("nan")
+        print(f"| {name} | {tps:.1f} | {tpc:.1f} | {model_bytes(m) / 2**20:.0f} | {ppl:.3f} |", flush=True)
         del m
 
 
