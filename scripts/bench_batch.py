@@ -11,6 +11,9 @@ Not a test: timings depend on the machine and on whatever else runs on it.
 """
 import argparse, os, random, time
 
+# On a machine shared with other jobs, OpenMP threads that spin while waiting for a descheduled sibling waste most of the CPU;
+# passive waiting keeps 2-thread timings sane under load (set OMP_WAIT_POLICY yourself to override).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 
 from xllm.core import default_model_path
@@ -70,27 +73,33 @@ def main():
         prompts.append(text_ids[s:s + n])
         params.append(SamplingParams(temperature=0, max_tokens=rng.randint(64, 128), ignore_eos=True))
     n_prompt, n_gen = sum(map(len, prompts)), sum(p.max_tokens for p in params)
-    print(f"model {path.name}, float32, {a.threads} threads; {a.n} requests: {n_prompt} prompt tokens, {n_gen} new tokens (greedy, EOS ignored)")
+    print(f"model {path.name}, float32, {a.threads} threads (OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}); {a.n} requests: {n_prompt} prompt tokens, {n_gen} new tokens (greedy, EOS ignored)", flush=True)
 
-    eng = Engine(model, tok, max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
-                 block_size=a.block_size, kv_cache_memory=a.kv_cache_memory)
-    print(eng.kv_cache_report)
-    t0 = time.perf_counter()
-    res = eng.generate(list(zip(prompts, params)))
-    dt_e = time.perf_counter() - t0
-    assert all(len(r.token_ids) == sp.max_tokens for r, sp in zip(res, params)), "engine: wrong output lengths"
-    print(f"engine (max_num_seqs={a.max_num_seqs}, max_num_batched_tokens={a.max_num_batched_tokens}): {dt_e:.1f} s, "
-          f"{(n_prompt + n_gen) / dt_e:.1f} total tokens/s, {n_gen / dt_e:.1f} generated tokens/s; {eng.num_steps} steps, "
-          f"peak {eng.block_manager.peak_used_blocks}/{eng.block_manager.num_blocks} blocks, {eng.scheduler.num_preemptions} preemptions; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    def run_engine():
+        eng = Engine(model, tok, max_num_seqs=a.max_num_seqs, max_num_batched_tokens=a.max_num_batched_tokens,
+                     block_size=a.block_size, kv_cache_memory=a.kv_cache_memory)
+        t0 = time.perf_counter()
+        res = eng.generate(list(zip(prompts, params)))
+        dt = time.perf_counter() - t0
+        assert all(len(r.token_ids) == sp.max_tokens for r, sp in zip(res, params)), "engine: wrong output lengths"
+        print(f"engine (max_num_seqs={a.max_num_seqs}, max_num_batched_tokens={a.max_num_batched_tokens}): {dt:.1f} s, "
+              f"{(n_prompt + n_gen) / dt:.1f} total tokens/s, {n_gen / dt:.1f} generated tokens/s; {eng.num_steps} steps, "
+              f"peak {eng.block_manager.peak_used_blocks}/{eng.block_manager.num_blocks} blocks, {eng.scheduler.num_preemptions} preemptions; "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        return res, dt
+
+    print(Engine(model, tok, block_size=a.block_size, kv_cache_memory=a.kv_cache_memory).kv_cache_report, flush=True)
+    res, dt_e = run_engine()
     if a.skip_sequential: return
     t0 = time.perf_counter()
     seq = sequential(model, prompts, params, ck.config.max_position_embeddings)
     dt_s = time.perf_counter() - t0
-    print(f"one at a time (contiguous KVCache): {dt_s:.1f} s, {(n_prompt + n_gen) / dt_s:.1f} total tokens/s, {n_gen / dt_s:.1f} generated tokens/s; load average {os.getloadavg()[0]:.1f}")
+    print(f"one at a time (contiguous KVCache): {dt_s:.1f} s, {(n_prompt + n_gen) / dt_s:.1f} total tokens/s, "
+          f"{n_gen / dt_s:.1f} generated tokens/s; load average {os.getloadavg()[0]:.1f}", flush=True)
+    _, dt_e2 = run_engine()                 # again after the slow phase, so both runs bracket the machine's load
     same = sum(r.token_ids == s for r, s in zip(res, seq))
     first_diff = [next((i for i, (x, y) in enumerate(zip(r.token_ids, s)) if x != y), None) for r, s in zip(res, seq)]
-    print(f"speed-up {dt_s / dt_e:.2f}x; identical greedy outputs: {same}/{a.n}"
+    print(f"speed-up {dt_s / dt_e:.2f}x / {dt_s / dt_e2:.2f}x (engine run before / after); identical greedy outputs: {same}/{a.n}"
           + ("" if same == a.n else f" (first differing positions: {[d for d in first_diff if d is not None]})"))
 
 

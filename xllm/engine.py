@@ -116,12 +116,15 @@ def _paged_attention(attn, x, cos, sin, kf: torch.Tensor, vf: torch.Tensor, b: P
     o = torch.empty(N, nh, hd, dtype=q.dtype, device=q.device)
     gqa = nh != nkv
     if b.dec_rows is not None:
-        k, v = kf[b.dec_slots].transpose(1, 2), vf[b.dec_slots].transpose(1, 2)           # [B_d, n_kv, L_max, hd]
+        Bd, L = b.dec_slots.shape
+        flat = b.dec_slots.reshape(-1)                                                     # index_select: ~5x faster than kf[2-D index]
+        k = kf.index_select(0, flat).view(Bd, L, nkv, hd).transpose(1, 2)                   # [B_d, n_kv, L_max, hd]
+        v = vf.index_select(0, flat).view(Bd, L, nkv, hd).transpose(1, 2)
         od = F.scaled_dot_product_attention(q[b.dec_rows][:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)
         o[b.dec_rows] = od[:, :, 0]
     for r0, r1, start, keys in b.prefills:
         T = r1 - r0
-        k, v = kf[keys].transpose(0, 1)[None], vf[keys].transpose(0, 1)[None]            # [1, n_kv, start+T, hd]
+        k, v = kf.index_select(0, keys).transpose(0, 1)[None], vf.index_select(0, keys).transpose(0, 1)[None]   # [1, n_kv, start+T, hd]
         op = F.scaled_dot_product_attention(q[r0:r1].transpose(0, 1)[None], k, v, attn_mask=causal_mask(T, start, q.device) if start else None,
                                             is_causal=start == 0, enable_gqa=gqa)
         o[r0:r1] = op[0].transpose(0, 1)
@@ -211,7 +214,8 @@ class Engine:
                     index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
         """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
         `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
-        `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings)."""
+        `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
+        One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`."""
         params = SamplingParams() if params is None else params
         if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
         if request_id is None:
