@@ -225,6 +225,8 @@ def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None 
     if mode not in ("int8", "int4"): raise ValueError(f"mode: expected 'int8' or 'int4', got {mode!r}")
     if mode == "int4" and group_size not in (32, 64, 128): raise ValueError(f"group_size: expected 32, 64 or 128 for int4, got {group_size!r}")
     _check_kernel(kernel)
+    if not isinstance(getattr(getattr(model, "model", None), "layers", None), nn.ModuleList):
+        raise ValueError(f"model: expected an xllm Llama (with .model.layers), got {type(model).__name__}")
     def convert(lin):
         if mode == "int8": return Int8Linear.from_float(lin, None, kernel)
         return Int4Linear.from_float(lin, group_size, zero_point, kernel)
