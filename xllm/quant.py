@@ -107,7 +107,7 @@ class _QuantLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.in_features: raise ValueError(f"input has {x.shape[-1]} features, this layer expects {self.in_features}")
         x2 = x.reshape(-1, self.in_features)
-        if self.kernel == "dequant" or not self._aten_ok(): y = F.linear(x2, self.dequantize(x.dtype))
+        if self.kernel == "dequant" or x.device.type != "cpu" or not self._aten_ok(): y = F.linear(x2, self.dequantize(x.dtype))
         else:
             dt = torch.bfloat16 if self.kernel == "bf16" else torch.float32
             y = self._aten(x2.to(dt), dt).to(x.dtype)
