@@ -12,14 +12,15 @@ from typing import Iterator
 import torch
 
 from .core import ModelFormatError, default_model_path
-from .weights import load_checkpoint, resolve_dtype
+from .weights import load_checkpoint, resolve_dtype, Checkpoint
+from . import quant
 from .tokenizer import Tokenizer
 from .chat import apply_chat_template
 from .model import Llama
 from .sampling import SamplingParams, Sampler
 
 # %% auto 0
-__all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'generate', 'chat', 'stream', 'logits']
+__all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'get_engine', 'generate', 'chat', 'stream', 'logits']
 
 # %% ../nbs/07_llm.ipynb 5
 @dataclass
@@ -124,13 +125,20 @@ def _resolve_device(device) -> torch.device:
 # %% ../nbs/07_llm.ipynb 12
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
-    def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None):
+    def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
+                 quantization: str | None = None, group_size: int = 32):
         self.device = _resolve_device(device)
+        if quantization not in (None, "int8", "int4"): raise ValueError(f"quantization: expected None, 'int8' or 'int4', got {quantization!r}")
         path = Path(model).expanduser() if model is not None else default_model_path()
         if not path.exists(): raise FileNotFoundError(f"model not found: {path}")
         dtype = resolve_dtype(dtype)
-        self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype)
-        self.config, self.model_path = ckpt.config, path
+        qmodel = None
+        if quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
+            if quantization is not None: raise ValueError(f"quantization: {path} is already quantized; leave quantization=None")
+            config, qmodel = quant.load_quantized_dir(path)
+            self.checkpoint = ckpt = Checkpoint(config, {}, "xllm-quantized", quant.quantized_tokenizer_path(path))
+        else: self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype)
+        self.config, self.model_path, self.quantization = ckpt.config, path, quantization or getattr(qmodel, "quantization_config", None)
         tok_path = Path(tokenizer).expanduser() if tokenizer is not None else ckpt.tokenizer_path
         if tok_path is None:
             raise ValueError(f"{path}: this {ckpt.format} checkpoint carries no tokenizer; pass tokenizer=PATH "
@@ -145,7 +153,11 @@ class LLM:
                 raise ValueError(f"max_model_len: must be an integer in [1, {ctx}] (the model's max_position_embeddings), got {max_model_len!r}")
             ctx = max_model_len
         self.max_model_len = ctx
-        self.model = Llama.from_weights(self.config, ckpt.weights, dtype=dtype).to(self.device).eval()
+        if qmodel is None:
+            m = Llama.from_weights(self.config, ckpt.weights, dtype=dtype)
+            if quantization is not None: quant.quantize_model(m, quantization, group_size)   # ValueError names group_size
+        else: m = qmodel if dtype == torch.float32 else qmodel.to(dtype)
+        self.model = m.to(self.device).eval()
         ckpt.weights = {}   # the module holds them now
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)): raise ValueError(f"seed: expected an integer or None, got {seed!r}")
         self.generator = torch.Generator(device="cpu")   # draws of requests without their own seed
@@ -155,10 +167,12 @@ class LLM:
         self._n_decodable = min(self.tokenizer.vocab_size, self.config.vocab_size)   # embedding rows past the tokenizer are never sampled
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
         self._next_id = 0
+        self.kv_cache_memory, self._engine = 256 * 2**20, None   # bytes of paged K/V the batching engine may use
 
     def __repr__(self):
         c = self.config
-        return (f"LLM({self.model_path.name}: {self.checkpoint.format}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
+        q = f", {self.quantization if isinstance(self.quantization, str) else 'int' + str(self.quantization.get('bits'))}" if self.quantization else ""
+        return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
                 f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device})")
 
     def get_tokenizer(self) -> Tokenizer: return self.tokenizer
@@ -217,24 +231,79 @@ def _prefill(self, ids: list[int], max_tokens: int | None):
     logits = self.model(torch.tensor(ids, device=self.device), cache, last_only=True)[-1]
     return cache, logits
 
-def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
-    "Run every request (prompt text, prompt ids) with its params, one sequence at a time (the batched engine replaces this)."
-    outs = []
+def _run_one(self, prompt, ids, params) -> RequestOutput:
+    "One request on the contiguous cache: prefill once, then each of the `n` completions on (a copy of) the prompt's cache."
+    gen = _generator(self, params)
+    cache, logits = _prefill(self, ids, params.max_tokens)
+    comps = []
+    for i in range(params.n):
+        seq = _Sequence(self.tokenizer, ids, params, i, self.eos_ids, self.max_model_len)
+        c = cache if i == params.n - 1 else copy.deepcopy(cache)
+        for _ in _decode(self, seq, gen, c, logits): pass
+        comps.append(seq.output())
+    out = RequestOutput(str(self._next_id), prompt, ids, comps, True)
+    self._next_id += 1
+    return out
+
+def get_engine(self):
+    "The LLM's continuous-batching `Engine` (created on first use, kept): its paged K/V pool is at most `kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."
+    if getattr(self, "_engine", None) is None:
+        from xllm.engine import Engine
+        from xllm.kv_cache import kv_cache_bytes_per_token
+        bs, seqs = 16, 32
+        full = seqs * -(-self.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
+        budget = self.kv_cache_memory // (bs * kv_cache_bytes_per_token(self.config, self.model.dtype))
+        self._engine = Engine(self.model, self.tokenizer, max_num_seqs=seqs, block_size=bs, num_blocks=max(1, min(full, budget)),
+                              max_model_len=max(2, self.max_model_len), eos_token_ids=self.eos_ids)
+    return self._engine
+
+def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
+    """All requests (each of their `n` completions is one engine request) continuously batched through `get_engine()`.
+    The engine produces token ids; each completion's `_Sequence` turns them into text and decides stop strings, EOS, stop ids,
+    `max_tokens` and the context end exactly as the one-at-a-time path does; a stop string ends the engine request by its hook."""
+    eng = get_engine(self)
+    seqs, rids = {}, []
+    for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
+        for i in range(p.n):
+            seq = _Sequence(self.tokenizer, ids, p, i, self.eos_ids, self.max_model_len)
+            # seeded: one stream per completion (index i); unseeded: the LLM's generator, drawn in a fixed step order
+            gen = Sampler.make_generator(p, index=i) if p.seed is not None else (None if p.greedy else self.generator)
+            rid = ("llm", self._next_id + r, i)
+            eng.add_request(ids, p, request_id=rid, generator=gen)
+            seqs[rid] = seq; rids.append(rid)
     from tqdm.auto import tqdm
-    for (prompt, ids), params in tqdm(list(zip(requests, params)), desc="generate", disable=not use_tqdm or len(requests) < 2):
-        gen = _generator(self, params)
-        cache, logits = _prefill(self, ids, params.max_tokens)
-        comps = []
-        for i in range(params.n):
-            seq = _Sequence(self.tokenizer, ids, params, i, self.eos_ids, self.max_model_len)
-            c = cache if i == params.n - 1 else copy.deepcopy(cache)
-            for _ in _decode(self, seq, gen, c, logits): pass
-            comps.append(seq.output())
-        outs.append(RequestOutput(str(self._next_id), prompt, ids, comps, True))
-        self._next_id += 1
+    bar = tqdm(total=len(rids), desc="generate", disable=not use_tqdm or len(rids) < 2)
+    try:
+        while any(not s.finished for s in seqs.values()):
+            for o in eng.step():
+                seq = seqs.get(o.request_id)
+                if seq is None or seq.finished: continue
+                for k, tok in enumerate(o.new_token_ids):
+                    seq.append(tok, o.new_logprobs[k] if o.new_logprobs else None)
+                    if seq.finished: break
+                if seq.finished:
+                    eng.finish_request(o.request_id)                     # a stop string (no-op when the engine ended it too)
+                elif o.finished:
+                    if o.finish_reason == "error": raise RuntimeError(f"request failed in the engine: {o.error}")
+                    seq._finish(o.finish_reason)
+                if seq.finished: bar.update(1)
+    finally:
+        bar.close()
+        for rid, seq in seqs.items():
+            if not seq.finished: eng.abort(rid)
+        while eng.has_unfinished(): eng.step()                           # drain aborted requests' outputs
+    outs = []
+    for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
+        outs.append(RequestOutput(str(self._next_id + r), prompt, ids, [seqs[("llm", self._next_id + r, i)].output() for i in range(p.n)], True))
+    self._next_id += len(requests)
     return outs
 
-LLM._decode, LLM._prefill, LLM._run = _decode, _prefill, _run
+def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
+    "Run every request (prompt text, prompt ids) with its params: a single completion on the contiguous cache, several through the engine."
+    if len(requests) == 1 and params[0].n == 1: return [_run_one(self, *requests[0], params[0])]
+    return _run_engine(self, requests, params, use_tqdm)
+
+LLM._decode, LLM._prefill, LLM._run, LLM.get_engine = _decode, _prefill, _run, get_engine
 
 # %% ../nbs/07_llm.ipynb 18
 def _params(params, n: int | None = None):
