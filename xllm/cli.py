@@ -8,9 +8,124 @@ import argparse, sys
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'build_parser', 'cmd_generate', 'cmd_chat', 'main']
+__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'run_bench', 'cmd_bench', 'build_parser',
+           'cmd_generate', 'cmd_chat', 'main']
 
 # %% ../nbs/08_cli.ipynb 5
+def cmd_quantize(args, out=None) -> int:
+    "Quantize `args.input` to `args.bits` and save it to the directory `args.output`."
+    from xllm import quant
+    out = out or sys.stdout
+    if args.bits not in (4, 8): raise _CLIError(f"--bits must be 8 or 4, got {args.bits}")
+    if args.bits == 4 and args.group not in (32, 64, 128): raise _CLIError(f"--group must be 32, 64 or 128, got {args.group}")
+    d = quant.quantize_command(args.input, args.output, bits=args.bits, group=args.group)
+    size = sum(f.stat().st_size for f in Path(d).iterdir() if f.is_file())
+    _write(out, f"wrote {d}: int{args.bits}" + (f", groups of {args.group}" if args.bits == 4 else ", per channel") + f", {size / 2**20:.1f} MiB\n")
+    return 0
+
+def cmd_perplexity(args, out=None) -> int:
+    "Print the perplexity of the model on the text of `args.file`."
+    from xllm import quant
+    out = out or sys.stdout
+    if args.ctx < 4: raise _CLIError(f"--ctx must be at least 4, got {args.ctx}")
+    text = Path(args.file).read_text(encoding="utf-8")
+    llm = _load(args)
+    if args.ctx > llm.max_model_len: raise _CLIError(f"--ctx {args.ctx} is longer than the model's context ({llm.max_model_len})")
+    tok = llm.tokenizer
+    ids = tok.encode(text)
+    bos = tok.bos_id if tok.add_bos_token else None                # windows start with BOS when the model expects one
+    ppl = quant.perplexity(llm.model, ids, args.ctx, bos_id=bos, progress=True)
+    _write(out, f"perplexity {ppl:.6f} ({len(ids) // args.ctx} windows of {args.ctx} tokens, {len(ids)} tokens)\n")
+    return 0
+
+# %% ../nbs/08_cli.ipynb 7
+def _percentile(xs, q: float):
+    "Linear-interpolated percentile `q` in [0, 1] of `xs` (None when empty)."
+    xs = sorted(xs)
+    if not xs: return None
+    k = (len(xs) - 1) * q; lo = int(k); hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+def _peak_rss_mb() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / 2**20 if sys.platform == "darwin" else r / 1024
+
+def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False, progress: bool = True) -> dict:
+    "Run `prompts` (all submitted at t=0, greedy) through `llm`'s engine, or one at a time; return the measurements as a dict."
+    import time, torch
+    from tqdm.auto import tqdm
+    from xllm.sampling import SamplingParams
+    from xllm.llm import _Sequence
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
+    reqs = [llm._chat_ids([{"role": "user", "content": p}])[1] if chat else llm._prompt_ids(p)[1] for p in prompts]
+    ttft, n_out, t_pre, t_dec, n_dec, peak = [], 0, 0.0, 0.0, 0, None
+    bar = tqdm(total=len(reqs), desc="bench " + ("sequential" if sequential else "engine"), disable=not progress)
+    t0 = time.perf_counter()
+    if sequential:
+        for ids in reqs:
+            t = time.perf_counter()
+            cache, logits = llm._prefill(ids, max_tokens)
+            t1 = time.perf_counter(); t_pre += t1 - t; ttft.append(t1 - t0)
+            seq = _Sequence(llm.tokenizer, ids, params, 0, llm.eos_ids, llm.max_model_len, prime=False)
+            for _ in llm._decode(seq, None, cache, logits): pass
+            t_dec += time.perf_counter() - t1
+            n_out += len(seq.token_ids); n_dec += len(seq.token_ids) - 1; bar.update(1)
+    else:
+        eng = llm.get_engine()
+        h0 = len(eng.history)
+        rids = [eng.add_request(ids, params) for ids in reqs]
+        first, live = set(), set(rids)
+        while live:
+            t = time.perf_counter()
+            outs = eng.step()
+            t1 = time.perf_counter()
+            new = sum(len(o.new_token_ids) for o in outs if o.request_id in first)      # tokens of requests past their prefill
+            if eng.history[-1][3] > new: t_pre += t1 - t                               # the step held prompt tokens
+            else: t_dec += t1 - t; n_dec += new
+            for o in outs:
+                if o.request_id not in live: continue
+                n_out += len(o.new_token_ids)
+                if o.new_token_ids and o.request_id not in first: first.add(o.request_id); ttft.append(t1 - t0)
+                if o.finished:
+                    live.discard(o.request_id); bar.update(1)
+                    if o.finish_reason == "error": raise RuntimeError(f"request failed: {o.error}")
+        peak = max(h[0] for h in eng.history[h0:])
+    wall = time.perf_counter() - t0
+    bar.close()
+    rate = lambda n, t: n / t if t > 0 else None
+    n_prompt = sum(map(len, reqs))
+    return {"model": llm.model_path.name, "mode": "sequential" if sequential else "engine", "requests": len(reqs),
+            "max_tokens": max_tokens, "ignore_eos": ignore_eos, "threads": torch.get_num_threads(), "prompt_tokens": n_prompt,
+            "output_tokens": n_out, "wall_s": wall, "prefill_tok_s": rate(n_prompt, t_pre), "decode_tok_s": rate(n_dec, t_dec),
+            "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
+            "peak_kv_blocks": peak, "kv_blocks_total": None if sequential else llm.get_engine().pool.num_blocks,
+            "peak_rss_mb": _peak_rss_mb()}
+
+def cmd_bench(args, out=None) -> int:
+    "Run the benchmark of `args` and print (and with --json, save) its measurements."
+    import json, torch
+    out = out or sys.stdout
+    if args.batch is not None and args.batch < 1: raise _CLIError(f"--batch must be at least 1, got {args.batch}")
+    if args.threads is not None:
+        if args.threads < 1: raise _CLIError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    prompts = [l.strip() for l in Path(args.file).read_text(encoding="utf-8").splitlines() if l.strip()]
+    if not prompts: raise _CLIError(f"{args.file}: no prompts (one per line)")
+    n = args.batch or len(prompts)
+    prompts = (prompts * -(-n // len(prompts)))[:n]
+    llm = _load(args)
+    r = run_bench(llm, prompts, args.max_tokens, args.ignore_eos, args.chat, args.sequential)
+    f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
+    _write(out, f"{r['mode']}: {r['requests']} requests, {r['prompt_tokens']} prompt tokens, {r['output_tokens']} output tokens in {r['wall_s']:.2f} s ({r['threads']} threads)\n"
+                f"  prefill {f(r['prefill_tok_s'], '.1f')} tok/s, decode {f(r['decode_tok_s'], '.1f')} tok/s, end-to-end output {f(r['output_tok_s'], '.1f')} tok/s\n"
+                f"  TTFT p50 {f(r['ttft_p50_s'], '.3f')} s, p95 {f(r['ttft_p95_s'], '.3f')} s; "
+                + ("" if r["peak_kv_blocks"] is None else f"peak KV blocks {r['peak_kv_blocks']}/{r['kv_blocks_total']}; ")
+                + f"peak RSS {r['peak_rss_mb']:.0f} MiB\n")
+    if args.json: Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+    return 0
+
+# %% ../nbs/08_cli.ipynb 9
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.7, 0.9
 
 class _CLIError(Exception):
@@ -19,12 +134,16 @@ class _CLIError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message): raise _CLIError(message)
 
-def _common(p):
+def _model_opts(p):
     g = p.add_argument_group("model")
-    g.add_argument("-m", "--model", help="a .gguf file, a Hugging Face model directory or a llama2.c .bin (default: SmolLM2-135M-Instruct, fetched once)")
+    g.add_argument("-m", "--model", help="a .gguf file, a Hugging Face model directory, a directory written by `xllm quantize` or a llama2.c .bin (default: SmolLM2-135M-Instruct, fetched once)")
     g.add_argument("--tokenizer", help="tokenizer file, when the model does not carry one (llama2.c .bin)")
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     g.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: float32 on cpu)")
+    g.add_argument("--quantization", choices=["int8", "int4"], default=None, help="quantize the linear layers after loading (int4: groups of 32)")
+
+def _common(p):
+    _model_opts(p)
     s = p.add_argument_group("sampling")
     s.add_argument("--max-tokens", type=int, default=None, help="most tokens to generate (default: 256 for generate, 512 per chat reply)")
     s.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help=f"0 = greedy (default {DEFAULT_TEMPERATURE})")
@@ -36,7 +155,7 @@ def _common(p):
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     p = _Parser(prog="xllm", description="Run LLaMA-family models (Llama 2/3, SmolLM2, TinyLlama, Mistral) on the command line.")
-    sub = p.add_subparsers(dest="command", metavar="{generate,chat}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="{generate,chat,quantize,perplexity,bench}", parser_class=_Parser)
     g = sub.add_parser("generate", help="stream a completion of PROMPT to stdout")
     g.add_argument("prompt", help="the prompt text ('-' reads it from stdin)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the model's chat template")
@@ -45,9 +164,28 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("chat", help="interactive chat (/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply)")
     c.add_argument("--system", default=None, help="system message")
     _common(c)
+    q = sub.add_parser("quantize", help="quantize a model's linear layers to int8/int4 and save it to a directory")
+    q.add_argument("input", help="the model (.gguf, HF directory, llama2.c .bin)")
+    q.add_argument("output", help="the directory to write (config.json, model.safetensors, tokenizer)")
+    q.add_argument("--bits", type=int, default=8, help="8 (per output channel) or 4 (groups of --group)")
+    q.add_argument("--group", type=int, default=32, help="int4 group size: 32, 64 or 128 (default 32)")
+    x = sub.add_parser("perplexity", help="perplexity of a model on a text file (windows of --ctx, second half of each scored)")
+    x.add_argument("--file", required=True, help="a UTF-8 text file")
+    x.add_argument("--ctx", type=int, default=512, help="window length in tokens (default 512)")
+    _model_opts(x)
+    b = sub.add_parser("bench", help="throughput of many requests through the continuous-batching engine (or --sequential)")
+    b.add_argument("--file", required=True, help="prompts, one per line")
+    b.add_argument("--batch", type=int, default=None, help="number of requests: the prompts repeated or trimmed to this many (default: one per line)")
+    b.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate per request (default 128)")
+    b.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens tokens")
+    b.add_argument("--chat", action="store_true", help="wrap each prompt as a user message in the chat template")
+    b.add_argument("--json", default=None, metavar="OUT", help="also write the results as JSON to OUT")
+    b.add_argument("--sequential", action="store_true", help="run the requests one at a time (contiguous cache), for comparison")
+    b.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    _model_opts(b)
     return p
 
-# %% ../nbs/08_cli.ipynb 7
+# %% ../nbs/08_cli.ipynb 11
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -58,7 +196,7 @@ def _sampling_params(args, default_max_tokens: int):
 
 def _load(args):
     from xllm.llm import LLM
-    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer)
+    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=args.quantization)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
 
 def _lstrip_first(deltas):
@@ -73,7 +211,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/08_cli.ipynb 9
+# %% ../nbs/08_cli.ipynb 13
 def cmd_generate(args, out=None) -> int:
     "Stream the completion of `args.prompt` to stdout."
     out = out or sys.stdout
@@ -89,7 +227,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/08_cli.ipynb 11
+# %% ../nbs/08_cli.ipynb 15
 def _chat_reply(llm, history, params, out):
     "Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted)."
     saved, dropped = list(history), 0
@@ -143,15 +281,15 @@ def cmd_chat(args, inp=None, out=None) -> int:
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
 
-# %% ../nbs/08_cli.ipynb 13
+# %% ../nbs/08_cli.ipynb 17
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None: parser.print_help(sys.stderr); return 2
-        if args.max_tokens is not None and args.max_tokens < 1: raise _CLIError(f"--max-tokens must be at least 1, got {args.max_tokens}")
-        return (cmd_generate if args.command == "generate" else cmd_chat)(args)
+        if getattr(args, "max_tokens", None) is not None and args.max_tokens < 1: raise _CLIError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+        return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench}[args.command](args)
     except SystemExit as e:        # --help
         return e.code if isinstance(e.code, int) else 0
     except KeyboardInterrupt:
