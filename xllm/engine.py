@@ -131,23 +131,21 @@ def _paged_attention(attn, x, cos, sin, kf: torch.Tensor, vf: torch.Tensor, b: P
     return attn.o_proj(o.reshape(N, nh * hd))
 
 @torch.inference_mode()
-def forward_paged(self: Llama, batch: PagedBatch, pool: PagedKVPool) -> torch.Tensor:
+def forward_paged(model: Llama, batch: PagedBatch, pool: PagedKVPool) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` for a ragged batch of chunks, reading and writing K/V in `pool` via block tables."
     ids = batch.token_ids
     if ids.numel() == 0: raise ValueError("empty batch")
-    V = self.config.vocab_size
+    V = model.config.vocab_size
     lo, hi = ids.aminmax()
     if lo < 0 or hi >= V: raise ValueError(f"token id {int(lo) if lo < 0 else int(hi)} is outside the vocabulary of {V}")
-    if pool.dtype != self.dtype: raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {self.dtype}")
-    cos, sin = self.rope(max(batch.context_lens))
+    if pool.dtype != model.dtype: raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
+    cos, sin = model.rope(max(batch.context_lens))
     cos, sin = cos[batch.positions], sin[batch.positions]
-    x = self.model.embed_tokens(ids)
-    for i, layer in enumerate(self.model.layers):
+    x = model.model.embed_tokens(ids)
+    for i, layer in enumerate(model.model.layers):
         h = x + _paged_attention(layer.self_attn, layer.input_layernorm(x), cos, sin, pool.k_flat[i], pool.v_flat[i], batch)
         x = h + layer.mlp(layer.post_attention_layernorm(h))
-    return self.lm_head(self.model.norm(x[batch.logits_rows])).float()
-
-Llama.forward_paged = forward_paged
+    return model.lm_head(model.model.norm(x[batch.logits_rows])).float()
 
 # %% ../nbs/11_engine.ipynb 19
 @dataclass
@@ -279,7 +277,7 @@ class Engine:
             rows = [r1 - 1 for c, r1 in zip(out.chunks, itertools.accumulate(c.num_tokens for c in out.chunks)) if c.samples]
             batch = PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in out.chunks], bm.block_size,
                                      self.pool.null_slot, rows, self.model.device)
-            logits = self.model.forward_paged(batch, self.pool)          # always: a prefill chunk writes K/V even when nothing samples
+            logits = forward_paged(self.model, batch, self.pool)          # always: a prefill chunk writes K/V even when nothing samples
             new, fin, lps = {}, {}, {}
             for c, row in zip(sampling, logits):
                 sid = c.seq.seq_id
