@@ -113,3 +113,84 @@ def test_chat_ctrl_c_stops_reply_only():
     assert p.returncode == 0, out[-500:]
     assert " [stopped]\n> " in out and out.count("> ") == 3, out[-500:]
     assert out.split("> ")[2].strip()   # the next question got an answer
+
+
+# ---- quantize / perplexity / bench, on a tiny random model built here (no downloads) and on stories260K when shared is there
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    "A random 2-layer LlamaForCausalLM (transformers) + a SentencePiece tokenizer trained here; returns its directory."
+    import io, torch, sentencepiece as spm
+    from transformers import LlamaConfig as HFLlamaConfig, LlamaForCausalLM
+    d = tmp_path_factory.mktemp("tiny")
+    corpus = ["Once upon a time there was a little girl named Lily.", "She liked to play in the park with her big red ball.",
+              "Tom said: hello! How are you today? I am fine, thanks."] * 40
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(corpus), model_writer=buf, vocab_size=300, model_type="bpe", byte_fallback=True,
+        character_coverage=1.0, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2, num_threads=1)
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(HFLlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1, eos_token_id=2))
+    with torch.no_grad():
+        for n, p in hf.named_parameters():
+            if p.dim() == 2: p.normal_(0, 1.0 if "embed" in n else p.shape[1] ** -0.5)
+    hf.save_pretrained(d)
+    (d / "tokenizer.model").write_bytes(buf.getvalue())
+    (d / "text.txt").write_text(" ".join(corpus[:15]))
+    return d
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantize_round_trip(tiny, tmp_path, bits):
+    "`xllm quantize` writes a directory; `xllm generate -m DIR` loads it and prints the API's greedy text on it."
+    from xllm import quant
+    from xllm.llm import LLM
+    from xllm.sampling import SamplingParams
+    out = tmp_path / f"q{bits}"
+    r = _run(["quantize", str(tiny), str(out), "--bits", str(bits)])
+    assert r.returncode == 0 and "wrote" in r.stdout, r.stderr
+    assert quant.is_quantized_dir(out)
+    r = _run(["generate", "Once upon a time", "-m", str(out), "--max-tokens", "10", "--temperature", "0"])
+    assert r.returncode == 0, r.stderr
+    llm = LLM(out)
+    assert any(isinstance(m, (quant.Int8Linear, quant.Int4Linear)) for m in llm.model.modules())
+    assert r.stdout == llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=10))[0].outputs[0].text + "\n"
+
+
+def test_perplexity_equals_api(tiny):
+    import math
+    from xllm import quant
+    from xllm.llm import LLM
+    r = _run(["perplexity", "-m", str(tiny), "--file", str(tiny / "text.txt"), "--ctx", "32"])
+    assert r.returncode == 0, r.stderr
+    ppl = float(r.stdout.split()[1])
+    llm = LLM(tiny)
+    ref = quant.perplexity(llm.model, llm.tokenizer.encode((tiny / "text.txt").read_text()), 32, bos_id=llm.tokenizer.bos_id, progress=False)
+    assert math.isfinite(ppl) and f"{ppl:.6f}" == f"{ref:.6f}"
+
+
+@pytest.mark.parametrize("args, needle", [(["--bits", "3"], "--bits"), (["--bits", "4", "--group", "48"], "--group")])
+def test_quantize_bad_args(tiny, tmp_path, args, needle):
+    assert needle in _one_error_line(_run(["quantize", str(tiny), str(tmp_path / "q"), *args]))
+    assert not (tmp_path / "q").exists()
+
+
+def test_bench_json(tiny, tmp_path):
+    "`xllm bench` through the engine and --sequential: same token counts, every field reported."
+    import json
+    from xllm.tokenizer import Tokenizer
+    m = ["-m", str(tiny)]
+    tok = Tokenizer.from_file(tiny)
+    prompts = (ROOT / "bench" / "prompts.txt").read_text().splitlines()[:4]
+    n_prompt = sum(len(tok.encode(p, add_bos=tok.add_bos_token)) for p in prompts)
+    for extra in ([], ["--sequential"]):
+        js = tmp_path / "b.json"
+        r = _run(["bench", "--file", str(ROOT / "bench" / "prompts.txt"), *m, "--batch", "4", "--max-tokens", "4", "--ignore-eos", "--json", str(js), *extra])
+        assert r.returncode == 0, r.stderr
+        d = json.loads(js.read_text())
+        assert d["mode"] == ("sequential" if extra else "engine")
+        assert (d["requests"], d["prompt_tokens"], d["output_tokens"]) == (4, n_prompt, 16)
+        for k in ("prefill_tok_s", "decode_tok_s", "output_tok_s", "ttft_p50_s", "ttft_p95_s", "peak_rss_mb", "wall_s"): assert d[k] > 0, k
+        assert d["ttft_p50_s"] <= d["ttft_p95_s"]
+        assert (d["peak_kv_blocks"] is None) == bool(extra) and (extra or 1 <= d["peak_kv_blocks"] <= d["kv_blocks_total"])
+        assert "tok/s" in r.stdout
