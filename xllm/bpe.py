@@ -30,8 +30,8 @@ UNICODE_TO_BYTE = {c: b for b, c in BYTE_TO_UNICODE.items()}
 _LATIN1_TO_GPT2 = {b: c for b, c in BYTE_TO_UNICODE.items()}
 
 def byte_encode(text: str) -> str:
-    "The byte-level form of `text`: its UTF-8 bytes, each written as its GPT-2 character."
-    return text.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_GPT2)
+    "The byte-level form of `text`: its UTF-8 bytes (lone surrogates as their 3 surrogatepass bytes, not an error), each written as its GPT-2 character."
+    return text.encode("utf-8", "surrogatepass").decode("latin-1").translate(_LATIN1_TO_GPT2)   # a lone surrogate: its 3 bytes, like the SentencePiece byte fallback
 
 def byte_decode(piece: str) -> bytes:
     "Inverse of `byte_encode` for one piece; a character outside the table stands for its own UTF-8 (added tokens)."
