@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_engine.ipynb 4
 from __future__ import annotations
-import itertools, numbers, sys, time
+import asyncio, itertools, numbers, queue, sys, threading, time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence as Seq
 
@@ -13,41 +13,103 @@ import torch.nn.functional as F
 
 from .core import LlamaConfig
 from .model import Llama, apply_rope, causal_mask
-from .kv_cache import BlockManager, num_blocks_for_budget, kv_cache_report, kv_cache_bytes_per_token
+from .kv_cache import BlockManager, num_blocks_for_budget, kv_cache_report, kv_cache_bytes_per_token, _fmt_bytes
 from .scheduler import Scheduler, SequenceStatus
 from .sampling import SamplingParams, Sampler
 
 # %% auto 0
-__all__ = ['DEFAULT_KV_CACHE_MEMORY', 'PagedKVPool', 'PagedBatch', 'forward_paged', 'StepOutput', 'EngineResult', 'Engine']
+__all__ = ['DEFAULT_KV_CACHE_MEMORY', 'KV_SCALE_DTYPE', 'kv_bytes_per_token', 'quantize_kv', 'dequantize_kv', 'PagedKVPool',
+           'PagedBatch', 'forward_paged', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
 
 # %% ../nbs/11_engine.ipynb 6
 DEFAULT_KV_CACHE_MEMORY = 256 * 2**20   # bytes of K/V when no budget is given (CPU default)
+KV_SCALE_DTYPE = torch.float32          # the per-token-per-head scales of an int8 KV cache
+
+def _kv_dtype(kv_dtype, dtype):
+    "Normalise a KV storage dtype: None/'auto' -> the model's `dtype`; 'int8' / torch.int8 -> torch.int8."
+    if kv_dtype is None or kv_dtype == "auto": return dtype
+    if kv_dtype in ("int8", torch.int8): return torch.int8
+    if kv_dtype == dtype: return dtype
+    raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or the model's dtype {dtype}, got {kv_dtype!r}")
+
+def kv_bytes_per_token(config: LlamaConfig, dtype=torch.float32, kv_dtype=None) -> int:
+    "Bytes of K and V for one token over all layers, counting the int8 cache's scales (one float32 per token, head, K or V)."
+    kd = _kv_dtype(kv_dtype, dtype)
+    if kd != torch.int8: return kv_cache_bytes_per_token(config, kd)
+    per_head = config.head_dim * 1 + KV_SCALE_DTYPE.itemsize
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * per_head
+
+def quantize_kv(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "Symmetric int8 over the last dim: `scale = absmax / 127`, `q = round(x / scale)`; returns `(q int8, scale float32 [..., ])`."
+    xf = x.float()
+    scale = xf.abs().amax(-1) / 127
+    q = torch.round(xf / torch.where(scale > 0, scale, 1.0)[..., None]).clamp_(-127, 127).to(torch.int8)
+    return q, scale
+
+def dequantize_kv(q: torch.Tensor, scale: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
+    "Inverse of `quantize_kv`: `q * scale` in `dtype`."
+    return (q.float() * scale[..., None]).to(dtype)
 
 class PagedKVPool:
-    "Preallocated K and V blocks for every layer: `k[layer]` / `v[layer]` are `[num_blocks, block_size, n_kv_heads, head_dim]`."
-    def __init__(self, config: LlamaConfig, num_blocks: int, block_size: int, dtype=torch.float32, device=None):
+    """Preallocated K and V blocks for every layer: `k[layer]` / `v[layer]` are `[num_blocks, block_size, n_kv_heads, head_dim]`.
+    `dtype` is the model's compute dtype; `kv_dtype='int8'` stores K/V as int8 with a float32 scale per token and head
+    (`k_scale[layer]` `[num_blocks, block_size, n_kv_heads]`), quantized on write and dequantized on gather."""
+    def __init__(self, config: LlamaConfig, num_blocks: int, block_size: int, dtype=torch.float32, device=None, kv_dtype=None):
         for name, v in (("num_blocks", num_blocks), ("block_size", block_size)):
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0: raise ValueError(f"{name} must be a positive integer, got {v!r}")
         self.config, self.num_blocks, self.block_size, self.dtype = config, num_blocks, block_size, dtype
+        self.kv_dtype = _kv_dtype(kv_dtype, dtype)
+        self.quantized = self.kv_dtype == torch.int8
         shape = ((num_blocks + 1) * block_size, config.num_key_value_heads, config.head_dim)   # + the null block
-        self.k_flat = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
-        self.v_flat = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.num_hidden_layers)]
-        view = lambda t: t.view(num_blocks + 1, block_size, *shape[1:])[:num_blocks]
+        L = config.num_hidden_layers
+        self.k_flat = [torch.zeros(shape, dtype=self.kv_dtype, device=device) for _ in range(L)]
+        self.v_flat = [torch.zeros(shape, dtype=self.kv_dtype, device=device) for _ in range(L)]
+        view = lambda t: t.view(num_blocks + 1, block_size, *t.shape[1:])[:num_blocks]
         self.k, self.v = [view(t) for t in self.k_flat], [view(t) for t in self.v_flat]
+        if self.quantized:
+            self.k_scale_flat = [torch.zeros(shape[:2], dtype=KV_SCALE_DTYPE, device=device) for _ in range(L)]
+            self.v_scale_flat = [torch.zeros(shape[:2], dtype=KV_SCALE_DTYPE, device=device) for _ in range(L)]
+            self.k_scale, self.v_scale = [view(t) for t in self.k_scale_flat], [view(t) for t in self.v_scale_flat]
+        else: self.k_scale_flat = self.v_scale_flat = self.k_scale = self.v_scale = [None] * L
         self.null_slot = num_blocks * block_size      # first slot of the null block (all zeros)
 
     @classmethod
-    def from_budget(cls, config: LlamaConfig, block_size: int, kv_cache_memory: int = DEFAULT_KV_CACHE_MEMORY, dtype=torch.float32, device=None):
-        "As many blocks as fit in `kv_cache_memory` bytes of K/V (`num_blocks_for_budget`)."
-        return cls(config, num_blocks_for_budget(config, block_size, kv_cache_memory, dtype), block_size, dtype, device)
+    def from_budget(cls, config: LlamaConfig, block_size: int, kv_cache_memory: int = DEFAULT_KV_CACHE_MEMORY, dtype=torch.float32, device=None,
+                    kv_dtype=None):
+        "As many blocks as fit in `kv_cache_memory` bytes of K/V (and scales, for int8)."
+        kd = _kv_dtype(kv_dtype, dtype)
+        if kd == torch.int8:     # num_blocks_for_budget validates the arguments; redo its division with the int8 size
+            num_blocks_for_budget(config, block_size, kv_cache_memory, torch.int8)
+            per_block = kv_bytes_per_token(config, dtype, kd) * block_size
+            n = int(kv_cache_memory // per_block)
+            if n < 1: raise ValueError(f"kv_cache_memory of {int(kv_cache_memory)} bytes is less than one KV block ({per_block} bytes = {block_size} tokens)")
+        else: n = num_blocks_for_budget(config, block_size, kv_cache_memory, kd)
+        return cls(config, n, block_size, dtype, device, kd)
 
     @property
     def num_tokens(self) -> int: return self.num_blocks * self.block_size
     @property
-    def nbytes(self) -> int: return sum(t.numel() * t.element_size() for t in self.k + self.v)
+    def nbytes(self) -> int:
+        ts = self.k + self.v + (self.k_scale + self.v_scale if self.quantized else [])
+        return sum(t.numel() * t.element_size() for t in ts)
     def report(self) -> str:
         "The start-up line 'KV cache: N blocks = M tokens (...)'."
-        return kv_cache_report(self.config, self.block_size, self.num_blocks, self.dtype)
+        if not self.quantized: return kv_cache_report(self.config, self.block_size, self.num_blocks, self.kv_dtype)
+        per_tok = kv_bytes_per_token(self.config, self.dtype, torch.int8)
+        return (f"KV cache: {self.num_blocks} blocks = {self.num_tokens} tokens (block size {self.block_size}, {_fmt_bytes(per_tok)}/token, "
+                f"{_fmt_bytes(per_tok * self.num_tokens)}, int8 + float32 scales)")
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        "Store `k`, `v` `[n, n_kv, head_dim]` at `slots` (quantizing for int8)."
+        if not self.quantized:
+            self.k_flat[layer].index_copy_(0, slots, k); self.v_flat[layer].index_copy_(0, slots, v); return
+        for t, st, x in ((self.k_flat[layer], self.k_scale_flat[layer], k), (self.v_flat[layer], self.v_scale_flat[layer], v)):
+            q, s = quantize_kv(x)
+            t.index_copy_(0, slots, q); st.index_copy_(0, slots, s)
+    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        "K and V `[len(slots), n_kv, head_dim]` at `slots`, in the compute dtype (dequantized for int8)."
+        if not self.quantized: return self.k_flat[layer].index_select(0, slots), self.v_flat[layer].index_select(0, slots)
+        return tuple(dequantize_kv(t.index_select(0, slots), st.index_select(0, slots), self.dtype)
+                     for t, st in ((self.k_flat[layer], self.k_scale_flat[layer]), (self.v_flat[layer], self.v_scale_flat[layer])))
     def __repr__(self): return f"PagedKVPool({self.report()})"
 
 # %% ../nbs/11_engine.ipynb 8
@@ -107,24 +169,23 @@ class PagedBatch:
         return b
 
 # %% ../nbs/11_engine.ipynb 10
-def _paged_attention(attn, x, cos, sin, kf: torch.Tensor, vf: torch.Tensor, b: PagedBatch) -> torch.Tensor:
-    "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in the flat pool tensors `kf`, `vf`."
+def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
+    "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in `pool`'s layer `layer`."
     N, nh, nkv, hd = x.shape[0], attn.nh, attn.nkv, attn.hd
     q = apply_rope(attn.q_proj(x).view(N, nh, hd), cos, sin)
-    kf.index_copy_(0, b.slot_mapping, apply_rope(attn.k_proj(x).view(N, nkv, hd), cos, sin))
-    vf.index_copy_(0, b.slot_mapping, attn.v_proj(x).view(N, nkv, hd))
+    pool.write(layer, b.slot_mapping, apply_rope(attn.k_proj(x).view(N, nkv, hd), cos, sin), attn.v_proj(x).view(N, nkv, hd))
     o = torch.empty(N, nh, hd, dtype=q.dtype, device=q.device)
     gqa = nh != nkv
     if b.dec_rows is not None:
         Bd, L = b.dec_slots.shape
-        flat = b.dec_slots.reshape(-1)                                                     # index_select: ~5x faster than kf[2-D index]
-        k = kf.index_select(0, flat).view(Bd, L, nkv, hd).transpose(1, 2)                   # [B_d, n_kv, L_max, hd]
-        v = vf.index_select(0, flat).view(Bd, L, nkv, hd).transpose(1, 2)
+        k, v = pool.gather(layer, b.dec_slots.reshape(-1))                # index_select: ~5x faster than kf[2-D index]
+        k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
         od = F.scaled_dot_product_attention(q[b.dec_rows][:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)
         o[b.dec_rows] = od[:, :, 0]
     for r0, r1, start, keys in b.prefills:
         T = r1 - r0
-        k, v = kf.index_select(0, keys).transpose(0, 1)[None], vf.index_select(0, keys).transpose(0, 1)[None]   # [1, n_kv, start+T, hd]
+        k, v = pool.gather(layer, keys)
+        k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]          # [1, n_kv, start+T, hd]
         op = F.scaled_dot_product_attention(q[r0:r1].transpose(0, 1)[None], k, v, attn_mask=causal_mask(T, start, q.device) if start else None,
                                             is_causal=start == 0, enable_gqa=gqa)
         o[r0:r1] = op[0].transpose(0, 1)
@@ -143,7 +204,7 @@ def forward_paged(model: Llama, batch: PagedBatch, pool: PagedKVPool) -> torch.T
     cos, sin = cos[batch.positions], sin[batch.positions]
     x = model.model.embed_tokens(ids)
     for i, layer in enumerate(model.model.layers):
-        h = x + _paged_attention(layer.self_attn, layer.input_layernorm(x), cos, sin, pool.k_flat[i], pool.v_flat[i], batch)
+        h = x + _paged_attention(layer.self_attn, layer.input_layernorm(x), cos, sin, pool, i, batch)
         x = h + layer.mlp(layer.post_attention_layernorm(h))
     return model.lm_head(model.model.norm(x[batch.logits_rows])).float()
 
@@ -179,11 +240,13 @@ class Engine:
     "Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`."
     def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
                  kv_cache_memory: int | None = None, enable_prefix_caching: bool = True, max_model_len: int | None = None,
-                 num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False):
+                 num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False,
+                 kv_cache_dtype: str | None = None):
         c = self.config = model.config
         self.model, self.tokenizer = model, tokenizer
-        if num_blocks is not None: self.pool = PagedKVPool(c, num_blocks, block_size, model.dtype, model.device)
-        else: self.pool = PagedKVPool.from_budget(c, block_size, DEFAULT_KV_CACHE_MEMORY if kv_cache_memory is None else kv_cache_memory, model.dtype, model.device)
+        if num_blocks is not None: self.pool = PagedKVPool(c, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
+        else: self.pool = PagedKVPool.from_budget(c, block_size, DEFAULT_KV_CACHE_MEMORY if kv_cache_memory is None else kv_cache_memory,
+                                                  model.dtype, model.device, kv_cache_dtype)
         self.block_manager = BlockManager(self.pool.num_blocks, block_size, enable_prefix_caching)
         ctx = c.max_position_embeddings
         if max_model_len is not None and (not isinstance(max_model_len, int) or isinstance(max_model_len, bool) or not 1 < max_model_len <= ctx):
@@ -331,3 +394,118 @@ class Engine:
                     if bar is not None: bar.update(1)
         if bar is not None: bar.close()
         return [results[rid] for rid in ids]
+
+# %% ../nbs/11_engine.ipynb 47
+class AsyncEngine:
+    "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._cmds: queue.Queue = queue.Queue()
+        self._streams: dict[Any, tuple[Any, Any]] = {}      # request id -> (event loop, asyncio.Queue)
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="xllm-engine", daemon=True)
+        self._thread.start()
+
+    # ---- the engine thread
+    def _deliver(self, rid, item, final: bool):
+        with self._lock:
+            st = self._streams.pop(rid, None) if final else self._streams.get(rid)
+        if st is None: return
+        try: st[0].call_soon_threadsafe(st[1].put_nowait, item)
+        except RuntimeError:                                 # the consumer's event loop is closed: nobody listens any more
+            with self._lock: self._streams.pop(rid, None)
+            self.engine.abort(rid)
+
+    def _command(self, cmd):
+        kind = cmd[0]
+        if kind == "add":
+            _, rid, prompt, params, kw = cmd
+            try: self.engine.add_request(prompt, params, request_id=rid, **kw)
+            except Exception as e: self._deliver(rid, e, True)
+        elif kind == "abort": self.engine.abort(cmd[1])
+        elif kind == "call":
+            _, fn, loop, fut = cmd
+            try: res, exc = fn(self.engine), None
+            except Exception as e: res, exc = None, e
+            def done(res=res, exc=exc):
+                if fut.done(): return
+                if exc is None: fut.set_result(res)
+                else: fut.set_exception(exc)
+            try: loop.call_soon_threadsafe(done)
+            except RuntimeError: pass
+
+    def _run(self):
+        eng = self.engine
+        while True:
+            if eng.has_unfinished():
+                try: cmd = self._cmds.get_nowait()
+                except queue.Empty: cmd = None
+            else: cmd = self._cmds.get()                     # idle: sleep until a command comes
+            while cmd is not None:
+                if cmd[0] == "stop": return self._stop()
+                self._command(cmd)
+                try: cmd = self._cmds.get_nowait()
+                except queue.Empty: cmd = None
+            if not eng.has_unfinished(): continue
+            try: outs = eng.step()
+            except Exception as e:                           # the whole step failed: every request in flight gets the error
+                for rid in list(eng.requests): eng.abort(rid); self._deliver(rid, e, True)
+                eng._pending.clear()
+                continue
+            for o in outs: self._deliver(o.request_id, o, o.finished)
+
+    def _stop(self):
+        for rid in list(self.engine.requests): self.engine.abort(rid)
+        for o in self.engine.step(): self._deliver(o.request_id, o, o.finished)
+        with self._lock: left, self._streams = self._streams, {}
+        for rid, (loop, q) in left.items():                 # e.g. requests refused after the stop: tell them
+            try: loop.call_soon_threadsafe(q.put_nowait, RuntimeError("AsyncEngine was shut down"))
+            except RuntimeError: pass
+
+    # ---- the asyncio side
+    async def generate(self, prompt_token_ids, params: SamplingParams | None = None, request_id=None, **kw):
+        "Add a request and yield its `StepOutput`s as they are produced; stopping early (break, cancel) aborts it."
+        if self._stopped: raise RuntimeError("AsyncEngine was shut down")
+        loop, q = asyncio.get_running_loop(), asyncio.Queue()
+        with self._lock:
+            if request_id is None:
+                request_id = ("async", next(self._ids))
+                while request_id in self._streams: request_id = ("async", next(self._ids))
+            elif request_id in self._streams: raise ValueError(f"request id {request_id!r} is already in use")
+            self._streams[request_id] = (loop, q)
+        self._cmds.put(("add", request_id, prompt_token_ids, params, kw))
+        finished = False
+        try:
+            while True:
+                item = await q.get()
+                if isinstance(item, BaseException): finished = True; raise item
+                finished = item.finished
+                yield item
+                if finished: return
+        finally:
+            if not finished:
+                with self._lock: self._streams.pop(request_id, None)
+                self.abort(request_id)
+
+    def abort(self, request_id) -> None:
+        "Abort a request (thread-safe; takes effect before the engine's next step)."
+        if not self._stopped: self._cmds.put(("abort", request_id))
+
+    async def call(self, fn: Callable[[Engine], Any]) -> Any:
+        "Run `fn(engine)` on the engine thread between steps and return its result."
+        if self._stopped: raise RuntimeError("AsyncEngine was shut down")
+        loop = asyncio.get_running_loop(); fut = loop.create_future()
+        self._cmds.put(("call", fn, loop, fut))
+        return await fut
+
+    def shutdown(self, timeout: float | None = None):
+        "Abort every request still running, stop the thread and wait for it."
+        if not self._stopped:
+            self._stopped = True
+            self._cmds.put(("stop",))
+        self._thread.join(timeout)
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.shutdown()
