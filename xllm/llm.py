@@ -123,11 +123,30 @@ def _resolve_device(device) -> torch.device:
     return dev
 
 # %% ../nbs/07_llm.ipynb 12
+def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs):
+    "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
+    if kv_cache_dtype not in (None, "auto", "int8"):
+        raise ValueError(f"kv_cache_dtype: expected None (the model's dtype), 'auto' or 'int8', got {kv_cache_dtype!r}")
+    if kv_cache_memory is not None and (not isinstance(kv_cache_memory, (int, float)) or isinstance(kv_cache_memory, bool)
+                                        or not math.isfinite(kv_cache_memory) or kv_cache_memory <= 0):
+        raise ValueError(f"kv_cache_memory: expected a positive number of bytes or None, got {kv_cache_memory!r}")
+    if max_num_seqs is not None and (not isinstance(max_num_seqs, int) or isinstance(max_num_seqs, bool) or max_num_seqs <= 0):
+        raise ValueError(f"max_num_seqs: expected a positive integer or None, got {max_num_seqs!r}")
+
+
+def _kv_block_bytes(llm, block_size=16) -> int:
+    "Bytes of one paged K/V block of `llm`'s engine (int8 counts its scales)."
+    from xllm.engine import kv_bytes_per_token
+    return block_size * kv_bytes_per_token(llm.config, llm.model.dtype, llm.kv_cache_dtype)
+
+# %% ../nbs/07_llm.ipynb 13
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
-                 quantization: str | None = None, group_size: int = 32):
+                 quantization: str | None = None, group_size: int = 32,
+                 kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None):
         self.device = _resolve_device(device)
+        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs)
         if quantization not in (None, "int8", "int4"): raise ValueError(f"quantization: expected None, 'int8' or 'int4', got {quantization!r}")
         path = Path(model).expanduser() if model is not None else default_model_path()
         if not path.exists(): raise FileNotFoundError(f"model not found: {path}")
@@ -167,7 +186,11 @@ class LLM:
         self._n_decodable = min(self.tokenizer.vocab_size, self.config.vocab_size)   # embedding rows past the tokenizer are never sampled
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
         self._next_id = 0
-        self.kv_cache_memory, self._engine = 256 * 2**20, None   # bytes of paged K/V the batching engine may use
+        # the batching engine's settings: K/V storage (None = the model's dtype, or "int8"), bytes of paged K/V, most sequences per step
+        self.kv_cache_dtype, self.max_num_seqs, self._engine = kv_cache_dtype, max_num_seqs or 32, None
+        self.kv_cache_memory = 256 * 2**20 if kv_cache_memory is None else int(kv_cache_memory)
+        if self.kv_cache_memory < (blk := _kv_block_bytes(self)):
+            raise ValueError(f"kv_cache_memory: {self.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
 
     def __repr__(self):
         c = self.config
@@ -177,7 +200,7 @@ class LLM:
 
     def get_tokenizer(self) -> Tokenizer: return self.tokenizer
 
-# %% ../nbs/07_llm.ipynb 14
+# %% ../nbs/07_llm.ipynb 15
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     "Validate token ids: integers, inside the vocabulary, fewer than `limit` (default: the context length)."
     try: ids = [int(i) for i in ids]
@@ -205,7 +228,7 @@ def _chat_ids(self, messages, chat_template=None, add_generation_prompt=True) ->
 
 LLM._prompt_ids, LLM._chat_ids, LLM._check_ids = _prompt_ids, _chat_ids, _check_ids
 
-# %% ../nbs/07_llm.ipynb 16
+# %% ../nbs/07_llm.ipynb 17
 def _generator(self, params) -> torch.Generator:
     "The random generator of one request: its own, seeded by `params.seed` when given; else the LLM's (seeded by `LLM(seed=...)`)."
     return Sampler.make_generator(params) if params.seed is not None else self.generator
@@ -246,15 +269,16 @@ def _run_one(self, prompt, ids, params) -> RequestOutput:
     return out
 
 def get_engine(self):
-    "The LLM's continuous-batching `Engine` (created on first use, kept): its paged K/V pool is at most `kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."
+    """The LLM's continuous-batching `Engine` (created on first use, kept): its paged K/V pool (stored as `kv_cache_dtype`)
+    is at most `kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
     if getattr(self, "_engine", None) is None:
         from xllm.engine import Engine
-        from xllm.kv_cache import kv_cache_bytes_per_token
-        bs, seqs = 16, 32
+        bs, seqs = 16, self.max_num_seqs
         full = seqs * -(-self.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
-        budget = self.kv_cache_memory // (bs * kv_cache_bytes_per_token(self.config, self.model.dtype))
-        self._engine = Engine(self.model, self.tokenizer, max_num_seqs=seqs, block_size=bs, num_blocks=max(1, min(full, budget)),
-                              max_model_len=max(2, self.max_model_len), eos_token_ids=self.eos_ids)
+        per_block = _kv_block_bytes(self, bs)
+        self._engine = Engine(self.model, self.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=max(512, seqs), block_size=bs,
+                              num_blocks=min(full, int(self.kv_cache_memory // per_block)), max_model_len=max(2, self.max_model_len),
+                              eos_token_ids=self.eos_ids, kv_cache_dtype=self.kv_cache_dtype)
     return self._engine
 
 def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
@@ -305,7 +329,7 @@ def _run(self, requests: list[tuple[str | None, list[int]]], params: list[Sampli
 
 LLM._decode, LLM._prefill, LLM._run, LLM.get_engine = _decode, _prefill, _run, get_engine
 
-# %% ../nbs/07_llm.ipynb 18
+# %% ../nbs/07_llm.ipynb 19
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
