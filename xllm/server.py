@@ -33,6 +33,7 @@ def _models():
         presence_penalty: float = Field(0.0, ge=-2, le=2)
         frequency_penalty: float = Field(0.0, ge=-2, le=2)
         repetition_penalty: float = Field(1.0, gt=0)
+        ignore_eos: bool = False
         stream: bool = False
         stream_options: dict[str, Any] | None = None
         user: str | None = None
@@ -61,7 +62,7 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     try:
         return SamplingParams(n=req.n, max_tokens=mt, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
                               seed=req.seed, stop=req.stop, presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                              repetition_penalty=req.repetition_penalty)
+                              repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos)
     except ValueError as e:
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None

@@ -1,0 +1,215 @@
+"The OpenAI-compatible server (xllm.server) started for real on a loopback port and driven with the official `openai` client."
+import json, threading, time, urllib.request, urllib.error
+import pytest
+import torch
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
+
+from xllm.core import find_shared
+from xllm.llm import LLM
+from xllm.sampling import SamplingParams
+from xllm.server import start_server
+
+KEY = "test-key"
+
+
+def _random_llm(tmp):
+    "A tiny random LlamaForCausalLM (transformers) with a SentencePiece tokenizer trained here."
+    transformers = pytest.importorskip("transformers"); spm = pytest.importorskip("sentencepiece")
+    text = tmp / "corpus.txt"
+    text.write_text("\n".join(f"the cat number {i} sat on the mat and looked at the dog {i * 7 % 13}." for i in range(300)))
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp / "tokenizer"), vocab_size=400, model_type="bpe",
+                                   byte_fallback=True, bos_id=1, eos_id=2, unk_id=0, pad_id=-1, minloglevel=2)
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=400, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp, safe_serialization=True)
+    (tmp / "tokenizer.model").exists() or pytest.skip("sentencepiece did not write tokenizer.model")
+    return LLM(tmp)
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory):
+    sh = find_shared()
+    if sh is not None and (sh / "models" / "stories260K.bin").exists():
+        return LLM(sh / "models" / "stories260K.bin", tokenizer=sh / "models" / "tok512.model")
+    return _random_llm(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def server(llm):
+    srv = start_server(llm, api_key=KEY)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+def _greedy(llm, prompt, n):
+    return llm.generate(prompt, SamplingParams(temperature=0, max_tokens=n), use_tqdm=False)[0].outputs[0]
+
+
+def _raw(server, path, body=None, key=KEY, data=None):
+    "POST (or GET when body and data are None) with urllib; returns (status, parsed JSON)."
+    h = {"Content-Type": "application/json"}
+    if key: h["Authorization"] = f"Bearer {key}"
+    payload = data if data is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(server.url + path, data=payload, headers=h, method="POST" if payload is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r: return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e: return e.code, json.loads(e.read())
+
+
+def _idle(server, timeout=10):
+    "Wait until the engine has no request and no used KV block; return the last /health."
+    t0 = time.time()
+    while True:
+        _, h = _raw(server, "/health")
+        if (h["unfinished"] == 0 and h["used_blocks"] == 0 and h["in_flight"] == 0) or time.time() - t0 > timeout: return h
+        time.sleep(0.05)
+
+
+def test_models_and_health(server, client):
+    assert [m.id for m in client.models.list().data] == ["stories260K.bin"] or len(client.models.list().data) == 1
+    s, h = _raw(server, "/health", key=None)
+    assert s == 200 and h["status"] == "ok"
+
+
+def test_completion_matches_llm_generate(llm, client):
+    ref = _greedy(llm, "Once upon a time", 24)
+    r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=24, temperature=0)
+    assert r.choices[0].text == ref.text and r.choices[0].finish_reason == ref.finish_reason
+    ids = llm.tokenizer.encode("Once upon a time", add_bos=llm.tokenizer.add_bos_token)
+    assert r.usage.prompt_tokens == len(ids) and r.usage.completion_tokens == len(ref.token_ids)
+    assert r.usage.total_tokens == len(ids) + len(ref.token_ids)
+    # streaming: the deltas join to the same text; include_usage adds a final usage chunk with no choices
+    chunks = list(client.completions.create(model="m", prompt="Once upon a time", max_tokens=24, temperature=0, stream=True,
+                                            stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == ref.text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == ref.finish_reason
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == len(ref.token_ids)
+
+
+def test_prompt_list_and_n(llm, client):
+    r = client.completions.create(model="m", prompt=["Once upon a time", "The dog"], max_tokens=8, temperature=0, n=2)
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    assert r.choices[0].text == r.choices[1].text == _greedy(llm, "Once upon a time", 8).text
+    assert r.choices[2].text == _greedy(llm, "The dog", 8).text
+
+
+def test_chat(llm, client):
+    msgs = [{"role": "user", "content": "Tell me a story."}]
+    ref = llm.chat(msgs, SamplingParams(temperature=0, max_tokens=16), use_tqdm=False)[0]
+    r = client.chat.completions.create(model="m", messages=msgs, max_tokens=16, temperature=0)
+    assert r.choices[0].message.role == "assistant" and r.choices[0].message.content == ref.outputs[0].text
+    assert r.usage.prompt_tokens == len(ref.prompt_token_ids) and r.usage.completion_tokens == len(ref.outputs[0].token_ids)
+    s = client.chat.completions.create(model="m", messages=msgs, max_completion_tokens=16, temperature=0, stream=True)
+    chunks = list(s)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == ref.outputs[0].text
+    assert chunks[-1].choices[0].finish_reason == ref.outputs[0].finish_reason
+
+
+def test_stop_strings(llm, client):
+    full = _greedy(llm, "Once upon a time", 40).text
+    words = full.split()
+    stop = words[len(words) // 2]
+    expect = full[:full.find(stop)]
+    r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=40, temperature=0, stop=[stop])
+    assert r.choices[0].text == expect and r.choices[0].finish_reason == "stop" and stop not in r.choices[0].text
+    s = client.completions.create(model="m", prompt="Once upon a time", max_tokens=40, temperature=0, stop=stop, stream=True)
+    assert "".join(c.choices[0].text for c in s) == expect
+
+
+def test_seed(client):
+    kw = dict(model="m", prompt="Once upon a time", max_tokens=20, temperature=1.0, top_p=0.9, presence_penalty=0.5, frequency_penalty=0.3,
+              extra_body={"top_k": 50, "min_p": 0.01})
+    a, b = (client.completions.create(seed=1234, **kw).choices[0].text for _ in range(2))
+    assert a == b
+    others = {client.completions.create(seed=s, **kw).choices[0].text for s in range(5)}
+    assert len(others) > 1                                              # the seed matters
+
+
+def test_errors(server, client, llm):
+    def bad(**kw):
+        with pytest.raises(openai.BadRequestError) as e: client.completions.create(model="m", **kw)
+        err = e.value.body
+        assert set(err) == {"message", "type", "param", "code"} and err["type"] == "invalid_request_error"
+        return err
+    assert bad(prompt="a", max_tokens=-1)["param"] == "max_tokens"
+    assert bad(prompt="a", temperature=-0.5)["param"] == "temperature"
+    assert bad(prompt="a", top_p=0)["param"] == "top_p"
+    assert bad(prompt="a", n=0)["param"] == "n"
+    assert bad(prompt="a", max_tokens="many")["param"] == "max_tokens"     # wrong type
+    assert "context" in bad(prompt="once " * (llm.max_model_len + 10))["message"]
+    s, body = _raw(server, "/v1/completions", data=b'{"prompt": "a", ')
+    assert s == 400 and "JSON" in body["error"]["message"]
+    s, body = _raw(server, "/v1/chat/completions", {"messages": "hi"})
+    assert s == 400 and body["error"]["param"] == "messages"
+    for key in (None, "wrong"):
+        s, body = _raw(server, "/v1/completions", {"prompt": "a"}, key=key)
+        assert s == 401 and body["error"]["type"] == "authentication_error"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=server.url + "/v1", api_key="nope", max_retries=0).models.list()
+    assert client.completions.create(model="m", prompt="a", max_tokens=2).choices       # still serving
+
+
+def _stream_text(client, prompt, n, out, i):
+    s = client.completions.create(model="m", prompt=prompt, max_tokens=n, temperature=0, stream=True)
+    out[i] = "".join(c.choices[0].text for c in s)
+
+
+def test_concurrent_streams_equal_generate(llm, server, client):
+    prompts = [("Once upon a time", 30), ("The little dog", 12), ("Lily saw a", 40), ("One day", 5),
+               ("Tom and Sue", 25), ("The sun", 18), ("A big red ball", 33), ("She was happy", 9)]
+    refs = [_greedy(llm, p, n).text for p, n in prompts]
+    out = [None] * len(prompts)
+    ts = [threading.Thread(target=_stream_text, args=(client, p, n, out, i)) for i, (p, n) in enumerate(prompts)]
+    for t in ts: t.start()
+    for t in ts: t.join(60)
+    assert out == refs
+    h = _idle(server)
+    assert h["unfinished"] == 0 and h["used_blocks"] == 0
+
+
+def test_cancel_frees_everything(server, client):
+    def cut(k):
+        s = client.completions.create(model="m", prompt=f"Once upon a time {k}", max_tokens=200, temperature=0.8, stream=True,
+                                      extra_body={"ignore_eos": True})
+        for j, _ in enumerate(s):
+            if j >= k: break
+        s.close()
+    ts = [threading.Thread(target=cut, args=(k,)) for k in range(8)]
+    for t in ts: t.start()
+    for t in ts: t.join(60)
+    h = _idle(server)
+    assert h["unfinished"] == 0 and h["running"] == 0 and h["used_blocks"] == 0 and h["in_flight"] == 0, h
+
+
+def test_overload_503(llm):
+    srv = start_server(llm, max_num_seqs=1, max_waiting=0)
+    try:
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+        s = c.completions.create(model="m", prompt="Once upon a time", max_tokens=100, stream=True)
+        next(iter(s))                                             # the first request is running
+        with pytest.raises(openai.InternalServerError) as e: c.completions.create(model="m", prompt="a", max_tokens=2)
+        assert e.value.status_code == 503 and e.value.body["code"] == "overloaded"
+        s.close()
+        assert _idle(srv)["in_flight"] == 0
+        assert c.completions.create(model="m", prompt="a", max_tokens=2).choices   # served again once the first is gone
+    finally: srv.stop()
+
+
+def test_random_model_server(tmp_path):
+    "The same checks on a tiny random transformers model with a SentencePiece tokenizer trained here (no shared data needed)."
+    llm = _random_llm(tmp_path)
+    ref = _greedy(llm, "the cat", 12)
+    with start_server(llm) as srv:
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
+        r = c.completions.create(model="m", prompt="the cat", max_tokens=12, temperature=0)
+        assert r.choices[0].text == ref.text and r.usage.completion_tokens == len(ref.token_ids)
+        assert "".join(ch.choices[0].text for ch in c.completions.create(model="m", prompt="the cat", max_tokens=12, temperature=0, stream=True)) == ref.text
