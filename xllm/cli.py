@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto 0
 __all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'run_bench', 'cmd_bench', 'build_parser',
-           'cmd_generate', 'cmd_chat', 'main']
+           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/08_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -155,7 +155,7 @@ def _common(p):
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     p = _Parser(prog="xllm", description="Run LLaMA-family models (Llama 2/3, SmolLM2, TinyLlama, Mistral) on the command line.")
-    sub = p.add_subparsers(dest="command", metavar="{generate,chat,quantize,perplexity,bench}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="{generate,chat,quantize,perplexity,bench,serve}", parser_class=_Parser)
     g = sub.add_parser("generate", help="stream a completion of PROMPT to stdout")
     g.add_argument("prompt", help="the prompt text ('-' reads it from stdin)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the model's chat template")
@@ -183,6 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--sequential", action="store_true", help="run the requests one at a time (contiguous cache), for comparison")
     b.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     _model_opts(b)
+    v = sub.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, streaming) over the batching engine")
+    v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    v.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    v.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: no key)")
+    v.add_argument("--max-num-seqs", type=int, default=32, help="sequences batched at once (default 32)")
+    v.add_argument("--max-waiting", type=int, default=64, help="requests that may wait beyond those; more get HTTP 503 (default 64)")
+    _model_opts(v)
     return p
 
 # %% ../nbs/08_cli.ipynb 11
@@ -281,7 +288,18 @@ def cmd_chat(args, inp=None, out=None) -> int:
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
 
-# %% ../nbs/08_cli.ipynb 17
+# %% ../nbs/08_cli.ipynb 18
+def cmd_serve(args, out=None) -> int:
+    "Serve the model over HTTP (OpenAI API) until interrupted."
+    from xllm import server
+    if args.max_num_seqs < 1: raise _CLIError(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
+    if args.max_waiting < 0: raise _CLIError(f"--max-waiting must be at least 0, got {args.max_waiting}")
+    if not 0 < args.port < 65536: raise _CLIError(f"--port must be in 1..65535, got {args.port}")
+    llm = _load(args)
+    server.serve(host=args.host, port=args.port, api_key=args.api_key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm)
+    return 0
+
+# %% ../nbs/08_cli.ipynb 19
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     parser = build_parser()
@@ -289,7 +307,7 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         if args.command is None: parser.print_help(sys.stderr); return 2
         if getattr(args, "max_tokens", None) is not None and args.max_tokens < 1: raise _CLIError(f"--max-tokens must be at least 1, got {args.max_tokens}")
-        return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench}[args.command](args)
+        return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench, "serve": cmd_serve}[args.command](args)
     except SystemExit as e:        # --help
         return e.code if isinstance(e.code, int) else 0
     except KeyboardInterrupt:
