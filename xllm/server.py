@@ -67,7 +67,7 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
-# %% ../nbs/16_server.ipynb 9
+# %% ../nbs/16_server.ipynb 10
 async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue):
     from xllm.llm import _Sequence
     llm = state.llm
@@ -107,7 +107,7 @@ async def _run_all(state, jobs):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/16_server.ipynb 11
+# %% ../nbs/16_server.ipynb 12
 class _State:
     def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str):
         from xllm.engine import Engine, AsyncEngine
@@ -140,7 +140,7 @@ def _content(c) -> str:
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
 
-# %% ../nbs/16_server.ipynb 12
+# %% ../nbs/16_server.ipynb 13
 def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_waiting: int = 64, model_name: str | None = None):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on /v1/*.
     At most `max_num_seqs` choices run at once; `max_waiting` more may wait; beyond that requests get 503."""
@@ -249,7 +249,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_wait
 
     return app
 
-# %% ../nbs/16_server.ipynb 14
+# %% ../nbs/16_server.ipynb 15
 def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port that is free on `host` right now."
     with socket.socket() as s:
