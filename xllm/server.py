@@ -6,7 +6,7 @@
 __all__ = ['APIError', 'to_sampling_params', 'create_app', 'free_port', 'BackgroundServer', 'start_server', 'serve']
 
 # %% ../nbs/16_server.ipynb 4
-import asyncio, json, re, socket, threading, time, uuid
+import asyncio, json, re, socket, threading, time, uuid, weakref
 from typing import Any, Literal, Union
 
 from .sampling import SamplingParams
@@ -217,6 +217,9 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_wait
             d = {"id": rid, "object": obj, "created": created, "model": st.model_name, "choices": choices}
             if include_usage: d["usage"] = usage
             return f"data: {json.dumps(d)}\n\n"
+        done = []
+        def release():                       # once, from the generator's end or, if it never ran (client gone first), its collection
+            if not done: done.append(1); st.in_flight -= len(jobs)
         async def events():
             ctoks = 0
             try:
@@ -230,9 +233,11 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_wait
                     yield chunk([c])
                 if include_usage: yield chunk([], _usage(ptoks, ctoks))
             except APIError as e: yield f"data: {json.dumps(e.body())}\n\n"
-            finally: st.in_flight -= len(jobs)
+            finally: release()
             yield "data: [DONE]\n\n"
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        gen = events()
+        weakref.finalize(gen, release)
+        return StreamingResponse(gen, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest):
