@@ -169,25 +169,38 @@ def test_concurrent_streams_equal_generate(llm, server, client):
     refs = [_greedy(llm, p, n).text for p, n in prompts]
     out = [None] * len(prompts)
     ts = [threading.Thread(target=_stream_text, args=(client, p, n, out, i)) for i, (p, n) in enumerate(prompts)]
+    errs = []
+    def bad():                                                      # bad requests in the middle disturb nobody
+        for kw in (dict(max_tokens=-3), dict(prompt="once " * (llm.max_model_len + 5)), dict(top_p=7)):
+            try: client.completions.create(model="m", **{"prompt": "a", **kw})
+            except openai.BadRequestError as e: errs.append(e.status_code)
+    ts.append(threading.Thread(target=bad))
     for t in ts: t.start()
     for t in ts: t.join(60)
-    assert out == refs
+    assert out == refs and errs == [400, 400, 400]
     h = _idle(server)
     assert h["unfinished"] == 0 and h["used_blocks"] == 0
 
 
 def test_cancel_frees_everything(server, client):
+    "20 clients close their streams at random points (after 0..15 chunks); nothing stays running or allocated."
+    import random
+    rng = random.Random(0)
+    points = [rng.randrange(16) for _ in range(20)]
     def cut(k):
         s = client.completions.create(model="m", prompt=f"Once upon a time {k}", max_tokens=200, temperature=0.8, stream=True,
                                       extra_body={"ignore_eos": True})
         for j, _ in enumerate(s):
             if j >= k: break
         s.close()
-    ts = [threading.Thread(target=cut, args=(k,)) for k in range(8)]
+    core = server.app.state.xllm.core
+    before = core.num_batched_tokens
+    ts = [threading.Thread(target=cut, args=(k,)) for k in points]
     for t in ts: t.start()
     for t in ts: t.join(60)
     h = _idle(server)
     assert h["unfinished"] == 0 and h["running"] == 0 and h["used_blocks"] == 0 and h["in_flight"] == 0, h
+    assert core.num_batched_tokens - before < 20 * 100, "closed streams kept generating"     # 20 x 200 if nothing was aborted
 
 
 def test_overload_503(llm):
