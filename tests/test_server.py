@@ -226,3 +226,25 @@ def test_random_model_server(tmp_path):
         r = c.completions.create(model="m", prompt="the cat", max_tokens=12, temperature=0)
         assert r.choices[0].text == ref.text and r.usage.completion_tokens == len(ref.token_ids)
         assert "".join(ch.choices[0].text for ch in c.completions.create(model="m", prompt="the cat", max_tokens=12, temperature=0, stream=True)) == ref.text
+
+
+def test_logprobs(llm, client):
+    "logprobs of each sampled token and the top alternatives equal log_softmax of LLM.logits on prompt + output (float32, 1e-4)."
+    r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=8, temperature=0, logprobs=3)
+    lp = r.choices[0].logprobs
+    assert "".join(lp.tokens) == r.choices[0].text and len(lp.tokens) == r.usage.completion_tokens
+    ids = llm.tokenizer.encode("Once upon a time", add_bos=llm.tokenizer.add_bos_token)
+    out = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=8), use_tqdm=False)[0].outputs[0].token_ids
+    ref = llm.logits(ids + out)[len(ids) - 1:-1].log_softmax(-1)
+    for k, tok in enumerate(out):
+        assert abs(lp.token_logprobs[k] - ref[k, tok].item()) < 1e-4
+        top = ref[k].topk(3)
+        assert len(lp.top_logprobs[k]) == 3
+        assert sorted(lp.top_logprobs[k].values(), reverse=True) == pytest.approx(top.values.tolist(), abs=1e-4)
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:k]) for k in range(len(lp.tokens))]
+    c = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=4, temperature=0,
+                                       logprobs=True, top_logprobs=2)
+    content = c.choices[0].logprobs.content
+    assert len(content) == c.usage.completion_tokens and all(len(t.top_logprobs) == 2 for t in content)
+    assert all(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob and t.logprob <= 0 for t in content)
+    with pytest.raises(openai.BadRequestError): client.completions.create(model="m", prompt="a", logprobs=50)

@@ -39,6 +39,7 @@ def _models():
         user: str | None = None
     class CompletionRequest(_Req):
         prompt: str | list[str]
+        logprobs: int | None = Field(None, ge=0, le=20)
     class ChatMessage(BaseModel):
         model_config = ConfigDict(extra="ignore")
         role: str
@@ -46,6 +47,8 @@ def _models():
     class ChatRequest(_Req):
         messages: list[ChatMessage] = Field(min_length=1)
         max_completion_tokens: int | None = Field(None, ge=1)
+        logprobs: bool = False
+        top_logprobs: int | None = Field(None, ge=0, le=20)
     return CompletionRequest, ChatRequest
 
 class APIError(Exception):
@@ -59,10 +62,11 @@ class APIError(Exception):
 def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     "The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid."
     mt = getattr(req, "max_completion_tokens", None) or req.max_tokens or default_max_tokens
+    lp = req.logprobs if not isinstance(req.logprobs, bool) else ((req.top_logprobs or 0) if req.logprobs else None)
     try:
         return SamplingParams(n=req.n, max_tokens=mt, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
                               seed=req.seed, stop=req.stop, presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                              repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos)
+                              repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos, logprobs=lp)
     except ValueError as e:
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
@@ -73,26 +77,31 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
     llm = state.llm
     seq = _Sequence(llm.tokenizer, ids, params, index, llm.eos_ids, llm.max_model_len)
     agen = state.engine.generate(ids, params, index=index)
+    lps = []                  # (token id, {id: logprob}) of the tokens not yet sent, when logprobs are asked for
+    async def put(d, fin=None, ntok=None):
+        await out.put((index, d, fin, ntok, lps[:])); lps.clear()
     try:
         async for o in agen:
-            for tok in o.new_token_ids:
-                d = seq.append(tok)
-                if d: await out.put((index, d, None, None))
+            for k, tok in enumerate(o.new_token_ids):
+                lp = o.new_logprobs[k] if o.new_logprobs else None
+                if lp is not None: lps.append((tok, lp))
+                d = seq.append(tok, lp)
+                if d: await put(d)
                 if seq.finished: break
             if seq.finished: break
             if o.finished:
                 if o.finish_reason not in ("stop", "length"): raise RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
                 d = seq._finish(o.finish_reason)
-                if d: await out.put((index, d, None, None))
+                if d: await put(d)
                 break
     except Exception as e:
-        await out.put((index, "", "error", f"{type(e).__name__}: {e}")); return
+        await out.put((index, "", "error", f"{type(e).__name__}: {e}", [])); return
     finally:
         await agen.aclose()
-    await out.put((index, "", seq.finish_reason, len(seq.token_ids)))
+    await put("", seq.finish_reason, len(seq.token_ids))
 
 async def _run_all(state, jobs):
-    "Run every `(ids, params, index)` choice concurrently; yield their items as they come; cancel the rest on exit (e.g. a client gone)."
+    "Run every `(ids, params, index)` choice concurrently; items `(index, text, finish_reason, completion_tokens, logprobs)`; as they come; cancel the rest on exit (e.g. a client gone)."
     out = asyncio.Queue()
     tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out)) for ids, p, i in jobs]
     left = len(tasks)
@@ -136,6 +145,23 @@ def _content(c) -> str:
         if p.get("type") != "text" or not isinstance(p.get("text"), str): raise APIError(400, "only text content parts are supported", param="messages")
         parts.append(p["text"])
     return "".join(parts)
+
+def _token_bytes(tok, i: int) -> bytes:
+    try: return tok._token_bytes(int(i), False)[0]
+    except Exception: return tok.id_to_piece(int(i)).encode()
+
+def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
+    "OpenAI's logprobs object for `lps` [(token id, {id: logprob})] with the `k` most likely alternatives: chat's `{'content': [...]}` or completions' parallel lists."
+    def t(i): return _token_bytes(tok, i).decode("utf-8", "replace")
+    def top(d, k): return sorted(d.items(), key=lambda x: -x[1])[:k]
+    if chat:
+        return {"content": [{"token": t(i), "logprob": d[i], "bytes": list(_token_bytes(tok, i)),
+                             "top_logprobs": [{"token": t(j), "logprob": v, "bytes": list(_token_bytes(tok, j))} for j, v in top(d, k)]}
+                            for i, d in lps]}
+    toks = [t(i) for i, _ in lps]
+    offs = [offset + sum(len(x) for x in toks[:k]) for k in range(len(toks))]
+    return {"tokens": toks, "token_logprobs": [d[i] for i, d in lps], "top_logprobs": [{t(j): v for j, v in top(d, k)} for _, d in lps],
+            "text_offset": offs}
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
@@ -203,13 +229,15 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_wait
         chat = kind == "chat.completion"
         if not req.stream:
             try:
-                texts, reasons, ctoks = {}, {}, 0
-                async for i, d, fin, nt in _run_all(st, jobs):
+                texts, reasons, ctoks, lps = {}, {}, 0, {}
+                async for i, d, fin, nt, lp in _run_all(st, jobs):
                     texts[i] = texts.get(i, "") + d
+                    lps.setdefault(i, []).extend(lp)
                     if fin is not None: reasons[i], ctoks = fin, ctoks + nt
             finally: st.in_flight -= len(jobs)
-            ch = [({"index": i, "message": {"role": "assistant", "content": texts.get(i, "")}, "logprobs": None, "finish_reason": reasons[i]} if chat else
-                   {"index": i, "text": texts.get(i, ""), "logprobs": None, "finish_reason": reasons[i]}) for i in range(len(jobs))]
+            LP = lambda i: _logprobs(llm.tokenizer, lps.get(i, []), chat, params.logprobs) if params.logprobs is not None else None
+            ch = [({"index": i, "message": {"role": "assistant", "content": texts.get(i, "")}, "logprobs": LP(i), "finish_reason": reasons[i]} if chat else
+                   {"index": i, "text": texts.get(i, ""), "logprobs": LP(i), "finish_reason": reasons[i]}) for i in range(len(jobs))]
             return JSONResponse({"id": rid, "object": kind, "created": created, "model": st.model_name, "choices": ch, "usage": _usage(ptoks, ctoks)})
         include_usage = bool((req.stream_options or {}).get("include_usage"))
         obj = kind + ".chunk" if chat else kind
@@ -221,15 +249,17 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_wait
         def release():                       # once, from the generator's end or, if it never ran (client gone first), its collection
             if not done: done.append(1); st.in_flight -= len(jobs)
         async def events():
-            ctoks = 0
+            ctoks, offs = 0, {}
             try:
                 if chat:
                     yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None} for i in range(len(jobs))])
-                async for i, d, fin, nt in _run_all(st, jobs):
+                async for i, d, fin, nt, lp in _run_all(st, jobs):
                     if fin is not None: ctoks += nt
-                    if not d and fin is None: continue
-                    if chat: c = {"index": i, "delta": {"content": d} if d else {}, "logprobs": None, "finish_reason": fin}
-                    else: c = {"index": i, "text": d, "logprobs": None, "finish_reason": fin}
+                    if not d and fin is None and not lp: continue
+                    L = _logprobs(llm.tokenizer, lp, chat, params.logprobs, offs.get(i, 0)) if params.logprobs is not None else None
+                    if L is not None and not chat: offs[i] = offs.get(i, 0) + sum(map(len, L["tokens"]))
+                    if chat: c = {"index": i, "delta": {"content": d} if d else {}, "logprobs": L, "finish_reason": fin}
+                    else: c = {"index": i, "text": d, "logprobs": L, "finish_reason": fin}
                     yield chunk([c])
                 if include_usage: yield chunk([], _usage(ptoks, ctoks))
             except APIError as e: yield f"data: {json.dumps(e.body())}\n\n"
