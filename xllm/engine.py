@@ -18,11 +18,21 @@ from .scheduler import Scheduler, SequenceStatus
 from .sampling import SamplingParams, Sampler
 
 # %% auto 0
-__all__ = ['DEFAULT_KV_CACHE_MEMORY', 'KV_SCALE_DTYPE', 'kv_bytes_per_token', 'quantize_kv', 'dequantize_kv', 'PagedKVPool',
-           'PagedBatch', 'forward_paged', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
+__all__ = ['DEFAULT_KV_CACHE_MEMORY', 'GPU_MEMORY_UTILIZATION', 'KV_SCALE_DTYPE', 'default_kv_cache_memory', 'kv_bytes_per_token',
+           'quantize_kv', 'dequantize_kv', 'PagedKVPool', 'PagedBatch', 'forward_paged', 'StepOutput', 'EngineResult',
+           'Engine', 'AsyncEngine']
 
 # %% ../nbs/11_engine.ipynb 6
 DEFAULT_KV_CACHE_MEMORY = 256 * 2**20   # bytes of K/V when no budget is given (CPU default)
+GPU_MEMORY_UTILIZATION = 0.9             # on CUDA, the default budget is this fraction of the device's free memory
+
+def default_kv_cache_memory(device=None, fraction: float = GPU_MEMORY_UTILIZATION) -> int:
+    "K/V budget when none is given: `fraction` of free device memory on CUDA (weights already loaded), else `DEFAULT_KV_CACHE_MEMORY`."
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * fraction)
+    return DEFAULT_KV_CACHE_MEMORY
 KV_SCALE_DTYPE = torch.float32          # the per-token-per-head scales of an int8 KV cache
 
 def _kv_dtype(kv_dtype, dtype):
@@ -245,7 +255,7 @@ class Engine:
         c = self.config = model.config
         self.model, self.tokenizer = model, tokenizer
         if num_blocks is not None: self.pool = PagedKVPool(c, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
-        else: self.pool = PagedKVPool.from_budget(c, block_size, DEFAULT_KV_CACHE_MEMORY if kv_cache_memory is None else kv_cache_memory,
+        else: self.pool = PagedKVPool.from_budget(c, block_size, default_kv_cache_memory(model.device) if kv_cache_memory is None else kv_cache_memory,
                                                   model.dtype, model.device, kv_cache_dtype)
         self.block_manager = BlockManager(self.pool.num_blocks, block_size, enable_prefix_caching)
         ctx = c.max_position_embeddings

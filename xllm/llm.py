@@ -18,6 +18,7 @@ from .tokenizer import Tokenizer
 from .chat import apply_chat_template
 from .model import Llama
 from .sampling import SamplingParams, Sampler
+from .engine import default_kv_cache_memory
 
 # %% auto 0
 __all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'get_engine', 'generate', 'chat', 'stream', 'logits']
@@ -188,7 +189,7 @@ class LLM:
         self._next_id = 0
         # the batching engine's settings: K/V storage (None = the model's dtype, or "int8"), bytes of paged K/V, most sequences per step
         self.kv_cache_dtype, self.max_num_seqs, self._engine = kv_cache_dtype, max_num_seqs or 32, None
-        self.kv_cache_memory = 256 * 2**20 if kv_cache_memory is None else int(kv_cache_memory)
+        self.kv_cache_memory = default_kv_cache_memory(self.model.device) if kv_cache_memory is None else int(kv_cache_memory)
         if self.kv_cache_memory < (blk := _kv_block_bytes(self)):
             raise ValueError(f"kv_cache_memory: {self.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
 
