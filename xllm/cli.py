@@ -4,12 +4,12 @@
 
 # %% ../nbs/08_cli.ipynb 3
 from __future__ import annotations
-import argparse, sys
+import argparse, re, sys
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'run_bench', 'cmd_bench', 'build_parser',
-           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'run_bench', 'cmd_bench', 'parse_bytes',
+           'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/08_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -100,13 +100,15 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "output_tokens": n_out, "wall_s": wall, "prefill_tok_s": rate(n_prompt, t_pre), "decode_tok_s": rate(n_dec, t_dec),
             "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
             "peak_kv_blocks": peak, "kv_blocks_total": None if sequential else llm.get_engine().pool.num_blocks,
-            "peak_rss_mb": _peak_rss_mb()}
+            "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.kv_cache_dtype or "auto", "kv_cache_memory": llm.kv_cache_memory,
+            "max_num_seqs": llm.max_num_seqs}
 
 def cmd_bench(args, out=None) -> int:
     "Run the benchmark of `args` and print (and with --json, save) its measurements."
     import json, torch
     out = out or sys.stdout
     if args.batch is not None and args.batch < 1: raise _CLIError(f"--batch must be at least 1, got {args.batch}")
+    if args.max_num_seqs is not None and args.max_num_seqs < 1: raise _CLIError(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
     if args.threads is not None:
         if args.threads < 1: raise _CLIError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
@@ -133,6 +135,21 @@ class _CLIError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message): raise _CLIError(message)
+
+def parse_bytes(s: str) -> int:
+    "A byte count like `1048576`, `512K`, `512M`, `2G` or `1.5GiB` (binary units: K = 1024) -> int bytes (> 0)."
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", str(s), re.IGNORECASE)
+    if not m: raise argparse.ArgumentTypeError(f"expected a byte count like 1048576, 512M or 2G, got {s!r}")
+    n = int(float(m[1]) * 1024 ** ("KMGT".find(m[2].upper()) + 1 if m[2] else 0))
+    if n <= 0: raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {s!r}")
+    return n
+
+def _engine_opts(p, max_num_seqs_default=None):
+    g = p.add_argument_group("batching engine")
+    g.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default=None, help="K/V cache storage: auto (the model's dtype, default) or int8 (per-token scales, about half the memory)")
+    g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="BYTES", help="memory for the paged K/V cache, e.g. 512M or 2G (default: xllm's per-device default)")
+    g.add_argument("--max-num-seqs", type=int, default=max_num_seqs_default,
+                   help=f"sequences batched at once (default {max_num_seqs_default or 32})")
 
 def _model_opts(p):
     g = p.add_argument_group("model")
@@ -182,13 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", default=None, metavar="OUT", help="also write the results as JSON to OUT")
     b.add_argument("--sequential", action="store_true", help="run the requests one at a time (contiguous cache), for comparison")
     b.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    _engine_opts(b)
     _model_opts(b)
     v = sub.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, streaming) over the batching engine")
     v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     v.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     v.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: no key)")
-    v.add_argument("--max-num-seqs", type=int, default=32, help="sequences batched at once (default 32)")
     v.add_argument("--max-waiting", type=int, default=64, help="requests that may wait beyond those; more get HTTP 503 (default 64)")
+    _engine_opts(v, 32)
     _model_opts(v)
     return p
 
@@ -203,7 +221,8 @@ def _sampling_params(args, default_max_tokens: int):
 
 def _load(args):
     from xllm.llm import LLM
-    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=args.quantization)
+    kw = {k: getattr(args, k) for k in ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs") if getattr(args, k, None) is not None}
+    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=args.quantization, **kw)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
 
 def _lstrip_first(deltas):
