@@ -21,7 +21,7 @@ from .sampling import SamplingParams, Sampler
 from .engine import default_kv_cache_memory
 
 # %% auto 0
-__all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'get_engine', 'generate', 'chat', 'stream', 'logits']
+__all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits']
 
 # %% ../nbs/07_llm.ipynb 5
 @dataclass
@@ -269,17 +269,19 @@ def _run_one(self, prompt, ids, params) -> RequestOutput:
     self._next_id += 1
     return out
 
+def build_engine(llm, max_num_seqs: int | None = None):
+    """A new continuous-batching `Engine` over `llm`'s model: its paged K/V pool (stored as `llm.kv_cache_dtype`)
+    is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
+    from xllm.engine import Engine
+    bs, seqs = 16, max_num_seqs or llm.max_num_seqs
+    full = seqs * -(-llm.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
+    return Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=max(512, seqs), block_size=bs,
+                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
+                  eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype)
+
 def get_engine(self):
-    """The LLM's continuous-batching `Engine` (created on first use, kept): its paged K/V pool (stored as `kv_cache_dtype`)
-    is at most `kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
-    if getattr(self, "_engine", None) is None:
-        from xllm.engine import Engine
-        bs, seqs = 16, self.max_num_seqs
-        full = seqs * -(-self.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
-        per_block = _kv_block_bytes(self, bs)
-        self._engine = Engine(self.model, self.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=max(512, seqs), block_size=bs,
-                              num_blocks=min(full, int(self.kv_cache_memory // per_block)), max_model_len=max(2, self.max_model_len),
-                              eos_token_ids=self.eos_ids, kv_cache_dtype=self.kv_cache_dtype)
+    "The LLM's own `Engine` for batched `generate` (built by `build_engine` on first use, then kept)."
+    if getattr(self, "_engine", None) is None: self._engine = build_engine(self)
     return self._engine
 
 def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:

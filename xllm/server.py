@@ -119,14 +119,10 @@ async def _run_all(state, jobs):
 # %% ../nbs/16_server.ipynb 12
 class _State:
     def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str):
-        from xllm.engine import Engine, AsyncEngine
-        from xllm.kv_cache import kv_cache_bytes_per_token
-        bs = 16
-        full = max_num_seqs * -(-llm.max_model_len // bs)
-        budget = llm.kv_cache_memory // (bs * kv_cache_bytes_per_token(llm.config, llm.model.dtype))
+        from xllm.engine import AsyncEngine
+        from xllm.llm import build_engine
         self.llm, self.model_name, self.max_num_seqs, self.max_waiting = llm, model_name, max_num_seqs, max_waiting
-        self.core = Engine(llm.model, llm.tokenizer, max_num_seqs=max_num_seqs, block_size=bs, num_blocks=max(1, min(full, budget)),
-                           max_model_len=max(2, llm.max_model_len), eos_token_ids=llm.eos_ids)
+        self.core = build_engine(llm, max_num_seqs)   # the server's own engine, with the LLM's K/V settings
         self.engine = AsyncEngine(self.core)
         self.in_flight = 0          # engine requests (choices) admitted and not yet done
 
