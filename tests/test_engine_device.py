@@ -5,37 +5,19 @@ the contiguous-cache model, and Engine greedy outputs (with preemption and prefi
 float64 so that one tolerance (1e-4 relative to max|logit|, as tests/test_model_device.py) covers every device's kernels."""
 import random
 import pytest, torch
-from xllm.core import LlamaConfig
 from xllm.model import Llama
 from xllm.kv_cache import BlockManager
 from xllm.scheduler import Scheduler
 from xllm.sampling import SamplingParams
 from xllm.engine import Engine, PagedKVPool, PagedBatch, forward_paged
+from _tiny import tiny_config, random_weights, rel, greedy
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def random_model(seed=0):
-    cfg = LlamaConfig(vocab_size=384, hidden_size=96, intermediate_size=160, num_hidden_layers=3, num_attention_heads=6,
-                      num_key_value_heads=2, head_dim=24, max_position_embeddings=512, eos_token_id=[2])
-    g = torch.Generator().manual_seed(seed)
-    with torch.device("meta"): shapes = {k: v.shape for k, v in Llama(cfg).state_dict().items()}
-    w = {k: (torch.rand(s, generator=g) * 0.6 + 0.7 if "norm" in k else torch.randn(s, generator=g) * (0.3 if "embed" in k else 1.5 / s[-1] ** 0.5))
-         for k, s in shapes.items()}
-    return cfg, w
-
-
-def rel(a, b): return ((a.double().cpu() - b.double().cpu()).abs().max() / b.double().abs().max()).item()
-
-
-def greedy(m, ids, n):
-    cache = m.new_cache(len(ids) + n)
-    logits, out = m(torch.tensor(ids, device=m.device), cache, last_only=True), []
-    for _ in range(n):
-        out.append(int(logits[-1].argmax()))
-        if out[-1] == 2: break
-        logits = m(torch.tensor([out[-1]], device=m.device), cache)
-    return out
+    cfg = tiny_config()
+    return cfg, random_weights(cfg, seed)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -82,4 +64,4 @@ def test_engine_greedy_matches_sequential(device):
     assert eng.pool.k[0].device.type == device
     res = eng.generate(reqs)
     assert eng.block_manager.num_used_blocks == 0 and eng.scheduler.num_preemptions > 0
-    for r, (p, sp) in zip(res, reqs): assert r.token_ids == greedy(m, p, sp.max_tokens)
+    for r, (p, sp) in zip(res, reqs): assert r.token_ids == greedy(m, p, sp.max_tokens, eos=2)

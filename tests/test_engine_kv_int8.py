@@ -2,20 +2,16 @@
 is within half a step per element, the pool's write/gather path equals it, and paged logits with int8 K/V stay within 5e-2 of the
 float-K/V logits (relative to max|logit|), as 11_engine.ipynb measures on CPU."""
 import pytest, torch
-from xllm.core import LlamaConfig
 from xllm.model import Llama
 from xllm.engine import Engine, PagedKVPool, PagedBatch, forward_paged, quantize_kv, dequantize_kv, kv_bytes_per_token
+from _tiny import tiny_config, random_weights
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def random_model(device, seed=0):
-    cfg = LlamaConfig(vocab_size=384, hidden_size=96, intermediate_size=160, num_hidden_layers=3, num_attention_heads=6,
-                      num_key_value_heads=2, head_dim=24, max_position_embeddings=512, eos_token_id=[2])
-    g = torch.Generator().manual_seed(seed)
-    with torch.device("meta"): shapes = {k: v.shape for k, v in Llama(cfg).state_dict().items()}
-    w = {k: (torch.rand(s, generator=g) * 0.6 + 0.7 if "norm" in k else torch.randn(s, generator=g) * (0.3 if "embed" in k else 1.0 / s[-1] ** 0.5))
-         for k, s in shapes.items()}
+    cfg = tiny_config()
+    w = random_weights(cfg, seed, scale=1.0)
     return Llama.from_weights(cfg, {k: v.to(device) for k, v in w.items()}, dtype=torch.float32)
 
 

@@ -3,33 +3,16 @@
 The float64 reference is our own forward pass, which 05_model.ipynb checks against Hugging Face transformers; these tests
 check that moving the weights to another device / dtype keeps the results (logits, KV-cache decode, greedy tokens)."""
 import pytest, torch
-from xllm.core import LlamaConfig
 from xllm.model import Llama
+from _tiny import tiny_config, random_weights, rel, greedy
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 def random_model(seed=0, **kw):
-    d = dict(vocab_size=384, hidden_size=96, intermediate_size=160, num_hidden_layers=3, num_attention_heads=6,
-             num_key_value_heads=2, head_dim=24, max_position_embeddings=512, tie_word_embeddings=False,
-             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                           "original_max_position_embeddings": 64}, rope_theta=500000.0)
-    d.update(kw)
-    cfg = LlamaConfig(**d)
-    g = torch.Generator().manual_seed(seed)
-    with torch.device("meta"): shapes = {k: v.shape for k, v in Llama(cfg).state_dict().items()}
-    w = {k: (torch.rand(s, generator=g) * 0.6 + 0.7 if "norm" in k else torch.randn(s, generator=g) * (0.3 if "embed" in k else 1.5 / s[-1] ** 0.5))
-         for k, s in shapes.items()}
-    return cfg, w
-
-def rel(a, b): return ((a.double().cpu() - b.double().cpu()).abs().max() / b.double().abs().max()).item()
-
-def greedy(m, ids, n):
-    cache = m.new_cache(len(ids) + n)
-    logits, out = m(ids, cache, last_only=True), []
-    for _ in range(n):
-        out.append(int(logits[-1].argmax()))
-        logits = m(torch.tensor([out[-1]], device=m.device), cache)
-    return out
+    cfg = tiny_config(**{"tie_word_embeddings": False, "rope_theta": 500000.0,
+                         "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 64}, **kw})
+    return cfg, random_weights(cfg, seed)
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("tied", [False, True])
