@@ -88,12 +88,7 @@ class PagedKVPool:
                     kv_dtype=None):
         "As many blocks as fit in `kv_cache_memory` bytes of K/V (and scales, for int8)."
         kd = _kv_dtype(kv_dtype, dtype)
-        if kd == torch.int8:     # num_blocks_for_budget validates the arguments; redo its division with the int8 size
-            num_blocks_for_budget(config, block_size, kv_cache_memory, torch.int8)
-            per_block = kv_bytes_per_token(config, dtype, kd) * block_size
-            n = int(kv_cache_memory // per_block)
-            if n < 1: raise ValueError(f"kv_cache_memory of {int(kv_cache_memory)} bytes is less than one KV block ({per_block} bytes = {block_size} tokens)")
-        else: n = num_blocks_for_budget(config, block_size, kv_cache_memory, kd)
+        n = num_blocks_for_budget(config, block_size, kv_cache_memory, kd, bytes_per_token=kv_bytes_per_token(config, dtype, kd))
         return cls(config, n, block_size, dtype, device, kd)
 
     @property

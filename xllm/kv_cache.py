@@ -220,13 +220,14 @@ def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16) -> int:
     "Bytes of K and V for one token over all layers (only the KV heads are stored)."
     return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * _dtype_size(dtype)
 
-def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_bytes: int, dtype=torch.float16) -> int:
-    "How many whole blocks of `block_size` tokens fit in `kv_cache_memory_bytes` of K/V memory."
+def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_bytes: int, dtype=torch.float16,
+                          bytes_per_token: int | None = None) -> int:
+    "How many whole blocks of `block_size` tokens fit in `kv_cache_memory_bytes` of K/V memory (`bytes_per_token` overrides the size, e.g. with int8 scales)."
     if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size <= 0:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if not isinstance(kv_cache_memory_bytes, (int, float)) or isinstance(kv_cache_memory_bytes, bool) or not kv_cache_memory_bytes > 0:
         raise ValueError(f"kv_cache_memory must be a positive number of bytes, got {kv_cache_memory_bytes!r}")
-    per_block = kv_cache_bytes_per_token(config, dtype) * block_size
+    per_block = (bytes_per_token or kv_cache_bytes_per_token(config, dtype)) * block_size
     n = int(kv_cache_memory_bytes // per_block)
     if n < 1: raise ValueError(f"kv_cache_memory of {int(kv_cache_memory_bytes)} bytes is less than one KV block ({per_block} bytes = {block_size} tokens)")
     return n
