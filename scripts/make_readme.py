@@ -15,7 +15,15 @@ for c in nb["cells"]:
     elif c["cell_type"] == "code" and not src.lstrip().startswith("#| hide"):
         code = "\n".join(l for l in src.splitlines() if not l.startswith("#|"))
         parts.append(f"```python\n{code}\n```")
-        for o in c.get("outputs", []):
+        outs = []
+        for o in c.get("outputs", []):                     # consecutive writes to one stream are one block of text
+            if o.get("output_type") == "stream" and outs and outs[-1].get("name") == o.get("name") and "text" in outs[-1]:
+                outs[-1] = {**outs[-1], "text": "".join(outs[-1]["text"]) + "".join(o["text"])}
+            else: outs.append(o)
+        for o in outs:
+            if "application/vnd.jupyter.widget-view+json" in o.get("data", {}): continue   # a live widget has no text form
             text = "".join(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
+            text = "\n".join(l.rsplit("\r", 1)[-1] for l in text.split("\n"))           # progress bars: keep their last state
+            text = "\n".join(l for l in text.split("\n") if l.strip() or not l)
             if text: parts.append("```\n" + text.rstrip() + "\n```")
 (root / "README.md").write_text("<!-- generated from nbs/index.ipynb by scripts/make_readme.py; edit the notebook -->\n\n" + "\n\n".join(parts) + "\n")
