@@ -8,8 +8,9 @@ import argparse, re, sys
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'run_bench', 'cmd_bench', 'parse_bytes',
-           'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['RANDOM_CONFIGS', 'DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'run_bench', 'cmd_bench',
+           'random_config', 'random_model', 'byte_tokenizer', 'random_llm', 'parse_bytes', 'build_parser',
+           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/08_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -116,7 +117,12 @@ def cmd_bench(args, out=None) -> int:
     if not prompts: raise _CLIError(f"{args.file}: no prompts (one per line)")
     n = args.batch or len(prompts)
     prompts = (prompts * -(-n // len(prompts)))[:n]
-    llm = _load(args)
+    if args.random_weights is not None:
+        if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
+        if args.quantization is not None: raise _CLIError("--random-weights does not combine with --quantization")
+        kw = {k: getattr(args, k) for k in ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs")}
+        llm = random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **kw)
+    else: llm = _load(args)
     r = run_bench(llm, prompts, args.max_tokens, args.ignore_eos, args.chat, args.sequential)
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
     _write(out, f"{r['mode']}: {r['requests']} requests, {r['prompt_tokens']} prompt tokens, {r['output_tokens']} output tokens in {r['wall_s']:.2f} s ({r['threads']} threads)\n"
@@ -128,6 +134,91 @@ def cmd_bench(args, out=None) -> int:
     return 0
 
 # %% ../nbs/08_cli.ipynb 9
+RANDOM_CONFIGS = {   # HF config fields of well-known shapes, for `xllm bench --random-weights NAME` (no download)
+    "llama2-7b": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                      num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0),
+    "llama2-13b": dict(vocab_size=32000, hidden_size=5120, intermediate_size=13824, num_hidden_layers=40, num_attention_heads=40,
+                       num_key_value_heads=40, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0),
+    "llama3-8b": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                      num_key_value_heads=8, max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0,
+                      bos_token_id=128000, eos_token_id=[128001, 128009]),
+    "tinyllama-1.1b": dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+                           num_key_value_heads=4, max_position_embeddings=2048, rms_norm_eps=1e-5, rope_theta=10000.0),
+    "smollm2-135m": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                         num_key_value_heads=3, max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=100000.0,
+                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2),
+}
+
+def random_config(spec: str):
+    "A `LlamaConfig` from a name in `RANDOM_CONFIGS` or a Hugging Face `config.json` (or a directory holding one)."
+    import json
+    from xllm.weights import config_from_hf
+    if spec in RANDOM_CONFIGS: return config_from_hf(RANDOM_CONFIGS[spec], f"--random-weights {spec}")
+    p = Path(spec).expanduser()
+    if p.is_dir(): p = p / "config.json"
+    if not p.is_file():
+        raise ValueError(f"--random-weights: {spec!r} is neither a known shape ({', '.join(RANDOM_CONFIGS)}) nor a config.json file")
+    from xllm.core import ModelFormatError
+    try: d = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ModelFormatError(p, f"not a JSON config: {e}") from None
+    return config_from_hf(d, p)
+
+def random_model(config, device="cpu", dtype=None, seed: int = 0, std: float = 0.02):
+    "A `Llama` of `config`'s shape with weights drawn on `device`: N(0, std) for matrices and embeddings, 1 for the norms."
+    import torch
+    from xllm.model import Llama
+    dtype = dtype or torch.float16
+    with torch.device("meta"): m = Llama(config)
+    m = m.to(dtype).to_empty(device=device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for name, p in m.named_parameters():                     # a fixed order: the same seed gives the same model
+            if name.endswith("norm.weight"): p.fill_(1.0)
+            elif name.endswith(".bias"): p.zero_()
+            else: p.normal_(0.0, std, generator=g)
+        if config.tie_word_embeddings: m.lm_head.weight = m.model.embed_tokens.weight
+    return m.requires_grad_(False).eval()
+
+def byte_tokenizer():
+    "A tokenizer with one token per byte (ids 0..255, no merges, no BOS/EOS): prompts for a model without a tokenizer of its own."
+    from xllm.bpe import ByteLevelBPE, bytes_to_unicode
+    from xllm.tokenizer import Tokenizer
+    vocab = {ch: b for b, ch in bytes_to_unicode().items()}
+    return Tokenizer(ByteLevelBPE(vocab, [], "gpt2"))
+
+def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None):
+    """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
+    else `byte_tokenizer()`; its vocabulary must fit the model's. Built the way `LLM.__init__` builds one from a checkpoint."""
+    import torch
+    from xllm.llm import LLM, _resolve_device, _check_engine_args, _kv_block_bytes
+    from xllm.weights import Checkpoint, resolve_dtype
+    from xllm.tokenizer import Tokenizer
+    from xllm.engine import default_kv_cache_memory
+    from xllm.sampling import Sampler
+    config = random_config(spec)
+    dev = _resolve_device(device)
+    _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs)
+    dtype = resolve_dtype(dtype) if dtype is not None else torch.float16
+    tok = Tokenizer.from_file(Path(tokenizer).expanduser(), vocab_size=config.vocab_size) if tokenizer is not None else byte_tokenizer()
+    if tok.vocab_size > config.vocab_size:
+        raise ValueError(f"--random-weights: the tokenizer has {tok.vocab_size} tokens, more than the model's vocabulary of {config.vocab_size}")
+    llm = LLM.__new__(LLM)
+    llm.device, llm.config, llm.quantization, llm.tokenizer = dev, config, None, tok
+    llm.checkpoint = Checkpoint(config, {}, "random", Path(tokenizer) if tokenizer else None)
+    llm.model_path = Path(f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}")
+    llm.max_model_len = config.max_position_embeddings
+    llm.model = random_model(config, dev, dtype, seed)
+    llm.generator = torch.Generator(device="cpu").manual_seed(seed)
+    llm.sampler, llm._next_id = Sampler(), 0
+    llm._n_decodable = min(tok.vocab_size, config.vocab_size)
+    llm.eos_ids = list(dict.fromkeys([*(tok.eos_ids or []), *config.eos_token_id]))
+    llm.kv_cache_dtype, llm.max_num_seqs, llm._engine = kv_cache_dtype, max_num_seqs or 32, None
+    llm.kv_cache_memory = default_kv_cache_memory(llm.model.device) if kv_cache_memory is None else int(kv_cache_memory)
+    if llm.kv_cache_memory < (blk := _kv_block_bytes(llm)):
+        raise ValueError(f"kv_cache_memory: {llm.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
+    return llm
+
+# %% ../nbs/08_cli.ipynb 11
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.7, 0.9
 
 class _CLIError(Exception):
@@ -199,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", default=None, metavar="OUT", help="also write the results as JSON to OUT")
     b.add_argument("--sequential", action="store_true", help="run the requests one at a time (contiguous cache), for comparison")
     b.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    b.add_argument("--random-weights", default=None, metavar="CONFIG", help="benchmark a model of this shape with random weights (fp16 unless --dtype), no download: a name (" + ", ".join(RANDOM_CONFIGS) + ") or a config.json; prompts are byte-tokenized unless --tokenizer")
     _engine_opts(b)
     _model_opts(b)
     v = sub.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, streaming) over the batching engine")
@@ -210,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_opts(v)
     return p
 
-# %% ../nbs/08_cli.ipynb 11
+# %% ../nbs/08_cli.ipynb 13
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -237,7 +329,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/08_cli.ipynb 13
+# %% ../nbs/08_cli.ipynb 15
 def cmd_generate(args, out=None) -> int:
     "Stream the completion of `args.prompt` to stdout."
     out = out or sys.stdout
@@ -253,7 +345,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/08_cli.ipynb 15
+# %% ../nbs/08_cli.ipynb 17
 def _chat_reply(llm, history, params, out):
     "Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted)."
     saved, dropped = list(history), 0
@@ -307,7 +399,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
 
-# %% ../nbs/08_cli.ipynb 18
+# %% ../nbs/08_cli.ipynb 20
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -318,7 +410,7 @@ def cmd_serve(args, out=None) -> int:
     server.serve(host=args.host, port=args.port, api_key=args.api_key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm)
     return 0
 
-# %% ../nbs/08_cli.ipynb 19
+# %% ../nbs/08_cli.ipynb 21
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     parser = build_parser()
