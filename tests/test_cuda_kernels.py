@@ -104,6 +104,68 @@ def test_paged_attention(dt):
             record("paged_attention", dt, ck.max_rel_err(ck.paged_attention(q, kc, vc, bt, cl, num_warps=nw), ref))
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+def test_paged_attention_v2(dt):
+    "GQA groups 1-8, head_dim 32-256, split-K with auto / 1 / some / many splits (empty splits in short sequences)."
+    g = torch.Generator().manual_seed(7)
+    for B, H, n_kv, D, bs, lens in ((1, 4, 4, 64, 16, [1]), (3, 8, 2, 128, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
+                                    (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (1, 32, 32, 128, 16, [3000]),
+                                    (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])):
+        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g)
+        ref = ck.paged_attention_ref(q, kc, vc, bt, cl)
+        for S in (None, 1, 3, 16):
+            record("paged_attention_v2", dt, ck.max_rel_err(ck.paged_attention_v2(q, kc, vc, bt, cl, num_splits=S), ref))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_softmax_split(dt):
+    g = torch.Generator().manual_seed(8)
+    for rows, N in ((1, 10), (3, 49152), (2, 128256), (64, 333), (1, 5000)):
+        x = (torch.randn(rows, N, generator=g) * 5).to(dev, dt)
+        x[0, :N // 3] = -math.inf
+        ref = ck.softmax_ref(x.cpu())
+        for S in (None, 2, 7, 64):
+            record("softmax_split", dt, ck.max_rel_err(ck.softmax(x, splits=S), ref))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("kvd", [None, "int8"])
+def test_kv_append_matches_pool_write(dt, kvd):
+    "kv_append into a CUDA PagedKVPool == PagedKVPool.write on the CPU, bit for bit (int8 codes and scales too); padding slots skipped."
+    from xllm.engine import PagedKVPool
+    g = torch.Generator().manual_seed(9)
+    for n_kv, D in ((2, 32), (8, 128), (3, 64)):
+        c = LlamaConfig(vocab_size=32, hidden_size=4 * n_kv * D, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4 * n_kv,
+                        num_key_value_heads=n_kv, head_dim=D)
+        cpu, gpu = PagedKVPool(c, 6, 16, dt, "cpu", kvd), PagedKVPool(c, 6, 16, dt, dev, kvd)
+        N = 40
+        slots = torch.randperm(6 * 16, generator=g)[:N]
+        qkv = (torch.randn(N, 3 * n_kv * D, generator=g) * 3).to(dt)
+        cpu.write(1, slots, qkv[:, :n_kv * D].view(N, n_kv, D), qkv[:, n_kv * D:2 * n_kv * D].view(N, n_kv, D))
+        qg = qkv.to(dev)
+        kg, vg = qg[:, :n_kv * D].view(N, n_kv, D), qg[:, n_kv * D:2 * n_kv * D].view(N, n_kv, D)
+        pad = torch.tensor([-1, cpu.k_flat[1].shape[0]])
+        ck.kv_append(torch.cat([kg, kg[:2]]), torch.cat([vg, vg[:2]]), gpu.k_flat[1], gpu.v_flat[1], torch.cat([slots, pad]).to(dev),
+                     gpu.k_scale_flat[1], gpu.v_scale_flat[1])
+        for layer in (0, 1):
+            for a, b in ((cpu.k_flat, gpu.k_flat), (cpu.v_flat, gpu.v_flat), (cpu.k_scale_flat, gpu.k_scale_flat), (cpu.v_scale_flat, gpu.v_scale_flat)):
+                if a[layer] is not None: assert torch.equal(a[layer], b[layer].cpu()), (dt, kvd, n_kv, D, layer)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_int8_linear(dt):
+    "Int8Linear's layout (per-row float32 and grouped float16 scales, float32 bias) vs the float64 reference."
+    from xllm.quant import Int8Linear
+    g = torch.Generator().manual_seed(10)
+    for M, O, I, gs in ((1, 4096, 4096, None), (3, 11008, 4096, None), (7, 4096, 11008, 32), (16, 100, 576, None), (5, 33, 64, 32), (256, 64, 1536, None)):
+        mod = Int8Linear.from_float(torch.randn(O, I, generator=g) * 0.02, group_size=gs)
+        bias = torch.randn(O, generator=g)
+        x = torch.randn(M, I, generator=g).to(dev, dt)
+        w, s = mod.weight.to(dev), ck.int8_scales(mod.scales).to(dev)
+        record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s, bias.to(dev)), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales, bias)))
+        record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales)))
+
+
 def test_runs_on_torch_current_stream():
     "Launched inside torch.cuda.stream(s): ordered after torch's work on s, before the next, without syncing the default stream."
     g = torch.Generator().manual_seed(6)
