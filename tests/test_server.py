@@ -304,3 +304,57 @@ def test_nonstreaming_disconnect_aborts(llm, server, monkeypatch):
     assert _raw(server, "/health")[1]["running"] == 4
     for rid in list(core.requests): st.engine.abort(rid)               # clean up: abort it by hand
     assert _idle(server)["used_blocks"] == 0
+
+
+def test_token_id_prompts(llm, server, client):
+    "prompt as token ids (list[int]) or lists of them: the ids go to the engine as they are; bad ids are a 400 naming prompt."
+    import random
+    ids = llm.tokenizer.encode("Once upon a time", add_bos=llm.tokenizer.add_bos_token)
+    ref = _greedy(llm, "Once upon a time", 12)
+    r = client.completions.create(model="m", prompt=ids, max_tokens=12, temperature=0)
+    assert r.choices[0].text == ref.text and r.usage.prompt_tokens == len(ids)
+    rnd = [random.Random(1).randrange(llm.config.vocab_size) for _ in range(7)]
+    ref2 = llm.generate({"prompt_token_ids": rnd}, SamplingParams(temperature=0, max_tokens=12), use_tqdm=False)[0].outputs[0]
+    r = client.completions.create(model="m", prompt=[ids, rnd], max_tokens=12, temperature=0)
+    assert [c.text for c in r.choices] == [ref.text, ref2.text] and r.usage.prompt_tokens == len(ids) + 7
+    assert r.usage.completion_tokens == len(ref.token_ids) + len(ref2.token_ids)
+    s = client.completions.create(model="m", prompt=rnd, max_tokens=12, temperature=0, stream=True)
+    assert "".join(c.choices[0].text for c in s) == ref2.text
+    V = llm.config.vocab_size
+    for prompt, words in (([], "empty list"), ([[]], "empty"), ([V], f"id {V} is outside the vocabulary"), ([[3], [-1]], "id -1 is outside"),
+                          ([1.5], "prompt: expected"), ([[1], "a"], "prompt: expected"), ([True], "prompt: expected"),
+                          ([1] * (llm.max_model_len + 1), "context")):
+        s, body = _raw(server, "/v1/completions", {"prompt": prompt, "max_tokens": 2})
+        assert s == 400 and body["error"]["param"] == "prompt" and words in body["error"]["message"], (prompt, body)
+
+
+def test_sampling_fields_honoured(llm, client):
+    """Each field changes what it should: min_p=1 and top_k=1 leave only the most likely token (= greedy whatever the seed);
+    presence/frequency penalties give LLM.generate's text for the same params (and not the plain greedy one);
+    max_completion_tokens caps chat; n streams n choices; include_usage on chat; a stop list cuts at its first match."""
+    P, N = "Once upon a time", 30
+    greedy = _greedy(llm, P, N).text
+    assert client.completions.create(model="m", prompt=P, max_tokens=N, temperature=1.0, seed=0).choices[0].text != greedy   # control
+    for kw in ({"min_p": 1.0}, {"top_k": 1}):
+        assert client.completions.create(model="m", prompt=P, max_tokens=N, temperature=1.0, seed=0, extra_body=kw).choices[0].text == greedy
+    for kw in (dict(frequency_penalty=1.5), dict(presence_penalty=2.0)):
+        ref = llm.generate(P, SamplingParams(temperature=0, max_tokens=N, **kw), use_tqdm=False)[0].outputs[0].text
+        assert client.completions.create(model="m", prompt=P, max_tokens=N, temperature=0, **kw).choices[0].text == ref != greedy
+    msgs = [{"role": "user", "content": "Tell me a story."}]
+    r = client.chat.completions.create(model="m", messages=msgs, max_completion_tokens=7, temperature=0, extra_body={"ignore_eos": True})
+    assert r.usage.completion_tokens == 7 and r.choices[0].finish_reason == "length"
+    chunks = list(client.chat.completions.create(model="m", messages=msgs, max_tokens=9, temperature=0, stream=True,
+                                                 stream_options={"include_usage": True}))
+    ref = llm.chat(msgs, SamplingParams(temperature=0, max_tokens=9), use_tqdm=False)[0]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ref.outputs[0].text
+    assert chunks[-1].choices == [] and all(c.usage is None for c in chunks[:-1])
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (len(ref.prompt_token_ids), len(ref.outputs[0].token_ids))
+    texts = {}
+    for c in client.completions.create(model="m", prompt=P, max_tokens=N, temperature=0, n=3, stream=True):
+        for ch in c.choices: texts[ch.index] = texts.get(ch.index, "") + ch.text
+    assert texts == {0: greedy, 1: greedy, 2: greedy}
+    words = greedy.split()
+    first, later = words[len(words) // 3], words[2 * len(words) // 3]
+    cut = min(greedy.find(first), greedy.find(later))
+    r = client.completions.create(model="m", prompt=P, max_tokens=N, temperature=0, stop=[later, "zzzz", first])
+    assert r.choices[0].text == greedy[:cut] and r.choices[0].finish_reason == "stop"
