@@ -1,5 +1,8 @@
-"Property test: a mutated model file (bit flips, truncation, overwritten bytes) either loads or raises ModelFormatError, nothing else."
-import json, shutil, struct
+"""Property test: a mutated model file (bit flips, truncation, overwritten bytes) either loads or raises ModelFormatError, nothing else,
+and never allocates much memory: every load runs under an address-space limit (1 GiB above what the process has mapped), so a
+corrupt header that drives a multi-GB allocation shows up as a RuntimeError/MemoryError and fails the test. Also: explicit absurd
+headers (GGUF counts, lengths, dimensions; llama2.c dimensions) each raise ModelFormatError under that limit."""
+import contextlib, json, resource, shutil, struct
 from pathlib import Path
 import numpy as np, pytest, torch
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -23,13 +26,33 @@ def originals(tmp_path_factory):
     w.add_block_count(1); w.add_context_length(32); w.add_embedding_length(16); w.add_feed_forward_length(32)
     w.add_head_count(2); w.add_head_count_kv(1); w.add_layer_norm_rms_eps(1e-5); w.add_rope_freq_base(10000.0); w.add_vocab_size(64)
     w.add_bos_token_id(1); w.add_eos_token_id(2)
+    w.add_array("test.numbers", [1, 2, 3])
     for k, v in m.state_dict().items():
         if "rotary" not in k: w.add_tensor(names.get_name(k, try_suffixes=(".weight", ".bias")), v.numpy().astype(np.float32))
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-    load_checkpoint(d / "hf"); load_checkpoint(d / "m.gguf")   # both load as written
+    write_llama2c(m, d / "m.bin")
+    for p in (d / "hf", d / "m.gguf", d / "m.bin"): load_checkpoint(p)   # all load as written
+    ck = load_checkpoint(d / "m.bin")
+    assert ck.format == "llama2c" and torch.equal(ck.weights["model.embed_tokens.weight"], m.model.embed_tokens.weight)
+    assert torch.equal(ck.weights["model.layers.0.mlp.down_proj.weight"], m.model.layers[0].mlp.down_proj.weight)
     st_bytes = (d / "hf" / "model.safetensors").read_bytes()
-    return dict(dir=d, hf=d / "hf", gguf=d / "m.gguf", st_header=8 + struct.unpack_from("<Q", st_bytes)[0],
+    return dict(dir=d, hf=d / "hf", gguf=d / "m.gguf", l2c=d / "m.bin", st_header=8 + struct.unpack_from("<Q", st_bytes)[0],
                 gguf_header=gguf.GGUFReader(d / "m.gguf").data_offset)
+
+
+def write_llama2c(m, path):
+    """`m` as a legacy llama2.c checkpoint (run.c's layout): 7 int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size
+    (positive: classifier shared with the embedding), seq_len), then float32 embedding, per-layer attention norms, wq, wk, wv, wo,
+    ffn norms, w1, w2, w3, the final norm, two RoPE tables, and wcls. q/k rows are left in HF order (only loading is tested here)."""
+    c, sd = m.config, m.state_dict()
+    L, hd = c.num_hidden_layers, c.hidden_size // c.num_attention_heads
+    lay = lambda name: torch.stack([sd[f"model.layers.{i}.{name}.weight"] for i in range(L)])
+    parts = [sd["model.embed_tokens.weight"], lay("input_layernorm")] + [lay(f"self_attn.{x}_proj") for x in "qkvo"]
+    parts += [lay("post_attention_layernorm"), lay("mlp.gate_proj"), lay("mlp.down_proj"), lay("mlp.up_proj"), sd["model.norm.weight"],
+              torch.zeros(c.max_position_embeddings, hd // 2), torch.zeros(c.max_position_embeddings, hd // 2), sd["lm_head.weight"]]
+    head = struct.pack("<7i", c.hidden_size, c.intermediate_size, L, c.num_attention_heads, c.num_key_value_heads, -c.vocab_size,
+                       c.max_position_embeddings)
+    path.write_bytes(head + b"".join(t.detach().float().contiguous().numpy().tobytes() for t in parts))
 
 
 # one mutation: ("flip", pos, bit) | ("truncate", frac) | ("overwrite", pos, bytes); positions in [0, 1) of the header or the file
@@ -51,8 +74,33 @@ def _apply(data: bytes, header: int, muts) -> bytes:
     return bytes(b)
 
 
+def _vm_bytes() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+
+
+@contextlib.contextmanager
+def memory_limit(extra=1 << 30):
+    "Limit this process's address space to what it has mapped now plus `extra` bytes (Linux), restoring the old limit after."
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    lim = _vm_bytes() + extra
+    if hard != resource.RLIM_INFINITY: lim = min(lim, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (lim, hard))
+    try: yield
+    finally: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def test_memory_limit_catches_big_allocations():
+    "The limit the loads run under really refuses a 2 GiB allocation (torch and numpy), and is lifted afterwards."
+    with memory_limit():
+        with pytest.raises((RuntimeError, MemoryError)): torch.empty(2 << 30, dtype=torch.uint8)
+        with pytest.raises(MemoryError): np.ones(2 << 30, dtype=np.uint8)
+    assert torch.empty(2 << 30, dtype=torch.uint8).numel() == 2 << 30
+
+
 def _load_ok_or_our_error(path):
-    try: load_checkpoint(path)
+    try:
+        with memory_limit(): load_checkpoint(path)
     except ModelFormatError as e:
         assert str(e) and e.path is not None, repr(e)
     # anything else (IndexError, struct.error, KeyError, RuntimeError, a plain ValueError, MemoryError) fails the test
@@ -78,3 +126,56 @@ def test_mutated_gguf(originals, muts):
     f = originals["dir"] / "mut.gguf"
     f.write_bytes(_apply(originals["gguf"].read_bytes(), originals["gguf_header"], muts))
     _load_ok_or_our_error(f)
+
+
+@_settings
+@given(muts=st.lists(mutation, min_size=1, max_size=3))
+def test_mutated_llama2c(originals, muts):
+    f = originals["dir"] / "mut.bin"
+    f.write_bytes(_apply(originals["l2c"].read_bytes(), 28, muts))
+    _load_ok_or_our_error(f)
+
+
+def _gguf_field(b: bytes, key: bytes, after: int) -> int:
+    "Offset of the field `after` bytes past the end of the length-prefixed string `key` in GGUF bytes `b`."
+    return b.index(struct.pack("<Q", len(key)) + key) + 8 + len(key) + after
+
+
+def _absurd_cases(o):
+    g, l2c = o["gguf"].read_bytes(), o["l2c"].read_bytes()
+    emb = _gguf_field(g, b"token_embd.weight", 0)                       # n_dims u32, then dims u64
+    arr = _gguf_field(g, b"test.numbers", 0)                            # value type u32 (9), element type u32, count u64
+    first_key = 24                                                      # after magic, version, tensor count, kv count
+    put = lambda b, off, data: b[:off] + data + b[off + len(data):]
+    return {
+        "gguf tensor count 2^62": put(g, 8, struct.pack("<Q", 1 << 62)),
+        "gguf key/value count 2^62": put(g, 16, struct.pack("<Q", 1 << 62)),
+        "gguf tensor count 2^20 (more than the header holds)": put(g, 8, struct.pack("<Q", 1 << 20)),
+        "gguf key length 2^60": put(g, first_key, struct.pack("<Q", 1 << 60)),
+        "gguf array count 2^60": put(g, arr + 8, struct.pack("<Q", 1 << 60)),
+        "gguf array count 2^28": put(g, arr + 8, struct.pack("<Q", 1 << 28)),
+        "gguf n_dims 2^31": put(g, emb, struct.pack("<I", 1 << 31)),
+        "gguf dimension 2^40": put(g, emb + 4, struct.pack("<Q", 1 << 40)),
+        "gguf dimensions 2^32 x 2^32 (product overflows 64 bits)": put(g, emb + 4, struct.pack("<QQ", 1 << 32, 1 << 32)),
+        "gguf tensor offset past the end": put(g, emb + 4 + 16 + 4, struct.pack("<Q", 1 << 40)),
+        "gguf unknown tensor type 99": put(g, emb + 4 + 16, struct.pack("<I", 99)),
+        "gguf wrong magic": put(g, 0, b"GGUX"),
+        "llama2.c dim 2^30": put(l2c, 0, struct.pack("<i", 1 << 30)),
+        "llama2.c n_layers 2^30, vocab 2^30": put(put(l2c, 8, struct.pack("<i", 1 << 30)), 20, struct.pack("<i", 1 << 30)),
+        "llama2.c hidden_dim -64": put(l2c, 4, struct.pack("<i", -64)),
+        "llama2.c n_kv_heads 0": put(l2c, 16, struct.pack("<i", 0)),
+        "llama2.c seq_len 2^31-1": put(l2c, 24, struct.pack("<i", 2**31 - 1)),
+    }
+
+
+def test_absurd_headers(originals):
+    "Each absurd header value raises ModelFormatError naming the file, quickly and under the memory limit."
+    import time
+    for case, data in _absurd_cases(originals).items():
+        f = originals["dir"] / ("absurd" + (".bin" if case.startswith("llama2.c") else ".gguf"))
+        f.write_bytes(data)
+        t0 = time.perf_counter()
+        with pytest.raises(ModelFormatError) as e:
+            with memory_limit(): load_checkpoint(f)
+        assert f.name in str(e.value), (case, str(e.value))
+        assert time.perf_counter() - t0 < 5, case
