@@ -191,7 +191,9 @@ class ByteLevelBPE:
         self._cache, self._cache_size, self._tb = {}, cache_size, [None] * n
 
     @property
-    def vocab_size(self) -> int: return len(self.pieces)
+    def vocab_size(self) -> int:
+        "Number of tokens in the vocabulary (added tokens included)."
+        return len(self.pieces)
 
     def __repr__(self):
         return f"ByteLevelBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, pre={self.pre if isinstance(self.pre, str) else 'custom'!r})"

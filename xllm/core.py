@@ -66,7 +66,9 @@ class LlamaConfig:
             if not 0 <= t < self.vocab_size: raise ModelFormatError(self.source, f"config: special token id {t} outside vocabulary of {self.vocab_size}")
 
     @property
-    def num_kv_groups(self) -> int: return self.num_attention_heads // self.num_key_value_heads
+    def num_kv_groups(self) -> int:
+        "Query heads per KV head (1 for multi-head attention, >1 for grouped-query attention)."
+        return self.num_attention_heads // self.num_key_value_heads
     @property
     def n_params(self) -> int:
         "Number of parameters (embedding counted once when tied)."

@@ -118,7 +118,9 @@ class GGUFTensorInfo:
     nbytes: int
 
     @property
-    def n_elements(self) -> int: return math.prod(self.shape)
+    def n_elements(self) -> int:
+        "Number of elements (the product of `shape`)."
+        return math.prod(self.shape)
 
 # %% ../nbs/01_gguf.ipynb 16
 class GGUFFile:

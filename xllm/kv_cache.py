@@ -45,7 +45,9 @@ class BlockManager:
     def num_used_blocks(self) -> int:
         "Blocks referenced by at least one sequence."
         return self.num_blocks - self.num_free_blocks
-    def blocks_needed(self, num_tokens: int) -> int: return -(-num_tokens // self.block_size)
+    def blocks_needed(self, num_tokens: int) -> int:
+        "Blocks needed to hold `num_tokens` tokens."
+        return -(-num_tokens // self.block_size)
 
     # ---- prefix cache
     @staticmethod

@@ -36,7 +36,9 @@ class CompletionOutput:
     cumulative_logprob: float | None = None
 
     @property
-    def finished(self) -> bool: return self.finish_reason is not None
+    def finished(self) -> bool:
+        "Whether the completion has ended (`finish_reason` is set)."
+        return self.finish_reason is not None
 
 @dataclass
 class RequestOutput:
@@ -199,7 +201,9 @@ class LLM:
         return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
                 f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device})")
 
-    def get_tokenizer(self) -> Tokenizer: return self.tokenizer
+    def get_tokenizer(self) -> Tokenizer:
+        "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
+        return self.tokenizer
 
 # %% ../nbs/07_llm.ipynb 15
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:

@@ -20,6 +20,7 @@ class RMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(size, device=device)), eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        "Normalise `x` by its root mean square over the last dim (in float32) and scale by `weight`."
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)
@@ -72,7 +73,9 @@ class KVCache:
         self.length = 0
 
     @property
-    def max_len(self) -> int: return self.k.shape[1]
+    def max_len(self) -> int:
+        "Tokens the cache has room for."
+        return self.k.shape[1]
     def reset(self):
         "Forget the sequence (the memory is reused)."
         self.length = 0
@@ -97,6 +100,7 @@ class Attention(nn.Module):
         self.v_proj, self.o_proj = _linear(H, self.nkv * self.hd, b, device), _linear(self.nh * self.hd, H, b, device)
 
     def forward(self, x, cos, sin, cache: KVCache, start: int, mask):
+        "Attention over positions `start..start+T`: write this chunk's K/V into `cache`, attend to all K/V up to it."
         T, end = x.shape[0], start + x.shape[0]
         q = apply_rope(self.q_proj(x).view(T, self.nh, self.hd), cos, sin)
         cache.k[self.idx, start:end] = apply_rope(self.k_proj(x).view(T, self.nkv, self.hd), cos, sin)
@@ -113,7 +117,9 @@ class MLP(nn.Module):
         super().__init__()
         H, I, b = c.hidden_size, c.intermediate_size, c.mlp_bias
         self.gate_proj, self.up_proj, self.down_proj = _linear(H, I, b, device), _linear(H, I, b, device), _linear(I, H, b, device)
-    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x):
+        "SwiGLU: `down_proj(silu(gate_proj(x)) * up_proj(x))`."
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 class Block(nn.Module):
     "One decoder layer: pre-norm attention, then pre-norm MLP, each added to the residual stream."
@@ -122,6 +128,7 @@ class Block(nn.Module):
         self.input_layernorm, self.self_attn = RMSNorm(c.hidden_size, c.rms_norm_eps, device), Attention(c, idx, device)
         self.post_attention_layernorm, self.mlp = RMSNorm(c.hidden_size, c.rms_norm_eps, device), MLP(c, device)
     def forward(self, x, cos, sin, cache, start, mask):
+        "`x` [T, hidden] through this layer; its K/V for positions `start..start+T` go into `cache`."
         h = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, start, mask)
         return h + self.mlp(self.post_attention_layernorm(h))
 
@@ -157,9 +164,13 @@ class Llama(nn.Module):
         return m.requires_grad_(False).eval()
 
     @property
-    def dtype(self) -> torch.dtype: return self.model.embed_tokens.weight.dtype
+    def dtype(self) -> torch.dtype:
+        "The dtype of the weights."
+        return self.model.embed_tokens.weight.dtype
     @property
-    def device(self) -> torch.device: return self.model.embed_tokens.weight.device
+    def device(self) -> torch.device:
+        "The device the weights are on."
+        return self.model.embed_tokens.weight.device
 
     def new_cache(self, max_len: int | None = None) -> KVCache:
         "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."

@@ -70,6 +70,7 @@ class SamplingParams:
         return self.temperature < _GREEDY_EPS
     @property
     def has_penalties(self) -> bool:
+        "Whether any repetition, presence or frequency penalty is active."
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
 # %% ../nbs/06_sampling.ipynb 12

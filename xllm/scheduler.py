@@ -16,6 +16,7 @@ __all__ = ['SequenceStatus', 'Sequence', 'ScheduledChunk', 'SchedulerOutput', 'S
 
 # %% ../nbs/10_scheduler.ipynb 6
 class SequenceStatus(enum.Enum):
+    "Where a sequence is in its life: waiting, running, preempted (back in the queue) or finished."
     WAITING = "waiting"      # never admitted yet
     RUNNING = "running"      # holds KV blocks, takes part in steps
     PREEMPTED = "preempted"  # was running, blocks freed, back in the waiting queue (will be recomputed)
@@ -34,15 +35,25 @@ class Sequence:
         self.finish_reason: str | None = None   # 'stop', 'length', 'abort', ...
 
     @property
-    def prompt_token_ids(self) -> list[int]: return self.token_ids[:self.num_prompt_tokens]
+    def prompt_token_ids(self) -> list[int]:
+        "The prompt's tokens."
+        return self.token_ids[:self.num_prompt_tokens]
     @property
-    def output_token_ids(self) -> list[int]: return self.token_ids[self.num_prompt_tokens:]
+    def output_token_ids(self) -> list[int]:
+        "The tokens generated so far."
+        return self.token_ids[self.num_prompt_tokens:]
     @property
-    def num_output_tokens(self) -> int: return len(self.token_ids) - self.num_prompt_tokens
+    def num_output_tokens(self) -> int:
+        "Number of tokens generated so far."
+        return len(self.token_ids) - self.num_prompt_tokens
     @property
-    def is_finished(self) -> bool: return self.status is SequenceStatus.FINISHED
+    def is_finished(self) -> bool:
+        "Whether the sequence has finished (stopped, hit its length limit or was aborted)."
+        return self.status is SequenceStatus.FINISHED
     @property
-    def is_prefilling(self) -> bool: return self.num_computed_tokens < len(self.token_ids) - 1
+    def is_prefilling(self) -> bool:
+        "Whether prompt tokens (other than the last one) still wait to be computed."
+        return self.num_computed_tokens < len(self.token_ids) - 1
     def __len__(self): return len(self.token_ids)
     def __repr__(self):
         return (f"Sequence({self.seq_id!r}, {self.status.value}, prompt={self.num_prompt_tokens}, output={self.num_output_tokens}, "
@@ -56,15 +67,21 @@ class ScheduledChunk:
     start: int
     num_tokens: int
     @property
-    def token_ids(self) -> list[int]: return self.seq.token_ids[self.start:self.start + self.num_tokens]
+    def token_ids(self) -> list[int]:
+        "The tokens this chunk feeds to the model."
+        return self.seq.token_ids[self.start:self.start + self.num_tokens]
     @property
-    def positions(self) -> range: return range(self.start, self.start + self.num_tokens)
+    def positions(self) -> range:
+        "The positions of those tokens in the sequence."
+        return range(self.start, self.start + self.num_tokens)
     @property
     def samples(self) -> bool:
         "Whether this chunk reaches the end of the sequence, so a new token is sampled from its last position."
         return self.start + self.num_tokens == len(self.seq.token_ids)
     @property
-    def is_prefill(self) -> bool: return not (self.num_tokens == 1 and self.samples and self.start >= self.seq.num_prompt_tokens)
+    def is_prefill(self) -> bool:
+        "Whether this chunk is (part of) a prefill rather than a one-token decode step."
+        return not (self.num_tokens == 1 and self.samples and self.start >= self.seq.num_prompt_tokens)
 
 @dataclass
 class SchedulerOutput:
@@ -73,9 +90,13 @@ class SchedulerOutput:
     preempted: list[Sequence] = field(default_factory=list)   # lost their blocks this step (will be recomputed)
     finished: list[Sequence] = field(default_factory=list)    # finished by the scheduler itself this step (pool capacity)
     @property
-    def num_batched_tokens(self) -> int: return sum(c.num_tokens for c in self.chunks)
+    def num_batched_tokens(self) -> int:
+        "Total tokens over all chunks of this step."
+        return sum(c.num_tokens for c in self.chunks)
     @property
-    def is_empty(self) -> bool: return not self.chunks
+    def is_empty(self) -> bool:
+        "Whether nothing was scheduled."
+        return not self.chunks
     def __len__(self): return len(self.chunks)
 
 # %% ../nbs/10_scheduler.ipynb 10
@@ -218,8 +239,12 @@ class Scheduler:
 
     # ---- state
     @property
-    def has_unfinished(self) -> bool: return bool(self.waiting or self.running)
+    def has_unfinished(self) -> bool:
+        "Whether any sequence is waiting or running."
+        return bool(self.waiting or self.running)
     @property
-    def num_unfinished(self) -> int: return len(self.waiting) + len(self.running)
+    def num_unfinished(self) -> int:
+        "Number of waiting plus running sequences."
+        return len(self.waiting) + len(self.running)
     def __repr__(self):
         return f"Scheduler(waiting={len(self.waiting)}, running={len(self.running)}, finished={len(self.finished)}, {self.bm!r})"

@@ -403,6 +403,7 @@ class StreamDecoder:
         self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")("xllm_bytewise")
 
     def put(self, i) -> str:
+        "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
         i = self.tok._check_id(i)
         self.ids.append(i)
         if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
@@ -410,6 +411,7 @@ class StreamDecoder:
         return self._dec.decode(b)
 
     def flush(self) -> str:
+        "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
         out = self._dec.decode(b"", final=True)
         self._dec.reset()
         return out
@@ -489,13 +491,17 @@ class Tokenizer:
         chunks.append(b"".join(cur))
         return "".join(c.decode("utf-8", "xllm_bytewise") for c in chunks)
 
-    def stream_decoder(self, skip_special: bool = False) -> StreamDecoder: return StreamDecoder(self, skip_special)
+    def stream_decoder(self, skip_special: bool = False) -> StreamDecoder:
+        "A `StreamDecoder` that turns token ids one at a time into text."
+        return StreamDecoder(self, skip_special)
 
     def id_to_piece(self, i: int) -> str:
+        "The vocabulary piece (token string) of id `i`."
         i = self._check_id(i)
         return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
     def piece_to_id(self, s: str) -> int:
+        "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
         if s in self._text2id: return self._text2id[s]
         if self._p2id is None:
             self._p2id = {}

@@ -67,7 +67,9 @@ class ChatWidget:
     def _repr_mimebundle_(self, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
     @property
-    def busy(self) -> bool: return self._thread is not None and self._thread.is_alive()
+    def busy(self) -> bool:
+        "Whether a model load or a reply is running in the background."
+        return self._thread is not None and self._thread.is_alive()
 
     def wait(self, timeout: float | None = None) -> "ChatWidget":
         "Block until the background work (loading or generating) is done."
