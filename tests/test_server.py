@@ -125,13 +125,18 @@ def test_stop_strings(llm, client):
     assert "".join(c.choices[0].text for c in s) == expect
 
 
-def test_seed(client):
+def test_seed(llm, client):
     kw = dict(model="m", prompt="Once upon a time", max_tokens=20, temperature=1.0, top_p=0.9, presence_penalty=0.5, frequency_penalty=0.3,
               extra_body={"top_k": 50, "min_p": 0.01})
     a, b = (client.completions.create(seed=1234, **kw).choices[0].text for _ in range(2))
     assert a == b
     others = {client.completions.create(seed=s, **kw).choices[0].text for s in range(5)}
     assert len(others) > 1                                              # the seed matters
+    # n choices of a seeded request each have their own stream, the same as LLM.generate's for that prompt and choice
+    ps = ["Once upon a time", "The dog"]
+    r = client.completions.create(model="m", prompt=ps, n=2, max_tokens=12, temperature=1.0, seed=7)
+    ref = llm.generate(ps, SamplingParams(n=2, max_tokens=12, temperature=1.0, seed=7), use_tqdm=False)
+    assert [c.text for c in r.choices] == [c.text for o in ref for c in o.outputs] and r.choices[0].text != r.choices[1].text
 
 
 def test_errors(server, client, llm):

@@ -76,11 +76,12 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
 # %% ../nbs/16_server.ipynb 10
-async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue):
+async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0):
+    "`index`: the choice's place in the response; `choice`: its number among its prompt's `n` (picks its seeded random stream, as in `LLM.generate`)."
     from xllm.llm import _Sequence
     llm = state.llm
     seq = _Sequence(llm.tokenizer, ids, params, index, llm.eos_ids, llm.max_model_len)
-    agen = state.engine.generate(ids, params, index=index)
+    agen = state.engine.generate(ids, params, index=choice)
     lps = []                  # (token id, {id: logprob}) of the tokens not yet sent, when logprobs are asked for
     async def put(d, fin=None, ntok=None):
         await out.put((index, d, fin, ntok, lps[:])); lps.clear()
@@ -105,9 +106,9 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
     await put("", seq.finish_reason, len(seq.token_ids))
 
 async def _run_all(state, jobs):
-    "Run every `(ids, params, index)` choice concurrently; items `(index, text, finish_reason, completion_tokens, logprobs)`; as they come; cancel the rest on exit (e.g. a client gone)."
+    "Run every `(ids, params, index, choice)` concurrently; items `(index, text, finish_reason, completion_tokens, logprobs)`; as they come; cancel the rest on exit (e.g. a client gone)."
     out = asyncio.Queue()
-    tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out)) for ids, p, i in jobs]
+    tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out, j)) for ids, p, i, j in jobs]
     left = len(tasks)
     try:
         while left:
@@ -254,7 +255,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_wait
     async def respond(kind, request, req, prompts, params):
         "prompts: list of (text, ids). Non-streaming JSON or an SSE stream; `kind` is 'text_completion' or 'chat.completion'."
         n = params.n
-        jobs = [(ids, params, k * n + j) for k, (_, ids) in enumerate(prompts) for j in range(n)]
+        jobs = [(ids, params, k * n + j, j) for k, (_, ids) in enumerate(prompts) for j in range(n)]
         st.admit(len(jobs))
         rid = ("cmpl-" if kind == "text_completion" else "chatcmpl-") + uuid.uuid4().hex
         created, ptoks = int(time.time()), sum(len(ids) for _, ids in prompts)
