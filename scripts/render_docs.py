@@ -45,12 +45,81 @@ def _make_exec_proc(slow=False):
             if cell.directives_.get("eval:", [""])[0].lower() == "false": return
             self.k.cell(cell)
             if self.k.exc: self.errors.append((cell.idx_, str(self.k.exc[1])[:200])); self.k.exc = None
-        def end(self):
-            try: from ipywidgets import Widget
-            except ImportError: return
-            state = Widget.get_manager_state(drop_defaults=True)
-            if state.get("state"): self.nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": state}
+            if any(WIDGET_VIEW in o.get("data", {}) for o in cell.get("outputs", [])):   # snapshot widgets as they are now
+                from ipywidgets import Widget
+                state = Widget.get_manager_state(drop_defaults=True)["state"]
+                cell.outputs = [static_widget_output(o, state) for o in cell.outputs]
     return exec_all
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_BUTTON_COLORS = {"primary": "#2196f3", "success": "#4caf50", "info": "#00bcd4", "warning": "#ff9800", "danger": "#f44336"}
+_LAYOUT_CSS = ("width", "height", "max_height", "min_height", "max_width", "overflow", "overflow_y", "overflow_x", "margin", "padding", "border")
+
+
+def widget_html(state: dict, model_id: str) -> str:
+    """Static HTML for the ipywidget `model_id` from a widget-manager `state` ({id: {model_name, state}}), children included.
+
+    A static page has no kernel, and the ipywidgets HTML manager (JavaScript) would come from a CDN that a page opened
+    offline cannot reach, so each widget is drawn from its saved state as plain HTML form elements. Values equal to the
+    widget's default are absent from a `drop_defaults` state, hence the defaults below."""
+    e = state.get(model_id)
+    if e is None: return f'<span class="xllm-w-missing">[widget {html.escape(model_id[:8])}: no saved state]</span>'
+    name, st = e["model_name"], e.get("state", {})
+    ref = lambda v: v[len("IPY_MODEL_"):] if isinstance(v, str) and v.startswith("IPY_MODEL_") else v
+    lay = state.get(ref(st.get("layout", "")), {}).get("state", {})
+    css = ";".join(f"{k.replace('_', '-')}:{lay[k]}" for k in _LAYOUT_CSS if lay.get(k))
+    desc = st.get("description", "")
+    label = f'<label class="xllm-w-desc">{html.escape(desc)}</label>' if desc else ""
+    esc = lambda v: html.escape(str(v), quote=True)
+    if name in ("VBoxModel", "HBoxModel", "BoxModel", "GridBoxModel"):
+        kids = "".join(widget_html(state, ref(c)) for c in st.get("children", []))
+        return f'<div class="xllm-w-{"vbox" if name == "VBoxModel" else "hbox"}" style="{css}">{kids}</div>'
+    if name == "HTMLModel": return f'<div class="xllm-w-html" style="{css}">{label}<div>{st.get("value", "")}</div></div>'
+    if name == "LabelModel": return f'<div class="xllm-w-row" style="{css}">{label}<span>{esc(st.get("value", ""))}</span></div>'
+    if name == "ButtonModel":
+        bg = _BUTTON_COLORS.get(st.get("button_style", ""), "#eeeeee"); fg = "#fff" if bg != "#eeeeee" else "#000"
+        dis = " disabled" if st.get("disabled") else ""
+        return f'<button class="xllm-w-button" style="background:{bg};color:{fg};{css}"{dis}>{esc(desc)}</button>'
+    if name in ("TextModel", "PasswordModel"):
+        return (f'<div class="xllm-w-row" style="{css}">{label}<input type="text" value="{esc(st.get("value", ""))}" '
+                f'placeholder="{esc(st.get("placeholder", ""))}"></div>')
+    if name == "TextareaModel":
+        return (f'<div class="xllm-w-row" style="{css}">{label}<textarea rows="{st.get("rows") or 2}" '
+                f'placeholder="{esc(st.get("placeholder", ""))}">{esc(st.get("value", ""))}</textarea></div>')
+    if name in ("DropdownModel", "SelectModel"):
+        opts, i = st.get("_options_labels", []), st.get("index")
+        o = "".join(f'<option{" selected" if j == i else ""}>{esc(t)}</option>' for j, t in enumerate(opts))
+        return f'<div class="xllm-w-row" style="{css}">{label}<select>{o}</select></div>'
+    if name in ("FloatSliderModel", "IntSliderModel"):
+        is_int = name == "IntSliderModel"
+        lo, hi, step, v = st.get("min", 0), st.get("max", 100 if is_int else 10.0), st.get("step", 1 if is_int else 0.1), st.get("value", 0)
+        shown = f"{v:d}" if is_int else f"{v:.2f}"
+        return (f'<div class="xllm-w-row" style="{css}">{label}<input type="range" min="{lo}" max="{hi}" step="{step}" value="{v}">'
+                f'<span class="xllm-w-readout">{shown}</span></div>')
+    if name in ("CheckboxModel", "ToggleButtonModel"):
+        return f'<div class="xllm-w-row" style="{css}"><input type="checkbox"{" checked" if st.get("value") else ""}> {esc(desc)}</div>'
+    return f'<span class="xllm-w-missing">[{esc(name)}]</span>'
+
+
+WIDGET_CSS = ("<style>.xllm-widget{border:1px solid #ddd;border-radius:6px;padding:8px;margin:4px 0;font:13px sans-serif;max-width:1000px}"
+              ".xllm-w-vbox{display:flex;flex-direction:column;gap:4px}.xllm-w-hbox{display:flex;flex-direction:row;gap:6px;align-items:center}"
+              ".xllm-w-hbox>.xllm-w-row{flex:1 1 auto;min-width:0}.xllm-w-row select{max-width:100%}"
+              ".xllm-w-row{display:flex;align-items:center;gap:6px}.xllm-w-row textarea,.xllm-w-row input[type=text]{flex:1;font:13px sans-serif;min-width:120px}"
+              ".xllm-w-desc{min-width:72px;text-align:right;color:#333}.xllm-w-button{border:0;border-radius:2px;padding:4px 14px;font:13px sans-serif;min-width:70px}"
+              ".xllm-w-button[disabled]{opacity:.5}.xllm-w-readout{min-width:36px}.xllm-w-html{overflow-y:auto}"
+              ".xllm-widget-note{color:#777;font-size:11px;margin-top:4px}"
+              ".jp-RenderedMarkdown pre{background:#f5f5f5;padding:6px 10px;border-radius:4px}</style>")
+
+
+def static_widget_output(o: dict, state: dict) -> dict:
+    "An output showing a widget (widget-view mime) -> the same output as static HTML drawn from `state`."
+    view = o.get("data", {}).get(WIDGET_VIEW)
+    if view is None: return o
+    body = widget_html(state, view["model_id"])
+    note = '<div class="xllm-widget-note">a snapshot of the live widget when this page was built; run the notebook to use it</div>'
+    o["data"], o["metadata"] = {"text/html": f'<div class="xllm-widget">{body}{note}</div>'}, {}
+    return o
 
 
 def process(path: Path, execute: bool, slow: bool = False):
@@ -78,6 +147,7 @@ def to_html(nb, title: str, nav: str) -> str:
     from nbconvert import HTMLExporter
     fm = getattr(nb, "frontmatter_", {}) or {}
     raw = _plain(nb); raw.setdefault("metadata", {}); raw["nbformat"], raw["nbformat_minor"] = 4, 4
+    widgets = raw["metadata"].pop("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})   # saved outputs
     d = nbformat.reads(json.dumps(raw), as_version=4)   # joins list-of-lines sources and outputs
     d.cells = [c for c in d.cells if not (c.cell_type == "raw" and c.source.lstrip().startswith("---"))]
     head = f"# {fm.get('title', title)}\n\n" + (f"> {fm['description']}\n" if fm.get("description") else "")
@@ -95,7 +165,7 @@ def to_html(nb, title: str, nav: str) -> str:
                 if c.outputs and all(mds):
                     cells.append(nbformat.v4.new_markdown_cell(_quarto_md("\n\n".join(mds)))); continue
                 c.metadata.setdefault("tags", []).append("remove_input")
-            c.outputs = [o for o in c.outputs if not (o.get("name") == "stderr" and _PROGRESS.search(o.get("text", "")))]
+            c.outputs = [static_widget_output(o, widgets) for o in c.outputs if not (o.get("name") == "stderr" and _PROGRESS.search(o.get("text", "")))]
             for o in c.outputs:
                 if "text/markdown" in o.get("data", {}): o["data"]["text/markdown"] = _quarto_md(o["data"]["text/markdown"])
         elif c.cell_type == "markdown": c.source = _quarto_md(c.source)
@@ -108,7 +178,7 @@ def to_html(nb, title: str, nav: str) -> str:
     body, _ = ex.from_notebook_node(d)
     css = ("<style>.xllm-nav{position:sticky;top:0;z-index:10;display:flex;flex-wrap:wrap;row-gap:2px;background:#20344f;padding:6px 12px;font:14px sans-serif}"
            ".xllm-nav a{color:#fff;margin-right:12px;text-decoration:none}.xllm-nav a.cur{font-weight:bold;text-decoration:underline}"
-           "</style>")
+           "</style>" + WIDGET_CSS)
     body = body.replace("<title>Notebook</title>", f"<title>xllm - {html.escape(fm.get('title', title))}</title>")
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + css + nav, body, count=1)
 
@@ -128,15 +198,51 @@ def _plain(o):
     return o
 
 
-def screenshot(page: Path, png: Path, width=1280, height=2400):
-    "Screenshot `page` with headless Chromium (Debian's `chromium` package)."
-    import shutil, subprocess
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if exe is None: print("  no chromium found: skipping the screenshot"); return
+def _chromium():
+    import shutil
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _run_chromium(*args, timeout=120):
+    import subprocess
+    return subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+_MEASURE = ('<script>addEventListener("load",()=>{const w=document.querySelectorAll(".xllm-widget"),n=document.querySelector(".xllm-nav");'
+            'const e=w[w.length-1];document.documentElement.setAttribute("data-shot",[e?Math.round(e.getBoundingClientRect().top+scrollY):-1,'
+            'e?e.offsetHeight:0,n?Math.ceil(n.getBoundingClientRect().bottom+scrollY):0,document.documentElement.scrollHeight].join(","))})</script>')
+
+
+def screenshot(page: Path, png: Path, width=1280, height=2400, widget_context=420) -> list[Path]:
+    """Screenshot `page` with headless Chromium (Debian's `chromium` package): the top `height` pixels -> `png`, and, when the page
+    shows a widget, the last one with `widget_context` pixels above it (the code that made it) under the nav bar -> `<png stem>_widget.png`.
+    (Headless Chromium draws a blank image for a page scrolled to an anchor, so the widget shot is cut out of a full-height one,
+    at the position a measuring script reports through `--dump-dom`.)"""
+    if _chromium() is None: print("  no chromium found: skipping the screenshot"); return []
     png.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={width},{height}",
-                    f"--screenshot={png}", page.resolve().as_uri()], capture_output=True, timeout=120)
-    print(f"  screenshot -> {png}" if png.exists() else "  screenshot failed")
+    _run_chromium(f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri())
+    if not png.exists(): print("  screenshot failed"); return []
+    shots = [png]
+    measured = page.with_name(page.stem + "._measure.html")
+    measured.write_text(page.read_text().replace("</body>", _MEASURE + "</body>", 1))
+    try:
+        dom = _run_chromium(f"--window-size={width},{height}", "--dump-dom", measured.resolve().as_uri()).stdout
+        m = re.search(r'data-shot="(-?\d+),(\d+),(\d+),(\d+)"', dom)
+        if m and int(m.group(1)) >= 0:
+            top, h, nav, total = map(int, m.groups())
+            full = png.with_name(png.stem + "._full.png")
+            _run_chromium(f"--window-size={width},{total}", f"--screenshot={full}", measured.resolve().as_uri(), timeout=240)
+            from PIL import Image
+            with Image.open(full) as im:
+                y0 = max(nav, top - widget_context); y1 = min(im.height, top + h + 10)
+                out = Image.new("RGB", (width, nav + y1 - y0), "white")
+                out.paste(im.crop((0, 0, width, nav)), (0, 0)); out.paste(im.crop((0, y0, width, y1)), (0, nav))
+                wpng = png.with_name(png.stem + "_widget.png"); out.save(wpng); shots.append(wpng)
+            full.unlink()
+    finally: measured.unlink()
+    for p in shots: print(f"  screenshot -> {p}")
+    return shots
 
 
 def main(argv=None):
