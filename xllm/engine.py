@@ -270,6 +270,7 @@ class Engine:
         self.num_steps, self.num_batched_tokens = 0, 0
         self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
+        self.runner = None      # optional: a callable batch -> logits that replaces forward_paged (e.g. xllm.cuda_runner.CudaRunner)
         if verbose: print(self.kv_cache_report, file=sys.stderr)
 
     def __repr__(self):
@@ -345,7 +346,7 @@ class Engine:
             rows = [r1 - 1 for c, r1 in zip(out.chunks, itertools.accumulate(c.num_tokens for c in out.chunks)) if c.samples]
             batch = PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in out.chunks], bm.block_size,
                                      self.pool.null_slot, rows, self.model.device)
-            logits = forward_paged(self.model, batch, self.pool)          # always: a prefill chunk writes K/V even when nothing samples
+            logits = forward_paged(self.model, batch, self.pool) if self.runner is None else self.runner(batch)   # always: a prefill chunk writes K/V
             new, fin, lps = {}, {}, {}
             for c, row in zip(sampling, logits):
                 sid = c.seq.seq_id
