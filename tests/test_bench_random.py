@@ -1,0 +1,76 @@
+"""`xllm bench --random-weights` and the scripts that gpu_check.sh uses for its speed table, on a tiny config on the CPU:
+the CLI bench JSON, xllm's engine (with and without the CUDA runner's CPU path) against transformers `generate` on the same
+random model (greedy tokens equal), and the built-in shapes."""
+import json, subprocess, sys
+from pathlib import Path
+import pytest
+import torch
+
+from xllm.cli import main, random_config, random_llm
+from xllm.sampling import SamplingParams
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=256, eos_token_id=2)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(TINY))
+    return p
+
+
+def test_cli_bench_random_weights(tiny, tmp_path, capsys):
+    js = tmp_path / "r.json"
+    assert main(["bench", "--random-weights", str(tiny), "--file", str(ROOT / "bench" / "hello.txt"), "--batch", "6", "--max-tokens", "5",
+                 "--ignore-eos", "--max-num-seqs", "6", "--json", str(js)]) == 0
+    r = json.loads(js.read_text())
+    assert (r["requests"], r["output_tokens"], r["prompt_tokens"], r["max_num_seqs"]) == (6, 30, 6 * len("Hello!"), 6)
+    assert r["output_tok_s"] > 0 and r["model"] == "random-config"
+
+
+def test_engine_and_runner_match_transformers_generate(tiny):
+    "The comparison gpu_check.sh makes on the GPU, here in float32 on the CPU: the same random model in transformers, greedy."
+    transformers = pytest.importorskip("transformers")
+    from xllm.quant import hf_config_dict
+    from xllm.cuda_runner import CudaRunner
+    llm = random_llm(str(tiny), "cpu", "float32", kv_cache_memory=2**24, max_num_seqs=4, seed=5)
+    d = hf_config_dict(llm.config); d.pop("torch_dtype", None)
+    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**d)).eval()
+    hf.load_state_dict(llm.model.state_dict(), strict=False)
+    prompts = ["Once upon a time", "Hello!", "The park is big and green", "x"]
+    ids = [llm._prompt_ids(p)[1] for p in prompts]
+    with torch.inference_mode():
+        want = [hf.generate(torch.tensor([x]), attention_mask=torch.ones(1, len(x), dtype=torch.long), max_new_tokens=12, min_new_tokens=12,
+                            do_sample=False, eos_token_id=None, pad_token_id=0, suppress_tokens=list(range(256, 300)))[0, len(x):].tolist() for x in ids]
+    reqs = [(x, SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)) for x in ids]
+    eng = llm.get_engine()
+    assert [r.token_ids for r in eng.generate(reqs)] == want
+    eng.runner = CudaRunner(llm.model, eng.pool, max_batch=4, max_model_len=eng.max_model_len)
+    assert [r.token_ids for r in eng.generate(reqs)] == want
+    assert eng.runner.num_eager_steps >= 10
+
+
+def test_scripts_run_on_cpu(tiny, tmp_path):
+    "scripts/bench_xllm.py (with the runner) and scripts/bench_hf_generate.py --check: one JSON line each."
+    pytest.importorskip("transformers")
+    env_py = [sys.executable]
+    a = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_xllm.py"), "--random-weights", str(tiny), "--file", str(ROOT / "bench" / "prompts.txt"),
+                                 "--batch", "3", "--max-tokens", "4", "--runner", "eager", "--dtype", "float32"], capture_output=True, text=True, timeout=300)
+    assert a.returncode == 0, a.stderr
+    r = json.loads(a.stdout.strip().splitlines()[-1])
+    assert r["output_tokens"] == 12 and r["runner_steps"]["eager"] == 3 and r["weight_bytes"] > 0
+    b = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_hf_generate.py"), "--random-weights", str(tiny), "--file", str(ROOT / "bench" / "prompts.txt"),
+                                 "--batch", "3", "--max-tokens", "4", "--dtype", "float32", "--check", "2"], capture_output=True, text=True, timeout=300)
+    assert b.returncode == 0, b.stderr
+    r = json.loads(b.stdout.strip().splitlines()[-1])
+    assert r["output_tokens"] == 12 and r["greedy_equal"] is True
+
+
+def test_builtin_shapes():
+    c = random_config("llama2-7b")
+    assert (c.hidden_size, c.num_hidden_layers, c.num_key_value_heads, c.vocab_size, c.head_dim) == (4096, 32, 32, 32000, 128)
+    c = random_config("llama3-8b")
+    assert (c.num_key_value_heads, c.rope_theta, c.eos_token_id) == (8, 500000.0, [128001, 128009])
+    with pytest.raises(ValueError, match="--random-weights"): random_config("nope")
