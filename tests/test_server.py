@@ -270,6 +270,13 @@ def test_logprobs(llm, client):
     assert len(content) == c.usage.completion_tokens and all(len(t.top_logprobs) == 2 for t in content)
     assert all(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob and t.logprob <= 0 for t in content)
     with pytest.raises(openai.BadRequestError): client.completions.create(model="m", prompt="a", logprobs=50)
+    with pytest.raises(openai.BadRequestError): client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], top_logprobs=2)
+    # streaming: the chunks' logprobs join to the same lists
+    toks, tlp, offs = [], [], []
+    for ch in client.completions.create(model="m", prompt="Once upon a time", max_tokens=8, temperature=0, logprobs=3, stream=True):
+        if ch.choices and ch.choices[0].logprobs:
+            toks += ch.choices[0].logprobs.tokens; tlp += ch.choices[0].logprobs.token_logprobs; offs += ch.choices[0].logprobs.text_offset
+    assert toks == lp.tokens and offs == lp.text_offset and tlp == pytest.approx(lp.token_logprobs, abs=1e-5)
 
 
 def _post_and_leave(server, body: dict):

@@ -65,6 +65,10 @@ class APIError(Exception):
 # %% ../nbs/16_server.ipynb 7
 def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     "The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid."
+    if req.stream_options is not None and not req.stream:
+        raise APIError(400, "stream_options: only allowed when stream is true", param="stream_options")
+    if getattr(req, "top_logprobs", None) is not None and req.logprobs is not True:
+        raise APIError(400, "top_logprobs: requires logprobs to be true", param="top_logprobs")
     mt = getattr(req, "max_completion_tokens", None) or req.max_tokens or default_max_tokens
     lp = req.logprobs if not isinstance(req.logprobs, bool) else ((req.top_logprobs or 0) if req.logprobs else None)
     try:
