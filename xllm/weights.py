@@ -207,7 +207,8 @@ def _check_shapes(expected: dict, found: dict, source, label=lambda name: name):
             raise ModelFormatError(source, f"tensor {label(name)} has shape {list(found[name])}, but the config implies {list(shape)}")
 
 def _progress(total: int, desc: str):
-    from tqdm import tqdm
+    "A progress bar over tensors (shown after 1 s): text in the terminal, a widget in notebooks."
+    from tqdm.auto import tqdm
     return tqdm(total=total, desc=desc, unit="tensor", delay=1, leave=False)
 
 # %% ../nbs/04_weights.ipynb 28
