@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Time each xllm.cuda_kernels kernel against its torch eager equivalent on the GPU (CUDA events around 50 queued calls),
 GPU time with the launch queue pre-filled, plus host time per call; Llama-2/3-7B-like shapes in fp16 (softmax on fp32 logits), and print one table. Not a test: numbers depend on the machine."""
-import math, statistics, time
+import math, statistics, sys, time
 import torch
 import torch.nn.functional as F
 import xllm.cuda_kernels as ck
@@ -74,8 +74,48 @@ for B, L in ((1, 4096), (64, 1024), (256, 512)):
         rows.append((f"paged_attention B=1", f"same, 16 warps per block", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens, num_warps=16)),
                      rows[-1][3], 2 * B * L * 8 * 128 * 2))
 
+
+# ---- second-generation kernels
+logits16 = rnd(4, 128256, dtype=torch.float32)
+rows.append(("softmax split (auto)", "[4,128256] fp32", bench(lambda: ck.softmax(logits16)), bench(lambda: torch.softmax(logits16, -1)), 3 * 4 * 128256 * 4))
+rows.append(("softmax 1 block/row", "[4,128256] fp32", bench(lambda: ck.softmax(logits16, splits=1)), rows[-1][3], 3 * 4 * 128256 * 4))
+for n_kv, B, L in ((8, 1, 4096), (8, 64, 1024), (8, 256, 512), (32, 1, 4096), (32, 48, 1024), (32, 160, 1024), (32, 200, 64)):
+    bs, nb_per = 16, (L + 15) // 16
+    kc, vc = rnd(B * nb_per + 1, bs, n_kv, 128), rnd(B * nb_per + 1, bs, n_kv, 128)
+    bt = torch.randperm(B * nb_per, device=dev).int().view(B, nb_per)
+    lens = torch.full((B,), L, dtype=torch.int32, device=dev)
+    qa = rnd(B, 32, 128)
+    err = ck.max_rel_err(ck.paged_attention_v2(qa, kc, vc, bt, lens), eager_paged(qa.double(), kc.double(), vc.double(), bt, lens, L))
+    S = ck.paged_attention_splits(B, n_kv, nb_per * bs, torch.cuda.get_device_properties(0).multi_processor_count)
+    rows.append((f"paged_attn_v2 B={B}", f"ctx {L}, 32/{n_kv} heads x128, {S} splits, err {err:.1e}", bench(lambda: ck.paged_attention_v2(qa, kc, vc, bt, lens)),
+                 bench(lambda: eager_paged(qa, kc, vc, bt, lens, L)), 2 * B * L * n_kv * 128 * 2))
+    rows.append((f"paged_attn_v1 B={B}", f"same, first version", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens)), rows[-1][3], rows[-1][4]))
+from xllm.engine import PagedKVPool
+from xllm.core import LlamaConfig
+for n_kv, N in ((32, 200), (8, 256)):
+    kflat = torch.zeros(4096 * 16, n_kv, 128, device=dev, dtype=dt); vflat = torch.zeros_like(kflat)
+    kv = rnd(N, 2, n_kv, 128)
+    slots = torch.randperm(4096 * 16, device=dev)[:N]
+    rows.append((f"kv_append N={N}", f"{n_kv} kv heads x128 fp16", bench(lambda: ck.kv_append(kv[:, 0], kv[:, 1], kflat, vflat, slots)),
+                 bench(lambda: (kflat.index_copy_(0, slots, kv[:, 0]), vflat.index_copy_(0, slots, kv[:, 1]))), 4 * N * n_kv * 128 * 2))
+from xllm.quant import Int8Linear
+for O, I in ((4096, 4096), (11008, 4096), (4096, 11008)):
+    mod = Int8Linear.from_float(torch.randn(O, I, device=dev) * 0.02).to(dev)
+    sc = ck.int8_scales(mod.scales)
+    wf = mod.dequantize(dt)
+    for M in (1, 16):
+        xm = rnd(M, I)
+        err = ck.max_rel_err(ck.int8_linear(xm, mod.weight, sc), ck.int8_linear_ref(xm, mod.weight, mod.scales))
+        rows.append((f"int8_linear M={M}", f"[{O},{I}] err {err:.1e}", bench(lambda: ck.int8_linear(xm, mod.weight, sc)), bench(lambda: mod(xm)), O * I + 2 * M * (I + O)))
+        rows.append((f"fp16 matmul M={M}", f"[{O},{I}] (torch.mm, for scale)", bench(lambda: torch.mm(xm, wf.t())), rows[-1][3], 2 * O * I))
+
 print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
-print(f"{'kernel':22s} {'shape':40s} {'xllm gpu us':>11s} {'torch gpu us':>12s} {'speedup':>8s} {'xllm GB/s':>9s} {'host us/call xllm/torch':>24s}")
+print(f"{'kernel':22s} {'shape':46s} {'xllm gpu us':>11s} {'torch gpu us':>12s} {'speedup':>8s} {'xllm GB/s':>9s} {'host us/call xllm/torch':>24s}")
 for name, shape, (ours, ours_h), (eager, eager_h), nbytes in rows:
-    print(f"{name:22s} {shape:40s} {ours:11.1f} {eager:12.1f} {eager / ours:7.2f}x {nbytes / ours / 1e3:9.0f} {ours_h:12.1f} / {eager_h:8.1f}")
-print("GB/s = minimum bytes the kernel must move (paged attention: the K/V it reads) / GPU time; H200 copy bandwidth is about 4.3 TB/s")
+    print(f"{name:22s} {shape:46s} {ours:11.1f} {eager:12.1f} {eager / ours:7.2f}x {nbytes / ours / 1e3:9.0f} {ours_h:12.1f} / {eager_h:8.1f}")
+print("torch column: the same math in torch ops (paged attention: gather of the blocks + SDPA; kv_append: index_copy_; int8_linear: Int8Linear's GPU path = dequantize + matmul).")
+print("GB/s = minimum bytes the kernel must move (paged attention: the K/V it reads; int8_linear: the codes) / GPU time; H200 copy bandwidth is about 4.3 TB/s")
+if len(sys.argv) > 1:
+    import json
+    with open(sys.argv[1], "w") as f:
+        for name, shape, (ours, _), (eager, _), nbytes in rows: f.write(json.dumps(dict(kernel=name, shape=shape, xllm_us=ours, torch_us=eager, speedup=eager / ours, gbps=nbytes / ours / 1e3)) + "\n")

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Hugging Face transformers `generate` on the same random-weight model as `xllm bench --random-weights` (same config, same
-seed, same tokenizer: byte tokens unless --tokenizer): all requests in one left-padded batch, greedy, exactly --max-tokens new
-tokens each (EOS ignored). Prints one JSON line with output tokens/s. With --check N, also checks that xllm's engine produces
-the same greedy tokens as generate for the first N prompts (float32 recommended for that)."""
+seed, same tokenizer: byte tokens unless --tokenizer): per workload FILE:BATCH:MAX_TOKENS, all requests in one left-padded
+batch, greedy, exactly MAX_TOKENS new tokens each (EOS ignored). Prints one JSON line per workload with output tokens/s.
+With --check N, also checks that xllm's engine produces the same greedy tokens as generate for N prompts of the first workload
+(float32 recommended for that: fp16 near-ties may flip)."""
 import argparse, json, time
 from pathlib import Path
 import torch
@@ -11,14 +12,12 @@ from xllm.quant import hf_config_dict
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--random-weights", required=True, metavar="CONFIG")
-p.add_argument("--file", required=True)
-p.add_argument("--batch", type=int, required=True)
-p.add_argument("--max-tokens", type=int, required=True)
+p.add_argument("--workload", action="append", required=True, metavar="FILE:BATCH:MAX_TOKENS")
 p.add_argument("--device", default="cpu")
 p.add_argument("--dtype", default="float16")
 p.add_argument("--tokenizer", default=None)
 p.add_argument("--check", type=int, default=0, metavar="N")
-p.add_argument("--json", default=None)
+p.add_argument("--json", default=None, help="append the JSON lines to this file")
 a = p.parse_args()
 
 from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
@@ -34,38 +33,41 @@ hf.model.rotary_emb = type(rot)(config=hf.config).to(llm.model.device)
 left = [n for n, t in [*hf.named_parameters(), *hf.named_buffers()] if t.is_meta]
 if left: raise RuntimeError(f"weights not loaded into the transformers model: {left[:5]}")
 hf = hf.eval()
-hf.generation_config.pad_token_id = 0
+dev = llm.model.device
+sync = (lambda: torch.cuda.synchronize()) if dev.type == "cuda" else (lambda: None)
 
-prompts = [l.strip() for l in Path(a.file).read_text(encoding="utf-8").splitlines() if l.strip()]
-prompts = (prompts * -(-a.batch // len(prompts)))[:a.batch]
-ids = [llm._prompt_ids(s)[1] for s in prompts]
-L = max(map(len, ids))
-inp = torch.tensor([[0] * (L - len(x)) + x for x in ids], device=hf.device)
-mask = torch.tensor([[0] * (L - len(x)) + [1] * len(x) for x in ids], device=hf.device)
-kw = dict(max_new_tokens=a.max_tokens, min_new_tokens=a.max_tokens, do_sample=False, eos_token_id=None, pad_token_id=0)
-if llm.tokenizer.vocab_size < llm.config.vocab_size:                     # xllm never samples ids past the tokenizer; neither may generate
-    kw["suppress_tokens"] = list(range(llm.tokenizer.vocab_size, llm.config.vocab_size))
+def generate(ids, n):
+    "One left-padded batch through generate: exactly n new tokens per row, greedy, ids past the tokenizer suppressed (as xllm does)."
+    L = max(map(len, ids))
+    inp = torch.tensor([[0] * (L - len(x)) + x for x in ids], device=dev)
+    mask = torch.tensor([[0] * (L - len(x)) + [1] * len(x) for x in ids], device=dev)
+    kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+    if llm.tokenizer.vocab_size < llm.config.vocab_size: kw["suppress_tokens"] = list(range(llm.tokenizer.vocab_size, llm.config.vocab_size))
+    with torch.inference_mode(): return hf.generate(input_ids=inp, attention_mask=mask, **kw)[:, L:]
 
-def run(inp, mask):
-    with torch.inference_mode(): return hf.generate(input_ids=inp, attention_mask=mask, **kw)
-
-run(inp[:1, -min(L, 8):], mask[:1, -min(L, 8):])                           # warm-up
-if hf.device.type == "cuda": torch.cuda.synchronize()
-t0 = time.perf_counter()
-out = run(inp, mask)
-if hf.device.type == "cuda": torch.cuda.synchronize()
-wall = time.perf_counter() - t0
-n_out = (out.shape[1] - L) * len(ids)
-r = dict(engine="transformers.generate", config=a.random_weights, device=a.device, dtype=a.dtype, requests=len(ids), prompt_tokens=sum(map(len, ids)),
-         max_tokens=a.max_tokens, output_tokens=n_out, wall_s=wall, output_tok_s=n_out / wall)
-if a.check:
-    from xllm.sampling import SamplingParams
-    eng = llm.get_engine()
-    res = eng.generate([(x, SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=True)) for x in ids[:a.check]])
-    mine = [x.token_ids for x in res]
-    theirs = [run(torch.tensor([x], device=hf.device), torch.ones(1, len(x), dtype=torch.long, device=hf.device))[0, len(x):].tolist() for x in ids[:a.check]]
-    r["greedy_equal"] = mine == theirs
-    r["greedy_first_mismatch"] = next(([i, m, t] for i, (m, t) in enumerate(zip(mine, theirs)) if m != t), None)
-line = json.dumps(r)
-print(line)
-if a.json: Path(a.json).write_text(line + "\n")
+generate([[1, 2, 3]], 2)                                                 # warm-up
+first = None
+for w in a.workload:
+    f, b, n = w.rsplit(":", 2); b, n = int(b), int(n)
+    prompts = [l.strip() for l in Path(f).read_text(encoding="utf-8").splitlines() if l.strip()]
+    ids = [llm._prompt_ids(s)[1] for s in (prompts * -(-b // len(prompts)))[:b]]
+    first = first or (ids, n)
+    sync(); t0 = time.perf_counter()
+    out = generate(ids, n)
+    sync(); wall = time.perf_counter() - t0
+    r = dict(engine="transformers.generate", workload=w, config=a.random_weights, device=a.device, dtype=a.dtype, requests=len(ids),
+             prompt_tokens=sum(map(len, ids)), max_tokens=n, output_tokens=out.numel(), wall_s=wall, output_tok_s=out.numel() / wall)
+    if dev.type == "cuda": r["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    if a.check and w == a.workload[0]:
+        from xllm.sampling import SamplingParams
+        ids_c = ids[:a.check]
+        mine = [x.token_ids for x in llm.get_engine().generate([(x, SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)) for x in ids_c])]
+        theirs = [generate([x], n)[0].tolist() for x in ids_c]
+        r["greedy_equal"] = mine == theirs
+        r["greedy_first_mismatch"] = next(([i, m, t] for i, (m, t) in enumerate(zip(mine, theirs)) if m != t), None)
+    line = json.dumps(r)
+    print(line, flush=True)
+    if a.json:
+        with open(a.json, "a") as fh: fh.write(line + "\n")
+    del out
+    if dev.type == "cuda": torch.cuda.empty_cache()

@@ -56,13 +56,13 @@ def test_scripts_run_on_cpu(tiny, tmp_path):
     "scripts/bench_xllm.py (with the runner) and scripts/bench_hf_generate.py --check: one JSON line each."
     pytest.importorskip("transformers")
     env_py = [sys.executable]
-    a = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_xllm.py"), "--random-weights", str(tiny), "--file", str(ROOT / "bench" / "prompts.txt"),
-                                 "--batch", "3", "--max-tokens", "4", "--runner", "eager", "--dtype", "float32"], capture_output=True, text=True, timeout=300)
+    a = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_xllm.py"), "--random-weights", str(tiny), "--workload", f"{ROOT / 'bench' / 'prompts.txt'}:3:4",
+                                 "--workload", f"{ROOT / 'bench' / 'hello.txt'}:2:3", "--runner", "eager", "--dtype", "float32"], capture_output=True, text=True, timeout=300)
     assert a.returncode == 0, a.stderr
-    r = json.loads(a.stdout.strip().splitlines()[-1])
-    assert r["output_tokens"] == 12 and r["runner_steps"]["eager"] == 3 and r["weight_bytes"] > 0
-    b = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_hf_generate.py"), "--random-weights", str(tiny), "--file", str(ROOT / "bench" / "prompts.txt"),
-                                 "--batch", "3", "--max-tokens", "4", "--dtype", "float32", "--check", "2"], capture_output=True, text=True, timeout=300)
+    r, r2 = (json.loads(l) for l in a.stdout.strip().splitlines()[-2:])
+    assert r["output_tokens"] == 12 and r["runner_steps"]["eager"] == 3 and r["weight_bytes"] > 0 and r2["output_tokens"] == 6
+    b = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_hf_generate.py"), "--random-weights", str(tiny), "--workload", f"{ROOT / 'bench' / 'prompts.txt'}:3:4",
+                                 "--dtype", "float32", "--check", "2"], capture_output=True, text=True, timeout=300)
     assert b.returncode == 0, b.stderr
     r = json.loads(b.stdout.strip().splitlines()[-1])
     assert r["output_tokens"] == 12 and r["greedy_equal"] is True
