@@ -60,7 +60,9 @@ class APIError(Exception):
     def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None, code: str | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
-    def body(self) -> dict: return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+    def body(self) -> dict:
+        "OpenAI's error JSON: `{'error': {'message', 'type', 'param', 'code'}}`."
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 # %% ../nbs/16_server.ipynb 7
 def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
@@ -346,6 +348,7 @@ class BackgroundServer:
             time.sleep(0.02)
         self.url = f"http://{host}:{self.port}"
     def stop(self, timeout: float = 10):
+        "Ask uvicorn to exit (the engine thread is shut down by the app's lifespan) and wait up to `timeout` s for the thread."
         self.server.should_exit = True
         self.thread.join(timeout)
     def __enter__(self): return self
