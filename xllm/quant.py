@@ -12,8 +12,8 @@ from .core import LlamaConfig, ModelFormatError
 # %% auto 0
 __all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'QUANT_METHOD', 'pack_nibbles', 'unpack_nibbles',
            'quantize_int8', 'quantize_int4', 'dequantize_int8', 'dequantize_int4', 'Int8Linear', 'Int4Linear',
-           'model_bytes', 'quantize_model', 'set_kernel', 'repack_q8_0', 'repack_q4_0', 'repack_q4_1', 'repack_gguf',
-           'load_quantized_gguf', 'greedy', 'hf_config_dict', 'write_tokenizer_gguf', 'copy_tokenizer',
+           'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0', 'repack_q4_0', 'repack_q4_1',
+           'repack_gguf', 'load_quantized_gguf', 'greedy', 'hf_config_dict', 'write_tokenizer_gguf', 'copy_tokenizer',
            'save_quantized', 'quantized_tokenizer_path', 'is_quantized_dir', 'load_quantized_dir', 'quantize_command',
            'perplexity']
 
@@ -147,6 +147,12 @@ class Int8Linear(_QuantLinear):
 
     def _aten_ok(self): return self.scales.dim() == 1
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, a few rows) when it applies, else the ATen path of `kernel`."
+        from xllm.cpu_kernels import quant_linear
+        y = quant_linear(self, x)
+        return super().forward(x) if y is None else y
+
     def _aten(self, x, dt):
         if dt not in self._kcache:
             w, pad = self.weight, -self.in_features % 8       # ATen's kernel reads past the row end unless in % 8 == 0
@@ -186,6 +192,12 @@ class Int4Linear(_QuantLinear):
 
     def _aten_ok(self): return self.group_size % 32 == 0 and self.group_size <= self.in_features
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, a few rows) when it applies, else the ATen path of `kernel`."
+        from xllm.cpu_kernels import quant_linear
+        y = quant_linear(self, x)
+        return super().forward(x) if y is None else y
+
     def _aten(self, x, dt):
         if dt not in self._kcache:
             q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
@@ -218,25 +230,61 @@ def model_bytes(model: nn.Module) -> int:
         seen.add(key); total += t.numel() * t.element_size()
     return total
 
+class Int8Embedding(nn.Module):
+    """A token embedding kept as INT8 codes `qweight` `[vocab, hidden]` with scales per row (float32 `[vocab]`) or per group (float16
+    `[vocab, hidden/group]`, GGUF Q8_0); a lookup dequantizes only the rows asked for. With tied embeddings it shares `qweight` and `scales`
+    with the head's `Int8Linear`. `weight` is an empty tensor that carries the dtype and device the rows come out in (what `Llama.dtype` reads)."""
+    def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        if qweight.dtype != torch.int8 or qweight.dim() != 2: raise ValueError(f"qweight: expected int8 [vocab, hidden], got {qweight.dtype} {tuple(qweight.shape)}")
+        V, H = qweight.shape
+        if not (scales.dim() == 1 and scales.shape[0] == V or scales.dim() == 2 and scales.shape[0] == V and H % scales.shape[1] == 0):
+            raise ValueError(f"scales of shape {tuple(scales.shape)} do not fit an embedding of shape {tuple(qweight.shape)}")
+        if not dtype.is_floating_point: raise ValueError(f"dtype must be a floating-point torch dtype, got {dtype}")
+        self.num_embeddings, self.embedding_dim = V, H
+        self.register_buffer("qweight", qweight)
+        self.register_buffer("scales", scales)
+        self.register_buffer("weight", torch.empty(0, dtype=dtype, device=qweight.device), persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = torch.as_tensor(ids)
+        flat = ids.reshape(-1)
+        rows = dequantize_int8(self.qweight.index_select(0, flat), self.scales.index_select(0, flat), self.weight.dtype)
+        return rows.reshape(*ids.shape, self.embedding_dim)
+
+    def dequantize(self, dtype=torch.float32) -> torch.Tensor:
+        "The whole table the codes stand for, `[vocab, hidden]`."
+        return dequantize_int8(self.qweight, self.scales, dtype)
+
+    def extra_repr(self): return f"{self.num_embeddings}, {self.embedding_dim}, group_size={None if self.scales.dim() == 1 else self.embedding_dim // self.scales.shape[1]}"
+
 def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None = 32, lm_head: bool = False,
                    zero_point: bool = True, kernel: str = DEFAULT_KERNEL) -> nn.Module:
-    """Replace, in place, every `nn.Linear` of `model.model.layers` (and `lm_head` if asked) by `Int8Linear` (`mode="int8"`: per output
-    channel; `group_size` is ignored) or `Int4Linear` (`mode="int4"`: groups of `group_size`, with zero point unless `zero_point=False`)."""
+    """Replace, in place, every `nn.Linear` of `model.model.layers` (and `lm_head` if asked) by `Int8Linear` (`mode="int8"`: groups of
+    `group_size` input columns, float16 scales, like GGUF Q8_0; `group_size=None`: one float32 scale per output channel) or `Int4Linear`
+    (`mode="int4"`: groups of `group_size`, with zero point unless `zero_point=False`). INT8 with tied embeddings and `lm_head=True`:
+    the embedding becomes an `Int8Embedding` sharing the head's codes."""
     if mode not in ("int8", "int4"): raise ValueError(f"mode: expected 'int8' or 'int4', got {mode!r}")
     if mode == "int4" and group_size not in (32, 64, 128): raise ValueError(f"group_size: expected 32, 64 or 128 for int4, got {group_size!r}")
+    if mode == "int8" and group_size not in (None, 32, 64, 128):
+        raise ValueError(f"group_size: expected None (one scale per output channel), 32, 64 or 128 for int8, got {group_size!r}")
     _check_kernel(kernel)
     if not isinstance(getattr(getattr(model, "model", None), "layers", None), nn.ModuleList):
         raise ValueError(f"model: expected an xllm Llama (with .model.layers), got {type(model).__name__}")
     def convert(lin):
-        if mode == "int8": return Int8Linear.from_float(lin, None, kernel)
+        if mode == "int8": return Int8Linear.from_float(lin, group_size if group_size and lin.in_features % group_size == 0 else None, kernel)
         return Int4Linear.from_float(lin, group_size, zero_point, kernel)
     names = [f"model.layers.{i}.{n}" for i in range(len(model.model.layers)) for n in LINEAR_NAMES]
     if lm_head: names.append("lm_head")
     for name in names:
         lin = model.get_submodule(name)
         if isinstance(lin, nn.Linear): _set_module(model, name, convert(lin))
+    emb = model.model.embed_tokens
+    if (lm_head and mode == "int8" and getattr(model, "config", None) is not None and model.config.tie_word_embeddings
+            and isinstance(model.lm_head, Int8Linear) and isinstance(emb, nn.Embedding)):
+        model.model.embed_tokens = Int8Embedding(model.lm_head.weight, model.lm_head.scales, emb.weight.dtype).to(emb.weight.device)
     model.quantization_config = {"quant_method": "xllm", "mode": mode, "bits": 8 if mode == "int8" else 4,
-                                 "group_size": None if mode == "int8" else group_size, "zero_point": mode == "int4" and zero_point, "lm_head": lm_head}
+                                 "group_size": group_size, "zero_point": mode == "int4" and zero_point, "lm_head": lm_head}
     return model
 
 def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
@@ -312,8 +360,9 @@ def _assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Mo
     if missing: raise ModelFormatError(source, f"missing tensor {missing[0]}")
     return m.requires_grad_(False).eval()
 
-def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False) -> nn.Module:
-    "A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0 layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors float32."
+def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
+    """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0 layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors float32.
+    A Q8_0 token embedding stays INT8 (`Int8Embedding`, unless `embedding_int8=False`); tied, it is also the head (an `Int8Linear`)."""
     from xllm.gguf import GGUFFile
     from xllm.weights import config_from_gguf, gguf_to_hf_name, hf_to_gguf_name, hf_weight_shapes, unpermute_rope_rows
     _check_kernel(kernel)
@@ -328,6 +377,12 @@ def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: b
         if h not in names: raise ModelFormatError(path, f"missing tensor {hf_to_gguf_name(h)} ({h})")
         t = g.tensors[names[h]]
         if tuple(t.shape) != tuple(shape): raise ModelFormatError(path, f"tensor {t.name} has shape {list(t.shape)}, expected {list(shape)}")
+        if h == "model.embed_tokens.weight" and embedding_int8 and t.type_name == "Q8_0":
+            try: emb = Int8Embedding(*repack_q8_0(g.raw(t.name), t.shape))
+            except ValueError as e: raise ModelFormatError(path, f"tensor {t.name}: {e}") from None
+            modules["model.embed_tokens"] = emb
+            if config.tie_word_embeddings: modules["lm_head"] = Int8Linear(emb.qweight, emb.scales, None, kernel)
+            continue
         keep = _is_linear_weight(h) and t.type_name in GGUF_REPACKABLE and (h != "lm_head.weight" or lm_head_quantized)
         if keep:
             try: mod = repack_gguf(g.raw(t.name), t.type_name, t.shape, kernel=kernel)
@@ -428,6 +483,7 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
         if isinstance(mod, _QuantLinear): modules[name] = _module_info(mod)
     for k, v in model.state_dict().items():
         if k == "lm_head.weight" and config.tie_word_embeddings and not isinstance(model.lm_head, _QuantLinear): continue   # tied: the embedding is the head
+        if k.startswith("lm_head.") and config.tie_word_embeddings and isinstance(model.model.embed_tokens, Int8Embedding): continue   # shares the embedding's codes
         tensors[k] = v.detach().contiguous().cpu()
     bits = sorted({m["bits"] for m in modules.values()})
     groups = sorted({m["group_size"] for m in modules.values()}, key=lambda g: -1 if g is None else g)
@@ -484,6 +540,14 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     if config.tie_word_embeddings and ("lm_head.qweight" in keys or "lm_head.scales" in keys): wanted.append("lm_head.weight")
     for h in wanted:
         base = h[:-len(".weight")]
+        if h == "model.embed_tokens.weight" and base + ".qweight" in keys:      # an Int8Embedding (tied: also the head)
+            V, H = expected[h]
+            _expect(shape(base + ".qweight") == (V, H) and base + ".scales" in keys, st_path, f"{base}.qweight must be [{V}, {H}] with {base}.scales beside it")
+            try: emb = Int8Embedding(get(base + ".qweight"), get(base + ".scales"))
+            except ValueError as e: raise ModelFormatError(st_path, f"{base}: {e}") from None
+            modules[base] = emb
+            if config.tie_word_embeddings: modules["lm_head"] = Int8Linear(emb.qweight, emb.scales, None, kernel)
+            continue
         if _is_linear_weight(h) and base + ".scales" in keys:
             out, n_in = expected.get(h, (config.vocab_size, config.hidden_size))
             sc = shape(base + ".scales")
