@@ -14,7 +14,10 @@ except ImportError:                                    # minimal stand-in for th
         except Exception as e:
             assert contains in str(e), f"{contains!r} not in {e!r}"; return
         raise AssertionError("expected an exception")
-    fc = types.ModuleType("fastcore"); fct = types.ModuleType("fastcore.test"); fct.test_fail = test_fail; fc.test = fct
+    def test_eq(a, b): assert a == b, f"{a!r} != {b!r}"
+    def test_close(a, b, eps=1e-5): assert abs(a - b) < eps, f"{a!r} != {b!r} (eps {eps})"
+    fc = types.ModuleType("fastcore"); fct = types.ModuleType("fastcore.test")
+    fct.test_fail, fct.test_eq, fct.test_close = test_fail, test_eq, test_close; fc.test = fct
     sys.modules.update({"fastcore": fc, "fastcore.test": fct})
 ns = {"__name__": "__main__"}
 for i, cell in enumerate(json.load(open(path))["cells"]):

@@ -1,0 +1,62 @@
+#!/usr/bin/env python
+"""Correctness on the GPU against the CPU (issue 9's checks), one JSON line per case:
+- a random Llama-2-7B-shaped model's first 2 layers (llama2-7b config, num_hidden_layers=2, float32, the same weights on both
+  devices): greedy tokens of 3 prompts x 8 tokens through the paged engine on cpu, on cuda, and on cuda with the CUDA runner
+  (graphs) must be equal, and every step's logits within 1e-3 of the max |logit| (relative);
+- the default model (SmolLM2-135M GGUF) when it is in the cache (it is not downloaded here): greedy 16 tokens cpu vs cuda, float32.
+Exit status 1 if a check fails."""
+import copy, json, sys
+import torch
+from xllm.cli import random_config, random_model, RANDOM_CONFIGS
+from xllm.weights import config_from_hf
+from xllm.engine import PagedKVPool
+from xllm.cuda_runner import CudaRunner, greedy_paged
+
+ok = True
+def report(**r):
+    global ok
+    ok &= bool(r.get("pass", True))
+    print(json.dumps(r), flush=True)
+
+def rel(hs_a, hs_b): return max(float((a.cpu().double() - b.cpu().double()).abs().max() / a.cpu().double().abs().max()) for a, b in zip(hs_a, hs_b))
+
+cfg = config_from_hf({**RANDOM_CONFIGS["llama2-7b"], "num_hidden_layers": 2}, "llama2-7b, first 2 layers")
+cpu_model = random_model(cfg, "cpu", torch.float32, seed=0)
+gpu_model = copy.deepcopy(cpu_model).to("cuda")
+prompts = [list(b"Hello! Who are you"), list(b"You are a helpful, respectful and honest assistant."), list(b"Can you tell me how to learn C")]
+p_cpu = PagedKVPool(cfg, 16, 16, torch.float32, "cpu")
+t_cpu, h_cpu = greedy_paged(cpu_model, p_cpu, prompts, 8)
+p_gpu = PagedKVPool(cfg, 16, 16, torch.float32, "cuda")
+t_gpu, h_gpu = greedy_paged(gpu_model, copy.deepcopy(p_gpu), prompts, 8)
+e = rel(h_cpu, h_gpu)
+report(case="llama2-7b 2 layers fp32: engine cuda vs cpu", tokens_equal=t_cpu == t_gpu, max_rel_logits=e, **{"pass": t_cpu == t_gpu and e < 1e-3})
+r = CudaRunner(gpu_model, p_gpu, max_batch=4)
+r.capture()
+t_run, h_run = greedy_paged(gpu_model, p_gpu, prompts, 8, step=r)
+e = rel(h_cpu, h_run)
+report(case="llama2-7b 2 layers fp32: cuda runner (graphs) vs cpu engine", tokens_equal=t_cpu == t_run, max_rel_logits=e, graphs=sorted(r.graphs),
+       graph_steps=r.num_graph_steps, **{"pass": t_cpu == t_run and e < 1e-3 and r.num_graph_steps == 7})
+# fp16 on the GPU vs the float32 CPU reference: a tolerance, tokens printed
+g16 = copy.deepcopy(cpu_model).to("cuda", torch.float16)
+p16 = PagedKVPool(cfg, 16, 16, torch.float16, "cuda")
+t16, h16 = greedy_paged(g16, copy.deepcopy(p16), prompts, 8)
+r16 = CudaRunner(copy.deepcopy(g16), p16, max_batch=4); r16.capture()
+t16r, h16r = greedy_paged(r16.model, p16, prompts, 8, step=r16)
+report(case="llama2-7b 2 layers fp16 cuda (engine / runner) vs fp32 cpu", tokens_equal_engine=t16 == t_cpu, tokens_equal_runner=t16r == t_cpu,
+       max_rel_logits_engine=rel(h_cpu, h16), max_rel_logits_runner=rel(h_cpu, h16r), **{"pass": rel(h_cpu, h16r) < 2e-2})
+del cpu_model, gpu_model, g16
+
+try:
+    from xllm.core import default_model_path
+    path = default_model_path(download=False)
+except Exception as ex:
+    report(case="default model cuda vs cpu", skipped=f"not available here ({type(ex).__name__})")
+else:
+    from xllm.llm import LLM
+    from xllm.sampling import SamplingParams
+    outs = {}
+    for d in ("cpu", "cuda"):
+        llm = LLM(path, device=d, dtype="float32", kv_cache_memory=2**28)
+        outs[d] = [o.outputs[0].token_ids for o in llm.generate(["Hello! Who are you?", "The capital of France is"], SamplingParams(temperature=0, max_tokens=16), use_tqdm=False)]
+    report(case="default model greedy cuda vs cpu (fp32)", tokens_equal=outs["cpu"] == outs["cuda"], **{"pass": outs["cpu"] == outs["cuda"]})
+sys.exit(0 if ok else 1)
