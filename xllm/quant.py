@@ -293,7 +293,7 @@ def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
         if isinstance(m, _QuantLinear): m.set_kernel(kernel)
     return model
 
-# %% ../nbs/12_quantization.ipynb 30
+# %% ../nbs/12_quantization.ipynb 35
 GGUF_REPACKABLE = {"Q8_0": 8, "Q4_0": 2, "Q4_1": 3}   # type name -> ggml type code
 
 def _blocks(raw, shape, block_bytes: int, name: str) -> np.ndarray:
@@ -335,7 +335,7 @@ def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KER
     if type_name == "Q4_1": return Int4Linear(*repack_q4_1(raw, shape), bias=bias, kernel=kernel)
     raise ValueError(f"type {type_name}: only {', '.join(GGUF_REPACKABLE)} can be kept quantized")
 
-# %% ../nbs/12_quantization.ipynb 34
+# %% ../nbs/12_quantization.ipynb 39
 def _is_linear_weight(name: str) -> bool:
     return name == "lm_head.weight" or (name.endswith(".weight") and any(f".{n}." in name for n in LINEAR_NAMES))
 
@@ -397,7 +397,7 @@ def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: b
     m.quantization_config = {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
     return m
 
-# %% ../nbs/12_quantization.ipynb 39
+# %% ../nbs/12_quantization.ipynb 44
 @torch.inference_mode()
 def greedy(model, ids, n: int) -> list[int]:
     "`n` greedy tokens after the prompt `ids` (a KV cache, one token a step)."
@@ -408,7 +408,7 @@ def greedy(model, ids, n: int) -> list[int]:
         logits = model(torch.tensor([out[-1]]), cache)
     return out
 
-# %% ../nbs/12_quantization.ipynb 42
+# %% ../nbs/12_quantization.ipynb 47
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -509,7 +509,7 @@ def is_quantized_dir(path) -> bool:
     try: return Path(path).is_dir() and json.loads(p.read_text()).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (OSError, ValueError, AttributeError): return False
 
-# %% ../nbs/12_quantization.ipynb 43
+# %% ../nbs/12_quantization.ipynb 48
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
@@ -575,7 +575,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     m.quantization_config = qc
     return config, m
 
-# %% ../nbs/12_quantization.ipynb 51
+# %% ../nbs/12_quantization.ipynb 56
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     "Quantize the model at `inp` to `bits` (8: per channel; 4: groups of `group`) and save it to directory `out`; returns `out`."
     from xllm.weights import load_checkpoint
@@ -594,7 +594,7 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     m = quantize_model(Llama.from_weights(ck.config, ck.weights), "int8" if bits == 8 else "int4", group, lm_head=lm_head)
     return save_quantized(m, out, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config)
 
-# %% ../nbs/12_quantization.ipynb 56
+# %% ../nbs/12_quantization.ipynb 61
 @torch.inference_mode()
 def perplexity(model, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
     "Perplexity of `model` on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored."
