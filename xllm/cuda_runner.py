@@ -158,9 +158,9 @@ def _linear(self, mod, x, out, fused=None):
         from xllm.quant import Int8Linear
         if (isinstance(mod, Int8Linear) and self.ops is CudaOps and x.shape[0] <= 16 and mod.in_features % 16 == 0
                 and (mod.scales.dim() == 1 or (mod.in_features // mod.scales.shape[1]) % 16 == 0)):
-            s = self._int8_scales.get(id(mod))
-            if s is None: s = self._int8_scales[id(mod)] = ck.int8_scales(mod.scales)
-            return ck.int8_linear(x.contiguous(), mod.weight, s, mod.bias, out=out)
+            sb = self._int8_scales.get(id(mod))                           # float32 scales [out, G] and bias, made once per module
+            if sb is None: sb = self._int8_scales[id(mod)] = (ck.int8_scales(mod.scales), None if mod.bias is None else mod.bias.float().contiguous())
+            return ck.int8_linear(x.contiguous(), mod.weight, sb[0], sb[1], out=out)
         out.copy_(mod(x)); return out
     if b is None: torch.mm(x, W.t(), out=out)
     else: torch.addmm(b, x, W.t(), out=out)
