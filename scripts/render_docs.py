@@ -38,6 +38,7 @@ def _make_exec_proc(slow=False):
         def begin(self):
             self.k = CaptureShell(path=str(ROOT / "nbs"))
             self.k.run_cell("from nbdev.showdoc import show_doc")
+            self.k.run_cell("%matplotlib inline")   # figures become outputs, whatever backend an earlier notebook chose
             self.errors, self.slow = [], slow
         def __call__(self, cell):
             if cell.cell_type != "code" or not cell.source: return
@@ -97,6 +98,8 @@ def widget_html(state: dict, model_id: str) -> str:
         shown = f"{v:d}" if is_int else f"{v:.2f}"
         return (f'<div class="xllm-w-row" style="{css}">{label}<input type="range" min="{lo}" max="{hi}" step="{step}" value="{v}">'
                 f'<span class="xllm-w-readout">{shown}</span></div>')
+    if name in ("FloatProgressModel", "IntProgressModel"):   # e.g. a tqdm.notebook bar
+        return f'<div class="xllm-w-row" style="{css}">{label}<progress max="{st.get("max", 100)}" value="{st.get("value", 0)}"></progress></div>'
     if name in ("CheckboxModel", "ToggleButtonModel"):
         return f'<div class="xllm-w-row" style="{css}"><input type="checkbox"{" checked" if st.get("value") else ""}> {esc(desc)}</div>'
     return f'<span class="xllm-w-missing">[{esc(name)}]</span>'
