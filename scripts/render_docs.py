@@ -168,7 +168,7 @@ def to_html(nb, title: str, nav: str) -> str:
                 if c.outputs and all(mds):
                     cells.append(nbformat.v4.new_markdown_cell(_quarto_md("\n\n".join(mds)))); continue
                 c.metadata.setdefault("tags", []).append("remove_input")
-            c.outputs = [static_widget_output(o, widgets) for o in c.outputs if not (o.get("name") == "stderr" and _PROGRESS.search(o.get("text", "")))]
+            c.outputs = [static_widget_output(o, widgets) for o in c.outputs if not (o.get("name") == "stderr" and (_PROGRESS.search(o.get("text", "")) or not o.get("text", "").strip()))]
             for o in c.outputs:
                 if "text/markdown" in o.get("data", {}): o["data"]["text/markdown"] = _quarto_md(o["data"]["text/markdown"])
         elif c.cell_type == "markdown": c.source = _quarto_md(c.source)
