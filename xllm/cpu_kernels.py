@@ -430,6 +430,7 @@ struct Plan {
     int64_t L, H, nh, nkv, hd, I, V; float eps;
     std::vector<Lin> lins; std::vector<LayerIdx> layers;
     const float *embed = nullptr, *norm = nullptr; int head = -1;
+    Lin emb_q; bool emb_quant = false;   // an INT8 embedding (rows dequantized on lookup)
     std::vector<float> x, qkv, att, hbuf; std::vector<std::vector<float>> priv; Barrier bar;
 
     Plan(int64_t L_, int64_t H_, int64_t nh_, int64_t nkv_, int64_t hd_, int64_t I_, int64_t V_, double eps_)
@@ -444,7 +445,9 @@ struct Plan {
         int64_t need_priv = H + 3 * (pmax + 8) + len + 16;
         if ((int)priv.size() < nt) priv.resize(nt);
         for (int t = 0; t < nt; t++) if ((int64_t)priv[t].size() < need_priv) priv[t].resize(need_priv + 1024);
-        std::memcpy(x.data(), embed + token * H, H * sizeof(float));
+        if (!emb_quant) std::memcpy(x.data(), embed + token * H, H * sizeof(float));
+        else for (int64_t i = 0; i < H; i++)
+            x[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
         const float scale = 1.0f / std::sqrt((float)hd);
         bar.n = nt; bar.count.store(0);
 #pragma omp parallel num_threads(nt)
@@ -553,6 +556,9 @@ void xk_plan_set_layer(void* p, int64_t l, const float* an, int q, int k, int v,
     ((Plan*)p)->layers[l] = LayerIdx{an, fn, q, k, v, o, g, u, d};
 }
 void xk_plan_set_final(void* p, const float* emb, const float* nw, int head) { Plan* P = (Plan*)p; P->embed = emb; P->norm = nw; P->head = head; }
+void xk_plan_set_embed_q8(void* p, int kind, int64_t G, const int8_t* q, const void* s) {   // after set_final: an INT8 embedding instead
+    Plan* P = (Plan*)p; P->emb_q = make_lin(kind, P->V, P->H, G, q, s, nullptr, nullptr, 0); P->emb_quant = true;
+}
 void xk_plan_step(void* p, int64_t token, int64_t pos, int64_t maxlen, float* kc, float* vc, const float* cs, const float* sn, float* logits, int nt) {
     ((Plan*)p)->step(token, pos, maxlen, kc, vc, cs, sn, logits, nt);
 }
@@ -588,6 +594,7 @@ def _declare(lib):
            "xk_plan_new": ([I64] * 7 + [D], P), "xk_plan_free": ([P], None),
            "xk_plan_add_linear": ([P, I, I64, I64, I64, P, P, P, P, I], I),
            "xk_plan_set_layer": ([P, I64, P, I, I, I, I, P, I, I, I], None), "xk_plan_set_final": ([P, P, P, I], None),
+           "xk_plan_set_embed_q8": ([P, I, I64, P, P], None),
            "xk_plan_step": ([P, I64, I64, I64, P, P, P, P, P, I], None)}
     for name, (args, res) in sig.items():
         f = getattr(lib, name); f.argtypes, f.restype = args, res
@@ -839,12 +846,22 @@ class DecodePlan:
                 ids = [lin(at, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")] + [lin(mlp, n) for n in ("gate_proj", "up_proj", "down_proj")]
                 self.specs += [an, fn]
                 lib.xk_plan_set_layer(h, i, an.data_ptr(), *ids[:4], fn.data_ptr(), *ids[4:])
-            emb = _f32(track(track(model.model._modules, "embed_tokens")._parameters, "weight"), "embedding")
+            emod = track(model.model._modules, "embed_tokens")
             nw = norm(track(model.model._modules, "norm"))
             head = lin(model, "lm_head", exact_float=True)
-            self.specs += [emb, nw]
-            lib.xk_plan_set_final(h, emb.data_ptr(), nw.data_ptr(), head)
-            self.head_kind = self.specs[-3].kind if isinstance(self.specs[-3], LinSpec) else None
+            if isinstance(emod, nn.Embedding):
+                emb = _f32(track(emod._parameters, "weight"), "embedding")
+                if emb.shape != (c.vocab_size, c.hidden_size): raise ValueError(f"embedding of shape {tuple(emb.shape)}")
+                self.specs += [emb, nw]
+                lib.xk_plan_set_final(h, emb.data_ptr(), nw.data_ptr(), head)
+            elif getattr(emod, "qweight", None) is not None:       # an INT8 embedding (codes + scales per row or per group)
+                es = spec_q8(track(emod._buffers, "qweight"), track(emod._buffers, "scales"))
+                if (es.N, es.K) != (c.vocab_size, c.hidden_size): raise ValueError(f"embedding of shape {(es.N, es.K)}")
+                self.specs += [es, nw]
+                lib.xk_plan_set_final(h, None, nw.data_ptr(), head)
+                lib.xk_plan_set_embed_q8(h, es.kind, es.G, es.w.data_ptr(), es.scales.data_ptr())
+            else: raise ValueError(f"embedding {type(emod).__name__} is not supported by the CPU kernels")
+            self.head_kind = self.specs[-3].kind
         except (ValueError, KeyError, AttributeError) as e:
             self.reason = str(e)
         self.versions = [t._version for t in self._float_sources(model)]
