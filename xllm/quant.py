@@ -198,17 +198,38 @@ class Int4Linear(_QuantLinear):
         y = quant_linear(self, x)
         return super().forward(x) if y is None else y
 
+    keep_packed = False   # keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy, repacked per call
+    PACK_ROWS = 32        # without the kept copy, fewer rows than this take the compiled kernel (cheaper than repacking), more ATen's
+
+    def _aten_pack(self, dt):
+        q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
+        z = (self.mins.float() + 8 * s) if self.mins is not None else torch.zeros_like(s)   # w = (q - 8) * s + z
+        pad = -self.out_features % 16                    # ATen wants out % 16 == 0: zero rows, sliced off
+        if pad: q, s, z = F.pad(q, (0, 0, 0, pad)), F.pad(s, (0, 0, 0, pad)), F.pad(z, (0, 0, 0, pad))
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
+        return packed, torch.stack([s, z], -1).transpose(0, 1).contiguous().to(dt)
+
+    def _compiled(self, x):
+        "The compiled kernel of `xllm.cpu_kernels` for any number of rows (float32 activations), or None when it is unavailable."
+        try: from xllm import cpu_kernels as ck
+        except ImportError: return None
+        if not ck.ENABLED or ck.build() is None: return None
+        if "xk_nobias" not in self._kcache:                 # the bias is added by the caller
+            try: self._kcache["xk_nobias"] = (ck.spec_q4(self.qweight, self.scales, self.mins) if self.qweight.device.type == "cpu" else None,)
+            except ValueError: self._kcache["xk_nobias"] = (None,)
+        spec = self._kcache["xk_nobias"][0]
+        return None if spec is None else ck.linear(x.float().contiguous(), spec)
+
     def _aten(self, x, dt):
-        if dt not in self._kcache:
-            q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
-            z = (self.mins.float() + 8 * s) if self.mins is not None else torch.zeros_like(s)   # w = (q - 8) * s + z
-            pad = -self.out_features % 16                    # ATen wants out % 16 == 0: zero rows, sliced off
-            if pad: q, s, z = F.pad(q, (0, 0, 0, pad)), F.pad(s, (0, 0, 0, pad)), F.pad(z, (0, 0, 0, pad))
-            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
-            self._kcache[dt] = (packed, torch.stack([s, z], -1).transpose(0, 1).contiguous().to(dt))
-        packed, sz = self._kcache[dt]
+        if self.keep_packed:
+            if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
+            packed, sz = self._kcache[dt]
+        else:
+            if x.shape[0] < self.PACK_ROWS and (y := self._compiled(x)) is not None: return y.to(x.dtype)
+            packed, sz = self._aten_pack(dt)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), packed, self.group_size, sz)
         return y[:, :self.out_features] if y.shape[1] != self.out_features else y
+
 
 # %% ../nbs/12_quantization.ipynb 23
 LINEAR_NAMES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
