@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 # %% auto 0
-__all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'compile_check', 'cupy_available',
-           'rms_norm', 'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul',
-           'silu_and_mul_fused', 'silu_and_mul_ref', 'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention',
-           'paged_attention_ref', 'paged_attention_splits', 'paged_attention_v2', 'kv_append', 'int8_scales',
-           'int8_linear', 'int8_linear_ref']
+__all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'compile_check',
+           'cupy_available', 'rms_norm', 'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref',
+           'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref', 'softmax_splits', 'softmax', 'softmax_ref',
+           'paged_attention', 'paged_attention_ref', 'paged_attention_splits', 'paged_attention_v2', 'kv_append',
+           'int8_scales', 'int8_linear', 'int8_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
 CUDA_SOURCE = r'''
@@ -291,9 +291,10 @@ __device__ __forceinline__ float warp_max(float v) {
 // num_splits == 1: the block normalizes and writes out [B, n_heads, D].
 // num_splits > 1: it writes its unnormalized state (max m, sum l, acc [D]) to part_ml [B, n_heads, S, 2] and
 // part_acc [B, n_heads, S, D]; paged_attention_combine merges the splits.
-#define PA2_MAXG 8       // query heads per KV head (GQA group) a warp can serve
 #define PA2_UNROLL 4     // tokens whose K and V rows are loaded before any is used
-template <typename T, int VEC>
+// GM: the most query heads per KV head this instance serves (1, 2, 4 or 8; the host picks the smallest >= G), so an MHA
+// model (G = 1) does not pay registers for 8 heads.
+template <typename T, int VEC, int GM>
 __device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, const T* q, const T* kc, const T* vc,
                                    const int* tables, const int* lens, int n_heads, int n_kv, int block_size, int max_blocks,
                                    float scale, int num_splits, int split_size) {
@@ -309,9 +310,9 @@ __device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, cons
     const int t_end = min(L, t_begin + split_size);
     const int* bt = tables + (long long)seq * max_blocks;
     const long long head0 = (long long)seq * n_heads + (long long)kvh * G;     // first query head of the group
-    float qr[PA2_MAXG][VEC], acc[PA2_MAXG][VEC], m[PA2_MAXG], l[PA2_MAXG];
+    float qr[GM][VEC], acc[GM][VEC], m[GM], l[GM];
 #pragma unroll
-    for (int g = 0; g < PA2_MAXG; ++g) {
+    for (int g = 0; g < GM; ++g) {
         if (g < G) load_f<T, VEC>(q + (head0 + g) * D + lane * VEC, qr[g]);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) { qr[g][j] = g < G ? qr[g][j] * scale : 0.f; acc[g][j] = 0.f; }
@@ -328,7 +329,7 @@ __device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, cons
             load_f<T, VEC>(vc + off, vr[u]);
         }
 #pragma unroll
-        for (int g = 0; g < PA2_MAXG; ++g) {
+        for (int g = 0; g < GM; ++g) {
             if (g >= G) break;                                         // the same for the whole warp: no divergence
             float s[PA2_UNROLL], p[PA2_UNROLL];
 #pragma unroll
@@ -360,7 +361,9 @@ __device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, cons
     float* s_acc = smem;
     float* s_m = smem + nw * G * D;
     float* s_l = s_m + nw * G;
-    for (int g = 0; g < G && g < PA2_MAXG; ++g) {
+#pragma unroll
+    for (int g = 0; g < GM; ++g) {
+        if (g >= G) break;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) s_acc[(warp * G + g) * D + lane * VEC + j] = acc[g][j];
         if (lane == 0) { s_m[warp * G + g] = m[g]; s_l[warp * G + g] = l[g]; }
@@ -539,10 +542,11 @@ __device__ void int8_gemv_impl(T* y, const T* x, const signed char* w, const flo
     }
 }
 
-#define XLLM_PA2(S, T, V) \
-extern "C" __global__ void paged_attention_v2_##S##_d##V(T* out, float* part_ml, float* part_acc, const T* q, const T* kc, const T* vc, \
+#define XLLM_PA2G(S, T, V, GM) \
+extern "C" __global__ void paged_attention_v2_##S##_d##V##_g##GM(T* out, float* part_ml, float* part_acc, const T* q, const T* kc, const T* vc, \
         const int* tables, const int* lens, int n_heads, int n_kv, int block_size, int max_blocks, float scale, int num_splits, int split_size) \
-    { paged_attn_v2_impl<T, V / 32>(out, part_ml, part_acc, q, kc, vc, tables, lens, n_heads, n_kv, block_size, max_blocks, scale, num_splits, split_size); }
+    { paged_attn_v2_impl<T, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, tables, lens, n_heads, n_kv, block_size, max_blocks, scale, num_splits, split_size); }
+#define XLLM_PA2(S, T, V) XLLM_PA2G(S, T, V, 1) XLLM_PA2G(S, T, V, 2) XLLM_PA2G(S, T, V, 4) XLLM_PA2G(S, T, V, 8)
 
 #define XLLM_KERNELS2(S, T) \
 XLLM_PA2(S, T, 32) XLLM_PA2(S, T, 64) XLLM_PA2(S, T, 128) XLLM_PA2(S, T, 256) \
@@ -569,11 +573,12 @@ XLLM_KERNELS2(bf16, bf16_t)
 
 DTYPE_SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 PA2_HEAD_DIMS = (32, 64, 128, 256)   # head_dim values paged_attention_v2 is instantiated for (32 lanes x 1, 2, 4, 8 values)
-PA2_MAX_GROUP = 8                     # query heads per KV head one warp serves (PA2_MAXG in the source)
+PA2_GROUPS = (1, 2, 4, 8)             # instances by the most query heads per KV head they serve (GM in the source)
+PA2_MAX_GROUP = PA2_GROUPS[-1]
 KERNEL_NAMES = ([f"{k}_{s}" for k in ("rms_norm", "rope", "silu_mul", "softmax", "paged_attention") for s in ("f32", "f16", "bf16")]
                 + [f"{k}_{s}" for k in ("paged_attention_combine", "softmax_part", "softmax_fin", "kv_append", "kv_append_int8", "int8_gemv")
                    for s in ("f32", "f16", "bf16")]
-                + [f"paged_attention_v2_{s}_d{d}" for s in ("f32", "f16", "bf16") for d in PA2_HEAD_DIMS])
+                + [f"paged_attention_v2_{s}_d{d}_g{gm}" for s in ("f32", "f16", "bf16") for d in PA2_HEAD_DIMS for gm in PA2_GROUPS])
 
 # %% ../nbs/14_cuda_kernels.ipynb 7
 def compile_check(arch: str = "sm_90", nvcc: str | None = None) -> dict:
@@ -885,7 +890,8 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     if num_splits > 1:
         part_ml = torch.empty(B, H, num_splits, 2, dtype=torch.float32, device=q.device)
         part_acc = torch.empty(B, H, num_splits, D, dtype=torch.float32, device=q.device)
-    _launch(f"paged_attention_v2_{sfx}_d{D}", q, B * n_kv * num_splits, 32 * num_warps,
+    gm = next(x for x in PA2_GROUPS if x >= G)
+    _launch(f"paged_attention_v2_{sfx}_d{D}_g{gm}", q, B * n_kv * num_splits, 32 * num_warps,
             (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), _p(block_tables), _p(context_lens), np.int32(H),
              np.int32(n_kv), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale), np.int32(num_splits), np.int32(split_size)),
             shared_mem=smem)
