@@ -193,3 +193,25 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="multiple of the cache's n_kv"):
         ck.paged_attention(q, torch.zeros(2, 16, 4, 64, device=dev), torch.zeros(2, 16, 4, 64, device=dev),
                            torch.zeros(1, 1, dtype=torch.int32, device=dev), torch.ones(1, dtype=torch.int32, device=dev))
+
+
+def test_argument_errors_second_generation():
+    q = torch.randn(1, 8, 96, device=dev, dtype=torch.float16)
+    kc = torch.zeros(2, 16, 2, 96, device=dev, dtype=torch.float16)
+    bt, cl = torch.zeros(1, 1, dtype=torch.int32, device=dev), torch.ones(1, dtype=torch.int32, device=dev)
+    with pytest.raises(ValueError, match="head_dim must be one of"): ck.paged_attention_v2(q, kc, kc, bt, cl)
+    q = torch.randn(1, 32, 64, device=dev); kc = torch.zeros(2, 16, 2, 64, device=dev)
+    with pytest.raises(ValueError, match="at most 8"): ck.paged_attention_v2(q, kc, kc, bt, cl)
+    with pytest.raises(ValueError, match="num_splits"): ck.paged_attention_v2(q[:, :8].contiguous(), kc, kc, bt, cl, num_splits=0)
+    with pytest.raises(ValueError, match="splits"): ck.softmax(torch.randn(2, 8, device=dev), splits=0)
+    k = torch.randn(3, 2, 64, device=dev)
+    flat = torch.zeros(32, 2, 64, device=dev)
+    with pytest.raises(ValueError, match="k_scale is required"):
+        ck.kv_append(k, k, flat.to(torch.int8), flat.to(torch.int8), torch.zeros(3, dtype=torch.long, device=dev))
+    with pytest.raises(ValueError, match="slot_mapping"): ck.kv_append(k, k, flat, flat, torch.zeros(3, dtype=torch.int32, device=dev))
+    with pytest.raises(ValueError, match="k_cache must be contiguous"): ck.kv_append(k, k, torch.zeros(32, 4, 64, device=dev), torch.zeros(32, 4, 64, device=dev),
+                                                                                    torch.zeros(3, dtype=torch.long, device=dev))
+    x = torch.randn(2, 40, device=dev)
+    with pytest.raises(ValueError, match="multiple of 16"): ck.int8_linear(x, torch.zeros(8, 40, dtype=torch.int8, device=dev), torch.ones(8, 1, device=dev))
+    x = torch.randn(2, 64, device=dev)
+    with pytest.raises(ValueError, match="scales"): ck.int8_linear(x, torch.zeros(8, 64, dtype=torch.int8, device=dev), torch.ones(8, 3, device=dev))
