@@ -240,7 +240,7 @@ def main():
         r["pp128"] = prefill_rate(m, prompt128, a.reps)
         r["bytes_after_run"] = model_bytes(m)                  # kernels may cache packed copies on first use
         r["bpw"] = bits_per_weight(r["bytes_after_run"], n_params)
-        if "ppl" not in skip: r["ppl"] = perplexity(m, text_ids, a.ctx, progress=False)
+        if "ppl" not in skip: r["ppl"] = perplexity(m, text_ids, a.ctx, bos_id=tok.bos_id if tok.add_bos_token else None, progress=False)
         del m
     if "engine" not in skip:
         log("ours engine, 32 x (32 + 64), INT4")
