@@ -172,7 +172,9 @@ def _decode(self, n: int) -> torch.Tensor:
     nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     nq, nk = nh * hd, nkv * hd
     res = bf["res"]
-    torch.index_select(m.model.embed_tokens.weight, 0, bf["ids"], out=res)
+    emb = m.model.embed_tokens
+    if type(emb) is nn.Embedding: torch.index_select(emb.weight, 0, bf["ids"], out=res)
+    else: res.copy_(emb(bf["ids"]))                                         # e.g. an Int8Embedding: its own lookup
     h = None                                                              # what the next norm adds to the residual first
     for i, layer in enumerate(m.model.layers):
         a, mlp = layer.self_attn, layer.mlp
