@@ -598,11 +598,11 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
 
 # %% ../nbs/12_quantization.ipynb 56
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
-    "Quantize the model at `inp` to `bits` (8: per channel; 4: groups of `group`) and save it to directory `out`; returns `out`."
+    "Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`; returns `out`."
     from xllm.weights import load_checkpoint
     from xllm.model import Llama
     if bits not in (4, 8): raise ValueError(f"bits: expected 8 or 4, got {bits!r}")
-    if bits == 4 and group not in (32, 64, 128): raise ValueError(f"group: expected 32, 64 or 128, got {group!r}")
+    if group not in (32, 64, 128): raise ValueError(f"group: expected 32, 64 or 128, got {group!r}")
     inp = Path(inp).expanduser()
     if not inp.exists(): raise FileNotFoundError(f"no such model file or directory: {inp}")
     if inp.is_file():
