@@ -60,6 +60,17 @@ static inline float hsum(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+// 8 float16 (or float32) values from h as floats; fewer than 8 left: zero-padded
+static inline __m256 load8h(const uint16_t* h, int64_t left) {
+    if (left >= 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
+    uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0}; for (int64_t i = 0; i < left; i++) t[i] = h[i];
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)t));
+}
+static inline __m256 load8f(const float* f, int64_t left) {
+    if (left >= 8) return _mm256_loadu_ps(f);
+    float t[8] = {0, 0, 0, 0, 0, 0, 0, 0}; for (int64_t i = 0; i < left; i++) t[i] = f[i];
+    return _mm256_loadu_ps(t);
+}
 #endif
 
 """
@@ -150,7 +161,9 @@ static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16
         __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i*)xb)), _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i*)(xb + 32))));
         __m256i s16b = _mm256_add_epi16(_mm256_maddubs_epi16(lo2, _mm256_loadu_si256((const __m256i*)(xb + 64))), _mm256_maddubs_epi16(hi2, _mm256_loadu_si256((const __m256i*)(xb + 96))));
         __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), f2 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16b, ones));
-        __m128 sd = _mm_mul_ps(_mm_set_ps(_cvtsh_ss(sc[(b + 3) >> bshift]), _cvtsh_ss(sc[(b + 2) >> bshift]), _cvtsh_ss(sc[(b + 1) >> bshift]), _cvtsh_ss(sc[b >> bshift])), _mm_loadu_ps(p.dx + b));
+        __m128 s4 = bshift == 0 ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + b)))       // groups of 32: 4 scales in one load
+                                : _mm_set_ps(_cvtsh_ss(sc[(b + 3) >> bshift]), _cvtsh_ss(sc[(b + 2) >> bshift]), _cvtsh_ss(sc[(b + 1) >> bshift]), _cvtsh_ss(sc[b >> bshift]));
+        __m128 sd = _mm_mul_ps(s4, _mm_loadu_ps(p.dx + b));
         acc = _mm256_fmadd_ps(f, _mm256_set_m128(_mm_shuffle_ps(sd, sd, 0x55), _mm_shuffle_ps(sd, sd, 0x00)), acc);
         acc2 = _mm256_fmadd_ps(f2, _mm256_set_m128(_mm_shuffle_ps(sd, sd, 0xff), _mm_shuffle_ps(sd, sd, 0xaa)), acc2);
     }
@@ -175,8 +188,13 @@ static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16
         s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4e)); s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xb1));
         y += (float)_mm_cvtsi128_si32(s32) * _cvtsh_ss(sc[b >> bshift]) * p.dx[b];
     }
-    for (int64_t g = 0; g < G; g++) y += (mn ? _cvtsh_ss(mn[g]) : -8.0f * _cvtsh_ss(sc[g])) * p.gsum[g];
-    return y;
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t g0 = 0; g0 < G; g0 += 8) {
+        const int64_t ng = std::min<int64_t>(8, G - g0);
+        __m256 m8 = mn ? load8h(mn + g0, ng) : _mm256_mul_ps(load8h(sc + g0, ng), _mm256_set1_ps(-8.0f));
+        accm = _mm256_fmadd_ps(m8, load8f(p.gsum + g0, ng), accm);
+    }
+    return y + hsum(accm);
 }
 #endif
 
@@ -811,12 +829,25 @@ def disabled():
     finally: ENABLED = old
 
 # %% ../nbs/12a_cpu_kernels.ipynb 45
+def _version(t: torch.Tensor) -> int | None:
+    "The in-place version counter of `t` (None for inference tensors, which keep none)."
+    try: return t._version
+    except RuntimeError: return None
+
+_GENERATION = [0]        # bumped whenever any module, parameter or buffer is assigned to any nn.Module (torch's global hooks)
+def _bump(*args): _GENERATION[0] += 1
+for _register in (torch.nn.modules.module.register_module_module_registration_hook,
+                  torch.nn.modules.module.register_module_parameter_registration_hook,
+                  torch.nn.modules.module.register_module_buffer_registration_hook):
+    _register(_bump)
+
 class DecodePlan:
     """A whole model's decode step as one call into the compiled library: pointers to every weight (kept quantized), preallocated
     scratch, one OpenMP parallel region a token. `valid()` says whether the model still holds the tensors it was built from."""
     def __init__(self, model, a8: bool = False):
         c, lib = model.config, _lib()
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
+        self.versions, self.sample, self.gen = [_version(t) for t in self._float_sources(model)], [], _GENERATION[0]
         self.n_layers, self.vocab, self.a8 = c.num_hidden_layers, c.vocab_size, a8
         self._lib, self._h = lib, None
         self.dtype_ok = model.dtype == torch.float32 and model.device.type == "cpu"
@@ -864,7 +895,10 @@ class DecodePlan:
             self.head_kind = self.specs[-3].kind
         except (ValueError, KeyError, AttributeError) as e:
             self.reason = str(e)
-        self.versions = [t._version for t in self._float_sources(model)]
+        self.versions = [_version(t) for t in self._float_sources(model)]
+        tensors = [(d, k, o) for d, k, o in self.checks if isinstance(o, torch.Tensor)]
+        self.sample = [(d, k, o, o.data_ptr()) for d, k, o in tensors[:24] + tensors[-24:]]
+        self.gen = _GENERATION[0]
 
     def _float_sources(self, model):
         lm = model._modules.get("lm_head")
@@ -877,9 +911,14 @@ class DecodePlan:
     def ok(self) -> bool: return self.reason is None
 
     def valid(self, model) -> bool:
-        "Whether `model` still holds exactly the modules and tensors this plan points to (and its dtype is unchanged)."
-        return (model.dtype == torch.float32) == self.dtype_ok and all(d.get(k) is o for d, k, o in self.checks) \
-            and [t._version for t in self._float_sources(model)] == self.versions
+        """Whether `model` still holds exactly the modules and tensors this plan points to (and its dtype is unchanged).
+        Fast when no module, parameter or buffer was assigned anywhere since the last full check (`_GENERATION`): then a sample of
+        tensors is re-checked (object and data pointer: `.to()`/`.share_memory()` swap or move them without assignments)."""
+        if (model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions: return False
+        if self.gen == _GENERATION[0]: return all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)
+        if not all(d.get(k) is o for d, k, o in self.checks) or not all(o.data_ptr() == ptr for _, _, o, ptr in self.sample): return False
+        self.gen = _GENERATION[0]
+        return True
 
     def step(self, token: int, cache, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, threads: int | None = None):
         "Run layer by layer for `token` at position `cache.length` (K/V written there); logits into `out` (float32 `[V]`)."
