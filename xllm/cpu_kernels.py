@@ -805,7 +805,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-MAX_LINEAR_ROWS = 4   # quantized linears take the compiled kernel for up to this many input rows (measured below; ATen's packed GEMM beyond)
+MAX_LINEAR_ROWS = 4   # quantized linears take the compiled kernel for up to this many input rows (a decode batch); prefill keeps ATen's packed GEMM
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 def quant_linear(mod, x: torch.Tensor) -> torch.Tensor | None:
