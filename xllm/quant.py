@@ -198,8 +198,8 @@ class Int4Linear(_QuantLinear):
         y = quant_linear(self, x)
         return super().forward(x) if y is None else y
 
-    keep_packed = False   # keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy, repacked per call
-    PACK_ROWS = 32        # without the kept copy, fewer rows than this take the compiled kernel (cheaper than repacking), more ATen's
+    keep_packed = False   # keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy
+    PACK_ROWS = 32        # without the kept copy, fewer rows than this take the compiled kernel, more are dequantized for a float32 GEMM
 
     def _aten_pack(self, dt):
         q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
@@ -224,9 +224,9 @@ class Int4Linear(_QuantLinear):
         if self.keep_packed:
             if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
             packed, sz = self._kcache[dt]
-        else:
+        else:                                            # one copy: the compiled kernel, or dequantize and float32 GEMM
             if x.shape[0] < self.PACK_ROWS and (y := self._compiled(x)) is not None: return y.to(x.dtype)
-            packed, sz = self._aten_pack(dt)
+            return F.linear(x.float(), self.dequantize()).to(x.dtype)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), packed, self.group_size, sz)
         return y[:, :self.out_features] if y.shape[1] != self.out_features else y
 
