@@ -108,11 +108,16 @@ class _QuantLinear(nn.Module):
         if x.shape[-1] != self.in_features: raise ValueError(f"input has {x.shape[-1]} features, this layer expects {self.in_features}")
         x2 = x.reshape(-1, self.in_features)
         if self.kernel == "dequant" or x.device.type != "cpu" or not self._aten_ok(): y = F.linear(x2, self.dequantize(x.dtype))
+        elif (y := self._direct(x2)) is not None: y = y.to(x.dtype)
         else:
             dt = torch.bfloat16 if self.kernel == "bf16" else torch.float32
             y = self._aten(x2.to(dt), dt).to(x.dtype)
         if self.bias is not None: y = y + self.bias.to(y.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
+
+    def _direct(self, x):
+        "A product computed without ATen's packed kernels (full-precision `x`), or None to take them."
+        return None
 
     def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, kernel={self.kernel!r}"
 
@@ -220,13 +225,14 @@ class Int4Linear(_QuantLinear):
         spec = self._kcache["xk_nobias"][0]
         return None if spec is None else ck.linear(x.float().contiguous(), spec)
 
+    def _direct(self, x):
+        if self.keep_packed: return None                 # ATen's kernel on its kept copy
+        if x.shape[0] < self.PACK_ROWS and (y := self._compiled(x)) is not None: return y   # one copy: the compiled kernel,
+        return F.linear(x.float(), self.dequantize())                                         # or dequantize and float32 GEMM
+
     def _aten(self, x, dt):
-        if self.keep_packed:
-            if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
-            packed, sz = self._kcache[dt]
-        else:                                            # one copy: the compiled kernel, or dequantize and float32 GEMM
-            if x.shape[0] < self.PACK_ROWS and (y := self._compiled(x)) is not None: return y.to(x.dtype)
-            return F.linear(x.float(), self.dequantize()).to(x.dtype)
+        if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
+        packed, sz = self._kcache[dt]
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), packed, self.group_size, sz)
         return y[:, :self.out_features] if y.shape[1] != self.out_features else y
 
