@@ -143,19 +143,35 @@ def _kv_block_bytes(llm, block_size=16) -> int:
     return block_size * kv_bytes_per_token(llm.config, llm.model.dtype, llm.kv_cache_dtype)
 
 # %% ../nbs/07_llm.ipynb 13
+def _packed_gguf(path: Path) -> bool:
+    "Whether `path` is a GGUF file with layer weights in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1)."
+    if not path.is_file():
+        return False
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF": return False
+    from xllm.gguf import GGUFFile
+    return any(t.type_name in quant.GGUF_REPACKABLE for n, t in GGUFFile(path).tensors.items() if n.startswith("blk."))
+
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
-                 quantization: str | None = None, group_size: int = 32,
+                 quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None):
         self.device = _resolve_device(device)
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs)
-        if quantization not in (None, "int8", "int4"): raise ValueError(f"quantization: expected None, 'int8' or 'int4', got {quantization!r}")
+        if quantization not in ("auto", None, "int8", "int4"):
+            raise ValueError(f"quantization: expected 'auto', None, 'int8' or 'int4', got {quantization!r}")
         path = Path(model).expanduser() if model is not None else default_model_path()
         if not path.exists(): raise FileNotFoundError(f"model not found: {path}")
         dtype = resolve_dtype(dtype)
         qmodel = None
-        if quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
+        if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on the CPU (float32 activations)
+            quantization = None
+            if _packed_gguf(path) and dtype == torch.float32 and self.device.type == "cpu":
+                qmodel = quant.load_quantized_gguf(path)
+                self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
+        if qmodel is not None: pass
+        elif quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
             if quantization is not None: raise ValueError(f"quantization: {path} is already quantized; leave quantization=None")
             config, qmodel = quant.load_quantized_dir(path)
             self.checkpoint = ckpt = Checkpoint(config, {}, "xllm-quantized", quant.quantized_tokenizer_path(path))
@@ -197,7 +213,8 @@ class LLM:
 
     def __repr__(self):
         c = self.config
-        q = f", {self.quantization if isinstance(self.quantization, str) else 'int' + str(self.quantization.get('bits'))}" if self.quantization else ""
+        q = self.quantization
+        q = "" if not q else f", {q}" if isinstance(q, str) else f", int{q['bits']}" if "bits" in q else f", packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
         return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
                 f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device})")
 
