@@ -682,8 +682,12 @@ class LinSpec:
     w: torch.Tensor; scales: torch.Tensor | None = None; mins: torch.Tensor | None = None; bias: torch.Tensor | None = None
 
     @property
-    def tensors(self): return [t for t in (self.w, self.scales, self.mins, self.bias) if t is not None]
-    def args(self): return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
+    def tensors(self):
+        "The tensors the kernel reads (kept alive by the spec)."
+        return [t for t in (self.w, self.scales, self.mins, self.bias) if t is not None]
+    def args(self):
+        "The C call's arguments for this layer: kind, sizes and raw pointers."
+        return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
 
 def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     "A float32 weight `[N, K]`."
@@ -908,7 +912,9 @@ class DecodePlan:
         if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
     @property
-    def ok(self) -> bool: return self.reason is None
+    def ok(self) -> bool:
+        "Whether the compiled decode step can run this model (else `reason` says why)."
+        return self.reason is None
 
     def valid(self, model) -> bool:
         """Whether `model` still holds exactly the modules and tensors this plan points to (and its dtype is unchanged).

@@ -20,6 +20,7 @@ class TorchOps:
 
     @staticmethod
     def rms_norm(x, weight, eps, residual=None, out=None):
+        "RMSNorm of `x` (after `residual += x` when given) into `out`."
         if residual is not None: residual.add_(x); x = residual                     # the sum rounded to the dtype, as stored
         h = x.float()
         out.copy_(weight.float() * h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
@@ -27,6 +28,7 @@ class TorchOps:
 
     @staticmethod
     def rope_(q, k, positions, cos, sin):
+        "Rotate `q` and `k` in place (rotate-half order) at `positions`."
         half = q.shape[-1] // 2
         c, s = cos[positions, :half][:, None, :], sin[positions, :half][:, None, :]
         for t in (q, k):
@@ -36,6 +38,7 @@ class TorchOps:
 
     @staticmethod
     def silu_and_mul_fused(x, out):
+        "`silu(gate) * up` of the fused `[gate | up]` rows of `x` into `out`."
         I = x.shape[1] // 2
         g = x[:, :I].float()
         out.copy_(g * torch.sigmoid(g) * x[:, I:].float())
@@ -43,6 +46,7 @@ class TorchOps:
 
     @staticmethod
     def kv_append(k, v, k_flat, v_flat, slots, k_scale=None, v_scale=None):
+        "Write `k`, `v` into the flat paged pool at `slots` (int8 with scales when given); slots outside the pool are skipped."
         ok = (slots >= 0) & (slots < k_flat.shape[0])                                # padding rows (slot -1) are skipped
         if k_scale is None:
             k_flat.index_copy_(0, slots[ok], k[ok]); v_flat.index_copy_(0, slots[ok], v[ok]); return
@@ -52,6 +56,7 @@ class TorchOps:
 
     @staticmethod
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out):
+        "Decode attention of one query token per sequence over its paged K/V, into `out`."
         B, H, D = q.shape
         nb, bs, n_kv, _ = k_cache.shape
         Lmax = block_tables.shape[1] * bs
@@ -67,13 +72,17 @@ class TorchOps:
 class CudaOps:
     "The same operations through xllm.cuda_kernels (CUDA tensors, CuPy)."
     name = "cuda"
-    rms_norm = staticmethod(lambda x, weight, eps, residual=None, out=None: ck.rms_norm(x, weight, eps, residual=residual, out=out))
+    @staticmethod
+    def rms_norm(x, weight, eps, residual=None, out=None):
+        "Fused RMSNorm (+ residual add) kernel."
+        return ck.rms_norm(x, weight, eps, residual=residual, out=out)
     rope_ = staticmethod(ck.rope_)
     silu_and_mul_fused = staticmethod(ck.silu_and_mul_fused)
     kv_append = staticmethod(ck.kv_append)
 
     @staticmethod
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out):
+        "Paged decode attention through `paged_attention_v2` where it applies, else the first-generation kernel."
         H, D, n_kv = q.shape[1], q.shape[2], k_cache.shape[2]
         if D in ck.PA2_HEAD_DIMS and H // n_kv <= ck.PA2_MAX_GROUP:
             return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out)
@@ -143,7 +152,9 @@ class CudaRunner:
                         gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H), logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
 
     @property
-    def buffer_bytes(self) -> int: return sum(t.numel() * t.element_size() for t in self.buf.values())
+    def buffer_bytes(self) -> int:
+        "Bytes of the preallocated activation buffers."
+        return sum(t.numel() * t.element_size() for t in self.buf.values())
 
     def __repr__(self):
         return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "

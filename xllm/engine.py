@@ -92,9 +92,12 @@ class PagedKVPool:
         return cls(config, n, block_size, dtype, device, kd)
 
     @property
-    def num_tokens(self) -> int: return self.num_blocks * self.block_size
+    def num_tokens(self) -> int:
+        "Tokens of K/V the pool holds (blocks x block size)."
+        return self.num_blocks * self.block_size
     @property
     def nbytes(self) -> int:
+        "Bytes of all K/V tensors (and int8 scales)."
         ts = self.k + self.v + (self.k_scale + self.v_scale if self.quantized else [])
         return sum(t.numel() * t.element_size() for t in ts)
     def report(self) -> str:
@@ -138,7 +141,9 @@ class PagedBatch:
     prefills: list = field(default_factory=list)   # (row_start, row_end, start, key_slots) of longer chunks
 
     @property
-    def num_tokens(self) -> int: return self.token_ids.shape[0]
+    def num_tokens(self) -> int:
+        "Tokens in this step's batch (all sequences' new tokens)."
+        return self.token_ids.shape[0]
 
     @classmethod
     def build(cls, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
@@ -312,9 +317,13 @@ class Engine:
         "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
         return self.finish_request(request_id, "abort")
 
-    def has_unfinished(self) -> bool: return bool(self.requests or self._pending)
+    def has_unfinished(self) -> bool:
+        "Whether any request is waiting, running or not yet returned."
+        return bool(self.requests or self._pending)
     @property
-    def num_unfinished(self) -> int: return len(self.requests)
+    def num_unfinished(self) -> int:
+        "How many requests are waiting or running."
+        return len(self.requests)
 
     # ---- the step
     def _sample(self, req: _Request, row: torch.Tensor):

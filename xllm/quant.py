@@ -138,7 +138,9 @@ class Int8Linear(_QuantLinear):
         self.register_buffer("scales", scales.contiguous())
 
     @property
-    def group_size(self) -> int | None: return None if self.scales.dim() == 1 else self.in_features // self.scales.shape[1]
+    def group_size(self) -> int | None:
+        "Input columns per scale; None for one scale per output channel."
+        return None if self.scales.dim() == 1 else self.in_features // self.scales.shape[1]
 
     @classmethod
     def from_float(cls, linear: nn.Linear | torch.Tensor, group_size: int | None = None, kernel: str = DEFAULT_KERNEL) -> Int8Linear:
@@ -183,7 +185,9 @@ class Int4Linear(_QuantLinear):
         self.register_buffer("mins", None if mins is None else mins.contiguous())
 
     @property
-    def group_size(self) -> int: return self.in_features // self.scales.shape[1]
+    def group_size(self) -> int:
+        "Input columns per scale (and minimum)."
+        return self.in_features // self.scales.shape[1]
 
     @classmethod
     def from_float(cls, linear: nn.Linear | torch.Tensor, group_size: int = 32, zero_point: bool = True, kernel: str = DEFAULT_KERNEL) -> Int4Linear:
