@@ -119,7 +119,7 @@ def cmd_bench(args, out=None) -> int:
     prompts = (prompts * -(-n // len(prompts)))[:n]
     if args.random_weights is not None:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
-        if args.quantization is not None: raise _CLIError("--random-weights does not combine with --quantization")
+        if args.quantization not in ("auto", "none"): raise _CLIError("--random-weights does not combine with --quantization")
         kw = {k: getattr(args, k) for k in ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs")}
         llm = random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **kw)
     else: llm = _load(args)
@@ -248,7 +248,8 @@ def _model_opts(p):
     g.add_argument("--tokenizer", help="tokenizer file, when the model does not carry one (llama2.c .bin)")
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     g.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: float32 on cpu)")
-    g.add_argument("--quantization", choices=["int8", "int4"], default=None, help="quantize the linear layers after loading (int4: groups of 32)")
+    g.add_argument("--quantization", choices=["auto", "none", "int8", "int4"], default="auto",
+                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on cpu; none: dequantize to --dtype; int8/int4: quantize the linear layers after loading (groups of 32)")
 
 def _common(p):
     _model_opts(p)
@@ -314,7 +315,7 @@ def _sampling_params(args, default_max_tokens: int):
 def _load(args):
     from xllm.llm import LLM
     kw = {k: getattr(args, k) for k in ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs") if getattr(args, k, None) is not None}
-    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=args.quantization, **kw)
+    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
 
 def _lstrip_first(deltas):

@@ -12,10 +12,10 @@ import torch, torch.nn as nn
 from .core import cache_dir
 
 # %% auto 0
-__all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'GEMV_VARIANTS', 'MAX_LINEAR_ROWS', 'ENABLED', 'DEFAULT_A8', 'build',
-           'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'rmsnorm', 'rope_', 'silu_mul',
-           'attention', 'gemv_variant', 'exact_q8', 'module_spec', 'quant_linear', 'disabled', 'DecodePlan',
-           'decode_step']
+__all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'GEMV_VARIANTS', 'MAX_LINEAR_ROWS', 'GROUPED_INT8_ROWS', 'ENABLED',
+           'DEFAULT_A8', 'build', 'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear',
+           'rmsnorm', 'rope_', 'silu_mul', 'attention', 'gemv_variant', 'exact_q8', 'module_spec', 'quant_linear',
+           'disabled', 'DecodePlan', 'decode_step']
 
 # %% ../nbs/12a_cpu_kernels.ipynb 6
 _SRC_BASE = r"""// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
@@ -810,13 +810,15 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     return None
 
 MAX_LINEAR_ROWS = 4   # quantized linears take the compiled kernel for up to this many input rows (a decode batch); prefill keeps ATen's packed GEMM
+GROUPED_INT8_ROWS = 256   # ... except group-wise INT8 (GGUF Q8_0), which has no ATen kernel: dequantizing a 49152x576 head costs ~150 ms a call
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 def quant_linear(mod, x: torch.Tensor) -> torch.Tensor | None:
     "`Int8Linear`/`Int4Linear` forward with the compiled kernel, or None when it does not apply (then the module's torch path runs)."
     if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.shape[-1] != mod.in_features: return None
     T = x.numel() // mod.in_features
-    if T == 0 or T > MAX_LINEAR_ROWS or build() is None: return None
+    grouped_q8 = getattr(mod, "weight", None) is not None and mod.weight.dtype == torch.int8 and mod.scales.dim() == 2
+    if T == 0 or T > (GROUPED_INT8_ROWS if grouped_q8 else MAX_LINEAR_ROWS) or build() is None: return None
     cached = mod._kcache.get("xk")               # _kcache is emptied when the module is moved, cast or its kernel changes
     if cached is None:
         cached = mod._kcache["xk"] = (module_spec(mod),)   # a tuple, like the module's other cache entries; the spec holds no copies
