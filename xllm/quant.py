@@ -290,11 +290,11 @@ class Int8Embedding(nn.Module):
     def extra_repr(self): return f"{self.num_embeddings}, {self.embedding_dim}, group_size={None if self.scales.dim() == 1 else self.embedding_dim // self.scales.shape[1]}"
 
 def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None = 32, lm_head: bool = False,
-                   zero_point: bool = True, kernel: str = DEFAULT_KERNEL) -> nn.Module:
+                   zero_point: bool = True, kernel: str = DEFAULT_KERNEL, progress: bool = True) -> nn.Module:
     """Replace, in place, every `nn.Linear` of `model.model.layers` (and `lm_head` if asked) by `Int8Linear` (`mode="int8"`: groups of
     `group_size` input columns, float16 scales, like GGUF Q8_0; `group_size=None`: one float32 scale per output channel) or `Int4Linear`
     (`mode="int4"`: groups of `group_size`, with zero point unless `zero_point=False`). INT8 with tied embeddings and `lm_head=True`:
-    the embedding becomes an `Int8Embedding` sharing the head's codes."""
+    the embedding becomes an `Int8Embedding` sharing the head's codes. `progress`: a tqdm bar over the layers."""
     if mode not in ("int8", "int4"): raise ValueError(f"mode: expected 'int8' or 'int4', got {mode!r}")
     if mode == "int4" and group_size not in (32, 64, 128): raise ValueError(f"group_size: expected 32, 64 or 128 for int4, got {group_size!r}")
     if mode == "int8" and group_size not in (None, 32, 64, 128):
@@ -307,7 +307,8 @@ def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None 
         return Int4Linear.from_float(lin, group_size, zero_point, kernel)
     names = [f"model.layers.{i}.{n}" for i in range(len(model.model.layers)) for n in LINEAR_NAMES]
     if lm_head: names.append("lm_head")
-    for name in names:
+    from tqdm.auto import tqdm
+    for name in tqdm(names, desc=f"quantizing to {mode}", unit="layer", leave=False, disable=not progress):
         lin = model.get_submodule(name)
         if isinstance(lin, nn.Linear): _set_module(model, name, convert(lin))
     emb = model.model.embed_tokens
