@@ -790,10 +790,8 @@ def softmax_ref(x):
     return torch.softmax(x.double(), -1)
 
 # %% ../nbs/14_cuda_kernels.ipynb 29
-def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-                    context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
-                    num_warps: int = 4) -> torch.Tensor:
-    "Decode attention: q [B, n_heads, D] over the paged caches [num_blocks, block_size, n_kv, D] (block_tables int32 [B, max_blocks], context_lens int32 [B])."
+def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None):
+    "Validate paged-attention inputs (shapes, dtypes, devices, contiguity); returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."
     _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
     if not q.is_contiguous(): raise ValueError("q must be contiguous [B, n_heads, head_dim]")
     B, H, D = q.shape
@@ -803,16 +801,24 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if k_cache.shape != v_cache.shape: raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ")
     nb, bs, n_kv, Dk = k_cache.shape
     if Dk != D: raise ValueError(f"cache head_dim {Dk} != q head_dim {D}")
-    if D > 256: raise ValueError(f"head_dim must be <= 256, got {D}")
+    if max_head_dim is not None and D > max_head_dim: raise ValueError(f"head_dim must be <= {max_head_dim}, got {D}")
+    if head_dims is not None and D not in head_dims: raise ValueError(f"head_dim must be one of {head_dims} for paged_attention_v2, got {D}")
     if n_kv <= 0 or H % n_kv: raise ValueError(f"n_heads {H} must be a multiple of the cache's n_kv {n_kv}")
     _check("block_tables", block_tables, device=q.device, dtype=torch.int32, dims=2)
     _check("context_lens", context_lens, device=q.device, dtype=torch.int32, dims=1)
     if block_tables.shape[0] != B or not block_tables.is_contiguous(): raise ValueError(f"block_tables must be contiguous [{B}, max_blocks]")
     if context_lens.shape[0] != B or not context_lens.is_contiguous(): raise ValueError(f"context_lens must be contiguous [{B}]")
-    if num_warps not in (1, 2, 4, 8, 16): raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {num_warps}")
     if out is None: out = torch.empty_like(q)
     _check("out", out, device=q.device, dtype=q.dtype, dims=3)
     if out.shape != q.shape or not out.is_contiguous(): raise ValueError(f"out must be contiguous {tuple(q.shape)}")
+    return out, (B, H, D), (nb, bs, n_kv)
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                    context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
+                    num_warps: int = 4) -> torch.Tensor:
+    "Decode attention: q [B, n_heads, D] over the paged caches [num_blocks, block_size, n_kv, D] (block_tables int32 [B, max_blocks], context_lens int32 [B])."
+    out, (B, H, D), (nb, bs, n_kv) = _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=256)
+    if num_warps not in (1, 2, 4, 8, 16): raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {num_warps}")
     if B == 0: return out
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     smem = (num_warps * D + 2 * num_warps) * 4
@@ -852,25 +858,8 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     """Decode attention like `paged_attention` (same arguments and layout), one block per (sequence, KV head, split) serving
     the GQA group; head_dim in `PA2_HEAD_DIMS`, at most `PA2_MAX_GROUP` query heads per KV head, 16-byte aligned tensors.
     `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel."""
-    _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
-    if not q.is_contiguous(): raise ValueError("q must be contiguous [B, n_heads, head_dim]")
-    B, H, D = q.shape
-    for n, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _check(n, t, device=q.device, dtype=q.dtype, dims=4)
-        if not t.is_contiguous(): raise ValueError(f"{n} must be contiguous [num_blocks, block_size, n_kv, head_dim]")
-    if k_cache.shape != v_cache.shape: raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ")
-    nb, bs, n_kv, Dk = k_cache.shape
-    if Dk != D: raise ValueError(f"cache head_dim {Dk} != q head_dim {D}")
-    if D not in PA2_HEAD_DIMS: raise ValueError(f"head_dim must be one of {PA2_HEAD_DIMS} for paged_attention_v2, got {D}")
-    if n_kv <= 0 or H % n_kv: raise ValueError(f"n_heads {H} must be a multiple of the cache's n_kv {n_kv}")
+    out, (B, H, D), (nb, bs, n_kv) = _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, head_dims=PA2_HEAD_DIMS)
     if H // n_kv > PA2_MAX_GROUP: raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
-    _check("block_tables", block_tables, device=q.device, dtype=torch.int32, dims=2)
-    _check("context_lens", context_lens, device=q.device, dtype=torch.int32, dims=1)
-    if block_tables.shape[0] != B or not block_tables.is_contiguous(): raise ValueError(f"block_tables must be contiguous [{B}, max_blocks]")
-    if context_lens.shape[0] != B or not context_lens.is_contiguous(): raise ValueError(f"context_lens must be contiguous [{B}]")
-    if out is None: out = torch.empty_like(q)
-    _check("out", out, device=q.device, dtype=q.dtype, dims=3)
-    if out.shape != q.shape or not out.is_contiguous(): raise ValueError(f"out must be contiguous {tuple(q.shape)}")
     for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
         if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
     G = H // n_kv
