@@ -13,7 +13,7 @@ import torch
 
 from .core import ModelFormatError, default_model_path
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
-from . import quant
+from . import quant, cpu_kernels
 from .tokenizer import Tokenizer
 from .chat import apply_chat_template
 from .model import Llama
@@ -166,8 +166,8 @@ class LLM:
         dtype = resolve_dtype(dtype)
         qmodel = None
         if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on the CPU (float32 activations)
-            quantization = None
-            if _packed_gguf(path) and dtype == torch.float32 and self.device.type == "cpu":
+            quantization = None                    # ... when our compiled kernels run here (the torch path dequantizes per call: slow)
+            if _packed_gguf(path) and dtype == torch.float32 and self.device.type == "cpu" and cpu_kernels.ENABLED and cpu_kernels.available():
                 qmodel = quant.load_quantized_gguf(path)
                 self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
         if qmodel is not None: pass
