@@ -143,14 +143,15 @@ def _kv_block_bytes(llm, block_size=16) -> int:
     return block_size * kv_bytes_per_token(llm.config, llm.model.dtype, llm.kv_cache_dtype)
 
 # %% ../nbs/07_llm.ipynb 13
-def _packed_gguf(path: Path) -> bool:
-    "Whether `path` is a GGUF file with layer weights in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1)."
+def _packed_gguf(path: Path):
+    "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1), else None."
     if not path.is_file():
-        return False
+        return None
     with open(path, "rb") as f:
-        if f.read(4) != b"GGUF": return False
+        if f.read(4) != b"GGUF": return None
     from xllm.gguf import GGUFFile
-    return any(t.type_name in quant.GGUF_REPACKABLE for n, t in GGUFFile(path).tensors.items() if n.startswith("blk."))
+    g = GGUFFile(path)
+    return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
@@ -167,15 +168,14 @@ class LLM:
         qmodel = None
         if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on the CPU (float32 activations)
             quantization = None                    # ... when our compiled kernels run here (the torch path dequantizes per call: slow)
-            if _packed_gguf(path) and dtype == torch.float32 and self.device.type == "cpu" and cpu_kernels.ENABLED and cpu_kernels.available():
-                qmodel = quant.load_quantized_gguf(path)
+            if dtype == torch.float32 and self.device.type == "cpu" and cpu_kernels.ENABLED and (g := _packed_gguf(path)) is not None and cpu_kernels.available():
+                qmodel = quant.load_quantized_gguf(g)
                 self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
-        if qmodel is not None: pass
-        elif quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
+        if qmodel is None and quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
             if quantization is not None: raise ValueError(f"quantization: {path} is already quantized; leave quantization=None")
             config, qmodel = quant.load_quantized_dir(path)
             self.checkpoint = ckpt = Checkpoint(config, {}, "xllm-quantized", quant.quantized_tokenizer_path(path))
-        else: self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype)
+        elif qmodel is None: self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype)
         self.config, self.model_path, self.quantization = ckpt.config, path, quantization or getattr(qmodel, "quantization_config", None)
         tok_path = Path(tokenizer).expanduser() if tokenizer is not None else ckpt.tokenizer_path
         if tok_path is None:

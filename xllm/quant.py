@@ -394,12 +394,13 @@ def _assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Mo
 
 def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
     """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0 layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors float32.
-    A Q8_0 token embedding stays INT8 (`Int8Embedding`, unless `embedding_int8=False`); tied, it is also the head (an `Int8Linear`)."""
+    A Q8_0 token embedding stays INT8 (`Int8Embedding`, unless `embedding_int8=False`); tied, it is also the head (an `Int8Linear`).
+    `path` may also be an already parsed `GGUFFile`."""
     from xllm.gguf import GGUFFile
     from xllm.weights import config_from_gguf, gguf_to_hf_name, hf_to_gguf_name, hf_weight_shapes, unpermute_rope_rows
     _check_kernel(kernel)
-    path = Path(path)
-    g = GGUFFile(path)
+    g = path if isinstance(path, GGUFFile) else GGUFFile(Path(path))
+    path = g.path
     rope_freqs = g.dequantize("rope_freqs.weight").numpy() if "rope_freqs.weight" in g.tensors else None
     config = config_from_gguf(g.metadata, path, g.tensors, rope_freqs)
     names = {h: n for n in g.tensors if (h := gguf_to_hf_name(n)) is not None}
