@@ -12,10 +12,10 @@ import torch, torch.nn as nn
 from .core import cache_dir
 
 # %% auto 0
-__all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'GEMV_VARIANTS', 'MAX_LINEAR_ROWS', 'GROUPED_INT8_ROWS', 'ENABLED',
-           'DEFAULT_A8', 'build', 'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear',
-           'rmsnorm', 'rope_', 'silu_mul', 'attention', 'gemv_variant', 'exact_q8', 'module_spec', 'quant_linear',
-           'disabled', 'DecodePlan', 'decode_step']
+__all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'DEFAULT_A8', 'build',
+           'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'gemm_min_rows', 'rmsnorm',
+           'rope_', 'silu_mul', 'attention', 'gemv_variant', 'exact_q8', 'module_spec', 'quant_linear', 'disabled',
+           'DecodePlan', 'decode_step']
 
 # %% ../nbs/12a_cpu_kernels.ipynb 6
 _SRC_BASE = r"""// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
@@ -371,6 +371,136 @@ static inline int nthreads_ok(int nt) { return nt < 1 ? 1 : nt; }
 """
 
 # %% ../nbs/12a_cpu_kernels.ipynb 14
+_SRC_GEMM = r"""// ---------------------------------------------------------------- a tiled GEMM for many input rows (prefill, batched decode)
+// y[T, N] = x[T, K] @ W^T, blocked for the caches:
+// - x is packed once, transposed into panels of 16 input rows: xp[panel][k][16] (zero rows pad the last panel);
+// - each thread owns a range of weight rows and walks it in blocks of NC rows; for each chunk of KC columns it dequantizes
+//   the block's weights to float32 once (into L2: NC x KC floats), then for each panel (its KC x 16 chunk sits in L1)
+//   a 6 x 16 register tile (12 ymm accumulators: per k two loads of x, six broadcasts of w, twelve FMAs) runs over
+//   every 6 rows of the block, adding into a per-thread accumulator;
+// - the last chunk writes y (transposing the tile) with the bias.
+constexpr int64_t GEMM_MIN_ROWS = 6;   // this many input rows or more take gemm_run (AVX2 builds)
+#if XK_AVX2
+constexpr int64_t GEMM_KC = 256, GEMM_NC = 96;
+// W[row, k0:k1] as float32 into o; k0 is a multiple of 32. Vector loops run inside one scale group at a time.
+static void dequant_range(const Lin& L, int64_t row, int64_t k0, int64_t k1, float* o) {
+    const int64_t K = L.K;
+    if (L.kind == Q8_ROW) {
+        const int8_t* q = L.w8 + row * K; const __m256 s = _mm256_set1_ps(L.srow[row]); int64_t k = k0;
+        for (; k + 8 <= k1; k += 8) _mm256_storeu_ps(o + k - k0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(q + k)))), s));
+        for (; k < k1; k++) o[k - k0] = q[k] * L.srow[row];
+    } else if (L.kind == Q8_GROUP) {
+        const int8_t* q = L.w8 + row * K; const uint16_t* sc = L.sg + row * L.G;
+        for (int64_t k = k0; k < k1;) {
+            const int64_t g = k / L.gs, e = std::min(k1, (g + 1) * L.gs); const float sf = h2f(sc[g]); const __m256 s = _mm256_set1_ps(sf);
+            if ((k - g * L.gs) % 8 == 0)
+                for (; k + 8 <= e; k += 8) _mm256_storeu_ps(o + k - k0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(q + k)))), s));
+            for (; k < e; k++) o[k - k0] = q[k] * sf;
+        }
+    } else {   // Q4: byte j holds column 2j (low nibble) and 2j+1 (high); value = code * scale + min (symmetric: min = -8 * scale)
+        const uint8_t* q = L.w4 + row * (K / 2); const uint16_t* sc = L.sg + row * L.G; const uint16_t* mn = L.mg ? L.mg + row * L.G : nullptr;
+        const __m128i m4 = _mm_set1_epi8(0x0f);
+        for (int64_t k = k0; k < k1;) {
+            const int64_t g = k / L.gs, e = std::min(k1, (g + 1) * L.gs);
+            const float s = h2f(sc[g]), m = mn ? h2f(mn[g]) : -8.0f * s;
+            const __m256 vs = _mm256_set1_ps(s), vm = _mm256_set1_ps(m);
+            if (k % 2 == 0)
+                for (; k + 32 <= e; k += 32) {   // 16 bytes -> 32 codes in column order
+                    __m128i b = _mm_loadu_si128((const __m128i*)(q + k / 2));
+                    __m128i lo = _mm_and_si128(b, m4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4);
+                    __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi);
+                    float* d = o + k - k0;
+                    _mm256_storeu_ps(d, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c0)), vs, vm));
+                    _mm256_storeu_ps(d + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c0, 8))), vs, vm));
+                    _mm256_storeu_ps(d + 16, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c1)), vs, vm));
+                    _mm256_storeu_ps(d + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c1, 8))), vs, vm));
+                }
+            for (; k < e; k++) { const uint8_t c = q[k / 2]; o[k - k0] = (k % 2 ? c >> 4 : c & 15) * s + m; }
+        }
+    }
+}
+
+// R weight rows (w[i] + k) times KC columns of one panel (V = 1 or 2 vectors of 8 input rows); acc: tile [R][16], added to unless first
+template <int R, int V>
+static inline void micro(const float* const* w, const float* xp, int64_t kc, float* acc_tile, bool first) {
+    __m256 acc[R][V];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) for (int v = 0; v < V; v++) acc[i][v] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_tile + i * 16 + v * 8);
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 x0 = _mm256_load_ps(xp + k * 16), x1 = V > 1 ? _mm256_load_ps(xp + k * 16 + 8) : x0;
+#pragma GCC unroll 6
+        for (int i = 0; i < R; i++) {
+            __m256 b = _mm256_broadcast_ss(w[i] + k);
+            acc[i][0] = _mm256_fmadd_ps(b, x0, acc[i][0]);
+            if (V > 1) acc[i][V - 1] = _mm256_fmadd_ps(b, x1, acc[i][V - 1]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) for (int v = 0; v < V; v++) _mm256_store_ps(acc_tile + i * 16 + v * 8, acc[i][v]);
+}
+template <int V>
+static inline void micro_r(int R, const float* const* w, const float* xp, int64_t kc, float* t, bool first) {
+    switch (R) {
+    case 6: micro<6, V>(w, xp, kc, t, first); break; case 5: micro<5, V>(w, xp, kc, t, first); break;
+    case 4: micro<4, V>(w, xp, kc, t, first); break; case 3: micro<3, V>(w, xp, kc, t, first); break;
+    case 2: micro<2, V>(w, xp, kc, t, first); break; default: micro<1, V>(w, xp, kc, t, first); break;
+    }
+}
+
+static void gemm_run(const Lin& L, const float* x, int64_t T, float* y, int nt) {
+    nt = nthreads_ok(nt);
+    const int64_t K = L.K, N = L.N, P = (T + 15) / 16;
+    float* xp = (float*)aligned_alloc(64, (P * K * 16 * sizeof(float) + 63) / 64 * 64);
+    for (int64_t p = 0; p < P; p++)              // xp[p][k][j] = x[16p + j][k]
+        for (int64_t j = 0; j < 16; j++) {
+            const int64_t t = p * 16 + j; float* d = xp + p * K * 16 + j;
+            if (t < T) { const float* s = x + t * K; for (int64_t k = 0; k < K; k++) d[k * 16] = s[k]; }
+            else for (int64_t k = 0; k < K; k++) d[k * 16] = 0.0f;
+        }
+#pragma omp parallel num_threads(nt)
+    {
+#ifdef _OPENMP
+        int tid = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+        int tid = 0, n = 1;
+#endif
+        float* wbuf = (float*)aligned_alloc(64, GEMM_NC * GEMM_KC * sizeof(float));
+        float* cbuf = (float*)aligned_alloc(64, P * GEMM_NC * 16 * sizeof(float));   // [panel][row in block][16]
+        int64_t r0, r1; split(N, tid, n, r0, r1, 6);
+        for (int64_t nb = r0; nb < r1; nb += GEMM_NC) {
+            const int64_t nc = std::min(GEMM_NC, r1 - nb);
+            for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
+                const int64_t kc = std::min(GEMM_KC, K - k0);
+                const float* rows[GEMM_NC];
+                for (int64_t i = 0; i < nc; i++) {
+                    if (L.kind == F32) rows[i] = L.wf + (nb + i) * K + k0;
+                    else { dequant_range(L, nb + i, k0, k0 + kc, wbuf + i * kc); rows[i] = wbuf + i * kc; }
+                }
+                for (int64_t p = 0; p < P; p++) {
+                    const float* xpc = xp + p * K * 16 + k0 * 16;
+                    const bool two = T - p * 16 > 8;
+                    for (int64_t i = 0; i < nc; i += 6) {
+                        const int R = (int)std::min<int64_t>(6, nc - i);
+                        float* t = cbuf + (p * GEMM_NC + i) * 16;
+                        if (two) micro_r<2>(R, rows + i, xpc, kc, t, k0 == 0); else micro_r<1>(R, rows + i, xpc, kc, t, k0 == 0);
+                    }
+                }
+            }
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t j = 0; j < std::min<int64_t>(16, T - p * 16); j++) {
+                    float* yr = y + (p * 16 + j) * N + nb; const float* c = cbuf + p * GEMM_NC * 16 + j;
+                    for (int64_t i = 0; i < nc; i++) yr[i] = c[i * 16] + (L.bias ? L.bias[nb + i] : 0.0f);
+                }
+        }
+        free(wbuf); free(cbuf);
+    }
+    free(xp);
+}
+#endif
+
+"""
+
+# %% ../nbs/12a_cpu_kernels.ipynb 16
 _SRC_GEMV = r"""// ---------------------------------------------------------------- a Lin from raw pointers (python checks shapes and dtypes)
 static Lin make_lin(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* scales, const void* mins, const float* bias, int a8) {
     Lin L; L.kind = kind; L.N = N; L.K = K; L.G = G < 1 ? 1 : G; L.gs = K / L.G; L.bias = bias;
@@ -401,6 +531,14 @@ static void linear_run(const Lin& L, const float* x, int64_t T, float* y, int nt
         for (int64_t r = r0; r < r1; r++)
             for (int64_t t = 0; t < T; t++) y[t * L.N + r] = row_dot(L, r, preps[t]);
     }
+}
+
+// Any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0), or as asked (1: rows, 2: GEMM; without AVX2 always rows).
+static void linear_any(const Lin& L, const float* x, int64_t T, float* y, int nt, int method) {
+#if XK_AVX2
+    if (method == 2 || (method == 0 && T >= GEMM_MIN_ROWS)) { gemm_run(L, x, T, y, nt); return; }
+#endif
+    linear_run(L, x, T, y, nt);
 }
 
 // The matrix-vector story: the same float32 y = W x written five ways (variant 0..4), for timing.
@@ -440,7 +578,7 @@ static void gemv_variant(const float* w, const float* xp, float* yp, int64_t N, 
 
 """
 
-# %% ../nbs/12a_cpu_kernels.ipynb 16
+# %% ../nbs/12a_cpu_kernels.ipynb 18
 _SRC_PLAN = r"""// ---------------------------------------------------------------- the fused decode step of a whole model
 struct LayerIdx { const float *attn_norm, *ffn_norm; int q, k, v, o, gate, up, down; };
 
@@ -537,7 +675,7 @@ struct Plan {
 
 """
 
-# %% ../nbs/12a_cpu_kernels.ipynb 18
+# %% ../nbs/12a_cpu_kernels.ipynb 20
 _SRC_API = r"""// ---------------------------------------------------------------- the C interface (ctypes): python checks every shape and dtype
 extern "C" {
 int xk_has_avx2() { return XK_AVX2; }
@@ -548,9 +686,10 @@ int xk_max_threads() {
     return 1;
 #endif
 }
-void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8, const float* x, int64_t T, float* y, int nt) {
-    linear_run(make_lin(kind, N, K, G, w, s, m, b, a8), x, T, y, nt);
+void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8, const float* x, int64_t T, float* y, int nt, int method) {
+    linear_any(make_lin(kind, N, K, G, w, s, m, b, a8), x, T, y, nt, method);
 }
+int64_t xk_gemm_min_rows() { return GEMM_MIN_ROWS; }
 void xk_gemv_variant(const float* w, const float* x, float* y, int64_t N, int64_t K, int variant, int nt) { gemv_variant(w, x, y, N, K, variant, nt); }
 void xk_rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t n, float* out) {
     for (int64_t r = 0; r < rows; r++) rmsnorm(x + r * n, w, eps, n, out + r * n);
@@ -582,9 +721,9 @@ void xk_plan_step(void* p, int64_t token, int64_t pos, int64_t maxlen, float* kc
 }
 }
 """
-CPP_SOURCE = _SRC_BASE + _SRC_LINEAR + _SRC_OPS + _SRC_BARRIER + _SRC_GEMV + _SRC_PLAN + _SRC_API
+CPP_SOURCE = _SRC_BASE + _SRC_LINEAR + _SRC_OPS + _SRC_BARRIER + _SRC_GEMM + _SRC_GEMV + _SRC_PLAN + _SRC_API
 
-# %% ../nbs/12a_cpu_kernels.ipynb 20
+# %% ../nbs/12a_cpu_kernels.ipynb 22
 def _flag_sets(native: bool = True) -> list[list[str]]:
     "Compiler flag sets to try in order: tuned for this CPU with OpenMP, portable with OpenMP, portable without."
     base = ["-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno"]
@@ -605,7 +744,7 @@ _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 def _declare(lib):
     P, I64, I, F, D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float, ctypes.c_double
     sig = {"xk_has_avx2": ([], I), "xk_max_threads": ([], I),
-           "xk_linear": ([I, I64, I64, I64, P, P, P, P, I, P, I64, P, I], None),
+           "xk_linear": ([I, I64, I64, I64, P, P, P, P, I, P, I64, P, I, I], None), "xk_gemm_min_rows": ([], I64),
            "xk_gemv_variant": ([P, P, P, I64, I64, I, I], None),
            "xk_rmsnorm": ([P, P, F, I64, I64, P], None), "xk_rope": ([P, P, P, I64, I64, I64], None),
            "xk_silu_mul": ([P, P, P, I64], None), "xk_attention": ([P, P, P, I64, I64, I64, I64, P], None),
@@ -665,7 +804,7 @@ def status() -> str:
     build()
     return _STATUS
 
-# %% ../nbs/12a_cpu_kernels.ipynb 25
+# %% ../nbs/12a_cpu_kernels.ipynb 27
 F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -717,19 +856,30 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
     return LinSpec(Q4, N, K, scales.shape[1], packed.contiguous(), scales.contiguous(), None if mins is None else mins.contiguous(),
                    None if bias is None else _f32(bias, "bias"))
 
-def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: bool = False) -> torch.Tensor:
-    """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel (rows of W split over threads, each row read once for all T).
-    `a8`: quantize x to int8 per block of 32 and use integer dot products (quantized weights, AVX2, K % 32 == 0; otherwise ignored)."""
+LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
+
+def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: bool = False,
+           method: str = "auto") -> torch.Tensor:
+    """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel. `method`: `"rows"` reads each row of W once for all T
+    (rows split over threads), `"gemm"` is the cache-blocked GEMM, `"auto"` takes the GEMM from `gemm_min_rows()` rows on (AVX2).
+    `a8` (row path only): quantize x to int8 per block of 32 and use integer dot products (quantized weights, AVX2, K % 32 == 0)."""
+    if method not in LINEAR_METHODS: raise ValueError(f"method: expected one of {', '.join(LINEAR_METHODS)}, got {method!r}")
     lib = build()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     x = _f32(x, "x")
     if x.dim() != 2 or x.shape[1] != spec.K: raise ValueError(f"x: expected [T, {spec.K}], got {tuple(x.shape)}")
     out = torch.empty(x.shape[0], spec.N) if out is None else out
     if out.shape != (x.shape[0], spec.N) or out.dtype != torch.float32 or not out.is_contiguous(): raise ValueError(f"out: expected contiguous float32 [{x.shape[0]}, {spec.N}]")
-    lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads))
+    lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-# %% ../nbs/12a_cpu_kernels.ipynb 34
+def gemm_min_rows() -> int:
+    "Input rows from which `linear(method=\"auto\")` takes the GEMM (a very large number when the build has no AVX2)."
+    lib = build()
+    return int(lib.xk_gemm_min_rows()) if lib is not None and lib.xk_has_avx2() else 2**62
+
+
+# %% ../nbs/12a_cpu_kernels.ipynb 42
 def _lib():
     lib = build()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -781,7 +931,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/12a_cpu_kernels.ipynb 42
+# %% ../nbs/12a_cpu_kernels.ipynb 50
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
     Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
@@ -809,16 +959,13 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-MAX_LINEAR_ROWS = 4   # quantized linears take the compiled kernel for up to this many input rows (a decode batch); prefill keeps ATen's packed GEMM
-GROUPED_INT8_ROWS = 256   # ... except group-wise INT8 (GGUF Q8_0), which has no ATen kernel: dequantizing a 49152x576 head costs ~150 ms a call
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 def quant_linear(mod, x: torch.Tensor) -> torch.Tensor | None:
     "`Int8Linear`/`Int4Linear` forward with the compiled kernel, or None when it does not apply (then the module's torch path runs)."
     if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.shape[-1] != mod.in_features: return None
     T = x.numel() // mod.in_features
-    grouped_q8 = getattr(mod, "weight", None) is not None and mod.weight.dtype == torch.int8 and mod.scales.dim() == 2
-    if T == 0 or T > (GROUPED_INT8_ROWS if grouped_q8 else MAX_LINEAR_ROWS) or build() is None: return None
+    if T == 0 or build() is None: return None
     cached = mod._kcache.get("xk")               # _kcache is emptied when the module is moved, cast or its kernel changes
     if cached is None:
         cached = mod._kcache["xk"] = (module_spec(mod),)   # a tuple, like the module's other cache entries; the spec holds no copies
@@ -834,7 +981,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/12a_cpu_kernels.ipynb 45
+# %% ../nbs/12a_cpu_kernels.ipynb 53
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version

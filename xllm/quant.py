@@ -155,7 +155,7 @@ class Int8Linear(_QuantLinear):
     def _aten_ok(self): return self.scales.dim() == 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, a few rows) when it applies, else the ATen path of `kernel`."
+        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, any number of rows) when it applies, else the ATen path of `kernel`."
         from xllm.cpu_kernels import quant_linear
         y = quant_linear(self, x)
         return super().forward(x) if y is None else y
@@ -202,13 +202,12 @@ class Int4Linear(_QuantLinear):
     def _aten_ok(self): return self.group_size % 32 == 0 and self.group_size <= self.in_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, a few rows) when it applies, else the ATen path of `kernel`."
+        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, any number of rows) when it applies, else the ATen path of `kernel`."
         from xllm.cpu_kernels import quant_linear
         y = quant_linear(self, x)
         return super().forward(x) if y is None else y
 
-    keep_packed = False   # keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy
-    PACK_ROWS = 32        # without the kept copy, fewer rows than this take the compiled kernel, more are dequantized for a float32 GEMM
+    keep_packed = False   # without compiled kernels: keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy
 
     def _aten_pack(self, dt):
         q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
@@ -218,21 +217,9 @@ class Int4Linear(_QuantLinear):
         packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
         return packed, torch.stack([s, z], -1).transpose(0, 1).contiguous().to(dt)
 
-    def _compiled(self, x):
-        "The compiled kernel of `xllm.cpu_kernels` for any number of rows (float32 activations), or None when it is unavailable."
-        try: from xllm import cpu_kernels as ck
-        except ImportError: return None
-        if not ck.ENABLED or ck.build() is None: return None
-        if "xk_nobias" not in self._kcache:                 # the bias is added by the caller
-            try: self._kcache["xk_nobias"] = (ck.spec_q4(self.qweight, self.scales, self.mins) if self.qweight.device.type == "cpu" else None,)
-            except ValueError: self._kcache["xk_nobias"] = (None,)
-        spec = self._kcache["xk_nobias"][0]
-        return None if spec is None else ck.linear(x.float().contiguous(), spec)
-
     def _direct(self, x):
-        if self.keep_packed: return None                 # ATen's kernel on its kept copy
-        if x.shape[0] < self.PACK_ROWS and (y := self._compiled(x)) is not None: return y   # one copy: the compiled kernel,
-        return F.linear(x.float(), self.dequantize())                                         # or dequantize and float32 GEMM
+        "Reached only without the compiled kernels (`forward` tries them first): ATen's kernel on a kept copy, or dequantize for one float32 GEMM."
+        return None if self.keep_packed else F.linear(x.float(), self.dequantize())
 
     def _aten(self, x, dt):
         if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
