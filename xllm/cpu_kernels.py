@@ -23,6 +23,7 @@ _SRC_BASE = r"""// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-mu
 #include <cstdint>
 #include <cstdio>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -588,6 +589,10 @@ struct Plan {
     const float *embed = nullptr, *norm = nullptr; int head = -1;
     Lin emb_q; bool emb_quant = false;   // an INT8 embedding (rows dequantized on lookup)
     std::vector<float> x, qkv, att, hbuf; std::vector<std::vector<float>> priv; Barrier bar;
+    // optional timing of the step's phases (seconds summed over steps), read by thread 0 right after each barrier
+    bool prof = false; double phase[7] = {0, 0, 0, 0, 0, 0, 0}, t_mark = 0; int64_t prof_steps = 0;
+    static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+    void mark(int i) { double t = now(); phase[i] += t - t_mark; t_mark = t; }
 
     Plan(int64_t L_, int64_t H_, int64_t nh_, int64_t nkv_, int64_t hd_, int64_t I_, int64_t V_, double eps_)
         : L(L_), H(H_), nh(nh_), nkv(nkv_), hd(hd_), I(I_), V(V_), eps((float)eps_), layers(L_) {
@@ -606,6 +611,7 @@ struct Plan {
             x[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
         const float scale = 1.0f / std::sqrt((float)hd);
         bar.n = nt; bar.count.store(0);
+        if (prof) { t_mark = now(); prof_steps++; }
 #pragma omp parallel num_threads(nt)
         {
 #ifdef _OPENMP
@@ -628,7 +634,7 @@ struct Plan {
                 int64_t r0, r1; split(rows_qkv, tid, n, r0, r1);
                 for (int64_t r = r0; r < r1; r++)
                     qkv[r] = r < nq ? row_dot(Lq, r, pq) : r < nq + nk ? row_dot(Lk, r - nq, pk) : row_dot(Lv, r - nq - nk, pv);
-                bar.wait();
+                bar.wait(); if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, append k and v to the cache
                 if (tid == 0) {
                     for (int64_t h = 0; h < nh; h++) rope_head(qkv.data() + h * hd, cp, sp, hd);
@@ -636,31 +642,31 @@ struct Plan {
                     for (int64_t h = 0; h < nkv; h++) rope_head(qkv.data() + nq + h * hd, cp, sp, hd);
                     std::memcpy(kd, qkv.data() + nq, nk * sizeof(float)); std::memcpy(vd, qkv.data() + nq + nk, nk * sizeof(float));
                 }
-                bar.wait();
+                bar.wait(); if (prof && tid == 0) mark(1);
                 // 3. attention, heads split over threads
                 int64_t h0, h1; split(nh, tid, n, h0, h1, 1);
                 for (int64_t h = h0; h < h1; h++) {
                     int64_t j = h / (nh / nkv);
                     attend_head(qkv.data() + h * hd, kbase + (l * maxlen * nkv + j) * hd, vbase + (l * maxlen * nkv + j) * hd, len, nkv * hd, hd, scale, scores, att.data() + h * hd);
                 }
-                bar.wait();
+                bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
                 prepare(Lo, att.data(), prepA, p);
                 split(H, tid, n, r0, r1);
                 for (int64_t r = r0; r < r1; r++) x[r] += row_dot(Lo, r, p);
-                bar.wait();
+                bar.wait(); if (prof && tid == 0) mark(3);
                 // 5. norm, then h = silu(gate xn) * (up xn), rows split
                 rmsnorm(x.data(), ly.ffn_norm, eps, H, xn);
                 Prep pg, pu; prepare(Lg, xn, prepA, pg); pu = pg;
                 if (!same(Lu, Lg)) prepare(Lu, xn, prepB, pu);
                 split(I, tid, n, r0, r1);
                 for (int64_t r = r0; r < r1; r++) hbuf[r] = silu(row_dot(Lg, r, pg)) * row_dot(Lu, r, pu);
-                bar.wait();
+                bar.wait(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
                 prepare(Ld, hbuf.data(), prepA, p);
                 split(H, tid, n, r0, r1);
                 for (int64_t r = r0; r < r1; r++) x[r] += row_dot(Ld, r, p);
-                bar.wait();
+                bar.wait(); if (prof && tid == 0) mark(5);
             }
             rmsnorm(x.data(), norm, eps, H, xn);
             const Lin& Lh = lins[head];
@@ -668,6 +674,7 @@ struct Plan {
             int64_t r0, r1; split(V, tid, n, r0, r1, 16);
             for (int64_t r = r0; r < r1; r++) logits[r] = row_dot(Lh, r, p);
         }
+        if (prof) mark(6);
     }
 };
 
@@ -716,6 +723,11 @@ void xk_plan_set_final(void* p, const float* emb, const float* nw, int head) { P
 void xk_plan_set_embed_q8(void* p, int kind, int64_t G, const int8_t* q, const void* s) {   // after set_final: an INT8 embedding instead
     Plan* P = (Plan*)p; P->emb_q = make_lin(kind, P->V, P->H, G, q, s, nullptr, nullptr, 0); P->emb_quant = true;
 }
+void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds per phase since the last call, out[7]: steps; then reset
+    Plan* P = (Plan*)p;
+    for (int i = 0; i < 7; i++) { out[i] = P->phase[i]; P->phase[i] = 0; }
+    out[7] = (double)P->prof_steps; P->prof_steps = 0; P->prof = enable != 0;
+}
 void xk_plan_step(void* p, int64_t token, int64_t pos, int64_t maxlen, float* kc, float* vc, const float* cs, const float* sn, float* logits, int nt) {
     ((Plan*)p)->step(token, pos, maxlen, kc, vc, cs, sn, logits, nt);
 }
@@ -752,7 +764,7 @@ def _declare(lib):
            "xk_plan_add_linear": ([P, I, I64, I64, I64, P, P, P, P, I], I),
            "xk_plan_set_layer": ([P, I64, P, I, I, I, I, P, I, I, I], None), "xk_plan_set_final": ([P, P, P, I], None),
            "xk_plan_set_embed_q8": ([P, I, I64, P, P], None),
-           "xk_plan_step": ([P, I64, I64, I64, P, P, P, P, P, I], None)}
+           "xk_plan_step": ([P, I64, I64, I64, P, P, P, P, P, I], None), "xk_plan_profile": ([P, I, P], None)}
     for name, (args, res) in sig.items():
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
@@ -1079,6 +1091,16 @@ class DecodePlan:
         "Run layer by layer for `token` at position `cache.length` (K/V written there); logits into `out` (float32 `[V]`)."
         self._lib.xk_plan_step(self._h, token, cache.length, cache.k.shape[1], cache.k.data_ptr(), cache.v.data_ptr(),
                                cos.data_ptr(), sin.data_ptr(), out.data_ptr(), _threads(threads))
+
+    PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
+
+    def profile(self, enable: bool = True) -> dict[str, float]:
+        """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`, summed
+        over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
+        buf = (ctypes.c_double * 8)()
+        self._lib.xk_plan_profile(self._h, int(enable), buf)
+        n = int(buf[7])
+        return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
 DEFAULT_A8 = os.environ.get("XLLM_CPU_A8", "0") == "1"   # integer activations in the decode step (off: float32 activations, exact)
 _PLANS = weakref.WeakKeyDictionary()     # model -> its DecodePlan (kept off the module: no copies of C pointers when it is pickled)
