@@ -14,8 +14,8 @@ from .core import cache_dir
 # %% auto 0
 __all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'DEFAULT_A8', 'build',
            'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'gemm_min_rows', 'rmsnorm',
-           'rope_', 'silu_mul', 'attention', 'gemv_variant', 'exact_q8', 'module_spec', 'quant_linear', 'disabled',
-           'DecodePlan', 'decode_step']
+           'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8', 'module_spec',
+           'quant_linear', 'disabled', 'DecodePlan', 'decode_step']
 
 # %% ../nbs/12a_cpu_kernels.ipynb 6
 _SRC_BASE = r"""// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
@@ -334,6 +334,25 @@ static void attend_head(const float* q, const float* kc, const float* vc, int64_
     for (int64_t i = 0; i < d; i++) out[i] = 0;
     for (int64_t t = 0; t < len; t++) {
         const float* v = vc + t * stride; float p = scores[t] * inv; int64_t i = 0;
+#if XK_AVX2
+        __m256 pp = _mm256_set1_ps(p);
+        for (; i + 8 <= d; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
+#endif
+        for (; i < d; i++) out[i] += p * v[i];
+    }
+}
+
+// The same for a paged cache: key t of the sequence is row slots[t] of a pool [rows, kv_heads, d]; kv_off picks the KV head.
+static void attend_head_paged(const float* q, const float* kp, const float* vp, const int64_t* slots, int64_t len, int64_t row, int64_t kv_off,
+                              int64_t d, float scale, float* scores, float* out) {
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < len; t++) { float s = dot_f32(kp + slots[t] * row + kv_off, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
+    float den = 0;
+    for (int64_t t = 0; t < len; t++) { float e = std::exp(scores[t] - mx); scores[t] = e; den += e; }
+    float inv = 1.0f / den;
+    for (int64_t i = 0; i < d; i++) out[i] = 0;
+    for (int64_t t = 0; t < len; t++) {
+        const float* v = vp + slots[t] * row + kv_off; float p = scores[t] * inv; int64_t i = 0;
 #if XK_AVX2
         __m256 pp = _mm256_set1_ps(p);
         for (; i + 8 <= d; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
@@ -711,6 +730,20 @@ void xk_attention(const float* q, const float* kc, const float* vc, int64_t H, i
     for (int64_t h = 0; h < H; h++)
         attend_head(q + h * d, kc + (h / (H / kvh)) * d, vc + (h / (H / kvh)) * d, len, kvh * d, d, 1.0f / std::sqrt((float)d), scores.data(), out + h * d);
 }
+// decode attention for B sequences over a paged pool: q [B, H, d]; kp, vp [rows, kvh, d]; slots [B, Lmax]; lens [B]; out [B, H, d]
+void xk_paged_attention(const float* q, const float* kp, const float* vp, const int64_t* slots, const int64_t* lens, int64_t B, int64_t Lmax,
+                        int64_t H, int64_t kvh, int64_t d, float* out, int nt) {
+    const float scale = 1.0f / std::sqrt((float)d);
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    {
+        std::vector<float> scores(Lmax > 0 ? Lmax : 1);
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < B * H; i++) {
+            const int64_t b = i / H, h = i % H;
+            attend_head_paged(q + i * d, kp, vp, slots + b * Lmax, lens[b], kvh * d, (h / (H / kvh)) * d, d, scale, scores.data(), out + i * d);
+        }
+    }
+}
 void* xk_plan_new(int64_t L, int64_t H, int64_t nh, int64_t nkv, int64_t hd, int64_t I, int64_t V, double eps) { return new Plan(L, H, nh, nkv, hd, I, V, eps); }
 void xk_plan_free(void* p) { delete (Plan*)p; }
 int xk_plan_add_linear(void* p, int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8) {
@@ -759,7 +792,7 @@ def _declare(lib):
            "xk_linear": ([I, I64, I64, I64, P, P, P, P, I, P, I64, P, I, I], None), "xk_gemm_min_rows": ([], I64),
            "xk_gemv_variant": ([P, P, P, I64, I64, I, I], None),
            "xk_rmsnorm": ([P, P, F, I64, I64, P], None), "xk_rope": ([P, P, P, I64, I64, I64], None),
-           "xk_silu_mul": ([P, P, P, I64], None), "xk_attention": ([P, P, P, I64, I64, I64, I64, P], None),
+           "xk_silu_mul": ([P, P, P, I64], None), "xk_attention": ([P, P, P, I64, I64, I64, I64, P], None), "xk_paged_attention": ([P, P, P, P, P, I64, I64, I64, I64, I64, P, I], None),
            "xk_plan_new": ([I64] * 7 + [D], P), "xk_plan_free": ([P], None),
            "xk_plan_add_linear": ([P, I, I64, I64, I64, P, P, P, P, I], I),
            "xk_plan_set_layer": ([P, I64, P, I, I, I, I, P, I, I, I], None), "xk_plan_set_final": ([P, P, P, I], None),
@@ -932,6 +965,26 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
+def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
+                    out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
+    """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool` `[rows, kv_heads, d]`
+    (a `PagedKVPool` layer's `k_flat`/`v_flat`); `slots [B, L]` int64, row `b` listing the pool rows of sequence `b`'s keys in order
+    (padded past `lens[b]`); `lens [B]` int64, keys per sequence (1..L). Scale `1/sqrt(d)`; (sequence, head) pairs split over threads."""
+    q, k_pool, v_pool = _f32(q, "q"), _f32(k_pool, "k_pool"), _f32(v_pool, "v_pool")
+    if q.dim() != 3 or k_pool.dim() != 3 or v_pool.shape != k_pool.shape or k_pool.shape[2] != q.shape[2] or q.shape[1] % k_pool.shape[1]:
+        raise ValueError(f"shapes: q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)}")
+    B, H, d = q.shape
+    if slots.dtype != torch.int64 or lens.dtype != torch.int64 or slots.dim() != 2 or slots.shape[0] != B or lens.shape != (B,):
+        raise ValueError(f"slots: expected int64 [{B}, L] and lens int64 [{B}], got {slots.dtype} {tuple(slots.shape)}, {lens.dtype} {tuple(lens.shape)}")
+    slots, lens = slots.contiguous(), lens.contiguous()
+    if B and (int(lens.min()) < 1 or int(lens.max()) > slots.shape[1]): raise ValueError(f"lens: expected values in 1..{slots.shape[1]}")
+    if B and (int(slots.min()) < 0 or int(slots.max()) >= k_pool.shape[0]): raise ValueError(f"slots: expected rows in 0..{k_pool.shape[0] - 1}")
+    out = torch.empty_like(q) if out is None else out
+    if out.shape != q.shape or out.dtype != torch.float32 or not out.is_contiguous(): raise ValueError(f"out: expected contiguous float32 {tuple(q.shape)}")
+    _lib().xk_paged_attention(q.data_ptr(), k_pool.data_ptr(), v_pool.data_ptr(), slots.data_ptr(), lens.data_ptr(), B, slots.shape[1],
+                              H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
+    return out
+
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -943,7 +996,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/12a_cpu_kernels.ipynb 50
+# %% ../nbs/12a_cpu_kernels.ipynb 52
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
     Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
@@ -993,7 +1046,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/12a_cpu_kernels.ipynb 53
+# %% ../nbs/12a_cpu_kernels.ipynb 55
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version

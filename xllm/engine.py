@@ -138,6 +138,7 @@ class PagedBatch:
     dec_rows: torch.Tensor | None = None     # [B_d] rows of one-token chunks
     dec_slots: torch.Tensor | None = None    # [B_d, L_max] their key slots, padded with the null slot
     dec_mask: torch.Tensor | None = None     # [B_d, 1, 1, L_max] True where a key is real
+    dec_lens: torch.Tensor | None = None     # [B_d] int64: real keys of each one-token chunk
     prefills: list = field(default_factory=list)   # (row_start, row_end, start, key_slots) of longer chunks
 
     @property
@@ -175,10 +176,18 @@ class PagedBatch:
             ds = torch.full((len(dec_keys), L), null_slot, dtype=torch.long)
             for j, k in enumerate(dec_keys): ds[j, :k.shape[0]] = k
             b.dec_rows, b.dec_slots = torch.tensor(dec_rows, device=device), ds.to(device)
-            b.dec_mask = (torch.arange(L)[None, :] < torch.tensor([k.shape[0] for k in dec_keys])[:, None])[:, None, None, :].to(device)
+            lens = torch.tensor([k.shape[0] for k in dec_keys], dtype=torch.long)
+            b.dec_mask, b.dec_lens = (torch.arange(L)[None, :] < lens[:, None])[:, None, None, :].to(device), lens.to(device)
         return b
 
 # %% ../nbs/11_engine.ipynb 10
+def _compiled_decode_attention(q, pool: PagedKVPool, layer: int, b: PagedBatch, out=None) -> torch.Tensor | None:
+    "The one-token chunks' attention read in place from a float32 pool on the CPU by the compiled kernel (notebook 12a), or None."
+    if q.device.type != "cpu" or q.dtype != torch.float32 or pool.quantized: return None
+    from xllm import cpu_kernels as ck
+    if not ck.ENABLED or ck.build() is None: return None
+    return ck.paged_attention(q, pool.k_flat[layer], pool.v_flat[layer], b.dec_slots, b.dec_lens, out=out)
+
 def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
     "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in `pool`'s layer `layer`."
     N, nh, nkv, hd = x.shape[0], attn.nh, attn.nkv, attn.hd
@@ -187,11 +196,16 @@ def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedB
     o = torch.empty(N, nh, hd, dtype=q.dtype, device=q.device)
     gqa = nh != nkv
     if b.dec_rows is not None:
-        Bd, L = b.dec_slots.shape
-        k, v = pool.gather(layer, b.dec_slots.reshape(-1))                # index_select: ~5x faster than kf[2-D index]
-        k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
-        od = F.scaled_dot_product_attention(q[b.dec_rows][:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)
-        o[b.dec_rows] = od[:, :, 0]
+        pure = b.dec_rows.shape[0] == N                                   # decode only: no gather or scatter of rows
+        qd = q if pure else q[b.dec_rows]
+        od = _compiled_decode_attention(qd, pool, layer, b, o if pure else None)
+        if od is None:
+            Bd, L = b.dec_slots.shape
+            k, v = pool.gather(layer, b.dec_slots.reshape(-1))            # index_select: ~5x faster than kf[2-D index]
+            k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
+            od = F.scaled_dot_product_attention(qd[:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)[:, :, 0]
+        if pure: o = od
+        else: o[b.dec_rows] = od
     for r0, r1, start, keys in b.prefills:
         T = r1 - r0
         k, v = pool.gather(layer, keys)
@@ -335,6 +349,15 @@ class Engine:
         lp = {r.token_id: r.logprob, **(r.top_logprobs or {})} if p.logprobs is not None else None
         return r.token_id, lp
 
+    def _greedy_rows(self, sampling, logits) -> dict:
+        """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors or logprobs; every sampleable
+        logit finite), found in one batched call. Other rows (and any row with a non-finite logit) take `_sample`, which decides the same."""
+        idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
+               and not r.logits_processors and p.logprobs is None]
+        if len(idx) < 2: return {}
+        vals, toks = logits[idx, :self.num_decodable].max(1)     # one pass; a NaN or +inf anywhere in a row makes its max non-finite
+        return {sampling[i].seq.seq_id: t for i, t, good in zip(idx, toks.tolist(), torch.isfinite(vals).tolist()) if good}
+
     def _stop_reason(self, req: _Request, tok: int) -> str | None:
         if tok in req.stop_ids: return "stop"
         if req.params.max_tokens is not None and req.seq.num_output_tokens + 1 >= req.params.max_tokens: return "length"
@@ -357,11 +380,13 @@ class Engine:
                                      self.pool.null_slot, rows, self.model.device)
             logits = forward_paged(self.model, batch, self.pool) if self.runner is None else self.runner(batch)   # always: a prefill chunk writes K/V
             new, fin, lps = {}, {}, {}
+            greedy = self._greedy_rows(sampling, logits)
             for c, row in zip(sampling, logits):
                 sid = c.seq.seq_id
                 req = self.requests[sid]
                 try:
-                    tok, lps[sid] = self._sample(req, row)
+                    if sid in greedy: tok, lps[sid] = greedy[sid], None
+                    else: tok, lps[sid] = self._sample(req, row)
                     reason = self._stop_reason(req, tok)
                 except Exception as e:                                 # this request only
                     self.requests.pop(sid); sched.abort(sid); c.seq.finish_reason = "error"
@@ -410,7 +435,7 @@ class Engine:
         if bar is not None: bar.close()
         return [results[rid] for rid in ids]
 
-# %% ../nbs/11_engine.ipynb 49
+# %% ../nbs/11_engine.ipynb 51
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):
