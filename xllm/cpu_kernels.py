@@ -13,9 +13,9 @@ from .core import cache_dir
 
 # %% auto 0
 __all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'DEFAULT_A8', 'build',
-           'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'gemm_min_rows', 'rmsnorm',
-           'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8', 'module_spec',
-           'quant_linear', 'disabled', 'DecodePlan', 'decode_step']
+           'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
+           'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8',
+           'module_spec', 'quant_linear', 'fused_linears', 'disabled', 'DecodePlan', 'decode_step']
 
 # %% ../nbs/12a_cpu_kernels.ipynb 6
 _SRC_BASE = r"""// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
@@ -467,10 +467,24 @@ static inline void micro_r(int R, const float* const* w, const float* xp, int64_
     }
 }
 
-static void gemm_run(const Lin& L, const float* x, int64_t T, float* y, int nt) {
+// Per-thread scratch that grows and is kept (OpenMP's threads persist): no allocation per call once warm.
+struct Scratch {
+    float* p = nullptr; size_t n = 0;
+    ~Scratch() { free(p); }
+    float* get(size_t floats) {
+        if (floats > n) { free(p); n = (floats + 1023) / 1024 * 1024; p = (float*)aligned_alloc(64, n * sizeof(float)); }
+        return p;
+    }
+};
+static thread_local Scratch xp_buf, w_buf, c_buf;
+
+// Several linears of the same input (q|k|v, gate|up): x packed once, one parallel region, the rows of all of them split over threads
+// (a block of rows never straddles two linears). ys[l] is [T, N_l].
+static void gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
     nt = nthreads_ok(nt);
-    const int64_t K = L.K, N = L.N, P = (T + 15) / 16;
-    float* xp = (float*)aligned_alloc(64, (P * K * 16 * sizeof(float) + 63) / 64 * 64);
+    const int64_t K = Ls[0].K, P = (T + 15) / 16;
+    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
+    float* xp = xp_buf.get(P * K * 16);
     for (int64_t p = 0; p < P; p++)              // xp[p][k][j] = x[16p + j][k]
         for (int64_t j = 0; j < 16; j++) {
             const int64_t t = p * 16 + j; float* d = xp + p * K * 16 + j;
@@ -484,38 +498,42 @@ static void gemm_run(const Lin& L, const float* x, int64_t T, float* y, int nt) 
 #else
         int tid = 0, n = 1;
 #endif
-        float* wbuf = (float*)aligned_alloc(64, GEMM_NC * GEMM_KC * sizeof(float));
-        float* cbuf = (float*)aligned_alloc(64, P * GEMM_NC * 16 * sizeof(float));   // [panel][row in block][16]
-        int64_t r0, r1; split(N, tid, n, r0, r1, 6);
-        for (int64_t nb = r0; nb < r1; nb += GEMM_NC) {
-            const int64_t nc = std::min(GEMM_NC, r1 - nb);
-            for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
-                const int64_t kc = std::min(GEMM_KC, K - k0);
-                const float* rows[GEMM_NC];
-                for (int64_t i = 0; i < nc; i++) {
-                    if (L.kind == F32) rows[i] = L.wf + (nb + i) * K + k0;
-                    else { dequant_range(L, nb + i, k0, k0 + kc, wbuf + i * kc); rows[i] = wbuf + i * kc; }
-                }
-                for (int64_t p = 0; p < P; p++) {
-                    const float* xpc = xp + p * K * 16 + k0 * 16;
-                    const bool two = T - p * 16 > 8;
-                    for (int64_t i = 0; i < nc; i += 6) {
-                        const int R = (int)std::min<int64_t>(6, nc - i);
-                        float* t = cbuf + (p * GEMM_NC + i) * 16;
-                        if (two) micro_r<2>(R, rows + i, xpc, kc, t, k0 == 0); else micro_r<1>(R, rows + i, xpc, kc, t, k0 == 0);
+        float* wbuf = w_buf.get(GEMM_NC * GEMM_KC);
+        float* cbuf = c_buf.get(P * GEMM_NC * 16);   // [panel][row in block][16]
+        int64_t r0, r1; split(Ntot, tid, n, r0, r1, 6);
+        int64_t off = 0;
+        for (int l = 0; l < nl; off += Ls[l].N, l++) {
+            const Lin& L = Ls[l]; const int64_t N = L.N; float* y = ys[l];
+            const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + N) - off;   // this thread's rows of linear l
+            for (int64_t nb = a; nb < b; nb += GEMM_NC) {
+                const int64_t nc = std::min(GEMM_NC, b - nb);
+                for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
+                    const int64_t kc = std::min(GEMM_KC, K - k0);
+                    const float* rows[GEMM_NC];
+                    for (int64_t i = 0; i < nc; i++) {
+                        if (L.kind == F32) rows[i] = L.wf + (nb + i) * K + k0;
+                        else { dequant_range(L, nb + i, k0, k0 + kc, wbuf + i * kc); rows[i] = wbuf + i * kc; }
+                    }
+                    for (int64_t p = 0; p < P; p++) {
+                        const float* xpc = xp + p * K * 16 + k0 * 16;
+                        const bool two = T - p * 16 > 8;
+                        for (int64_t i = 0; i < nc; i += 6) {
+                            const int R = (int)std::min<int64_t>(6, nc - i);
+                            float* t = cbuf + (p * GEMM_NC + i) * 16;
+                            if (two) micro_r<2>(R, rows + i, xpc, kc, t, k0 == 0); else micro_r<1>(R, rows + i, xpc, kc, t, k0 == 0);
+                        }
                     }
                 }
+                for (int64_t p = 0; p < P; p++)
+                    for (int64_t j = 0; j < std::min<int64_t>(16, T - p * 16); j++) {
+                        float* yr = y + (p * 16 + j) * N + nb; const float* c = cbuf + p * GEMM_NC * 16 + j;
+                        for (int64_t i = 0; i < nc; i++) yr[i] = c[i * 16] + (L.bias ? L.bias[nb + i] : 0.0f);
+                    }
             }
-            for (int64_t p = 0; p < P; p++)
-                for (int64_t j = 0; j < std::min<int64_t>(16, T - p * 16); j++) {
-                    float* yr = y + (p * 16 + j) * N + nb; const float* c = cbuf + p * GEMM_NC * 16 + j;
-                    for (int64_t i = 0; i < nc; i++) yr[i] = c[i * 16] + (L.bias ? L.bias[nb + i] : 0.0f);
-                }
         }
-        free(wbuf); free(cbuf);
     }
-    free(xp);
 }
+static void gemm_run(const Lin& L, const float* x, int64_t T, float* y, int nt) { gemm_multi(&L, 1, x, T, &y, nt); }
 #endif
 
 """
@@ -716,6 +734,16 @@ void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const v
     linear_any(make_lin(kind, N, K, G, w, s, m, b, a8), x, T, y, nt, method);
 }
 int64_t xk_gemm_min_rows() { return GEMM_MIN_ROWS; }
+// several linears of one input x [T, K]: layer l is (kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], bs[l]); output ys[l] [T, Ns[l]]
+void xk_linear_multi(int nl, const int* kinds, const int64_t* Ns, int64_t K, const int64_t* Gs, void* const* ws, void* const* ss, void* const* ms,
+                     void* const* bs, const float* x, int64_t T, float* const* ys, int nt) {
+    std::vector<Lin> Ls;
+    for (int l = 0; l < nl; l++) Ls.push_back(make_lin(kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], (const float*)bs[l], 0));
+#if XK_AVX2
+    if (T >= GEMM_MIN_ROWS) { gemm_multi(Ls.data(), nl, x, T, ys, nt); return; }
+#endif
+    for (int l = 0; l < nl; l++) linear_run(Ls[l], x, T, ys[l], nt);
+}
 void xk_gemv_variant(const float* w, const float* x, float* y, int64_t N, int64_t K, int variant, int nt) { gemv_variant(w, x, y, N, K, variant, nt); }
 void xk_rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t n, float* out) {
     for (int64_t r = 0; r < rows; r++) rmsnorm(x + r * n, w, eps, n, out + r * n);
@@ -789,7 +817,7 @@ _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 def _declare(lib):
     P, I64, I, F, D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float, ctypes.c_double
     sig = {"xk_has_avx2": ([], I), "xk_max_threads": ([], I),
-           "xk_linear": ([I, I64, I64, I64, P, P, P, P, I, P, I64, P, I, I], None), "xk_gemm_min_rows": ([], I64),
+           "xk_linear": ([I, I64, I64, I64, P, P, P, P, I, P, I64, P, I, I], None), "xk_gemm_min_rows": ([], I64), "xk_linear_multi": ([I, P, P, I64, P, P, P, P, P, P, I64, P, I], None),
            "xk_gemv_variant": ([P, P, P, I64, I64, I, I], None),
            "xk_rmsnorm": ([P, P, F, I64, I64, P], None), "xk_rope": ([P, P, P, I64, I64, I64], None),
            "xk_silu_mul": ([P, P, P, I64], None), "xk_attention": ([P, P, P, I64, I64, I64, I64, P], None), "xk_paged_attention": ([P, P, P, P, P, I64, I64, I64, I64, I64, P, I], None),
@@ -918,13 +946,31 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
+def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None) -> list[torch.Tensor]:
+    """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows on, `x` is
+    packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up); below, each takes the row path."""
+    lib = build()
+    if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
+    if not specs: return []
+    x = _f32(x, "x")
+    K = specs[0].K
+    if x.dim() != 2 or x.shape[1] != K or any(s.K != K for s in specs): raise ValueError(f"x {tuple(x.shape)} and the weights' inputs {[s.K for s in specs]} differ")
+    outs = [torch.empty(x.shape[0], s.N) for s in specs]
+    n, P = len(specs), ctypes.c_void_p
+    arr = lambda typ, vals: (typ * n)(*vals)
+    lib.xk_linear_multi(n, arr(ctypes.c_int, [s.kind for s in specs]), arr(ctypes.c_int64, [s.N for s in specs]), K,
+                        arr(ctypes.c_int64, [s.G for s in specs]), arr(P, [_ptr(s.w) for s in specs]), arr(P, [_ptr(s.scales) for s in specs]),
+                        arr(P, [_ptr(s.mins) for s in specs]), arr(P, [_ptr(s.bias) for s in specs]), x.data_ptr(), x.shape[0],
+                        arr(P, [o.data_ptr() for o in outs]), _threads(threads))
+    return outs
+
 def gemm_min_rows() -> int:
     "Input rows from which `linear(method=\"auto\")` takes the GEMM (a very large number when the build has no AVX2)."
     lib = build()
     return int(lib.xk_gemm_min_rows()) if lib is not None and lib.xk_has_avx2() else 2**62
 
 
-# %% ../nbs/12a_cpu_kernels.ipynb 42
+# %% ../nbs/12a_cpu_kernels.ipynb 44
 def _lib():
     lib = build()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -996,7 +1042,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/12a_cpu_kernels.ipynb 52
+# %% ../nbs/12a_cpu_kernels.ipynb 54
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
     Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
@@ -1030,13 +1076,27 @@ def quant_linear(mod, x: torch.Tensor) -> torch.Tensor | None:
     "`Int8Linear`/`Int4Linear` forward with the compiled kernel, or None when it does not apply (then the module's torch path runs)."
     if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.shape[-1] != mod.in_features: return None
     T = x.numel() // mod.in_features
-    if T == 0 or build() is None: return None
-    cached = mod._kcache.get("xk")               # _kcache is emptied when the module is moved, cast or its kernel changes
-    if cached is None:
-        cached = mod._kcache["xk"] = (module_spec(mod),)   # a tuple, like the module's other cache entries; the spec holds no copies
-    spec = cached[0]
-    if spec is None: return None
+    if T == 0 or build() is None or (spec := _cached_spec(mod)) is None: return None
     return linear(x.reshape(T, mod.in_features), spec).reshape(*x.shape[:-1], mod.out_features)
+
+def _cached_spec(mod) -> LinSpec | None:
+    "A quantized module's `LinSpec`, kept in its `_kcache` (emptied when the module is moved, cast or its kernel changes)."
+    cached = mod._kcache.get("xk")
+    if cached is None: cached = mod._kcache["xk"] = (module_spec(mod),)   # a tuple, like the module's other cache entries; no copies
+    return cached[0]
+
+def fused_linears(mods, x: torch.Tensor) -> list[torch.Tensor] | None:
+    """The outputs of several `Int8Linear`/`Int4Linear` layers that read the same float32 input `x [..., K]` (q, k, v; gate, up), from
+    one `linear_multi` call; None when the compiled kernels cannot run all of them (then call the modules one by one)."""
+    if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() == 0: return None
+    K = x.shape[-1]
+    T = x.numel() // K if K else 0
+    if T == 0 or build() is None: return None
+    specs = []
+    for m in mods:
+        if not hasattr(m, "_kcache") or getattr(m, "in_features", None) != K or (s := _cached_spec(m)) is None: return None
+        specs.append(s)
+    return [y.reshape(*x.shape[:-1], y.shape[1]) for y in linear_multi(x.reshape(T, K), specs)]
 
 @contextmanager
 def disabled():
@@ -1046,7 +1106,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/12a_cpu_kernels.ipynb 55
+# %% ../nbs/12a_cpu_kernels.ipynb 57
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version

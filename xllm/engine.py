@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .core import LlamaConfig
-from .model import Llama, apply_rope, causal_mask
+from .model import Llama, apply_rope, causal_mask, project
 from .kv_cache import BlockManager, num_blocks_for_budget, kv_cache_report, kv_cache_bytes_per_token, _fmt_bytes
 from .scheduler import Scheduler, SequenceStatus
 from .sampling import SamplingParams, Sampler
@@ -191,8 +191,9 @@ def _compiled_decode_attention(q, pool: PagedKVPool, layer: int, b: PagedBatch, 
 def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
     "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in `pool`'s layer `layer`."
     N, nh, nkv, hd = x.shape[0], attn.nh, attn.nkv, attn.hd
-    q = apply_rope(attn.q_proj(x).view(N, nh, hd), cos, sin)
-    pool.write(layer, b.slot_mapping, apply_rope(attn.k_proj(x).view(N, nkv, hd), cos, sin), attn.v_proj(x).view(N, nkv, hd))
+    q, k, v = project((attn.q_proj, attn.k_proj, attn.v_proj), x)
+    q = apply_rope(q.view(N, nh, hd), cos, sin)
+    pool.write(layer, b.slot_mapping, apply_rope(k.view(N, nkv, hd), cos, sin), v.view(N, nkv, hd))
     o = torch.empty(N, nh, hd, dtype=q.dtype, device=q.device)
     gqa = nh != nkv
     if b.dec_rows is not None:

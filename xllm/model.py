@@ -9,8 +9,8 @@ import torch, torch.nn as nn, torch.nn.functional as F
 from .core import LlamaConfig, ModelFormatError
 
 # %% auto 0
-__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_tables', 'rotate_half', 'apply_rope', 'KVCache', 'causal_mask', 'Attention', 'MLP',
-           'Block', 'Llama']
+__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_tables', 'rotate_half', 'apply_rope', 'KVCache', 'causal_mask', 'project',
+           'Attention', 'MLP', 'Block', 'Llama']
 
 # %% ../nbs/05_model.ipynb 7
 class RMSNorm(nn.Module):
@@ -90,6 +90,13 @@ def causal_mask(T: int, start: int, device=None) -> torch.Tensor | None:
 # %% ../nbs/05_model.ipynb 26
 def _linear(n_in: int, n_out: int, bias: bool, device=None) -> nn.Linear: return nn.Linear(n_in, n_out, bias=bias, device=device)
 
+def project(mods, x: torch.Tensor) -> list[torch.Tensor]:
+    """The outputs of linear layers that read the same `x` (q, k, v; gate, up): one fused call into the compiled CPU kernels when
+    they can run all of them (quantized layers on the CPU, notebook 12a's `fused_linears`), else layer by layer."""
+    from xllm.cpu_kernels import fused_linears
+    ys = fused_linears(mods, x)
+    return ys if ys is not None else [m(x) for m in mods]
+
 class Attention(nn.Module):
     "Grouped-query self-attention with RoPE; appends this step's keys/values to layer `idx` of the cache."
     def __init__(self, c: LlamaConfig, idx: int, device=None):
@@ -102,9 +109,10 @@ class Attention(nn.Module):
     def forward(self, x, cos, sin, cache: KVCache, start: int, mask):
         "Attention over positions `start..start+T`: write this chunk's K/V into `cache`, attend to all K/V up to it."
         T, end = x.shape[0], start + x.shape[0]
-        q = apply_rope(self.q_proj(x).view(T, self.nh, self.hd), cos, sin)
-        cache.k[self.idx, start:end] = apply_rope(self.k_proj(x).view(T, self.nkv, self.hd), cos, sin)
-        cache.v[self.idx, start:end] = self.v_proj(x).view(T, self.nkv, self.hd)
+        q, k, v = project((self.q_proj, self.k_proj, self.v_proj), x)
+        q = apply_rope(q.view(T, self.nh, self.hd), cos, sin)
+        cache.k[self.idx, start:end] = apply_rope(k.view(T, self.nkv, self.hd), cos, sin)
+        cache.v[self.idx, start:end] = v.view(T, self.nkv, self.hd)
         k, v = cache.k[None, self.idx, :end].transpose(1, 2), cache.v[None, self.idx, :end].transpose(1, 2)   # [1, kv_heads, end, head_dim]
         o = F.scaled_dot_product_attention(q[None].transpose(1, 2), k, v, attn_mask=mask, is_causal=start == 0 and T > 1,
                                            enable_gqa=self.nh != self.nkv)                                  # [1, heads, T, head_dim]
@@ -119,7 +127,8 @@ class MLP(nn.Module):
         self.gate_proj, self.up_proj, self.down_proj = _linear(H, I, b, device), _linear(H, I, b, device), _linear(I, H, b, device)
     def forward(self, x):
         "SwiGLU: `down_proj(silu(gate_proj(x)) * up_proj(x))`."
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = project((self.gate_proj, self.up_proj), x)
+        return self.down_proj(F.silu(gate) * up)
 
 class Block(nn.Module):
     "One decoder layer: pre-norm attention, then pre-norm MLP, each added to the residual stream."
