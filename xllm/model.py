@@ -13,16 +13,6 @@ __all__ = ['RMSNorm', 'rope_inv_freq', 'rope_tables', 'rotate_half', 'apply_rope
            'Attention', 'MLP', 'Block', 'Llama']
 
 # %% ../nbs/05_model.ipynb 7
-def _kernels(*tensors):
-    """`xllm.cpu_kernels` when its compiled operators can stand in for torch's on `tensors` (float32 on the CPU, kernels built and
-    enabled, no autograd wanted: notebook 12a), else None. RoPE uses it: one pass instead of torch's five (measured for 32 rows of
-    SmolLM2's query heads: 12 µs against 38). The compiled RMSNorm and SiLU-multiply are not faster than torch's for many rows
-    (single-threaded, scalar exp), so those stay torch."""
-    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors): return None
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors): return None
-    from xllm import cpu_kernels as ck
-    return ck if ck.ENABLED and ck.build() is not None else None
-
 class RMSNorm(nn.Module):
     "Root-mean-square norm: computed in float32, cast back to the input dtype, then scaled by `weight`."
     def __init__(self, size: int, eps: float, device=None):
@@ -71,7 +61,6 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x` `[T, heads, head_dim]` by the angles of its positions (`cos`, `sin`: `[T, head_dim]`)."
-    if x.dim() == 3 and x.numel() and (ck := _kernels(x, cos, sin)) is not None: return ck.rope_(x.clone(memory_format=torch.contiguous_format), cos, sin)
     return x * cos[:, None, :] + rotate_half(x) * sin[:, None, :]
 
 # %% ../nbs/05_model.ipynb 20
