@@ -169,7 +169,11 @@ class Llama(nn.Module):
         for k, shape in want.items():
             if k not in w: raise ModelFormatError(config.source, f"missing weight {k}")
             if tuple(w[k].shape) != shape: raise ModelFormatError(config.source, f"weight {k} has shape {tuple(w[k].shape)}, expected {shape}")
-        m.load_state_dict({k: w[k].to(dtype) for k in want}, assign=True)
+        cast = {}                                                        # each distinct tensor converted once: a tied head stays one tensor
+        def to(t):
+            if id(t) not in cast: cast[id(t)] = t.to(dtype)
+            return cast[id(t)]
+        m.load_state_dict({k: to(w[k]) for k in want}, assign=True)
         return m.requires_grad_(False).eval()
 
     @property
