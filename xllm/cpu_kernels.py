@@ -314,7 +314,15 @@ static inline void rmsnorm(const float* x, const float* w, float eps, int64_t n,
     float r = 1.0f / std::sqrt((float)(ss / n) + eps);
     for (int64_t i = 0; i < n; i++) out[i] = w[i] * (x[i] * r);
 }
-static inline void rope_head(float* x, const float* cs, const float* sn, int64_t d) {   // HF rotate-half order, in place
+// HF rotate-half order, in place. Each product and sum rounded on its own (no fused multiply-add), as torch's
+// `x * cos + rotate_half(x) * sin` does: the result is the same to the bit.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static void rope_head(float* x, const float* cs, const float* sn, int64_t d) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
     int64_t h = d / 2;
     for (int64_t i = 0; i < h; i++) {
         float a = x[i], b = x[i + h];
