@@ -332,12 +332,46 @@ static void rope_head(float* x, const float* cs, const float* sn, int64_t d) {
 }
 static inline float silu(float g) { return g / (1.0f + std::exp(-g)); }
 
+#if XK_AVX2
+// exp of 8 floats: n = round(x / ln 2), r = x - n ln 2 (in two parts), exp(r) = 1 + r + r^2 P(r) with the degree-5 minimax P
+// of the Cephes library's expf (|r| <= ln 2 / 2, relative error ~2e-7), times 2^n built in the exponent bits. x is clamped to
+// [-87, 88], so it never overflows; softmax only feeds it values <= 0, and exp(-87) ~ 2e-38 is as good as 0 next to exp(0) = 1.
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);          // ln 2 = 0.693359375 - 2.12194440e-4 (the first part exact)
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+// scores[t] = exp(scores[t] - mx) for t < len; returns their sum (the softmax denominator). Eight at a time with AVX2.
+static inline float exp_shift_sum(float* scores, int64_t len, float mx) {
+    float den = 0; int64_t t = 0;
+#if XK_AVX2
+    const __m256 vm = _mm256_set1_ps(mx); __m256 acc = _mm256_setzero_ps();
+    for (; t + 8 <= len; t += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(scores + t), vm));
+        _mm256_storeu_ps(scores + t, e); acc = _mm256_add_ps(acc, e);
+    }
+    den = hsum(acc);
+#endif
+    for (; t < len; t++) { const float e = std::exp(scores[t] - mx); scores[t] = e; den += e; }
+    return den;
+}
+
 // attention of one query head over `len` cached positions (stride between positions: `stride` floats); scores: scratch of len
 static void attend_head(const float* q, const float* kc, const float* vc, int64_t len, int64_t stride, int64_t d, float scale, float* scores, float* out) {
     float mx = -INFINITY;
     for (int64_t t = 0; t < len; t++) { float s = dot_f32(kc + t * stride, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
-    float den = 0;
-    for (int64_t t = 0; t < len; t++) { float e = std::exp(scores[t] - mx); scores[t] = e; den += e; }
+    const float den = exp_shift_sum(scores, len, mx);
     float inv = 1.0f / den;
     for (int64_t i = 0; i < d; i++) out[i] = 0;
     for (int64_t t = 0; t < len; t++) {
@@ -355,8 +389,7 @@ static void attend_head_paged(const float* q, const float* kp, const float* vp, 
                               int64_t d, float scale, float* scores, float* out) {
     float mx = -INFINITY;
     for (int64_t t = 0; t < len; t++) { float s = dot_f32(kp + slots[t] * row + kv_off, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
-    float den = 0;
-    for (int64_t t = 0; t < len; t++) { float e = std::exp(scores[t] - mx); scores[t] = e; den += e; }
+    const float den = exp_shift_sum(scores, len, mx);
     float inv = 1.0f / den;
     for (int64_t i = 0; i < d; i++) out[i] = 0;
     for (int64_t t = 0; t < len; t++) {
