@@ -10,8 +10,8 @@ Rows (batch 1 unless said; tok/s; medians of --reps):
   * engine: 32 concurrent requests (32-token prompts, 64 new tokens, greedy, EOS ignored) through xllm's continuous-batching
     engine (INT4 model) vs `llama-batched-bench -npp 32 -ntg 64 -npl 32`.
   * perplexity on the Apache-2.0 LICENSE text (ctx 512, llama-perplexity's method) vs `llama-perplexity -c 512`.
-  * interleaved (--rounds R): R rounds of llama.cpp Q4_1 (pp128, tg64, batched) and ours INT4 back to back; the median of the
-    per-round ratios, which drifting load on a shared machine moves much less than separate medians.
+  * interleaved (--rounds R): R rounds of llama.cpp Q4_1 (pp128, tg64, batched), transformers fp32 decode and ours INT4 back to
+    back; the median of the per-round ratios, which drifting load on a shared machine moves much less than separate medians.
 The Q8_0/BF16 files are made by `llama-quantize` from an F32 GGUF that this script writes from the Q4_1 file (every Q4_1 value
 is exact in float32, so nothing is requantized: `--allow-requantize` is not needed). Files go to --work (default
 ~/.cache/xllm/bench). llama.cpp binaries come from --llamacpp, $LLAMACPP_BIN or /work/llamacpp/bin; rows needing them are
@@ -143,9 +143,8 @@ def engine_rate(llm, prompts, max_tokens: int = 64) -> dict:
     return {"out_tok_s": n_out / wall, "wall_s": wall, "n_out": n_out}
 
 
-@torch.inference_mode()
-def hf_decode_rate(ck, n: int = 64, reps: int = 2) -> float:
-    "transformers fp32 `generate` (greedy, batch 1) on the dequantized weights: tokens/s of the decode part (prefill of 1 token)."
+def hf_model(ck):
+    "transformers' `LlamaForCausalLM` in float32 holding the dequantized weights of checkpoint `ck`."
     import transformers
     from xllm.quant import hf_config_dict
     cfg = transformers.LlamaConfig(**{k: v for k, v in hf_config_dict(ck.config).items() if k not in ("architectures", "model_type", "torch_dtype")})
@@ -154,6 +153,13 @@ def hf_decode_rate(ck, n: int = 64, reps: int = 2) -> float:
     if cfg.tie_word_embeddings: sd.pop("lm_head.weight", None)
     missing, unexpected = hf.load_state_dict(sd, strict=False)
     if [k for k in missing if k != "lm_head.weight"] or unexpected: raise RuntimeError(f"HF load: missing {missing}, unexpected {unexpected}")
+    return hf
+
+
+@torch.inference_mode()
+def hf_decode_rate(ck, n: int = 64, reps: int = 2) -> float:
+    "transformers fp32 `generate` (greedy, batch 1) on the dequantized weights: tokens/s of the decode part (prefill of 1 token)."
+    hf = ck if isinstance(ck, torch.nn.Module) else hf_model(ck)   # a checkpoint, or a model already built by hf_model
     ids = torch.tensor([[1]])
     rates = []
     for r in range(reps + 1):
@@ -263,16 +269,18 @@ def main():
         m = load_quantized_gguf(q41)
         llm = LLM(q41, max_num_seqs=32); llm.model = m; llm._engine = None
         prompts = [text_ids[i * 32:(i + 1) * 32] for i in range(32)]
+        hf = hf_model(ck) if "hf" not in skip else None
         rounds = res["interleaved"] = []
         for i in range(a.rounds):
             lb = llama_bench(bin_dir, q41, a.threads, 1)
             r = {"llama_pp128": lb["pp128"], "ours_pp128": prefill_rate(m, prompt128, 1),
                  "llama_tg64": lb["tg64"], "ours_tg64": decode_rate(m, 64, 1)}
+            if hf is not None: r["hf_tg64"] = hf_decode_rate(hf, 64, 1)
             if "engine" not in skip:
                 r["llama_S_TG"] = llama_batched(bin_dir, q41, a.threads)["S_TG"]
                 r["ours_engine"] = engine_rate(llm, prompts, 64)["out_tok_s"]
             rounds.append(r); log(f"round {i + 1}: {r}")
-        del llm, m
+        del llm, m, hf
 
     # ---- the table
     L, O = res["llamacpp"], res["ours"]
@@ -308,10 +316,12 @@ def main():
         R = res["interleaved"]
         print(f"\nInterleaved: {len(R)} rounds, each running llama.cpp and ours back to back (INT4 from the Q4_1 file vs llama.cpp Q4_1);"
               " medians, and the median and range of the per-round ratios\n")
+        print("(the transformers row compares with transformers fp32 `generate`, not llama.cpp)\n")
         print("| measurement | ours | llama.cpp | ratio (median) | ratio range | target |\n|---|---|---|---|---|---|")
-        for what, ko, kl, target in [("decode tg64", "ours_tg64", "llama_tg64", ">= 1x"), ("prefill pp128", "ours_pp128", "llama_pp128", ">= 2x"),
+        for what, ko, kl, target in [("decode tg64", "ours_tg64", "llama_tg64", ">= 1x"), ("decode tg64 vs transformers fp32", "ours_tg64", "hf_tg64", ">= 5x"),
+                                     ("prefill pp128", "ours_pp128", "llama_pp128", ">= 2x"),
                                      ("engine 32x(32+64) out tok/s vs batched-bench S_TG", "ours_engine", "llama_S_TG", ">= 3x")]:
-            if ko not in R[0]: continue
+            if ko not in R[0] or kl not in R[0]: continue
             q = [r[ko] / r[kl] for r in R]
             print(f"| {what} | {statistics.median(r[ko] for r in R):.1f} | {statistics.median(r[kl] for r in R):.1f} | "
                   f"{statistics.median(q):.2f}x | {min(q):.2f}x - {max(q):.2f}x | {target} |")
