@@ -169,6 +169,20 @@ def hf_decode_rate(ck, n: int = 64, reps: int = 2) -> float:
     return statistics.median(rates)
 
 
+def int4_llm(q41):
+    "An `LLM` for 32 concurrent sequences whose model is the Q4_1 file repacked as INT4 (`load_quantized_gguf`, as in the rows above)."
+    from xllm.llm import LLM
+    from xllm.quant import load_quantized_gguf
+    llm = LLM(q41, max_num_seqs=32)
+    llm.model = load_quantized_gguf(q41); llm._engine = None
+    return llm
+
+
+def engine_prompts(text_ids) -> list:
+    "The engine workload's 32 prompts of 32 tokens: consecutive slices of the text."
+    return [text_ids[i * 32:(i + 1) * 32] for i in range(32)]
+
+
 def bits_per_weight(nbytes: int, n_params: int) -> float: return 8 * nbytes / n_params
 
 
@@ -193,7 +207,6 @@ def main():
     from xllm.model import Llama
     from xllm.tokenizer import Tokenizer
     from xllm.quant import load_quantized_gguf, quantize_model, perplexity, model_bytes
-    from xllm.llm import LLM
 
     q41 = default_model_path(download=False)
     work = Path(a.work).expanduser() if a.work else cache_dir() / "bench"
@@ -253,10 +266,8 @@ def main():
         del m
     if "engine" not in skip:
         log("ours engine, 32 x (32 + 64), INT4")
-        llm = LLM(q41, max_num_seqs=32)
-        llm.model = load_quantized_gguf(q41); llm._engine = None
-        prompts = [text_ids[i * 32:(i + 1) * 32] for i in range(32)]
-        res["ours"]["engine_32x_INT4"] = engine_rate(llm, prompts, 64)
+        llm = int4_llm(q41)
+        res["ours"]["engine_32x_INT4"] = engine_rate(llm, engine_prompts(text_ids), 64)
         del llm
     if "hf" not in skip:
         log("transformers fp32 generate")
@@ -266,9 +277,8 @@ def main():
         # The machine is shared and its speed drifts by 2x within minutes: each round runs llama.cpp and ours back to back, and
         # the ratio of each round is kept; the table reports the median ratio and the range.
         log(f"interleaved: {a.rounds} rounds of llama-bench / ours / llama-batched-bench / our engine (Q4_1 file)")
-        m = load_quantized_gguf(q41)
-        llm = LLM(q41, max_num_seqs=32); llm.model = m; llm._engine = None
-        prompts = [text_ids[i * 32:(i + 1) * 32] for i in range(32)]
+        llm = int4_llm(q41)
+        m, prompts = llm.model, engine_prompts(text_ids)
         hf = hf_model(ck) if "hf" not in skip else None
         rounds = res["interleaved"] = []
         for i in range(a.rounds):

@@ -367,33 +367,17 @@ static inline float exp_shift_sum(float* scores, int64_t len, float mx) {
     return den;
 }
 
-// attention of one query head over `len` cached positions (stride between positions: `stride` floats); scores: scratch of len
-static void attend_head(const float* q, const float* kc, const float* vc, int64_t len, int64_t stride, int64_t d, float scale, float* scores, float* out) {
+// attention of one query head over `len` cached positions. Key t is row (slots ? slots[t] : t) of kc (values: of vc), rows
+// `stride` floats apart: a contiguous cache (slots null) or a paged pool read through the sequence's slots. scores: scratch of len.
+static void attend_head(const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float scale,
+                        float* scores, float* out) {
     float mx = -INFINITY;
-    for (int64_t t = 0; t < len; t++) { float s = dot_f32(kc + t * stride, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
+    for (int64_t t = 0; t < len; t++) { float s = dot_f32(kc + (slots ? slots[t] : t) * stride, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
     const float den = exp_shift_sum(scores, len, mx);
     float inv = 1.0f / den;
     for (int64_t i = 0; i < d; i++) out[i] = 0;
     for (int64_t t = 0; t < len; t++) {
-        const float* v = vc + t * stride; float p = scores[t] * inv; int64_t i = 0;
-#if XK_AVX2
-        __m256 pp = _mm256_set1_ps(p);
-        for (; i + 8 <= d; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
-#endif
-        for (; i < d; i++) out[i] += p * v[i];
-    }
-}
-
-// The same for a paged cache: key t of the sequence is row slots[t] of a pool [rows, kv_heads, d]; kv_off picks the KV head.
-static void attend_head_paged(const float* q, const float* kp, const float* vp, const int64_t* slots, int64_t len, int64_t row, int64_t kv_off,
-                              int64_t d, float scale, float* scores, float* out) {
-    float mx = -INFINITY;
-    for (int64_t t = 0; t < len; t++) { float s = dot_f32(kp + slots[t] * row + kv_off, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
-    const float den = exp_shift_sum(scores, len, mx);
-    float inv = 1.0f / den;
-    for (int64_t i = 0; i < d; i++) out[i] = 0;
-    for (int64_t t = 0; t < len; t++) {
-        const float* v = vp + slots[t] * row + kv_off; float p = scores[t] * inv; int64_t i = 0;
+        const float* v = vc + (slots ? slots[t] : t) * stride; float p = scores[t] * inv; int64_t i = 0;
 #if XK_AVX2
         __m256 pp = _mm256_set1_ps(p);
         for (; i + 8 <= d; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
@@ -440,7 +424,7 @@ _SRC_GEMM = r"""// -------------------------------------------------------------
 //   a 6 x 16 register tile (12 ymm accumulators: per k two loads of x, six broadcasts of w, twelve FMAs) runs over
 //   every 6 rows of the block, adding into a per-thread accumulator;
 // - the last chunk writes y (transposing the tile) with the bias.
-constexpr int64_t GEMM_MIN_ROWS = 6;   // this many input rows or more take gemm_run (AVX2 builds)
+constexpr int64_t GEMM_MIN_ROWS = 6;   // this many input rows or more take gemm_multi (AVX2 builds)
 #if XK_AVX2
 constexpr int64_t GEMM_KC = 256, GEMM_NC = 96;
 // W[row, k0:k1] as float32 into o; k0 is a multiple of 32. Vector loops run inside one scale group at a time.
@@ -574,7 +558,6 @@ static void gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* 
         }
     }
 }
-static void gemm_run(const Lin& L, const float* x, int64_t T, float* y, int nt) { gemm_multi(&L, 1, x, T, &y, nt); }
 #endif
 
 """
@@ -612,12 +595,13 @@ static void linear_run(const Lin& L, const float* x, int64_t T, float* y, int nt
     }
 }
 
-// Any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0), or as asked (1: rows, 2: GEMM; without AVX2 always rows).
-static void linear_any(const Lin& L, const float* x, int64_t T, float* y, int nt, int method) {
+// Linears of one input, any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0), or as asked (1: rows, 2: GEMM;
+// without AVX2 always rows). ys[l] is [T, N_l].
+static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt, int method) {
 #if XK_AVX2
-    if (method == 2 || (method == 0 && T >= GEMM_MIN_ROWS)) { gemm_run(L, x, T, y, nt); return; }
+    if (method == 2 || (method == 0 && T >= GEMM_MIN_ROWS)) { gemm_multi(Ls, nl, x, T, ys, nt); return; }
 #endif
-    linear_run(L, x, T, y, nt);
+    for (int l = 0; l < nl; l++) linear_run(Ls[l], x, T, ys[l], nt);
 }
 
 // The matrix-vector story: the same float32 y = W x written five ways (variant 0..4), for timing.
@@ -725,7 +709,7 @@ struct Plan {
                 int64_t h0, h1; split(nh, tid, n, h0, h1, 1);
                 for (int64_t h = h0; h < h1; h++) {
                     int64_t j = h / (nh / nkv);
-                    attend_head(qkv.data() + h * hd, kbase + (l * maxlen * nkv + j) * hd, vbase + (l * maxlen * nkv + j) * hd, len, nkv * hd, hd, scale, scores, att.data() + h * hd);
+                    attend_head(qkv.data() + h * hd, kbase + (l * maxlen * nkv + j) * hd, vbase + (l * maxlen * nkv + j) * hd, nullptr, len, nkv * hd, hd, scale, scores, att.data() + h * hd);
                 }
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
@@ -772,7 +756,8 @@ int xk_max_threads() {
 #endif
 }
 void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8, const float* x, int64_t T, float* y, int nt, int method) {
-    linear_any(make_lin(kind, N, K, G, w, s, m, b, a8), x, T, y, nt, method);
+    const Lin L = make_lin(kind, N, K, G, w, s, m, b, a8);
+    linear_any(&L, 1, x, T, &y, nt, method);
 }
 int64_t xk_gemm_min_rows() { return GEMM_MIN_ROWS; }
 // several linears of one input x [T, K]: layer l is (kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], bs[l]); output ys[l] [T, Ns[l]]
@@ -780,10 +765,7 @@ void xk_linear_multi(int nl, const int* kinds, const int64_t* Ns, int64_t K, con
                      void* const* bs, const float* x, int64_t T, float* const* ys, int nt) {
     std::vector<Lin> Ls;
     for (int l = 0; l < nl; l++) Ls.push_back(make_lin(kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], (const float*)bs[l], 0));
-#if XK_AVX2
-    if (T >= GEMM_MIN_ROWS) { gemm_multi(Ls.data(), nl, x, T, ys, nt); return; }
-#endif
-    for (int l = 0; l < nl; l++) linear_run(Ls[l], x, T, ys[l], nt);
+    linear_any(Ls.data(), nl, x, T, ys, nt, 0);
 }
 void xk_gemv_variant(const float* w, const float* x, float* y, int64_t N, int64_t K, int variant, int nt) { gemv_variant(w, x, y, N, K, variant, nt); }
 void xk_rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t n, float* out) {
@@ -797,7 +779,7 @@ void xk_silu_mul(const float* g, const float* u, float* out, int64_t n) { for (i
 void xk_attention(const float* q, const float* kc, const float* vc, int64_t H, int64_t kvh, int64_t len, int64_t d, float* out) {
     std::vector<float> scores(len);
     for (int64_t h = 0; h < H; h++)
-        attend_head(q + h * d, kc + (h / (H / kvh)) * d, vc + (h / (H / kvh)) * d, len, kvh * d, d, 1.0f / std::sqrt((float)d), scores.data(), out + h * d);
+        attend_head(q + h * d, kc + (h / (H / kvh)) * d, vc + (h / (H / kvh)) * d, nullptr, len, kvh * d, d, 1.0f / std::sqrt((float)d), scores.data(), out + h * d);
 }
 // decode attention for B sequences over a paged pool: q [B, H, d]; kp, vp [rows, kvh, d]; slots [B, Lmax]; lens [B]; out [B, H, d]
 void xk_paged_attention(const float* q, const float* kp, const float* vp, const int64_t* slots, const int64_t* lens, int64_t B, int64_t Lmax,
@@ -808,8 +790,8 @@ void xk_paged_attention(const float* q, const float* kp, const float* vp, const 
         std::vector<float> scores(Lmax > 0 ? Lmax : 1);
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < B * H; i++) {
-            const int64_t b = i / H, h = i % H;
-            attend_head_paged(q + i * d, kp, vp, slots + b * Lmax, lens[b], kvh * d, (h / (H / kvh)) * d, d, scale, scores.data(), out + i * d);
+            const int64_t b = i / H, kv_off = (i % H / (H / kvh)) * d;
+            attend_head(q + i * d, kp + kv_off, vp + kv_off, slots + b * Lmax, lens[b], kvh * d, d, scale, scores.data(), out + i * d);
         }
     }
 }
@@ -1115,10 +1097,17 @@ ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 def quant_linear(mod, x: torch.Tensor) -> torch.Tensor | None:
     "`Int8Linear`/`Int4Linear` forward with the compiled kernel, or None when it does not apply (then the module's torch path runs)."
-    if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.shape[-1] != mod.in_features: return None
-    T = x.numel() // mod.in_features
-    if T == 0 or build() is None or (spec := _cached_spec(mod)) is None: return None
-    return linear(x.reshape(T, mod.in_features), spec).reshape(*x.shape[:-1], mod.out_features)
+    if (specs := _compiled_specs((mod,), x)) is None: return None
+    return linear(x.reshape(-1, mod.in_features), specs[0]).reshape(*x.shape[:-1], mod.out_features)
+
+def _compiled_specs(mods, x: torch.Tensor) -> list[LinSpec] | None:
+    "The `LinSpec`s of the quantized layers `mods` when the compiled kernels can run all of them on `x [..., K]` (float32 on the CPU), else None."
+    if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() == 0 or x.numel() == 0 or build() is None: return None
+    specs = []
+    for m in mods:
+        if not hasattr(m, "_kcache") or getattr(m, "in_features", None) != x.shape[-1] or (s := _cached_spec(m)) is None: return None
+        specs.append(s)
+    return specs
 
 def _cached_spec(mod) -> LinSpec | None:
     "A quantized module's `LinSpec`, kept in its `_kcache` (emptied when the module is moved, cast or its kernel changes)."
@@ -1129,15 +1118,8 @@ def _cached_spec(mod) -> LinSpec | None:
 def fused_linears(mods, x: torch.Tensor) -> list[torch.Tensor] | None:
     """The outputs of several `Int8Linear`/`Int4Linear` layers that read the same float32 input `x [..., K]` (q, k, v; gate, up), from
     one `linear_multi` call; None when the compiled kernels cannot run all of them (then call the modules one by one)."""
-    if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() == 0: return None
-    K = x.shape[-1]
-    T = x.numel() // K if K else 0
-    if T == 0 or build() is None: return None
-    specs = []
-    for m in mods:
-        if not hasattr(m, "_kcache") or getattr(m, "in_features", None) != K or (s := _cached_spec(m)) is None: return None
-        specs.append(s)
-    return [y.reshape(*x.shape[:-1], y.shape[1]) for y in linear_multi(x.reshape(T, K), specs)]
+    if (specs := _compiled_specs(mods, x)) is None: return None
+    return [y.reshape(*x.shape[:-1], y.shape[1]) for y in linear_multi(x.reshape(-1, x.shape[-1]), specs)]
 
 @contextmanager
 def disabled():

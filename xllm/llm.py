@@ -214,7 +214,10 @@ class LLM:
     def __repr__(self):
         c = self.config
         q = self.quantization
-        q = "" if not q else f", {q}" if isinstance(q, str) else f", int{q['bits']}" if "bits" in q else f", packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
+        if not q: q = ""
+        elif isinstance(q, str): q = f", {q}"
+        elif "bits" in q: q = f", int{q['bits']}"
+        else: q = f", packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
         return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
                 f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device})")
 
