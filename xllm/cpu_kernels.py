@@ -15,7 +15,8 @@ from .core import cache_dir
 __all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'DEFAULT_A8', 'build',
            'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
            'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8',
-           'module_spec', 'quant_linear', 'fused_linears', 'disabled', 'DecodePlan', 'decode_step']
+           'module_spec', 'quant_linear', 'fused_linears', 'disabled', 'DecodePlan', 'model_plan', 'decode_step',
+           'prefill', 'paged_forward']
 
 # %% ../nbs/12a_cpu_kernels.ipynb 6
 _SRC_BASE = r"""// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
@@ -366,15 +367,88 @@ static inline float exp_shift_sum(float* scores, int64_t len, float mx) {
     for (; t < len; t++) { const float e = std::exp(scores[t] - mx); scores[t] = e; den += e; }
     return den;
 }
+// out[i] = silu(g[i]) * u[i] = g u / (1 + exp(-g)); eight at a time with AVX2 (out may be g or u)
+static inline void silu_mul(const float* g, const float* u, float* out, int64_t n) {
+    int64_t i = 0;
+#if XK_AVX2
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+        const __m256 vg = _mm256_loadu_ps(g + i);
+        const __m256 den = _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, vg)));
+        _mm256_storeu_ps(out + i, _mm256_div_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(u + i)), den));
+    }
+#endif
+    for (; i < n; i++) out[i] = silu(g[i]) * u[i];
+}
 
 // attention of one query head over `len` cached positions. Key t is row (slots ? slots[t] : t) of kc (values: of vc), rows
 // `stride` floats apart: a contiguous cache (slots null) or a paged pool read through the sequence's slots. scores: scratch of len.
+#if XK_AVX2
+// q . k[j] for 8 keys (d % 8 == 0) as one vector: one accumulator per key (eight independent chains share each load of q),
+// then a transposing reduction (hadd tree, then the two 128-bit halves added).
+static inline __m256 dot8(const float* q, const float* const* k, int64_t d) {
+    __m256 a[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(k[j] + i), qv, a[j]);
+    }
+    const __m256 s03 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 s47 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(s03, s47, 0x20), _mm256_permute2f128_ps(s03, s47, 0x31));
+}
+// out[i0, i0 + 8 NV) = sum_t p[t] v_t[i0, i0 + 8 NV), the NV output vectors held in registers over all keys
+template <int NV>
+static inline void pv_strip(const float* p, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t i0, float* out) {
+    __m256 acc[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) acc[v] = _mm256_setzero_ps();
+    for (int64_t t = 0; t < len; t++) {
+        const float* row = vc + (slots ? slots[t] : t) * stride + i0; const __m256 pp = _mm256_set1_ps(p[t]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[v] = _mm256_fmadd_ps(pp, _mm256_loadu_ps(row + 8 * v), acc[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) _mm256_storeu_ps(out + i0 + 8 * v, acc[v]);
+}
+#endif
+
 static void attend_head(const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float scale,
                         float* scores, float* out) {
-    float mx = -INFINITY;
-    for (int64_t t = 0; t < len; t++) { float s = dot_f32(kc + (slots ? slots[t] : t) * stride, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
+    float mx = -INFINITY; int64_t t = 0;
+#if XK_AVX2
+    const bool vec = d % 8 == 0;
+    if (vec) {   // scores of 8 keys at a time
+        const __m256 vs = _mm256_set1_ps(scale); __m256 vmx = _mm256_set1_ps(-INFINITY);
+        for (; t + 8 <= len; t += 8) {
+            const float* k[8];
+            for (int j = 0; j < 8; j++) k[j] = kc + (slots ? slots[t + j] : t + j) * stride;
+            const __m256 s = _mm256_mul_ps(dot8(q, k, d), vs);
+            _mm256_storeu_ps(scores + t, s); vmx = _mm256_max_ps(vmx, s);
+        }
+        alignas(32) float m8[8]; _mm256_store_ps(m8, vmx);
+        for (int j = 0; j < 8; j++) mx = m8[j] > mx ? m8[j] : mx;
+    }
+#endif
+    for (; t < len; t++) { float s = dot_f32(kc + (slots ? slots[t] : t) * stride, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
     const float den = exp_shift_sum(scores, len, mx);
     float inv = 1.0f / den;
+#if XK_AVX2
+    if (vec) {   // the weighted sum of values in strips of 64 outputs kept in registers, normalised once at the end
+        int64_t i0 = 0;
+        for (; i0 + 64 <= d; i0 += 64) pv_strip<8>(scores, vc, slots, len, stride, i0, out);
+        switch ((d - i0) / 8) {
+        case 7: pv_strip<7>(scores, vc, slots, len, stride, i0, out); break; case 6: pv_strip<6>(scores, vc, slots, len, stride, i0, out); break;
+        case 5: pv_strip<5>(scores, vc, slots, len, stride, i0, out); break; case 4: pv_strip<4>(scores, vc, slots, len, stride, i0, out); break;
+        case 3: pv_strip<3>(scores, vc, slots, len, stride, i0, out); break; case 2: pv_strip<2>(scores, vc, slots, len, stride, i0, out); break;
+        case 1: pv_strip<1>(scores, vc, slots, len, stride, i0, out); break; default: break;
+        }
+        for (int64_t i = 0; i < d; i++) out[i] *= inv;
+        return;
+    }
+#endif
     for (int64_t i = 0; i < d; i++) out[i] = 0;
     for (int64_t t = 0; t < len; t++) {
         const float* v = vc + (slots ? slots[t] : t) * stride; float p = scores[t] * inv; int64_t i = 0;
@@ -425,6 +499,15 @@ _SRC_GEMM = r"""// -------------------------------------------------------------
 //   every 6 rows of the block, adding into a per-thread accumulator;
 // - the last chunk writes y (transposing the tile) with the bias.
 constexpr int64_t GEMM_MIN_ROWS = 6;   // this many input rows or more take gemm_multi (AVX2 builds)
+// Per-thread scratch that grows and is kept (OpenMP's threads persist): no allocation per call once warm.
+struct Scratch {
+    float* p = nullptr; size_t n = 0;
+    ~Scratch() { free(p); }
+    float* get(size_t floats) {
+        if (floats > n) { free(p); n = (floats + 1023) / 1024 * 1024; p = (float*)aligned_alloc(64, n * sizeof(float)); }
+        return p;
+    }
+};
 #if XK_AVX2
 constexpr int64_t GEMM_KC = 256, GEMM_NC = 96;
 // W[row, k0:k1] as float32 into o; k0 is a multiple of 32. Vector loops run inside one scale group at a time.
@@ -492,37 +575,24 @@ static inline void micro_r(int R, const float* const* w, const float* xp, int64_
     }
 }
 
-// Per-thread scratch that grows and is kept (OpenMP's threads persist): no allocation per call once warm.
-struct Scratch {
-    float* p = nullptr; size_t n = 0;
-    ~Scratch() { free(p); }
-    float* get(size_t floats) {
-        if (floats > n) { free(p); n = (floats + 1023) / 1024 * 1024; p = (float*)aligned_alloc(64, n * sizeof(float)); }
-        return p;
-    }
-};
 static thread_local Scratch xp_buf, w_buf, c_buf;
 
-// Several linears of the same input (q|k|v, gate|up): x packed once, one parallel region, the rows of all of them split over threads
-// (a block of rows never straddles two linears). ys[l] is [T, N_l].
-static void gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
-    nt = nthreads_ok(nt);
-    const int64_t K = Ls[0].K, P = (T + 15) / 16;
-    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
-    float* xp = xp_buf.get(P * K * 16);
-    for (int64_t p = 0; p < P; p++)              // xp[p][k][j] = x[16p + j][k]
+// Panels p0..p1 of x [T, K] packed: xp[p][k][j] = x[16p + j][k] (zero rows pad the last panel)
+static void pack_panels(const float* x, int64_t T, int64_t K, float* xp, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++)
         for (int64_t j = 0; j < 16; j++) {
             const int64_t t = p * 16 + j; float* d = xp + p * K * 16 + j;
             if (t < T) { const float* s = x + t * K; for (int64_t k = 0; k < K; k++) d[k * 16] = s[k]; }
             else for (int64_t k = 0; k < K; k++) d[k * 16] = 0.0f;
         }
-#pragma omp parallel num_threads(nt)
+}
+
+// Thread tid's share (of n) of several linears of the same packed input (q|k|v, gate|up): the rows of all of them are split over
+// the threads together (a block of rows never straddles two linears). ys[l] is [T, N_l].
+static void gemm_part(const Lin* Ls, int nl, const float* xp, int64_t T, float* const* ys, int tid, int n) {
+    const int64_t K = Ls[0].K, P = (T + 15) / 16;
+    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
     {
-#ifdef _OPENMP
-        int tid = omp_get_thread_num(), n = omp_get_num_threads();
-#else
-        int tid = 0, n = 1;
-#endif
         float* wbuf = w_buf.get(GEMM_NC * GEMM_KC);
         float* cbuf = c_buf.get(P * GEMM_NC * 16);   // [panel][row in block][16]
         int64_t r0, r1; split(Ntot, tid, n, r0, r1, 6);
@@ -558,6 +628,21 @@ static void gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* 
         }
     }
 }
+
+// The whole GEMM: x packed once, then one parallel region
+static void gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
+    const int64_t K = Ls[0].K, P = (T + 15) / 16;
+    float* xp = xp_buf.get(P * K * 16);
+    pack_panels(x, T, K, xp, 0, P);
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    {
+#ifdef _OPENMP
+        gemm_part(Ls, nl, xp, T, ys, omp_get_thread_num(), omp_get_num_threads());
+#else
+        gemm_part(Ls, nl, xp, T, ys, 0, 1);
+#endif
+    }
+}
 #endif
 
 """
@@ -575,23 +660,21 @@ static Lin make_lin(int kind, int64_t N, int64_t K, int64_t G, const void* w, co
     return L;
 }
 
-// y[T, N] = x[T, K] @ W^T (+ bias): rows of W split over threads; each row is read once for all T inputs.
-static void linear_run(const Lin& L, const float* x, int64_t T, float* y, int nt) {
-    nt = nthreads_ok(nt);
-    int64_t pf = prep_floats(L);
-    std::vector<float> scratch(pf * T + 1);
-    std::vector<Prep> preps(T);
-    for (int64_t t = 0; t < T; t++) prepare(L, x + t * L.K, scratch.data() + t * pf, preps[t]);
-#pragma omp parallel num_threads(nt)
-    {
-#ifdef _OPENMP
-        int tid = omp_get_thread_num(), n = omp_get_num_threads();
-#else
-        int tid = 0, n = 1;
-#endif
-        int64_t r0, r1; split(L.N, tid, n, r0, r1);
-        for (int64_t r = r0; r < r1; r++)
-            for (int64_t t = 0; t < T; t++) y[t * L.N + r] = row_dot(L, r, preps[t]);
+// Thread tid's share (of n) of several linears of x [T, K] on the row path: the rows of all the weights split over the threads,
+// each row read once for all T inputs. Each thread prepares the inputs itself (O(T K), small next to the products): no barrier.
+static thread_local Scratch prep_buf;
+static thread_local std::vector<Prep> prep_vec;
+static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
+    int64_t r0, r1; split(Ntot, tid, n, r0, r1);
+    if ((int64_t)prep_vec.size() < T) prep_vec.resize(T);
+    for (int64_t l = 0, off = 0; l < nl; off += Ls[l].N, l++) {
+        const Lin& L = Ls[l]; const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + L.N) - off;
+        if (a >= b) continue;
+        const int64_t pf = prep_floats(L); float* scratch = prep_buf.get(pf * T + 1);
+        for (int64_t t = 0; t < T; t++) prepare(L, x + t * L.K, scratch + t * pf, prep_vec[t]);
+        for (int64_t r = a; r < b; r++)
+            for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row_dot(L, r, prep_vec[t]);
     }
 }
 
@@ -601,7 +684,14 @@ static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* 
 #if XK_AVX2
     if (method == 2 || (method == 0 && T >= GEMM_MIN_ROWS)) { gemm_multi(Ls, nl, x, T, ys, nt); return; }
 #endif
-    for (int l = 0; l < nl; l++) linear_run(Ls[l], x, T, ys[l], nt);
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    {
+#ifdef _OPENMP
+        rows_part(Ls, nl, x, T, ys, omp_get_thread_num(), omp_get_num_threads());
+#else
+        rows_part(Ls, nl, x, T, ys, 0, 1);
+#endif
+    }
 }
 
 // The matrix-vector story: the same float32 y = W x written five ways (variant 0..4), for timing.
@@ -660,6 +750,11 @@ struct Plan {
         : L(L_), H(H_), nh(nh_), nkv(nkv_), hd(hd_), I(I_), V(V_), eps((float)eps_), layers(L_) {
         x.resize(H); qkv.resize((nh + 2 * nkv) * hd); att.resize(nh * hd); hbuf.resize(I);
     }
+    void embed_row(int64_t token, float* out) const {
+        if (!emb_quant) { std::memcpy(out, embed + token * H, H * sizeof(float)); return; }
+        for (int64_t i = 0; i < H; i++)
+            out[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
+    }
     // one token at position pos: K/V appended to kc/vc [L, max_len, nkv, hd]; logits written to out [V]
     void step(int64_t token, int64_t pos, int64_t maxlen, float* kbase, float* vbase, const float* cp, const float* sp, float* logits, int nt_) {
         int nt = nthreads_ok((int)nt_);
@@ -668,9 +763,7 @@ struct Plan {
         int64_t need_priv = H + 3 * (pmax + 8) + len + 16;
         if ((int)priv.size() < nt) priv.resize(nt);
         for (int t = 0; t < nt; t++) if ((int64_t)priv[t].size() < need_priv) priv[t].resize(need_priv + 1024);
-        if (!emb_quant) std::memcpy(x.data(), embed + token * H, H * sizeof(float));
-        else for (int64_t i = 0; i < H; i++)
-            x[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
+        embed_row(token, x.data());
         const float scale = 1.0f / std::sqrt((float)hd);
         bar.n = nt; bar.count.store(0);
         if (prof) { t_mark = now(); prof_steps++; }
@@ -738,6 +831,101 @@ struct Plan {
         }
         if (prof) mark(6);
     }
+
+    // ---- many rows in one call: a prompt, or an engine step's ragged batch of chunks of several sequences
+    // Row r is token ids[r] at position pos[r]. Its K/V go to row wslot[r] of layer l's caches kb[l], vb[l] ([rows, nkv, hd]);
+    // it attends to its sequence's positions 0..pos[r], stored at rows keys[koff[r] + t] (keys null: at row t, a contiguous
+    // cache). cos/sin: tables [positions, hd]. Logits of rows out_rows[0..M) go to logits [M, V].
+    // One parallel region for the whole call, phases separated by the barrier (as in step): waking sleeping OpenMP threads
+    // for each of a layer's dozen phases costs tens of microseconds each time. The products are gemm_part on x packed once
+    // per input (the row path below GEMM_MIN_ROWS rows).
+    std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;
+    Scratch XP;   // packed panels: 32-byte aligned (the GEMM's aligned loads)
+    static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
+    // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
+    void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+#if XK_AVX2
+        if (T >= GEMM_MIN_ROWS) {
+            const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
+            pack_panels(x, T, ls[0].K, XP.p, p0, p1);
+            bar.wait();
+            gemm_part(ls, nl, XP.p, T, ys, tid, n);
+            bar.wait(); return;
+        }
+#endif
+        rows_part(ls, nl, x, T, ys, tid, n);
+        bar.wait();
+    }
+    void forward(int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
+                 const int64_t* keys, const int64_t* koff, const float* cosT, const float* sinT, int64_t M, const int64_t* out_rows,
+                 float* logits, int nt_) {
+        const int nt = nthreads_ok(nt_);
+        const int64_t nq = nh * hd, nk = nkv * hd, grp = nh / nkv, P = (N + 15) / 16;
+        int64_t maxlen = 1; for (int64_t r = 0; r < N; r++) maxlen = std::max(maxlen, pos[r] + 1);
+        grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
+        grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
+        if ((int)priv.size() < nt) priv.resize(nt);
+        for (int t = 0; t < nt; t++) grow(priv[t], maxlen + 16);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        if (prof) { t_mark = now(); prof_steps++; }
+#pragma omp parallel num_threads(nt)
+        {
+#ifdef _OPENMP
+            const int tid = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+            const int tid = 0, n = 1;
+#endif
+            if (tid == 0) { bar.n = n; bar.count.store(0); }
+#pragma omp barrier
+            float* scores = priv[tid].data();
+            int64_t r0, r1; split(N, tid, n, r0, r1, 1);                 // this thread's rows in the row-wise phases
+            for (int64_t r = r0; r < r1; r++) embed_row(ids[r], X.data() + r * H);
+            for (int64_t l = 0; l < L; l++) {
+                const LayerIdx& ly = layers[l];
+                // 1. norm, then q|k|v as one product
+                for (int64_t r = r0; r < r1; r++) rmsnorm(X.data() + r * H, ly.attn_norm, eps, H, XN.data() + r * H);
+                bar.wait();
+                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lin(ls, 3, XN.data(), N, ys, tid, n); }
+                if (prof && tid == 0) mark(0);
+                // 2. RoPE on q and k, K/V written to their slots
+                for (int64_t r = r0; r < r1; r++) {
+                    const float *cs = cosT + pos[r] * hd, *sn = sinT + pos[r] * hd;
+                    for (int64_t h = 0; h < nh; h++) rope_head(Q.data() + r * nq + h * hd, cs, sn, hd);
+                    for (int64_t h = 0; h < nkv; h++) rope_head(Kr.data() + r * nk + h * hd, cs, sn, hd);
+                    std::memcpy(kb[l] + wslot[r] * nk, Kr.data() + r * nk, nk * sizeof(float));
+                    std::memcpy(vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk * sizeof(float));
+                }
+                bar.wait(); if (prof && tid == 0) mark(1);
+                // 3. attention of each (row, head) over its sequence's keys; dealt round-robin, which evens out causal lengths
+                for (int64_t i = tid; i < N * nh; i += n) {
+                    const int64_t r = i / nh, off = (i % nh / grp) * hd;
+                    attend_head(Q.data() + i * hd, kb[l] + off, vb[l] + off, keys ? keys + koff[r] : nullptr, pos[r] + 1, nk, hd, scale,
+                                scores, A.data() + i * hd);
+                }
+                bar.wait(); if (prof && tid == 0) mark(2);
+                // 4. x += o_proj(att)
+                { float* y = Tmp.data(); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); }
+                for (int64_t r = r0; r < r1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) X[i] += Tmp[i];
+                if (prof && tid == 0) mark(3);
+                // 5. norm, gate|up as one product, silu(gate) * up
+                for (int64_t r = r0; r < r1; r++) rmsnorm(X.data() + r * H, ly.ffn_norm, eps, H, XN.data() + r * H);
+                bar.wait();
+                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lin(ls, 2, XN.data(), N, ys, tid, n); }
+                for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
+                bar.wait(); if (prof && tid == 0) mark(4);
+                // 6. x += down(h)
+                { float* y = Tmp.data(); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); }
+                for (int64_t r = r0; r < r1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) X[i] += Tmp[i];
+                if (prof && tid == 0) mark(5);
+            }
+            // the final norm and the head, for the asked rows only
+            int64_t m0, m1; split(M, tid, n, m0, m1, 1);
+            for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + out_rows[i] * H, norm, eps, H, XN.data() + i * H);
+            bar.wait();
+            if (M > 0) lin(&lins[head], 1, XN.data(), M, &logits, tid, n);
+        }
+        if (prof) mark(6);
+    }
 };
 
 }  // namespace
@@ -774,7 +962,7 @@ void xk_rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t
 void xk_rope(float* x, const float* cs, const float* sn, int64_t T, int64_t heads, int64_t d) {   // x [T, heads, d] in place; cos/sin [T, d]
     for (int64_t t = 0; t < T; t++) for (int64_t h = 0; h < heads; h++) rope_head(x + (t * heads + h) * d, cs + t * d, sn + t * d, d);
 }
-void xk_silu_mul(const float* g, const float* u, float* out, int64_t n) { for (int64_t i = 0; i < n; i++) out[i] = silu(g[i]) * u[i]; }
+void xk_silu_mul(const float* g, const float* u, float* out, int64_t n) { silu_mul(g, u, out, n); }
 // q [H, d]; kc, vc [len, kvH, d]; out [H, d]
 void xk_attention(const float* q, const float* kc, const float* vc, int64_t H, int64_t kvh, int64_t len, int64_t d, float* out) {
     std::vector<float> scores(len);
@@ -815,6 +1003,10 @@ void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds
 void xk_plan_step(void* p, int64_t token, int64_t pos, int64_t maxlen, float* kc, float* vc, const float* cs, const float* sn, float* logits, int nt) {
     ((Plan*)p)->step(token, pos, maxlen, kc, vc, cs, sn, logits, nt);
 }
+void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
+                     const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits, int nt) {
+    ((Plan*)p)->forward(N, ids, pos, wslot, kb, vb, keys, koff, cs, sn, M, out_rows, logits, nt);
+}
 }
 """
 CPP_SOURCE = _SRC_BASE + _SRC_LINEAR + _SRC_OPS + _SRC_BARRIER + _SRC_GEMM + _SRC_GEMV + _SRC_PLAN + _SRC_API
@@ -848,7 +1040,8 @@ def _declare(lib):
            "xk_plan_add_linear": ([P, I, I64, I64, I64, P, P, P, P, I], I),
            "xk_plan_set_layer": ([P, I64, P, I, I, I, I, P, I, I, I], None), "xk_plan_set_final": ([P, P, P, I], None),
            "xk_plan_set_embed_q8": ([P, I, I64, P, P], None),
-           "xk_plan_step": ([P, I64, I64, I64, P, P, P, P, P, I], None), "xk_plan_profile": ([P, I, P], None)}
+           "xk_plan_step": ([P, I64, I64, I64, P, P, P, P, P, I], None), "xk_plan_profile": ([P, I, P], None),
+           "xk_plan_forward": ([P, I64, P, P, P, P, P, P, P, P, P, I64, P, P, I], None)}
     for name, (args, res) in sig.items():
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
@@ -1228,6 +1421,20 @@ class DecodePlan:
         self._lib.xk_plan_step(self._h, token, cache.length, cache.k.shape[1], cache.k.data_ptr(), cache.v.data_ptr(),
                                cos.data_ptr(), sin.data_ptr(), out.data_ptr(), _threads(threads))
 
+    def forward(self, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
+                out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
+        """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
+        `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's positions
+        `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache). `cos`/`sin`: float32
+        tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: callers
+        (`prefill`, `paged_forward`) check them first."""
+        L, M = self.n_layers, out_rows.shape[0]
+        out = torch.empty(M, self.vocab)
+        ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
+        self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
+                                  _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(), _threads(threads))
+        return out
+
     PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
 
     def profile(self, enable: bool = True) -> dict[str, float]:
@@ -1246,17 +1453,59 @@ def _cache_ok(cache, plan) -> bool:
     return (type(cache).__name__ == "KVCache" and k.dtype == torch.float32 and v.dtype == torch.float32 and k.device.type == "cpu"
             and k.is_contiguous() and v.is_contiguous() and k.dim() == 4 and k.shape[0] == plan.n_layers and v.shape == k.shape)
 
-def decode_step(model, ids: torch.Tensor, cache) -> torch.Tensor | None:
-    """One-token forward of an xllm `Llama` through the compiled decode step: float32 logits `[1, V]`, K/V appended to `cache`,
-    `cache.length` advanced. None (nothing done) when the kernels are off or cannot run this model/cache; the caller then uses torch."""
+def model_plan(model) -> DecodePlan | None:
+    "The model's plan (built, or rebuilt when the model changed), or None when the kernels are off or cannot run it."
     if not ENABLED or build() is None: return None
     plan = _PLANS.get(model)
     if plan is None or not plan.valid(model):
         plan = _PLANS[model] = DecodePlan(model, a8=DEFAULT_A8)
-    if not plan.ok or not _cache_ok(cache, plan): return None
+    return plan if plan.ok else None
+
+def decode_step(model, ids: torch.Tensor, cache) -> torch.Tensor | None:
+    """One-token forward of an xllm `Llama` through the compiled decode step: float32 logits `[1, V]`, K/V appended to `cache`,
+    `cache.length` advanced. None (nothing done) when the kernels are off or cannot run this model/cache; the caller then uses torch."""
+    plan = model_plan(model)
+    if plan is None or not _cache_ok(cache, plan): return None
     pos = cache.length
     cos, sin = model.rope(pos + 1)
     out = torch.empty(1, plan.vocab)
     plan.step(int(ids[0]), cache, cos[pos], sin[pos], out)
     cache.length = pos + 1
     return out
+
+def prefill(model, ids: torch.Tensor, cache, last_only: bool = False) -> torch.Tensor | None:
+    """Several tokens (a prompt, or a chunk of one) appended to `cache` through `DecodePlan.forward`: float32 logits `[T, V]`
+    (`[1, V]` with `last_only`), `cache.length` advanced. None (nothing done) when the kernels cannot run this model or cache."""
+    plan = model_plan(model)
+    if plan is None or not _cache_ok(cache, plan): return None
+    T, start = ids.shape[0], cache.length
+    if start + T > cache.k.shape[1]: raise ValueError(f"{T} tokens after {start} exceed the cache's {cache.k.shape[1]}")
+    cos, sin = model.rope(start + T)
+    pos = torch.arange(start, start + T)
+    rows = torch.tensor([T - 1]) if last_only else torch.arange(T)
+    out = plan.forward(ids.to(torch.int64).contiguous(), pos, pos, cache.k.flatten(1, 2), cache.v.flatten(1, 2), cos, sin, rows)
+    cache.length = start + T
+    return out
+
+def paged_forward(model, batch, pool) -> torch.Tensor | None:
+    """An engine step's ragged batch (notebook 11's `PagedBatch`: prompt chunks and decoding sequences together) through
+    `DecodePlan.forward`, K/V read and written in place in a float32 `PagedKVPool`: float32 logits of `batch.logits_rows`.
+    None (nothing done) when the kernels cannot run this model or pool (int8 K/V, another dtype or device)."""
+    kf, vf = pool.k_flat, pool.v_flat
+    if pool.quantized or kf[0].dtype != torch.float32 or kf[0].device.type != "cpu" or batch.key_slots is None: return None
+    plan = model_plan(model)
+    if plan is None: return None
+    c = model.config
+    if len(kf) != plan.n_layers or any(t.shape[1:] != (c.num_key_value_heads, c.head_dim) or not t.is_contiguous() for t in kf + vf): return None
+    N, rows, nkeys = batch.token_ids.shape[0], kf[0].shape[0], batch.key_slots.shape[0]
+    ints = (batch.token_ids, batch.positions, batch.slot_mapping, batch.key_slots, batch.key_offsets, batch.logits_rows)
+    if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints): raise ValueError("PagedBatch index tensors must be contiguous int64")
+    if batch.positions.shape[0] != N or batch.slot_mapping.shape[0] != N or batch.key_offsets.shape[0] != N:
+        raise ValueError(f"PagedBatch of {N} tokens with {batch.positions.shape[0]} positions, {batch.slot_mapping.shape[0]} slots, "
+                         f"{batch.key_offsets.shape[0]} key offsets")
+    for name, t, hi in (("slot", batch.slot_mapping, rows), ("key slot", batch.key_slots, rows), ("logits row", batch.logits_rows, N),
+                        ("position", batch.positions, nkeys), ("key", batch.key_offsets + batch.positions, nkeys)):
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi): raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
+    cos, sin = model.rope(int(batch.positions.max()) + 1)
+    return plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows, batch.key_slots,
+                        batch.key_offsets)

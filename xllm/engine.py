@@ -140,6 +140,8 @@ class PagedBatch:
     dec_mask: torch.Tensor | None = None     # [B_d, 1, 1, L_max] True where a key is real
     dec_lens: torch.Tensor | None = None     # [B_d] int64: real keys of each one-token chunk
     prefills: list = field(default_factory=list)   # (row_start, row_end, start, key_slots) of longer chunks
+    key_slots: torch.Tensor | None = None    # every chunk's key slots (positions 0..start+n-1), concatenated
+    key_offsets: torch.Tensor | None = None  # [N] where each row's chunk begins in key_slots (row r's keys: positions 0..positions[r])
 
     @property
     def num_tokens(self) -> int:
@@ -152,7 +154,7 @@ class PagedBatch:
         `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`)."""
         if not chunks: raise ValueError("a batch needs at least one chunk")
         toks, pos, slots, cu, ctx, tables, prefills = [], [], [], [0], [], [], []
-        dec_rows, dec_keys = [], []
+        dec_rows, dec_keys, all_keys, koffs, nkeys = [], [], [], [], 0
         for i, (ids, start, table) in enumerate(chunks):
             n = len(ids)
             if n == 0: raise ValueError(f"chunk {i} has no tokens")
@@ -161,6 +163,7 @@ class PagedBatch:
             t = torch.tensor(table, dtype=torch.long)
             keys = _slots(t, start + n, block_size)
             toks.extend(ids); pos.append(torch.arange(start, start + n)); slots.append(keys[start:])
+            all_keys.append(keys); koffs.append(torch.full((n,), nkeys, dtype=torch.long)); nkeys += keys.shape[0]
             if n == 1: dec_rows.append(cu[-1]); dec_keys.append(keys)
             else: prefills.append((cu[-1], cu[-1] + n, start, keys.to(device)))
             cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
@@ -170,7 +173,8 @@ class PagedBatch:
             else: raise ValueError(f"logits_rows must be 'last', 'all' or a list of row indices, got {logits_rows!r}")
         else: rows = list(logits_rows)
         b = cls(torch.tensor(toks, dtype=torch.long, device=device), torch.cat(pos).to(device), torch.cat(slots).to(device),
-                cu, ctx, tables, torch.tensor(rows, dtype=torch.long, device=device), prefills=prefills)
+                cu, ctx, tables, torch.tensor(rows, dtype=torch.long, device=device), prefills=prefills,
+                key_slots=torch.cat(all_keys).to(device), key_offsets=torch.cat(koffs).to(device))
         if dec_rows:
             L = max(k.shape[0] for k in dec_keys)
             ds = torch.full((len(dec_keys), L), null_slot, dtype=torch.long)
@@ -225,6 +229,10 @@ def forward_paged(model: Llama, batch: PagedBatch, pool: PagedKVPool) -> torch.T
     lo, hi = ids.aminmax()
     if lo < 0 or hi >= V: raise ValueError(f"token id {int(lo) if lo < 0 else int(hi)} is outside the vocabulary of {V}")
     if pool.dtype != model.dtype: raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
+    if ids.device.type == "cpu":                       # the whole step in one call of the compiled CPU kernels (notebook 12a), when they can
+        from xllm.cpu_kernels import paged_forward
+        logits = paged_forward(model, batch, pool)
+        if logits is not None: return logits
     cos, sin = model.rope(max(batch.context_lens))
     cos, sin = cos[batch.positions], sin[batch.positions]
     x = model.model.embed_tokens(ids)

@@ -221,9 +221,9 @@ class Llama(nn.Module):
         if end > cache.max_len:
             raise ValueError(f"prompt of {T} tokens exceeds the context of {cache.max_len}" if start == 0 else
                              f"{T} new tokens after {start} cached ones exceed the context of {cache.max_len}")
-        if T == 1 and ids.device.type == "cpu":          # one token: the compiled decode step (notebook 12a) when it can run this model
-            from xllm.cpu_kernels import decode_step
-            logits = decode_step(self, ids, cache)
+        if ids.device.type == "cpu":          # the compiled CPU path (notebook 12a) when it can run this model and cache
+            from xllm.cpu_kernels import decode_step, prefill
+            logits = decode_step(self, ids, cache) if T == 1 else prefill(self, ids, cache, last_only)
             if logits is not None: return logits
         cos, sin = self.rope(end)
         cos, sin, mask = cos[start:end], sin[start:end], causal_mask(T, start, self.device) if start else None
