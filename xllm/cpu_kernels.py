@@ -900,11 +900,14 @@ struct Plan {
                     std::memcpy(vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk * sizeof(float));
                 }
                 bar.wait(); if (prof && tid == 0) mark(1);
-                // 3. attention of each (row, head) over its sequence's keys; dealt round-robin, which evens out causal lengths
-                for (int64_t i = tid; i < N * nh; i += n) {
-                    const int64_t r = i / nh, off = (i % nh / grp) * hd;
-                    attend_head(Q.data() + i * hd, kb[l] + off, vb[l] + off, keys ? keys + koff[r] : nullptr, pos[r] + 1, nk, hd, scale,
-                                scores, A.data() + i * hd);
+                // 3. attention over each row's keys, by (row, KV head): the query heads that share a KV head run one after the
+                //    other on one thread, so its keys and values come from memory once and then from this core's caches.
+                //    Dealt round-robin, which evens out causal lengths.
+                for (int64_t i = tid; i < N * nkv; i += n) {
+                    const int64_t r = i / nkv, off = (i % nkv) * hd;
+                    for (int64_t h = (i % nkv) * grp; h < (i % nkv + 1) * grp; h++)
+                        attend_head(Q.data() + (r * nh + h) * hd, kb[l] + off, vb[l] + off, keys ? keys + koff[r] : nullptr, pos[r] + 1, nk, hd,
+                                    scale, scores, A.data() + (r * nh + h) * hd);
                 }
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
