@@ -354,6 +354,18 @@ static inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 #endif
+// the largest of s[0..n) (eight lanes at a time with AVX2: no chain of dependent scalar compares)
+static inline float max_of(const float* s, int64_t n) {
+    float mx = -INFINITY; int64_t t = 0;
+#if XK_AVX2
+    __m256 v = _mm256_set1_ps(-INFINITY);
+    for (; t + 8 <= n; t += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(s + t));
+    alignas(32) float m8[8]; _mm256_store_ps(m8, v);
+    for (int j = 0; j < 8; j++) mx = m8[j] > mx ? m8[j] : mx;
+#endif
+    for (; t < n; t++) mx = s[t] > mx ? s[t] : mx;
+    return mx;
+}
 // scores[t] = exp(scores[t] - mx) for t < len; returns their sum (the softmax denominator). Eight at a time with AVX2.
 static inline float exp_shift_sum(float* scores, int64_t len, float mx) {
     float den = 0; int64_t t = 0;
@@ -400,12 +412,12 @@ static inline __m256 dot8(const float* q, const float* const* k, int64_t d) {
     const __m256 s47 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
     return _mm256_add_ps(_mm256_permute2f128_ps(s03, s47, 0x20), _mm256_permute2f128_ps(s03, s47, 0x31));
 }
-// out[i0, i0 + 8 NV) = sum_t p[t] v_t[i0, i0 + 8 NV), the NV output vectors held in registers over all keys
+// out[i0, i0 + 8 NV) (+)= sum_t p[t] v_t[i0, i0 + 8 NV), the NV output vectors held in registers over all keys
 template <int NV>
-static inline void pv_strip(const float* p, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t i0, float* out) {
+static inline void pv_strip(const float* p, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t i0, float* out, bool add = false) {
     __m256 acc[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; v++) acc[v] = _mm256_setzero_ps();
+    for (int v = 0; v < NV; v++) acc[v] = add ? _mm256_loadu_ps(out + i0 + 8 * v) : _mm256_setzero_ps();
     for (int64_t t = 0; t < len; t++) {
         const float* row = vc + (slots ? slots[t] : t) * stride + i0; const __m256 pp = _mm256_set1_ps(p[t]);
 #pragma GCC unroll 8
@@ -414,7 +426,58 @@ static inline void pv_strip(const float* p, const float* vc, const int64_t* slot
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) _mm256_storeu_ps(out + i0 + 8 * v, acc[v]);
 }
+
+// out[0, d) (+)= sum_t p[t] v_t over `len` value rows (d % 8 == 0), in strips of up to 64 outputs
+static inline void pv_rows(const float* p, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float* out, bool add) {
+    int64_t i0 = 0;
+    for (; i0 + 64 <= d; i0 += 64) pv_strip<8>(p, vc, slots, len, stride, i0, out, add);
+    switch ((d - i0) / 8) {
+    case 7: pv_strip<7>(p, vc, slots, len, stride, i0, out, add); break; case 6: pv_strip<6>(p, vc, slots, len, stride, i0, out, add); break;
+    case 5: pv_strip<5>(p, vc, slots, len, stride, i0, out, add); break; case 4: pv_strip<4>(p, vc, slots, len, stride, i0, out, add); break;
+    case 3: pv_strip<3>(p, vc, slots, len, stride, i0, out, add); break; case 2: pv_strip<2>(p, vc, slots, len, stride, i0, out, add); break;
+    case 1: pv_strip<1>(p, vc, slots, len, stride, i0, out, add); break; default: break;
+    }
+}
 #endif
+
+static void attend_head(const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float scale,
+                        float* scores, float* out);
+
+// Attention of nq query vectors that share one KV head and one list of keys (the grouped heads of a few consecutive rows of one
+// sequence; nq <= 256): query i sees keys 0..qlen[i]-1. Two passes over the keys, KB of them at a time, each block meeting every
+// query while it sits in L1 (one query at a time would stream all its keys from L2/L3 again for every row of a long prompt):
+// the scores, then, after each query's softmax, the weighted values. The same sums in the same order as attend_head, so the
+// same bits. scores: scratch [nq][ld], ld >= every qlen.
+static void attend_block(const float* const* qs, const int64_t* qlen, int nq, const float* kc, const float* vc, const int64_t* slots,
+                         int64_t stride, int64_t d, float scale, float* scores, int64_t ld, float* const* outs) {
+#if XK_AVX2
+    if (d % 8 == 0) {
+        constexpr int64_t KB = 32;
+        int64_t lmax = 0; for (int i = 0; i < nq; i++) lmax = std::max(lmax, qlen[i]);
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (int64_t t0 = 0; t0 < lmax; t0 += KB)
+            for (int i = 0; i < nq; i++) {
+                const int64_t e = std::min(t0 + KB, qlen[i]); float* s = scores + i * ld; int64_t t = t0;
+                for (; t + 8 <= e; t += 8) {
+                    const float* k[8];
+                    for (int j = 0; j < 8; j++) k[j] = kc + (slots ? slots[t + j] : t + j) * stride;
+                    _mm256_storeu_ps(s + t, _mm256_mul_ps(dot8(qs[i], k, d), vs));
+                }
+                for (; t < e; t++) s[t] = dot_f32(kc + (slots ? slots[t] : t) * stride, qs[i], d) * scale;
+            }
+        float inv[256];
+        for (int i = 0; i < nq; i++) inv[i] = 1.0f / exp_shift_sum(scores + i * ld, qlen[i], max_of(scores + i * ld, qlen[i]));
+        for (int64_t t0 = 0; t0 < lmax; t0 += KB)
+            for (int i = 0; i < nq; i++) {
+                const int64_t e = std::min(t0 + KB, qlen[i]);
+                if (e > t0) pv_rows(scores + i * ld + t0, slots ? vc : vc + t0 * stride, slots ? slots + t0 : nullptr, e - t0, stride, d, outs[i], t0 > 0);
+            }
+        for (int i = 0; i < nq; i++) for (int64_t c = 0; c < d; c++) outs[i][c] *= inv[i];
+        return;
+    }
+#endif
+    for (int i = 0; i < nq; i++) attend_head(qs[i], kc, vc, slots, qlen[i], stride, d, scale, scores, outs[i]);
+}
 
 static void attend_head(const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float scale,
                         float* scores, float* out) {
@@ -438,14 +501,7 @@ static void attend_head(const float* q, const float* kc, const float* vc, const 
     float inv = 1.0f / den;
 #if XK_AVX2
     if (vec) {   // the weighted sum of values in strips of 64 outputs kept in registers, normalised once at the end
-        int64_t i0 = 0;
-        for (; i0 + 64 <= d; i0 += 64) pv_strip<8>(scores, vc, slots, len, stride, i0, out);
-        switch ((d - i0) / 8) {
-        case 7: pv_strip<7>(scores, vc, slots, len, stride, i0, out); break; case 6: pv_strip<6>(scores, vc, slots, len, stride, i0, out); break;
-        case 5: pv_strip<5>(scores, vc, slots, len, stride, i0, out); break; case 4: pv_strip<4>(scores, vc, slots, len, stride, i0, out); break;
-        case 3: pv_strip<3>(scores, vc, slots, len, stride, i0, out); break; case 2: pv_strip<2>(scores, vc, slots, len, stride, i0, out); break;
-        case 1: pv_strip<1>(scores, vc, slots, len, stride, i0, out); break; default: break;
-        }
+        pv_rows(scores, vc, slots, len, stride, d, out, false);
         for (int64_t i = 0; i < d; i++) out[i] *= inv;
         return;
     }
@@ -843,6 +899,7 @@ struct Plan {
     // for each of a layer's dozen phases costs tens of microseconds each time. The products are gemm_part on x packed once
     // per input (the row path below GEMM_MIN_ROWS rows).
     std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;
+    std::vector<int64_t> blk;   // attention blocks: rows blk[b]..blk[b+1]-1, consecutive positions of one sequence
     Scratch XP;   // packed panels: 32-byte aligned (the GEMM's aligned loads)
     static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
@@ -866,10 +923,16 @@ struct Plan {
         const int nt = nthreads_ok(nt_);
         const int64_t nq = nh * hd, nk = nkv * hd, grp = nh / nkv, P = (N + 15) / 16;
         int64_t maxlen = 1; for (int64_t r = 0; r < N; r++) maxlen = std::max(maxlen, pos[r] + 1);
+        const int64_t QB = std::max<int64_t>(1, std::min<int64_t>(16, 256 / grp));   // rows per attention block (QB x grp <= 256 queries)
+        blk.clear(); blk.push_back(0);
+        for (int64_t r = 1; r < N; r++)
+            if (r - blk.back() == QB || pos[r] != pos[r - 1] + 1 || (keys && koff[r] != koff[r - 1])) blk.push_back(r);
+        blk.push_back(N);
+        const int64_t nblk = (int64_t)blk.size() - 1;
         grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
         grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
         if ((int)priv.size() < nt) priv.resize(nt);
-        for (int t = 0; t < nt; t++) grow(priv[t], maxlen + 16);
+        for (int t = 0; t < nt; t++) grow(priv[t], QB * grp * maxlen + 16);
         const float scale = 1.0f / std::sqrt((float)hd);
         if (prof) { t_mark = now(); prof_steps++; }
 #pragma omp parallel num_threads(nt)
@@ -900,14 +963,14 @@ struct Plan {
                     std::memcpy(vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk * sizeof(float));
                 }
                 bar.wait(); if (prof && tid == 0) mark(1);
-                // 3. attention over each row's keys, by (row, KV head): the query heads that share a KV head run one after the
-                //    other on one thread, so its keys and values come from memory once and then from this core's caches.
-                //    Dealt round-robin, which evens out causal lengths.
-                for (int64_t i = tid; i < N * nkv; i += n) {
-                    const int64_t r = i / nkv, off = (i % nkv) * hd;
-                    for (int64_t h = (i % nkv) * grp; h < (i % nkv + 1) * grp; h++)
-                        attend_head(Q.data() + (r * nh + h) * hd, kb[l] + off, vb[l] + off, keys ? keys + koff[r] : nullptr, pos[r] + 1, nk, hd,
-                                    scale, scores, A.data() + (r * nh + h) * hd);
+                // 3. attention by (block of rows, KV head): the query heads sharing a KV head, for up to QB consecutive rows of one
+                //    sequence, meet each block of keys and values together (attend_block). Dealt round-robin, which evens out causal lengths.
+                for (int64_t i = tid; i < nblk * nkv; i += n) {
+                    const int64_t b = i / nkv, j = i % nkv, off = j * hd;
+                    const float* qs[256]; float* os[256]; int64_t ql[256]; int nq = 0;
+                    for (int64_t r = blk[b]; r < blk[b + 1]; r++)
+                        for (int64_t h = j * grp; h < (j + 1) * grp; h++, nq++) { qs[nq] = Q.data() + (r * nh + h) * hd; os[nq] = A.data() + (r * nh + h) * hd; ql[nq] = pos[r] + 1; }
+                    attend_block(qs, ql, nq, kb[l] + off, vb[l] + off, keys ? keys + koff[blk[b]] : nullptr, nk, hd, scale, scores, maxlen, os);
                 }
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)

@@ -122,8 +122,8 @@ class PagedKVPool:
 
 # %% ../nbs/11_engine.ipynb 8
 def _slots(table: torch.Tensor, n: int, bs: int, start: int = 0) -> torch.Tensor:
-    pos = torch.arange(start, start + n)
-    return table[pos // bs] * bs + pos % bs
+    "Pool slots of positions `start..n-1` of a sequence whose blocks are `table`: every slot of its blocks in order, cut."
+    return (table[:, None] * bs + torch.arange(bs)).flatten()[start:n]
 
 @dataclass
 class PagedBatch:
@@ -163,7 +163,7 @@ class PagedBatch:
             t = torch.tensor(table, dtype=torch.long)
             keys = _slots(t, start + n, block_size)
             toks.extend(ids); pos.append(torch.arange(start, start + n)); slots.append(keys[start:])
-            all_keys.append(keys); koffs.append(torch.full((n,), nkeys, dtype=torch.long)); nkeys += keys.shape[0]
+            all_keys.append(keys); koffs.append(nkeys); nkeys += keys.shape[0]
             if n == 1: dec_rows.append(cu[-1]); dec_keys.append(keys)
             else: prefills.append((cu[-1], cu[-1] + n, start, keys.to(device)))
             cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
@@ -174,7 +174,8 @@ class PagedBatch:
         else: rows = list(logits_rows)
         b = cls(torch.tensor(toks, dtype=torch.long, device=device), torch.cat(pos).to(device), torch.cat(slots).to(device),
                 cu, ctx, tables, torch.tensor(rows, dtype=torch.long, device=device), prefills=prefills,
-                key_slots=torch.cat(all_keys).to(device), key_offsets=torch.cat(koffs).to(device))
+                key_slots=torch.cat(all_keys).to(device),
+                key_offsets=torch.repeat_interleave(torch.tensor(koffs), torch.tensor([len(c[0]) for c in chunks])).to(device))
         if dec_rows:
             L = max(k.shape[0] for k in dec_keys)
             ds = torch.full((len(dec_keys), L), null_slot, dtype=torch.long)
