@@ -644,21 +644,22 @@ static void pack_panels(const float* x, int64_t T, int64_t K, float* xp, int64_t
         }
 }
 
-// Thread tid's share (of n) of several linears of the same packed input (q|k|v, gate|up): the rows of all of them are split over
-// the threads together (a block of rows never straddles two linears). ys[l] is [T, N_l].
-static void gemm_part(const Lin* Ls, int nl, const float* xp, int64_t T, float* const* ys, int tid, int n) {
+// One calling thread's share of several linears of the same packed input (q|k|v, gate|up): the blocks of GEMM_NC rows of all
+// of them are tasks, which the threads take one at a time from the shared counter `next` (0 at the start): a thread slowed down
+// by the machine takes fewer, instead of the others waiting for it. A block never straddles two linears, and each output is
+// still one thread's sum in a fixed order, so the bits do not depend on who took which block. ys[l] is [T, N_l].
+static void gemm_part(const Lin* Ls, int nl, const float* xp, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
     const int64_t K = Ls[0].K, P = (T + 15) / 16;
-    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
+    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + GEMM_NC - 1) / GEMM_NC;
     {
         float* wbuf = w_buf.get(GEMM_NC * GEMM_KC);
         float* cbuf = c_buf.get(P * GEMM_NC * 16);   // [panel][row in block][16]
-        int64_t r0, r1; split(Ntot, tid, n, r0, r1, 6);
-        int64_t off = 0;
-        for (int l = 0; l < nl; off += Ls[l].N, l++) {
+        for (int64_t task = next.fetch_add(1); task < ntask; task = next.fetch_add(1)) {
+            int l = 0; int64_t nb = task * GEMM_NC;
+            while (nb >= (Ls[l].N + GEMM_NC - 1) / GEMM_NC * GEMM_NC) { nb -= (Ls[l].N + GEMM_NC - 1) / GEMM_NC * GEMM_NC; l++; }
             const Lin& L = Ls[l]; const int64_t N = L.N; float* y = ys[l];
-            const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + N) - off;   // this thread's rows of linear l
-            for (int64_t nb = a; nb < b; nb += GEMM_NC) {
-                const int64_t nc = std::min(GEMM_NC, b - nb);
+            {
+                const int64_t nc = std::min(GEMM_NC, N - nb);
                 for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
                     const int64_t kc = std::min(GEMM_KC, K - k0);
                     const float* rows[GEMM_NC];
@@ -691,14 +692,9 @@ static void gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* 
     const int64_t K = Ls[0].K, P = (T + 15) / 16;
     float* xp = xp_buf.get(P * K * 16);
     pack_panels(x, T, K, xp, 0, P);
+    std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nthreads_ok(nt))
-    {
-#ifdef _OPENMP
-        gemm_part(Ls, nl, xp, T, ys, omp_get_thread_num(), omp_get_num_threads());
-#else
-        gemm_part(Ls, nl, xp, T, ys, 0, 1);
-#endif
-    }
+    gemm_part(Ls, nl, xp, T, ys, next);
 }
 #endif
 
@@ -901,6 +897,7 @@ struct Plan {
     std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;
     std::vector<int64_t> blk;   // attention blocks: rows blk[b]..blk[b+1]-1, consecutive positions of one sequence
     Scratch XP;   // packed panels: 32-byte aligned (the GEMM's aligned loads)
+    std::atomic<int64_t> task{0};   // the GEMM's next block of rows
     static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
     void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
@@ -908,8 +905,9 @@ struct Plan {
         if (T >= GEMM_MIN_ROWS) {
             const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
             pack_panels(x, T, ls[0].K, XP.p, p0, p1);
+            if (tid == 0) task.store(0);
             bar.wait();
-            gemm_part(ls, nl, XP.p, T, ys, tid, n);
+            gemm_part(ls, nl, XP.p, T, ys, task);
             bar.wait(); return;
         }
 #endif
