@@ -1542,6 +1542,12 @@ def decode_step(model, ids: torch.Tensor, cache) -> torch.Tensor | None:
     cache.length = pos + 1
     return out
 
+def _check_ids(ids: torch.Tensor, vocab: int):
+    "The C code trusts token ids: a non-empty 1-D tensor inside the vocabulary, or a ValueError."
+    if ids.dim() != 1 or ids.numel() == 0: raise ValueError(f"token ids: expected a non-empty 1-D tensor, got shape {tuple(ids.shape)}")
+    lo, hi = ids.aminmax()
+    if lo < 0 or hi >= vocab: raise ValueError(f"token id {int(lo) if lo < 0 else int(hi)} is outside the vocabulary of {vocab}")
+
 def prefill(model, ids: torch.Tensor, cache, last_only: bool = False) -> torch.Tensor | None:
     """Several tokens (a prompt, or a chunk of one) appended to `cache` through `ModelPlan.forward`: float32 logits `[T, V]`
     (`[1, V]` with `last_only`), `cache.length` advanced. None (nothing done) when the kernels cannot run this model or cache."""
@@ -1549,6 +1555,7 @@ def prefill(model, ids: torch.Tensor, cache, last_only: bool = False) -> torch.T
     if plan is None or not _cache_ok(cache, plan): return None
     T, start = ids.shape[0], cache.length
     if start + T > cache.k.shape[1]: raise ValueError(f"{T} tokens after {start} exceed the cache's {cache.k.shape[1]}")
+    _check_ids(ids, plan.vocab)
     cos, sin = model.rope(start + T)
     pos = torch.arange(start, start + T)
     rows = torch.tensor([T - 1]) if last_only else torch.arange(T)
@@ -1569,6 +1576,7 @@ def paged_forward(model, batch, pool) -> torch.Tensor | None:
     N, rows, nkeys = batch.token_ids.shape[0], kf[0].shape[0], batch.key_slots.shape[0]
     ints = (batch.token_ids, batch.positions, batch.slot_mapping, batch.key_slots, batch.key_offsets, batch.logits_rows)
     if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints): raise ValueError("PagedBatch index tensors must be contiguous int64")
+    _check_ids(batch.token_ids, plan.vocab)
     if batch.positions.shape[0] != N or batch.slot_mapping.shape[0] != N or batch.key_offsets.shape[0] != N:
         raise ValueError(f"PagedBatch of {N} tokens with {batch.positions.shape[0]} positions, {batch.slot_mapping.shape[0]} slots, "
                          f"{batch.key_offsets.shape[0]} key offsets")

@@ -121,9 +121,9 @@ class PagedKVPool:
     def __repr__(self): return f"PagedKVPool({self.report()})"
 
 # %% ../nbs/11_engine.ipynb 8
-def _slots(table: torch.Tensor, n: int, bs: int, start: int = 0) -> torch.Tensor:
-    "Pool slots of positions `start..n-1` of a sequence whose blocks are `table`: every slot of its blocks in order, cut."
-    return (table[:, None] * bs + torch.arange(bs)).flatten()[start:n]
+def _slots(table: torch.Tensor, n: int, bs: int) -> torch.Tensor:
+    "Pool slots of positions `0..n-1` of a sequence whose blocks are `table`: every slot of its blocks in order, cut at n."
+    return (table[:, None] * bs + torch.arange(bs)).flatten()[:n]
 
 @dataclass
 class PagedBatch:
