@@ -523,8 +523,9 @@ static void attend_head(const float* q, const float* kc, const float* vc, const 
 _SRC_BARRIER = r"""// ---------------------------------------------------------------- a barrier for threads inside one parallel region
 // Spins briefly, then yields the core: on a shared machine the other thread may be descheduled.
 struct Barrier {
-    std::atomic<int> count{0}; std::atomic<int> gen{0}; int n = 1;
+    std::atomic<int> count{0}; std::atomic<int> gen{0}; std::atomic<int> n{1};
     void wait() {
+        const int n = this->n.load(std::memory_order_relaxed);
         if (n == 1) return;
         int g = gen.load(std::memory_order_acquire);
         if (count.fetch_add(1, std::memory_order_acq_rel) == n - 1) { count.store(0, std::memory_order_relaxed); gen.fetch_add(1, std::memory_order_release); return; }
@@ -820,16 +821,16 @@ struct Plan {
         for (int t = 0; t < nt; t++) if ((int64_t)priv[t].size() < need_priv) priv[t].resize(need_priv + 1024);
         embed_row(token, x.data());
         const float scale = 1.0f / std::sqrt((float)hd);
-        bar.n = nt; bar.count.store(0);
+        bar.count.store(0);
         if (prof) { t_mark = now(); prof_steps++; }
 #pragma omp parallel num_threads(nt)
         {
 #ifdef _OPENMP
-            int tid = omp_get_thread_num();
+            const int tid = omp_get_thread_num(), n = omp_get_num_threads();   // OpenMP may give fewer threads than asked
 #else
-            int tid = 0;
+            const int tid = 0, n = 1;
 #endif
-            int n = nt;
+            bar.n.store(n, std::memory_order_relaxed);   // every thread, before its first wait: the team's real size (all store the same)
             float* xn = priv[tid].data(); float* prepA = xn + H; float* prepB = prepA + pmax + 8; float* prepC = prepB + pmax + 8; float* scores = prepC + pmax + 8;
             Prep p;
             for (int64_t l = 0; l < L; l++) {
@@ -932,6 +933,7 @@ struct Plan {
         if ((int)priv.size() < nt) priv.resize(nt);
         for (int t = 0; t < nt; t++) grow(priv[t], QB * grp * maxlen + 16);
         const float scale = 1.0f / std::sqrt((float)hd);
+        bar.count.store(0);
         if (prof) { t_mark = now(); prof_steps++; }
 #pragma omp parallel num_threads(nt)
         {
@@ -940,8 +942,7 @@ struct Plan {
 #else
             const int tid = 0, n = 1;
 #endif
-            if (tid == 0) { bar.n = n; bar.count.store(0); }
-#pragma omp barrier
+            bar.n.store(n, std::memory_order_relaxed);   // every thread, before its first wait: the team's real size (all store the same)
             float* scores = priv[tid].data();
             int64_t r0, r1; split(N, tid, n, r0, r1, 1);                 // this thread's rows in the row-wise phases
             for (int64_t r = r0; r < r1; r++) embed_row(ids[r], X.data() + r * H);
