@@ -138,7 +138,6 @@ class PagedBatch:
     dec_rows: torch.Tensor | None = None     # [B_d] rows of one-token chunks
     dec_slots: torch.Tensor | None = None    # [B_d, L_max] their key slots, padded with the null slot
     dec_mask: torch.Tensor | None = None     # [B_d, 1, 1, L_max] True where a key is real
-    dec_lens: torch.Tensor | None = None     # [B_d] int64: real keys of each one-token chunk
     prefills: list = field(default_factory=list)   # (row_start, row_end, start, key_slots) of longer chunks
     key_slots: torch.Tensor | None = None    # every chunk's key slots (positions 0..start+n-1), concatenated
     key_offsets: torch.Tensor | None = None  # [N] where each row's chunk begins in key_slots (row r's keys: positions 0..positions[r])
@@ -181,18 +180,10 @@ class PagedBatch:
             ds = torch.full((len(dec_keys), L), null_slot, dtype=torch.long)
             for j, k in enumerate(dec_keys): ds[j, :k.shape[0]] = k
             b.dec_rows, b.dec_slots = torch.tensor(dec_rows, device=device), ds.to(device)
-            lens = torch.tensor([k.shape[0] for k in dec_keys], dtype=torch.long)
-            b.dec_mask, b.dec_lens = (torch.arange(L)[None, :] < lens[:, None])[:, None, None, :].to(device), lens.to(device)
+            b.dec_mask = (torch.arange(L)[None, :] < torch.tensor([k.shape[0] for k in dec_keys])[:, None])[:, None, None, :].to(device)
         return b
 
 # %% ../nbs/11_engine.ipynb 10
-def _compiled_decode_attention(q, pool: PagedKVPool, layer: int, b: PagedBatch, out=None) -> torch.Tensor | None:
-    "The one-token chunks' attention read in place from a float32 pool on the CPU by the compiled kernel (notebook 12a), or None."
-    if q.device.type != "cpu" or q.dtype != torch.float32 or pool.quantized: return None
-    from xllm import cpu_kernels as ck
-    if not ck.ENABLED or ck.build() is None: return None
-    return ck.paged_attention(q, pool.k_flat[layer], pool.v_flat[layer], b.dec_slots, b.dec_lens, out=out)
-
 def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
     "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in `pool`'s layer `layer`."
     N, nh, nkv, hd = x.shape[0], attn.nh, attn.nkv, attn.hd
@@ -202,16 +193,11 @@ def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedB
     o = torch.empty(N, nh, hd, dtype=q.dtype, device=q.device)
     gqa = nh != nkv
     if b.dec_rows is not None:
-        pure = b.dec_rows.shape[0] == N                                   # decode only: no gather or scatter of rows
-        qd = q if pure else q[b.dec_rows]
-        od = _compiled_decode_attention(qd, pool, layer, b, o if pure else None)
-        if od is None:
-            Bd, L = b.dec_slots.shape
-            k, v = pool.gather(layer, b.dec_slots.reshape(-1))            # index_select: ~5x faster than kf[2-D index]
-            k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
-            od = F.scaled_dot_product_attention(qd[:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)[:, :, 0]
-        if pure: o = od
-        else: o[b.dec_rows] = od
+        Bd, L = b.dec_slots.shape
+        k, v = pool.gather(layer, b.dec_slots.reshape(-1))                # index_select: ~5x faster than kf[2-D index]
+        k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
+        od = F.scaled_dot_product_attention(q[b.dec_rows][:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)
+        o[b.dec_rows] = od[:, :, 0]
     for r0, r1, start, keys in b.prefills:
         T = r1 - r0
         k, v = pool.gather(layer, keys)
