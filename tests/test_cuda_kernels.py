@@ -1,7 +1,9 @@
-"""xllm.cuda_kernels on a CUDA device vs float64 CPU references, fp32/fp16/bf16, several shapes, tolerance kernel_rtol(dtype)
+"""xllm.cuda_kernels vs float64 CPU references, fp32/fp16/bf16, several shapes, tolerance kernel_rtol(dtype)
 (fp32 math: 1e-5 for fp32 inputs, 1e-3 for fp16/bf16, plus one rounding of the result to the I/O dtype).
-Skips unless torch sees a GPU and CuPy imports. Prints the max error of each kernel (pytest -s)."""
-import math
+Each test runs on two backends: `cuda` (skips unless torch sees a GPU and CuPy imports) and `emulated` (the same CUDA source
+run on CPU tensors by xllm.cuda_emu; skips without g++), the latter on smaller shapes (`pick`). Prints the max error of each
+kernel per backend (pytest -s)."""
+import math, os, shutil
 import pytest
 import torch
 
@@ -9,45 +11,62 @@ import xllm.cuda_kernels as ck
 from xllm.core import LlamaConfig
 from xllm.model import rope_inv_freq, rope_tables
 
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and ck.cupy_available()), reason="needs a CUDA device and CuPy")
+HAVE_GPU = torch.cuda.is_available() and ck.cupy_available()
+HAVE_CXX = shutil.which(os.environ.get("CXX") or "g++") is not None
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-dev = "cuda"
 worst = {}
 
 
-def record(name, dt, err):
-    key = (name, str(dt).replace("torch.", ""))
+@pytest.fixture(params=["cuda", "emulated"])
+def dev(request):
+    "The device the kernels' tensors live on: 'cuda', or 'cpu' inside xllm.cuda_emu.emulate()."
+    if request.param == "cuda":
+        if not HAVE_GPU: pytest.skip("needs a CUDA device and CuPy")
+        yield "cuda"
+    else:
+        if not HAVE_CXX: pytest.skip("the CUDA emulator needs a C++ compiler (g++)")
+        from xllm.cuda_emu import emulate
+        with emulate(): yield "cpu"
+
+
+def pick(dev, full, small):
+    "The GPU's shapes, or the emulator's smaller ones (it runs a few million thread switches per second)."
+    return full if dev == "cuda" else small
+
+
+def record(name, dt, err, dev="cuda"):
+    key = (name, str(dt).replace("torch.", ""), "cuda" if dev == "cuda" else "emulated")
     worst[key] = max(worst.get(key, 0.0), err)
     assert err < ck.kernel_rtol(dt), (name, dt, err)
 
 
 def teardown_module(module):
-    for (name, dt), e in sorted(worst.items()): print(f"max_rel_err {name:16s} {dt:9s} {e:.3e}  (rtol {ck.kernel_rtol(getattr(torch, dt)):.2e})")
+    for (name, dt, b), e in sorted(worst.items()): print(f"max_rel_err {b:8s} {name:18s} {dt:9s} {e:.3e}  (rtol {ck.kernel_rtol(getattr(torch, dt)):.2e})")
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_rms_norm(dt):
+def test_rms_norm(dt, dev):
     g = torch.Generator().manual_seed(1)
-    for rows, H in ((1, 64), (7, 576), (33, 4096), (4, 5000), (300, 2048)):
+    for rows, H in pick(dev, ((1, 64), (7, 576), (33, 4096), (4, 5000), (300, 2048)), ((1, 64), (7, 576), (3, 4096), (2, 5000))):
         x, w = torch.randn(rows, H, generator=g).to(dev, dt), torch.randn(H, generator=g).to(dev, dt)
         ref, _ = ck.rms_norm_ref(x.cpu(), w.cpu(), 1e-5)
-        record("rms_norm", dt, ck.max_rel_err(ck.rms_norm(x, w, 1e-5), ref))
+        record("rms_norm", dt, ck.max_rel_err(ck.rms_norm(x, w, 1e-5), ref), dev)
         r = torch.randn(rows, H, generator=g).to(dev, dt)
         ref, newres = ck.rms_norm_ref(x.cpu(), w.cpu(), 1e-5, residual=r.cpu())
         out = torch.empty_like(x)
         assert ck.rms_norm(x, w, 1e-5, residual=r, out=out) is out
-        record("rms_norm+res", dt, ck.max_rel_err(out, ref))
+        record("rms_norm+res", dt, ck.max_rel_err(out, ref), dev)
         assert torch.equal(r.cpu(), newres)
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_rope(dt):
+def test_rope(dt, dev):
     g = torch.Generator().manual_seed(2)
     cfg = LlamaConfig(vocab_size=32, hidden_size=4096, intermediate_size=64, num_hidden_layers=1, num_attention_heads=32, rope_theta=500000.0,
                       rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                     "original_max_position_embeddings": 8192})
     cos, sin = (t.to(dev) for t in rope_tables(rope_inv_freq(cfg), 2000))
-    for T, nq, nk, D in ((1, 4, 4, 128), (9, 32, 8, 128), (5, 9, 3, 64), (64, 32, 8, 128)):
+    for T, nq, nk, D in pick(dev, ((1, 4, 4, 128), (9, 32, 8, 128), (5, 9, 3, 64), (64, 32, 8, 128)), ((1, 4, 4, 128), (3, 32, 8, 128), (5, 9, 3, 64))):
         qkv = torch.randn(T, (nq + 2 * nk) * D, generator=g).to(dev, dt)
         q, k = qkv[:, :nq * D].view(T, nq, D), qkv[:, nq * D:(nq + nk) * D].view(T, nk, D)
         pos = torch.randint(0, 2000, (T,), generator=g).to(dev)
@@ -58,30 +77,30 @@ def test_rope(dt):
         ptr = q.data_ptr()
         ck.rope_(q, k, pos, c, s)
         assert q.data_ptr() == ptr
-        record("rope", dt, max(ck.max_rel_err(q, rq), ck.max_rel_err(k, rk)))
+        record("rope", dt, max(ck.max_rel_err(q, rq), ck.max_rel_err(k, rk)), dev)
         assert torch.equal(qkv[:, (nq + nk) * D:], v)
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_silu_and_mul(dt):
+def test_silu_and_mul(dt, dev):
     g = torch.Generator().manual_seed(3)
-    for rows, I in ((1, 64), (17, 1536), (3, 11008), (128, 14336)):
+    for rows, I in pick(dev, ((1, 64), (17, 1536), (3, 11008), (128, 14336)), ((1, 64), (3, 1536), (1, 11008))):
         x = (torch.randn(rows, 2 * I, generator=g) * 3).to(dev, dt)
-        record("silu_and_mul", dt, ck.max_rel_err(ck.silu_and_mul_fused(x), ck.silu_and_mul_ref(x[:, :I].cpu(), x[:, I:].cpu())))
+        record("silu_and_mul", dt, ck.max_rel_err(ck.silu_and_mul_fused(x), ck.silu_and_mul_ref(x[:, :I].cpu(), x[:, I:].cpu())), dev)
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_softmax(dt):
+def test_softmax(dt, dev):
     g = torch.Generator().manual_seed(4)
-    for rows, N in ((1, 10), (5, 1000), (3, 49152), (2, 128256), (64, 333)):
+    for rows, N in pick(dev, ((1, 10), (5, 1000), (3, 49152), (2, 128256), (64, 333)), ((1, 10), (5, 1000), (2, 20000), (9, 333))):
         x = (torch.randn(rows, N, generator=g) * 5).to(dev, dt)
         x[0, :N // 3] = -math.inf
-        record("softmax", dt, ck.max_rel_err(ck.softmax(x), ck.softmax_ref(x.cpu())))
+        record("softmax", dt, ck.max_rel_err(ck.softmax(x), ck.softmax_ref(x.cpu())), dev)
     y = ck.softmax(torch.full((2, 7), -math.inf, device=dev, dtype=dt))
     assert torch.isnan(y).all()                                   # like torch.softmax
 
 
-def random_paged(B, H, n_kv, D, bs, lens, dtype, g):
+def random_paged(B, H, n_kv, D, bs, lens, dtype, g, dev):
     need = [(L + bs - 1) // bs for L in lens]
     nb = sum(need) + 3
     perm = torch.randperm(nb, generator=g)
@@ -94,50 +113,53 @@ def random_paged(B, H, n_kv, D, bs, lens, dtype, g):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_paged_attention(dt):
+def test_paged_attention(dt, dev):
     g = torch.Generator().manual_seed(5)
-    for B, H, n_kv, D, bs, lens in ((1, 4, 4, 64, 16, [1]), (3, 9, 3, 64, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
-                                    (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])):
-        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g)
+    for B, H, n_kv, D, bs, lens in pick(dev, ((1, 4, 4, 64, 16, [1]), (3, 9, 3, 64, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
+                                              (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])),
+                                        ((1, 4, 4, 64, 16, [1]), (3, 9, 3, 64, 16, [5, 100, 37]), (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]))):
+        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g, dev)
         ref = ck.paged_attention_ref(q, kc, vc, bt, cl)
-        for nw in (4, 8):
-            record("paged_attention", dt, ck.max_rel_err(ck.paged_attention(q, kc, vc, bt, cl, num_warps=nw), ref))
+        for nw in pick(dev, (4, 8), (2,)):
+            record("paged_attention", dt, ck.max_rel_err(ck.paged_attention(q, kc, vc, bt, cl, num_warps=nw), ref), dev)
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_paged_attention_v2(dt):
+def test_paged_attention_v2(dt, dev):
     "GQA groups 1-8, head_dim 32-256, split-K with auto / 1 / some / many splits (empty splits in short sequences)."
     g = torch.Generator().manual_seed(7)
-    for B, H, n_kv, D, bs, lens in ((1, 4, 4, 64, 16, [1]), (3, 8, 2, 128, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
-                                    (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (1, 32, 32, 128, 16, [3000]),
-                                    (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])):
-        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g)
+    for B, H, n_kv, D, bs, lens in pick(dev, ((1, 4, 4, 64, 16, [1]), (3, 8, 2, 128, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
+                                              (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (1, 32, 32, 128, 16, [3000]),
+                                              (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])),
+                                        ((1, 4, 4, 64, 16, [1]), (3, 8, 2, 128, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
+                                         (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (1, 8, 8, 32, 16, [600]), (2, 16, 2, 64, 16, [33, 250]))):
+        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g, dev)
         ref = ck.paged_attention_ref(q, kc, vc, bt, cl)
         for S in (None, 1, 3, 16):
-            record("paged_attention_v2", dt, ck.max_rel_err(ck.paged_attention_v2(q, kc, vc, bt, cl, num_splits=S), ref))
+            record("paged_attention_v2", dt, ck.max_rel_err(ck.paged_attention_v2(q, kc, vc, bt, cl, num_splits=S, num_warps=pick(dev, 4, 2)), ref), dev)
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_softmax_split(dt):
+def test_softmax_split(dt, dev):
     g = torch.Generator().manual_seed(8)
-    for rows, N in ((1, 10), (3, 49152), (2, 128256), (64, 333), (1, 5000)):
+    for rows, N in pick(dev, ((1, 10), (3, 49152), (2, 128256), (64, 333), (1, 5000)), ((1, 10), (2, 20000), (9, 333), (1, 5000))):
         x = (torch.randn(rows, N, generator=g) * 5).to(dev, dt)
         x[0, :N // 3] = -math.inf
         ref = ck.softmax_ref(x.cpu())
         for S in (None, 2, 7, 64):
-            record("softmax_split", dt, ck.max_rel_err(ck.softmax(x, splits=S), ref))
+            record("softmax_split", dt, ck.max_rel_err(ck.softmax(x, splits=S), ref), dev)
 
 
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("kvd", [None, "int8"])
-def test_kv_append_matches_pool_write(dt, kvd):
+def test_kv_append_matches_pool_write(dt, kvd, dev):
     "kv_append into a CUDA PagedKVPool == PagedKVPool.write on the CPU, bit for bit (int8 codes and scales too); padding slots skipped."
     from xllm.engine import PagedKVPool
     g = torch.Generator().manual_seed(9)
-    for n_kv, D in ((2, 32), (8, 128), (3, 64)):
+    for n_kv, D in pick(dev, ((2, 32), (8, 128), (3, 64)), ((2, 32), (3, 64))):
         c = LlamaConfig(vocab_size=32, hidden_size=4 * n_kv * D, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4 * n_kv,
                         num_key_value_heads=n_kv, head_dim=D)
-        cpu, gpu = PagedKVPool(c, 6, 16, dt, "cpu", kvd), PagedKVPool(c, 6, 16, dt, dev, kvd)
+        cpu, gpu = PagedKVPool(c, 6, 16, dt, "cpu", kvd), PagedKVPool(c, 6, 16, dt, dev, kvd)   # dev 'cpu': emulated kv_append vs pool.write
         N = 40
         slots = torch.randperm(6 * 16, generator=g)[:N]
         qkv = (torch.randn(N, 3 * n_kv * D, generator=g) * 3).to(dt)
@@ -153,20 +175,23 @@ def test_kv_append_matches_pool_write(dt, kvd):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_int8_linear(dt):
+def test_int8_linear(dt, dev):
     "Int8Linear's layout (per-row float32 and grouped float16 scales, float32 bias) vs the float64 reference."
     from xllm.quant import Int8Linear
     g = torch.Generator().manual_seed(10)
-    for M, O, I, gs in ((1, 4096, 4096, None), (3, 11008, 4096, None), (7, 4096, 11008, 32), (16, 100, 576, None), (5, 33, 64, 32), (256, 64, 1536, None)):
+    for M, O, I, gs in pick(dev, ((1, 4096, 4096, None), (3, 11008, 4096, None), (7, 4096, 11008, 32), (16, 100, 576, None), (5, 33, 64, 32), (256, 64, 1536, None)),
+                            ((1, 64, 4096, None), (3, 40, 1024, 32), (16, 100, 576, None), (5, 33, 64, 32), (20, 8, 1536, None))):
         mod = Int8Linear.from_float(torch.randn(O, I, generator=g) * 0.02, group_size=gs)
         bias = torch.randn(O, generator=g)
         x = torch.randn(M, I, generator=g).to(dev, dt)
         w, s = mod.weight.to(dev), ck.int8_scales(mod.scales).to(dev)
-        record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s, bias.to(dev)), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales, bias)))
-        record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales)))
+        record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s, bias.to(dev)), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales, bias)), dev)
+        record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales)), dev)
 
 
+@pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA device and CuPy")
 def test_runs_on_torch_current_stream():
+    dev = "cuda"
     "Launched inside torch.cuda.stream(s): ordered after torch's work on s, before the next, without syncing the default stream."
     g = torch.Generator().manual_seed(6)
     s = torch.cuda.Stream()
@@ -183,7 +208,7 @@ def test_runs_on_torch_current_stream():
     assert ck.max_rel_err(y, ref) < ck.kernel_rtol(torch.float32)
 
 
-def test_argument_errors():
+def test_argument_errors(dev):
     x = torch.randn(4, 64, device=dev, dtype=torch.float16)
     with pytest.raises(ValueError, match="weight has dtype"): ck.rms_norm(x, torch.ones(64, device=dev))
     with pytest.raises(ValueError, match="residual shape"): ck.rms_norm(x, torch.ones(64, device=dev, dtype=x.dtype), residual=x[:2])
@@ -195,7 +220,7 @@ def test_argument_errors():
                            torch.zeros(1, 1, dtype=torch.int32, device=dev), torch.ones(1, dtype=torch.int32, device=dev))
 
 
-def test_argument_errors_second_generation():
+def test_argument_errors_second_generation(dev):
     q = torch.randn(1, 8, 96, device=dev, dtype=torch.float16)
     kc = torch.zeros(2, 16, 2, 96, device=dev, dtype=torch.float16)
     bt, cl = torch.zeros(1, 1, dtype=torch.int32, device=dev), torch.ones(1, dtype=torch.int32, device=dev)

@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 # %% auto 0
-__all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'compile_check',
-           'cupy_available', 'rms_norm', 'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref',
-           'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref', 'softmax_splits', 'softmax', 'softmax_ref',
-           'paged_attention', 'paged_attention_ref', 'paged_attention_splits', 'paged_attention_v2', 'kv_append',
-           'int8_scales', 'int8_linear', 'int8_linear_ref']
+__all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'EMULATED_SMS',
+           'compile_check', 'cupy_available', 'rms_norm', 'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_',
+           'rope_ref', 'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref', 'softmax_splits', 'softmax',
+           'softmax_ref', 'paged_attention', 'paged_attention_ref', 'paged_attention_splits', 'paged_attention_v2',
+           'kv_append', 'int8_scales', 'int8_linear', 'int8_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
 CUDA_SOURCE = r'''
@@ -23,13 +23,21 @@ struct half_t { unsigned short bits; };   // IEEE fp16, carried as bits
 struct bf16_t { unsigned short bits; };   // bfloat16, carried as bits
 
 __device__ __forceinline__ float to_f(float x) { return x; }
+#ifdef XLLM_EMULATOR   // xllm.cuda_emu compiles this source as C++ for the CPU: no PTX there
+__device__ __forceinline__ float to_f(half_t x) { return emu::h2f(x.bits); }
+#else
 __device__ __forceinline__ float to_f(half_t x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits)); return f; }
+#endif
 __device__ __forceinline__ float to_f(bf16_t x) { return __uint_as_float(((unsigned int)x.bits) << 16); }
 
 template <typename T> __device__ __forceinline__ T from_f(float f);
 template <> __device__ __forceinline__ float from_f<float>(float f) { return f; }
 template <> __device__ __forceinline__ half_t from_f<half_t>(float f) {
+#ifdef XLLM_EMULATOR
+    half_t h; h.bits = emu::f2h(f); return h;
+#else
     half_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h;   // round to nearest even
+#endif
 }
 template <> __device__ __forceinline__ bf16_t from_f<bf16_t>(float f) {
     unsigned int u = __float_as_uint(f);
@@ -621,7 +629,10 @@ def _kernel(name: str, device_index: int):
         _modules[device_index] = mod
     return mod.get_function(name)
 
+_EMULATOR = None   # inside xllm.cuda_emu.emulate(): a launcher that runs the kernels on CPU tensors
+
 def _launch(name: str, t: torch.Tensor, grid: int | tuple, block: int, args: tuple, shared_mem: int = 0):
+    if t.device.type == "cpu": return _EMULATOR(name, grid, block, args, shared_mem)   # _check let a CPU tensor through: emulating
     import cupy
     dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
     fn = _functions.get((dev, name))
@@ -639,7 +650,8 @@ def _p(t: torch.Tensor | None): return np.uint64(0 if t is None else t.data_ptr(
 
 def _check(name: str, t: torch.Tensor, device=None, dtype=None, dims=None, inner_contiguous=True):
     if not isinstance(t, torch.Tensor): raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.device.type != "cuda": raise ValueError(f"{name} must be on a CUDA device, got {t.device}")
+    if t.device.type != "cuda" and not (t.device.type == "cpu" and _EMULATOR is not None):
+        raise ValueError(f"{name} must be on a CUDA device, got {t.device} (CPU tensors only inside xllm.cuda_emu.emulate())")
     if device is not None and t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
     if dtype is not None and t.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
         raise ValueError(f"{name} has dtype {t.dtype}, expected {dtype}")
@@ -749,8 +761,11 @@ def silu_and_mul_ref(gate, up):
 
 # %% ../nbs/14_cuda_kernels.ipynb 27
 _sm_counts: dict = {}
+EMULATED_SMS = 132   # an H200's: the emulator makes the same launch decisions (splits) as that GPU
+
 def _num_sms(device) -> int:
-    "Streaming multiprocessors of a CUDA device (cached)."
+    "Streaming multiprocessors of a CUDA device (cached); `EMULATED_SMS` for CPU tensors under the emulator."
+    if device.type == "cpu": return EMULATED_SMS
     i = device.index if device.index is not None else torch.cuda.current_device()
     if i not in _sm_counts: _sm_counts[i] = torch.cuda.get_device_properties(i).multi_processor_count
     return _sm_counts[i]
