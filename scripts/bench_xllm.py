@@ -10,6 +10,8 @@ import argparse, json, time
 from pathlib import Path
 import torch
 from xllm.cli import random_llm, run_bench
+from xllm.llm import attach_cuda_runner, build_engine
+from xllm.cuda_runner import TorchOps
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--random-weights", required=True, metavar="CONFIG")
@@ -30,14 +32,12 @@ for w in a.workload:
 max_batch = max(len(x[1]) for x in work)
 t0 = time.perf_counter()
 llm = random_llm(a.random_weights, a.device, a.dtype, a.tokenizer, max_num_seqs=max_batch, kv_cache_memory=a.kv_cache_memory)
-eng = llm.get_engine()
+eng = llm._engine = build_engine(llm, cuda_runner=False)     # the runner is attached below, so its capture is timed apart
 build_s = time.perf_counter() - t0
 capture_s, runner = 0.0, None
 if a.runner != "none":
-    from xllm.cuda_runner import CudaRunner
     t0 = time.perf_counter()
-    runner = eng.runner = CudaRunner(llm.model, eng.pool, max_batch=max_batch, max_model_len=eng.max_model_len, enforce_eager=a.runner == "eager")
-    if a.runner == "graphs": runner.capture()
+    runner = attach_cuda_runner(eng, max_batch, enforce_eager=a.runner == "eager", ops=None if a.device.startswith("cuda") else TorchOps)   # LLM's own wiring
     capture_s = time.perf_counter() - t0
 weight_bytes = sum(t.numel() * t.element_size() for t in {id(t): t for t in llm.model.state_dict().values()}.values())
 for name, prompts, n in work:

@@ -3,7 +3,8 @@
 - a random Llama-2-7B-shaped model's first 2 layers (llama2-7b config, num_hidden_layers=2, float32, the same weights on both
   devices): greedy tokens of 3 prompts x 8 tokens through the paged engine on cpu, on cuda, and on cuda with the CUDA runner
   (graphs) must be equal, and every step's logits within 1e-3 of the max |logit| (relative);
-- the default model (SmolLM2-135M GGUF) when it is in the cache (it is not downloaded here): greedy 16 tokens cpu vs cuda, float32.
+- the default model (SmolLM2-135M GGUF) when it is in the cache (it is not downloaded here): LLM.generate greedy 16 tokens cpu vs
+  cuda, float32, with the CudaRunner that LLM attaches on a GPU, with CUDA graphs and with enforce_eager=True.
 Exit status 1 if a check fails."""
 import copy, json, sys
 import torch
@@ -54,9 +55,13 @@ except Exception as ex:
 else:
     from xllm.llm import LLM
     from xllm.sampling import SamplingParams
-    outs = {}
-    for d in ("cpu", "cuda"):
-        llm = LLM(path, device=d, dtype="float32", kv_cache_memory=2**28)
-        outs[d] = [o.outputs[0].token_ids for o in llm.generate(["Hello! Who are you?", "The capital of France is"], SamplingParams(temperature=0, max_tokens=16), use_tqdm=False)]
-    report(case="default model greedy cuda vs cpu (fp32)", tokens_equal=outs["cpu"] == outs["cuda"], **{"pass": outs["cpu"] == outs["cuda"]})
+    outs, runners = {}, {}
+    for d, eager in (("cpu", False), ("cuda", False), ("cuda", True)):
+        llm = LLM(path, device=d, dtype="float32", quantization=None, kv_cache_memory=2**28, max_num_seqs=4, enforce_eager=eager)
+        outs[d, eager] = [o.outputs[0].token_ids for o in llm.generate(["Hello! Who are you?", "The capital of France is"], SamplingParams(temperature=0, max_tokens=16), use_tqdm=False)]
+        runners[d, eager] = repr(llm.get_engine().runner)          # on cuda: the CudaRunner build_engine attached (graphs unless eager)
+    for eager in (False, True):
+        same = outs["cpu", False] == outs["cuda", eager]
+        report(case=f"default model, LLM.generate greedy, cuda ({'eager' if eager else 'CUDA graphs'}) vs cpu (fp32)", tokens_equal=same,
+               runner=runners["cuda", eager], **{"pass": same and "CudaRunner" in runners["cuda", eager]})
 sys.exit(0 if ok else 1)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_llm.ipynb 3
 from __future__ import annotations
-import copy, math, time
+import copy, math, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -21,7 +21,8 @@ from .sampling import SamplingParams, Sampler
 from .engine import default_kv_cache_memory
 
 # %% auto 0
-__all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits']
+__all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'build_engine', 'attach_cuda_runner', 'get_engine', 'generate', 'chat',
+           'stream', 'logits']
 
 # %% ../nbs/07_llm.ipynb 5
 @dataclass
@@ -126,7 +127,7 @@ def _resolve_device(device) -> torch.device:
     return dev
 
 # %% ../nbs/07_llm.ipynb 12
-def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs):
+def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False):
     "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
     if kv_cache_dtype not in (None, "auto", "int8"):
         raise ValueError(f"kv_cache_dtype: expected None (the model's dtype), 'auto' or 'int8', got {kv_cache_dtype!r}")
@@ -135,6 +136,7 @@ def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs):
         raise ValueError(f"kv_cache_memory: expected a positive number of bytes or None, got {kv_cache_memory!r}")
     if max_num_seqs is not None and (not isinstance(max_num_seqs, int) or isinstance(max_num_seqs, bool) or max_num_seqs <= 0):
         raise ValueError(f"max_num_seqs: expected a positive integer or None, got {max_num_seqs!r}")
+    if not isinstance(enforce_eager, bool): raise ValueError(f"enforce_eager: expected True or False, got {enforce_eager!r}")
 
 
 def _kv_block_bytes(llm, block_size=16) -> int:
@@ -157,9 +159,10 @@ class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
                  quantization: str | None = "auto", group_size: int = 32,
-                 kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None):
+                 kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
+                 enforce_eager: bool = False):
         self.device = _resolve_device(device)
-        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs)
+        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager)
         if quantization not in ("auto", None, "int8", "int4"):
             raise ValueError(f"quantization: expected 'auto', None, 'int8' or 'int4', got {quantization!r}")
         path = Path(model).expanduser() if model is not None else default_model_path()
@@ -207,6 +210,7 @@ class LLM:
         self._next_id = 0
         # the batching engine's settings: K/V storage (None = the model's dtype, or "int8"), bytes of paged K/V, most sequences per step
         self.kv_cache_dtype, self.max_num_seqs, self._engine = kv_cache_dtype, max_num_seqs or 32, None
+        self.enforce_eager = enforce_eager         # on a GPU: decode steps without CUDA graphs (see build_engine)
         self.kv_cache_memory = default_kv_cache_memory(self.model.device) if kv_cache_memory is None else int(kv_cache_memory)
         if self.kv_cache_memory < (blk := _kv_block_bytes(self)):
             raise ValueError(f"kv_cache_memory: {self.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
@@ -293,15 +297,36 @@ def _run_one(self, prompt, ids, params) -> RequestOutput:
     self._next_id += 1
     return out
 
-def build_engine(llm, max_num_seqs: int | None = None):
+def build_engine(llm, max_num_seqs: int | None = None, cuda_runner: bool = True):
     """A new continuous-batching `Engine` over `llm`'s model: its paged K/V pool (stored as `llm.kv_cache_dtype`)
-    is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
+    is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need.
+    On a GPU (unless `cuda_runner=False`) decode steps go through `attach_cuda_runner`."""
     from xllm.engine import Engine
     bs, seqs = 16, max_num_seqs or llm.max_num_seqs
     full = seqs * -(-llm.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
-    return Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=max(512, seqs), block_size=bs,
-                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
-                  eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype)
+    eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=max(512, seqs), block_size=bs,
+                 num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
+                 eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype)
+    if cuda_runner and llm.model.device.type == "cuda": attach_cuda_runner(eng, seqs, getattr(llm, "enforce_eager", False))
+    return eng
+
+def attach_cuda_runner(eng, max_batch: int, enforce_eager: bool = False, ops=None):
+    """Give `eng` a `CudaRunner`: its decode steps then run on xllm's CUDA kernels over preallocated buffers, replayed from
+    CUDA graphs captured for batch sizes up to `max_batch` (none with `enforce_eager`). Prompt chunks, and int8 K/V pools,
+    stay on `forward_paged`. Without CuPy (or with `ops` None off a GPU) the engine is left as it is, with a warning on a GPU.
+    Returns the runner or None."""
+    import xllm.cuda_kernels as ck
+    if eng.pool.quantized: return None
+    if ops is None:
+        if eng.model.device.type != "cuda": return None
+        if not ck.cupy_available():
+            warnings.warn("xllm: CuPy is not installed, so CUDA decode steps run on torch ops, without xllm's kernels or CUDA graphs: "
+                          "pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)", RuntimeWarning, stacklevel=3)
+            return None
+    from xllm.cuda_runner import CudaRunner
+    eng.runner = CudaRunner(eng.model, eng.pool, max_batch=max_batch, max_model_len=eng.max_model_len, enforce_eager=enforce_eager, ops=ops)
+    eng.runner.capture()                        # [] when eager or off a GPU; a failed capture warns and runs eagerly
+    return eng.runner
 
 def get_engine(self):
     "The LLM's own `Engine` for batched `generate` (built by `build_engine` on first use, then kept)."
