@@ -83,3 +83,32 @@ def test_int8_model_through_runner(dev):
     r.capture()
     _, h1 = greedy_paged(m1, p1, PROMPTS, 8, step=r)
     assert max(float((a - b).abs().max() / a.abs().max()) for a, b in zip(h0, h1)) < 2e-2
+
+
+def _allocations(fn):
+    "Calls `fn()` under the torch profiler; returns the (op, bytes) of every allocation it made, host or device."
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof: fn()
+    mem = lambda e: max(e.cpu_memory_usage, getattr(e, "device_memory_usage", 0) or 0, getattr(e, "cuda_memory_usage", 0) or 0)
+    return [(e.name, mem(e)) for e in prof.events() if mem(e) > 0]
+
+
+def test_decode_step_allocates_and_reads_back_nothing(dev):
+    """What graph capture needs, and what the buffer pool promises: with plain float weights the eager decode step allocates
+    nothing (the split-K workspace included: max_model_len 2048 makes 3 rows split the attention 8 ways) and reads no tensor
+    value back to the host (item, tolist, bool, ...: a sync, which capture refuses)."""
+    m = tiny_model(5, torch.float32, dev, max_position_embeddings=2048, head_dim=64, hidden_size=256)   # paged_attention_v2
+    pool = PagedKVPool(m.config, 40, 8, torch.float32, dev)
+    r = CudaRunner(m, pool, max_batch=8, enforce_eager=True, ops=CudaOps)
+    assert ck.paged_attention_splits(3, 2, r.max_blocks * 8, ck._num_sms(dev)) == 8 and r.attn_ws.numel() >= 3 * 8 * 8 * 66
+    greedy_paged(m, pool, PROMPTS, 3, step=r)                         # the pool holds K/V, the kernels are built
+    q, bt, cl = r.buf["q"][:3], r.buf["tables"][:3], r.buf["lens"][:3]
+    assert _allocations(lambda: ck.paged_attention_v2(q, pool.k[0], pool.v[0], bt, cl)), "the profiler should see the partials allocated"
+    reads, saved = [], {}
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "cpu", "numpy"):
+        saved[name] = orig = getattr(torch.Tensor, name)
+        setattr(torch.Tensor, name, lambda self, *a, _n=name, _o=orig, **k: (reads.append(_n), _o(self, *a, **k))[1])
+    try: allocs = _allocations(lambda: r._decode(3))
+    finally:
+        for name, orig in saved.items(): setattr(torch.Tensor, name, orig)
+    assert allocs == [] and reads == [], (allocs, reads)

@@ -869,10 +869,12 @@ def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int
 
 def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                        context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
-                       num_splits: int | None = None, num_warps: int = 4) -> torch.Tensor:
+                       num_splits: int | None = None, num_warps: int = 4, workspace: torch.Tensor | None = None) -> torch.Tensor:
     """Decode attention like `paged_attention` (same arguments and layout), one block per (sequence, KV head, split) serving
     the GQA group; head_dim in `PA2_HEAD_DIMS`, at most `PA2_MAX_GROUP` query heads per KV head, 16-byte aligned tensors.
-    `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel."""
+    `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel, whose inputs (each split's max, sum and
+    unnormalized output: `B * n_heads * num_splits * (head_dim + 2)` floats) go to `workspace` (float32, contiguous) when
+    given, so the call allocates nothing; else to new tensors."""
     out, (B, H, D), (nb, bs, n_kv) = _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, head_dims=PA2_HEAD_DIMS)
     if H // n_kv > PA2_MAX_GROUP: raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
     for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
@@ -892,8 +894,13 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     sfx = DTYPE_SUFFIX[q.dtype]
     part_ml = part_acc = None
     if num_splits > 1:
-        part_ml = torch.empty(B, H, num_splits, 2, dtype=torch.float32, device=q.device)
-        part_acc = torch.empty(B, H, num_splits, D, dtype=torch.float32, device=q.device)
+        n = B * H * num_splits
+        if workspace is None: workspace = torch.empty(n * (D + 2), dtype=torch.float32, device=q.device)
+        _check("workspace", workspace, device=q.device, dtype=torch.float32)
+        if not workspace.is_contiguous() or workspace.numel() < n * (D + 2):
+            raise ValueError(f"workspace must be contiguous float32 with at least {n * (D + 2)} elements for {num_splits} splits, got {tuple(workspace.shape)}")
+        ws = workspace.view(-1)
+        part_ml, part_acc = ws[:2 * n].view(B, H, num_splits, 2), ws[2 * n:n * (D + 2)].view(B, H, num_splits, D)
     gm = next(x for x in PA2_GROUPS if x >= G)
     _launch(f"paged_attention_v2_{sfx}_d{D}_g{gm}", q, B * n_kv * num_splits, 32 * num_warps,
             (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), _p(block_tables), _p(context_lens), np.int32(H),

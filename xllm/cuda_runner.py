@@ -55,8 +55,8 @@ class TorchOps:
             qx, s = quantize_kv(x[ok]); t.index_copy_(0, slots[ok], qx); st.index_copy_(0, slots[ok], s)
 
     @staticmethod
-    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out):
-        "Decode attention of one query token per sequence over its paged K/V, into `out`."
+    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None):
+        "Decode attention of one query token per sequence over its paged K/V, into `out` (`workspace` is the kernels' and unused here)."
         B, H, D = q.shape
         nb, bs, n_kv, _ = k_cache.shape
         Lmax = block_tables.shape[1] * bs
@@ -81,11 +81,11 @@ class CudaOps:
     kv_append = staticmethod(ck.kv_append)
 
     @staticmethod
-    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out):
-        "Paged decode attention through `paged_attention_v2` where it applies, else the first-generation kernel."
+    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None):
+        "Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`), else the first-generation kernel."
         H, D, n_kv = q.shape[1], q.shape[2], k_cache.shape[2]
         if D in ck.PA2_HEAD_DIMS and H // n_kv <= ck.PA2_MAX_GROUP:
-            return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out)
+            return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out, workspace=workspace)
         return ck.paged_attention(q, k_cache, v_cache, block_tables, context_lens, out=out)
 
 # %% ../nbs/14a_cuda_runner.ipynb 10
@@ -150,11 +150,16 @@ class CudaRunner:
                         tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
                         res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
                         gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H), logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
+        ws = 0                                  # paged_attention_v2's split-K partials: enough for the most any batch of <= n rows uses
+        if self.ops is CudaOps and hd in ck.PA2_HEAD_DIMS and nh // nkv <= ck.PA2_MAX_GROUP:
+            ctx, sms = self.max_blocks * self.pool.block_size, ck._num_sms(dev)
+            ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
+        self.attn_ws = e(ws, dtype=torch.float32)
 
     @property
     def buffer_bytes(self) -> int:
         "Bytes of the preallocated activation buffers."
-        return sum(t.numel() * t.element_size() for t in self.buf.values())
+        return sum(t.numel() * t.element_size() for t in [*self.buf.values(), self.attn_ws])
 
     def __repr__(self):
         return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
@@ -199,7 +204,7 @@ def _decode(self, n: int) -> torch.Tensor:
         o.rope_(q, k, bf["pos"], self.cos, self.sin)
         o.kv_append(k, v, pool.k_flat[i], pool.v_flat[i], bf["slots"], pool.k_scale_flat[i], pool.v_scale_flat[i])
         bf["q"].copy_(q)
-        o.paged_attention(bf["q"], pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=bf["attn"])
+        o.paged_attention(bf["q"], pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=bf["attn"], workspace=self.attn_ws)
         _linear(self, a.o_proj, bf["attn"].view(n, nq), bf["o"])
         x = o.rms_norm(bf["o"], layer.post_attention_layernorm.weight, c.rms_norm_eps, residual=res, out=bf["normed"])
         if gu_f is not None: _linear(self, None, x, bf["gu"], gu_f)
