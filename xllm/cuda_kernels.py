@@ -4,17 +4,17 @@
 
 # %% ../nbs/14_cuda_kernels.ipynb 3
 from __future__ import annotations
-import math, os, shutil, subprocess, tempfile, warnings
+import math, os, re, shutil, subprocess, tempfile, warnings
 from pathlib import Path
 import numpy as np
 import torch
 
 # %% auto 0
 __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'EMULATED_SMS',
-           'compile_check', 'cupy_available', 'rms_norm', 'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_',
-           'rope_ref', 'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref', 'softmax_splits', 'softmax',
-           'softmax_ref', 'paged_attention', 'paged_attention_ref', 'paged_attention_splits', 'paged_attention_v2',
-           'kv_append', 'int8_scales', 'int8_linear', 'int8_linear_ref']
+           'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'rms_norm', 'rms_norm_ref',
+           'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref',
+           'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref',
+           'paged_attention_splits', 'paged_attention_v2', 'kv_append', 'int8_scales', 'int8_linear', 'int8_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
 CUDA_SOURCE = r'''
@@ -598,13 +598,34 @@ def compile_check(arch: str = "sm_90", nvcc: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as d:
         src, cubin = Path(d) / "xllm_kernels.cu", Path(d) / "xllm_kernels.cubin"
         src.write_text(CUDA_SOURCE)
-        cmd = [nvcc, "-cubin", f"-arch={arch}", "-std=c++14", "-Werror", "all-warnings", "-o", str(cubin), str(src)]
+        cmd = [nvcc, "-cubin", f"-arch={arch}", "-std=c++14", "-Werror", "all-warnings", "-Xptxas", "-v", "-o", str(cubin), str(src)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0: raise RuntimeError(f"nvcc failed for {arch} (exit {r.returncode}):\n{r.stderr}{r.stdout}")
         data = cubin.read_bytes()
     missing = [n for n in KERNEL_NAMES if n.encode() not in data]
     if missing: raise RuntimeError(f"{arch}: kernels missing from the cubin: {missing}")
-    return {"arch": arch, "cubin_bytes": len(data), "kernels": len(KERNEL_NAMES)}
+    return {"arch": arch, "cubin_bytes": len(data), "kernels": len(KERNEL_NAMES), "usage": ptxas_usage(r.stderr + r.stdout)}
+
+def ptxas_usage(log: str) -> dict:
+    "Per kernel, from `ptxas -v` output: registers per thread, spill stores/loads and stack frame (bytes), static shared memory."
+    out, name = {}, None
+    for line in log.splitlines():
+        if m := re.search(r"Compiling entry function '(\w+)'", line): name = m[1]; out[name] = {}
+        elif name and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)):
+            out[name].update(stack=int(m[1]), spill_stores=int(m[2]), spill_loads=int(m[3]))
+        elif name and (m := re.search(r"Used (\d+) registers", line)):
+            out[name]["registers"] = int(m[1])
+            s = re.search(r"(\d+) bytes smem", line)
+            out[name]["smem"] = int(s[1]) if s else 0
+    return out
+
+def resident_warps(registers: int, warps_per_block: int, smem_per_block: int = 0, regs_per_sm: int = 65536,
+                   max_warps: int = 64, max_blocks: int = 32, smem_per_sm: int = 228 * 1024) -> int:
+    "Warps an SM keeps resident for a kernel (sm_80/sm_90 limits by default): registers are allocated per warp in units of 256."
+    regs_per_warp = -(-registers * 32 // 256) * 256
+    blocks = min(max_blocks, regs_per_sm // (regs_per_warp * warps_per_block), max_warps // warps_per_block,
+                 smem_per_sm // (smem_per_block + 1024))                 # 1 KiB of shared memory per block is reserved
+    return blocks * warps_per_block
 
 # %% ../nbs/14_cuda_kernels.ipynb 11
 _modules: dict = {}
