@@ -11,7 +11,7 @@ from .core import cache_dir
 import xllm.cuda_kernels as ck
 
 # %% auto 0
-__all__ = ['EMU_PRELUDE', 'EMU_EPILOGUE', 'FLAGS', 'emulator_source', 'build', 'launch', 'emulate']
+__all__ = ['EMU_PRELUDE', 'EMU_EPILOGUE', 'FLAGS', 'emulator_source', 'build', 'launch', 'memcheck_launch', 'emulate']
 
 # %% ../nbs/14b_cuda_emulator.ipynb 6
 EMU_PRELUDE = r'''
@@ -28,7 +28,10 @@ EMU_PRELUDE = r'''
 #include <type_traits>
 #include <utility>
 #include <vector>
+#include <csignal>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 namespace emu {
 struct dim3 { unsigned x, y, z; };
@@ -38,6 +41,11 @@ struct Fiber {                              // one CUDA thread: its own stack; r
     const long* wait_gen; long wait_val;    // parked while *wait_gen == wait_val
 };
 struct Barrier { int count; long gen; };
+struct Region {                             // memcheck: a pointer argument's tensor, copied between two inaccessible pages
+    int arg; uintptr_t orig; size_t bytes;
+    char* map; size_t map_len; char* copy;  // copy ends exactly where the trailing guard page starts
+    std::vector<char> before;               // the bytes at launch: what the kernel changed is what differs from them
+};
 struct State {
     dim3 grid, block, bidx;
     int nthreads, done_count;
@@ -56,6 +64,10 @@ struct State {
     std::string error;
     bool failed, shuffle;
     std::mt19937 rng;
+    std::vector<Region> regions;
+    volatile uintptr_t fault_addr;          // set by the SIGSEGV/SIGBUS handler
+    volatile int fault_tid;
+    volatile bool faulted;
 };
 static State S;
 static const size_t STACK = 256 * 1024;
@@ -107,10 +119,49 @@ template <typename T> inline T* static_smem(int id, size_t n) {   // the block's
 }
 template <typename P, typename Q> inline P checked_cast(Q q) {   // reinterpret_cast, with the GPU's alignment rule for wide loads
     typedef typename std::remove_cv<typename std::remove_pointer<P>::type>::type E;
-    if (reinterpret_cast<uintptr_t>(q) % alignof(E))
+    uintptr_t a = reinterpret_cast<uintptr_t>(q);
+    for (const Region& r : S.regions)              // inside a memcheck copy: the address it stands for in the tensor
+        if (a >= (uintptr_t)r.copy && a < (uintptr_t)r.copy + r.bytes) { a = r.orig + (a - (uintptr_t)r.copy); break; }
+    if (a % alignof(E))
         fail("misaligned " + std::to_string(sizeof(E)) + "-byte access: address not a multiple of " + std::to_string(alignof(E)));
     return reinterpret_cast<P>(q);
 }
+// A memory fault on a fiber (a guard page, or any invalid address) ends the launch with an error instead of the process.
+static void on_fault(int sig, siginfo_t* si, void*) {
+    if (!S.cur) { signal(sig, SIG_DFL); return; }     // not inside a kernel: fault again, as without the emulator
+    S.fault_addr = (uintptr_t)si->si_addr; S.fault_tid = S.cur->tid; S.faulted = true; S.failed = true;
+    _longjmp(S.sched, 3);
+}
+static Region guard(int arg, uintptr_t orig, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), data = (bytes + 16 + page - 1) / page * page;
+    Region r{arg, orig, bytes, nullptr, data + 2 * page, nullptr, {}};
+    void* m = mmap(nullptr, r.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return r;
+    r.map = (char*)m;
+    mprotect(r.map, page, PROT_NONE);
+    mprotect(r.map + page + data, page, PROT_NONE);
+    r.copy = r.map + page + data - bytes;              // flush against the guard (alignment is checked on the original address)
+    std::memcpy(r.copy, (const void*)orig, bytes);
+    r.before.assign(r.copy, r.copy + bytes);
+    return r;
+}
+static std::string describe_fault() {
+    const uintptr_t a = S.fault_addr;
+    char b[256];
+    for (const Region& r : S.regions) {
+        const uintptr_t lo = (uintptr_t)r.copy, hi = lo + r.bytes;
+        if (a >= (uintptr_t)r.map && a < (uintptr_t)r.map + r.map_len) {
+            if (a >= hi) snprintf(b, sizeof b, "out-of-bounds access: argument %d, byte %zu of a tensor that spans %zu bytes (%zu past its end)",
+                                  r.arg, (size_t)(a - lo), r.bytes, (size_t)(a - hi));
+            else snprintf(b, sizeof b, "out-of-bounds access: argument %d, %zu bytes before the start of its tensor (%zu bytes)",
+                          r.arg, (size_t)(lo - a), r.bytes);
+            return b;
+        }
+    }
+    snprintf(b, sizeof b, "invalid memory access at address 0x%llx (in no argument's tensor)", (unsigned long long)a);
+    return b;
+}
+
 static inline float h2f(unsigned short b) { _Float16 h; std::memcpy(&h, &b, 2); return (float)h; }
 static inline unsigned short f2h(float f) { _Float16 h = (_Float16)f; unsigned short b; std::memcpy(&b, &h, 2); return b; }
 
@@ -151,6 +202,8 @@ static bool run_block() {                      // every thread of block S.bidx t
                 _longjmp(f->ctx, 1);
             }
             S.cur = nullptr;
+            if (S.faulted) S.error = describe_fault() + " (block (" + std::to_string(S.bidx.x) + "," + std::to_string(S.bidx.y) + "," +
+                                     std::to_string(S.bidx.z) + "), thread " + std::to_string(S.fault_tid) + ")";
             if (S.failed) return false;
         }
         if (!progress) {
@@ -194,8 +247,9 @@ static inline int max(int a, int b) { return a > b ? a : b; }
 # %% ../nbs/14b_cuda_emulator.ipynb 8
 EMU_EPILOGUE = r'''
 // ---- the launch entry point ------------------------------------------------------------------------------------------
+// extents[i] > 0: argument i is a pointer to a tensor spanning that many bytes, run on a guarded copy (memcheck); else -1.
 extern "C" int emu_launch(const char* name, const unsigned* grid, const unsigned* block, long long shared_bytes, void** args,
-                          const long long* sizes, int nargs, unsigned seed, char* err, int errlen) {
+                          const long long* sizes, const long long* extents, int nargs, unsigned seed, char* err, int errlen) {
     using namespace emu;
     const std::string k(name);
     auto bad = [&](const std::string& m) { snprintf(err, errlen, "%s: %s", name, m.c_str()); return 1; };
@@ -220,15 +274,40 @@ extern "C" int emu_launch(const char* name, const unsigned* grid, const unsigned
     S.warp_bar.assign(nwarps, Barrier{0, 0}); S.warp_done.assign(nwarps, 0);
     S.lane_val.assign(nwarps * 32, 0); S.order.assign(S.nthreads, 0);
     S.dyn.assign((shared_bytes + 7) / 8 + 1, 0);
-    S.failed = false; S.error.clear(); S.shuffle = seed != 0; S.rng.seed(seed);
-    S.body = [&e, args]() { e.invoke(args); };
-    for (unsigned z = 0; z < grid[2]; ++z)
-        for (unsigned y = 0; y < grid[1]; ++y)
-            for (unsigned x = 0; x < grid[0]; ++x) {
+    S.failed = S.faulted = false; S.error.clear(); S.shuffle = seed != 0; S.rng.seed(seed);
+    std::vector<uint64_t> moved(nargs);                // guarded copies replace the tensors' addresses
+    std::vector<void*> a(args, args + nargs);
+    S.regions.clear();
+    for (int i = 0; i < nargs; ++i)
+        if (extents[i] > 0 && e.sizes[i] == 8) {
+            Region r = guard(i, *reinterpret_cast<uint64_t*>(args[i]), (size_t)extents[i]);
+            if (!r.map) { for (Region& q : S.regions) munmap(q.map, q.map_len); return bad("memcheck: mmap failed"); }
+            S.regions.push_back(r);
+            moved[i] = (uint64_t)(uintptr_t)r.copy; a[i] = &moved[i];
+        }
+    void** av = a.data();
+    S.body = [&e, av]() { e.invoke(av); };
+    struct sigaction sa, old_segv, old_bus;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault; sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGSEGV, &sa, &old_segv); sigaction(SIGBUS, &sa, &old_bus);
+    bool ok = true;
+    for (unsigned z = 0; ok && z < grid[2]; ++z)
+        for (unsigned y = 0; ok && y < grid[1]; ++y)
+            for (unsigned x = 0; ok && x < grid[0]; ++x) {
                 S.bidx = dim3{x, y, z};
-                if (!run_block()) return bad(S.error);
+                ok = run_block();
             }
-    return 0;
+    sigaction(SIGSEGV, &old_segv, nullptr); sigaction(SIGBUS, &old_bus, nullptr);
+    for (Region& r : S.regions) {      // back to the tensors: only the bytes the kernel changed, as two views may overlap
+        if (ok) {                      // (rope's q and k in one qkv buffer: each copy also holds the other's rows, unchanged)
+            char* o = reinterpret_cast<char*>(r.orig);
+            for (size_t j = 0; j < r.bytes; ++j) if (r.copy[j] != r.before[j]) o[j] = r.copy[j];
+        }
+        munmap(r.map, r.map_len);
+    }
+    S.regions.clear();
+    return ok ? 0 : bad(S.error);
 }
 '''
 
@@ -283,9 +362,10 @@ def build(cuda_source: str | None = None, kernel_names=None, compiler: str | Non
 _CTYPES = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64, np.dtype(np.int32): ctypes.c_int32,
            np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
-def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared_mem: int = 0, seed: int = 1, lib=None):
+def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared_mem: int = 0, seed: int = 1, lib=None, extents=None):
     """Run kernel `name` on the CPU: `grid`/`block` as ints or up to 3-tuples, `args` numpy scalars (pointers as np.uint64 from
-    `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). Raises `RuntimeError` on any error."""
+    `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). `extents`: per argument, the bytes
+    the tensor it points to spans (memcheck: the kernel then runs on guarded copies), or None. Raises `RuntimeError` on any error."""
     lib = lib or build()
     g = (tuple(grid) if isinstance(grid, tuple) else (grid,)) + (1, 1)
     b = (tuple(block) if isinstance(block, tuple) else (block,)) + (1, 1)
@@ -297,16 +377,26 @@ def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared
     n = len(vals)
     addrs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(v) for v in vals])
     sizes = (ctypes.c_longlong * max(n, 1))(*[ctypes.sizeof(v) for v in vals])
+    ext = (ctypes.c_longlong * max(n, 1))(*([-1] * n if extents is None else [int(x) if x and x > 0 else -1 for x in extents]))
     err = ctypes.create_string_buffer(2048)
     with _LOCK:
         rc = lib.emu_launch(name.encode(), (ctypes.c_uint * 3)(*g[:3]), (ctypes.c_uint * 3)(*b[:3]), ctypes.c_longlong(shared_mem),
-                            addrs, sizes, n, ctypes.c_uint(seed), err, len(err))
+                            addrs, sizes, ext, n, ctypes.c_uint(seed), err, len(err))
     if rc: raise RuntimeError(f"emulated CUDA launch failed: {err.value.decode(errors='replace')}")
 
+def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
+    "`launch` with the extent of every tensor the kernel wrappers passed (recorded by `cuda_kernels._p`)."
+    ext = [ck._EXTENTS.get(int(a), -1) if isinstance(a, np.uint64) and int(a) else -1 for a in args]
+    ck._EXTENTS.clear()
+    launch(name, grid, block, args, shared_mem, seed, lib, extents=ext)
+
 @contextlib.contextmanager
-def emulate(seed: int = 1):
-    """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first use)."""
+def emulate(seed: int = 1, memcheck: bool = True):
+    """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first use).
+    `memcheck`: each tensor argument is copied between two inaccessible pages, so a kernel that reads or writes past a
+    tensor's ends fails with an error naming the argument."""
     build()
-    prev, ck._EMULATOR = ck._EMULATOR, partial(launch, seed=seed)
+    prev, ck._EMULATOR = ck._EMULATOR, partial(memcheck_launch if memcheck else launch, seed=seed)
+    ck._EXTENTS.clear()
     try: yield
-    finally: ck._EMULATOR = prev
+    finally: ck._EMULATOR = prev; ck._EXTENTS.clear()

@@ -627,7 +627,7 @@ def resident_warps(registers: int, warps_per_block: int, smem_per_block: int = 0
                  smem_per_sm // (smem_per_block + 1024))                 # 1 KiB of shared memory per block is reserved
     return blocks * warps_per_block
 
-# %% ../nbs/14_cuda_kernels.ipynb 11
+# %% ../nbs/14_cuda_kernels.ipynb 12
 _modules: dict = {}
 _functions: dict = {}
 _streams: dict = {}
@@ -667,7 +667,15 @@ def _launch(name: str, t: torch.Tensor, grid: int | tuple, block: int, args: tup
     with cupy.cuda.Device(dev), s:
         fn(grid if isinstance(grid, tuple) else (grid,), (block,), args, shared_mem=shared_mem)
 
-def _p(t: torch.Tensor | None): return np.uint64(0 if t is None else t.data_ptr())
+_EXTENTS: dict = {}   # while emulating: data_ptr -> bytes its tensor view spans, for the emulator's memcheck
+
+def _p(t: torch.Tensor | None):
+    "A tensor's address as the kernels take it (np.uint64; 0 for None)."
+    if t is None: return np.uint64(0)
+    if _EMULATOR is not None and t.numel():
+        span = (sum((s - 1) * st for s, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+        _EXTENTS[t.data_ptr()] = max(span, _EXTENTS.get(t.data_ptr(), 0))
+    return np.uint64(t.data_ptr())
 
 def _check(name: str, t: torch.Tensor, device=None, dtype=None, dims=None, inner_contiguous=True):
     if not isinstance(t, torch.Tensor): raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -681,7 +689,7 @@ def _check(name: str, t: torch.Tensor, device=None, dtype=None, dims=None, inner
 
 def _threads(n: int, cap: int = 1024) -> int: return max(32, min(cap, (n + 31) // 32 * 32))
 
-# %% ../nbs/14_cuda_kernels.ipynb 13
+# %% ../nbs/14_cuda_kernels.ipynb 14
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual: torch.Tensor | None = None,
              out: torch.Tensor | None = None) -> torch.Tensor:
     "RMSNorm over the last dim of `x` [rows, H] (fp32 accumulation). With `residual`: `residual += x` in place first, normalize that."
@@ -708,7 +716,7 @@ def rms_norm_ref(x, weight, eps=1e-6, residual=None):
     out = weight.double() * s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + eps)
     return out, (None if residual is None else s.to(x.dtype))
 
-# %% ../nbs/14_cuda_kernels.ipynb 17
+# %% ../nbs/14_cuda_kernels.ipynb 18
 def kernel_rtol(dtype) -> float:
     "Allowed relative error of a kernel's output vs the float64 reference: fp32 math + one rounding to `dtype`."
     return {torch.float32: 1e-5, torch.float16: 1e-3 + 2**-11, torch.bfloat16: 1e-3 + 2**-8}[dtype]
@@ -725,7 +733,7 @@ def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     diff = ((out - ref).abs() - 2**-24).clamp_min(0)
     return float((diff / (ref.abs() + 0.1 * scale + 1e-300)).max()) if ref.numel() else 0.0
 
-# %% ../nbs/14_cuda_kernels.ipynb 20
+# %% ../nbs/14_cuda_kernels.ipynb 21
 def rope_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     "Rotate q [T, n_heads, D] and k [T, n_kv, D] in place (HF rotate-half) at `positions` (int64 [T]) with float32 cos/sin tables."
     _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
@@ -754,7 +762,7 @@ def rope_ref(x, positions, cos, sin):
     x1, x2 = x.double()[..., :h], x.double()[..., h:]
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
 
-# %% ../nbs/14_cuda_kernels.ipynb 24
+# %% ../nbs/14_cuda_kernels.ipynb 25
 def silu_and_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "silu(gate) * up for [rows, I] tensors (fp32 math)."
     _check("gate", gate, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -780,7 +788,7 @@ def silu_and_mul_ref(gate, up):
     g = gate.double()
     return g * torch.sigmoid(g) * up.double()
 
-# %% ../nbs/14_cuda_kernels.ipynb 27
+# %% ../nbs/14_cuda_kernels.ipynb 28
 _sm_counts: dict = {}
 EMULATED_SMS = 132   # an H200's: the emulator makes the same launch decisions (splits) as that GPU
 
@@ -825,7 +833,7 @@ def softmax_ref(x):
     "float64 reference."
     return torch.softmax(x.double(), -1)
 
-# %% ../nbs/14_cuda_kernels.ipynb 29
+# %% ../nbs/14_cuda_kernels.ipynb 30
 def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None):
     "Validate paged-attention inputs (shapes, dtypes, devices, contiguity); returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."
     _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
@@ -881,7 +889,7 @@ def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=N
         out[b] = torch.einsum("hl,lhd->hd", p, V)
     return out
 
-# %% ../nbs/14_cuda_kernels.ipynb 34
+# %% ../nbs/14_cuda_kernels.ipynb 35
 def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int, min_split: int = 256) -> int:
     "Splits (split-K) for a decode launch: ~2 blocks per SM over `batch * n_kv` (sequence, KV head) pairs, each split >= `min_split` tokens."
     work = batch * n_kv
@@ -931,7 +939,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
         _launch(f"paged_attention_combine_{sfx}", q, B * H, _threads(D, 256), (_p(out), _p(part_ml), _p(part_acc), np.int32(D), np.int32(num_splits)))
     return out
 
-# %% ../nbs/14_cuda_kernels.ipynb 38
+# %% ../nbs/14_cuda_kernels.ipynb 39
 def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
               k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv, head_dim]`, or the
@@ -969,7 +977,7 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                 (_p(k), _p(v), _p(k_cache), _p(v_cache), _p(slot_mapping), np.int32(n_kv), np.int32(D),
                  np.int64(k.stride(0)), np.int64(v.stride(0)), np.int64(num_slots)))
 
-# %% ../nbs/14_cuda_kernels.ipynb 42
+# %% ../nbs/14_cuda_kernels.ipynb 43
 def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     "`Int8Linear.scales` (float32 `[out]` or float16 `[out, G]`) as the kernel reads them: float32 `[out, G]` (G = 1 per row)."
     s = scales.float()
