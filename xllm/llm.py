@@ -374,9 +374,17 @@ def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
     self._next_id += len(requests)
     return outs
 
+def _single_on_engine(self) -> bool:
+    """Whether one completion goes through the engine too: when the engine has a runner (on a GPU: CUDA graphs make a
+    decode step one launch, where the contiguous path launches every kernel of the model) and nothing else is running on it."""
+    if self.device.type == "cuda": get_engine(self)
+    eng = getattr(self, "_engine", None)
+    return eng is not None and eng.runner is not None and not eng.has_unfinished()
+
 def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
-    "Run every request (prompt text, prompt ids) with its params: a single completion on the contiguous cache, several through the engine."
-    if len(requests) == 1 and params[0].n == 1: return [_run_one(self, *requests[0], params[0])]
+    """Run every request (prompt text, prompt ids) with its params: a single completion on the contiguous cache (or the
+    engine, see `_single_on_engine`), several through the engine."""
+    if len(requests) == 1 and params[0].n == 1 and not _single_on_engine(self): return [_run_one(self, *requests[0], params[0])]
     return _run_engine(self, requests, params, use_tqdm)
 
 LLM._decode, LLM._prefill, LLM._run, LLM.get_engine = _decode, _prefill, _run, get_engine
@@ -415,10 +423,38 @@ def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     _, ids = self._chat_ids(prompt) if _is_conversation(prompt) and prompt else self._prompt_ids(prompt)
     return self._stream_ids(ids, params)
 
-def _stream_ids(self, ids, params):
+def _stream_ids(self, ids, params) -> Iterator[str]:
+    "The text of one completion as it is generated: on the contiguous cache, or through the engine (see `_single_on_engine`)."
+    return _stream_engine(self, ids, params) if _single_on_engine(self) else _stream_contiguous(self, ids, params)
+
+def _stream_contiguous(self, ids, params):
     seq = _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
     cache, logits = self._prefill(ids, params.max_tokens)
     yield from self._decode(seq, _generator(self, params), cache, logits)
+    self.last_stream_output = seq.output()
+
+def _stream_engine(self, ids, params):
+    "One completion stepped through the LLM's engine, its text released as the contiguous path releases it; aborted if left early."
+    eng, seq = get_engine(self), _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
+    gen = Sampler.make_generator(params) if params.seed is not None else (None if params.greedy else self.generator)
+    rid = ("llm-stream", self._next_id)
+    self._next_id += 1
+    eng.add_request(ids, params, request_id=rid, generator=gen)
+    try:
+        while not seq.finished:
+            for o in eng.step():
+                if o.request_id != rid: continue
+                for k, tok in enumerate(o.new_token_ids):
+                    delta = seq.append(tok, o.new_logprobs[k] if o.new_logprobs else None)
+                    if delta: yield delta
+                    if seq.finished: break
+                if seq.finished: eng.finish_request(rid)                 # a stop string (no-op when the engine ended it too)
+                elif o.finished:
+                    if o.finish_reason == "error": raise RuntimeError(f"request failed in the engine: {o.error}")
+                    if tail := seq._finish(o.finish_reason): yield tail
+    finally:
+        if not seq.finished: eng.abort(rid)
+        while eng.has_unfinished(): eng.step()                           # drain: the engine is idle again
     self.last_stream_output = seq.output()
 
 @torch.inference_mode()
