@@ -4,7 +4,8 @@
   devices): greedy tokens of 3 prompts x 8 tokens through the paged engine on cpu, on cuda, and on cuda with the CUDA runner
   (graphs) must be equal, and every step's logits within 1e-3 of the max |logit| (relative);
 - the default model (SmolLM2-135M GGUF) when it is in the cache (it is not downloaded here): LLM.generate greedy 16 tokens cpu vs
-  cuda, float32, with the CudaRunner that LLM attaches on a GPU, with CUDA graphs and with enforce_eager=True.
+  cuda, float32, with the CudaRunner that LLM attaches on a GPU, with CUDA graphs and with enforce_eager=True: two prompts
+  batched, one alone and one streamed (single completions go through the engine too when it has a runner).
 Exit status 1 if a check fails."""
 import copy, json, sys
 import torch
@@ -58,7 +59,9 @@ else:
     outs, runners = {}, {}
     for d, eager in (("cpu", False), ("cuda", False), ("cuda", True)):
         llm = LLM(path, device=d, dtype="float32", quantization=None, kv_cache_memory=2**28, max_num_seqs=4, enforce_eager=eager)
-        outs[d, eager] = [o.outputs[0].token_ids for o in llm.generate(["Hello! Who are you?", "The capital of France is"], SamplingParams(temperature=0, max_tokens=16), use_tqdm=False)]
+        sp = SamplingParams(temperature=0, max_tokens=16)
+        outs[d, eager] = ([o.outputs[0].token_ids for o in llm.generate(["Hello! Who are you?", "The capital of France is"], sp, use_tqdm=False)]
+                          + [llm.generate("Once upon a time", sp)[0].outputs[0].token_ids, "".join(llm.stream("Write a haiku about the sea.", sp))])
         runners[d, eager] = repr(llm.get_engine().runner)          # on cuda: the CudaRunner build_engine attached (graphs unless eager)
     for eager in (False, True):
         same = outs["cpu", False] == outs["cuda", eager]
