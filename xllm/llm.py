@@ -178,7 +178,8 @@ class LLM:
             if quantization is not None: raise ValueError(f"quantization: {path} is already quantized; leave quantization=None")
             config, qmodel = quant.load_quantized_dir(path)
             self.checkpoint = ckpt = Checkpoint(config, {}, "xllm-quantized", quant.quantized_tokenizer_path(path))
-        elif qmodel is None: self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype)
+        elif qmodel is None:                       # float weights go straight to the device, tensor by tensor (quantizing happens on the CPU)
+            self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype, device=self.device if quantization is None else None)
         self.config, self.model_path, self.quantization = ckpt.config, path, quantization or getattr(qmodel, "quantization_config", None)
         tok_path = Path(tokenizer).expanduser() if tokenizer is not None else ckpt.tokenizer_path
         if tok_path is None:

@@ -245,7 +245,11 @@ def _open_safetensors(p: Path):
     try: return safe_open(str(p), framework="pt")
     except Exception as e: raise ModelFormatError(p, f"not a valid safetensors file: {e}") from None
 
-def _load_hf(d: Path, dtype: torch.dtype) -> Checkpoint:
+def _place(t: torch.Tensor, dtype: torch.dtype, device=None) -> torch.Tensor:
+    "One loaded tensor to `device` (when given) and then `dtype`: the cast runs where the tensor lands, one tensor at a time."
+    return (t if device is None else t.to(device)).to(dtype)
+
+def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     cfg_path = d / "config.json"
     if not cfg_path.is_file(): raise ModelFormatError(d, "not a model directory: no config.json")
     gen_path = d / "generation_config.json"
@@ -273,7 +277,7 @@ def _load_hf(d: Path, dtype: torch.dtype) -> Checkpoint:
         for name in expected:
             try: t = handles[where[name]].get_tensor(name)
             except Exception as e: raise ModelFormatError(where[name], f"cannot read tensor {name}: {e}") from None
-            weights[name] = t.to(dtype)
+            weights[name] = _place(t, dtype, device)
             bar.update()
     return Checkpoint(config, weights, "hf", d, gen)
 
@@ -299,7 +303,7 @@ def hf_to_gguf_name(name: str) -> str:
     mod, kind = rest.rsplit(".", 1)
     return f"blk.{layer}.{ {v: k for k, v in _GGUF_BLK.items()}[mod]}.{kind}"
 
-def _load_gguf(path: Path, dtype: torch.dtype) -> Checkpoint:
+def _load_gguf(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     from xllm.gguf import GGUFFile
     try: g = GGUFFile(path)
     except ModelFormatError: raise
@@ -315,7 +319,7 @@ def _load_gguf(path: Path, dtype: torch.dtype) -> Checkpoint:
             t = g.dequantize(names[h])
             if ".self_attn.q_proj." in h: t = unpermute_rope_rows(t, config.num_attention_heads)
             elif ".self_attn.k_proj." in h: t = unpermute_rope_rows(t, config.num_key_value_heads)
-            weights[h] = t.to(dtype)
+            weights[h] = _place(t, dtype, device)
             bar.update()
     return Checkpoint(config, weights, "gguf", path, {})
 
@@ -356,7 +360,7 @@ def _tokenizer_vocab_size(p: Path) -> int | None:
         return n if off == len(b) else None
     except Exception: return None
 
-def _load_llama2c(path: Path, dtype: torch.dtype) -> Checkpoint:
+def _load_llama2c(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     size = path.stat().st_size
     with open(path, "rb") as f: head = f.read(256)
     if len(head) < 28: raise ModelFormatError(path, f"too short for a llama2.c header ({len(head)} bytes)")
@@ -398,20 +402,21 @@ def _load_llama2c(path: Path, dtype: torch.dtype) -> Checkpoint:
             elif base == "wk": t = unpermute_rope_rows(t, nkv)
             name = {"emb": "model.embed_tokens.weight", "norm": "model.norm.weight", "cls": "lm_head.weight"}.get(base)
             if base in _L2C_HF: name = f"model.layers.{layer}.{_L2C_HF[base]}.weight"
-            if name is not None: weights[name] = t.to(dtype)
+            if name is not None: weights[name] = _place(t, dtype, device)
             bar.update()
     del mm
     return Checkpoint(config, weights, "llama2c", _l2c_tokenizer(path, V), {})
 
 # %% ../nbs/04_weights.ipynb 35
-def load_checkpoint(path, dtype=None) -> Checkpoint:
-    "Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default float32)."
+def load_checkpoint(path, dtype=None, device=None) -> Checkpoint:
+    """Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default
+    float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model."""
     dtype, path = resolve_dtype(dtype), Path(path).expanduser()
     if not path.exists(): raise FileNotFoundError(f"no such model file or directory: {path}")
     if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"): path = path.parent
-    if path.is_dir(): return _load_hf(path, dtype)
+    if path.is_dir(): return _load_hf(path, dtype, device)
     if path.stat().st_size == 0: raise ModelFormatError(path, "empty file (0 bytes)")
     with open(path, "rb") as f: magic = f.read(4)
-    if magic == b"GGUF" or path.suffix == ".gguf": return _load_gguf(path, dtype)
-    if (len(magic) == 4 and struct.unpack("<I", magic)[0] == L2C_MAGIC) or path.suffix == ".bin": return _load_llama2c(path, dtype)
+    if magic == b"GGUF" or path.suffix == ".gguf": return _load_gguf(path, dtype, device)
+    if (len(magic) == 4 and struct.unpack("<I", magic)[0] == L2C_MAGIC) or path.suffix == ".bin": return _load_llama2c(path, dtype, device)
     raise ModelFormatError(path, "unrecognised model file: expected a Hugging Face directory, a .gguf file or a llama2.c .bin")
