@@ -12,11 +12,11 @@ import torch, torch.nn as nn
 from .core import cache_dir
 
 # %% auto 0
-__all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'DEFAULT_A8', 'build',
-           'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
-           'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8',
-           'module_spec', 'quant_linear', 'fused_linears', 'disabled', 'ModelPlan', 'model_plan', 'decode_step',
-           'prefill', 'paged_forward']
+__all__ = ['CPP_SOURCE', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'DEFAULT_A8',
+           'compile_library', 'build', 'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear',
+           'linear_multi', 'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention',
+           'gemv_variant', 'exact_q8', 'module_spec', 'quant_linear', 'fused_linears', 'disabled', 'ModelPlan',
+           'model_plan', 'decode_step', 'prefill', 'paged_forward']
 
 # %% ../nbs/12a_cpu_kernels.ipynb 6
 _SRC_BASE = r"""// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
@@ -1116,6 +1116,23 @@ def _declare(lib):
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
 
+def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
+    """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the source,
+    compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half a file.
+    Raises `RuntimeError` with the compiler's messages when it fails."""
+    key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
+    out = cache_dir() / "kernels"
+    so = out / f"{stem}_{key}.so"
+    if not so.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        src = out / f"{stem}_{key}.cpp"
+        src.write_text(source)
+        tmp = so.with_suffix(f".{os.getpid()}.tmp")
+        r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp)], capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0: raise RuntimeError(r.stderr.strip() or f"{cxx} failed (exit {r.returncode})")
+        os.replace(tmp, so)
+    return so
+
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
     """Compile `CPP_SOURCE` into a shared library under `cache_dir()/kernels` (once per source, flags and CPU) and load it.
     Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the package then uses its torch path."""
@@ -1129,25 +1146,15 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         errors = []
         if cxx is None: errors.append("no C++ compiler found (g++, c++ or clang++; or set CXX)")
         else:
-            out_dir = cache_dir() / "kernels"
             for flags in _flag_sets():
-                key = hashlib.sha256("\n".join([CPP_SOURCE, cxx, *flags, _cpu_tag()]).encode()).hexdigest()[:16]
-                so = out_dir / f"xllm_cpu_{key}.so"
                 try:
-                    if not so.exists():
-                        out_dir.mkdir(parents=True, exist_ok=True)
-                        src = out_dir / f"xllm_cpu_{key}.cpp"
-                        src.write_text(CPP_SOURCE)
-                        tmp = so.with_suffix(f".{os.getpid()}.tmp")
-                        r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp)], capture_output=True, text=True, timeout=300)
-                        if r.returncode != 0:
-                            errors.append(f"{' '.join(flags)}: {(r.stderr.strip().splitlines() or ['failed'])[-1][:200]}")
-                            if verbose: print(r.stderr)
-                            continue
-                        os.replace(tmp, so)                                      # atomic: parallel builds never see half a file
+                    so = compile_library(CPP_SOURCE, "xllm_cpu", flags, cxx, _cpu_tag(), timeout=300)
                     _LIB = _declare(ctypes.CDLL(str(so)))
                     _STATUS = f"{so.name} ({' '.join(f for f in flags if f.startswith(('-march', '-fopenmp'))) or 'portable'})"
                     return _LIB
+                except RuntimeError as e:                                        # the compiler's messages: keep the last line
+                    errors.append(f"{' '.join(flags)}: {(str(e).splitlines() or ['failed'])[-1][:200]}")
+                    if verbose: print(e)
                 except (OSError, subprocess.SubprocessError, AttributeError) as e:
                     errors.append(f"{' '.join(flags)}: {e}")
         _STATUS = "build failed: " + "; ".join(errors)

@@ -4,10 +4,10 @@
 
 # %% ../nbs/14b_cuda_emulator.ipynb 3
 from __future__ import annotations
-import contextlib, ctypes, hashlib, os, re, shutil, subprocess, threading
+import contextlib, ctypes, os, re, shutil, threading
 from functools import partial
 import numpy as np
-from .core import cache_dir
+from .cpu_kernels import compile_library
 import xllm.cuda_kernels as ck
 
 # %% auto 0
@@ -341,19 +341,11 @@ def build(cuda_source: str | None = None, kernel_names=None, compiler: str | Non
     cpp = emulator_source(cuda_source, kernel_names)
     cxx = compiler or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if cxx is None: raise RuntimeError("the CUDA emulator needs a C++17 compiler with _Float16 (g++ 12 or later); none found (set CXX)")
-    key = hashlib.sha256("\n".join([cpp, cxx, *FLAGS]).encode()).hexdigest()[:16]
+    key = (cpp, cxx)
     with _LOCK:
         if key in _LIBS: return _LIBS[key]
-        out = cache_dir() / "kernels"
-        so = out / f"xllm_cuda_emu_{key}.so"
-        if not so.exists():
-            out.mkdir(parents=True, exist_ok=True)
-            src = out / f"xllm_cuda_emu_{key}.cpp"
-            src.write_text(cpp)
-            tmp = so.with_suffix(f".{os.getpid()}.tmp")
-            r = subprocess.run([cxx, *FLAGS, str(src), "-o", str(tmp)], capture_output=True, text=True, timeout=600)
-            if r.returncode != 0: raise RuntimeError(f"building the CUDA emulator failed ({cxx}):\n{r.stderr[-4000:]}")
-            os.replace(tmp, so)
+        try: so = compile_library(cpp, "xllm_cuda_emu", FLAGS, cxx)            # notebook 12a's cached, atomic build
+        except RuntimeError as e: raise RuntimeError(f"building the CUDA emulator failed ({cxx}):\n{str(e)[-4000:]}") from None
         lib = ctypes.CDLL(str(so))
         lib.emu_launch.restype = ctypes.c_int
         _LIBS[key] = lib
