@@ -127,7 +127,9 @@ def _slots(table: torch.Tensor, n: int, bs: int) -> torch.Tensor:
 
 @dataclass
 class PagedBatch:
-    "One step's ragged batch: the tokens of all chunks concatenated, and how to find each chunk's K/V in the pool."
+    """One step's ragged batch: the tokens of all chunks concatenated, and how to find each chunk's K/V in the pool.
+    The key-slot structures (`dec_*`, `prefills`, `key_slots`, `key_offsets`) are built on first use: the attention paths
+    that gather keys need them, a CUDA runner (block tables and context lengths) does not."""
     token_ids: torch.Tensor              # [N] int64
     positions: torch.Tensor              # [N] int64
     slot_mapping: torch.Tensor           # [N] where each new token's K/V is written
@@ -135,53 +137,65 @@ class PagedBatch:
     context_lens: list[int]              # [B] keys chunk i attends to (start + n)
     block_tables: list[list[int]]        # [B] the chunks' block tables
     logits_rows: torch.Tensor            # rows whose logits forward_paged returns
-    dec_rows: torch.Tensor | None = None     # [B_d] rows of one-token chunks
-    dec_slots: torch.Tensor | None = None    # [B_d, L_max] their key slots, padded with the null slot
-    dec_mask: torch.Tensor | None = None     # [B_d, 1, 1, L_max] True where a key is real
-    prefills: list = field(default_factory=list)   # (row_start, row_end, start, key_slots) of longer chunks
-    key_slots: torch.Tensor | None = None    # every chunk's key slots (positions 0..start+n-1), concatenated
-    key_offsets: torch.Tensor | None = None  # [N] where each row's chunk begins in key_slots (row r's keys: positions 0..positions[r])
+    block_size: int = 16
+    null_slot: int = 0                   # a slot that is always zero: the padding of dec_slots
+    _keys: dict | None = field(default=None, repr=False)
 
     @property
     def num_tokens(self) -> int:
         "Tokens in this step's batch (all sequences' new tokens)."
         return self.token_ids.shape[0]
 
+    def _key_structs(self) -> dict:
+        "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
+        if self._keys is not None: return self._keys
+        bs, dev, cu = self.block_size, self.token_ids.device, self.cu_seqlens
+        dec_rows, dec_keys, prefills, all_keys, koffs, nkeys = [], [], [], [], [], 0
+        for i, (table, ctx) in enumerate(zip(self.block_tables, self.context_lens)):
+            n = cu[i + 1] - cu[i]
+            keys = _slots(torch.tensor(table, dtype=torch.long), ctx, bs)
+            all_keys.append(keys); koffs.append(nkeys); nkeys += keys.shape[0]
+            if n == 1: dec_rows.append(cu[i]); dec_keys.append(keys)
+            else: prefills.append((cu[i], cu[i + 1], ctx - n, keys.to(dev)))
+        k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=prefills, key_slots=torch.cat(all_keys).to(dev),
+                 key_offsets=torch.repeat_interleave(torch.tensor(koffs), torch.tensor([cu[i + 1] - cu[i] for i in range(len(koffs))])).to(dev))
+        if dec_rows:
+            L = max(x.shape[0] for x in dec_keys)
+            ds = torch.full((len(dec_keys), L), self.null_slot, dtype=torch.long)
+            for j, x in enumerate(dec_keys): ds[j, :x.shape[0]] = x
+            k.update(dec_rows=torch.tensor(dec_rows, device=dev), dec_slots=ds.to(dev),
+                     dec_mask=(torch.arange(L)[None, :] < torch.tensor([x.shape[0] for x in dec_keys])[:, None])[:, None, None, :].to(dev))
+        self._keys = k
+        return k
+
+    dec_rows = property(lambda self: self._key_structs()["dec_rows"], doc="[B_d] rows of one-token chunks (None if there are none)")
+    dec_slots = property(lambda self: self._key_structs()["dec_slots"], doc="[B_d, L_max] their key slots, padded with the null slot")
+    dec_mask = property(lambda self: self._key_structs()["dec_mask"], doc="[B_d, 1, 1, L_max] True where a key is real")
+    prefills = property(lambda self: self._key_structs()["prefills"], doc="(row_start, row_end, start, key_slots) of longer chunks")
+    key_slots = property(lambda self: self._key_structs()["key_slots"], doc="every chunk's key slots (positions 0..start+n-1), concatenated")
+    key_offsets = property(lambda self: self._key_structs()["key_offsets"], doc="[N] where each row's chunk begins in key_slots")
+
     @classmethod
     def build(cls, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
         """`chunks`: `(token_ids, start, block_table)` per chunk. `logits_rows`: 'last' (last token of each chunk), 'all', or row indices.
         `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`)."""
         if not chunks: raise ValueError("a batch needs at least one chunk")
-        toks, pos, slots, cu, ctx, tables, prefills = [], [], [], [0], [], [], []
-        dec_rows, dec_keys, all_keys, koffs, nkeys = [], [], [], [], 0
+        toks, pos, slots, cu, ctx, tables = [], [], [], [0], [], []
         for i, (ids, start, table) in enumerate(chunks):
             n = len(ids)
             if n == 0: raise ValueError(f"chunk {i} has no tokens")
             if start < 0 or -(-(start + n) // block_size) > len(table):
                 raise ValueError(f"chunk {i}: positions {start}..{start + n - 1} do not fit its block table of {len(table)} blocks of {block_size}")
-            t = torch.tensor(table, dtype=torch.long)
-            keys = _slots(t, start + n, block_size)
-            toks.extend(ids); pos.append(torch.arange(start, start + n)); slots.append(keys[start:])
-            all_keys.append(keys); koffs.append(nkeys); nkeys += keys.shape[0]
-            if n == 1: dec_rows.append(cu[-1]); dec_keys.append(keys)
-            else: prefills.append((cu[-1], cu[-1] + n, start, keys.to(device)))
+            toks.extend(ids); pos.extend(range(start, start + n))
+            slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, start + n))
             cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
         if isinstance(logits_rows, str):
             if logits_rows == "last": rows = [c - 1 for c in cu[1:]]
             elif logits_rows == "all": rows = list(range(cu[-1]))
             else: raise ValueError(f"logits_rows must be 'last', 'all' or a list of row indices, got {logits_rows!r}")
         else: rows = list(logits_rows)
-        b = cls(torch.tensor(toks, dtype=torch.long, device=device), torch.cat(pos).to(device), torch.cat(slots).to(device),
-                cu, ctx, tables, torch.tensor(rows, dtype=torch.long, device=device), prefills=prefills,
-                key_slots=torch.cat(all_keys).to(device),
-                key_offsets=torch.repeat_interleave(torch.tensor(koffs), torch.tensor([len(c[0]) for c in chunks])).to(device))
-        if dec_rows:
-            L = max(k.shape[0] for k in dec_keys)
-            ds = torch.full((len(dec_keys), L), null_slot, dtype=torch.long)
-            for j, k in enumerate(dec_keys): ds[j, :k.shape[0]] = k
-            b.dec_rows, b.dec_slots = torch.tensor(dec_rows, device=device), ds.to(device)
-            b.dec_mask = (torch.arange(L)[None, :] < torch.tensor([k.shape[0] for k in dec_keys])[:, None])[:, None, None, :].to(device)
-        return b
+        L = lambda x: torch.tensor(x, dtype=torch.long, device=device)
+        return cls(L(toks), L(pos), L(slots), cu, ctx, tables, L(rows), block_size, null_slot)
 
 # %% ../nbs/11_engine.ipynb 10
 def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
