@@ -168,12 +168,30 @@ class PagedBatch:
         self._keys = k
         return k
 
-    dec_rows = property(lambda self: self._key_structs()["dec_rows"], doc="[B_d] rows of one-token chunks (None if there are none)")
-    dec_slots = property(lambda self: self._key_structs()["dec_slots"], doc="[B_d, L_max] their key slots, padded with the null slot")
-    dec_mask = property(lambda self: self._key_structs()["dec_mask"], doc="[B_d, 1, 1, L_max] True where a key is real")
-    prefills = property(lambda self: self._key_structs()["prefills"], doc="(row_start, row_end, start, key_slots) of longer chunks")
-    key_slots = property(lambda self: self._key_structs()["key_slots"], doc="every chunk's key slots (positions 0..start+n-1), concatenated")
-    key_offsets = property(lambda self: self._key_structs()["key_offsets"], doc="[N] where each row's chunk begins in key_slots")
+    @property
+    def dec_rows(self) -> torch.Tensor | None:
+        "[B_d] rows of one-token chunks (None if there are none)."
+        return self._key_structs()["dec_rows"]
+    @property
+    def dec_slots(self) -> torch.Tensor | None:
+        "[B_d, L_max] their key slots, padded with the null slot."
+        return self._key_structs()["dec_slots"]
+    @property
+    def dec_mask(self) -> torch.Tensor | None:
+        "[B_d, 1, 1, L_max] True where a key is real."
+        return self._key_structs()["dec_mask"]
+    @property
+    def prefills(self) -> list:
+        "(row_start, row_end, start, key_slots) of the longer chunks."
+        return self._key_structs()["prefills"]
+    @property
+    def key_slots(self) -> torch.Tensor:
+        "Every chunk's key slots (positions 0..start+n-1), concatenated."
+        return self._key_structs()["key_slots"]
+    @property
+    def key_offsets(self) -> torch.Tensor:
+        "[N] where each row's chunk begins in `key_slots` (row r's keys: positions 0..positions[r])."
+        return self._key_structs()["key_offsets"]
 
     @classmethod
     def build(cls, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
