@@ -8,6 +8,7 @@ import asyncio, itertools, numbers, queue, sys, threading, time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence as Seq
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -149,22 +150,25 @@ class PagedBatch:
     def _key_structs(self) -> dict:
         "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
         if self._keys is not None: return self._keys
-        bs, dev, cu = self.block_size, self.token_ids.device, self.cu_seqlens
-        dec_rows, dec_keys, prefills, all_keys, koffs, nkeys = [], [], [], [], [], 0
-        for i, (table, ctx) in enumerate(zip(self.block_tables, self.context_lens)):
-            n = cu[i + 1] - cu[i]
-            keys = _slots(torch.tensor(table, dtype=torch.long), ctx, bs)
-            all_keys.append(keys); koffs.append(nkeys); nkeys += keys.shape[0]
-            if n == 1: dec_rows.append(cu[i]); dec_keys.append(keys)
-            else: prefills.append((cu[i], cu[i + 1], ctx - n, keys.to(dev)))
-        k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=prefills, key_slots=torch.cat(all_keys).to(dev),
-                 key_offsets=torch.repeat_interleave(torch.tensor(koffs), torch.tensor([cu[i + 1] - cu[i] for i in range(len(koffs))])).to(dev))
-        if dec_rows:
-            L = max(x.shape[0] for x in dec_keys)
-            ds = torch.full((len(dec_keys), L), self.null_slot, dtype=torch.long)
-            for j, x in enumerate(dec_keys): ds[j, :x.shape[0]] = x
-            k.update(dec_rows=torch.tensor(dec_rows, device=dev), dec_slots=ds.to(dev),
-                     dec_mask=(torch.arange(L)[None, :] < torch.tensor([x.shape[0] for x in dec_keys])[:, None])[:, None, None, :].to(dev))
+        bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
+        n = np.diff(cu)
+        tab = np.zeros((len(ctx), -(-int(ctx.max()) // bs)), np.int64)   # the block tables, cut to the blocks in use (numpy rows: fast)
+        for i, t in enumerate(self.block_tables): tab[i, :-(-int(ctx[i]) // bs)] = t[:-(-int(ctx[i]) // bs)]
+        slots = lambda rows, L: tab[rows][:, np.arange(L) // bs] * bs + np.arange(L) % bs   # slots of positions 0..L-1
+        dec = np.flatnonzero(n == 1)
+        keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
+        k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
+        if dec.size:
+            Ld = int(ctx[dec].max())
+            ds, mask = slots(dec, Ld), np.arange(Ld)[None, :] < ctx[dec][:, None]
+            for j, i in enumerate(dec): keys[i] = ds[j, :ctx[i]]
+            k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
+                     dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
+        for i in np.flatnonzero(n != 1):
+            keys[i] = slots([i], int(ctx[i]))[0]
+            k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(keys[i]).to(dev)))
+        k.update(key_slots=torch.from_numpy(np.concatenate(keys)).to(dev),
+                 key_offsets=torch.from_numpy(np.repeat(np.concatenate([[0], np.cumsum(ctx)[:-1]]), n)).to(dev))
         self._keys = k
         return k
 
@@ -215,7 +219,7 @@ class PagedBatch:
         L = lambda x: torch.tensor(x, dtype=torch.long, device=device)
         return cls(L(toks), L(pos), L(slots), cu, ctx, tables, L(rows), block_size, null_slot)
 
-# %% ../nbs/11_engine.ipynb 10
+# %% ../nbs/11_engine.ipynb 12
 def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
     "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in `pool`'s layer `layer`."
     N, nh, nkv, hd = x.shape[0], attn.nh, attn.nkv, attn.hd
@@ -260,7 +264,7 @@ def forward_paged(model: Llama, batch: PagedBatch, pool: PagedKVPool) -> torch.T
         x = h + layer.mlp(layer.post_attention_layernorm(h))
     return model.lm_head(model.model.norm(x[batch.logits_rows])).float()
 
-# %% ../nbs/11_engine.ipynb 19
+# %% ../nbs/11_engine.ipynb 21
 @dataclass
 class StepOutput:
     "What one `Engine.step` produced for one request."
@@ -287,7 +291,7 @@ class _Request:
         self.logits_processors, self.stop_checker = list(logits_processors or []), stop_checker
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
 
-# %% ../nbs/11_engine.ipynb 20
+# %% ../nbs/11_engine.ipynb 22
 class Engine:
     "Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`."
     def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
@@ -463,7 +467,7 @@ class Engine:
         if bar is not None: bar.close()
         return [results[rid] for rid in ids]
 
-# %% ../nbs/11_engine.ipynb 51
+# %% ../nbs/11_engine.ipynb 53
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):
