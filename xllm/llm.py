@@ -378,8 +378,10 @@ def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
 def _single_on_engine(self) -> bool:
     """Whether one completion goes through the engine too: when the engine has a runner (on a GPU: CUDA graphs make a
     decode step one launch, where the contiguous path launches every kernel of the model) and nothing else is running on it."""
-    if self.device.type == "cuda": get_engine(self)
     eng = getattr(self, "_engine", None)
+    if eng is None and self.device.type == "cuda" and self.kv_cache_dtype != "int8":   # build it only where it gets a runner
+        import xllm.cuda_kernels as ck
+        if ck.cupy_available(): eng = get_engine(self)
     return eng is not None and eng.runner is not None and not eng.has_unfinished()
 
 def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
