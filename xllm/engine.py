@@ -122,10 +122,6 @@ class PagedKVPool:
     def __repr__(self): return f"PagedKVPool({self.report()})"
 
 # %% ../nbs/11_engine.ipynb 8
-def _slots(table: torch.Tensor, n: int, bs: int) -> torch.Tensor:
-    "Pool slots of positions `0..n-1` of a sequence whose blocks are `table`: every slot of its blocks in order, cut at n."
-    return (table[:, None] * bs + torch.arange(bs)).flatten()[:n]
-
 @dataclass
 class PagedBatch:
     """One step's ragged batch: the tokens of all chunks concatenated, and how to find each chunk's K/V in the pool.
@@ -151,9 +147,9 @@ class PagedBatch:
         "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
         if self._keys is not None: return self._keys
         bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
-        n = np.diff(cu)
-        tab = np.zeros((len(ctx), -(-int(ctx.max()) // bs)), np.int64)   # the block tables, cut to the blocks in use (numpy rows: fast)
-        for i, t in enumerate(self.block_tables): tab[i, :-(-int(ctx[i]) // bs)] = t[:-(-int(ctx[i]) // bs)]
+        n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
+        tab = np.zeros((len(ctx), int(used.max())), np.int64)            # the block tables, cut to the blocks in use (numpy rows: fast)
+        for i, t in enumerate(self.block_tables): tab[i, :used[i]] = t[:used[i]]
         slots = lambda rows, L: tab[rows][:, np.arange(L) // bs] * bs + np.arange(L) % bs   # slots of positions 0..L-1
         dec = np.flatnonzero(n == 1)
         keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
