@@ -1,9 +1,9 @@
 """xllm.cuda_kernels vs float64 CPU references, fp32/fp16/bf16, several shapes, tolerance kernel_rtol(dtype)
 (fp32 math: 1e-5 for fp32 inputs, 1e-3 for fp16/bf16, plus one rounding of the result to the I/O dtype).
-Each test runs on two backends: `cuda` (skips unless torch sees a GPU and CuPy imports) and `emulated` (the same CUDA source
-run on CPU tensors by xllm.cuda_emu; skips without g++), the latter on smaller shapes (`pick`). Prints the max error of each
+Each test runs on two backends (the `dev` fixture of conftest.py): `cuda` (skips unless torch sees a GPU and CuPy imports) and
+`emulated` (the same CUDA source run on CPU tensors by xllm.cuda_emu; skips without g++), the latter on smaller shapes (`pick`). Prints the max error of each
 kernel per backend (pytest -s)."""
-import math, os, shutil
+import math
 import pytest
 import torch
 
@@ -12,30 +12,17 @@ from xllm.core import LlamaConfig
 from xllm.model import rope_inv_freq, rope_tables
 
 HAVE_GPU = torch.cuda.is_available() and ck.cupy_available()
-HAVE_CXX = shutil.which(os.environ.get("CXX") or "g++") is not None
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 worst = {}
 
 
-@pytest.fixture(params=["cuda", "emulated"])
-def dev(request):
-    "The device the kernels' tensors live on: 'cuda', or 'cpu' inside xllm.cuda_emu.emulate()."
-    if request.param == "cuda":
-        if not HAVE_GPU: pytest.skip("needs a CUDA device and CuPy")
-        yield "cuda"
-    else:
-        if not HAVE_CXX: pytest.skip("the CUDA emulator needs a C++ compiler (g++)")
-        from xllm.cuda_emu import emulate
-        with emulate(): yield "cpu"
-
-
 def pick(dev, full, small):
     "The GPU's shapes, or the emulator's smaller ones (it runs a few million thread switches per second)."
-    return full if dev == "cuda" else small
+    return full if torch.device(dev).type == "cuda" else small
 
 
 def record(name, dt, err, dev="cuda"):
-    key = (name, str(dt).replace("torch.", ""), "cuda" if dev == "cuda" else "emulated")
+    key = (name, str(dt).replace("torch.", ""), "cuda" if torch.device(dev).type == "cuda" else "emulated")
     worst[key] = max(worst.get(key, 0.0), err)
     assert err < ck.kernel_rtol(dt), (name, dt, err)
 
@@ -100,25 +87,13 @@ def test_softmax(dt, dev):
     assert torch.isnan(y).all()                                   # like torch.softmax
 
 
-def random_paged(B, H, n_kv, D, bs, lens, dtype, g, dev):
-    need = [(L + bs - 1) // bs for L in lens]
-    nb = sum(need) + 3
-    perm = torch.randperm(nb, generator=g)
-    bt = torch.zeros(B, max(max(need), 1), dtype=torch.int32)
-    i = 0
-    for b, n in enumerate(need): bt[b, :n] = perm[i:i + n].int(); i += n
-    to = lambda t: t.to(dev, dtype)
-    return (to(torch.randn(B, H, D, generator=g)), to(torch.randn(nb, bs, n_kv, D, generator=g)), to(torch.randn(nb, bs, n_kv, D, generator=g)),
-            bt.to(dev), torch.tensor(lens, dtype=torch.int32, device=dev))
-
-
 @pytest.mark.parametrize("dt", DTYPES)
 def test_paged_attention(dt, dev):
     g = torch.Generator().manual_seed(5)
     for B, H, n_kv, D, bs, lens in pick(dev, ((1, 4, 4, 64, 16, [1]), (3, 9, 3, 64, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
                                               (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])),
                                         ((1, 4, 4, 64, 16, [1]), (3, 9, 3, 64, 16, [5, 100, 37]), (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]))):
-        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g, dev)
+        q, kc, vc, bt, cl = ck.random_paged(B, H, n_kv, D, bs, lens, dt, g, dev)
         ref = ck.paged_attention_ref(q, kc, vc, bt, cl)
         for nw in pick(dev, (4, 8), (2,)):
             record("paged_attention", dt, ck.max_rel_err(ck.paged_attention(q, kc, vc, bt, cl, num_warps=nw), ref), dev)
@@ -133,7 +108,7 @@ def test_paged_attention_v2(dt, dev):
                                               (16, 32, 8, 128, 16, [int(x) for x in torch.randint(1, 3000, (16,), generator=g)])),
                                         ((1, 4, 4, 64, 16, [1]), (3, 8, 2, 128, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]),
                                          (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (1, 8, 8, 32, 16, [600]), (2, 16, 2, 64, 16, [33, 250]))):
-        q, kc, vc, bt, cl = random_paged(B, H, n_kv, D, bs, lens, dt, g, dev)
+        q, kc, vc, bt, cl = ck.random_paged(B, H, n_kv, D, bs, lens, dt, g, dev)
         ref = ck.paged_attention_ref(q, kc, vc, bt, cl)
         for S in (None, 1, 3, 16):
             record("paged_attention_v2", dt, ck.max_rel_err(ck.paged_attention_v2(q, kc, vc, bt, cl, num_splits=S, num_warps=pick(dev, 4, 2)), ref), dev)

@@ -2,7 +2,7 @@
 greedy tokens equal, logits within 1e-3 relative; float16: logits within 2e-2 relative (printed tokens). Plus the engine with
 the runner attached. Two backends: `cuda` (skips unless torch sees a GPU and CuPy imports) and `emulated` (CPU tensors,
 CudaOps through xllm.cuda_emu; eager only, since CUDA graphs need a GPU; skips without g++)."""
-import copy, os, shutil
+import copy
 import pytest
 import torch
 
@@ -14,18 +14,6 @@ from xllm.sampling import SamplingParams
 from xllm.cuda_runner import CudaRunner, CudaOps, greedy_paged
 
 PROMPTS = [[5, 17, 42, 7, 99, 3], [11] * 13, [250, 1]]
-
-
-@pytest.fixture(params=["cuda", "emulated"])
-def dev(request):
-    "torch.device('cuda'), or the CPU inside xllm.cuda_emu.emulate()."
-    if request.param == "cuda":
-        if not (torch.cuda.is_available() and ck.cupy_available()): pytest.skip("needs a CUDA device and CuPy")
-        yield torch.device("cuda")
-    else:
-        if shutil.which(os.environ.get("CXX") or "g++") is None: pytest.skip("the CUDA emulator needs a C++ compiler (g++)")
-        from xllm.cuda_emu import emulate
-        with emulate(): yield torch.device("cpu")
 
 
 def tiny_model(seed=0, dtype=torch.float32, dev="cpu", **kw):

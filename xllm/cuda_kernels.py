@@ -13,7 +13,7 @@ import torch
 __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'EMULATED_SMS',
            'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'rms_norm', 'rms_norm_ref',
            'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref',
-           'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref',
+           'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref', 'random_paged',
            'paged_attention_splits', 'paged_attention_v2', 'kv_append', 'int8_scales', 'int8_linear', 'int8_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
@@ -888,6 +888,21 @@ def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=N
         p = torch.softmax(torch.einsum("hd,lhd->hl", q[b].double().cpu(), K) * scale, -1)
         out[b] = torch.einsum("hl,lhd->hd", p, V)
     return out
+
+def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, device="cpu"):
+    """Test inputs for paged attention: random q `[B, H, D]`, a pool of random K/V blocks (3 spare) whose blocks are handed to
+    the sequences in a shuffled order, their block tables and context lengths `lens` (drawn on the CPU from `generator`)."""
+    need = [(L + bs - 1) // bs for L in lens]
+    nb = sum(need) + 3
+    perm = torch.randperm(nb, generator=generator)
+    bt = torch.zeros(B, max(max(need), 1), dtype=torch.int32)
+    i = 0
+    for b, n in enumerate(need): bt[b, :n] = perm[i:i + n].int(); i += n
+    q = torch.randn(B, H, D, generator=generator)
+    kc, vc = torch.randn(nb, bs, n_kv, D, generator=generator), torch.randn(nb, bs, n_kv, D, generator=generator)
+    to = lambda t: t.to(device=device, dtype=dtype)
+    return to(q), to(kc), to(vc), bt.to(device), torch.tensor(lens, dtype=torch.int32, device=device)
+
 
 # %% ../nbs/14_cuda_kernels.ipynb 35
 def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int, min_split: int = 256) -> int:
