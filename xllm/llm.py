@@ -334,6 +334,29 @@ def get_engine(self):
     if getattr(self, "_engine", None) is None: self._engine = build_engine(self)
     return self._engine
 
+def _engine_generator(self, p: SamplingParams, index: int = 0):
+    "The generator of one engine request: seeded per completion (`index`); unseeded: the LLM's, drawn in a fixed step order; greedy: none."
+    return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
+
+def _feed(eng, seq: _Sequence, o) -> str:
+    """Give one engine `StepOutput` to its `_Sequence`, which decides stop strings, EOS, stop ids, `max_tokens` and the context
+    end as the one-at-a-time path does; a stop string ends the engine request. Returns the text released."""
+    out = ""
+    for k, tok in enumerate(o.new_token_ids):
+        out += seq.append(tok, o.new_logprobs[k] if o.new_logprobs else None)
+        if seq.finished: break
+    if seq.finished: eng.finish_request(o.request_id)                   # a stop string (no-op when the engine ended it too)
+    elif o.finished:
+        if o.finish_reason == "error": raise RuntimeError(f"request failed in the engine: {o.error}")
+        out += seq._finish(o.finish_reason)
+    return out
+
+def _settle(eng, seqs: dict):
+    "Abort the engine requests whose sequences did not finish (an error, or a caller who stopped early) and drain the engine."
+    for rid, seq in seqs.items():
+        if not seq.finished: eng.abort(rid)
+    while eng.has_unfinished(): eng.step()
+
 def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
     """All requests (each of their `n` completions is one engine request) continuously batched through `get_engine()`.
     The engine produces token ids; each completion's `_Sequence` turns them into text and decides stop strings, EOS, stop ids,
@@ -343,10 +366,8 @@ def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
     for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
         for i in range(p.n):
             seq = _Sequence(self.tokenizer, ids, p, i, self.eos_ids, self.max_model_len)
-            # seeded: one stream per completion (index i); unseeded: the LLM's generator, drawn in a fixed step order
-            gen = Sampler.make_generator(p, index=i) if p.seed is not None else (None if p.greedy else self.generator)
             rid = ("llm", self._next_id + r, i)
-            eng.add_request(ids, p, request_id=rid, generator=gen)
+            eng.add_request(ids, p, request_id=rid, generator=_engine_generator(self, p, i))
             seqs[rid] = seq; rids.append(rid)
     from tqdm.auto import tqdm
     bar = tqdm(total=len(rids), desc="generate", disable=not use_tqdm or len(rids) < 2)
@@ -355,20 +376,11 @@ def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
             for o in eng.step():
                 seq = seqs.get(o.request_id)
                 if seq is None or seq.finished: continue
-                for k, tok in enumerate(o.new_token_ids):
-                    seq.append(tok, o.new_logprobs[k] if o.new_logprobs else None)
-                    if seq.finished: break
-                if seq.finished:
-                    eng.finish_request(o.request_id)                     # a stop string (no-op when the engine ended it too)
-                elif o.finished:
-                    if o.finish_reason == "error": raise RuntimeError(f"request failed in the engine: {o.error}")
-                    seq._finish(o.finish_reason)
+                _feed(eng, seq, o)
                 if seq.finished: bar.update(1)
     finally:
         bar.close()
-        for rid, seq in seqs.items():
-            if not seq.finished: eng.abort(rid)
-        while eng.has_unfinished(): eng.step()                           # drain aborted requests' outputs
+        _settle(eng, seqs)
     outs = []
     for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
         outs.append(RequestOutput(str(self._next_id + r), prompt, ids, [seqs[("llm", self._next_id + r, i)].output() for i in range(p.n)], True))
@@ -439,25 +451,14 @@ def _stream_contiguous(self, ids, params):
 def _stream_engine(self, ids, params):
     "One completion stepped through the LLM's engine, its text released as the contiguous path releases it; aborted if left early."
     eng, seq = get_engine(self), _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
-    gen = Sampler.make_generator(params) if params.seed is not None else (None if params.greedy else self.generator)
     rid = ("llm-stream", self._next_id)
     self._next_id += 1
-    eng.add_request(ids, params, request_id=rid, generator=gen)
+    eng.add_request(ids, params, request_id=rid, generator=_engine_generator(self, params))
     try:
         while not seq.finished:
             for o in eng.step():
-                if o.request_id != rid: continue
-                for k, tok in enumerate(o.new_token_ids):
-                    delta = seq.append(tok, o.new_logprobs[k] if o.new_logprobs else None)
-                    if delta: yield delta
-                    if seq.finished: break
-                if seq.finished: eng.finish_request(rid)                 # a stop string (no-op when the engine ended it too)
-                elif o.finished:
-                    if o.finish_reason == "error": raise RuntimeError(f"request failed in the engine: {o.error}")
-                    if tail := seq._finish(o.finish_reason): yield tail
-    finally:
-        if not seq.finished: eng.abort(rid)
-        while eng.has_unfinished(): eng.step()                           # drain: the engine is idle again
+                if o.request_id == rid and (text := _feed(eng, seq, o)): yield text
+    finally: _settle(eng, {rid: seq})                                   # the engine is idle again
     self.last_stream_output = seq.output()
 
 @torch.inference_mode()
