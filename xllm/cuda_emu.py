@@ -387,8 +387,7 @@ def emulate(seed: int = 1, memcheck: bool = True):
     """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first use).
     `memcheck`: each tensor argument is copied between two inaccessible pages, so a kernel that reads or writes past a
     tensor's ends fails with an error naming the argument."""
-    build()
-    prev, ck._EMULATOR = ck._EMULATOR, partial(memcheck_launch if memcheck else launch, seed=seed)
+    prev, ck._EMULATOR = ck._EMULATOR, partial(memcheck_launch if memcheck else launch, seed=seed, lib=build())   # built once, not per launch
     ck._EXTENTS.clear()
     try: yield
     finally: ck._EMULATOR = prev; ck._EXTENTS.clear()
