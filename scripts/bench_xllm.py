@@ -21,6 +21,7 @@ p.add_argument("--dtype", default="float16")
 p.add_argument("--tokenizer", default=None)
 p.add_argument("--kv-cache-memory", type=int, default=None, help="bytes (default: xllm's per-device default)")
 p.add_argument("--runner", choices=["none", "eager", "graphs"], default="none", help="forward_paged only, or xllm.cuda_runner eager / with CUDA graphs")
+p.add_argument("--kernel-chunk-tokens", type=int, default=None, help="CudaRunner.kernel_chunk_tokens: prompt chunks up to this long attend through the paged kernel")
 p.add_argument("--json", default=None, help="append the JSON lines to this file")
 a = p.parse_args()
 
@@ -39,14 +40,15 @@ if a.runner != "none":
     t0 = time.perf_counter()
     runner = attach_cuda_runner(eng, max_batch, enforce_eager=a.runner == "eager", ops=None if a.device.startswith("cuda") else TorchOps)   # LLM's own wiring
     capture_s = time.perf_counter() - t0
+    if runner is not None and a.kernel_chunk_tokens is not None: runner.kernel_chunk_tokens = a.kernel_chunk_tokens
 weight_bytes = sum(t.numel() * t.element_size() for t in {id(t): t for t in llm.model.state_dict().values()}.values())
 for name, prompts, n in work:
-    before = None if runner is None else (runner.num_graph_steps, runner.num_eager_steps, runner.num_fallback_steps)
+    before = None if runner is None else (runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps, runner.num_fallback_steps)
     r = run_bench(llm, prompts, n, ignore_eos=True, progress=False)
     r.update(workload=name, config=a.random_weights, device=a.device, dtype=a.dtype, runner=a.runner, runner_repr=repr(runner), build_s=build_s,
              capture_s=capture_s, weight_bytes=weight_bytes, kv_cache_report=eng.kv_cache_report)
     if runner is not None:
-        r["runner_steps"] = dict(zip(("graph", "eager", "fallback"), (x - y for x, y in zip((runner.num_graph_steps, runner.num_eager_steps, runner.num_fallback_steps), before))))
+        r["runner_steps"] = dict(zip(("graph", "eager", "ragged", "fallback"), (x - y for x, y in zip((runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps, runner.num_fallback_steps), before))))
     if a.device.startswith("cuda"): r["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
     line = json.dumps(r)
     print(line, flush=True)

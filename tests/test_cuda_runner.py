@@ -58,6 +58,37 @@ def test_engine_with_runner_graphs(dev):
     assert eng.runner.capture() == ([1, 2, 4] if dev.type == "cuda" else [])
     assert [r.token_ids for r in eng.generate(reqs)] == want
     assert (eng.runner.num_graph_steps if dev.type == "cuda" else eng.runner.num_eager_steps) > 10
+    assert eng.runner.num_ragged_steps >= 1 and eng.runner.num_fallback_steps == 0      # prefill and mixed steps: ragged
+
+
+@pytest.mark.parametrize("dt,tol", [(torch.float32, 1e-4), (torch.float16, 2e-2)])
+@pytest.mark.parametrize("kw", [dict(), dict(num_key_value_heads=8, hidden_size=256, num_attention_heads=8), dict(head_dim=64, hidden_size=256, num_attention_heads=8)])
+@pytest.mark.parametrize("kct", [1, 4, 64])
+def test_ragged_step_vs_forward_paged(dt, tol, kw, kct, dev):
+    """A prefill/mixed step through `CudaRunner.ragged` (decode rows, new prompts, a chunk continuing at position 14):
+    logits within `tol` relative of forward_paged's, the same K/V written. `kct` (kernel_chunk_tokens) 1: only the decode rows
+    attend through the paged kernel, the chunks through chunk_attention; 4: the short chunks too; 64: every row."""
+    m1 = tiny_model(6, dt, dev, **kw); m0 = copy.deepcopy(m1)
+    p1 = PagedKVPool(m1.config, 40, 8, dt, dev)
+    greedy_paged(m1, p1, PROMPTS, 2)                                  # sequences' blocks: [0], [1, 2], [3]
+    p0 = copy.deepcopy(p1)
+    g = torch.Generator().manual_seed(1)
+    r = lambda n: torch.randint(0, 300, (n,), generator=g).tolist()
+    chunks = [([7], len(PROMPTS[0]) + 1, [0]), ([8], len(PROMPTS[2]) + 1, [3]), (r(20), 0, [4, 5, 6]), (r(5), 0, [7]), (r(3), 14, [8, 9, 10])]
+    from xllm.engine import PagedBatch, forward_paged
+    for rows in ("all", "last"):
+        b = PagedBatch.build(chunks, 8, p0.null_slot, rows, dev)
+        want = forward_paged(m0, b, copy.deepcopy(p0))
+        p = copy.deepcopy(p1)
+        runner = CudaRunner(m1, p, max_batch=4, ops=CudaOps, kernel_chunk_tokens=kct)
+        got = runner(b)
+        assert got.shape == want.shape and got.dtype == torch.float32
+        assert float((want - got).abs().max() / want.abs().max()) < tol
+        assert runner.num_ragged_steps == 1 and runner.num_fallback_steps == 0
+    pw = copy.deepcopy(p0); forward_paged(m0, b, pw)
+    for l in range(m1.config.num_hidden_layers):
+        for a, c in ((pw.k_flat[l], p.k_flat[l]), (pw.v_flat[l], p.v_flat[l])):
+            assert float((a.float() - c.float()).abs().max()) <= tol * float(a.float().abs().max())
 
 
 def test_int8_model_through_runner(dev):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy, math, warnings
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
-from .engine import PagedBatch, PagedKVPool, forward_paged
+from .engine import PagedBatch, PagedKVPool, forward_paged, chunk_attention
 from .model import Llama, rope_tables
 import xllm.cuda_kernels as ck
 
@@ -116,13 +116,17 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
 
 # %% ../nbs/14a_cuda_runner.ipynb 11
 class CudaRunner:
-    """Decode steps of `model` over the paged `pool` with fused kernels, a preallocated buffer pool and CUDA graphs.
-    `runner(batch)` returns what `forward_paged(model, batch, pool)` returns (float32 logits of `batch.logits_rows`);
-    batches that are not pure decode (prefill chunks), an int8 pool, or batches larger than `max_batch` go to `forward_paged`."""
+    """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
+    graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `forward_paged(model, batch, pool)`
+    returns (float32 logits of `batch.logits_rows`); only an int8 pool, or contexts past `max_model_len`, go to `forward_paged`.
+    `kernel_chunk_tokens`: prompt chunks of at most this many tokens attend through the paged-attention kernel, longer ones
+    through `scaled_dot_product_attention` over their gathered keys."""
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
-                 graph_batch_sizes=None, enforce_eager: bool = False, ops=None):
+                 graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64):
         c = model.config
-        if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1: raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
+        for name, v in (("max_batch", max_batch), ("kernel_chunk_tokens", kernel_chunk_tokens)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        self.kernel_chunk_tokens = kernel_chunk_tokens
         if pool.dtype != model.dtype: raise ValueError(f"pool dtype {pool.dtype} differs from the model's {model.dtype}")
         self.model, self.pool, self.config, self.max_batch = model, pool, c, max_batch
         self.device = dev = model.device
@@ -134,28 +138,35 @@ class CudaRunner:
         self.fused = [(_fuse([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj]), _fuse([l.mlp.gate_proj, l.mlp.up_proj]))
                       for l in model.model.layers]
         self._int8_scales: dict = {}
-        self._alloc_buffers(max_batch)
+        self.buf = self._buffers(max_batch)
+        self.attn_ws = self._attention_workspace(max_batch)
         self.graph_batch_sizes = sorted(set(graph_batch_sizes)) if graph_batch_sizes is not None else default_graph_batch_sizes(max_batch)
         if any(not isinstance(s, int) or not 0 < s <= max_batch for s in self.graph_batch_sizes):
             raise ValueError(f"graph_batch_sizes must be integers in [1, max_batch={max_batch}], got {graph_batch_sizes!r}")
         self.enforce_eager = bool(enforce_eager) or dev.type != "cuda"
         self.graphs: dict = {}                      # batch size -> (CUDAGraph, its logits buffer)
-        self.num_graph_steps = self.num_eager_steps = self.num_fallback_steps = 0
+        self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = self.num_fallback_steps = 0
 
-    def _alloc_buffers(self, n: int):
-        "The activation buffer pool: every tensor of the decode step, for `n` rows."
+    def _buffers(self, n: int, decode: bool = True) -> dict:
+        "Every activation tensor of a step of `n` token rows (zeros); `decode`: with the block tables, context lengths and logits of `n` rows."
         c, dev, dt = self.config, self.device, self.model.dtype
         nh, nkv, hd, H, I = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size, c.intermediate_size
         e = lambda *s, dtype=dt: torch.zeros(*s, dtype=dtype, device=dev)
-        self.buf = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
-                        tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
-                        res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
-                        gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H), logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
-        ws = 0                                  # paged_attention_v2's split-K partials: enough for the most any batch of <= n rows uses
+        b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
+                 res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
+                 gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H))
+        if decode: b.update(tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
+                            logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
+        return b
+
+    def _attention_workspace(self, n: int) -> torch.Tensor:
+        "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
+        c, ws = self.config, 0
+        nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         if self.ops is CudaOps and hd in ck.PA2_HEAD_DIMS and nh // nkv <= ck.PA2_MAX_GROUP:
-            ctx, sms = self.max_blocks * self.pool.block_size, ck._num_sms(dev)
+            ctx, sms = self.max_blocks * self.pool.block_size, ck._num_sms(self.device)
             ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
-        self.attn_ws = e(ws, dtype=torch.float32)
+        return torch.zeros(ws, dtype=torch.float32, device=self.device)
 
     @property
     def buffer_bytes(self) -> int:
@@ -183,9 +194,11 @@ def _linear(self, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
-def _decode(self, n: int) -> torch.Tensor:
-    "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
-    m, c, o, pool, bf = self.model, self.config, self.ops, self.pool, {k: v[:n] for k, v in self.buf.items()}
+def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
+    """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
+    layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool) into `out`.
+    Returns the last layer's MLP output; `bf['res']` holds the residual stream before it is added."""
+    m, c, o, pool = self.model, self.config, self.ops, self.pool
     nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     nq, nk = nh * hd, nkv * hd
     res = bf["res"]
@@ -205,14 +218,21 @@ def _decode(self, n: int) -> torch.Tensor:
         o.rope_(q, k, bf["pos"], self.cos, self.sin)
         o.kv_append(k, v, pool.k_flat[i], pool.v_flat[i], bf["slots"], pool.k_scale_flat[i], pool.v_scale_flat[i])
         bf["q"].copy_(q)
-        o.paged_attention(bf["q"], pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=bf["attn"], workspace=self.attn_ws)
+        attend(i, bf["q"], bf["attn"])
         _linear(self, a.o_proj, bf["attn"].view(n, nq), bf["o"])
         x = o.rms_norm(bf["o"], layer.post_attention_layernorm.weight, c.rms_norm_eps, residual=res, out=bf["normed"])
         if gu_f is not None: _linear(self, None, x, bf["gu"], gu_f)
         else: bf["gu"][:, :c.intermediate_size].copy_(mlp.gate_proj(x)); bf["gu"][:, c.intermediate_size:].copy_(mlp.up_proj(x))
         o.silu_and_mul_fused(bf["gu"], out=bf["act"])
         h = _linear(self, mlp.down_proj, bf["act"], bf["mlp"])
-    x = o.rms_norm(h, m.model.norm.weight, c.rms_norm_eps, residual=res, out=bf["normed"])
+    return h
+
+def _decode(self, n: int) -> torch.Tensor:
+    "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
+    m, c, o, pool, bf = self.model, self.config, self.ops, self.pool, {k: v[:n] for k, v in self.buf.items()}
+    attend = lambda i, q, out: o.paged_attention(q, pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=out, workspace=self.attn_ws)
+    h = _layers(self, bf, n, attend)
+    x = o.rms_norm(h, m.model.norm.weight, c.rms_norm_eps, residual=bf["res"], out=bf["normed"])
     _linear(self, m.lm_head, x, bf["logits_dt"])
     bf["logits"].copy_(bf["logits_dt"])
     return bf["logits"]
@@ -255,14 +275,60 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
+def _supports_ragged(self, batch: PagedBatch) -> bool:
+    "True for any batch `ragged` takes: a float pool, contexts within `max_model_len`."
+    return (not self.pool.quantized and max(batch.context_lens) <= self.max_model_len
+            and all(len(t) <= self.max_blocks for t in batch.block_tables))
+
+@torch.inference_mode()
+def _ragged(self, batch: PagedBatch) -> torch.Tensor:
+    """float32 logits of `batch.logits_rows` for any batch — prompt chunks, decode rows or both — eagerly, through the same
+    kernels as the decode step on buffers made for its `N` token rows. Attention: every row of a chunk of at most
+    `kernel_chunk_tokens` tokens is one query row of the paged-attention kernel, with its chunk's block table and context
+    `position + 1` (which makes it causal); each longer chunk goes through `chunk_attention` (`scaled_dot_product_attention`
+    over its gathered keys)."""
+    m, c, o, pool, dev = self.model, self.config, self.ops, self.pool, self.device
+    N, bs = batch.num_tokens, pool.block_size
+    bf = self._buffers(N, decode=False)
+    bf["ids"].copy_(batch.token_ids); bf["pos"].copy_(batch.positions); bf["slots"].copy_(batch.slot_mapping)
+    cu, ctx = np.asarray(batch.cu_seqlens), np.asarray(batch.context_lens)
+    n = np.diff(cu)
+    short = n <= self.kernel_chunk_tokens                               # per chunk
+    row_short = np.repeat(short, n)                                     # per token row
+    tab = np.zeros((len(n), max(len(t) for t in batch.block_tables)), np.int32)
+    for i, t in enumerate(batch.block_tables): tab[i, :len(t)] = t
+    pos = np.repeat(ctx - n - cu[:-1], n) + np.arange(N)                # each row's position, known on the host
+    tables = torch.from_numpy(np.repeat(tab[short], n[short], axis=0)).to(dev)
+    lens = torch.from_numpy((pos[row_short] + 1).astype(np.int32)).to(dev)
+    sub = None if row_short.all() else torch.from_numpy(np.flatnonzero(row_short)).to(dev)
+    long = []                                                           # (row range, start, key slots) of the longer chunks
+    for i in np.flatnonzero(~short):
+        L = np.arange(ctx[i])
+        long.append((int(cu[i]), int(cu[i + 1]), int(ctx[i] - n[i]), torch.from_numpy(tab[i, L // bs].astype(np.int64) * bs + L % bs).to(dev)))
+
+    def attend(i, q, out):
+        if sub is None: o.paged_attention(q, pool.k[i], pool.v[i], tables, lens, out=out)
+        elif sub.numel(): qs = q.index_select(0, sub); out.index_copy_(0, sub, o.paged_attention(qs, pool.k[i], pool.v[i], tables, lens, out=torch.empty_like(qs)))
+        for r0, r1, start, keys in long: out[r0:r1] = chunk_attention(q[r0:r1], pool, i, keys, start)
+
+    h = _layers(self, bf, N, attend)
+    rows = batch.logits_rows                                            # the final norm and lm_head only where logits are wanted
+    x = o.rms_norm(h.index_select(0, rows), m.model.norm.weight, c.rms_norm_eps, residual=bf["res"].index_select(0, rows),
+                   out=torch.empty(rows.shape[0], c.hidden_size, dtype=m.dtype, device=dev))
+    logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
+    return _linear(self, m.lm_head, x, logits).float()
+
 def _call(self, batch: PagedBatch) -> torch.Tensor:
-    "What `forward_paged(model, batch, pool)` returns; decode batches through the kernels, anything else through `forward_paged`."
-    if not self.supports(batch):
-        self.num_fallback_steps += 1
-        return forward_paged(self.model, batch, self.pool)
-    return self.step(batch)
+    "What `forward_paged(model, batch, pool)` returns: decode batches through `step` (graphs), others through `ragged`, else `forward_paged`."
+    if self.supports(batch): return self.step(batch)
+    if self.supports_ragged(batch):
+        self.num_ragged_steps += 1
+        return self.ragged(batch)
+    self.num_fallback_steps += 1
+    return forward_paged(self.model, batch, self.pool)
 
 CudaRunner.supports, CudaRunner.step, CudaRunner.__call__ = _supports, _step, _call
+CudaRunner.supports_ragged, CudaRunner.ragged = _supports_ragged, _ragged
 
 # %% ../nbs/14a_cuda_runner.ipynb 17
 def _capture(self, batch_sizes=None) -> list[int]:

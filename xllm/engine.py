@@ -20,8 +20,8 @@ from .sampling import SamplingParams, Sampler
 
 # %% auto 0
 __all__ = ['DEFAULT_KV_CACHE_MEMORY', 'GPU_MEMORY_UTILIZATION', 'KV_SCALE_DTYPE', 'default_kv_cache_memory', 'kv_bytes_per_token',
-           'quantize_kv', 'dequantize_kv', 'PagedKVPool', 'PagedBatch', 'forward_paged', 'StepOutput', 'EngineResult',
-           'Engine', 'AsyncEngine']
+           'quantize_kv', 'dequantize_kv', 'PagedKVPool', 'PagedBatch', 'chunk_attention', 'forward_paged',
+           'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
 
 # %% ../nbs/11_engine.ipynb 6
 DEFAULT_KV_CACHE_MEMORY = 256 * 2**20   # bytes of K/V when no budget is given (CPU default)
@@ -216,6 +216,16 @@ class PagedBatch:
         return cls(L(toks), L(pos), L(slots), cu, ctx, tables, L(rows), block_size, null_slot)
 
 # %% ../nbs/11_engine.ipynb 12
+def chunk_attention(q: torch.Tensor, pool: PagedKVPool, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
+    """Causal attention of one chunk's queries `q` `[T, n_heads, head_dim]` (positions `start..start+T-1`) over its keys in `pool`'s
+    layer `layer`: `keys` are the slots of positions `0..start+T-1`. One gather and one `scaled_dot_product_attention`."""
+    T = q.shape[0]
+    k, v = pool.gather(layer, keys)
+    k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]              # [1, n_kv, start+T, hd]
+    o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k, v, attn_mask=causal_mask(T, start, q.device) if start else None,
+                                       is_causal=start == 0, enable_gqa=q.shape[1] != k.shape[1])
+    return o[0].transpose(0, 1)
+
 def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
     "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in `pool`'s layer `layer`."
     N, nh, nkv, hd = x.shape[0], attn.nh, attn.nkv, attn.hd
@@ -230,13 +240,7 @@ def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedB
         k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
         od = F.scaled_dot_product_attention(q[b.dec_rows][:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)
         o[b.dec_rows] = od[:, :, 0]
-    for r0, r1, start, keys in b.prefills:
-        T = r1 - r0
-        k, v = pool.gather(layer, keys)
-        k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]          # [1, n_kv, start+T, hd]
-        op = F.scaled_dot_product_attention(q[r0:r1].transpose(0, 1)[None], k, v, attn_mask=causal_mask(T, start, q.device) if start else None,
-                                            is_causal=start == 0, enable_gqa=gqa)
-        o[r0:r1] = op[0].transpose(0, 1)
+    for r0, r1, start, keys in b.prefills: o[r0:r1] = chunk_attention(q[r0:r1], pool, layer, keys, start)
     return attn.o_proj(o.reshape(N, nh * hd))
 
 @torch.inference_mode()
