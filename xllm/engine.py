@@ -285,6 +285,10 @@ class EngineResult:
     error: str | None = None
     logprobs: list[dict[int, float]] | None = None
 
+def _logprobs(params, r) -> dict | None:
+    "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
+    return {r.token_id: r.logprob, **(r.top_logprobs or {})} if params.logprobs is not None else None
+
 class _Request:
     def __init__(self, request_id, seq, params, generator, logits_processors, stop_checker, eos_ids):
         self.request_id, self.seq, self.params, self.generator = request_id, seq, params, generator
@@ -378,8 +382,19 @@ class Engine:
         out_ids = seq.output_token_ids
         for f in req.logits_processors: row = f(out_ids, row)
         r = self.sampler.sample(row, p, req.generator, out_ids, seq.prompt_token_ids)
-        lp = {r.token_id: r.logprob, **(r.top_logprobs or {})} if p.logprobs is not None else None
-        return r.token_id, lp
+        return r.token_id, _logprobs(p, r)
+
+    def _sampled_rows(self, sampling, logits, done) -> dict:
+        """Tokens (and logprobs) of the rows without logits processors that `done` does not hold, sampled together by
+        `Sampler.sample_rows`: seq id -> (token, logprobs), or the exception of a row that cannot be sampled."""
+        idx = [i for i, c in enumerate(sampling) if c.seq.seq_id not in done and not self.requests[c.seq.seq_id].logits_processors]
+        if not idx: return {}
+        x = logits[idx]                                                  # a copy
+        if self.num_decodable < x.shape[-1]: x[:, self.num_decodable:] = float("-inf")
+        reqs = [self.requests[sampling[i].seq.seq_id] for i in idx]
+        res = self.sampler.sample_rows(x, [r.params for r in reqs], [r.generator for r in reqs], [r.seq.output_token_ids for r in reqs],
+                                       [r.seq.prompt_token_ids for r in reqs])
+        return {r.seq.seq_id: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for r, s in zip(reqs, res)}
 
     def _greedy_rows(self, sampling, logits) -> dict:
         """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors or logprobs; every sampleable
@@ -413,12 +428,16 @@ class Engine:
             logits = forward_paged(self.model, batch, self.pool) if self.runner is None else self.runner(batch)   # always: a prefill chunk writes K/V
             new, fin, lps = {}, {}, {}
             greedy = self._greedy_rows(sampling, logits)
+            batched = self._sampled_rows(sampling, logits, greedy)
             for c, row in zip(sampling, logits):
                 sid = c.seq.seq_id
                 req = self.requests[sid]
                 try:
                     if sid in greedy: tok, lps[sid] = greedy[sid], None
-                    else: tok, lps[sid] = self._sample(req, row)
+                    elif sid in batched:
+                        if isinstance(batched[sid], Exception): raise batched[sid]
+                        tok, lps[sid] = batched[sid]
+                    else: tok, lps[sid] = self._sample(req, row)                 # a row with logits processors
                     reason = self._stop_reason(req, tok)
                 except Exception as e:                                 # this request only
                     self.requests.pop(sid); sched.abort(sid); c.seq.finish_reason = "error"

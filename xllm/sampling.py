@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import torch
 
 # %% auto 0
-__all__ = ['SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError',
-           'SampleResult', 'Sampler']
+__all__ = ['CPU_SAMPLE_ROWS', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
+           'NonFiniteLogitsError', 'SampleResult', 'Sampler']
 
 # %% ../nbs/06_sampling.ipynb 6
 def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
@@ -103,19 +103,25 @@ def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, float("-inf"))
 
-def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
-    "Keep the smallest set of most likely tokens whose total probability reaches `p` (at least one token)."
-    if p >= 1.0: return logits
-    probs = torch.softmax(logits, dim=-1)
-    V = probs.shape[-1]
-    # The nucleus is a prefix of the tokens sorted by probability. Usually it lies within the top 256, so sort only
-    # those (topk is much cheaper than sorting 50k-150k entries); if their mass falls short of p, sort everything.
-    vals, idx = torch.topk(probs, min(V, 256), dim=-1)
-    if vals.shape[-1] < V and bool((vals.sum(-1) < p).any()): vals, idx = probs.sort(dim=-1, descending=True)
+def _nucleus(vals: torch.Tensor, idx: torch.Tensor, p: float, V: int) -> torch.Tensor:
+    "Rows of probabilities `vals` sorted descending (token ids `idx`) -> `[rows, V]` mask of the nucleus of mass `p`."
     keep_sorted = torch.cumsum(vals, dim=-1) - vals < p     # mass of the more likely tokens is still short of p
     keep_sorted[..., 0] = True
-    keep = torch.zeros(probs.shape, dtype=torch.bool, device=probs.device).scatter(-1, idx, keep_sorted)
-    return logits.masked_fill(~keep, float("-inf"))
+    return torch.zeros(vals.shape[0], V, dtype=torch.bool, device=vals.device).scatter(-1, idx, keep_sorted)
+
+def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
+    "Keep the smallest set of most likely tokens whose total probability reaches `p` (at least one token); per row of `[..., V]`."
+    if p >= 1.0: return logits
+    V = logits.shape[-1]
+    probs = torch.softmax(logits, dim=-1).reshape(-1, V)
+    # The nucleus is a prefix of the tokens sorted by probability. Usually it lies within the top 256, so sort only
+    # those (topk is much cheaper than sorting 50k-150k entries); the rows whose top 256 fall short of p are sorted whole.
+    vals, idx = torch.topk(probs, min(V, 256), dim=-1)
+    keep = _nucleus(vals, idx, p, V)
+    if vals.shape[-1] < V:
+        short = vals.sum(-1) < p
+        if bool(short.any()): keep[short] = _nucleus(*probs[short].sort(dim=-1, descending=True), p, V)
+    return logits.masked_fill(~keep.reshape(logits.shape), float("-inf"))
 
 def apply_min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     "Mask tokens whose probability is below `p` times that of the most likely token."
@@ -144,15 +150,24 @@ def _check_finite(logits: torch.Tensor):
     if not bool(torch.isfinite(logits).any()): raise NonFiniteLogitsError("every logit is -inf: no token can be sampled")
 
 # %% ../nbs/06_sampling.ipynb 25
+def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
+    """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
+    row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device; nothing is read back."""
+    cdf = torch.cumsum(probs.double(), dim=-1)
+    dev, V = probs.device, probs.shape[-1]
+    u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64, device=g.device if g is not None else dev).to(dev) for g in generators])
+    total = cdf[:, -1:]
+    # u * total may round up to the total itself; the largest double below it still falls in the last possible token's interval
+    target = torch.minimum(u[:, None] * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, target.contiguous(), right=True)[:, 0]
+
 def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     "Draw one index from a 1-D probability vector (need not sum to 1) by inverse-CDF with one uniform number."
-    cdf = torch.cumsum(probs.double(), dim=-1)
-    u = torch.rand(1, generator=generator, dtype=torch.float64, device=generator.device if generator is not None else probs.device)
-    i = int(torch.searchsorted(cdf, u.to(cdf.device) * cdf[-1], right=True))
-    if i >= cdf.shape[-1]: i = int(torch.nonzero(probs)[-1])    # u * total rounded up to the total itself
-    return i
+    return int(_draw_rows(probs[None], [generator])[0])
 
 # %% ../nbs/06_sampling.ipynb 26
+CPU_SAMPLE_ROWS = 4      # rows sampled together on a CPU: [4, 49152] float32 and its float64 cumsum stay in a core's L2
+
 class Sampler:
     "Turns logits into tokens according to `SamplingParams` (stateless; each request brings its own generator)."
 
@@ -166,35 +181,68 @@ class Sampler:
         return g
 
     @staticmethod
+    def _filter(x: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+        "Temperature, then top-k, top-p, min-p (dropped tokens at -inf), on float32 rows `[..., V]`."
+        if params.temperature != 1.0: x = x / params.temperature
+        return apply_min_p(apply_top_p(apply_top_k(x, params.top_k), params.top_p), params.min_p)
+
+    @staticmethod
     def process(logits: torch.Tensor, params: SamplingParams, output_token_ids=(), prompt_token_ids=()) -> torch.Tensor:
         "The logits the token is drawn from: penalized, then (unless greedy) tempered and filtered (dropped tokens at -inf)."
         x = logits.float()
         if params.has_penalties:
             x = apply_penalties(x, output_token_ids, prompt_token_ids, params.repetition_penalty, params.presence_penalty, params.frequency_penalty)
-        if params.greedy: return x
-        if params.temperature != 1.0: x = x / params.temperature
-        x = apply_top_k(x, params.top_k)
-        x = apply_top_p(x, params.top_p)
-        return apply_min_p(x, params.min_p)
+        return x if params.greedy else Sampler._filter(x, params)
 
-    def _sample_row(self, logits, params, generator, output_token_ids, prompt_token_ids) -> SampleResult:
-        if logits.dim() != 1: raise ValueError(f"logits must be [V] or [B, V], got shape {tuple(logits.shape)}")
-        _check_finite(logits)
-        x = self.process(logits, params, output_token_ids, prompt_token_ids)
-        tok = int(torch.argmax(x)) if params.greedy else _draw(torch.softmax(x, dim=-1), generator)
-        raw = torch.log_softmax(logits.float(), dim=-1)
-        top = None
-        if params.logprobs:
-            v, i = torch.topk(raw, min(params.logprobs, raw.shape[-1]))
-            top = dict(zip(i.tolist(), v.tolist()))
-        return SampleResult(tok, float(raw[tok]), top)
+    def sample_rows(self, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
+        """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
+        or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected).
+        The rows are sampled together: penalties row by row, then each group of rows with the same settings through one
+        filter pipeline and one inverse-CDF draw, and every result is read back to the host at once. A row gets the same
+        token as it would alone (its own generator's next number, the same float operations on its values)."""
+        B, V = logits.shape
+        x = logits.float()
+        res: list = [None] * B
+        for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
+            if ok: continue
+            try: _check_finite(x[b])                                   # raises with the details
+            except NonFiniteLogitsError as e: res[b] = e
+        rows = [b for b in range(B) if res[b] is None]
+        pen = [b for b in rows if params[b].has_penalties]
+        xp = x.clone() if pen else x                                   # penalized logits (the raw ones give the logprobs)
+        for b in pen:
+            p = params[b]
+            xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+        tok = torch.zeros(B, dtype=torch.long, device=x.device)
+        groups: dict = {}
+        for b in rows:
+            p = params[b]
+            groups.setdefault(("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p, p.min_p), []).append(b)
+        if x.device.type == "cpu":                                     # on a CPU, a few rows at a time stay in cache through every pass
+            groups = {(k, i): g[i:i + CPU_SAMPLE_ROWS] for k, g in groups.items() for i in range(0, len(g), CPU_SAMPLE_ROWS)}
+        for key, g in groups.items():
+            idx = torch.tensor(g, device=x.device)
+            xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
+            t = xg.argmax(-1) if params[g[0]].greedy else _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])
+            tok.index_copy_(0, idx, t)
+        raw = torch.log_softmax(x, dim=-1)                             # raw-logit log-probabilities (vLLM's default)
+        lp = raw.gather(1, tok[:, None])[:, 0]
+        tops: dict = {}
+        for k in {params[b].logprobs for b in rows if params[b].logprobs}:
+            g = [b for b in rows if params[b].logprobs == k]
+            v, i = torch.topk(raw[g], min(k, V), dim=-1)
+            tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
+        for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
+            if res[b] is None: res[b] = SampleResult(t, l, tops.get(b))
+        return res
 
     def sample(self, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
-        """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them.
-        For a batch, `params`/`generator` may be one object or a list with one per row, and `output_token_ids`/`prompt_token_ids` a list of per-row lists."""
+        """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them (`sample_rows`; the first row that cannot be
+        sampled raises). For a batch, `params`/`generator` may be one object or a list with one per row, and
+        `output_token_ids`/`prompt_token_ids` a list of per-row lists."""
         if logits.dim() == 1:
-            return self._sample_row(logits, params, generator, () if output_token_ids is None else output_token_ids,
-                                    () if prompt_token_ids is None else prompt_token_ids)
+            return self.sample(logits[None], params, [generator], None if output_token_ids is None else [output_token_ids],
+                               None if prompt_token_ids is None else [prompt_token_ids])[0]
         if logits.dim() != 2: raise ValueError(f"logits must be [V] or [B, V], got shape {tuple(logits.shape)}")
         B = logits.shape[0]
         ps = list(params) if isinstance(params, (list, tuple)) else [params] * B
@@ -203,4 +251,7 @@ class Sampler:
         prompts = [()] * B if prompt_token_ids is None else list(prompt_token_ids)
         for name, v in (("params", ps), ("generator", gs), ("output_token_ids", outs), ("prompt_token_ids", prompts)):
             if len(v) != B: raise ValueError(f"{name} has {len(v)} entries for a batch of {B} rows")
-        return [self._sample_row(logits[b], ps[b], gs[b], outs[b], prompts[b]) for b in range(B)]
+        res = self.sample_rows(logits, ps, gs, outs, prompts)
+        for r in res:
+            if isinstance(r, Exception): raise r
+        return res
