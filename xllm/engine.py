@@ -204,8 +204,11 @@ class PagedBatch:
             if n == 0: raise ValueError(f"chunk {i} has no tokens")
             if start < 0 or -(-(start + n) // block_size) > len(table):
                 raise ValueError(f"chunk {i}: positions {start}..{start + n - 1} do not fit its block table of {len(table)} blocks of {block_size}")
-            toks.extend(ids); pos.extend(range(start, start + n))
-            slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, start + n))
+            toks.extend(ids)
+            if n == 1: pos.append(start); slots.append(table[start // block_size] * block_size + start % block_size)   # a decode row
+            else:
+                pos.extend(range(start, start + n))
+                slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, start + n))
             cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
         if isinstance(logits_rows, str):
             if logits_rows == "last": rows = [c - 1 for c in cu[1:]]

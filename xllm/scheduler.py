@@ -176,13 +176,14 @@ class Scheduler:
         "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
         out, budget, bm = SchedulerOutput(), self.max_num_batched_tokens, self.bm
         # 1. decodes of running sequences, oldest first; make room by preempting the newest
-        i = 0
+        i, bs, tables = 0, bm.block_size, bm.block_tables
         while i < len(self.running):
             seq = self.running[i]
-            if seq.is_prefilling: i += 1; continue
-            if bm.blocks_needed(len(seq)) > bm.num_blocks:            # grew to the whole pool: can never continue
+            n = len(seq.token_ids)
+            if seq.num_computed_tokens < n - 1: i += 1; continue          # still prefilling
+            if -(-n // bs) > bm.num_blocks:                              # grew to the whole pool: can never continue
                 self._finish(seq, "length"); out.finished.append(seq); continue
-            while not bm.can_append(seq):
+            while -(-n // bs) > len(tables[seq.seq_id]) and not bm.can_append(seq):   # a new block is needed and none is free
                 victim = self.running[-1]
                 self._preempt(victim); out.preempted.append(victim)
                 if victim is seq: break
@@ -221,7 +222,7 @@ class Scheduler:
             if seq.status is not SequenceStatus.RUNNING: continue       # aborted since schedule()
             if seq.num_computed_tokens != ch.start:
                 raise RuntimeError(f"sequence {seq.seq_id!r}: stale step output (chunk starts at {ch.start}, {seq.num_computed_tokens} computed)")
-            samples = ch.samples
+            samples = ch.start + ch.num_tokens == len(seq.token_ids)    # ch.samples, inline: this loop runs for every row of every step
             seq.num_computed_tokens += ch.num_tokens
             self.bm.mark_computed(seq, seq.num_computed_tokens)
             if not samples:
@@ -229,10 +230,12 @@ class Scheduler:
                 continue
             if seq.seq_id not in new_tokens: raise ValueError(f"no new token for sequence {seq.seq_id!r}, whose chunk reached its end")
             tok = new_tokens[seq.seq_id]
-            if not isinstance(tok, numbers.Integral) or isinstance(tok, bool) or tok < 0: raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
+            if (type(tok) is not int and (not isinstance(tok, numbers.Integral) or isinstance(tok, bool))) or tok < 0:   # (the ABC check is slow)
+                raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
             seq.token_ids.append(int(tok))
             reason = finished.get(seq.seq_id)
-            if reason is None and (len(seq) >= self.max_model_len or self.bm.blocks_needed(len(seq)) > self.bm.num_blocks):
+            n = len(seq.token_ids)
+            if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks):
                 reason = "length"                                        # no room for this token's K/V: context or whole pool full
             if reason is not None: self._finish(seq, reason); done.append(seq)
         return done
