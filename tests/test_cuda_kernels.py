@@ -115,6 +115,26 @@ def test_paged_attention_v2(dt, dev):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
+def test_paged_attention_v2_int8_cache(dt, dev):
+    "An int8 K/V cache (codes + per-row float32 scales, as PagedKVPool(kv_dtype='int8') stores it) against the float64 reference of code * scale."
+    from xllm.engine import quantize_kv
+    g = torch.Generator().manual_seed(8)
+    for B, H, n_kv, D, bs, lens in pick(dev, ((3, 8, 2, 128, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]), (2, 8, 1, 256, 8, [3, 70]),
+                                              (2, 4, 2, 32, 32, [0, 64]), (2, 32, 32, 64, 16, [2000, 9])),
+                                        ((3, 8, 2, 128, 16, [5, 100, 37]), (2, 8, 1, 256, 8, [3, 70]), (2, 4, 2, 32, 32, [0, 64]), (2, 16, 2, 64, 16, [33, 250]))):
+        q, kc, vc, bt, cl = ck.random_paged(B, H, n_kv, D, bs, lens, dt, g, dev)
+        (kq, ks), (vq, vs) = quantize_kv(kc), quantize_kv(vc)
+        ref = ck.paged_attention_ref(q, kq, vq, bt, cl, k_scale=ks, v_scale=vs)
+        assert ck.max_rel_err(ck.paged_attention_ref(q, kq, vq, bt, cl), ref) > 1     # the scales matter: without them, nothing like it
+        for S in (None, 1, 3):
+            record("paged_attention_v2 int8 KV", dt, ck.max_rel_err(ck.paged_attention_v2(q, kq, vq, bt, cl, num_splits=S, num_warps=pick(dev, 4, 2),
+                                                                                            k_scale=ks, v_scale=vs), ref), dev)
+    with pytest.raises(ValueError, match="k_scale is required"): ck.paged_attention_v2(q, kq, vq, bt, cl)
+    with pytest.raises(ValueError, match="only for an int8 cache"): ck.paged_attention_v2(q, kc, vc, bt, cl, k_scale=ks, v_scale=vs)
+    with pytest.raises(ValueError, match="v_scale must be contiguous"): ck.paged_attention_v2(q, kq, vq, bt, cl, k_scale=ks, v_scale=vs[:1])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 def test_softmax_split(dt, dev):
     g = torch.Generator().manual_seed(8)
     for rows, N in pick(dev, ((1, 10), (3, 49152), (2, 128256), (64, 333), (1, 5000)), ((1, 10), (2, 20000), (9, 333), (1, 5000))):

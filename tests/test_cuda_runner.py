@@ -131,3 +131,26 @@ def test_decode_step_allocates_and_reads_back_nothing(dev):
     finally:
         for name, orig in saved.items(): setattr(torch.Tensor, name, orig)
     assert allocs == [] and reads == [], (allocs, reads)
+
+
+@pytest.mark.parametrize("dt,tol", [(torch.float32, 1e-4), (torch.float16, 2e-2)])
+def test_int8_kv_pool_through_runner(dt, tol, dev):
+    """An int8 K/V pool (kv_dtype='int8'): decode steps (kv_append_int8, paged_attention_v2 over codes x scales) and a mixed
+    ragged step through the runner, against forward_paged on the same int8 pool (which dequantizes to the model dtype and
+    runs SDPA). fp16: the K/V rounded before quantization may differ in the last bit, so a code may differ by one or two."""
+    from xllm.engine import PagedBatch, forward_paged
+    from xllm.cuda_runner import int8_kv_supported
+    kw = dict(head_dim=64, hidden_size=256, num_attention_heads=8)
+    m1 = tiny_model(7, dt, dev, **kw); m0 = copy.deepcopy(m1)
+    assert int8_kv_supported(m1.config) and not int8_kv_supported(tiny_model(7, dt, dev).config)   # head_dim 16: no int8 kernel
+    p1 = PagedKVPool(m1.config, 40, 8, dt, dev, kv_dtype="int8"); p0 = copy.deepcopy(p1)
+    t0, h0 = greedy_paged(m0, p0, PROMPTS, 10)
+    r = CudaRunner(m1, p1, max_batch=8, ops=CudaOps)
+    t1, h1 = greedy_paged(m1, p1, PROMPTS, 10, step=r)
+    d = next((i for i in range(len(h0)) if any(a[i] != b[i] for a, b in zip(t0, t1))), len(h0) - 1)
+    assert max(float((a - b).abs().max() / a.abs().max()) for a, b in zip(h0[:d + 1], h1[:d + 1])) < tol
+    if dt == torch.float32: assert t0 == t1
+    assert (r.num_eager_steps, r.num_fallback_steps) == (9, 0)
+    b = PagedBatch.build([([7], len(PROMPTS[0]) + 9, [0, 1]), ([5, 6, 7, 8, 9], 0, [20])], 8, p0.null_slot, "all", dev)   # a decode row, a prompt
+    want, got = forward_paged(m0, b, p0), r(b)
+    assert float((want - got).abs().max() / want.abs().max()) < tol and r.num_ragged_steps == 1 and r.num_fallback_steps == 0

@@ -258,6 +258,7 @@ XLLM_KERNELS(bf16, bf16_t)
 // Vector loads: N consecutive elements at p (N * sizeof(T) bytes, 16-byte aligned or the vector's size) as floats,
 // in loads of up to 16 bytes each.
 template <int BYTES> struct VecStore;
+template <> struct VecStore<1>  { typedef unsigned char type; };
 template <> struct VecStore<2>  { typedef unsigned short type; };
 template <> struct VecStore<4>  { typedef unsigned int type; };
 template <> struct VecStore<8>  { typedef uint2 type; };
@@ -277,6 +278,8 @@ __device__ __forceinline__ void load_f(const T* p, float* f) {
         for (int j = 0; j < PER; ++j) f[c * PER + j] = to_f(u.t[j]);
     }
 }
+
+__device__ __forceinline__ float to_f(signed char x) { return (float)x; }   // an int8 code (KV cache, weights)
 
 // 16 int8 codes at p (16-byte aligned) as floats
 __device__ __forceinline__ void load_i8x16(const signed char* p, float* f) {
@@ -299,11 +302,14 @@ __device__ __forceinline__ float warp_max(float v) {
 // num_splits == 1: the block normalizes and writes out [B, n_heads, D].
 // num_splits > 1: it writes its unnormalized state (max m, sum l, acc [D]) to part_ml [B, n_heads, S, 2] and
 // part_acc [B, n_heads, S, D]; paged_attention_combine merges the splits.
+// KT: the cache's element type, T or signed char (an int8 cache: code * the row's scale, ksc / vsc [num_slots, n_kv] float32,
+// the layout of xllm.engine.PagedKVPool and kv_append_int8; dequantized in registers, half the bytes read of an fp16 cache).
 #define PA2_UNROLL 4     // tokens whose K and V rows are loaded before any is used
 // GM: the most query heads per KV head this instance serves (1, 2, 4 or 8; the host picks the smallest >= G), so an MHA
 // model (G = 1) does not pay registers for 8 heads.
-template <typename T, int VEC, int GM>
-__device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, const T* q, const T* kc, const T* vc,
+template <typename T, typename KT, int VEC, int GM>
+__device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, const T* q, const KT* kc, const KT* vc,
+                                   const float* ksc, const float* vsc,
                                    const int* tables, const int* lens, int n_heads, int n_kv, int block_size, int max_blocks,
                                    float scale, int num_splits, int split_size) {
     constexpr int D = 32 * VEC;
@@ -332,9 +338,15 @@ __device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, cons
 #pragma unroll
         for (int u = 0; u < PA2_UNROLL; ++u) {
             const int t = t0 + u < t_end ? t0 + u : t_end - 1;            // past the end: reread the last token, masked below
-            const long long off = ((long long)bt[t / block_size] * block_size + (t % block_size)) * tok_stride + (long long)kvh * D + lane * VEC;
-            load_f<T, VEC>(kc + off, kr[u]);
-            load_f<T, VEC>(vc + off, vr[u]);
+            const long long slot = (long long)bt[t / block_size] * block_size + (t % block_size);
+            const long long off = slot * tok_stride + (long long)kvh * D + lane * VEC;
+            load_f<KT, VEC>(kc + off, kr[u]);
+            load_f<KT, VEC>(vc + off, vr[u]);
+            if (sizeof(KT) == 1) {                                         // int8 codes: times the row's scale (compiled out for T)
+                const float ks = ksc[slot * n_kv + kvh], vs = vsc[slot * n_kv + kvh];
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) { kr[u][j] *= ks; vr[u][j] *= vs; }
+            }
         }
 #pragma unroll
         for (int g = 0; g < GM; ++g) {
@@ -553,7 +565,13 @@ __device__ void int8_gemv_impl(T* y, const T* x, const signed char* w, const flo
 #define XLLM_PA2G(S, T, V, GM) \
 extern "C" __global__ void paged_attention_v2_##S##_d##V##_g##GM(T* out, float* part_ml, float* part_acc, const T* q, const T* kc, const T* vc, \
         const int* tables, const int* lens, int n_heads, int n_kv, int block_size, int max_blocks, float scale, int num_splits, int split_size) \
-    { paged_attn_v2_impl<T, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, tables, lens, n_heads, n_kv, block_size, max_blocks, scale, num_splits, split_size); }
+    { paged_attn_v2_impl<T, T, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, nullptr, nullptr, tables, lens, n_heads, n_kv, block_size, max_blocks, \
+                                           scale, num_splits, split_size); } \
+extern "C" __global__ void paged_attention_v2_i8_##S##_d##V##_g##GM(T* out, float* part_ml, float* part_acc, const T* q, const signed char* kc, \
+        const signed char* vc, const float* ksc, const float* vsc, const int* tables, const int* lens, int n_heads, int n_kv, int block_size, \
+        int max_blocks, float scale, int num_splits, int split_size) \
+    { paged_attn_v2_impl<T, signed char, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, ksc, vsc, tables, lens, n_heads, n_kv, block_size, \
+                                                     max_blocks, scale, num_splits, split_size); }
 #define XLLM_PA2(S, T, V) XLLM_PA2G(S, T, V, 1) XLLM_PA2G(S, T, V, 2) XLLM_PA2G(S, T, V, 4) XLLM_PA2G(S, T, V, 8)
 
 #define XLLM_KERNELS2(S, T) \
@@ -586,7 +604,7 @@ PA2_MAX_GROUP = PA2_GROUPS[-1]
 KERNEL_NAMES = ([f"{k}_{s}" for k in ("rms_norm", "rope", "silu_mul", "softmax", "paged_attention") for s in ("f32", "f16", "bf16")]
                 + [f"{k}_{s}" for k in ("paged_attention_combine", "softmax_part", "softmax_fin", "kv_append", "kv_append_int8", "int8_gemv")
                    for s in ("f32", "f16", "bf16")]
-                + [f"paged_attention_v2_{s}_d{d}_g{gm}" for s in ("f32", "f16", "bf16") for d in PA2_HEAD_DIMS for gm in PA2_GROUPS])
+                + [f"paged_attention_v2{i8}_{s}_d{d}_g{gm}" for i8 in ("", "_i8") for s in ("f32", "f16", "bf16") for d in PA2_HEAD_DIMS for gm in PA2_GROUPS])
 
 # %% ../nbs/14_cuda_kernels.ipynb 7
 def compile_check(arch: str = "sm_90", nvcc: str | None = None) -> dict:
@@ -834,13 +852,14 @@ def softmax_ref(x):
     return torch.softmax(x.double(), -1)
 
 # %% ../nbs/14_cuda_kernels.ipynb 30
-def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None):
-    "Validate paged-attention inputs (shapes, dtypes, devices, contiguity); returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."
+def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None, cache_dtype=None):
+    """Validate paged-attention inputs (shapes, dtypes, devices, contiguity; the caches in `cache_dtype`, default q's);
+    returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."""
     _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
     if not q.is_contiguous(): raise ValueError("q must be contiguous [B, n_heads, head_dim]")
     B, H, D = q.shape
     for n, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _check(n, t, device=q.device, dtype=q.dtype, dims=4)
+        _check(n, t, device=q.device, dtype=cache_dtype or q.dtype, dims=4)
         if not t.is_contiguous(): raise ValueError(f"{n} must be contiguous [num_blocks, block_size, n_kv, head_dim]")
     if k_cache.shape != v_cache.shape: raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ")
     nb, bs, n_kv, Dk = k_cache.shape
@@ -871,12 +890,14 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
              np.int32(D), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale)), shared_mem=smem)
     return out
 
-def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=None):
-    "float64 reference on the CPU: gather each sequence's keys/values through its block table, plain softmax attention (GQA by repeat)."
+def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=None, k_scale=None, v_scale=None):
+    """float64 reference on the CPU: gather each sequence's keys/values through its block table, plain softmax attention (GQA by
+    repeat). An int8 cache comes with its scales `[num_blocks, block_size, n_kv]`: K = code * scale, exactly, in float64."""
     B, H, D = q.shape
     bs, n_kv = k_cache.shape[1], k_cache.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     kc, vc, bt, lens = k_cache.double().cpu(), v_cache.double().cpu(), block_tables.cpu().long(), context_lens.cpu().long()
+    if k_scale is not None: kc, vc = kc * k_scale.double().cpu()[..., None], vc * v_scale.double().cpu()[..., None]
     out = torch.zeros(B, H, D, dtype=torch.float64)
     for b in range(B):
         L = int(lens[b])
@@ -913,13 +934,25 @@ def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int
 
 def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                        context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
-                       num_splits: int | None = None, num_warps: int = 4, workspace: torch.Tensor | None = None) -> torch.Tensor:
+                       num_splits: int | None = None, num_warps: int = 4, workspace: torch.Tensor | None = None,
+                       k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
     """Decode attention like `paged_attention` (same arguments and layout), one block per (sequence, KV head, split) serving
     the GQA group; head_dim in `PA2_HEAD_DIMS`, at most `PA2_MAX_GROUP` query heads per KV head, 16-byte aligned tensors.
+    An int8 cache (`PagedKVPool(kv_dtype='int8')`) needs its scales `k_scale` / `v_scale` (float32 `[num_blocks, block_size, n_kv]`,
+    the pool's `k_scale[layer]`): each K/V row is its codes times its scale, dequantized in registers.
     `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel, whose inputs (each split's max, sum and
     unnormalized output: `B * n_heads * num_splits * (head_dim + 2)` floats) go to `workspace` (float32, contiguous) when
     given, so the call allocates nothing; else to new tensors."""
-    out, (B, H, D), (nb, bs, n_kv) = _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, head_dims=PA2_HEAD_DIMS)
+    quantized = k_cache.dtype == torch.int8
+    out, (B, H, D), (nb, bs, n_kv) = _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, head_dims=PA2_HEAD_DIMS,
+                                                  cache_dtype=torch.int8 if quantized else None)
+    if quantized:
+        for n, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if t is None: raise ValueError(f"{n} is required for an int8 cache")
+            _check(n, t, device=q.device, dtype=torch.float32)
+            if not t.is_contiguous() or t.numel() != nb * bs * n_kv:
+                raise ValueError(f"{n} must be contiguous float32 [{nb}, {bs}, {n_kv}] (the pool's scales of the layer), got {tuple(t.shape)}")
+    elif k_scale is not None or v_scale is not None: raise ValueError("k_scale / v_scale are only for an int8 cache")
     if H // n_kv > PA2_MAX_GROUP: raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
     for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
         if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
@@ -946,8 +979,9 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
         ws = workspace.view(-1)
         part_ml, part_acc = ws[:2 * n].view(B, H, num_splits, 2), ws[2 * n:n * (D + 2)].view(B, H, num_splits, D)
     gm = next(x for x in PA2_GROUPS if x >= G)
-    _launch(f"paged_attention_v2_{sfx}_d{D}_g{gm}", q, B * n_kv * num_splits, 32 * num_warps,
-            (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), _p(block_tables), _p(context_lens), np.int32(H),
+    scales = (_p(k_scale), _p(v_scale)) if quantized else ()
+    _launch(f"paged_attention_v2{'_i8' if quantized else ''}_{sfx}_d{D}_g{gm}", q, B * n_kv * num_splits, 32 * num_warps,
+            (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), *scales, _p(block_tables), _p(context_lens), np.int32(H),
              np.int32(n_kv), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale), np.int32(num_splits), np.int32(split_size)),
             shared_mem=smem)
     if num_splits > 1:

@@ -12,7 +12,7 @@ from .model import Llama, rope_tables
 import xllm.cuda_kernels as ck
 
 # %% auto 0
-__all__ = ['TorchOps', 'CudaOps', 'default_graph_batch_sizes', 'CudaRunner', 'greedy_paged']
+__all__ = ['TorchOps', 'CudaOps', 'int8_kv_supported', 'default_graph_batch_sizes', 'CudaRunner', 'greedy_paged']
 
 # %% ../nbs/14a_cuda_runner.ipynb 5
 class TorchOps:
@@ -56,15 +56,16 @@ class TorchOps:
             qx, s = quantize_kv(x[ok]); t.index_copy_(0, slots[ok], qx); st.index_copy_(0, slots[ok], s)
 
     @staticmethod
-    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None):
-        "Decode attention of one query token per sequence over its paged K/V, into `out` (`workspace` is the kernels' and unused here)."
+    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
+        """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale` for an
+        int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
         B, H, D = q.shape
         nb, bs, n_kv, _ = k_cache.shape
         Lmax = block_tables.shape[1] * bs
         idx = torch.arange(Lmax, device=q.device)
         slots = block_tables.long()[:, idx // bs] * bs + idx % bs                     # [B, Lmax]
-        K = k_cache.reshape(nb * bs, n_kv, D)[slots].transpose(1, 2)                  # [B, n_kv, Lmax, D]
-        V = v_cache.reshape(nb * bs, n_kv, D)[slots].transpose(1, 2)
+        kv = lambda c, s: c.reshape(nb * bs, n_kv, D)[slots].float() * (1 if s is None else s.reshape(nb * bs, n_kv)[slots][..., None])
+        K, V = kv(k_cache, k_scale).transpose(1, 2), kv(v_cache, v_scale).transpose(1, 2)   # [B, n_kv, Lmax, D]
         mask = (idx[None, :] < context_lens.long()[:, None])[:, None, None, :]
         o = F.scaled_dot_product_attention(q[:, :, None].float(), K.float(), V.float(), attn_mask=mask, enable_gqa=H != n_kv)[:, :, 0]
         out.copy_(torch.where(context_lens[:, None, None] > 0, o, 0.0))              # an empty context gives zeros, like the kernel
@@ -82,12 +83,18 @@ class CudaOps:
     kv_append = staticmethod(ck.kv_append)
 
     @staticmethod
-    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None):
-        "Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`), else the first-generation kernel."
+    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
+        """Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`; an int8 cache
+        with its scales), else the first-generation kernel (float caches only)."""
         H, D, n_kv = q.shape[1], q.shape[2], k_cache.shape[2]
         if D in ck.PA2_HEAD_DIMS and H // n_kv <= ck.PA2_MAX_GROUP:
-            return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out, workspace=workspace)
+            return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out, workspace=workspace, k_scale=k_scale, v_scale=v_scale)
+        if k_scale is not None: raise ValueError(f"an int8 KV cache needs paged_attention_v2: head_dim in {ck.PA2_HEAD_DIMS}, at most {ck.PA2_MAX_GROUP} heads per KV head")
         return ck.paged_attention(q, k_cache, v_cache, block_tables, context_lens, out=out)
+
+def int8_kv_supported(config) -> bool:
+    "Whether xllm's CUDA kernels attend over an int8 K/V pool of this model (`paged_attention_v2`'s head dims and GQA groups)."
+    return config.head_dim in ck.PA2_HEAD_DIMS and config.num_attention_heads // config.num_key_value_heads <= ck.PA2_MAX_GROUP
 
 # %% ../nbs/14a_cuda_runner.ipynb 10
 def _bucket(sizes, n: int) -> int | None:
@@ -133,6 +140,7 @@ class CudaRunner:
         self.max_model_len = max_model_len or c.max_position_embeddings
         if not 0 < self.max_model_len <= c.max_position_embeddings: raise ValueError(f"max_model_len must be in [1, {c.max_position_embeddings}], got {max_model_len!r}")
         self.ops = ops if ops is not None else (CudaOps if dev.type == "cuda" and ck.cupy_available() else TorchOps)
+        self.kv_ok = not pool.quantized or self.ops is not CudaOps or int8_kv_supported(c)   # the pool's K/V dtype is one ops attend over
         self.max_blocks = -(-self.max_model_len // pool.block_size)
         self.cos, self.sin = (t.to(dev) for t in rope_tables(model.inv_freq, self.max_model_len, torch.float32))
         self.fused = [(_fuse([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj]), _fuse([l.mlp.gate_proj, l.mlp.up_proj]))
@@ -230,7 +238,8 @@ def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
 def _decode(self, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
     m, c, o, pool, bf = self.model, self.config, self.ops, self.pool, {k: v[:n] for k, v in self.buf.items()}
-    attend = lambda i, q, out: o.paged_attention(q, pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=out, workspace=self.attn_ws)
+    attend = lambda i, q, out: o.paged_attention(q, pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=out, workspace=self.attn_ws,
+                                                 k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
     h = _layers(self, bf, n, attend)
     x = o.rms_norm(h, m.model.norm.weight, c.rms_norm_eps, residual=bf["res"], out=bf["normed"])
     _linear(self, m.lm_head, x, bf["logits_dt"])
@@ -241,9 +250,9 @@ CudaRunner._decode = _decode
 
 # %% ../nbs/14a_cuda_runner.ipynb 15
 def _supports(self, batch: PagedBatch) -> bool:
-    "True for a decode batch (every chunk one token) that fits the runner: at most `max_batch` rows, contexts within `max_model_len`, a float pool."
+    "True for a decode batch (every chunk one token) that fits the runner: at most `max_batch` rows, contexts within `max_model_len`, a K/V pool `ops` attend over."
     B = batch.num_tokens
-    return (not self.pool.quantized and len(batch.cu_seqlens) - 1 == B and 0 < B <= self.max_batch
+    return (self.kv_ok and len(batch.cu_seqlens) - 1 == B and 0 < B <= self.max_batch
             and max(batch.context_lens) <= self.max_model_len and all(len(t) <= self.max_blocks for t in batch.block_tables))
 
 def _load(self, batch: PagedBatch, n: int):
@@ -276,8 +285,8 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     return out[batch.logits_rows]
 
 def _supports_ragged(self, batch: PagedBatch) -> bool:
-    "True for any batch `ragged` takes: a float pool, contexts within `max_model_len`."
-    return (not self.pool.quantized and max(batch.context_lens) <= self.max_model_len
+    "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
+    return (self.kv_ok and max(batch.context_lens) <= self.max_model_len
             and all(len(t) <= self.max_blocks for t in batch.block_tables))
 
 @torch.inference_mode()
@@ -307,8 +316,11 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
         long.append((int(cu[i]), int(cu[i + 1]), int(ctx[i] - n[i]), torch.from_numpy(tab[i, L // bs].astype(np.int64) * bs + L % bs).to(dev)))
 
     def attend(i, q, out):
-        if sub is None: o.paged_attention(q, pool.k[i], pool.v[i], tables, lens, out=out)
-        elif sub.numel(): qs = q.index_select(0, sub); out.index_copy_(0, sub, o.paged_attention(qs, pool.k[i], pool.v[i], tables, lens, out=torch.empty_like(qs)))
+        kw = dict(k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
+        if sub is None: o.paged_attention(q, pool.k[i], pool.v[i], tables, lens, out=out, **kw)
+        elif sub.numel():
+            qs = q.index_select(0, sub)
+            out.index_copy_(0, sub, o.paged_attention(qs, pool.k[i], pool.v[i], tables, lens, out=torch.empty_like(qs), **kw))
         for r0, r1, start, keys in long: out[r0:r1] = chunk_attention(q[r0:r1], pool, i, keys, start)
 
     h = _layers(self, bf, N, attend)

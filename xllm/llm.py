@@ -313,18 +313,18 @@ def build_engine(llm, max_num_seqs: int | None = None, cuda_runner: bool = True)
 
 def attach_cuda_runner(eng, max_batch: int, enforce_eager: bool = False, ops=None):
     """Give `eng` a `CudaRunner`: its decode steps then run on xllm's CUDA kernels over preallocated buffers, replayed from
-    CUDA graphs captured for batch sizes up to `max_batch` (none with `enforce_eager`). Prompt chunks, and int8 K/V pools,
-    stay on `forward_paged`. Without CuPy (or with `ops` None off a GPU) the engine is left as it is, with a warning on a GPU.
-    Returns the runner or None."""
+    CUDA graphs captured for batch sizes up to `max_batch` (none with `enforce_eager`), and its prefill and mixed steps
+    eagerly on the same kernels. An int8 K/V pool too, where the kernels attend over it (`int8_kv_supported`). Without CuPy
+    (or with `ops` None off a GPU) the engine is left as it is, with a warning on a GPU. Returns the runner or None."""
     import xllm.cuda_kernels as ck
-    if eng.pool.quantized: return None
+    from xllm.cuda_runner import CudaRunner, TorchOps, int8_kv_supported
+    if eng.pool.quantized and ops is not TorchOps and not int8_kv_supported(eng.model.config): return None
     if ops is None:
         if eng.model.device.type != "cuda": return None
         if not ck.cupy_available():
             warnings.warn("xllm: CuPy is not installed, so CUDA decode steps run on torch ops, without xllm's kernels or CUDA graphs: "
                           "pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)", RuntimeWarning, stacklevel=3)
             return None
-    from xllm.cuda_runner import CudaRunner
     eng.runner = CudaRunner(eng.model, eng.pool, max_batch=max_batch, max_model_len=eng.max_model_len, enforce_eager=enforce_eager, ops=ops)
     eng.runner.capture()                        # [] when eager or off a GPU; a failed capture warns and runs eagerly
     return eng.runner
@@ -391,9 +391,10 @@ def _single_on_engine(self) -> bool:
     """Whether one completion goes through the engine too: when the engine has a runner (on a GPU: CUDA graphs make a
     decode step one launch, where the contiguous path launches every kernel of the model) and nothing else is running on it."""
     eng = getattr(self, "_engine", None)
-    if eng is None and self.device.type == "cuda" and self.kv_cache_dtype != "int8":   # build it only where it gets a runner
+    if eng is None and self.device.type == "cuda":                    # build it only where it gets a runner
         import xllm.cuda_kernels as ck
-        if ck.cupy_available(): eng = get_engine(self)
+        from xllm.cuda_runner import int8_kv_supported
+        if ck.cupy_available() and (self.kv_cache_dtype != "int8" or int8_kv_supported(self.config)): eng = get_engine(self)
     return eng is not None and eng.runner is not None and not eng.has_unfinished()
 
 def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
