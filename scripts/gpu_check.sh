@@ -3,7 +3,8 @@
 # Installs nothing but CuPy (cupy-cuda13x for a CUDA 13 driver, else cupy-cuda12x) when it is missing. Sections, in priority
 # order, each with its own time limit; a failing or timed-out section is reported and the next one runs:
 #   env, pytest GPU tests, correctness (cuda vs cpu), speed (xllm + CUDA runner, transformers generate, roofline, the CLI),
-#   the cuda cells of the kernel/runner notebooks, kernel timings, the engine without the runner.
+#   the engine's host work per step, the cuda cells of the kernel/runner notebooks, kernel timings, the engine without the
+#   runner, the runner over an int8 K/V pool.
 # Logs and JSON results go to $OUT/gpu_check (or a temp dir); one summary table is printed at the end.
 set -u
 cd "$(dirname "$0")/.."
@@ -63,10 +64,12 @@ section correctness 70 $PY scripts/gpu_correctness.py
 section xllm_graphs 110 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs "${WL[@]}" --json "$RES/xllm_graphs.jsonl"
 section transformers 100 $PY scripts/bench_hf_generate.py --random-weights $CFG --device $DEV "${WL[@]}" --json "$RES/hf.jsonl"
 section roofline 20 bash -c "$PY scripts/bench_roofline.py $CFG > '$RES/roofline.json' && cat '$RES/roofline.json'"
+section engine_host 40 bash -c "$PY scripts/bench_engine_host.py > '$RES/engine_host.txt' && $PY scripts/bench_engine_host.py --batch 160 --prompt 30 --tokens 128 >> '$RES/engine_host.txt' && $PY scripts/bench_engine_host.py --batch 160 --prompt 30 --tokens 128 --temperature 0.8 >> '$RES/engine_host.txt' && cat '$RES/engine_host.txt'"
 section cli 50 $PY -m xllm bench --random-weights $CFG --device $DEV --file bench/hello.txt --batch 200 --max-tokens 18 --ignore-eos --max-num-seqs 200 --json "$RES/cli.json"
 section notebooks 70 bash -c notebooks
 section kernels 60 $PY scripts/bench_cuda_kernels.py "$RES/kernels.jsonl"
 section xllm_engine 100 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner none "${WL[@]}" --json "$RES/xllm_engine.jsonl"
+section xllm_int8kv 110 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs --kv-cache-dtype int8 "${WL[@]}" --json "$RES/xllm_int8kv.jsonl"
 
 $PY scripts/gpu_table.py "$RES"
 echo "total $(( $(date +%s) - START ))s; logs and JSON in $RES"

@@ -14,12 +14,13 @@ def lines(name):
     return out
 by = lambda rows: {r.get("workload"): r for r in rows}
 graphs, eager, hf = by(lines("xllm_graphs.jsonl")), by(lines("xllm_engine.jsonl")), by(lines("hf.jsonl"))
+i8 = by(lines("xllm_int8kv.jsonl"))
 try: cli = [json.loads((d / "cli.json").read_text())]               # xllm bench --json writes one indented object
 except (OSError, json.JSONDecodeError): cli = []
 roof = (lines("roofline.json") or [{}])[0]
 f = lambda v, fmt=".0f": "n/a" if v is None else format(v, fmt)
 TARGETS = {"bench/hello.txt:200:18": 15000, "bench/prompts.txt:160:512": 8000}      # issue 9's targets on one H200
-keys = list(dict.fromkeys([*graphs, *eager, *hf]))
+keys = list(dict.fromkeys([*graphs, *eager, *i8, *hf]))
 def label(k):
     f_, b, n = k.rsplit(":", 2)
     return f"{Path(f_).name} batch {b} x {n}"
@@ -28,16 +29,19 @@ b1 = next((k for k in keys if k.rsplit(":", 2)[1] == "1"), None)
 cfg = next((r.get("config") for r in [*graphs.values(), *eager.values(), *hf.values()]), "?")
 print(f"\n==== xllm GPU check: {roof.get('gpu', 'GPU ?')}, {cfg} shape, random fp16 weights (byte-tokenized prompts) ====")
 print("output tokens/s (end to end, prefill included; EOS ignored):")
-print(f"{'workload':30s} {'xllm engine':>12s} {'+cuda runner':>13s} {'transformers':>13s} {'runner/HF':>10s} {'target':>8s}")
+print(f"{'workload':30s} {'xllm engine':>12s} {'+cuda runner':>13s} {'+int8 K/V':>10s} {'transformers':>13s} {'runner/HF':>10s} {'target':>8s}")
 for key, label, target in W:
-    g, e, h = (x.get(key, {}).get("output_tok_s") for x in (graphs, eager, hf))
-    print(f"{label:30s} {f(e):>12s} {f(g):>13s} {f(h):>13s} {(f(g / h, '.2f') + 'x') if g and h else 'n/a':>10s} {f(target):>8s}")
+    g, e, q, h = (x.get(key, {}).get("output_tok_s") for x in (graphs, eager, i8, hf))
+    print(f"{label:30s} {f(e):>12s} {f(g):>13s} {f(q):>10s} {f(h):>13s} {(f(g / h, '.2f') + 'x') if g and h else 'n/a':>10s} {f(target):>8s}")
 b1g, b1e = (x.get(b1, {}).get("decode_tok_s") for x in (graphs, eager))
 rb = roof.get("roofline_batch1_tok_s")
 print(f"batch-1 decode tokens/s: engine {f(b1e, '.1f')}, with cuda runner {f(b1g, '.1f')} (target >= 230); roofline {f(rb, '.1f')} "
       f"= {f(roof.get('copy_bandwidth_gbs'), '.0f')} GB/s copy bandwidth / {f((roof.get('weight_bytes_per_step') or 0) / 1e9 or None, '.2f')} GB weights per step"
       + (f"; runner at {b1g / rb:.0%} of roofline" if b1g and rb else ""))
 if cli: print(f"xllm bench --random-weights {cfg} (CLI, engine, {cli[0].get('requests')} requests): {f(cli[0].get('output_tok_s'))} output tok/s")
+if (d / "engine_host.txt").exists():
+    print("engine host work per step, model taken out (scripts/bench_engine_host.py):")
+    for l in (d / "engine_host.txt").read_text().splitlines(): print("  " + l)
 k = lines("kernels.jsonl")
 if k:
     print("kernels vs torch (GPU time, speedup = torch / xllm): " + "; ".join(f"{r['kernel']} {r['speedup']:.2f}x" for r in k))

@@ -61,6 +61,21 @@ def test_scripts_run_on_cpu(tiny, tmp_path):
     assert a.returncode == 0, a.stderr
     r, r2 = (json.loads(l) for l in a.stdout.strip().splitlines()[-2:])
     assert r["output_tokens"] == 12 and r["runner_steps"]["eager"] == 3 and r["weight_bytes"] > 0 and r2["output_tokens"] == 6
+    assert r["runner_steps"]["ragged"] >= 1 and r["runner_steps"]["fallback"] == 0             # prefill steps: the runner's ragged step
+    res = tmp_path / "res"; res.mkdir()
+    (res / "xllm_graphs.jsonl").write_text(a.stdout)
+    q = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_xllm.py"), "--random-weights", str(tiny), "--workload", f"{ROOT / 'bench' / 'prompts.txt'}:3:4",
+                                 "--runner", "eager", "--dtype", "float32", "--kv-cache-dtype", "int8", "--json", str(res / "xllm_int8kv.jsonl")],
+                       capture_output=True, text=True, timeout=300)
+    assert q.returncode == 0, q.stderr
+    r = json.loads(q.stdout.strip().splitlines()[-1])
+    assert r["kv_cache_dtype"] == "int8" and "int8" in r["kv_cache_report"] and r["runner_steps"]["fallback"] == 0 and r["output_tokens"] == 12
+    h = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_engine_host.py"), "--batch", "8", "--tokens", "4", "--reps", "1"], capture_output=True, text=True, timeout=300)
+    assert h.returncode == 0 and "ms per step" in h.stdout, h.stderr
+    (res / "engine_host.txt").write_text(h.stdout)
+    t = subprocess.run(env_py + [str(ROOT / "scripts" / "gpu_table.py"), str(res)], capture_output=True, text=True, timeout=60)
+    assert t.returncode == 0, t.stderr
+    assert "+int8 K/V" in t.stdout and "engine host work per step" in t.stdout and "prompts.txt batch 3 x 4" in t.stdout
     b = subprocess.run(env_py + [str(ROOT / "scripts" / "bench_hf_generate.py"), "--random-weights", str(tiny), "--workload", f"{ROOT / 'bench' / 'prompts.txt'}:3:4",
                                  "--dtype", "float32", "--check", "2"], capture_output=True, text=True, timeout=300)
     assert b.returncode == 0, b.stderr

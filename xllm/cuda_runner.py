@@ -156,10 +156,11 @@ class CudaRunner:
         self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = self.num_fallback_steps = 0
 
     def _buffers(self, n: int, decode: bool = True) -> dict:
-        "Every activation tensor of a step of `n` token rows (zeros); `decode`: with the block tables, context lengths and logits of `n` rows."
+        """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
+        context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading it)."""
         c, dev, dt = self.config, self.device, self.model.dtype
         nh, nkv, hd, H, I = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size, c.intermediate_size
-        e = lambda *s, dtype=dt: torch.zeros(*s, dtype=dtype, device=dev)
+        e = lambda *s, dtype=dt: (torch.zeros if decode else torch.empty)(*s, dtype=dtype, device=dev)
         b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
                  res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
                  gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H))

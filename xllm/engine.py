@@ -489,7 +489,7 @@ class Engine:
         if bar is not None: bar.close()
         return [results[rid] for rid in ids]
 
-# %% ../nbs/11_engine.ipynb 53
+# %% ../nbs/11_engine.ipynb 55
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):
