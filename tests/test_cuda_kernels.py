@@ -235,3 +235,11 @@ def test_argument_errors_second_generation(dev):
     with pytest.raises(ValueError, match="multiple of 16"): ck.int8_linear(x, torch.zeros(8, 40, dtype=torch.int8, device=dev), torch.ones(8, 1, device=dev))
     x = torch.randn(2, 64, device=dev)
     with pytest.raises(ValueError, match="scales"): ck.int8_linear(x, torch.zeros(8, 64, dtype=torch.int8, device=dev), torch.ones(8, 3, device=dev))
+
+
+def test_load_kernels():
+    "Every kernel builds and loads at once on a GPU; without CuPy the failure is one RuntimeError naming the cause (LLM then keeps torch ops)."
+    if HAVE_GPU: assert ck.load_kernels() == len(ck.KERNEL_NAMES)
+    elif not ck.cupy_available():
+        with pytest.raises(RuntimeError, match=r"could not be built on cuda:0: ImportError: .*CuPy"): ck.load_kernels("cuda:0")
+    else: pytest.skip("CuPy without a GPU")

@@ -11,10 +11,11 @@ import torch
 
 # %% auto 0
 __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'EMULATED_SMS',
-           'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'rms_norm', 'rms_norm_ref',
-           'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref',
-           'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref', 'random_paged',
-           'paged_attention_splits', 'paged_attention_v2', 'kv_append', 'int8_scales', 'int8_linear', 'int8_linear_ref']
+           'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'load_kernels', 'rms_norm',
+           'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused',
+           'silu_and_mul_ref', 'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref',
+           'random_paged', 'paged_attention_splits', 'paged_attention_v2', 'kv_append', 'int8_scales', 'int8_linear',
+           'int8_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
 CUDA_SOURCE = r'''
@@ -667,6 +668,16 @@ def _kernel(name: str, device_index: int):
             mod = cupy.RawModule(code=CUDA_SOURCE)
         _modules[device_index] = mod
     return mod.get_function(name)
+
+def load_kernels(device=None) -> int:
+    """Build (NVRTC, cached by CuPy) and load every kernel on a CUDA `device` now, rather than at the first launch; returns how
+    many. Raises `RuntimeError` naming the cause when they cannot be built (no CuPy, a CuPy wheel for another CUDA version...)."""
+    d = torch.device("cuda" if device is None else device)
+    idx = d.index if d.index is not None else torch.cuda.current_device()
+    try:
+        for name in KERNEL_NAMES: _functions[(idx, name)] = _functions.get((idx, name)) or _kernel(name, idx)
+    except Exception as e: raise RuntimeError(f"xllm's CUDA kernels could not be built on cuda:{idx}: {type(e).__name__}: {e}") from e
+    return len(KERNEL_NAMES)
 
 _EMULATOR = None   # inside xllm.cuda_emu.emulate(): a launcher that runs the kernels on CPU tensors
 

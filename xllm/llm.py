@@ -325,6 +325,10 @@ def attach_cuda_runner(eng, max_batch: int, enforce_eager: bool = False, ops=Non
             warnings.warn("xllm: CuPy is not installed, so CUDA decode steps run on torch ops, without xllm's kernels or CUDA graphs: "
                           "pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)", RuntimeWarning, stacklevel=3)
             return None
+        try: ck.load_kernels(eng.model.device)                          # a build failure shows here, once, not inside a step
+        except RuntimeError as e:
+            warnings.warn(f"{e}; CUDA steps run on torch ops instead", RuntimeWarning, stacklevel=3)
+            return None
     eng.runner = CudaRunner(eng.model, eng.pool, max_batch=max_batch, max_model_len=eng.max_model_len, enforce_eager=enforce_eager, ops=ops)
     eng.runner.capture()                        # [] when eager or off a GPU; a failed capture warns and runs eagerly
     return eng.runner
