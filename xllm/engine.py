@@ -404,7 +404,7 @@ class Engine:
         logit finite), found in one batched call. Other rows (and any row with a non-finite logit) take `_sample`, which decides the same."""
         idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
                and not r.logits_processors and p.logprobs is None]
-        if len(idx) < 2: return {}
+        if not idx: return {}
         vals, toks = logits[idx, :self.num_decodable].max(1)     # one pass; a NaN or +inf anywhere in a row makes its max non-finite
         return {sampling[i].seq.seq_id: t for i, t, good in zip(idx, toks.tolist(), torch.isfinite(vals).tolist()) if good}
 
