@@ -125,7 +125,8 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
 class CudaRunner:
     """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
     graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `forward_paged(model, batch, pool)`
-    returns (float32 logits of `batch.logits_rows`); only an int8 pool, or contexts past `max_model_len`, go to `forward_paged`.
+    returns (float32 logits of `batch.logits_rows`); only contexts past `max_model_len`, or an int8 pool the kernels cannot read
+    (`int8_kv_supported`), go to `forward_paged`.
     `kernel_chunk_tokens`: prompt chunks of at most this many tokens attend through the paged-attention kernel, longer ones
     through `scaled_dot_product_attention` over their gathered keys."""
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,

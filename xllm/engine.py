@@ -401,7 +401,8 @@ class Engine:
 
     def _greedy_rows(self, sampling, logits) -> dict:
         """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors or logprobs; every sampleable
-        logit finite), found in one batched call. Other rows (and any row with a non-finite logit) take `_sample`, which decides the same."""
+        logit finite), found in one batched call. Other rows (and any row with a non-finite logit) take `_sampled_rows` or `_sample`,
+        which decide the same."""
         idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
                and not r.logits_processors and p.logprobs is None]
         if not idx: return {}
