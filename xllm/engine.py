@@ -407,7 +407,8 @@ class Engine:
                and not r.logits_processors and p.logprobs is None]
         if not idx: return {}
         vals, toks = logits[idx, :self.num_decodable].max(1)     # one pass; a NaN or +inf anywhere in a row makes its max non-finite
-        return {sampling[i].seq.seq_id: t for i, t, good in zip(idx, toks.tolist(), torch.isfinite(vals).tolist()) if good}
+        toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
+        return {sampling[i].seq.seq_id: t for i, t in zip(idx, toks) if t >= 0}
 
     def _stop_reason(self, req: _Request, tok: int) -> str | None:
         if tok in req.stop_ids: return "stop"
