@@ -2,7 +2,10 @@
 """Correctness on the GPU against the CPU (issue 9's checks), one JSON line per case:
 - a random Llama-2-7B-shaped model's first 2 layers (llama2-7b config, num_hidden_layers=2, float32, the same weights on both
   devices): greedy tokens of 3 prompts x 8 tokens through the paged engine on cpu, on cuda, and on cuda with the CUDA runner
-  (graphs) must be equal, and every step's logits within 1e-3 of the max |logit| (relative);
+  (graphs) must be equal, and every step's logits within 1e-3 of the max |logit| (relative); the runner's ragged prefill step
+  (float and int8 K/V pools) and its decode steps over an int8 K/V pool against the CPU engine on the same pool type (int8:
+  logits within 2e-3, as a K/V value on a rounding boundary may take the neighbouring code on the other device; on the CPU,
+  TorchOps against the compiled CPU kernels, the int8 difference is 2e-4);
 - the default model (SmolLM2-135M GGUF) when it is in the cache (it is not downloaded here): LLM.generate greedy 16 tokens cpu vs
   cuda, float32, with the CudaRunner that LLM attaches on a GPU, with CUDA graphs and with enforce_eager=True: two prompts
   batched, one alone and one streamed (single completions go through the engine too when it has a runner).
@@ -38,6 +41,25 @@ t_run, h_run = greedy_paged(gpu_model, p_gpu, prompts, 8, step=r)
 e = rel(h_cpu, h_run)
 report(case="llama2-7b 2 layers fp32: cuda runner (graphs) vs cpu engine", tokens_equal=t_cpu == t_run, max_rel_logits=e, graphs=sorted(r.graphs),
        graph_steps=r.num_graph_steps, **{"pass": t_cpu == t_run and e < 1e-3 and r.num_graph_steps == 7})
+# prefill steps through the runner's ragged step (every row on the paged kernel, then only the decode rows), and an int8 K/V pool
+from xllm.engine import PagedBatch, forward_paged
+tables = [[0, 1], [2, 3, 4, 5], [6, 7, 8]]
+for kvd in (None, "int8"):
+    pc, pg = PagedKVPool(cfg, 16, 16, torch.float32, "cpu", kv_dtype=kvd), PagedKVPool(cfg, 16, 16, torch.float32, "cuda", kv_dtype=kvd)
+    want = forward_paged(cpu_model, PagedBatch.build([(p, 0, t) for p, t in zip(prompts, tables)], 16, pc.null_slot, "all", "cpu"), copy.deepcopy(pc))
+    for kct in (64, 1):
+        rr = CudaRunner(gpu_model, copy.deepcopy(pg), max_batch=4, kernel_chunk_tokens=kct)
+        got = rr(PagedBatch.build([(p, 0, t) for p, t in zip(prompts, tables)], 16, pg.null_slot, "all", "cuda"))
+        e = rel([want], [got])
+        report(case=f"llama2-7b 2 layers fp32: runner ragged prefill (kernel_chunk_tokens={kct}, K/V {kvd or 'fp32'}) vs cpu forward_paged",
+               max_rel_logits=e, ragged_steps=rr.num_ragged_steps, **{"pass": e < (2e-3 if kvd else 1e-3) and rr.num_ragged_steps == 1})
+    if kvd:
+        t8c, h8c = greedy_paged(cpu_model, copy.deepcopy(pc), prompts, 8)
+        r8 = CudaRunner(gpu_model, pg, max_batch=4); r8.capture()
+        t8g, h8g = greedy_paged(gpu_model, pg, prompts, 8, step=r8)
+        e = rel(h8c, h8g)
+        report(case="llama2-7b 2 layers fp32, int8 K/V: cuda runner (graphs) vs cpu engine", tokens_equal=t8c == t8g, max_rel_logits=e,
+               graph_steps=r8.num_graph_steps, **{"pass": t8c == t8g and e < 2e-3 and r8.num_graph_steps == 7})
 # fp16 on the GPU vs the float32 CPU reference: a tolerance, tokens printed
 g16 = copy.deepcopy(cpu_model).to("cuda", torch.float16)
 p16 = PagedKVPool(cfg, 16, 16, torch.float16, "cuda")
