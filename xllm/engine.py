@@ -395,8 +395,9 @@ class Engine:
         x = logits[idx]                                                  # a copy
         if self.num_decodable < x.shape[-1]: x[:, self.num_decodable:] = float("-inf")
         reqs = [self.requests[sampling[i].seq.seq_id] for i in idx]
-        res = self.sampler.sample_rows(x, [r.params for r in reqs], [r.generator for r in reqs], [r.seq.output_token_ids for r in reqs],
-                                       [r.seq.prompt_token_ids for r in reqs])
+        try: res = self.sampler.sample_rows(x, [r.params for r in reqs], [r.generator for r in reqs], [r.seq.output_token_ids for r in reqs],
+                                            [r.seq.prompt_token_ids for r in reqs])
+        except Exception: return {}          # some row broke the batch: every row goes through _sample, so the error stays with its request
         return {r.seq.seq_id: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for r, s in zip(reqs, res)}
 
     def _greedy_rows(self, sampling, logits) -> dict:
