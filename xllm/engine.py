@@ -215,8 +215,9 @@ class PagedBatch:
             elif logits_rows == "all": rows = list(range(cu[-1]))
             else: raise ValueError(f"logits_rows must be 'last', 'all' or a list of row indices, got {logits_rows!r}")
         else: rows = list(logits_rows)
-        L = lambda x: torch.tensor(x, dtype=torch.long, device=device)
-        return cls(L(toks), L(pos), L(slots), cu, ctx, tables, L(rows), block_size, null_slot)
+        n, r = len(toks), len(rows)                                      # one tensor, one copy to the device (each copy waits for it)
+        v = torch.tensor(toks + pos + slots + rows, dtype=torch.long).to(device)
+        return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot)
 
 # %% ../nbs/11_engine.ipynb 12
 def chunk_attention(q: torch.Tensor, pool: PagedKVPool, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
@@ -407,7 +408,8 @@ class Engine:
         idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
                and not r.logits_processors and p.logprobs is None]
         if not idx: return {}
-        vals, toks = logits[idx, :self.num_decodable].max(1)     # one pass; a NaN or +inf anywhere in a row makes its max non-finite
+        x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
+        vals, toks = x[:, :self.num_decodable].max(1)            # one pass; a NaN or +inf anywhere in a row makes its max non-finite
         toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
         return {sampling[i].seq.seq_id: t for i, t in zip(idx, toks) if t >= 0}
 
