@@ -90,6 +90,45 @@ for n_kv, B, L in ((8, 1, 4096), (8, 64, 1024), (8, 256, 512), (32, 1, 4096), (3
     rows.append((f"paged_attn_v2 B={B}", f"ctx {L}, 32/{n_kv} heads x128, {S} splits, err {err:.1e}", bench(lambda: ck.paged_attention_v2(qa, kc, vc, bt, lens)),
                  bench(lambda: eager_paged(qa, kc, vc, bt, lens, L)), 2 * B * L * n_kv * 128 * 2))
     rows.append((f"paged_attn_v1 B={B}", f"same, first version", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens)), rows[-1][3], rows[-1][4]))
+
+
+def prefill_and_int8_rows(bench, rnd, dev):
+    """Rows that tune the runner: (1) a prompt chunk of T tokens attending causally to itself, through paged_attention_v2
+    with one query row per token (CudaRunner.ragged's path for chunks up to kernel_chunk_tokens) against a gather + causal
+    SDPA (its path for longer chunks, chunk_attention): where the first stops winning is the value kernel_chunk_tokens
+    should have; (2) paged_attention_v2 over an int8 K/V cache against the same fp16 cache (torch column: the fp16 kernel)."""
+    from xllm.engine import quantize_kv
+    out = []
+    for n_kv in (32, 8):
+        for T in (8, 32, 64, 128, 256, 512):
+            nbp = (T + 15) // 16
+            kc, vc = rnd(nbp + 1, 16, n_kv, 128), rnd(nbp + 1, 16, n_kv, 128)
+            tab = torch.randperm(nbp, device=dev).int()
+            q = rnd(T, 32, 128)
+            bt_rows, lens_rows = tab[None].expand(T, -1).contiguous(), torch.arange(1, T + 1, dtype=torch.int32, device=dev)
+            keys = (tab.long()[:, None] * 16 + torch.arange(16, device=dev)).view(-1)[:T]
+            def sdpa(q=q, kc=kc, vc=vc, keys=keys, n_kv=n_kv):
+                K, V = kc.view(-1, n_kv, 128)[keys].transpose(0, 1)[None], vc.view(-1, n_kv, 128)[keys].transpose(0, 1)[None]
+                return F.scaled_dot_product_attention(q.transpose(0, 1)[None], K, V, is_causal=True, enable_gqa=True)[0].transpose(0, 1)
+            ref = ck.paged_attention_ref(q.double(), kc, vc, bt_rows, lens_rows)
+            err = max(ck.max_rel_err(ck.paged_attention_v2(q, kc, vc, bt_rows, lens_rows), ref), ck.max_rel_err(sdpa(), ref))
+            out.append((f"prefill attn T={T}", f"rows on v2 vs gather+SDPA, 32/{n_kv} heads, err {err:.1e}",
+                        bench(lambda: ck.paged_attention_v2(q, kc, vc, bt_rows, lens_rows)), bench(sdpa), 2 * T * n_kv * 128 * 2))
+    for n_kv, B, L in ((32, 160, 1024), (8, 160, 1024), (32, 1, 4096)):
+        nbp = (L + 15) // 16
+        kc, vc = rnd(B * nbp + 1, 16, n_kv, 128), rnd(B * nbp + 1, 16, n_kv, 128)
+        (kq, ks), (vq, vs) = quantize_kv(kc), quantize_kv(vc)
+        bt = torch.randperm(B * nbp, device=dev).int().view(B, nbp)
+        lens = torch.full((B,), L, dtype=torch.int32, device=dev)
+        qa = rnd(B, 32, 128)
+        err = ck.max_rel_err(ck.paged_attention_v2(qa, kq, vq, bt, lens, k_scale=ks, v_scale=vs), ck.paged_attention_ref(qa, kq, vq, bt, lens, k_scale=ks, v_scale=vs))
+        out.append((f"paged_attn_v2 int8 KV B={B}", f"ctx {L}, 32/{n_kv} heads; torch col: fp16 cache; err {err:.1e}",
+                    bench(lambda: ck.paged_attention_v2(qa, kq, vq, bt, lens, k_scale=ks, v_scale=vs)),
+                    bench(lambda: ck.paged_attention_v2(qa, kc, vc, bt, lens)), 2 * B * L * n_kv * 128 * (1 + 4 / 128)))
+    return out
+
+try: rows.extend(prefill_and_int8_rows(bench, rnd, dev))
+except Exception as e: print(f"prefill / int8 K/V rows failed: {type(e).__name__}: {e}")   # the other rows still print
 from xllm.engine import PagedKVPool
 from xllm.core import LlamaConfig
 for n_kv, N in ((32, 200), (8, 256)):
