@@ -93,10 +93,11 @@ for n_kv, B, L in ((8, 1, 4096), (8, 64, 1024), (8, 256, 512), (32, 1, 4096), (3
 
 
 def prefill_and_int8_rows(bench, rnd, dev):
-    """Rows that tune the runner: (1) a prompt chunk of T tokens attending causally to itself, through paged_attention_v2
-    with one query row per token (CudaRunner.ragged's path for chunks up to kernel_chunk_tokens) against a gather + causal
-    SDPA (its path for longer chunks, chunk_attention): where the first stops winning is the value kernel_chunk_tokens
-    should have; (2) paged_attention_v2 over an int8 K/V cache against the same fp16 cache (torch column: the fp16 kernel)."""
+    """Rows that tune the runner: (1) a prompt chunk of T tokens attending causally to itself, through paged_attention_chunks
+    (tiles of tokens; CudaRunner.ragged's path for chunks up to kernel_chunk_tokens) and through paged_attention_v2 with one
+    query row per token, against a gather + causal SDPA (ragged's path for longer chunks, chunk_attention): where the tiles
+    stop winning is the value kernel_chunk_tokens should have; (2) paged_attention_v2 over an int8 K/V cache against the same
+    fp16 cache (torch column: the fp16 kernel)."""
     from xllm.engine import quantize_kv
     out = []
     for n_kv in (32, 8):
@@ -111,9 +112,14 @@ def prefill_and_int8_rows(bench, rnd, dev):
                 K, V = kc.view(-1, n_kv, 128)[keys].transpose(0, 1)[None], vc.view(-1, n_kv, 128)[keys].transpose(0, 1)[None]
                 return F.scaled_dot_product_attention(q.transpose(0, 1)[None], K, V, is_causal=True, enable_gqa=True)[0].transpose(0, 1)
             ref = ck.paged_attention_ref(q.double(), kc, vc, bt_rows, lens_rows)
-            err = max(ck.max_rel_err(ck.paged_attention_v2(q, kc, vc, bt_rows, lens_rows), ref), ck.max_rel_err(sdpa(), ref))
-            out.append((f"prefill attn T={T}", f"rows on v2 vs gather+SDPA, 32/{n_kv} heads, err {err:.1e}",
-                        bench(lambda: ck.paged_attention_v2(q, kc, vc, bt_rows, lens_rows)), bench(sdpa), 2 * T * n_kv * 128 * 2))
+            bt1, chunk = tab[None].contiguous(), [(0, T, 0, 0)]
+            tiles = ck.chunk_tiles(chunk, 32, n_kv, dev)
+            err = max(ck.max_rel_err(ck.paged_attention_chunks(q, kc, vc, bt1, chunk, tiles=tiles), ref), ck.max_rel_err(sdpa(), ref))
+            t_sdpa = bench(sdpa)
+            out.append((f"prefill attn T={T}", f"tiles (chunks kernel) vs gather+SDPA, 32/{n_kv} heads, err {err:.1e}",
+                        bench(lambda: ck.paged_attention_chunks(q, kc, vc, bt1, chunk, tiles=tiles)), t_sdpa, 2 * T * n_kv * 128 * 2))
+            out.append((f"prefill attn T={T}", f"one v2 row per token vs gather+SDPA",
+                        bench(lambda: ck.paged_attention_v2(q, kc, vc, bt_rows, lens_rows)), t_sdpa, 2 * T * n_kv * 128 * 2))
     for n_kv, B, L in ((32, 160, 1024), (8, 160, 1024), (32, 1, 4096)):
         nbp = (L + 15) // 16
         kc, vc = rnd(B * nbp + 1, 16, n_kv, 128), rnd(B * nbp + 1, 16, n_kv, 128)

@@ -135,6 +135,39 @@ def test_paged_attention_v2_int8_cache(dt, dev):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
+def test_paged_attention_chunks(dt, dev):
+    """Prompt chunks (tiles of tokens sharing each K/V load, causal per token) against the float64 reference over one row per
+    token: random chunks of 1-40 tokens starting at 0 or later, GQA groups 1-8, head_dim 32-256, float and int8 caches. Rows
+    no chunk covers are left untouched."""
+    import random
+    from xllm.engine import quantize_kv
+    rng, g = random.Random(3), torch.Generator().manual_seed(9)
+    for H, n_kv, D in pick(dev, ((32, 32, 128), (32, 8, 128), (8, 1, 256), (16, 2, 64), (4, 4, 32), (6, 3, 64)),
+                           ((8, 8, 64), (8, 2, 128), (8, 1, 32), (16, 2, 64), (6, 3, 256))):
+        bs, nb, perm, chunks, tabs, r0 = 8, 96, list(range(96)), [], [], 0
+        rng.shuffle(perm)
+        for c in range(rng.randint(1, 5)):
+            n, s = rng.choice([1, 2, rng.randint(3, 12), rng.randint(13, pick(dev, 40, 20))]), rng.choice([0, rng.randint(0, 24)])
+            need = -(-(s + n) // bs)
+            tabs.append(perm[:need]); perm = perm[need:]
+            chunks.append((r0, n, c, s)); r0 += n
+        bt = torch.zeros(len(tabs), max(map(len, tabs)), dtype=torch.int32)
+        for i, t in enumerate(tabs): bt[i, :len(t)] = torch.tensor(t, dtype=torch.int32)
+        q = torch.randn(r0 + 2, H, D, generator=g).to(dev, dt)
+        kc, vc = (torch.randn(nb, bs, n_kv, D, generator=g).to(dev, dt) for _ in range(2))
+        bt = bt.to(dev)
+        out = torch.full_like(q, 7.0)
+        ck.paged_attention_chunks(q, kc, vc, bt, chunks, out=out, num_warps=pick(dev, 4, 2))
+        record("paged_attention_chunks", dt, ck.max_rel_err(out[:r0], ck.paged_attention_chunks_ref(q, kc, vc, bt, chunks)[:r0]), dev)
+        assert bool((out[r0:] == 7).all())
+        (kq, ks), (vq, vs) = quantize_kv(kc), quantize_kv(vc)
+        o8 = ck.paged_attention_chunks(q, kq, vq, bt, chunks, num_warps=pick(dev, 4, 2), k_scale=ks, v_scale=vs)
+        record("paged_attention_chunks int8 KV", dt, ck.max_rel_err(o8[:r0], ck.paged_attention_chunks_ref(q, kq, vq, bt, chunks, k_scale=ks, v_scale=vs)[:r0]), dev)
+    with pytest.raises(ValueError, match="chunk 0"): ck.paged_attention_chunks(q, kc, vc, bt, [(0, 1, len(tabs), 0)])
+    with pytest.raises(ValueError, match="chunk 0"): ck.paged_attention_chunks(q, kc, vc, bt, [(r0 + 1, 2, 0, 0)])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 def test_softmax_split(dt, dev):
     g = torch.Generator().manual_seed(8)
     for rows, N in pick(dev, ((1, 10), (3, 49152), (2, 128256), (64, 333), (1, 5000)), ((1, 10), (2, 20000), (9, 333), (1, 5000))):

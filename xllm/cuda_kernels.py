@@ -14,8 +14,8 @@ __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MA
            'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'load_kernels', 'rms_norm',
            'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused',
            'silu_and_mul_ref', 'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref',
-           'random_paged', 'paged_attention_splits', 'paged_attention_v2', 'kv_append', 'int8_scales', 'int8_linear',
-           'int8_linear_ref']
+           'random_paged', 'paged_attention_splits', 'paged_attention_v2', 'chunk_tiles', 'paged_attention_chunks',
+           'chunk_rows', 'paged_attention_chunks_ref', 'kv_append', 'int8_scales', 'int8_linear', 'int8_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
 CUDA_SOURCE = r'''
@@ -306,32 +306,42 @@ __device__ __forceinline__ float warp_max(float v) {
 // KT: the cache's element type, T or signed char (an int8 cache: code * the row's scale, ksc / vsc [num_slots, n_kv] float32,
 // the layout of xllm.engine.PagedKVPool and kv_append_int8; dequantized in registers, half the bytes read of an fp16 cache).
 #define PA2_UNROLL 4     // tokens whose K and V rows are loaded before any is used
-// GM: the most query heads per KV head this instance serves (1, 2, 4 or 8; the host picks the smallest >= G), so an MHA
+// GM: the most query rows this instance serves (1, 2, 4 or 8; for decode the host picks the smallest >= G), so an MHA
 // model (G = 1) does not pay registers for 8 heads.
+// Prompt chunks (tiles != nullptr, no splits): one block per (tile, KV head). A tile is up to GM / G consecutive tokens of
+// one chunk, tiles[4 i ..] = (its first row in q and out, its tokens, its chunk (block-table row), its first token's
+// position), and the block's query rows are its (token, head) pairs: row r = token r / G, head r % G. Token j sees the keys
+// at positions 0 .. pos0 + j (causal), so each K/V row is loaded once for every token and head of the tile, and a row
+// masks the keys past its own position. Decode is the one-token tile (sequence, 1, sequence, lens[sequence] - 1).
 template <typename T, typename KT, int VEC, int GM>
 __device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, const T* q, const KT* kc, const KT* vc,
-                                   const float* ksc, const float* vsc,
+                                   const float* ksc, const float* vsc, const int* tiles,
                                    const int* tables, const int* lens, int n_heads, int n_kv, int block_size, int max_blocks,
                                    float scale, int num_splits, int split_size) {
     constexpr int D = 32 * VEC;
-    extern __shared__ float smem[];                                // [nw][G][D] acc, then [nw][G] m, then [nw][G] l
+    extern __shared__ float smem[];                                // [nw][R][D] acc, then [nw][R] m, then [nw][R] l
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int split = blockIdx.x % num_splits;
     const int sk = blockIdx.x / num_splits;
-    const int seq = sk / n_kv, kvh = sk - seq * n_kv;
+    const int unit = sk / n_kv, kvh = sk - unit * n_kv;            // a sequence (decode) or a tile (prompt chunks)
     const int G = n_heads / n_kv;
-    const int L = lens[seq];
+    int row0 = unit, ntok = 1, seq = unit, pos0;
+    if (tiles) { row0 = tiles[4 * unit]; ntok = tiles[4 * unit + 1]; seq = tiles[4 * unit + 2]; pos0 = tiles[4 * unit + 3]; }
+    else pos0 = lens[unit] - 1;
+    const int R = ntok * G;                                        // query rows of this block (<= GM)
+    const int L = pos0 + ntok;                                     // keys 0 .. L - 1: the last token's context
     const int t_begin = split * split_size;
     const int t_end = min(L, t_begin + split_size);
     const int* bt = tables + (long long)seq * max_blocks;
-    const long long head0 = (long long)seq * n_heads + (long long)kvh * G;     // first query head of the group
     float qr[GM][VEC], acc[GM][VEC], m[GM], l[GM];
+    int lim[GM];                                                   // row r sees the keys t < lim[r]
 #pragma unroll
-    for (int g = 0; g < GM; ++g) {
-        if (g < G) load_f<T, VEC>(q + (head0 + g) * D + lane * VEC, qr[g]);
+    for (int r = 0; r < GM; ++r) {
+        const int j = r / G, g = r - j * G;
+        if (r < R) load_f<T, VEC>(q + ((long long)(row0 + j) * n_heads + (long long)kvh * G + g) * D + lane * VEC, qr[r]);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) { qr[g][j] = g < G ? qr[g][j] * scale : 0.f; acc[g][j] = 0.f; }
-        m[g] = NEG_INF; l[g] = 0.f;
+        for (int i = 0; i < VEC; ++i) { qr[r][i] = r < R ? qr[r][i] * scale : 0.f; acc[r][i] = 0.f; }
+        m[r] = NEG_INF; l[r] = 0.f; lim[r] = min(t_end, pos0 + j + 1);
     }
     const long long tok_stride = (long long)n_kv * D;
     for (int t0 = t_begin + warp * PA2_UNROLL; t0 < t_end; t0 += nw * PA2_UNROLL) {
@@ -350,59 +360,60 @@ __device__ void paged_attn_v2_impl(T* out, float* part_ml, float* part_acc, cons
             }
         }
 #pragma unroll
-        for (int g = 0; g < GM; ++g) {
-            if (g >= G) break;                                         // the same for the whole warp: no divergence
+        for (int r = 0; r < GM; ++r) {
+            if (r >= R) break;                                         // the same for the whole warp: no divergence
             float s[PA2_UNROLL], p[PA2_UNROLL];
 #pragma unroll
             for (int u = 0; u < PA2_UNROLL; ++u) {
                 float a = 0.f;
 #pragma unroll
-                for (int j = 0; j < VEC; ++j) a += qr[g][j] * kr[u][j];
+                for (int j = 0; j < VEC; ++j) a += qr[r][j] * kr[u][j];
                 s[u] = warp_sum(a);
             }
-            float mn = m[g];
+            float mn = m[r];
 #pragma unroll
-            for (int u = 0; u < PA2_UNROLL; ++u) if (t0 + u < t_end) mn = fmaxf(mn, s[u]);
-            const float corr = expf(m[g] - mn);                        // m = -inf at the start: 0
+            for (int u = 0; u < PA2_UNROLL; ++u) if (t0 + u < lim[r]) mn = fmaxf(mn, s[u]);
+            const float corr = mn == NEG_INF ? 1.f : expf(m[r] - mn);  // m = -inf at the start: 0; a row that has seen no key yet: 1
             float psum = 0.f;
 #pragma unroll
-            for (int u = 0; u < PA2_UNROLL; ++u) { p[u] = t0 + u < t_end ? expf(s[u] - mn) : 0.f; psum += p[u]; }
-            l[g] = l[g] * corr + psum;
+            for (int u = 0; u < PA2_UNROLL; ++u) { p[u] = t0 + u < lim[r] ? expf(s[u] - mn) : 0.f; psum += p[u]; }
+            l[r] = l[r] * corr + psum;
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
-                float a = acc[g][j] * corr;
+                float a = acc[r][j] * corr;
 #pragma unroll
                 for (int u = 0; u < PA2_UNROLL; ++u) a += p[u] * vr[u][j];
-                acc[g][j] = a;
+                acc[r][j] = a;
             }
-            m[g] = mn;
+            m[r] = mn;
         }
     }
     // merge the warps of the block
     float* s_acc = smem;
-    float* s_m = smem + nw * G * D;
-    float* s_l = s_m + nw * G;
+    float* s_m = smem + nw * R * D;
+    float* s_l = s_m + nw * R;
 #pragma unroll
-    for (int g = 0; g < GM; ++g) {
-        if (g >= G) break;
+    for (int r = 0; r < GM; ++r) {
+        if (r >= R) break;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) s_acc[(warp * G + g) * D + lane * VEC + j] = acc[g][j];
-        if (lane == 0) { s_m[warp * G + g] = m[g]; s_l[warp * G + g] = l[g]; }
+        for (int j = 0; j < VEC; ++j) s_acc[(warp * R + r) * D + lane * VEC + j] = acc[r][j];
+        if (lane == 0) { s_m[warp * R + r] = m[r]; s_l[warp * R + r] = l[r]; }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
-        const int g = idx / D, d = idx - g * D;
+    for (int idx = threadIdx.x; idx < R * D; idx += blockDim.x) {
+        const int r = idx / D, d = idx - r * D;
         float M = NEG_INF;
-        for (int w = 0; w < nw; ++w) M = fmaxf(M, s_m[w * G + g]);
+        for (int w = 0; w < nw; ++w) M = fmaxf(M, s_m[w * R + r]);
         float total = 0.f, o = 0.f;
         for (int w = 0; w < nw; ++w) {
-            const float mw = s_m[w * G + g];
+            const float mw = s_m[w * R + r];
             if (mw == NEG_INF) continue;                               // a warp that saw no token
             const float f = expf(mw - M);
-            total += s_l[w * G + g] * f;
-            o += s_acc[(w * G + g) * D + d] * f;
+            total += s_l[w * R + r] * f;
+            o += s_acc[(w * R + r) * D + d] * f;
         }
-        const long long h = head0 + g;                                 // = seq * n_heads + head
+        const int j = r / G;
+        const long long h = (long long)(row0 + j) * n_heads + (long long)kvh * G + (r - j * G);   // decode: seq * n_heads + head
         if (num_splits == 1) out[h * D + d] = from_f<T>(total > 0.f ? o / total : 0.f);   // an empty context gives zeros
         else {
             const long long ps = h * num_splits + split;
@@ -565,13 +576,14 @@ __device__ void int8_gemv_impl(T* y, const T* x, const signed char* w, const flo
 
 #define XLLM_PA2G(S, T, V, GM) \
 extern "C" __global__ void paged_attention_v2_##S##_d##V##_g##GM(T* out, float* part_ml, float* part_acc, const T* q, const T* kc, const T* vc, \
-        const int* tables, const int* lens, int n_heads, int n_kv, int block_size, int max_blocks, float scale, int num_splits, int split_size) \
-    { paged_attn_v2_impl<T, T, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, nullptr, nullptr, tables, lens, n_heads, n_kv, block_size, max_blocks, \
-                                           scale, num_splits, split_size); } \
+        const int* tiles, const int* tables, const int* lens, int n_heads, int n_kv, int block_size, int max_blocks, float scale, int num_splits, \
+        int split_size) \
+    { paged_attn_v2_impl<T, T, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, nullptr, nullptr, tiles, tables, lens, n_heads, n_kv, block_size, \
+                                           max_blocks, scale, num_splits, split_size); } \
 extern "C" __global__ void paged_attention_v2_i8_##S##_d##V##_g##GM(T* out, float* part_ml, float* part_acc, const T* q, const signed char* kc, \
-        const signed char* vc, const float* ksc, const float* vsc, const int* tables, const int* lens, int n_heads, int n_kv, int block_size, \
-        int max_blocks, float scale, int num_splits, int split_size) \
-    { paged_attn_v2_impl<T, signed char, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, ksc, vsc, tables, lens, n_heads, n_kv, block_size, \
+        const signed char* vc, const float* ksc, const float* vsc, const int* tiles, const int* tables, const int* lens, int n_heads, int n_kv, \
+        int block_size, int max_blocks, float scale, int num_splits, int split_size) \
+    { paged_attn_v2_impl<T, signed char, V / 32, GM>(out, part_ml, part_acc, q, kc, vc, ksc, vsc, tiles, tables, lens, n_heads, n_kv, block_size, \
                                                      max_blocks, scale, num_splits, split_size); }
 #define XLLM_PA2(S, T, V) XLLM_PA2G(S, T, V, 1) XLLM_PA2G(S, T, V, 2) XLLM_PA2G(S, T, V, 4) XLLM_PA2G(S, T, V, 8)
 
@@ -879,9 +891,11 @@ def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_
     if head_dims is not None and D not in head_dims: raise ValueError(f"head_dim must be one of {head_dims} for paged_attention_v2, got {D}")
     if n_kv <= 0 or H % n_kv: raise ValueError(f"n_heads {H} must be a multiple of the cache's n_kv {n_kv}")
     _check("block_tables", block_tables, device=q.device, dtype=torch.int32, dims=2)
-    _check("context_lens", context_lens, device=q.device, dtype=torch.int32, dims=1)
-    if block_tables.shape[0] != B or not block_tables.is_contiguous(): raise ValueError(f"block_tables must be contiguous [{B}, max_blocks]")
-    if context_lens.shape[0] != B or not context_lens.is_contiguous(): raise ValueError(f"context_lens must be contiguous [{B}]")
+    if not block_tables.is_contiguous(): raise ValueError("block_tables must be contiguous [rows, max_blocks]")
+    if context_lens is not None:                                   # None: prompt chunks, whose contexts come with the chunks
+        _check("context_lens", context_lens, device=q.device, dtype=torch.int32, dims=1)
+        if block_tables.shape[0] != B: raise ValueError(f"block_tables must be contiguous [{B}, max_blocks]")
+        if context_lens.shape[0] != B or not context_lens.is_contiguous(): raise ValueError(f"context_lens must be contiguous [{B}]")
     if out is None: out = torch.empty_like(q)
     _check("out", out, device=q.device, dtype=q.dtype, dims=3)
     if out.shape != q.shape or not out.is_contiguous(): raise ValueError(f"out must be contiguous {tuple(q.shape)}")
@@ -954,19 +968,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel, whose inputs (each split's max, sum and
     unnormalized output: `B * n_heads * num_splits * (head_dim + 2)` floats) go to `workspace` (float32, contiguous) when
     given, so the call allocates nothing; else to new tensors."""
-    quantized = k_cache.dtype == torch.int8
-    out, (B, H, D), (nb, bs, n_kv) = _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, head_dims=PA2_HEAD_DIMS,
-                                                  cache_dtype=torch.int8 if quantized else None)
-    if quantized:
-        for n, t in (("k_scale", k_scale), ("v_scale", v_scale)):
-            if t is None: raise ValueError(f"{n} is required for an int8 cache")
-            _check(n, t, device=q.device, dtype=torch.float32)
-            if not t.is_contiguous() or t.numel() != nb * bs * n_kv:
-                raise ValueError(f"{n} must be contiguous float32 [{nb}, {bs}, {n_kv}] (the pool's scales of the layer), got {tuple(t.shape)}")
-    elif k_scale is not None or v_scale is not None: raise ValueError("k_scale / v_scale are only for an int8 cache")
-    if H // n_kv > PA2_MAX_GROUP: raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
-    for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
-        if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
+    out, (B, H, D), (nb, bs, n_kv), quantized = _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     G = H // n_kv
     if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
     smem = num_warps * G * (D + 2) * 4
@@ -992,11 +994,83 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     gm = next(x for x in PA2_GROUPS if x >= G)
     scales = (_p(k_scale), _p(v_scale)) if quantized else ()
     _launch(f"paged_attention_v2{'_i8' if quantized else ''}_{sfx}_d{D}_g{gm}", q, B * n_kv * num_splits, 32 * num_warps,
-            (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), *scales, _p(block_tables), _p(context_lens), np.int32(H),
+            (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), *scales, _p(None), _p(block_tables), _p(context_lens), np.int32(H),
              np.int32(n_kv), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale), np.int32(num_splits), np.int32(split_size)),
             shared_mem=smem)
     if num_splits > 1:
         _launch(f"paged_attention_combine_{sfx}", q, B * H, _threads(D, 256), (_p(out), _p(part_ml), _p(part_acc), np.int32(D), np.int32(num_splits)))
+    return out
+
+def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale):
+    "`_check_paged` plus what `paged_attention_v2`'s kernel needs: its head dims and groups, int8 caches with scales, 16-byte alignment."
+    quantized = k_cache.dtype == torch.int8
+    out, (B, H, D), (nb, bs, n_kv) = _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, head_dims=PA2_HEAD_DIMS,
+                                                  cache_dtype=torch.int8 if quantized else None)
+    if quantized:
+        for n, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+            if t is None: raise ValueError(f"{n} is required for an int8 cache")
+            _check(n, t, device=q.device, dtype=torch.float32)
+            if not t.is_contiguous() or t.numel() != nb * bs * n_kv:
+                raise ValueError(f"{n} must be contiguous float32 [{nb}, {bs}, {n_kv}] (the pool's scales of the layer), got {tuple(t.shape)}")
+    elif k_scale is not None or v_scale is not None: raise ValueError("k_scale / v_scale are only for an int8 cache")
+    if H // n_kv > PA2_MAX_GROUP: raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
+    for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
+        if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
+    return out, (B, H, D), (nb, bs, n_kv), quantized
+
+def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Tensor, int]:
+    """The tiles `paged_attention_chunks` launches over: `chunks` is a host list of `(first_row, num_tokens, table_row, start)`,
+    each cut into tiles of up to `PA2_MAX_GROUP // G` tokens (G = n_heads / n_kv), so that a block's (token, head) rows fit
+    one kernel instance. Returns int32 `[tiles, 4]` on `device` and that instance's rows per block. Build once per step."""
+    G = n_heads // n_kv
+    tq = max(1, PA2_MAX_GROUP // G)
+    tiles = [(r0 + j, min(tq, n - j), c, s + j) for r0, n, c, s in chunks for j in range(0, n, tq)]
+    gm = next((x for x in PA2_GROUPS if x >= G * max((t[1] for t in tiles), default=1)), PA2_MAX_GROUP)
+    return torch.tensor(tiles, dtype=torch.int32).reshape(-1, 4).to(device), gm
+
+def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, chunks,
+                           out: torch.Tensor | None = None, scale: float | None = None, num_warps: int = 4, tiles=None,
+                           k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """Causal attention of prompt chunks over the paged cache, their K/V already in it. `q` `[N, n_heads, head_dim]` holds
+    the chunks' tokens; `chunks` is a host list of `(first_row, num_tokens, table_row, start)`: the chunk's rows of `q` and
+    `out`, its row of `block_tables` (int32 `[chunks, max_blocks]`) and its first token's position. Token `j` of a chunk
+    attends to positions `0 .. start + j`. One launch of `paged_attention_v2`'s kernel over tiles of consecutive tokens
+    (`chunk_tiles`, or `tiles` built by it), so each K/V row a block loads serves every token and head of its tile. Rows of
+    `out` no chunk covers are left as they are. Layouts, head dims, GQA limit and int8 caches as `paged_attention_v2`."""
+    out, (N, H, D), (nb, bs, n_kv), quantized = _check_v2(q, k_cache, v_cache, block_tables, None, out, k_scale, v_scale)
+    C, max_ctx = block_tables.shape[0], block_tables.shape[1] * bs
+    for i, ch in enumerate(chunks):
+        r0, n, c, s = (int(x) for x in ch)
+        if n < 1 or r0 < 0 or r0 + n > N or not 0 <= c < C or s < 0 or s + n > max_ctx:
+            raise ValueError(f"chunk {i} {tuple(ch)}: needs 1 or more tokens in rows 0..{N - 1}, a block-table row in 0..{C - 1} and positions below {max_ctx}")
+    if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
+    tiles_t, gm = tiles if tiles is not None else chunk_tiles(chunks, H, n_kv, q.device)
+    smem = num_warps * gm * (D + 2) * 4
+    if smem > 48 * 1024: raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {gm} rows per block; use fewer")
+    if tiles_t.shape[0] == 0: return out
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    scales = (_p(k_scale), _p(v_scale)) if quantized else ()
+    _launch(f"paged_attention_v2{'_i8' if quantized else ''}_{DTYPE_SUFFIX[q.dtype]}_d{D}_g{gm}", q, tiles_t.shape[0] * n_kv, 32 * num_warps,
+            (_p(out), _p(None), _p(None), _p(q), _p(k_cache), _p(v_cache), *scales, _p(tiles_t), _p(block_tables), _p(None), np.int32(H),
+             np.int32(n_kv), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale), np.int32(1), np.int32(max_ctx)), shared_mem=smem)
+    return out
+
+def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of `q`,
+    their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and the fallback
+    for shapes the tiled kernel does not serve, run the decode attention over these rows."""
+    rows, trow, lens = [], [], []
+    for r0, n, c, s in chunks:
+        rows.extend(range(r0, r0 + n)); trow.extend([c] * n); lens.extend(range(s + 1, s + n + 1))
+    dev = block_tables.device
+    return (torch.tensor(rows, dtype=torch.long, device=dev), block_tables[torch.tensor(trow, dtype=torch.long, device=dev)].contiguous(),
+            torch.tensor(lens, dtype=torch.int32, device=dev))
+
+def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=None, k_scale=None, v_scale=None):
+    "float64 reference: `paged_attention_ref` over `chunk_rows` (rows no chunk covers are zeros)."
+    rows, tables, lens = chunk_rows(block_tables.cpu(), chunks)
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    if rows.numel(): out[rows] = paged_attention_ref(q.cpu()[rows], k_cache, v_cache, tables, lens, scale, k_scale, v_scale)
     return out
 
 # %% ../nbs/14_cuda_kernels.ipynb 39

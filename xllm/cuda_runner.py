@@ -71,6 +71,16 @@ class TorchOps:
         out.copy_(torch.where(context_lens[:, None, None] > 0, o, 0.0))              # an empty context gives zeros, like the kernel
         return out
 
+    @staticmethod
+    def chunk_plan(block_tables, chunks, n_heads, n_kv, head_dim):
+        "What `paged_attention_chunks` needs of `chunks` `(first_row, num_tokens, table_row, start)`, made once per step: one row per token."
+        return ck.chunk_rows(block_tables, chunks)
+
+    @staticmethod
+    def paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out, plan=None, k_scale=None, v_scale=None):
+        "Causal attention of prompt chunks over the paged K/V, as one decode row per token (`plan`: `chunk_plan`'s)."
+        return _rows_attention(TorchOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
+
 class CudaOps:
     "The same operations through xllm.cuda_kernels (CUDA tensors, CuPy)."
     name = "cuda"
@@ -91,6 +101,29 @@ class CudaOps:
             return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out, workspace=workspace, k_scale=k_scale, v_scale=v_scale)
         if k_scale is not None: raise ValueError(f"an int8 KV cache needs paged_attention_v2: head_dim in {ck.PA2_HEAD_DIMS}, at most {ck.PA2_MAX_GROUP} heads per KV head")
         return ck.paged_attention(q, k_cache, v_cache, block_tables, context_lens, out=out)
+
+    @staticmethod
+    def chunk_plan(block_tables, chunks, n_heads, n_kv, head_dim):
+        "Made once per step: `chunk_tiles` where `paged_attention_v2`'s kernel applies, else one row per token (`chunk_rows`)."
+        if head_dim in ck.PA2_HEAD_DIMS and n_heads // n_kv <= ck.PA2_MAX_GROUP: return ck.chunk_tiles(chunks, n_heads, n_kv, block_tables.device)
+        return ck.chunk_rows(block_tables, chunks)
+
+    @staticmethod
+    def paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out, plan=None, k_scale=None, v_scale=None):
+        """Causal attention of prompt chunks: `paged_attention_chunks` (tiles of tokens sharing each K/V load) where
+        `paged_attention_v2` applies, else the first-generation kernel over one row per token. `plan`: `chunk_plan`'s."""
+        H, D, n_kv = q.shape[1], q.shape[2], k_cache.shape[2]
+        if D in ck.PA2_HEAD_DIMS and H // n_kv <= ck.PA2_MAX_GROUP:
+            return ck.paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out=out, tiles=plan, k_scale=k_scale, v_scale=v_scale)
+        return _rows_attention(CudaOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
+
+def _rows_attention(attention, q, k_cache, v_cache, rows_plan, out, k_scale=None, v_scale=None):
+    "Prompt chunks through a decode `attention` over `chunk_rows`' rows: one query row per token, its chunk's block table, context `position + 1`."
+    rows, tables, lens = rows_plan
+    if rows.numel():
+        qs = q.index_select(0, rows)
+        out.index_copy_(0, rows, attention(qs, k_cache, v_cache, tables, lens, out=torch.empty_like(qs), k_scale=k_scale, v_scale=v_scale))
+    return out
 
 def int8_kv_supported(config) -> bool:
     "Whether xllm's CUDA kernels attend over an int8 K/V pool of this model (`paged_attention_v2`'s head dims and GQA groups)."
@@ -294,35 +327,28 @@ def _supports_ragged(self, batch: PagedBatch) -> bool:
 @torch.inference_mode()
 def _ragged(self, batch: PagedBatch) -> torch.Tensor:
     """float32 logits of `batch.logits_rows` for any batch — prompt chunks, decode rows or both — eagerly, through the same
-    kernels as the decode step on buffers made for its `N` token rows. Attention: every row of a chunk of at most
-    `kernel_chunk_tokens` tokens is one query row of the paged-attention kernel, with its chunk's block table and context
-    `position + 1` (which makes it causal); each longer chunk goes through `chunk_attention` (`scaled_dot_product_attention`
-    over its gathered keys)."""
+    kernels as the decode step on buffers made for its `N` token rows. Attention: the chunks of at most `kernel_chunk_tokens`
+    tokens (decode rows included) in one `paged_attention_chunks` launch, causal, each K/V row loaded once per tile of
+    tokens; each longer chunk through `chunk_attention` (`scaled_dot_product_attention` over its gathered keys)."""
     m, c, o, pool, dev = self.model, self.config, self.ops, self.pool, self.device
     N, bs = batch.num_tokens, pool.block_size
     bf = self._buffers(N, decode=False)
     bf["ids"].copy_(batch.token_ids); bf["pos"].copy_(batch.positions); bf["slots"].copy_(batch.slot_mapping)
     cu, ctx = np.asarray(batch.cu_seqlens), np.asarray(batch.context_lens)
     n = np.diff(cu)
-    short = n <= self.kernel_chunk_tokens                               # per chunk
-    row_short = np.repeat(short, n)                                     # per token row
+    short = n <= self.kernel_chunk_tokens
     tab = np.zeros((len(n), max(len(t) for t in batch.block_tables)), np.int32)
     for i, t in enumerate(batch.block_tables): tab[i, :len(t)] = t
-    pos = np.repeat(ctx - n - cu[:-1], n) + np.arange(N)                # each row's position, known on the host
-    tables = torch.from_numpy(np.repeat(tab[short], n[short], axis=0)).to(dev)
-    lens = torch.from_numpy((pos[row_short] + 1).astype(np.int32)).to(dev)
-    sub = None if row_short.all() else torch.from_numpy(np.flatnonzero(row_short)).to(dev)
+    tables = torch.from_numpy(tab).to(dev)                              # one row per chunk
+    chunks = [(int(cu[i]), int(n[i]), int(i), int(ctx[i] - n[i])) for i in np.flatnonzero(short)]   # (first row, tokens, table row, start)
+    plan = o.chunk_plan(tables, chunks, c.num_attention_heads, c.num_key_value_heads, c.head_dim) if chunks else None   # once per step
     long = []                                                           # (row range, start, key slots) of the longer chunks
     for i in np.flatnonzero(~short):
         L = np.arange(ctx[i])
         long.append((int(cu[i]), int(cu[i + 1]), int(ctx[i] - n[i]), torch.from_numpy(tab[i, L // bs].astype(np.int64) * bs + L % bs).to(dev)))
 
     def attend(i, q, out):
-        kw = dict(k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
-        if sub is None: o.paged_attention(q, pool.k[i], pool.v[i], tables, lens, out=out, **kw)
-        elif sub.numel():
-            qs = q.index_select(0, sub)
-            out.index_copy_(0, sub, o.paged_attention(qs, pool.k[i], pool.v[i], tables, lens, out=torch.empty_like(qs), **kw))
+        if chunks: o.paged_attention_chunks(q, pool.k[i], pool.v[i], tables, chunks, out=out, plan=plan, k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
         for r0, r1, start, keys in long: out[r0:r1] = chunk_attention(q[r0:r1], pool, i, keys, start)
 
     h = _layers(self, bf, N, attend)
