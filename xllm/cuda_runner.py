@@ -81,6 +81,10 @@ class TorchOps:
         "Causal attention of prompt chunks over the paged K/V, as one decode row per token (`plan`: `chunk_plan`'s)."
         return _rows_attention(TorchOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
+def _pa2(n_heads: int, n_kv: int, head_dim: int) -> bool:
+    "Whether `paged_attention_v2`'s kernel has an instance for these shapes (head dims 32-256, at most 8 query heads per KV head)."
+    return head_dim in ck.PA2_HEAD_DIMS and n_heads // n_kv <= ck.PA2_MAX_GROUP
+
 class CudaOps:
     "The same operations through xllm.cuda_kernels (CUDA tensors, CuPy)."
     name = "cuda"
@@ -96,8 +100,7 @@ class CudaOps:
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
         """Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`; an int8 cache
         with its scales), else the first-generation kernel (float caches only)."""
-        H, D, n_kv = q.shape[1], q.shape[2], k_cache.shape[2]
-        if D in ck.PA2_HEAD_DIMS and H // n_kv <= ck.PA2_MAX_GROUP:
+        if _pa2(q.shape[1], k_cache.shape[2], q.shape[2]):
             return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out, workspace=workspace, k_scale=k_scale, v_scale=v_scale)
         if k_scale is not None: raise ValueError(f"an int8 KV cache needs paged_attention_v2: head_dim in {ck.PA2_HEAD_DIMS}, at most {ck.PA2_MAX_GROUP} heads per KV head")
         return ck.paged_attention(q, k_cache, v_cache, block_tables, context_lens, out=out)
@@ -105,15 +108,14 @@ class CudaOps:
     @staticmethod
     def chunk_plan(block_tables, chunks, n_heads, n_kv, head_dim):
         "Made once per step: `chunk_tiles` where `paged_attention_v2`'s kernel applies, else one row per token (`chunk_rows`)."
-        if head_dim in ck.PA2_HEAD_DIMS and n_heads // n_kv <= ck.PA2_MAX_GROUP: return ck.chunk_tiles(chunks, n_heads, n_kv, block_tables.device)
+        if _pa2(n_heads, n_kv, head_dim): return ck.chunk_tiles(chunks, n_heads, n_kv, block_tables.device)
         return ck.chunk_rows(block_tables, chunks)
 
     @staticmethod
     def paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out, plan=None, k_scale=None, v_scale=None):
         """Causal attention of prompt chunks: `paged_attention_chunks` (tiles of tokens sharing each K/V load) where
         `paged_attention_v2` applies, else the first-generation kernel over one row per token. `plan`: `chunk_plan`'s."""
-        H, D, n_kv = q.shape[1], q.shape[2], k_cache.shape[2]
-        if D in ck.PA2_HEAD_DIMS and H // n_kv <= ck.PA2_MAX_GROUP:
+        if _pa2(q.shape[1], k_cache.shape[2], q.shape[2]):
             return ck.paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out=out, tiles=plan, k_scale=k_scale, v_scale=v_scale)
         return _rows_attention(CudaOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
@@ -127,7 +129,7 @@ def _rows_attention(attention, q, k_cache, v_cache, rows_plan, out, k_scale=None
 
 def int8_kv_supported(config) -> bool:
     "Whether xllm's CUDA kernels attend over an int8 K/V pool of this model (`paged_attention_v2`'s head dims and GQA groups)."
-    return config.head_dim in ck.PA2_HEAD_DIMS and config.num_attention_heads // config.num_key_value_heads <= ck.PA2_MAX_GROUP
+    return _pa2(config.num_attention_heads, config.num_key_value_heads, config.head_dim)
 
 # %% ../nbs/14a_cuda_runner.ipynb 10
 def _bucket(sizes, n: int) -> int | None:
@@ -206,7 +208,7 @@ class CudaRunner:
         "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
         c, ws = self.config, 0
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        if self.ops is CudaOps and hd in ck.PA2_HEAD_DIMS and nh // nkv <= ck.PA2_MAX_GROUP:
+        if self.ops is CudaOps and _pa2(nh, nkv, hd):
             ctx, sms = self.max_blocks * self.pool.block_size, ck._num_sms(self.device)
             ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
         return torch.zeros(ws, dtype=torch.float32, device=self.device)
