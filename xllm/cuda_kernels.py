@@ -968,7 +968,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel, whose inputs (each split's max, sum and
     unnormalized output: `B * n_heads * num_splits * (head_dim + 2)` floats) go to `workspace` (float32, contiguous) when
     given, so the call allocates nothing; else to new tensors."""
-    out, (B, H, D), (nb, bs, n_kv), quantized = _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
+    out, (B, H, D), (nb, bs, n_kv) = _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     G = H // n_kv
     if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
     smem = num_warps * G * (D + 2) * 4
@@ -991,15 +991,21 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
             raise ValueError(f"workspace must be contiguous float32 with at least {n * (D + 2)} elements for {num_splits} splits, got {tuple(workspace.shape)}")
         ws = workspace.view(-1)
         part_ml, part_acc = ws[:2 * n].view(B, H, num_splits, 2), ws[2 * n:n * (D + 2)].view(B, H, num_splits, D)
-    gm = next(x for x in PA2_GROUPS if x >= G)
-    scales = (_p(k_scale), _p(v_scale)) if quantized else ()
-    _launch(f"paged_attention_v2{'_i8' if quantized else ''}_{sfx}_d{D}_g{gm}", q, B * n_kv * num_splits, 32 * num_warps,
-            (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), *scales, _p(None), _p(block_tables), _p(context_lens), np.int32(H),
-             np.int32(n_kv), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale), np.int32(num_splits), np.int32(split_size)),
-            shared_mem=smem)
+    _launch_v2(q, k_cache, v_cache, block_tables, out, next(x for x in PA2_GROUPS if x >= G), B * n_kv * num_splits, num_warps, smem, scale,
+               k_scale, v_scale, lens=context_lens, num_splits=num_splits, split_size=split_size, part_ml=part_ml, part_acc=part_acc)
     if num_splits > 1:
         _launch(f"paged_attention_combine_{sfx}", q, B * H, _threads(D, 256), (_p(out), _p(part_ml), _p(part_acc), np.int32(D), np.int32(num_splits)))
     return out
+
+def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, smem, scale, k_scale=None, v_scale=None, tiles=None,
+               lens=None, num_splits=1, split_size=None, part_ml=None, part_acc=None):
+    "Launch `paged_attention_v2{_i8}_<dtype>_d<D>_g<gm>` with the kernel's argument list: decode (`lens`) or prompt chunks (`tiles`)."
+    quantized = k_cache.dtype == torch.int8
+    scales = (_p(k_scale), _p(v_scale)) if quantized else ()
+    _launch(f"paged_attention_v2{'_i8' if quantized else ''}_{DTYPE_SUFFIX[q.dtype]}_d{q.shape[2]}_g{gm}", q, blocks, 32 * num_warps,
+            (_p(out), _p(part_ml), _p(part_acc), _p(q), _p(k_cache), _p(v_cache), *scales, _p(tiles), _p(block_tables), _p(lens),
+             np.int32(q.shape[1]), np.int32(k_cache.shape[2]), np.int32(k_cache.shape[1]), np.int32(block_tables.shape[1]), np.float32(scale),
+             np.int32(num_splits), np.int32(split_size if split_size is not None else block_tables.shape[1] * k_cache.shape[1])), shared_mem=smem)
 
 def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale):
     "`_check_paged` plus what `paged_attention_v2`'s kernel needs: its head dims and groups, int8 caches with scales, 16-byte alignment."
@@ -1016,7 +1022,7 @@ def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_s
     if H // n_kv > PA2_MAX_GROUP: raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
     for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
         if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
-    return out, (B, H, D), (nb, bs, n_kv), quantized
+    return out, (B, H, D), (nb, bs, n_kv)
 
 def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Tensor, int]:
     """The tiles `paged_attention_chunks` launches over: `chunks` is a host list of `(first_row, num_tokens, table_row, start)`,
@@ -1037,7 +1043,7 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     attends to positions `0 .. start + j`. One launch of `paged_attention_v2`'s kernel over tiles of consecutive tokens
     (`chunk_tiles`, or `tiles` built by it), so each K/V row a block loads serves every token and head of its tile. Rows of
     `out` no chunk covers are left as they are. Layouts, head dims, GQA limit and int8 caches as `paged_attention_v2`."""
-    out, (N, H, D), (nb, bs, n_kv), quantized = _check_v2(q, k_cache, v_cache, block_tables, None, out, k_scale, v_scale)
+    out, (N, H, D), (nb, bs, n_kv) = _check_v2(q, k_cache, v_cache, block_tables, None, out, k_scale, v_scale)
     C, max_ctx = block_tables.shape[0], block_tables.shape[1] * bs
     for i, ch in enumerate(chunks):
         r0, n, c, s = (int(x) for x in ch)
@@ -1049,10 +1055,7 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     if smem > 48 * 1024: raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {gm} rows per block; use fewer")
     if tiles_t.shape[0] == 0: return out
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    scales = (_p(k_scale), _p(v_scale)) if quantized else ()
-    _launch(f"paged_attention_v2{'_i8' if quantized else ''}_{DTYPE_SUFFIX[q.dtype]}_d{D}_g{gm}", q, tiles_t.shape[0] * n_kv, 32 * num_warps,
-            (_p(out), _p(None), _p(None), _p(q), _p(k_cache), _p(v_cache), *scales, _p(tiles_t), _p(block_tables), _p(None), np.int32(H),
-             np.int32(n_kv), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale), np.int32(1), np.int32(max_ctx)), shared_mem=smem)
+    _launch_v2(q, k_cache, v_cache, block_tables, out, gm, tiles_t.shape[0] * n_kv, num_warps, smem, scale, k_scale, v_scale, tiles=tiles_t)
     return out
 
 def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -287,18 +287,15 @@ CudaRunner._decode = _decode
 
 # %% ../nbs/14a_cuda_runner.ipynb 15
 def _supports(self, batch: PagedBatch) -> bool:
-    "True for a decode batch (every chunk one token) that fits the runner: at most `max_batch` rows, contexts within `max_model_len`, a K/V pool `ops` attend over."
+    "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
     B = batch.num_tokens
-    return (self.kv_ok and len(batch.cu_seqlens) - 1 == B and 0 < B <= self.max_batch
-            and max(batch.context_lens) <= self.max_model_len and all(len(t) <= self.max_blocks for t in batch.block_tables))
+    return len(batch.cu_seqlens) - 1 == B and 0 < B <= self.max_batch and self.supports_ragged(batch)
 
 def _load(self, batch: PagedBatch, n: int):
     "Copy the batch's inputs into buffer rows 0..B-1 and padding into rows B..n-1."
     bf, B = self.buf, batch.num_tokens
     bf["ids"][:B].copy_(batch.token_ids); bf["pos"][:B].copy_(batch.positions); bf["slots"][:B].copy_(batch.slot_mapping)
-    tables = np.zeros((n, self.max_blocks), np.int32)             # numpy row writes: ~50x faster than a tensor per row
-    for i, t in enumerate(batch.block_tables): tables[i, :len(t)] = t
-    bf["tables"][:n].copy_(torch.from_numpy(tables), non_blocking=True)
+    bf["tables"][:n].copy_(torch.from_numpy(batch.table_array(n, self.max_blocks)), non_blocking=True)
     lens = np.zeros(n, np.int32); lens[:B] = batch.context_lens
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
@@ -339,8 +336,7 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
     cu, ctx = np.asarray(batch.cu_seqlens), np.asarray(batch.context_lens)
     n = np.diff(cu)
     short = n <= self.kernel_chunk_tokens
-    tab = np.zeros((len(n), max(len(t) for t in batch.block_tables)), np.int32)
-    for i, t in enumerate(batch.block_tables): tab[i, :len(t)] = t
+    tab = batch.table_array()
     tables = torch.from_numpy(tab).to(dev)                              # one row per chunk
     chunks = [(int(cu[i]), int(n[i]), int(i), int(ctx[i] - n[i])) for i in np.flatnonzero(short)]   # (first row, tokens, table row, start)
     plan = o.chunk_plan(tables, chunks, c.num_attention_heads, c.num_key_value_heads, c.head_dim) if chunks else None   # once per step

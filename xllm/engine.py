@@ -143,13 +143,21 @@ class PagedBatch:
         "Tokens in this step's batch (all sequences' new tokens)."
         return self.token_ids.shape[0]
 
+    def table_array(self, rows: int | None = None, width: int | None = None) -> np.ndarray:
+        """The chunks' block tables as an int32 matrix `[rows, width]`, zero-padded (extra rows too) and cut to `width`; by default
+        one row per chunk and the longest table's width. Row writes into numpy: ~50x faster than a tensor per row."""
+        rows = len(self.block_tables) if rows is None else rows
+        width = max(map(len, self.block_tables)) if width is None else width
+        a = np.zeros((rows, width), np.int32)
+        for i, t in enumerate(self.block_tables): a[i, :min(len(t), width)] = t[:width]
+        return a
+
     def _key_structs(self) -> dict:
         "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
         if self._keys is not None: return self._keys
         bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
         n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
-        tab = np.zeros((len(ctx), int(used.max())), np.int64)            # the block tables, cut to the blocks in use (numpy rows: fast)
-        for i, t in enumerate(self.block_tables): tab[i, :used[i]] = t[:used[i]]
+        tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
         slots = lambda rows, L: tab[rows][:, np.arange(L) // bs] * bs + np.arange(L) % bs   # slots of positions 0..L-1
         dec = np.flatnonzero(n == 1)
         keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order

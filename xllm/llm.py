@@ -301,7 +301,7 @@ def _run_one(self, prompt, ids, params) -> RequestOutput:
 def build_engine(llm, max_num_seqs: int | None = None, cuda_runner: bool = True):
     """A new continuous-batching `Engine` over `llm`'s model: its paged K/V pool (stored as `llm.kv_cache_dtype`)
     is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need.
-    On a GPU (unless `cuda_runner=False`) decode steps go through `attach_cuda_runner`."""
+    On a GPU (unless `cuda_runner=False`) its steps go through the runner `attach_cuda_runner` gives it."""
     from xllm.engine import Engine
     bs, seqs = 16, max_num_seqs or llm.max_num_seqs
     full = seqs * -(-llm.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context

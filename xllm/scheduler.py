@@ -181,9 +181,10 @@ class Scheduler:
             seq = self.running[i]
             n = len(seq.token_ids)
             if seq.num_computed_tokens < n - 1: i += 1; continue          # still prefilling
-            if -(-n // bs) > bm.num_blocks:                              # grew to the whole pool: can never continue
+            need = -(-n // bs)                                           # blocks its tokens take
+            if need > bm.num_blocks:                                     # grew to the whole pool: can never continue
                 self._finish(seq, "length"); out.finished.append(seq); continue
-            while -(-n // bs) > len(tables[seq.seq_id]) and not bm.can_append(seq):   # a new block is needed and none is free
+            while need > len(tables[seq.seq_id]) and not bm.can_append(seq):   # a new block is needed and none is free
                 victim = self.running[-1]
                 self._preempt(victim); out.preempted.append(victim)
                 if victim is seq: break
