@@ -143,23 +143,33 @@ for n_kv, N in ((32, 200), (8, 256)):
     slots = torch.randperm(4096 * 16, device=dev)[:N]
     rows.append((f"kv_append N={N}", f"{n_kv} kv heads x128 fp16", bench(lambda: ck.kv_append(kv[:, 0], kv[:, 1], kflat, vflat, slots)),
                  bench(lambda: (kflat.index_copy_(0, slots, kv[:, 0]), vflat.index_copy_(0, slots, kv[:, 1]))), 4 * N * n_kv * 128 * 2))
-from xllm.quant import Int8Linear
-for O, I in ((4096, 4096), (11008, 4096), (4096, 11008)):
-    mod = Int8Linear.from_float(torch.randn(O, I, device=dev) * 0.02).to(dev)
-    sc = ck.int8_scales(mod.scales)
-    wf = mod.dequantize(dt)
-    for M in (1, 16):
-        xm = rnd(M, I)
-        err = ck.max_rel_err(ck.int8_linear(xm, mod.weight, sc), ck.int8_linear_ref(xm, mod.weight, mod.scales))
-        rows.append((f"int8_linear M={M}", f"[{O},{I}] err {err:.1e}", bench(lambda: ck.int8_linear(xm, mod.weight, sc)), bench(lambda: mod(xm)), O * I + 2 * M * (I + O)))
-        rows.append((f"fp16 matmul M={M}", f"[{O},{I}] (torch.mm, for scale)", bench(lambda: torch.mm(xm, wf.t())), rows[-1][3], 2 * O * I))
+from xllm.quant import Int8Linear, Int4Linear
+ws = torch.empty(11008 * 4096, dtype=dt, device=dev)                   # quant_linear's dequantize workspace
+for kind, make in (("int8", Int8Linear.from_float), ("int4", lambda w: Int4Linear.from_float(w, 32))):
+    for O, I in ((4096, 4096), (11008, 4096), (4096, 11008)):
+        mod = make(torch.randn(O, I, device=dev) * 0.02).to(dev)
+        qw, wf = ck.quant_weight(mod), mod.dequantize(dt)
+        code_bytes = qw.codes.numel()
+        # [11008, 4096]: where the GEMV kernel and dequantize + cuBLAS cross over (sets QUANT_GEMV_ROWS); other shapes: decode
+        for M in ((1, 8, 16, 32, 64, 128) if O == 11008 else (1,)):
+            xm = rnd(M, I)
+            if M in (1, 16):
+                err = ck.max_rel_err(ck.quant_linear(xm, qw, gemv_rows=M), ck.quant_linear_ref(xm, qw))
+                rows.append((f"{kind}_linear M={M}", f"[{O},{I}] err {err:.1e}", bench(lambda: ck.quant_linear(xm, qw, gemv_rows=M)), bench(lambda: mod(xm)), code_bytes + 2 * M * (I + O)))
+            else: rows.append((f"{kind}_linear M={M}", f"[{O},{I}] GEMV kernel", bench(lambda: ck.quant_linear(xm, qw, gemv_rows=M)), bench(lambda: mod(xm)), code_bytes + 2 * M * (I + O)))
+            if O == 11008:
+                rows.append((f"{kind} deq+mm M={M}", f"[{O},{I}] vs fp16 torch.mm", bench(lambda: ck.quant_linear(xm, qw, workspace=ws, gemv_rows=0)),
+                             bench(lambda: torch.mm(xm, wf.t())), code_bytes + 4 * O * I + 2 * M * (I + O)))
+        del mod, qw, wf
 
 print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
 print(f"{'kernel':22s} {'shape':46s} {'xllm gpu us':>11s} {'torch gpu us':>12s} {'speedup':>8s} {'xllm GB/s':>9s} {'host us/call xllm/torch':>24s}")
 for name, shape, (ours, ours_h), (eager, eager_h), nbytes in rows:
     print(f"{name:22s} {shape:46s} {ours:11.1f} {eager:12.1f} {eager / ours:7.2f}x {nbytes / ours / 1e3:9.0f} {ours_h:12.1f} / {eager_h:8.1f}")
-print("torch column: the same math in torch ops (paged attention: gather of the blocks + SDPA; kv_append: index_copy_; int8_linear: Int8Linear's GPU path = dequantize + matmul).")
-print("GB/s = minimum bytes the kernel must move (paged attention: the K/V it reads; int8_linear: the codes) / GPU time; H200 copy bandwidth is about 4.3 TB/s")
+print("torch column: the same math in torch ops (paged attention: gather of the blocks + SDPA; kv_append: index_copy_; int8/int4_linear: the module's GPU path = dequantize in torch ops + matmul;")
+print("  deq+mm: quant_linear above gemv_rows = dequantize_weight + torch.mm, against torch.mm on the fp16 weight, i.e. what a float model pays).")
+print("GB/s = minimum bytes the kernel must move (paged attention: the K/V it reads; int8/int4_linear: the codes and activations; deq+mm: codes, fp16 weight written and read) / GPU time;")
+print("H200 copy bandwidth is about 4.3 TB/s. QUANT_GEMV_ROWS (16) should sit where the int8/int4_linear and deq+mm rows cross.")
 if len(sys.argv) > 1:
     import json
     with open(sys.argv[1], "w") as f:

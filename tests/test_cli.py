@@ -75,6 +75,8 @@ def test_chat_default_model_eof():
     (["generate", "hi", "--max-tokens", "0"], "max-tokens"),
     (["generate", "hi", "--top-k", "abc"], "--top-k"),
     (["generate", "hi", "--bogus"], "--bogus"),
+    (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--max-num-seqs", "8", "--max-num-batched-tokens", "4"], "must be at least max_num_seqs (8)"),
+    (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--max-num-batched-tokens", "0"], "max_num_batched_tokens"),
     (["frobnicate"], "frobnicate"),
 ])
 def test_errors_are_one_line(args, needle):
@@ -185,9 +187,11 @@ def test_bench_json(tiny, tmp_path):
     n_prompt = sum(len(tok.encode(p, add_bos=tok.add_bos_token)) for p in prompts)
     for extra in ([], ["--sequential"]):
         js = tmp_path / "b.json"
-        r = _run(["bench", "--file", str(ROOT / "bench" / "prompts.txt"), *m, "--batch", "4", "--max-tokens", "4", "--ignore-eos", "--json", str(js), *extra])
+        r = _run(["bench", "--file", str(ROOT / "bench" / "prompts.txt"), *m, "--batch", "4", "--max-tokens", "4", "--ignore-eos", "--json", str(js),
+                  "--max-num-batched-tokens", "40", *extra])
         assert r.returncode == 0, r.stderr
         d = json.loads(js.read_text())
+        assert d["max_num_batched_tokens"] == 40
         assert d["mode"] == ("sequential" if extra else "engine")
         assert (d["requests"], d["prompt_tokens"], d["output_tokens"]) == (4, n_prompt, 16)
         for k in ("prefill_tok_s", "decode_tok_s", "output_tok_s", "ttft_p50_s", "ttft_p95_s", "peak_rss_mb", "wall_s"): assert d[k] > 0, k

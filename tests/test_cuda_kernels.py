@@ -276,3 +276,61 @@ def test_load_kernels():
     elif not ck.cupy_available():
         with pytest.raises(RuntimeError, match=r"could not be built on cuda:0: ImportError: .*CuPy"): ck.load_kernels("cuda:0")
     else: pytest.skip("CuPy without a GPU")
+
+
+INT4_SHAPES = ((1, 4096, 4096, 32, True), (3, 11008, 4096, 32, False), (7, 4096, 11008, 64, True), (16, 100, 576, 32, True), (5, 33, 64, 32, False))
+INT4_SHAPES_EMU = ((1, 24, 1024, 32, True), (5, 33, 64, 32, False), (3, 8, 2048, 64, True), (9, 40, 96, 32, True), (16, 8, 1536, 32, False))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_int4_linear(dt, dev):
+    "Int4Linear's layout (float16 scales, with and without minimums, groups of 32 and 64, float32 bias) vs the float64 reference."
+    from xllm.quant import Int4Linear
+    g = torch.Generator().manual_seed(11)
+    for M, O, I, gs, zp in pick(dev, INT4_SHAPES, INT4_SHAPES_EMU):
+        mod = Int4Linear.from_float(torch.randn(O, I, generator=g) * 0.02, group_size=gs, zero_point=zp)
+        mod.bias = torch.randn(O, generator=g)
+        qw = ck.quant_weight(mod.to(dev))
+        x = torch.randn(M, I, generator=g).to(dev, dt)
+        record("int4_linear", dt, ck.max_rel_err(ck.int4_linear(x, qw.codes, qw.scales, qw.mins, qw.bias), ck.quant_linear_ref(x, qw)), dev)
+        record("int4_linear", dt, ck.max_rel_err(ck.int4_linear(x, qw.codes, qw.scales, qw.mins), ck.quant_linear_ref(x, qw._replace(bias=None))), dev)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_dequantize_and_quant_linear(dt, dev):
+    """dequantize_weight (int8 per-row and grouped, int4 with and without minimums) vs the float64 weight; quant_linear on both
+    sides of gemv_rows, and on a stack of modules (q/k/v): the GEMV against the exact weight, dequantize + torch.mm against the
+    weight rounded to the activations' dtype (each weight's rounding is that path's own)."""
+    from xllm.quant import Int4Linear, Int8Linear
+    g = torch.Generator().manual_seed(12)
+    O, I, M = pick(dev, (4096, 4096, 64), (40, 256, 20))
+    w = lambda o: torch.randn(o, I, generator=g) * 0.02
+    for mods in ([Int8Linear.from_float(w(O))], [Int8Linear.from_float(w(O), group_size=32)], [Int4Linear.from_float(w(O), 32)],
+                 [Int4Linear.from_float(w(O), 64, zero_point=False)], [Int4Linear.from_float(w(O), 32), Int4Linear.from_float(w(8), 32)]):
+        qw = ck.quant_weight([m.to(dev) for m in mods])
+        name = f"dequant_int{qw.bits}"
+        out = torch.empty(qw.shape, dtype=dt, device=dev)
+        assert ck.dequantize_weight(qw, out) is out
+        record(name, dt, ck.max_rel_err(out, ck.quant_weight_ref(qw)), dev)
+        x = torch.randn(M, I, generator=g).to(dev, dt)
+        record(f"int{qw.bits} gemv", dt, ck.max_rel_err(ck.quant_linear(x[:3], qw), ck.quant_linear_ref(x[:3], qw)), dev)
+        ws = torch.empty(qw.shape[0] * qw.shape[1] + 7, dtype=dt, device=dev)
+        y = ck.quant_linear(x, qw, workspace=ws, gemv_rows=M - 1)
+        record(f"int{qw.bits} dequant+mm", dt, ck.max_rel_err(y, ck.quant_linear_ref(x, qw, weight_dtype=dt)), dev)
+        rows = qw.shape[0] // 3 + 1                                          # a workspace of fewer rows: the weight in slices
+        y2 = ck.quant_linear(x, qw, out=torch.full_like(y, float("nan")), workspace=ws[:rows * I + 5], gemv_rows=M - 1)
+        record(f"int{qw.bits} dequant+mm", dt, ck.max_rel_err(y2, ck.quant_linear_ref(x, qw, weight_dtype=dt)), dev)   # every column written
+        with pytest.raises(ValueError, match="workspace"): ck.quant_linear(x, qw, workspace=ws[:I - 1], gemv_rows=0)
+
+
+def test_quant_argument_errors(dev):
+    "What the INT4/INT8 kernels cannot take is named before any launch."
+    from xllm.quant import Int4Linear
+    qw = ck.quant_weight(Int4Linear.from_float(torch.randn(8, 64), 32).to(dev))
+    x = torch.randn(2, 64, device=dev)
+    with pytest.raises(ValueError, match="does not take x with 32 features"): ck.int4_linear(x[:, :32].contiguous(), qw.codes, qw.scales, qw.mins)
+    with pytest.raises(ValueError, match="scales has dtype torch.float32"): ck.int4_linear(x, qw.codes, qw.scales.float(), qw.mins)
+    with pytest.raises(ValueError, match="mins .* must match"): ck.int4_linear(x, qw.codes, qw.scales, qw.mins[:4])
+    with pytest.raises(ValueError, match="multiple of 32"): ck.int4_linear(torch.randn(2, 48, device=dev), torch.zeros(8, 24, dtype=torch.uint8, device=dev), torch.ones(8, 1, dtype=torch.float16, device=dev))
+    with pytest.raises(ValueError, match="out must be contiguous"): ck.dequantize_weight(qw, torch.empty(64, 8, device=dev).t())
+    with pytest.raises(ValueError, match="mins are only for int4"): ck.quant_linear(x, qw._replace(bits=8, codes=torch.zeros(8, 64, dtype=torch.int8, device=dev), scales=qw.scales.float()))

@@ -91,17 +91,39 @@ def test_ragged_step_vs_forward_paged(dt, tol, kw, kct, dev):
             assert float((a.float() - c.float()).abs().max()) <= tol * float(a.float().abs().max())
 
 
-def test_int8_model_through_runner(dev):
-    "An int8-quantized model: Int8Linear layers go through int8_linear (<= 16 rows); logits close to forward_paged's (dequantize + cuBLAS)."
-    from xllm.quant import quantize_model
-    m1 = tiny_model(4, torch.float16); quantize_model(m1, "int8", None); m1 = m1.to(dev)
-    m0 = copy.deepcopy(m1)
-    p1 = PagedKVPool(m1.config, 40, 8, torch.float16, dev); p0 = copy.deepcopy(p1)
-    _, h0 = greedy_paged(m0, p0, PROMPTS, 8)
+@pytest.mark.parametrize("mode,gs,gemv_rows", [("int8", None, 16), ("int8", 32, 16), ("int4", 32, 16), ("int4-sym", 64, 16), ("int8", None, 0), ("int4", 32, 0)])
+def test_quantized_model_through_runner(mode, gs, gemv_rows, dev):
+    """A quantized model: q/k/v and gate/up stacked into one `QuantWeight` each (the modules' codes become views of it),
+    o/down/lm_head single. Decode steps (graphs on a GPU) through the GEMV kernels (gemv_rows 16) or dequantize + torch.mm
+    (0): logits close to forward_paged's (the modules dequantizing). Then an engine with the runner, prefill steps included
+    (ragged, > gemv_rows rows: dequantize + mm), gives forward_paged's greedy tokens."""
+    from xllm.quant import quantize_model, Int4Linear
+    dt = torch.float16
+    m1 = tiny_model(4, dt)
+    if mode == "int4-sym":
+        for l in m1.model.layers:
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj"): setattr(l.self_attn, name, Int4Linear.from_float(getattr(l.self_attn, name), gs, zero_point=False))
+            for name in ("gate_proj", "up_proj", "down_proj"): setattr(l.mlp, name, Int4Linear.from_float(getattr(l.mlp, name), gs, zero_point=False))
+    else: quantize_model(m1, mode, gs, lm_head=True)
+    m1 = m1.to(dev); m0 = copy.deepcopy(m1)
+    p1 = PagedKVPool(m1.config, 40, 8, dt, dev); p0 = copy.deepcopy(p1)
+    _, h0 = greedy_paged(m0, p0, PROMPTS, 5)
     r = CudaRunner(m1, p1, max_batch=8, ops=CudaOps)
+    assert all(isinstance(f, ck.QuantWeight) for pair in r.fused for f in pair)
+    assert r.fused[0][0].codes.data_ptr() == (m1.model.layers[0].self_attn.q_proj.weight if mode == "int8" else m1.model.layers[0].self_attn.q_proj.qweight).data_ptr()
+    assert len(r.quant) == 2 * m1.config.num_hidden_layers + (mode != "int4-sym") and r.dequant_ws.numel() > 0
+    r.quant_gemv_rows = gemv_rows
     r.capture()
-    _, h1 = greedy_paged(m1, p1, PROMPTS, 8, step=r)
+    _, h1 = greedy_paged(m1, p1, PROMPTS, 5, step=r)
     assert max(float((a - b).abs().max() / a.abs().max()) for a, b in zip(h0, h1)) < 2e-2
+    reqs = [(p, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)) for p in PROMPTS + [list(range(40, 70))]]
+    want = [x.token_ids for x in Engine(m0, max_num_seqs=4, block_size=8, num_blocks=60).generate(reqs)]
+    eng = Engine(m1, max_num_seqs=4, block_size=8, num_blocks=60)
+    eng.runner = CudaRunner(m1, eng.pool, max_batch=4, max_model_len=eng.max_model_len, ops=CudaOps)
+    eng.runner.quant_gemv_rows = gemv_rows
+    got = [x.token_ids for x in eng.generate(reqs)]
+    assert sum(a != b for x, y in zip(got, want) for a, b in zip(x, y)) <= 1, (got, want)     # fp16: one near-tie may flip
+    assert eng.runner.num_ragged_steps >= 1 and eng.runner.num_fallback_steps == 0
 
 
 def _allocations(fn):

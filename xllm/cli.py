@@ -102,7 +102,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
             "peak_kv_blocks": peak, "kv_blocks_total": None if sequential else llm.get_engine().pool.num_blocks,
             "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.kv_cache_dtype or "auto", "kv_cache_memory": llm.kv_cache_memory,
-            "max_num_seqs": llm.max_num_seqs}
+            "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None)}
 
 def cmd_bench(args, out=None) -> int:
     "Run the benchmark of `args` and print (and with --json, save) its measurements."
@@ -120,7 +120,7 @@ def cmd_bench(args, out=None) -> int:
     if args.random_weights is not None:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization not in ("auto", "none"): raise _CLIError("--random-weights does not combine with --quantization")
-        kw = {k: getattr(args, k) for k in ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager")}
+        kw = {k: getattr(args, k) for k in _ENGINE_ARGS}
         llm = random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **kw)
     else: llm = _load(args)
     r = run_bench(llm, prompts, args.max_tokens, args.ignore_eos, args.chat, args.sequential)
@@ -187,7 +187,7 @@ def byte_tokenizer():
     return Tokenizer(ByteLevelBPE(vocab, [], "gpt2"))
 
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
-               enforce_eager: bool = False):
+               enforce_eager: bool = False, max_num_batched_tokens=None):
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
     else `byte_tokenizer()`; its vocabulary must fit the model's. Built the way `LLM.__init__` builds one from a checkpoint."""
     import torch
@@ -198,7 +198,7 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
     from xllm.sampling import Sampler
     config = random_config(spec)
     dev = _resolve_device(device)
-    _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager)
+    _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
     dtype = resolve_dtype(dtype) if dtype is not None else torch.float16
     tok = Tokenizer.from_file(Path(tokenizer).expanduser(), vocab_size=config.vocab_size) if tokenizer is not None else byte_tokenizer()
     if tok.vocab_size > config.vocab_size:
@@ -214,6 +214,7 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
     llm._n_decodable = min(tok.vocab_size, config.vocab_size)
     llm.eos_ids = list(dict.fromkeys([*(tok.eos_ids or []), *config.eos_token_id]))
     llm.kv_cache_dtype, llm.max_num_seqs, llm._engine, llm.enforce_eager = kv_cache_dtype, max_num_seqs or 32, None, enforce_eager
+    llm.max_num_batched_tokens = max_num_batched_tokens
     llm.kv_cache_memory = default_kv_cache_memory(llm.model.device) if kv_cache_memory is None else int(kv_cache_memory)
     if llm.kv_cache_memory < (blk := _kv_block_bytes(llm)):
         raise ValueError(f"kv_cache_memory: {llm.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
@@ -236,12 +237,17 @@ def parse_bytes(s: str) -> int:
     if n <= 0: raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {s!r}")
     return n
 
+_ENGINE_ARGS = ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager", "max_num_batched_tokens")   # what _engine_opts adds, as LLM takes it
+
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
     g.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default=None, help="K/V cache storage: auto (the model's dtype, default) or int8 (per-token scales, about half the memory)")
     g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="BYTES", help="memory for the paged K/V cache, e.g. 512M or 2G (default: xllm's per-device default)")
     g.add_argument("--max-num-seqs", type=int, default=max_num_seqs_default,
                    help=f"sequences batched at once (default {max_num_seqs_default or 32})")
+    g.add_argument("--max-num-batched-tokens", type=int, default=None, metavar="N",
+                   help="tokens one engine step may take, prompt chunks and decode rows together (default: max(512, --max-num-seqs)); "
+                        "longer prompts are prefilled in chunks")
     g.add_argument("--enforce-eager", action="store_true", help="on a GPU: run decode steps without CUDA graphs (xllm's kernels still run)")
 
 def _model_opts(p):
@@ -316,7 +322,7 @@ def _sampling_params(args, default_max_tokens: int):
 
 def _load(args):
     from xllm.llm import LLM
-    kw = {k: getattr(args, k) for k in ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager") if getattr(args, k, None) is not None}
+    kw = {k: getattr(args, k) for k in _ENGINE_ARGS if getattr(args, k, None) is not None}
     try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
 

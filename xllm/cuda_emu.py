@@ -117,7 +117,7 @@ template <typename T> inline T* static_smem(int id, size_t n) {   // the block's
     if (v.size() < words) v.assign(words, ~0ull);     // new: poisoned like the rest
     return reinterpret_cast<T*>(v.data());
 }
-template <typename P, typename Q> inline P checked_cast(Q q) {   // reinterpret_cast, with the GPU's alignment rule for wide loads
+template <typename P, typename Q> inline P checked_cast(Q q) {   // reinterpret_cast, with the GPU's alignment rule for wide loads and stores
     typedef typename std::remove_cv<typename std::remove_pointer<P>::type>::type E;
     uintptr_t a = reinterpret_cast<uintptr_t>(q);
     for (const Region& r : S.regions)              // inside a memcheck copy: the address it stands for in the tensor

@@ -72,6 +72,14 @@ class TorchOps:
         return out
 
     @staticmethod
+    def quant_linear(x, qw, out, workspace=None, gemv_rows=None):
+        "`out` = x @ Wᵀ + bias for a quantized weight (`ck.QuantWeight`), dequantized in float32 as the modules do it off the kernels."
+        from xllm.quant import dequantize_int4, dequantize_int8
+        w = dequantize_int8(qw.codes, qw.scales, x.dtype) if qw.bits == 8 else dequantize_int4(qw.codes, qw.scales, qw.mins, x.dtype)
+        torch.mm(x, w.t(), out=out)
+        return out if qw.bias is None else out.add_(qw.bias)
+
+    @staticmethod
     def chunk_plan(block_tables, chunks, n_heads, n_kv, head_dim):
         "What `paged_attention_chunks` needs of `chunks` `(first_row, num_tokens, table_row, start)`, made once per step: one row per token."
         return ck.chunk_rows(block_tables, chunks)
@@ -95,6 +103,11 @@ class CudaOps:
     rope_ = staticmethod(ck.rope_)
     silu_and_mul_fused = staticmethod(ck.silu_and_mul_fused)
     kv_append = staticmethod(ck.kv_append)
+
+    @staticmethod
+    def quant_linear(x, qw, out, workspace=None, gemv_rows=ck.QUANT_GEMV_ROWS):
+        "`ck.quant_linear`: the INT8/INT4 GEMV kernel for up to `gemv_rows` rows, else dequantize into `workspace` + cuBLAS."
+        return ck.quant_linear(x, qw, out=out, workspace=workspace, gemv_rows=gemv_rows)
 
     @staticmethod
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
@@ -156,6 +169,24 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         i += n
     return W, b
 
+def _fuse_quant(mods) -> ck.QuantWeight | None:
+    """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch; each
+    module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice. None if
+    the kernels cannot take them (`ck.quant_weight`)."""
+    qw = ck.quant_weight(mods)
+    if qw is None or len(mods) == 1: return qw
+    i = 0
+    for m in mods:
+        n = m.out_features
+        if qw.bits == 8: m.weight = qw.codes[i:i + n]
+        else:
+            m.qweight = qw.codes[i:i + n]
+            if m.scales.dtype == torch.float16: m.scales = qw.scales[i:i + n]
+            if m.mins is not None and m.mins.dtype == torch.float16: m.mins = qw.mins[i:i + n]
+        m._kcache = {}
+        i += n
+    return qw
+
 # %% ../nbs/14a_cuda_runner.ipynb 11
 class CudaRunner:
     """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
@@ -179,9 +210,12 @@ class CudaRunner:
         self.kv_ok = not pool.quantized or self.ops is not CudaOps or int8_kv_supported(c)   # the pool's K/V dtype is one ops attend over
         self.max_blocks = -(-self.max_model_len // pool.block_size)
         self.cos, self.sin = (t.to(dev) for t in rope_tables(model.inv_freq, self.max_model_len, torch.float32))
-        self.fused = [(_fuse([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj]), _fuse([l.mlp.gate_proj, l.mlp.up_proj]))
-                      for l in model.model.layers]
-        self._int8_scales: dict = {}
+        stacks = [([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj], [l.mlp.gate_proj, l.mlp.up_proj]) for l in model.model.layers]
+        self.fused = [tuple(_fuse(s) or _fuse_quant(s) for s in pair) for pair in stacks]
+        stacked = {id(m) for pair, fs in zip(stacks, self.fused) for s, f in zip(pair, fs) if f is not None for m in s}
+        self.quant = {id(m): qw for m in model.modules() if id(m) not in stacked and (qw := ck.quant_weight(m)) is not None}   # the other quantized linears
+        self.quant_gemv_rows = ck.QUANT_GEMV_ROWS   # quantized linears: the GEMV kernel up to this many rows, then dequantize + cuBLAS
+        self.dequant_ws = self._dequant_workspace()
         self.buf = self._buffers(max_batch)
         self.attn_ws = self._attention_workspace(max_batch)
         self.graph_batch_sizes = sorted(set(graph_batch_sizes)) if graph_batch_sizes is not None else default_graph_batch_sizes(max_batch)
@@ -204,6 +238,15 @@ class CudaRunner:
                             logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
         return b
 
+    def _dequant_workspace(self) -> torch.Tensor:
+        """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or stack; a
+        larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or kernels."""
+        lm = self.quant.get(id(self.model.lm_head))
+        qws = [*self.quant.values(), *(f for pair in self.fused for f in pair if isinstance(f, ck.QuantWeight))]
+        n = max((qw.shape[0] * qw.shape[1] for qw in qws if qw is not lm), default=0)
+        if lm is not None: n = max(n, min(lm.shape[0], 256) * lm.shape[1])   # a quantized head alone: slices of 256 rows
+        return torch.empty(n if self.ops is CudaOps else 0, dtype=self.model.dtype, device=self.device)
+
     def _attention_workspace(self, n: int) -> torch.Tensor:
         "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
         c, ws = self.config, 0
@@ -216,7 +259,7 @@ class CudaRunner:
     @property
     def buffer_bytes(self) -> int:
         "Bytes of the preallocated activation buffers."
-        return sum(t.numel() * t.element_size() for t in [*self.buf.values(), self.attn_ws])
+        return sum(t.numel() * t.element_size() for t in [*self.buf.values(), self.attn_ws, self.dequant_ws])
 
     def __repr__(self):
         return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
@@ -224,17 +267,13 @@ class CudaRunner:
 
 # %% ../nbs/14a_cuda_runner.ipynb 13
 def _linear(self, mod, x, out, fused=None):
-    "`out` = mod(x), without allocating for plain weights."
+    """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
+    `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction)."""
+    if fused is None and type(mod) is not nn.Linear: fused = self.quant.get(id(mod))
+    if isinstance(fused, ck.QuantWeight): return self.ops.quant_linear(x, fused, out, self.dequant_ws, self.quant_gemv_rows)
     if fused is not None: W, b = fused
     elif type(mod) is nn.Linear: W, b = mod.weight, mod.bias
-    else:
-        from xllm.quant import Int8Linear
-        if (isinstance(mod, Int8Linear) and self.ops is CudaOps and x.shape[0] <= 16 and mod.in_features % 16 == 0
-                and (mod.scales.dim() == 1 or (mod.in_features // mod.scales.shape[1]) % 16 == 0)):
-            sb = self._int8_scales.get(id(mod))                           # float32 scales [out, G] and bias, made once per module
-            if sb is None: sb = self._int8_scales[id(mod)] = (ck.int8_scales(mod.scales), None if mod.bias is None else mod.bias.float().contiguous())
-            return ck.int8_linear(x.contiguous(), mod.weight, sb[0], sb[1], out=out)
-        out.copy_(mod(x)); return out
+    else: out.copy_(mod(x)); return out                                     # a module the kernels cannot take
     if b is None: torch.mm(x, W.t(), out=out)
     else: torch.addmm(b, x, W.t(), out=out)
     return out

@@ -127,7 +127,7 @@ def _resolve_device(device) -> torch.device:
     return dev
 
 # %% ../nbs/07_llm.ipynb 12
-def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False):
+def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None):
     "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
     if kv_cache_dtype not in (None, "auto", "int8"):
         raise ValueError(f"kv_cache_dtype: expected None (the model's dtype), 'auto' or 'int8', got {kv_cache_dtype!r}")
@@ -136,6 +136,12 @@ def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_ea
         raise ValueError(f"kv_cache_memory: expected a positive number of bytes or None, got {kv_cache_memory!r}")
     if max_num_seqs is not None and (not isinstance(max_num_seqs, int) or isinstance(max_num_seqs, bool) or max_num_seqs <= 0):
         raise ValueError(f"max_num_seqs: expected a positive integer or None, got {max_num_seqs!r}")
+    if max_num_batched_tokens is not None:
+        if not isinstance(max_num_batched_tokens, int) or isinstance(max_num_batched_tokens, bool) or max_num_batched_tokens <= 0:
+            raise ValueError(f"max_num_batched_tokens: expected a positive integer or None, got {max_num_batched_tokens!r}")
+        if max_num_batched_tokens < (max_num_seqs or 32):
+            raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs ({max_num_seqs or 32}): "
+                             "every running sequence decodes one token each step")
     if not isinstance(enforce_eager, bool): raise ValueError(f"enforce_eager: expected True or False, got {enforce_eager!r}")
 
 
@@ -160,9 +166,9 @@ class LLM:
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
                  quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
-                 enforce_eager: bool = False):
+                 enforce_eager: bool = False, max_num_batched_tokens: int | None = None):
         self.device = _resolve_device(device)
-        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager)
+        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
         if quantization not in ("auto", None, "int8", "int4"):
             raise ValueError(f"quantization: expected 'auto', None, 'int8' or 'int4', got {quantization!r}")
         path = Path(model).expanduser() if model is not None else default_model_path()
@@ -211,6 +217,7 @@ class LLM:
         self._next_id = 0
         # the batching engine's settings: K/V storage (None = the model's dtype, or "int8"), bytes of paged K/V, most sequences per step
         self.kv_cache_dtype, self.max_num_seqs, self._engine = kv_cache_dtype, max_num_seqs or 32, None
+        self.max_num_batched_tokens = max_num_batched_tokens   # tokens one engine step may take (None: max(512, max_num_seqs))
         self.enforce_eager = enforce_eager         # on a GPU: decode steps without CUDA graphs (see build_engine)
         self.kv_cache_memory = default_kv_cache_memory(self.model.device) if kv_cache_memory is None else int(kv_cache_memory)
         if self.kv_cache_memory < (blk := _kv_block_bytes(self)):
@@ -304,8 +311,9 @@ def build_engine(llm, max_num_seqs: int | None = None, cuda_runner: bool = True)
     On a GPU (unless `cuda_runner=False`) its steps go through the runner `attach_cuda_runner` gives it."""
     from xllm.engine import Engine
     bs, seqs = 16, max_num_seqs or llm.max_num_seqs
+    tokens = getattr(llm, "max_num_batched_tokens", None) or max(512, seqs)   # a step's token budget: prompt chunks and decode rows
     full = seqs * -(-llm.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
-    eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=max(512, seqs), block_size=bs,
+    eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=bs,
                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
                  eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype)
     if cuda_runner and llm.model.device.type == "cuda": attach_cuda_runner(eng, seqs, getattr(llm, "enforce_eager", False))
