@@ -23,6 +23,8 @@ p.add_argument("--kv-cache-memory", type=int, default=None, help="bytes (default
 p.add_argument("--kv-cache-dtype", default=None, choices=["int8"], help="int8: the K/V pool stored as int8 codes + per-row scales")
 p.add_argument("--runner", choices=["none", "eager", "graphs"], default="none", help="forward_paged only, or xllm.cuda_runner eager / with CUDA graphs")
 p.add_argument("--kernel-chunk-tokens", type=int, default=None, help="CudaRunner.kernel_chunk_tokens: prompt chunks up to this long attend through the paged kernel")
+p.add_argument("--quantization", choices=["int8", "int4"], default=None, help="quantize the random model's layers (xllm.quant.quantize_model, groups of --group-size)")
+p.add_argument("--group-size", type=int, default=32)
 p.add_argument("--json", default=None, help="append the JSON lines to this file")
 a = p.parse_args()
 
@@ -35,6 +37,11 @@ max_batch = max(len(x[1]) for x in work)
 t0 = time.perf_counter()
 llm = random_llm(a.random_weights, a.device, a.dtype, a.tokenizer, max_num_seqs=max_batch, kv_cache_memory=a.kv_cache_memory,
                  kv_cache_dtype=a.kv_cache_dtype)
+if a.quantization:
+    from xllm.quant import quantize_model
+    quantize_model(llm.model, a.quantization, a.group_size, progress=False)
+    llm.quantization = a.quantization
+    if a.device.startswith("cuda"): torch.cuda.empty_cache()
 eng = llm._engine = build_engine(llm, cuda_runner=False)     # the runner is attached below, so its capture is timed apart
 build_s = time.perf_counter() - t0
 capture_s, runner = 0.0, None
@@ -47,7 +54,7 @@ weight_bytes = sum(t.numel() * t.element_size() for t in {id(t): t for t in llm.
 for name, prompts, n in work:
     before = None if runner is None else (runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps, runner.num_fallback_steps)
     r = run_bench(llm, prompts, n, ignore_eos=True, progress=False)
-    r.update(workload=name, config=a.random_weights, device=a.device, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype or a.dtype, runner=a.runner, runner_repr=repr(runner), build_s=build_s,
+    r.update(workload=name, config=a.random_weights, device=a.device, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype or a.dtype, quantization=a.quantization, runner=a.runner, runner_repr=repr(runner), build_s=build_s,
              capture_s=capture_s, weight_bytes=weight_bytes, kv_cache_report=eng.kv_cache_report)
     if runner is not None:
         r["runner_steps"] = dict(zip(("graph", "eager", "ragged", "fallback"), (x - y for x, y in zip((runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps, runner.num_fallback_steps), before))))

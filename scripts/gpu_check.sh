@@ -4,7 +4,7 @@
 # order, each with its own time limit; a failing or timed-out section is reported and the next one runs:
 #   env, pytest GPU tests, correctness (cuda vs cpu), speed (xllm + CUDA runner, transformers generate, roofline, the CLI),
 #   the engine's host work per step, the cuda cells of the kernel/runner notebooks, kernel timings, the engine without the
-#   runner, the runner over an int8 K/V pool.
+#   runner, the runner over an int8 K/V pool, the runner on int4 weights (GEMV kernels in decode, dequantize + cuBLAS in prefill).
 # Logs and JSON results go to $OUT/gpu_check (or a temp dir); one summary table is printed at the end.
 set -u
 cd "$(dirname "$0")/.."
@@ -70,6 +70,8 @@ section notebooks 70 bash -c notebooks
 section kernels 60 $PY scripts/bench_cuda_kernels.py "$RES/kernels.jsonl"
 section xllm_engine 100 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner none "${WL[@]}" --json "$RES/xllm_engine.jsonl"
 section xllm_int8kv 110 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs --kv-cache-dtype int8 "${WL[@]}" --json "$RES/xllm_int8kv.jsonl"
+
+section xllm_int4 90 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs --quantization int4 --workload bench/prompts.txt:1:128 --workload bench/hello.txt:200:18 --json "$RES/xllm_int4.jsonl"
 
 $PY scripts/gpu_table.py "$RES"
 echo "total $(( $(date +%s) - START ))s; logs and JSON in $RES"

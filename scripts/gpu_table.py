@@ -38,6 +38,11 @@ rb = roof.get("roofline_batch1_tok_s")
 print(f"batch-1 decode tokens/s: engine {f(b1e, '.1f')}, with cuda runner {f(b1g, '.1f')} (target >= 230); roofline {f(rb, '.1f')} "
       f"= {f(roof.get('copy_bandwidth_gbs'), '.0f')} GB/s copy bandwidth / {f((roof.get('weight_bytes_per_step') or 0) / 1e9 or None, '.2f')} GB weights per step"
       + (f"; runner at {b1g / rb:.0%} of roofline" if b1g and rb else ""))
+q4 = by(lines("xllm_int4.jsonl"))
+if q4:
+    print("int4 weights (groups of 32, GEMV kernels up to 16 rows, dequantize + cuBLAS above), cuda runner: " + "; ".join(
+        f"{label(k)}: {f(r.get('output_tok_s'))} output tok/s" + (f", decode {f(r.get('decode_tok_s'), '.1f')} tok/s" if k.rsplit(':', 2)[1] == '1' else "")
+        for k, r in q4.items()) + (f" (weights {q4[next(iter(q4))].get('weight_bytes', 0) / 1e9:.2f} GB)" if q4 else ""))
 if cli: print(f"xllm bench --random-weights {cfg} (CLI, engine, {cli[0].get('requests')} requests): {f(cli[0].get('output_tok_s'))} output tok/s")
 if (d / "engine_host.txt").exists():
     print("engine host work per step, model taken out (scripts/bench_engine_host.py):")
