@@ -143,24 +143,30 @@ for n_kv, N in ((32, 200), (8, 256)):
     slots = torch.randperm(4096 * 16, device=dev)[:N]
     rows.append((f"kv_append N={N}", f"{n_kv} kv heads x128 fp16", bench(lambda: ck.kv_append(kv[:, 0], kv[:, 1], kflat, vflat, slots)),
                  bench(lambda: (kflat.index_copy_(0, slots, kv[:, 0]), vflat.index_copy_(0, slots, kv[:, 1]))), 4 * N * n_kv * 128 * 2))
-from xllm.quant import Int8Linear, Int4Linear
-ws = torch.empty(11008 * 4096, dtype=dt, device=dev)                   # quant_linear's dequantize workspace
-for kind, make in (("int8", Int8Linear.from_float), ("int4", lambda w: Int4Linear.from_float(w, 32))):
-    for O, I in ((4096, 4096), (11008, 4096), (4096, 11008)):
-        mod = make(torch.randn(O, I, device=dev) * 0.02).to(dev)
-        qw, wf = ck.quant_weight(mod), mod.dequantize(dt)
-        code_bytes = qw.codes.numel()
-        # [11008, 4096]: where the GEMV kernel and dequantize + cuBLAS cross over (sets QUANT_GEMV_ROWS); other shapes: decode
-        for M in ((1, 8, 16, 32, 64, 128) if O == 11008 else (1,)):
-            xm = rnd(M, I)
-            if M in (1, 16):
-                err = ck.max_rel_err(ck.quant_linear(xm, qw, gemv_rows=M), ck.quant_linear_ref(xm, qw))
-                rows.append((f"{kind}_linear M={M}", f"[{O},{I}] err {err:.1e}", bench(lambda: ck.quant_linear(xm, qw, gemv_rows=M)), bench(lambda: mod(xm)), code_bytes + 2 * M * (I + O)))
-            else: rows.append((f"{kind}_linear M={M}", f"[{O},{I}] GEMV kernel", bench(lambda: ck.quant_linear(xm, qw, gemv_rows=M)), bench(lambda: mod(xm)), code_bytes + 2 * M * (I + O)))
-            if O == 11008:
-                rows.append((f"{kind} deq+mm M={M}", f"[{O},{I}] vs fp16 torch.mm", bench(lambda: ck.quant_linear(xm, qw, workspace=ws, gemv_rows=0)),
-                             bench(lambda: torch.mm(xm, wf.t())), code_bytes + 4 * O * I + 2 * M * (I + O)))
-        del mod, qw, wf
+def quant_rows(bench, rnd, dev, dt, shapes=((4096, 4096), (11008, 4096), (4096, 11008)), sweep=(1, 8, 16, 32, 64, 128)):
+    """INT8 (per row) and INT4 (groups of 32) weights: the GEMV kernels against the module's own GPU path (dequantize in torch
+    ops + matmul) at one row for every shape; for shapes[1], every M of `sweep` through the GEMV kernel and through
+    dequantize_weight + torch.mm (against torch.mm on the fp16 weight): where they cross is what QUANT_GEMV_ROWS should be."""
+    from xllm.quant import Int8Linear, Int4Linear
+    out = []
+    ws = torch.empty(max(o * i for o, i in shapes), dtype=dt, device=dev)   # quant_linear's dequantize workspace
+    for kind, make in (("int8", Int8Linear.from_float), ("int4", lambda w: Int4Linear.from_float(w, 32))):
+        for O, I in shapes:
+            mod = make(torch.randn(O, I, device=dev) * 0.02).to(dev)
+            qw, wf = ck.quant_weight(mod), mod.dequantize(dt)
+            codes = qw.codes.numel()
+            for M in (sweep if (O, I) == shapes[1] else (1,)):
+                xm = rnd(M, I)
+                what = f"[{O},{I}]" + (f" err {ck.max_rel_err(ck.quant_linear(xm, qw, gemv_rows=M), ck.quant_linear_ref(xm, qw)):.1e}" if M in (1, 16) else " GEMV kernel")
+                out.append((f"{kind}_linear M={M}", what, bench(lambda: ck.quant_linear(xm, qw, gemv_rows=M)), bench(lambda: mod(xm)), codes + 2 * M * (I + O)))
+                if (O, I) == shapes[1]:
+                    out.append((f"{kind} deq+mm M={M}", f"[{O},{I}] vs fp16 torch.mm", bench(lambda: ck.quant_linear(xm, qw, workspace=ws, gemv_rows=0)),
+                                bench(lambda: torch.mm(xm, wf.t())), codes + 4 * O * I + 2 * M * (I + O)))
+            del mod, qw, wf
+    return out
+
+try: rows.extend(quant_rows(bench, rnd, dev, dt))
+except Exception as e: print(f"int8 / int4 weight rows failed: {type(e).__name__}: {e}")
 
 print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
 print(f"{'kernel':22s} {'shape':46s} {'xllm gpu us':>11s} {'torch gpu us':>12s} {'speedup':>8s} {'xllm GB/s':>9s} {'host us/call xllm/torch':>24s}")

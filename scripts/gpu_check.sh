@@ -60,7 +60,7 @@ export -f env_check notebooks
 export PY
 section env 150 bash -c env_check
 section pytest_gpu 130 $PY -m pytest -q -s -p no:cacheprovider -k "not emulated" tests/test_cuda_kernels.py tests/test_cuda_runner.py tests/test_cuda_compile.py   # CI runs the emulated ones
-section correctness 70 $PY scripts/gpu_correctness.py
+section correctness 90 $PY scripts/gpu_correctness.py
 section xllm_graphs 110 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs "${WL[@]}" --json "$RES/xllm_graphs.jsonl"
 section transformers 100 $PY scripts/bench_hf_generate.py --random-weights $CFG --device $DEV "${WL[@]}" --json "$RES/hf.jsonl"
 section roofline 20 bash -c "$PY scripts/bench_roofline.py $CFG > '$RES/roofline.json' && cat '$RES/roofline.json'"

@@ -8,7 +8,8 @@
   TorchOps against the compiled CPU kernels, the int8 difference is 2e-4);
 - the default model (SmolLM2-135M GGUF) when it is in the cache (it is not downloaded here): LLM.generate greedy 16 tokens cpu vs
   cuda, float32, with the CudaRunner that LLM attaches on a GPU, with CUDA graphs and with enforce_eager=True: two prompts
-  batched, one alone and one streamed (single completions go through the engine too when it has a runner).
+  batched, one alone and one streamed (single completions go through the engine too when it has a runner); then with its Q4_1/Q8_0
+  layers kept packed (quantization="gguf"), cuda (xllm's INT4/INT8 kernels, float32 and float16) vs the packed model on the CPU.
 Exit status 1 if a check fails."""
 import copy, json, sys
 import torch
@@ -89,4 +90,18 @@ else:
         same = outs["cpu", False] == outs["cuda", eager]
         report(case=f"default model, LLM.generate greedy, cuda ({'eager' if eager else 'CUDA graphs'}) vs cpu (fp32)", tokens_equal=same,
                runner=runners["cuda", eager], **{"pass": same and "CudaRunner" in runners["cuda", eager]})
+    # the GGUF's Q4_1/Q8_0 layers kept packed (quantization="gguf"): on cuda through the INT4/INT8 kernels (GEMV for <= 16 rows,
+    # dequantize + cuBLAS above: the 2-prompt prefill), against the packed model on the CPU (its compiled kernels)
+    import xllm.cuda_kernels as ck
+    sp = SamplingParams(temperature=0, max_tokens=16)
+    two = ["Hello! Who are you?", "The capital of France is"]
+    want = [o.outputs[0].token_ids for o in LLM(path, device="cpu", quantization="gguf", kv_cache_memory=2**28, max_num_seqs=4).generate(two, sp, use_tqdm=False)]
+    for dt in ("float32", "float16"):
+        llm = LLM(path, device="cuda", dtype=dt, quantization="gguf", kv_cache_memory=2**28, max_num_seqs=4)
+        got = [o.outputs[0].token_ids for o in llm.generate(two, sp, use_tqdm=False)]
+        run = llm.get_engine().runner
+        stacked = run is not None and all(isinstance(f, ck.QuantWeight) for pair in run.fused for f in pair)
+        report(case=f"default model packed (quantization='gguf'), {dt} cuda runner vs packed cpu, greedy", tokens_equal=got == want,
+               first_mismatch=next(([i, a, b] for i, (a, b) in enumerate(zip(got, want)) if a != b), None), runner=repr(run),
+               quant_stacks=stacked, **{"pass": stacked and (got == want or dt == "float16")})
 sys.exit(0 if ok else 1)

@@ -256,8 +256,9 @@ def _model_opts(p):
     g.add_argument("--tokenizer", help="tokenizer file, when the model does not carry one (llama2.c .bin)")
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     g.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: float32 on cpu)")
-    g.add_argument("--quantization", choices=["auto", "none", "int8", "int4"], default="auto",
-                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on cpu; none: dequantize to --dtype; int8/int4: quantize the linear layers after loading (groups of 32)")
+    g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
+                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on cpu; gguf: they stay packed on any device (cuda: xllm's INT8/INT4 kernels); "
+                        "none: dequantize to --dtype; int8/int4: quantize the linear layers after loading (groups of 32)")
 
 def _common(p):
     _model_opts(p)

@@ -169,12 +169,17 @@ class LLM:
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None):
         self.device = _resolve_device(device)
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
-        if quantization not in ("auto", None, "int8", "int4"):
-            raise ValueError(f"quantization: expected 'auto', None, 'int8' or 'int4', got {quantization!r}")
+        if quantization not in ("auto", None, "int8", "int4", "gguf"):
+            raise ValueError(f"quantization: expected 'auto', None, 'int8', 'int4' or 'gguf', got {quantization!r}")
         path = Path(model).expanduser() if model is not None else default_model_path()
         if not path.exists(): raise FileNotFoundError(f"model not found: {path}")
         dtype = resolve_dtype(dtype)
         qmodel = None
+        if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
+            if (g := _packed_gguf(path)) is None:
+                raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0 or Q4_1 layer weights to keep packed")
+            quantization, qmodel = None, quant.load_quantized_gguf(g)
+            self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
         if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on the CPU (float32 activations)
             quantization = None                    # ... when our compiled kernels run here (the torch path dequantizes per call: slow)
             if dtype == torch.float32 and self.device.type == "cpu" and cpu_kernels.ENABLED and (g := _packed_gguf(path)) is not None and cpu_kernels.available():
