@@ -134,13 +134,19 @@ def _allocations(fn):
     return [(e.name, mem(e)) for e in prof.events() if mem(e) > 0]
 
 
-def test_decode_step_allocates_and_reads_back_nothing(dev):
-    """What graph capture needs, and what the buffer pool promises: with plain float weights the eager decode step allocates
-    nothing (the split-K workspace included: max_model_len 2048 makes 3 rows split the attention 8 ways) and reads no tensor
-    value back to the host (item, tolist, bool, ...: a sync, which capture refuses)."""
+@pytest.mark.parametrize("weights", ["float", "int4 gemv", "int8 dequant+mm in slices"])
+def test_decode_step_allocates_and_reads_back_nothing(weights, dev):
+    """What graph capture needs, and what the buffer pool promises: the eager decode step allocates nothing (the split-K
+    workspace included: max_model_len 2048 makes 3 rows split the attention 8 ways) and reads no tensor value back to the host
+    (item, tolist, bool, ...: a sync, which capture refuses). Float weights; int4 weights through the GEMV kernel; int8 weights
+    (the head too) dequantized into a workspace of 64 weight rows, so every weight goes through it in slices."""
     m = tiny_model(5, torch.float32, dev, max_position_embeddings=2048, head_dim=64, hidden_size=256)   # paged_attention_v2
+    if weights != "float":
+        from xllm.quant import quantize_model
+        quantize_model(m, weights[:4], 32, lm_head=weights.startswith("int8"), progress=False)
     pool = PagedKVPool(m.config, 40, 8, torch.float32, dev)
     r = CudaRunner(m, pool, max_batch=8, enforce_eager=True, ops=CudaOps)
+    if weights.startswith("int8"): r.quant_gemv_rows, r.dequant_ws = 0, r.dequant_ws[:64 * 256]
     assert ck.paged_attention_splits(3, 2, r.max_blocks * 8, ck._num_sms(dev)) == 8 and r.attn_ws.numel() >= 3 * 8 * 8 * 66
     greedy_paged(m, pool, PROMPTS, 3, step=r)                         # the pool holds K/V, the kernels are built
     q, bt, cl = r.buf["q"][:3], r.buf["tables"][:3], r.buf["lens"][:3]
