@@ -77,6 +77,7 @@ def test_chat_default_model_eof():
     (["generate", "hi", "--bogus"], "--bogus"),
     (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--max-num-seqs", "8", "--max-num-batched-tokens", "4"], "must be at least max_num_seqs (8)"),
     (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--max-num-batched-tokens", "0"], "max_num_batched_tokens"),
+    (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--quantization", "gguf"], "needs a GGUF file"),
     (["frobnicate"], "frobnicate"),
 ])
 def test_errors_are_one_line(args, needle):
@@ -198,3 +199,14 @@ def test_bench_json(tiny, tmp_path):
         assert d["ttft_p50_s"] <= d["ttft_p95_s"]
         assert (d["peak_kv_blocks"] is None) == bool(extra) and (extra or 1 <= d["peak_kv_blocks"] <= d["kv_blocks_total"])
         assert "tok/s" in r.stdout
+
+
+def test_bench_random_weights_quantized(tmp_path):
+    "`xllm bench --random-weights ... --quantization int4`: the random layers quantized (a GPU benchmark of the INT4 kernels needs no download)."
+    import json
+    js = tmp_path / "b.json"
+    r = _run(["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--batch", "2", "--max-tokens", "2", "--ignore-eos",
+              "--quantization", "int4", "--json", str(js)])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(js.read_text())
+    assert d["quantization"] == "int4" and d["output_tokens"] == 4

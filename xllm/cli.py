@@ -102,7 +102,8 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
             "peak_kv_blocks": peak, "kv_blocks_total": None if sequential else llm.get_engine().pool.num_blocks,
             "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.kv_cache_dtype or "auto", "kv_cache_memory": llm.kv_cache_memory,
-            "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None)}
+            "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None),
+            "quantization": llm.quantization_label}
 
 def cmd_bench(args, out=None) -> int:
     "Run the benchmark of `args` and print (and with --json, save) its measurements."
@@ -119,9 +120,12 @@ def cmd_bench(args, out=None) -> int:
     prompts = (prompts * -(-n // len(prompts)))[:n]
     if args.random_weights is not None:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
-        if args.quantization not in ("auto", "none"): raise _CLIError("--random-weights does not combine with --quantization")
+        if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
         kw = {k: getattr(args, k) for k in _ENGINE_ARGS}
         llm = random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **kw)
+        if args.quantization in ("int8", "int4"):                   # the random layers quantized in place (groups of 32), as LLM does
+            from xllm.quant import quantize_model
+            llm.quantization = quantize_model(llm.model, args.quantization, 32, progress=False).quantization_config
     else: llm = _load(args)
     r = run_bench(llm, prompts, args.max_tokens, args.ignore_eos, args.chat, args.sequential)
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)

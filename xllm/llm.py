@@ -228,13 +228,18 @@ class LLM:
         if self.kv_cache_memory < (blk := _kv_block_bytes(self)):
             raise ValueError(f"kv_cache_memory: {self.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
 
+    @property
+    def quantization_label(self) -> str | None:
+        "How the weights are stored, in a word: None (float), 'int8' / 'int4' (xllm's), or 'packed Q4_1/Q8_0' (a GGUF's types)."
+        q = self.quantization
+        if not q: return None
+        if isinstance(q, str): return q
+        if "bits" in q: return f"int{q['bits']}"
+        return f"packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
+
     def __repr__(self):
         c = self.config
-        q = self.quantization
-        if not q: q = ""
-        elif isinstance(q, str): q = f", {q}"
-        elif "bits" in q: q = f", int{q['bits']}"
-        else: q = f", packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
+        q = f", {self.quantization_label}" if self.quantization else ""
         return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
                 f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device})")
 
