@@ -50,5 +50,22 @@ if (d / "engine_host.txt").exists():
 k = lines("kernels.jsonl")
 if k:
     print("kernels vs torch (GPU time, speedup = torch / xllm): " + "; ".join(f"{r['kernel']} {r['speedup']:.2f}x" for r in k))
+
+def crossover(fast, slow):
+    "The largest size at which `fast` (size -> us) still beats `slow`, scanning sizes upward; None when it never does."
+    best = None
+    for n in sorted(set(fast) & set(slow)):
+        if fast[n] < slow[n]: best = n
+        else: break
+    return best
+num = lambda r: int(r["kernel"].rsplit("=", 1)[1])
+for bits in ("int8", "int4"):                                          # where the GEMV kernel stops beating dequantize + cuBLAS
+    gemv = {num(r): r["xllm_us"] for r in k if r["kernel"].startswith(f"{bits}_linear M=") and "[11008,4096]" in r["shape"]}
+    deq = {num(r): r["xllm_us"] for r in k if r["kernel"].startswith(f"{bits} deq+mm M=")}
+    if gemv and deq: print(f"suggested QUANT_GEMV_ROWS for {bits} (now 16): {crossover(gemv, deq)} (GEMV faster up to there, measured M = {sorted(deq)})")
+for n_kv in ("32", "8"):                                              # where the tiles stop beating gather + SDPA
+    tiles = {num(r): r["xllm_us"] for r in k if r["kernel"].startswith("prefill attn T=") and r["shape"].startswith("tiles") and f"32/{n_kv} heads" in r["shape"]}
+    sdpa = {num(r): r["torch_us"] for r in k if r["kernel"].startswith("prefill attn T=") and r["shape"].startswith("tiles") and f"32/{n_kv} heads" in r["shape"]}
+    if tiles: print(f"suggested kernel_chunk_tokens for 32/{n_kv} heads (now 64): {crossover(tiles, sdpa)} (tiles faster than gather + SDPA up to there)")
 st = (d / "status.txt").read_text().strip().splitlines() if (d / "status.txt").exists() else []
 print("sections: " + ", ".join(st))
