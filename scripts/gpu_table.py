@@ -30,9 +30,9 @@ cfg = next((r.get("config") for r in [*graphs.values(), *eager.values(), *hf.val
 print(f"\n==== xllm GPU check: {roof.get('gpu', 'GPU ?')}, {cfg} shape, random fp16 weights (byte-tokenized prompts) ====")
 print("output tokens/s (end to end, prefill included; EOS ignored):")
 print(f"{'workload':30s} {'xllm engine':>12s} {'+cuda runner':>13s} {'+int8 K/V':>10s} {'transformers':>13s} {'runner/HF':>10s} {'target':>8s}")
-for key, label, target in W:
+for key, lab, target in W:
     g, e, q, h = (x.get(key, {}).get("output_tok_s") for x in (graphs, eager, i8, hf))
-    print(f"{label:30s} {f(e):>12s} {f(g):>13s} {f(q):>10s} {f(h):>13s} {(f(g / h, '.2f') + 'x') if g and h else 'n/a':>10s} {f(target):>8s}")
+    print(f"{lab:30s} {f(e):>12s} {f(g):>13s} {f(q):>10s} {f(h):>13s} {(f(g / h, '.2f') + 'x') if g and h else 'n/a':>10s} {f(target):>8s}")
 b1g, b1e = (x.get(b1, {}).get("decode_tok_s") for x in (graphs, eager))
 rb = roof.get("roofline_batch1_tok_s")
 print(f"batch-1 decode tokens/s: engine {f(b1e, '.1f')}, with cuda runner {f(b1g, '.1f')} (target >= 230); roofline {f(rb, '.1f')} "
