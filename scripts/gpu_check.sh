@@ -44,6 +44,8 @@ env_check() {
     $PY -m pip install -q "$pkg" || { echo "could not install $pkg"; return 1; }
   fi
   $PY -c "import cupy; print('cupy', cupy.__version__)"
+  # build every kernel once here (NVRTC, timed): CuPy keeps the result in its disk cache, so later sections only load it
+  $PY -c "import time, xllm.cuda_kernels as ck; t = time.perf_counter(); n = ck.load_kernels('cuda'); print(f'NVRTC build of {n} kernels: {time.perf_counter() - t:.1f} s')" || return 1
   for m in pytest transformers nbdev; do $PY -c "import $m" 2>/dev/null && echo "$m: present" || echo "$m: MISSING (its section will fail)"; done
 }
 

@@ -67,5 +67,7 @@ for n_kv in ("32", "8"):                                              # where th
     tiles = {num(r): r["xllm_us"] for r in k if r["kernel"].startswith("prefill attn T=") and r["shape"].startswith("tiles") and f"32/{n_kv} heads" in r["shape"]}
     sdpa = {num(r): r["torch_us"] for r in k if r["kernel"].startswith("prefill attn T=") and r["shape"].startswith("tiles") and f"32/{n_kv} heads" in r["shape"]}
     if tiles: print(f"suggested kernel_chunk_tokens for 32/{n_kv} heads (now 64): {crossover(tiles, sdpa)} (tiles faster than gather + SDPA up to there)")
+if (d / "env.log").exists():
+    print("; ".join(l.strip() for l in (d / "env.log").read_text().splitlines() if l.startswith(("NVRTC build", "torch ", "cupy "))))
 st = (d / "status.txt").read_text().strip().splitlines() if (d / "status.txt").exists() else []
 print("sections: " + ", ".join(st))
