@@ -17,7 +17,7 @@ __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MA
            'silu_and_mul_fused', 'silu_and_mul_ref', 'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention',
            'paged_attention_ref', 'random_paged', 'paged_attention_splits', 'paged_attention_v2', 'chunk_tiles',
            'paged_attention_chunks', 'chunk_rows', 'paged_attention_chunks_ref', 'kv_append', 'int8_scales',
-           'int8_linear', 'int8_linear_ref', 'QuantWeight', 'quant_weight', 'int4_linear', 'dequantize_weight',
+           'QuantWeight', 'int8_linear', 'int8_linear_ref', 'quant_weight', 'int4_linear', 'dequantize_weight',
            'quant_linear', 'quant_weight_ref', 'quant_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
@@ -1231,45 +1231,6 @@ def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     s = scales.float()
     return (s[:, None] if s.dim() == 1 else s).contiguous()
 
-def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
-                out: torch.Tensor | None = None) -> torch.Tensor:
-    """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`, `scales`
-    float32 `[out, G]` (see `int8_scales`; G = 1 per row, else groups of in/G columns, a multiple of 16), `bias` float32 `[out]`."""
-    _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
-    _check("weight", weight, device=x.device, dtype=torch.int8, dims=2)
-    _check("scales", scales, device=x.device, dtype=torch.float32, dims=2)
-    M, I = x.shape
-    O = weight.shape[0]
-    if weight.shape[1] != I: raise ValueError(f"weight shape {tuple(weight.shape)} does not take x with {I} features")
-    if I % 16: raise ValueError(f"in_features must be a multiple of 16 for int8_linear, got {I}")
-    if not x.is_contiguous() or not weight.is_contiguous() or not scales.is_contiguous(): raise ValueError("x, weight and scales must be contiguous")
-    G = scales.shape[1]
-    if scales.shape[0] != O or I % G or (I // G) % 16: raise ValueError(f"scales {tuple(scales.shape)} must be [{O}, G] with in_features/G a multiple of 16")
-    if bias is not None:
-        _check("bias", bias, device=x.device, dtype=torch.float32, dims=1)
-        if bias.shape[0] != O or not bias.is_contiguous(): raise ValueError(f"bias must be contiguous float32 [{O}]")
-    if out is None: out = torch.empty(M, O, dtype=x.dtype, device=x.device)
-    _check("out", out, device=x.device, dtype=x.dtype, dims=2)
-    if out.shape != (M, O) or not out.is_contiguous(): raise ValueError(f"out must be contiguous [{M}, {O}]")
-    for n, t in (("x", x), ("weight", weight)):
-        if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
-    if M == 0 or O == 0: return out
-    _launch(f"int8_gemv_{DTYPE_SUFFIX[x.dtype]}", x, (-(-O // 4), -(-M // 4)), 128,
-            (_p(out), _p(x), _p(weight), _p(scales), _p(bias), np.int32(M), np.int32(O), np.int32(I), np.int32(G), np.int32(I // G),
-             np.int64(x.stride(0)), np.int64(out.stride(0))))
-    return out
-
-def int8_linear_ref(x, weight, scales, bias=None):
-    "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
-    s = scales.double().cpu()
-    s = s[:, None] if s.dim() == 1 else s
-    w = (weight.cpu().double().reshape(weight.shape[0], s.shape[1], -1) * s[..., None]).reshape(weight.shape)
-    y = x.double().cpu() @ w.T
-    return y if bias is None else y + bias.double().cpu()
-
-# %% ../nbs/14_cuda_kernels.ipynb 47
-QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
-
 class QuantWeight(NamedTuple):
     """A weight-only quantized linear as xllm's kernels read it. `bits` 8: `codes` int8 `[O, I]`, `scales` float32 `[O, G]`
     (`int8_scales`), no `mins`. `bits` 4: `codes` uint8 `[O, I/2]` (two a byte, `xllm.quant.pack_nibbles`), `scales` and
@@ -1285,28 +1246,6 @@ class QuantWeight(NamedTuple):
     def shape(self) -> tuple[int, int]:
         "`(out_features, in_features)`."
         return self.codes.shape[0], self.codes.shape[1] * (2 if self.bits == 4 else 1)
-
-def quant_weight(mods) -> QuantWeight | None:
-    """The `QuantWeight` of an `Int8Linear` or `Int4Linear`, or of a list of them stacked along the output dimension (one
-    launch for q/k/v); None when the kernels cannot take them (mixed kinds, group sizes or minimums; in_features or the
-    group not a multiple of 16 for int8, 32 for int4). One module's tensors are used as they are where their dtype fits."""
-    from xllm.quant import Int8Linear, Int4Linear
-    mods = list(mods) if isinstance(mods, (list, tuple)) else [mods]
-    kind = type(mods[0]) if mods else None
-    if kind not in (Int8Linear, Int4Linear) or any(type(m) is not kind for m in mods): return None
-    I = mods[0].in_features
-    if kind is Int8Linear: bits, unit, codes, sc, mn = 8, 16, [m.weight for m in mods], [int8_scales(m.scales) for m in mods], None
-    else:
-        bits, unit, codes, sc = 4, 32, [m.qweight for m in mods], [m.scales.half() for m in mods]
-        if len({m.mins is None for m in mods}) != 1: return None
-        mn = None if mods[0].mins is None else [m.mins.half() for m in mods]
-    G = sc[0].shape[1]
-    if any(m.in_features != I or s.shape[1] != G for m, s in zip(mods, sc)) or I % unit or (I // G) % unit: return None
-    cat = lambda ts: ts[0].contiguous() if len(ts) == 1 else torch.cat(ts).contiguous()
-    bias = None
-    if any(m.bias is not None for m in mods):
-        bias = cat([m.bias.float() if m.bias is not None else torch.zeros(m.out_features, device=m.scales.device) for m in mods])
-    return QuantWeight(bits, cat(codes), cat(sc), None if mn is None else cat(mn), bias)
 
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
@@ -1331,13 +1270,6 @@ def _check_quant(x: torch.Tensor, qw: QuantWeight):
     if not all(t is None or t.is_contiguous() for t in qw[1:4]): raise ValueError("codes, scales and mins must be contiguous")
     if qw.codes.data_ptr() % 16: raise ValueError("codes must be 16-byte aligned (vector loads)")
 
-def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None,
-                bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """y `[M, out]` = x `[M, in]` @ (q * scales + mins)ᵀ + bias, or (q - 8) * scales without `mins`, with `Int4Linear`'s
-    layout: `qweight` uint8 `[out, in/2]` (two codes a byte), `scales`/`mins` float16 `[out, G]` (in/G a multiple of 32),
-    `bias` float32 `[out]`."""
-    return _gemv(x, QuantWeight(4, qweight, scales, mins, bias), out)
-
 def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.Tensor:
     "`int8_gemv` / `int4_gemv` of `x` `[M, I]` with `qw` into `out` `[M, O]`."
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -1354,6 +1286,52 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
             (_p(out), _p(x), _p(qw.codes), _p(qw.scales), *extra, _p(qw.bias), np.int32(M), np.int32(O), np.int32(I), np.int32(G),
              np.int32(I // G), np.int64(x.stride(0)), np.int64(out.stride(0))))
     return out
+
+def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`, `scales`
+    float32 `[out, G]` (see `int8_scales`; G = 1 per row, else groups of in/G columns, a multiple of 16), `bias` float32 `[out]`."""
+    return _gemv(x, QuantWeight(8, weight, scales, None, bias), out)
+
+def int8_linear_ref(x, weight, scales, bias=None):
+    "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
+    s = scales.double().cpu()
+    s = s[:, None] if s.dim() == 1 else s
+    w = (weight.cpu().double().reshape(weight.shape[0], s.shape[1], -1) * s[..., None]).reshape(weight.shape)
+    y = x.double().cpu() @ w.T
+    return y if bias is None else y + bias.double().cpu()
+
+# %% ../nbs/14_cuda_kernels.ipynb 47
+QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
+
+def quant_weight(mods) -> QuantWeight | None:
+    """The `QuantWeight` of an `Int8Linear` or `Int4Linear`, or of a list of them stacked along the output dimension (one
+    launch for q/k/v); None when the kernels cannot take them (mixed kinds, group sizes or minimums; in_features or the
+    group not a multiple of 16 for int8, 32 for int4). One module's tensors are used as they are where their dtype fits."""
+    from xllm.quant import Int8Linear, Int4Linear
+    mods = list(mods) if isinstance(mods, (list, tuple)) else [mods]
+    kind = type(mods[0]) if mods else None
+    if kind not in (Int8Linear, Int4Linear) or any(type(m) is not kind for m in mods): return None
+    I = mods[0].in_features
+    if kind is Int8Linear: bits, unit, codes, sc, mn = 8, 16, [m.weight for m in mods], [int8_scales(m.scales) for m in mods], None
+    else:
+        bits, unit, codes, sc = 4, 32, [m.qweight for m in mods], [m.scales.half() for m in mods]
+        if len({m.mins is None for m in mods}) != 1: return None
+        mn = None if mods[0].mins is None else [m.mins.half() for m in mods]
+    G = sc[0].shape[1]
+    if any(m.in_features != I or s.shape[1] != G for m, s in zip(mods, sc)) or I % unit or (I // G) % unit: return None
+    cat = lambda ts: ts[0].contiguous() if len(ts) == 1 else torch.cat(ts).contiguous()
+    bias = None
+    if any(m.bias is not None for m in mods):
+        bias = cat([m.bias.float() if m.bias is not None else torch.zeros(m.out_features, device=m.scales.device) for m in mods])
+    return QuantWeight(bits, cat(codes), cat(sc), None if mn is None else cat(mn), bias)
+
+def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """y `[M, out]` = x `[M, in]` @ (q * scales + mins)ᵀ + bias, or (q - 8) * scales without `mins`, with `Int4Linear`'s
+    layout: `qweight` uint8 `[out, in/2]` (two codes a byte), `scales`/`mins` float16 `[out, G]` (in/G a multiple of 32),
+    `bias` float32 `[out]`."""
+    return _gemv(x, QuantWeight(4, qweight, scales, mins, bias), out)
 
 def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
     "Write the weight `qw` stands for into `out` (contiguous `[O, I]`, 16-byte aligned; float32, float16 or bfloat16), in one pass."
