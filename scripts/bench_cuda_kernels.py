@@ -143,7 +143,7 @@ for n_kv, N in ((32, 200), (8, 256)):
     slots = torch.randperm(4096 * 16, device=dev)[:N]
     rows.append((f"kv_append N={N}", f"{n_kv} kv heads x128 fp16", bench(lambda: ck.kv_append(kv[:, 0], kv[:, 1], kflat, vflat, slots)),
                  bench(lambda: (kflat.index_copy_(0, slots, kv[:, 0]), vflat.index_copy_(0, slots, kv[:, 1]))), 4 * N * n_kv * 128 * 2))
-def quant_rows(bench, rnd, dev, dt, shapes=((4096, 4096), (11008, 4096), (4096, 11008)), sweep=(1, 8, 16, 32, 64, 128)):
+def quant_rows(bench, rnd, dev, dt, shapes=((4096, 4096), (11008, 4096), (4096, 11008)), sweep=(1, 8, 16, 32, 64, 128, 512)):
     """INT8 (per row) and INT4 (groups of 32) weights: the GEMV kernels against the module's own GPU path (dequantize in torch
     ops + matmul) at one row for every shape; for shapes[1], every M of `sweep` through the GEMV kernel and through
     dequantize_weight + torch.mm (against torch.mm on the fp16 weight): where they cross is what QUANT_GEMV_ROWS should be."""
@@ -157,7 +157,8 @@ def quant_rows(bench, rnd, dev, dt, shapes=((4096, 4096), (11008, 4096), (4096, 
             codes = qw.codes.numel()
             for M in (sweep if (O, I) == shapes[1] else (1,)):
                 xm = rnd(M, I)
-                what = f"[{O},{I}]" + (f" err {ck.max_rel_err(ck.quant_linear(xm, qw, gemv_rows=M), ck.quant_linear_ref(xm, qw)):.1e}" if M in (1, 16) else " GEMV kernel")
+                ref = lambda: xm.double() @ mod.dequantize(torch.float64).t()    # on the GPU: quick; the float32 dequantization is exact to ~1e-7
+                what = f"[{O},{I}]" + (f" err {ck.max_rel_err(ck.quant_linear(xm, qw, gemv_rows=M), ref()):.1e}" if M in (1, 16) else " GEMV kernel")
                 out.append((f"{kind}_linear M={M}", what, bench(lambda: ck.quant_linear(xm, qw, gemv_rows=M)), bench(lambda: mod(xm)), codes + 2 * M * (I + O)))
                 if (O, I) == shapes[1]:
                     out.append((f"{kind} deq+mm M={M}", f"[{O},{I}] vs fp16 torch.mm", bench(lambda: ck.quant_linear(xm, qw, workspace=ws, gemv_rows=0)),

@@ -69,7 +69,7 @@ section roofline 20 bash -c "$PY scripts/bench_roofline.py $CFG > '$RES/roofline
 section engine_host 40 bash -c "$PY scripts/bench_engine_host.py > '$RES/engine_host.txt' && $PY scripts/bench_engine_host.py --batch 160 --prompt 30 --tokens 128 >> '$RES/engine_host.txt' && $PY scripts/bench_engine_host.py --batch 160 --prompt 30 --tokens 128 --temperature 0.8 >> '$RES/engine_host.txt' && cat '$RES/engine_host.txt'"
 section cli 50 $PY -m xllm bench --random-weights $CFG --device $DEV --file bench/hello.txt --batch 200 --max-tokens 18 --ignore-eos --max-num-seqs 200 --json "$RES/cli.json"
 section notebooks 70 bash -c notebooks
-section kernels 60 $PY scripts/bench_cuda_kernels.py "$RES/kernels.jsonl"
+section kernels 75 $PY scripts/bench_cuda_kernels.py "$RES/kernels.jsonl"
 section xllm_engine 100 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner none "${WL[@]}" --json "$RES/xllm_engine.jsonl"
 section xllm_int8kv 110 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs --kv-cache-dtype int8 "${WL[@]}" --json "$RES/xllm_int8kv.jsonl"
 
