@@ -215,6 +215,8 @@ def test_int8_linear(dt, dev):
         w, s = mod.weight.to(dev), ck.int8_scales(mod.scales).to(dev)
         record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s, bias.to(dev)), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales, bias)), dev)
         record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, s), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales)), dev)
+        if gs is not None:                                              # the module's float16 group scales, read as they are
+            record("int8_linear", dt, ck.max_rel_err(ck.int8_linear(x, w, mod.scales.to(dev), bias.to(dev)), ck.int8_linear_ref(x.cpu(), mod.weight, mod.scales, bias)), dev)
 
 
 @pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA device and CuPy")

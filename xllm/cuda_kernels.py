@@ -536,28 +536,28 @@ __device__ void kv_append_int8_impl(const T* k, const T* v, signed char* kc, sig
 }
 
 // ---- INT8 weight-only GEMV / small GEMM: y [M, O] = x [M, I] @ (q [O, I] * scale)^T + bias ---------------------------------
-// Weights as xllm.quant.Int8Linear stores them: int8 codes [O, I] row-major, float32 scales [O, G] (G = 1: per output row;
-// else groups of gsize = I / G columns), float32 bias [O] or none. One warp per output row o; a block holds I8_WARPS rows
+// Weights as xllm.quant.Int8Linear stores them: int8 codes [O, I] row-major, scales [O, G] of type SC (float32, or the
+// module's own float16 ones for groups; G = 1: per output row, else groups of gsize = I / G columns), float32 bias [O] or none. One warp per output row o; a block holds I8_WARPS rows
 // and I8_MT rows of x. Lane l reads 16 codes (one 16-byte load) at columns l * 16 + 512 k, and the 16 matching x values of
 // each of its I8_MT rows; fp32 accumulation, the scale applied per 16-column chunk (gsize is a multiple of 16), then a warp sum.
 #define I8_WARPS 4
 #define I8_MT 4
-template <typename T>
-__device__ void int8_gemv_impl(T* y, const T* x, const signed char* w, const float* sc, const float* bias,
+template <typename T, typename SC>
+__device__ void int8_gemv_impl(T* y, const T* x, const signed char* w, const SC* sc, const float* bias,
                                int M, int O, int I, int G, int gsize, long long xs, long long ys) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int o = blockIdx.x * I8_WARPS + warp;
     if (o >= O) return;                                        // the whole warp: no shuffle is left half-done
     const int m0 = blockIdx.y * I8_MT;
     const signed char* wr = w + (long long)o * I;
-    const float* sr = sc + (long long)o * G;
+    const SC* sr = sc + (long long)o * G;
     float acc[I8_MT];
 #pragma unroll
     for (int r = 0; r < I8_MT; ++r) acc[r] = 0.f;
     for (int i = lane * 16; i < I; i += 32 * 16) {
         float wf[16];
         load_i8x16(wr + i, wf);
-        const float s = sr[i / gsize];
+        const float s = to_f(sr[i / gsize]);
 #pragma unroll
         for (int r = 0; r < I8_MT; ++r) {
             if (m0 + r < M) {
@@ -648,14 +648,14 @@ __device__ void int4_gemv_impl(T* y, const T* x, const unsigned char* w, const h
 // ---- Dequantize a whole weight to T [O, I], for many rows of x: then one cuBLAS GEMM reads it -------------------------
 // Thread t (grid-stride): one 16-byte load of codes, 16 int8 or 32 int4 ones of one row, stored as T with vector stores:
 // 1 (or 0.5) byte read and sizeof(T) written per weight, in one pass (torch ops take several passes and temporaries).
-template <typename T>
-__device__ void dequant_int8_impl(T* out, const signed char* w, const float* sc, int O, int I, int G, int gsize) {
+template <typename T, typename SC>
+__device__ void dequant_int8_impl(T* out, const signed char* w, const SC* sc, int O, int I, int G, int gsize) {
     const long long per_row = I / 16, n = (long long)O * per_row;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (long long)gridDim.x * blockDim.x) {
         const int o = (int)(t / per_row), i = (int)(t % per_row) * 16;
         float f[16];
         load_i8x16(w + (long long)o * I + i, f);
-        const float s = sc[(long long)o * G + i / gsize];
+        const float s = to_f(sc[(long long)o * G + i / gsize]);
 #pragma unroll
         for (int j = 0; j < 16; ++j) f[j] *= s;
         store_f<T, 16>(out + (long long)o * I + i, f);
@@ -706,12 +706,17 @@ extern "C" __global__ void kv_append_int8_##S(const T* k, const T* v, signed cha
     { kv_append_int8_impl<T>(k, v, kc, vc, ksc, vsc, slots, n_kv, D, ks, vs, num_slots); } \
 extern "C" __global__ void int8_gemv_##S(T* y, const T* x, const signed char* w, const float* sc, const float* bias, \
                                          int M, int O, int I, int G, int gsize, long long xs, long long ys) \
-    { int8_gemv_impl<T>(y, x, w, sc, bias, M, O, I, G, gsize, xs, ys); } \
+    { int8_gemv_impl<T, float>(y, x, w, sc, bias, M, O, I, G, gsize, xs, ys); } \
+extern "C" __global__ void int8_gemv_h_##S(T* y, const T* x, const signed char* w, const half_t* sc, const float* bias, \
+                                           int M, int O, int I, int G, int gsize, long long xs, long long ys) \
+    { int8_gemv_impl<T, half_t>(y, x, w, sc, bias, M, O, I, G, gsize, xs, ys); } \
 extern "C" __global__ void int4_gemv_##S(T* y, const T* x, const unsigned char* w, const half_t* sc, const half_t* mn, const float* bias, \
                                          int M, int O, int I, int G, int gsize, long long xs, long long ys) \
     { int4_gemv_impl<T>(y, x, w, sc, mn, bias, M, O, I, G, gsize, xs, ys); } \
 extern "C" __global__ void dequant_int8_##S(T* out, const signed char* w, const float* sc, int O, int I, int G, int gsize) \
-    { dequant_int8_impl<T>(out, w, sc, O, I, G, gsize); } \
+    { dequant_int8_impl<T, float>(out, w, sc, O, I, G, gsize); } \
+extern "C" __global__ void dequant_int8_h_##S(T* out, const signed char* w, const half_t* sc, int O, int I, int G, int gsize) \
+    { dequant_int8_impl<T, half_t>(out, w, sc, O, I, G, gsize); } \
 extern "C" __global__ void dequant_int4_##S(T* out, const unsigned char* w, const half_t* sc, const half_t* mn, int O, int I, int G, int gsize) \
     { dequant_int4_impl<T>(out, w, sc, mn, O, I, G, gsize); }
 
@@ -726,7 +731,7 @@ PA2_GROUPS = (1, 2, 4, 8)             # instances by the most query heads per KV
 PA2_MAX_GROUP = PA2_GROUPS[-1]
 KERNEL_NAMES = ([f"{k}_{s}" for k in ("rms_norm", "rope", "silu_mul", "softmax", "paged_attention") for s in ("f32", "f16", "bf16")]
                 + [f"{k}_{s}" for k in ("paged_attention_combine", "softmax_part", "softmax_fin", "kv_append", "kv_append_int8", "int8_gemv",
-                                                 "int4_gemv", "dequant_int8", "dequant_int4")
+                                                 "int8_gemv_h", "int4_gemv", "dequant_int8", "dequant_int8_h", "dequant_int4")
                    for s in ("f32", "f16", "bf16")]
                 + [f"paged_attention_v2{i8}_{s}_d{d}_g{gm}" for i8 in ("", "_i8") for s in ("f32", "f16", "bf16") for d in PA2_HEAD_DIMS for gm in PA2_GROUPS])
 
@@ -1233,7 +1238,7 @@ def int8_scales(scales: torch.Tensor) -> torch.Tensor:
 
 class QuantWeight(NamedTuple):
     """A weight-only quantized linear as xllm's kernels read it. `bits` 8: `codes` int8 `[O, I]`, `scales` float32 `[O, G]`
-    (`int8_scales`), no `mins`. `bits` 4: `codes` uint8 `[O, I/2]` (two a byte, `xllm.quant.pack_nibbles`), `scales` and
+    (`int8_scales`) or float16 `[O, G]` (grouped, as `Int8Linear` keeps them), no `mins`. `bits` 4: `codes` uint8 `[O, I/2]` (two a byte, `xllm.quant.pack_nibbles`), `scales` and
     `mins` float16 `[O, G]` (`mins` None: w = (q - 8) * scale). `bias` float32 `[O]` or None. I / G is a multiple of 16 (int8)
     or 32 (int4)."""
     bits: int
@@ -1250,7 +1255,7 @@ class QuantWeight(NamedTuple):
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
     if not isinstance(qw, QuantWeight): raise ValueError(f"expected a QuantWeight, got {type(qw).__name__}")
-    unit, sdt = (16, torch.float32) if qw.bits == 8 else (32, torch.float16)
+    unit, sdt = (16, (torch.float32, torch.float16)) if qw.bits == 8 else (32, torch.float16)
     _check("codes", qw.codes, device=x.device, dtype=torch.int8 if qw.bits == 8 else torch.uint8, dims=2)
     _check("scales", qw.scales, device=x.device, dtype=sdt, dims=2)
     if qw.bits not in (4, 8): raise ValueError(f"bits must be 8 or 4, got {qw.bits!r}")
@@ -1270,6 +1275,10 @@ def _check_quant(x: torch.Tensor, qw: QuantWeight):
     if not all(t is None or t.is_contiguous() for t in qw[1:4]): raise ValueError("codes, scales and mins must be contiguous")
     if qw.codes.data_ptr() % 16: raise ValueError("codes must be 16-byte aligned (vector loads)")
 
+def _half_scales(qw: QuantWeight) -> str:
+    "The kernel-name infix of an int8 weight with float16 scales (`_h`: the instances that read them as they are)."
+    return "_h" if qw.bits == 8 and qw.scales.dtype == torch.float16 else ""
+
 def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.Tensor:
     "`int8_gemv` / `int4_gemv` of `x` `[M, I]` with `qw` into `out` `[M, O]`."
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -1282,7 +1291,7 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
     if M == 0 or O == 0: return out
     G = qw.scales.shape[1]
     extra = (_p(qw.mins),) if qw.bits == 4 else ()
-    _launch(f"int{qw.bits}_gemv_{DTYPE_SUFFIX[x.dtype]}", x, (-(-O // 4), -(-M // 4)), 128,
+    _launch(f"int{qw.bits}_gemv{_half_scales(qw)}_{DTYPE_SUFFIX[x.dtype]}", x, (-(-O // 4), -(-M // 4)), 128,
             (_p(out), _p(x), _p(qw.codes), _p(qw.scales), *extra, _p(qw.bias), np.int32(M), np.int32(O), np.int32(I), np.int32(G),
              np.int32(I // G), np.int64(x.stride(0)), np.int64(out.stride(0))))
     return out
@@ -1290,7 +1299,8 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
 def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`, `scales`
-    float32 `[out, G]` (see `int8_scales`; G = 1 per row, else groups of in/G columns, a multiple of 16), `bias` float32 `[out]`."""
+    float32 `[out, G]` (see `int8_scales`; G = 1 per row, else groups of in/G columns, a multiple of 16) or the module's own
+    float16 `[out, G]`, `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(8, weight, scales, None, bias), out)
 
 def int8_linear_ref(x, weight, scales, bias=None):
@@ -1313,7 +1323,9 @@ def quant_weight(mods) -> QuantWeight | None:
     kind = type(mods[0]) if mods else None
     if kind not in (Int8Linear, Int4Linear) or any(type(m) is not kind for m in mods): return None
     I = mods[0].in_features
-    if kind is Int8Linear: bits, unit, codes, sc, mn = 8, 16, [m.weight for m in mods], [int8_scales(m.scales) for m in mods], None
+    if kind is Int8Linear:                  # grouped float16 scales as they are; per-row (float32) or cast ones as float32
+        half = all(m.scales.dtype == torch.float16 and m.scales.dim() == 2 for m in mods)
+        bits, unit, codes, sc, mn = 8, 16, [m.weight for m in mods], [m.scales if half else int8_scales(m.scales) for m in mods], None
     else:
         bits, unit, codes, sc = 4, 32, [m.qweight for m in mods], [m.scales.half() for m in mods]
         if len({m.mins is None for m in mods}) != 1: return None
@@ -1343,7 +1355,7 @@ def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
     if n == 0: return out
     G = qw.scales.shape[1]
     extra = (_p(qw.mins),) if qw.bits == 4 else ()
-    _launch(f"dequant_int{qw.bits}_{DTYPE_SUFFIX[out.dtype]}", out, min(-(-n // 256), 1 << 16), 256,
+    _launch(f"dequant_int{qw.bits}{_half_scales(qw)}_{DTYPE_SUFFIX[out.dtype]}", out, min(-(-n // 256), 1 << 16), 256,
             (_p(out), _p(qw.codes), _p(qw.scales), *extra, np.int32(O), np.int32(I), np.int32(G), np.int32(I // G)))
     return out
 

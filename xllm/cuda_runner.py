@@ -179,10 +179,9 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
     for m in mods:
         n = m.out_features
         if qw.bits == 8: m.weight = qw.codes[i:i + n]
-        else:
-            m.qweight = qw.codes[i:i + n]
-            if m.scales.dtype == torch.float16: m.scales = qw.scales[i:i + n]
-            if m.mins is not None and m.mins.dtype == torch.float16: m.mins = qw.mins[i:i + n]
+        else: m.qweight = qw.codes[i:i + n]
+        if m.scales.shape[1:] == qw.scales.shape[1:] and m.scales.dtype == qw.scales.dtype: m.scales = qw.scales[i:i + n]
+        if getattr(m, "mins", None) is not None and m.mins.dtype == qw.mins.dtype: m.mins = qw.mins[i:i + n]
         m._kcache = {}
         i += n
     return qw
