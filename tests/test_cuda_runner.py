@@ -96,7 +96,8 @@ def test_quantized_model_through_runner(mode, gs, gemv_rows, dev):
     """A quantized model: q/k/v and gate/up stacked into one `QuantWeight` each (the modules' codes become views of it),
     o/down/lm_head single. Decode steps (graphs on a GPU) through the GEMV kernels (gemv_rows 16) or dequantize + torch.mm
     (0): logits close to forward_paged's (the modules dequantizing). Then an engine with the runner, prefill steps included
-    (ragged, > gemv_rows rows: dequantize + mm), gives forward_paged's greedy tokens."""
+    (ragged, > gemv_rows rows: dequantize + mm), gives the greedy tokens of the engine without it (fp16: at most one near-tie
+    may flip)."""
     from xllm.quant import quantize_model, Int4Linear
     dt = torch.float16
     m1 = tiny_model(4, dt)
