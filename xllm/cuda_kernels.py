@@ -12,17 +12,22 @@ import torch
 
 # %% auto 0
 __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'EMULATED_SMS',
-           'QUANT_GEMV_ROWS', 'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'load_kernels',
-           'rms_norm', 'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul',
-           'silu_and_mul_fused', 'silu_and_mul_ref', 'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention',
-           'paged_attention_ref', 'random_paged', 'paged_attention_splits', 'paged_attention_v2', 'chunk_tiles',
-           'paged_attention_chunks', 'chunk_rows', 'paged_attention_chunks_ref', 'kv_append', 'int8_scales',
-           'QuantWeight', 'int8_linear', 'int8_linear_ref', 'quant_weight', 'int4_linear', 'dequantize_weight',
-           'quant_linear', 'quant_weight_ref', 'quant_linear_ref']
+           'QUANT_GEMV_ROWS', 'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'module_key',
+           'module_source', 'model_kernel_names', 'load_kernels', 'rms_norm', 'rms_norm_ref', 'kernel_rtol',
+           'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref',
+           'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref', 'random_paged',
+           'paged_attention_splits', 'paged_attention_v2', 'chunk_tiles', 'paged_attention_chunks', 'chunk_rows',
+           'paged_attention_chunks_ref', 'kv_append', 'int8_scales', 'QuantWeight', 'int8_linear', 'int8_linear_ref',
+           'quant_weight', 'int4_linear', 'dequantize_weight', 'quant_linear', 'quant_weight_ref', 'quant_linear_ref']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
 CUDA_SOURCE = r'''
 // xllm CUDA kernels. No #include: compiles with nvcc and with NVRTC alike.
+// Which kernels one compile instantiates (xllm.cuda_kernels.module_source): XLLM_PART 0, all of them; 1, all but
+// paged_attention_v2's; 2, only paged_attention_v2's for head dim XLLM_PA2_D and group XLLM_PA2_GM (float and int8 caches).
+#ifndef XLLM_PART
+#define XLLM_PART 0
+#endif
 struct half_t { unsigned short bits; };   // IEEE fp16, carried as bits
 struct bf16_t { unsigned short bits; };   // bfloat16, carried as bits
 
@@ -253,9 +258,11 @@ extern "C" __global__ void paged_attention_##S(T* out, const T* q, const T* kc, 
                                                int n_heads, int n_kv, int D, int block_size, int max_blocks, float scale) \
     { paged_attn_impl<T>(out, q, kc, vc, tables, lens, n_heads, n_kv, D, block_size, max_blocks, scale); }
 
+#if XLLM_PART != 2
 XLLM_KERNELS(f32, float)
 XLLM_KERNELS(f16, half_t)
 XLLM_KERNELS(bf16, bf16_t)
+#endif
 ''' + r'''
 // ==== Decode kernels, second generation: vector loads, GQA groups, split-K, KV append, INT8 weights ====================
 
@@ -690,8 +697,10 @@ extern "C" __global__ void paged_attention_v2_i8_##S##_d##V##_g##GM(T* out, floa
                                                      max_blocks, scale, num_splits, split_size); }
 #define XLLM_PA2(S, T, V) XLLM_PA2G(S, T, V, 1) XLLM_PA2G(S, T, V, 2) XLLM_PA2G(S, T, V, 4) XLLM_PA2G(S, T, V, 8)
 
+#define XLLM_PA2_ALL(S, T) XLLM_PA2(S, T, 32) XLLM_PA2(S, T, 64) XLLM_PA2(S, T, 128) XLLM_PA2(S, T, 256)
+#define XLLM_PA2G_X(S, T, V, GM) XLLM_PA2G(S, T, V, GM)     /* expands XLLM_PA2_D / XLLM_PA2_GM before pasting */
+
 #define XLLM_KERNELS2(S, T) \
-XLLM_PA2(S, T, 32) XLLM_PA2(S, T, 64) XLLM_PA2(S, T, 128) XLLM_PA2(S, T, 256) \
 extern "C" __global__ void paged_attention_combine_##S(T* out, const float* part_ml, const float* part_acc, int D, int num_splits) \
     { paged_attn_combine_impl<T>(out, part_ml, part_acc, D, num_splits); } \
 extern "C" __global__ void softmax_part_##S(const T* x, float* ws, int N, long long xs, int S_, int chunk) \
@@ -720,9 +729,16 @@ extern "C" __global__ void dequant_int8_h_##S(T* out, const signed char* w, cons
 extern "C" __global__ void dequant_int4_##S(T* out, const unsigned char* w, const half_t* sc, const half_t* mn, int O, int I, int G, int gsize) \
     { dequant_int4_impl<T>(out, w, sc, mn, O, I, G, gsize); }
 
+#if XLLM_PART != 2
 XLLM_KERNELS2(f32, float)
 XLLM_KERNELS2(f16, half_t)
 XLLM_KERNELS2(bf16, bf16_t)
+#endif
+#if XLLM_PART == 0
+XLLM_PA2_ALL(f32, float) XLLM_PA2_ALL(f16, half_t) XLLM_PA2_ALL(bf16, bf16_t)
+#elif XLLM_PART == 2
+XLLM_PA2G_X(f32, float, XLLM_PA2_D, XLLM_PA2_GM) XLLM_PA2G_X(f16, half_t, XLLM_PA2_D, XLLM_PA2_GM) XLLM_PA2G_X(bf16, bf16_t, XLLM_PA2_D, XLLM_PA2_GM)
+#endif
 '''
 
 DTYPE_SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -736,22 +752,24 @@ KERNEL_NAMES = ([f"{k}_{s}" for k in ("rms_norm", "rope", "silu_mul", "softmax",
                 + [f"paged_attention_v2{i8}_{s}_d{d}_g{gm}" for i8 in ("", "_i8") for s in ("f32", "f16", "bf16") for d in PA2_HEAD_DIMS for gm in PA2_GROUPS])
 
 # %% ../nbs/14_cuda_kernels.ipynb 7
-def compile_check(arch: str = "sm_90", nvcc: str | None = None) -> dict:
-    "Compile `CUDA_SOURCE` with `nvcc -cubin -arch=<arch>`; raise `RuntimeError` with nvcc's message on failure. Returns a summary."
+def compile_check(arch: str = "sm_90", nvcc: str | None = None, key=None) -> dict:
+    """Compile `CUDA_SOURCE` (or one part of it, `module_key`'s `key`) with `nvcc -cubin -arch=<arch>`; raise `RuntimeError`
+    with nvcc's message on failure, or when the cubin lacks one of the part's kernels. Returns a summary."""
     if not isinstance(arch, str) or not arch.startswith("sm_") or not arch[3:].isdigit():
         raise ValueError(f"arch must look like 'sm_90', got {arch!r}")
     nvcc = nvcc or shutil.which("nvcc")
     if nvcc is None: raise FileNotFoundError("nvcc not found on PATH")
     with tempfile.TemporaryDirectory() as d:
         src, cubin = Path(d) / "xllm_kernels.cu", Path(d) / "xllm_kernels.cubin"
-        src.write_text(CUDA_SOURCE)
+        src.write_text(CUDA_SOURCE if key is None else module_source(key))
         cmd = [nvcc, "-cubin", f"-arch={arch}", "-std=c++14", "-Werror", "all-warnings", "-Xptxas", "-v", "-o", str(cubin), str(src)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0: raise RuntimeError(f"nvcc failed for {arch} (exit {r.returncode}):\n{r.stderr}{r.stdout}")
         data = cubin.read_bytes()
-    missing = [n for n in KERNEL_NAMES if n.encode() not in data]
+    names = [n for n in KERNEL_NAMES if key is None or module_key(n) == key]
+    missing = [n for n in names if n.encode() not in data]
     if missing: raise RuntimeError(f"{arch}: kernels missing from the cubin: {missing}")
-    return {"arch": arch, "cubin_bytes": len(data), "kernels": len(KERNEL_NAMES), "usage": ptxas_usage(r.stderr + r.stdout)}
+    return {"arch": arch, "cubin_bytes": len(data), "kernels": len(names), "usage": ptxas_usage(r.stderr + r.stdout)}
 
 def ptxas_usage(log: str) -> dict:
     "Per kernel, from `ptxas -v` output: registers per thread, spill stores/loads and stack frame (bytes), static shared memory."
@@ -786,26 +804,49 @@ def cupy_available() -> bool:
         return True
     except Exception: return False
 
+def module_key(name: str):
+    """Which compile of `CUDA_SOURCE` holds kernel `name`: `("pa2", head_dim, group)` for an instance of `paged_attention_v2`
+    (float and int8 caches, every dtype), else `"base"` (every other kernel)."""
+    m = re.fullmatch(r"paged_attention_v2(?:_i8)?_(?:f32|f16|bf16)_d(\d+)_g(\d+)", name)
+    return ("pa2", int(m[1]), int(m[2])) if m else "base"
+
+def module_source(key) -> str:
+    "`CUDA_SOURCE` for one compile (`module_key`): its `XLLM_PART` switch set so that it instantiates only that part's kernels."
+    if key == "base": return "#define XLLM_PART 1\n" + CUDA_SOURCE
+    _, d, g = key
+    return f"#define XLLM_PART 2\n#define XLLM_PA2_D {d}\n#define XLLM_PA2_GM {g}\n" + CUDA_SOURCE
+
 def _kernel(name: str, device_index: int):
     try: import cupy
     except Exception as e:
         raise ImportError("xllm's CUDA kernels need CuPy: pip install 'xllm[cuda]' (cupy-cuda12x), or cupy-cuda13x for CUDA 13") from e
-    mod = _modules.get(device_index)
+    key = (device_index, module_key(name))
+    mod = _modules.get(key)
     if mod is None:
         with cupy.cuda.Device(device_index):
-            mod = cupy.RawModule(code=CUDA_SOURCE)
-        _modules[device_index] = mod
+            mod = cupy.RawModule(code=module_source(key[1]))
+        _modules[key] = mod
     return mod.get_function(name)
 
-def load_kernels(device=None) -> int:
-    """Build (NVRTC, cached by CuPy) and load every kernel on a CUDA `device` now, rather than at the first launch; returns how
-    many. Raises `RuntimeError` naming the cause when they cannot be built (no CuPy, a CuPy wheel for another CUDA version...)."""
+def model_kernel_names(config) -> list[str]:
+    """The kernels a runner over `config`'s model can launch: every kernel outside `paged_attention_v2`, and v2's instances
+    for its head dim and the groups its steps pick (decode: the smallest that holds n_heads / n_kv; prompt tiles: any larger)."""
+    G = config.num_attention_heads // config.num_key_value_heads
+    return [n for n in KERNEL_NAMES if (k := module_key(n)) == "base" or (k[1] == config.head_dim and k[2] >= min(
+        [g for g in PA2_GROUPS if g >= G] or [PA2_MAX_GROUP]))]
+
+def load_kernels(device=None, names=None) -> int:
+    """Build (NVRTC, cached by CuPy) and load kernels on a CUDA `device` now, rather than at the first launch (which may come
+    inside a CUDA graph capture); `names` (default: all) as `model_kernel_names` gives them for one model, which compiles only
+    its part of the source. Returns how many. Raises `RuntimeError` naming the cause when they cannot be built (no CuPy, a
+    CuPy wheel for another CUDA version...)."""
     d = torch.device("cuda" if device is None else device)
     idx = d.index if d.index is not None else torch.cuda.current_device()
+    names = KERNEL_NAMES if names is None else list(names)
     try:
-        for name in KERNEL_NAMES: _functions[(idx, name)] = _functions.get((idx, name)) or _kernel(name, idx)
+        for name in names: _functions[(idx, name)] = _functions.get((idx, name)) or _kernel(name, idx)
     except Exception as e: raise RuntimeError(f"xllm's CUDA kernels could not be built on cuda:{idx}: {type(e).__name__}: {e}") from e
-    return len(KERNEL_NAMES)
+    return len(names)
 
 _EMULATOR = None   # inside xllm.cuda_emu.emulate(): a launcher that runs the kernels on CPU tensors
 
@@ -1066,7 +1107,7 @@ def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, d
     return to(q), to(kc), to(vc), bt.to(device), torch.tensor(lens, dtype=torch.int32, device=device)
 
 
-# %% ../nbs/14_cuda_kernels.ipynb 35
+# %% ../nbs/14_cuda_kernels.ipynb 36
 def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int, min_split: int = 256) -> int:
     "Splits (split-K) for a decode launch: ~2 blocks per SM over `batch * n_kv` (sequence, KV head) pairs, each split >= `min_split` tokens."
     work = batch * n_kv
@@ -1192,7 +1233,7 @@ def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=
     if rows.numel(): out[rows] = paged_attention_ref(q.cpu()[rows], k_cache, v_cache, tables, lens, scale, k_scale, v_scale)
     return out
 
-# %% ../nbs/14_cuda_kernels.ipynb 39
+# %% ../nbs/14_cuda_kernels.ipynb 40
 def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
               k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv, head_dim]`, or the
@@ -1230,7 +1271,7 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                 (_p(k), _p(v), _p(k_cache), _p(v_cache), _p(slot_mapping), np.int32(n_kv), np.int32(D),
                  np.int64(k.stride(0)), np.int64(v.stride(0)), np.int64(num_slots)))
 
-# %% ../nbs/14_cuda_kernels.ipynb 43
+# %% ../nbs/14_cuda_kernels.ipynb 44
 def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     "`Int8Linear.scales` (float32 `[out]` or float16 `[out, G]`) as the kernel reads them: float32 `[out, G]` (G = 1 per row)."
     s = scales.float()
@@ -1311,7 +1352,7 @@ def int8_linear_ref(x, weight, scales, bias=None):
     y = x.double().cpu() @ w.T
     return y if bias is None else y + bias.double().cpu()
 
-# %% ../nbs/14_cuda_kernels.ipynb 47
+# %% ../nbs/14_cuda_kernels.ipynb 48
 QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
 
 def quant_weight(mods) -> QuantWeight | None:

@@ -343,7 +343,7 @@ def attach_cuda_runner(eng, max_batch: int, enforce_eager: bool = False, ops=Non
             warnings.warn("xllm: CuPy is not installed, so CUDA decode steps run on torch ops, without xllm's kernels or CUDA graphs: "
                           "pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)", RuntimeWarning, stacklevel=3)
             return None
-        try: ck.load_kernels(eng.model.device)                          # a build failure shows here, once, not inside a step
+        try: ck.load_kernels(eng.model.device, ck.model_kernel_names(eng.model.config))   # this model's part of the source; a build failure shows here, once
         except RuntimeError as e:
             warnings.warn(f"{e}; CUDA steps run on torch ops instead", RuntimeWarning, stacklevel=3)
             return None
