@@ -42,7 +42,7 @@ q4 = by(lines("xllm_int4.jsonl"))
 if q4:
     print("int4 weights (groups of 32, GEMV kernels up to 16 rows, dequantize + cuBLAS above), cuda runner: " + "; ".join(
         f"{label(k)}: {f(r.get('output_tok_s'))} output tok/s" + (f", decode {f(r.get('decode_tok_s'), '.1f')} tok/s" if k.rsplit(':', 2)[1] == '1' else "")
-        for k, r in q4.items()) + (f" (weights {q4[next(iter(q4))].get('weight_bytes', 0) / 1e9:.2f} GB)" if q4 else ""))
+        for k, r in q4.items()) + f" (weights {next(iter(q4.values())).get('weight_bytes', 0) / 1e9:.2f} GB)")
 if cli: print(f"xllm bench --random-weights {cfg} (CLI, engine, {cli[0].get('requests')} requests): {f(cli[0].get('output_tok_s'))} output tok/s")
 if (d / "engine_host.txt").exists():
     print("engine host work per step, model taken out (scripts/bench_engine_host.py):")
@@ -64,8 +64,8 @@ for bits in ("int8", "int4"):                                          # where t
     deq = {num(r): r["xllm_us"] for r in k if r["kernel"].startswith(f"{bits} deq+mm M=")}
     if gemv and deq: print(f"suggested QUANT_GEMV_ROWS for {bits} (now 16): {crossover(gemv, deq)} (GEMV faster up to there, measured M = {sorted(deq)})")
 for n_kv in ("32", "8"):                                              # where the tiles stop beating gather + SDPA
-    tiles = {num(r): r["xllm_us"] for r in k if r["kernel"].startswith("prefill attn T=") and r["shape"].startswith("tiles") and f"32/{n_kv} heads" in r["shape"]}
-    sdpa = {num(r): r["torch_us"] for r in k if r["kernel"].startswith("prefill attn T=") and r["shape"].startswith("tiles") and f"32/{n_kv} heads" in r["shape"]}
+    rows = [r for r in k if r["kernel"].startswith("prefill attn T=") and r["shape"].startswith("tiles") and f"32/{n_kv} heads" in r["shape"]]
+    tiles, sdpa = {num(r): r["xllm_us"] for r in rows}, {num(r): r["torch_us"] for r in rows}
     if tiles: print(f"suggested kernel_chunk_tokens for 32/{n_kv} heads (now 64): {crossover(tiles, sdpa)} (tiles faster than gather + SDPA up to there)")
 if (d / "env.log").exists():
     print("; ".join(l.strip() for l in (d / "env.log").read_text().splitlines() if l.startswith(("NVRTC build", "torch ", "cupy "))))
