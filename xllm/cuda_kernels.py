@@ -18,7 +18,7 @@ __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MA
            'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref', 'random_paged',
            'paged_attention_splits', 'paged_attention_v2', 'chunk_tiles', 'paged_attention_chunks', 'chunk_rows',
            'paged_attention_chunks_ref', 'kv_append', 'int8_scales', 'QuantWeight', 'int8_linear', 'int8_linear_ref',
-           'quant_weight', 'int4_linear', 'dequantize_weight', 'quant_linear', 'quant_weight_ref', 'quant_linear_ref']
+           'quant_weight_ref', 'quant_linear_ref', 'quant_weight', 'int4_linear', 'dequantize_weight', 'quant_linear']
 
 # %% ../nbs/14_cuda_kernels.ipynb 5
 CUDA_SOURCE = r'''
@@ -1296,10 +1296,10 @@ class QuantWeight(NamedTuple):
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
     if not isinstance(qw, QuantWeight): raise ValueError(f"expected a QuantWeight, got {type(qw).__name__}")
+    if qw.bits not in (4, 8): raise ValueError(f"bits must be 8 or 4, got {qw.bits!r}")
     unit, sdt = (16, (torch.float32, torch.float16)) if qw.bits == 8 else (32, torch.float16)
     _check("codes", qw.codes, device=x.device, dtype=torch.int8 if qw.bits == 8 else torch.uint8, dims=2)
     _check("scales", qw.scales, device=x.device, dtype=sdt, dims=2)
-    if qw.bits not in (4, 8): raise ValueError(f"bits must be 8 or 4, got {qw.bits!r}")
     O, I = qw.shape
     G = qw.scales.shape[1]
     if x.shape[-1] != I: raise ValueError(f"the weight [{O}, {I}] does not take x with {x.shape[-1]} features")
@@ -1346,11 +1346,25 @@ def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bia
 
 def int8_linear_ref(x, weight, scales, bias=None):
     "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
-    s = scales.double().cpu()
-    s = s[:, None] if s.dim() == 1 else s
-    w = (weight.cpu().double().reshape(weight.shape[0], s.shape[1], -1) * s[..., None]).reshape(weight.shape)
+    return quant_linear_ref(x, QuantWeight(8, weight, scales[:, None] if scales.dim() == 1 else scales, None, bias))
+
+def quant_weight_ref(qw: QuantWeight) -> torch.Tensor:
+    "float64 reference on the CPU: the weight `[O, I]` that `qw` stands for."
+    from xllm.quant import unpack_nibbles
+    s = qw.scales.double().cpu()
+    q = qw.codes.cpu().double() if qw.bits == 8 else unpack_nibbles(qw.codes.cpu()).double()
+    O, I = q.shape
+    q = q.reshape(O, s.shape[1], -1)
+    w = q * s[..., None] if qw.bits == 8 else (q * s[..., None] + qw.mins.double().cpu()[..., None] if qw.mins is not None else (q - 8) * s[..., None])
+    return w.reshape(O, I)
+
+def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
+    """float64 reference on the CPU: x @ Wᵀ + bias; with `weight_dtype`, W rounded to it first (what dequantize + GEMM
+    multiplies with: the rounding of each weight is that path's, not the GEMM's)."""
+    w = quant_weight_ref(qw)
+    if weight_dtype is not None: w = w.to(weight_dtype).double()
     y = x.double().cpu() @ w.T
-    return y if bias is None else y + bias.double().cpu()
+    return y if qw.bias is None else y + qw.bias.double().cpu()
 
 # %% ../nbs/14_cuda_kernels.ipynb 48
 QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
@@ -1425,20 +1439,3 @@ def quant_linear(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None = No
         else: torch.mm(w, x.t(), out=out.t()[a:a + n])
     return out if qw.bias is None else out.add_(qw.bias)
 
-def quant_weight_ref(qw: QuantWeight) -> torch.Tensor:
-    "float64 reference on the CPU: the weight `[O, I]` that `qw` stands for."
-    from xllm.quant import unpack_nibbles
-    s = qw.scales.double().cpu()
-    q = qw.codes.cpu().double() if qw.bits == 8 else unpack_nibbles(qw.codes.cpu()).double()
-    O, I = q.shape
-    q = q.reshape(O, s.shape[1], -1)
-    w = q * s[..., None] if qw.bits == 8 else (q * s[..., None] + qw.mins.double().cpu()[..., None] if qw.mins is not None else (q - 8) * s[..., None])
-    return w.reshape(O, I)
-
-def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
-    """float64 reference on the CPU: x @ Wᵀ + bias; with `weight_dtype`, W rounded to it first (what dequantize + GEMM
-    multiplies with: the rounding of each weight is that path's, not the GEMM's)."""
-    w = quant_weight_ref(qw)
-    if weight_dtype is not None: w = w.to(weight_dtype).double()
-    y = x.double().cpu() @ w.T
-    return y if qw.bias is None else y + qw.bias.double().cpu()
