@@ -36,12 +36,7 @@ for w in a.workload:
 max_batch = max(len(x[1]) for x in work)
 t0 = time.perf_counter()
 llm = random_llm(a.random_weights, a.device, a.dtype, a.tokenizer, max_num_seqs=max_batch, kv_cache_memory=a.kv_cache_memory,
-                 kv_cache_dtype=a.kv_cache_dtype)
-if a.quantization:
-    from xllm.quant import quantize_model
-    quantize_model(llm.model, a.quantization, a.group_size, progress=False)
-    llm.quantization = a.quantization
-    if a.device.startswith("cuda"): torch.cuda.empty_cache()
+                 kv_cache_dtype=a.kv_cache_dtype, quantization=a.quantization, group_size=a.group_size)
 eng = llm._engine = build_engine(llm, cuda_runner=False)     # the runner is attached below, so its capture is timed apart
 build_s = time.perf_counter() - t0
 capture_s, runner = 0.0, None

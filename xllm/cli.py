@@ -122,10 +122,8 @@ def cmd_bench(args, out=None) -> int:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
         kw = {k: getattr(args, k) for k in _ENGINE_ARGS}
-        llm = random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **kw)
-        if args.quantization in ("int8", "int4"):                   # the random layers quantized in place (groups of 32), as LLM does
-            from xllm.quant import quantize_model
-            llm.quantization = quantize_model(llm.model, args.quantization, 32, progress=False).quantization_config
+        llm = random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **kw,
+                         quantization=args.quantization if args.quantization in ("int8", "int4") else None)
     else: llm = _load(args)
     r = run_bench(llm, prompts, args.max_tokens, args.ignore_eos, args.chat, args.sequential)
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
@@ -191,14 +189,14 @@ def byte_tokenizer():
     return Tokenizer(ByteLevelBPE(vocab, [], "gpt2"))
 
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
-               enforce_eager: bool = False, max_num_batched_tokens=None):
+               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32):
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
-    else `byte_tokenizer()`; its vocabulary must fit the model's. Built the way `LLM.__init__` builds one from a checkpoint."""
+    else `byte_tokenizer()`; its vocabulary must fit the model's. `quantization` "int8" / "int4": its layers quantized in place
+    (groups of `group_size`), as `LLM(..., quantization=...)` does. Built the way `LLM.__init__` builds one from a checkpoint."""
     import torch
-    from xllm.llm import LLM, _resolve_device, _check_engine_args, _kv_block_bytes
+    from xllm.llm import LLM, _resolve_device, _check_engine_args, _set_engine_args
     from xllm.weights import Checkpoint, resolve_dtype
     from xllm.tokenizer import Tokenizer
-    from xllm.engine import default_kv_cache_memory
     from xllm.sampling import Sampler
     config = random_config(spec)
     dev = _resolve_device(device)
@@ -213,15 +211,15 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
     llm.model_path = Path(f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}")
     llm.max_model_len = config.max_position_embeddings
     llm.model = random_model(config, dev, dtype, seed)
+    if quantization is not None:
+        from xllm.quant import quantize_model
+        llm.quantization = quantize_model(llm.model, quantization, group_size, progress=False).quantization_config
+        if dev.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
     llm.generator = torch.Generator(device="cpu").manual_seed(seed)
     llm.sampler, llm._next_id = Sampler(), 0
     llm._n_decodable = min(tok.vocab_size, config.vocab_size)
     llm.eos_ids = list(dict.fromkeys([*(tok.eos_ids or []), *config.eos_token_id]))
-    llm.kv_cache_dtype, llm.max_num_seqs, llm._engine, llm.enforce_eager = kv_cache_dtype, max_num_seqs or 32, None, enforce_eager
-    llm.max_num_batched_tokens = max_num_batched_tokens
-    llm.kv_cache_memory = default_kv_cache_memory(llm.model.device) if kv_cache_memory is None else int(kv_cache_memory)
-    if llm.kv_cache_memory < (blk := _kv_block_bytes(llm)):
-        raise ValueError(f"kv_cache_memory: {llm.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
+    _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
     return llm
 
 # %% ../nbs/08_cli.ipynb 11

@@ -21,8 +21,8 @@ from .sampling import SamplingParams, Sampler
 from .engine import default_kv_cache_memory
 
 # %% auto 0
-__all__ = ['CompletionOutput', 'RequestOutput', 'LLM', 'build_engine', 'attach_cuda_runner', 'get_engine', 'generate', 'chat',
-           'stream', 'logits']
+__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'LLM', 'build_engine', 'attach_cuda_runner', 'get_engine',
+           'generate', 'chat', 'stream', 'logits']
 
 # %% ../nbs/07_llm.ipynb 5
 @dataclass
@@ -127,6 +127,8 @@ def _resolve_device(device) -> torch.device:
     return dev
 
 # %% ../nbs/07_llm.ipynb 12
+DEFAULT_MAX_NUM_SEQS = 32   # sequences the batching engine runs at once when `max_num_seqs` is not given
+
 def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None):
     "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
     if kv_cache_dtype not in (None, "auto", "int8"):
@@ -139,11 +141,21 @@ def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_ea
     if max_num_batched_tokens is not None:
         if not isinstance(max_num_batched_tokens, int) or isinstance(max_num_batched_tokens, bool) or max_num_batched_tokens <= 0:
             raise ValueError(f"max_num_batched_tokens: expected a positive integer or None, got {max_num_batched_tokens!r}")
-        if max_num_batched_tokens < (max_num_seqs or 32):
-            raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs ({max_num_seqs or 32}): "
+        if max_num_batched_tokens < (max_num_seqs or DEFAULT_MAX_NUM_SEQS):
+            raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs ({max_num_seqs or DEFAULT_MAX_NUM_SEQS}): "
                              "every running sequence decodes one token each step")
     if not isinstance(enforce_eager, bool): raise ValueError(f"enforce_eager: expected True or False, got {enforce_eager!r}")
 
+
+def _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None):
+    """Store the batching engine's settings (checked by `_check_engine_args`) on `llm`, whose model is loaded: K/V storage (None =
+    the model's dtype, or "int8"), bytes of paged K/V (default: the device's), most sequences per step, CUDA graphs or not, and
+    tokens per step (None: max(512, max_num_seqs)). The engine is built at first use."""
+    llm.kv_cache_dtype, llm.max_num_seqs, llm._engine = kv_cache_dtype, max_num_seqs or DEFAULT_MAX_NUM_SEQS, None
+    llm.enforce_eager, llm.max_num_batched_tokens = enforce_eager, max_num_batched_tokens
+    llm.kv_cache_memory = default_kv_cache_memory(llm.model.device) if kv_cache_memory is None else int(kv_cache_memory)
+    if llm.kv_cache_memory < (blk := _kv_block_bytes(llm)):
+        raise ValueError(f"kv_cache_memory: {llm.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
 
 def _kv_block_bytes(llm, block_size=16) -> int:
     "Bytes of one paged K/V block of `llm`'s engine (int8 counts its scales)."
@@ -220,13 +232,7 @@ class LLM:
         self._n_decodable = min(self.tokenizer.vocab_size, self.config.vocab_size)   # embedding rows past the tokenizer are never sampled
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
         self._next_id = 0
-        # the batching engine's settings: K/V storage (None = the model's dtype, or "int8"), bytes of paged K/V, most sequences per step
-        self.kv_cache_dtype, self.max_num_seqs, self._engine = kv_cache_dtype, max_num_seqs or 32, None
-        self.max_num_batched_tokens = max_num_batched_tokens   # tokens one engine step may take (None: max(512, max_num_seqs))
-        self.enforce_eager = enforce_eager         # on a GPU: decode steps without CUDA graphs (see build_engine)
-        self.kv_cache_memory = default_kv_cache_memory(self.model.device) if kv_cache_memory is None else int(kv_cache_memory)
-        if self.kv_cache_memory < (blk := _kv_block_bytes(self)):
-            raise ValueError(f"kv_cache_memory: {self.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
+        _set_engine_args(self, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
 
     @property
     def quantization_label(self) -> str | None:
