@@ -94,25 +94,21 @@ def test_ragged_step_vs_forward_paged(dt, tol, kw, kct, dev):
 @pytest.mark.parametrize("mode,gs,gemv_rows", [("int8", None, 16), ("int8", 32, 16), ("int4", 32, 16), ("int4-sym", 64, 16), ("int8", None, 0), ("int4", 32, 0)])
 def test_quantized_model_through_runner(mode, gs, gemv_rows, dev):
     """A quantized model: q/k/v and gate/up stacked into one `QuantWeight` each (the modules' codes become views of it),
-    o/down/lm_head single. Decode steps (graphs on a GPU) through the GEMV kernels (gemv_rows 16) or dequantize + torch.mm
+    o/down/lm_head single (int4 symmetric too: Q4_0-like). Decode steps (graphs on a GPU) through the GEMV kernels (gemv_rows 16) or dequantize + torch.mm
     (0): logits close to forward_paged's (the modules dequantizing). Then an engine with the runner, prefill steps included
     (ragged, > gemv_rows rows: dequantize + mm), gives the greedy tokens of the engine without it (fp16: at most one near-tie
     may flip)."""
-    from xllm.quant import quantize_model, Int4Linear
+    from xllm.quant import quantize_model
     dt = torch.float16
     m1 = tiny_model(4, dt)
-    if mode == "int4-sym":
-        for l in m1.model.layers:
-            for name in ("q_proj", "k_proj", "v_proj", "o_proj"): setattr(l.self_attn, name, Int4Linear.from_float(getattr(l.self_attn, name), gs, zero_point=False))
-            for name in ("gate_proj", "up_proj", "down_proj"): setattr(l.mlp, name, Int4Linear.from_float(getattr(l.mlp, name), gs, zero_point=False))
-    else: quantize_model(m1, mode, gs, lm_head=True)
+    quantize_model(m1, mode[:4], gs, lm_head=True, zero_point=mode != "int4-sym", progress=False)
     m1 = m1.to(dev); m0 = copy.deepcopy(m1)
     p1 = PagedKVPool(m1.config, 40, 8, dt, dev); p0 = copy.deepcopy(p1)
     _, h0 = greedy_paged(m0, p0, PROMPTS, 5)
     r = CudaRunner(m1, p1, max_batch=8, ops=CudaOps)
     assert all(isinstance(f, ck.QuantWeight) for pair in r.fused for f in pair)
     assert r.fused[0][0].codes.data_ptr() == (m1.model.layers[0].self_attn.q_proj.weight if mode == "int8" else m1.model.layers[0].self_attn.q_proj.qweight).data_ptr()
-    assert len(r.quant) == 2 * m1.config.num_hidden_layers + (mode != "int4-sym") and r.dequant_ws.numel() > 0
+    assert len(r.quant) == 2 * m1.config.num_hidden_layers + 1 and r.dequant_ws.numel() > 0
     r.quant_gemv_rows = gemv_rows
     r.capture()
     _, h1 = greedy_paged(m1, p1, PROMPTS, 5, step=r)
