@@ -80,10 +80,10 @@ else:
     from xllm.llm import LLM
     from xllm.sampling import SamplingParams
     outs, runners = {}, {}
+    sp, two = SamplingParams(temperature=0, max_tokens=16), ["Hello! Who are you?", "The capital of France is"]
     for d, eager in (("cpu", False), ("cuda", False), ("cuda", True)):
         llm = LLM(path, device=d, dtype="float32", quantization=None, kv_cache_memory=2**28, max_num_seqs=4, enforce_eager=eager)
-        sp = SamplingParams(temperature=0, max_tokens=16)
-        outs[d, eager] = ([o.outputs[0].token_ids for o in llm.generate(["Hello! Who are you?", "The capital of France is"], sp, use_tqdm=False)]
+        outs[d, eager] = ([o.outputs[0].token_ids for o in llm.generate(two, sp, use_tqdm=False)]
                           + [llm.generate("Once upon a time", sp)[0].outputs[0].token_ids, "".join(llm.stream("Write a haiku about the sea.", sp))])
         runners[d, eager] = repr(llm.get_engine().runner)          # on cuda: the CudaRunner build_engine attached (graphs unless eager)
     for eager in (False, True):
@@ -93,8 +93,6 @@ else:
     # the GGUF's Q4_1/Q8_0 layers kept packed (quantization="gguf"): on cuda through the INT4/INT8 kernels (GEMV for <= 16 rows,
     # dequantize + cuBLAS above: the 2-prompt prefill), against the packed model on the CPU (its compiled kernels)
     import xllm.cuda_kernels as ck
-    sp = SamplingParams(temperature=0, max_tokens=16)
-    two = ["Hello! Who are you?", "The capital of France is"]
     want = [o.outputs[0].token_ids for o in LLM(path, device="cpu", quantization="gguf", kv_cache_memory=2**28, max_num_seqs=4).generate(two, sp, use_tqdm=False)]
     for dt in ("float32", "float16"):
         llm = LLM(path, device="cuda", dtype=dt, quantization="gguf", kv_cache_memory=2**28, max_num_seqs=4)
