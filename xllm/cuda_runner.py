@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy, math, warnings
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
-from .engine import PagedBatch, PagedKVPool, forward_paged, chunk_attention
+from .engine import PagedBatch, PagedKVPool, forward_paged, chunk_attention, table_slots
 from .model import Llama, rope_tables
 import xllm.cuda_kernels as ck
 
@@ -381,8 +381,7 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
     plan = o.chunk_plan(tables, chunks, c.num_attention_heads, c.num_key_value_heads, c.head_dim) if chunks else None   # once per step
     long = []                                                           # (row range, start, key slots) of the longer chunks
     for i in np.flatnonzero(~short):
-        L = np.arange(ctx[i])
-        long.append((int(cu[i]), int(cu[i + 1]), int(ctx[i] - n[i]), torch.from_numpy(tab[i, L // bs].astype(np.int64) * bs + L % bs).to(dev)))
+        long.append((int(cu[i]), int(cu[i + 1]), int(ctx[i] - n[i]), torch.from_numpy(table_slots(tab[i], int(ctx[i]), bs)).to(dev)))
 
     def attend(i, q, out):
         if chunks: o.paged_attention_chunks(q, pool.k[i], pool.v[i], tables, chunks, out=out, plan=plan, k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])

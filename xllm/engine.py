@@ -20,8 +20,8 @@ from .sampling import SamplingParams, Sampler
 
 # %% auto 0
 __all__ = ['DEFAULT_KV_CACHE_MEMORY', 'GPU_MEMORY_UTILIZATION', 'KV_SCALE_DTYPE', 'default_kv_cache_memory', 'kv_bytes_per_token',
-           'quantize_kv', 'dequantize_kv', 'PagedKVPool', 'PagedBatch', 'chunk_attention', 'forward_paged',
-           'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
+           'quantize_kv', 'dequantize_kv', 'PagedKVPool', 'table_slots', 'PagedBatch', 'chunk_attention',
+           'forward_paged', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
 
 # %% ../nbs/11_engine.ipynb 6
 DEFAULT_KV_CACHE_MEMORY = 256 * 2**20   # bytes of K/V when no budget is given (CPU default)
@@ -122,6 +122,11 @@ class PagedKVPool:
     def __repr__(self): return f"PagedKVPool({self.report()})"
 
 # %% ../nbs/11_engine.ipynb 8
+def table_slots(table: np.ndarray, length: int, block_size: int) -> np.ndarray:
+    "The pool slots of positions 0..length-1 through `table` (one block table, or a matrix of them, one per row): int64."
+    pos = np.arange(length)
+    return table[..., pos // block_size].astype(np.int64) * block_size + pos % block_size
+
 @dataclass
 class PagedBatch:
     """One step's ragged batch: the tokens of all chunks concatenated, and how to find each chunk's K/V in the pool.
@@ -158,18 +163,17 @@ class PagedBatch:
         bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
         n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
         tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
-        slots = lambda rows, L: tab[rows][:, np.arange(L) // bs] * bs + np.arange(L) % bs   # slots of positions 0..L-1
         dec = np.flatnonzero(n == 1)
         keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
         k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
         if dec.size:
             Ld = int(ctx[dec].max())
-            ds, mask = slots(dec, Ld), np.arange(Ld)[None, :] < ctx[dec][:, None]
+            ds, mask = table_slots(tab[dec], Ld, bs), np.arange(Ld)[None, :] < ctx[dec][:, None]
             for j, i in enumerate(dec): keys[i] = ds[j, :ctx[i]]
             k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
                      dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
         for i in np.flatnonzero(n != 1):
-            keys[i] = slots([i], int(ctx[i]))[0]
+            keys[i] = table_slots(tab[i], int(ctx[i]), bs)
             k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(keys[i]).to(dev)))
         k.update(key_slots=torch.from_numpy(np.concatenate(keys)).to(dev),
                  key_offsets=torch.from_numpy(np.repeat(np.concatenate([[0], np.cumsum(ctx)[:-1]]), n)).to(dev))
@@ -227,7 +231,7 @@ class PagedBatch:
         v = torch.tensor(toks + pos + slots + rows, dtype=torch.long).to(device)
         return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot)
 
-# %% ../nbs/11_engine.ipynb 12
+# %% ../nbs/11_engine.ipynb 13
 def chunk_attention(q: torch.Tensor, pool: PagedKVPool, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
     """Causal attention of one chunk's queries `q` `[T, n_heads, head_dim]` (positions `start..start+T-1`) over its keys in `pool`'s
     layer `layer`: `keys` are the slots of positions `0..start+T-1`. One gather and one `scaled_dot_product_attention`."""
@@ -276,7 +280,7 @@ def forward_paged(model: Llama, batch: PagedBatch, pool: PagedKVPool) -> torch.T
         x = h + layer.mlp(layer.post_attention_layernorm(h))
     return model.lm_head(model.model.norm(x[batch.logits_rows])).float()
 
-# %% ../nbs/11_engine.ipynb 21
+# %% ../nbs/11_engine.ipynb 22
 @dataclass
 class StepOutput:
     "What one `Engine.step` produced for one request."
@@ -307,7 +311,7 @@ class _Request:
         self.logits_processors, self.stop_checker = list(logits_processors or []), stop_checker
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
 
-# %% ../nbs/11_engine.ipynb 22
+# %% ../nbs/11_engine.ipynb 23
 class Engine:
     "Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`."
     def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
@@ -502,7 +506,7 @@ class Engine:
         if bar is not None: bar.close()
         return [results[rid] for rid in ids]
 
-# %% ../nbs/11_engine.ipynb 55
+# %% ../nbs/11_engine.ipynb 56
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):
