@@ -370,3 +370,99 @@ def test_sampling_fields_honoured(llm, client):
     cut = min(greedy.find(first), greedy.find(later))
     r = client.completions.create(model="m", prompt=P, max_tokens=N, temperature=0, stop=[later, "zzzz", first])
     assert r.choices[0].text == greedy[:cut] and r.choices[0].finish_reason == "stop"
+
+
+def test_null_options_mean_defaults(server, llm):
+    "OpenAI clients may send null for unset options: the request is answered as if they were absent."
+    nulls = dict.fromkeys(("temperature", "top_p", "n", "stream", "presence_penalty", "frequency_penalty", "top_k", "min_p",
+                           "repetition_penalty", "seed", "stop", "logprobs", "user", "stream_options", "logit_bias", "best_of"))
+    ref = _raw(server, "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 6, "temperature": 0})[1]["choices"][0]["text"]
+    s, body = _raw(server, "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 6, **nulls, "temperature": 0})
+    assert s == 200 and body["choices"][0]["text"] == ref, body
+    s, body = _raw(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, **nulls,
+                                                    "logprobs": None, "top_logprobs": None, "tools": None, "response_format": None})
+    assert s == 200 and len(body["choices"]) == 1, body
+    assert _raw(server, "/v1/completions", {"prompt": None})[0] == 400
+
+
+def test_unsupported_options_refused_by_name(server):
+    "Options xllm does not implement are a 400 naming them, not silently ignored; chat roles are checked."
+    chat = lambda **kw: {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **kw}
+    for path, body, param in (("/v1/completions", {"prompt": "a", "suffix": "b"}, "suffix"),
+                              ("/v1/completions", {"prompt": "a", "best_of": 3}, "best_of"),
+                              ("/v1/completions", {"prompt": "a", "echo": True, "logprobs": 2}, "echo"),
+                              ("/v1/chat/completions", chat(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="required"), "tools"),
+                              ("/v1/chat/completions", chat(response_format={"type": "json_object"}), "response_format"),
+                              ("/v1/chat/completions", chat(logit_bias={"not-an-id": 3}), "logit_bias"),
+                              ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
+                              ("/v1/chat/completions", {"messages": [{"role": "user", "content": None}]}, "messages"),
+                              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "content": "1"}]}, "messages")):
+        s, b = _raw(server, path, body)
+        assert s == 400 and b["error"]["param"] == param, (body, b)
+    s, b = _raw(server, "/v1/chat/completions", {"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"}], "max_tokens": 2})
+    assert s == 200, b
+
+
+def test_echo_and_logit_bias(llm, server, client):
+    "echo returns prompt + completion (streamed too); logit_bias +100 on one token makes greedy decoding pick only it, -100 bans one."
+    ref = _greedy(llm, "Once upon a time", 8).text
+    r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=8, temperature=0, echo=True)
+    assert r.choices[0].text == "Once upon a time" + ref
+    assert "".join(c.choices[0].text for c in client.completions.create(model="m", prompt="Once upon a time", max_tokens=8, temperature=0,
+                                                                          echo=True, stream=True)) == "Once upon a time" + ref
+    ids = llm.tokenizer.encode("Once upon a time", add_bos=llm.tokenizer.add_bos_token)
+    plain = llm.generate({"prompt_token_ids": ids}, SamplingParams(temperature=0, max_tokens=8), use_tqdm=False)[0].outputs[0].token_ids
+    from xllm.server import _token_bytes
+    piece = lambda i: _token_bytes(llm.tokenizer, i).decode("utf-8", "replace")
+    t = 300 if plain[0] != 300 else 301
+    forced = client.completions.create(model="m", prompt=ids, max_tokens=5, temperature=0, logit_bias={str(t): 100}, logprobs=0,
+                                       extra_body={"ignore_eos": True})
+    assert forced.choices[0].logprobs.tokens == [piece(t)] * 5
+    banned = client.completions.create(model="m", prompt=ids, max_tokens=3, temperature=0, logit_bias={str(plain[0]): -100}, logprobs=0)
+    assert banned.choices[0].logprobs.tokens[0] != piece(plain[0])
+    ctrl = client.completions.create(model="m", prompt=ids, max_tokens=3, temperature=0, logprobs=0)      # control: unbiased
+    assert ctrl.choices[0].logprobs.tokens[0] == piece(plain[0])
+
+
+def test_context_limit_is_the_pool_when_smaller(llm):
+    """With a K/V pool smaller than the model's context, /v1/models reports the pool's limit, a prompt or prompt + max_tokens
+    beyond it is a 400 before anything runs (never a 500, never an answer cut short), and a request at the limit gets every token."""
+    import copy
+    from xllm.llm import _kv_block_bytes
+    small = copy.copy(llm)                                                       # the same model, its own engine settings
+    small.kv_cache_memory, small._engine = 12 * _kv_block_bytes(llm), None          # 12 blocks of 16 = 192 tokens < 512
+    with start_server(small) as srv:
+        C = srv.app.state.xllm.max_len
+        assert C == 192 < llm.max_model_len
+        assert _raw(srv, "/v1/models", key=None)[1]["data"][0]["max_model_len"] == C
+        for body, param in (({"prompt": [5] * 200, "max_tokens": 2}, "prompt"), ({"prompt": [5] * 150, "max_tokens": 100}, "max_tokens")):
+            for stream in (False, True):
+                s, b = _raw(srv, "/v1/completions", {**body, "stream": stream})
+                assert s == 400 and b["error"]["param"] == param and b["error"]["code"] == "context_length_exceeded", b
+        s, b = _raw(srv, "/v1/completions", {"prompt": [5] * 150, "max_tokens": C - 150, "ignore_eos": True})
+        assert s == 200 and b["usage"]["completion_tokens"] == C - 150 and b["choices"][0]["finish_reason"] == "length", b
+        s, b = _raw(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "ignore_eos": True})   # no max_tokens: up to the limit
+        assert s == 200 and b["usage"]["total_tokens"] == C, b
+
+
+def test_http_errors_are_openai_json(server, monkeypatch):
+    "Unknown routes, wrong methods, bodies that are not UTF-8, oversize bodies and too many choices answer in OpenAI's error JSON."
+    import xllm.server as xs
+    s, b = _raw(server, "/v1/embeddings", {"input": "a"})
+    assert s == 404 and "/v1/completions" in b["error"]["message"]
+    s, b = _raw(server, "/v1/completions")                                     # GET
+    assert s == 405 and "GET" in b["error"]["message"]
+    s, b = _raw(server, "/v1/completions", data=b'{"prompt": "\xff"}')
+    assert s == 400 and "error" in b
+    name = server.app.state.xllm.model_name
+    assert _raw(server, f"/v1/models/{name}")[1]["id"] == name and _raw(server, "/v1/models/nope")[0] == 404
+    monkeypatch.setattr(xs, "MAX_BODY_BYTES", 1000)
+    s, b = _raw(server, "/v1/completions", {"prompt": "a" * 2000})
+    assert s == 413 and "1000" in b["error"]["message"]
+    monkeypatch.undo()
+    s, b = _raw(server, "/v1/completions", {"prompt": "a", "n": 100, "max_tokens": 1})    # more than 32 + 64 at once: retrying cannot help
+    assert s == 400 and b["error"]["param"] == "n", b
+    st, _ = _raw(server, "/v1/models", key=None)
+    assert st == 401
+    req = urllib.request.Request(server.url + "/v1/models", headers={"Authorization": f"bearer {KEY}"})   # the scheme is case-insensitive
+    with urllib.request.urlopen(req, timeout=30) as r: assert r.status == 200
