@@ -178,6 +178,20 @@ def test_quantize_bad_args(tiny, tmp_path, args, needle):
     assert not (tmp_path / "q").exists()
 
 
+def test_quantize_never_overwrites(tiny, tmp_path):
+    "Quantizing into the input directory, or into a directory with files in it, is refused in one line before anything is written."
+    import hashlib
+    digest = lambda d: {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in d.iterdir()}
+    before = digest(tiny)
+    assert "is the input directory" in _one_error_line(_run(["quantize", str(tiny), str(tiny), "--bits", "4"]))
+    assert digest(tiny) == before
+    busy = tmp_path / "busy"; busy.mkdir(); (busy / "notes.txt").write_text("mine")
+    assert "is not empty" in _one_error_line(_run(["quantize", str(tiny), str(busy)]))
+    assert [f.name for f in busy.iterdir()] == ["notes.txt"]
+    assert _run(["quantize", str(tiny), str(tmp_path / "q")]).returncode == 0
+    assert "already quantized" in _one_error_line(_run(["quantize", str(tmp_path / "q"), str(tmp_path / "q2")]))
+
+
 def test_bench_json(tiny, tmp_path):
     "`xllm bench` through the engine and --sequential: same token counts, every field reported."
     import json

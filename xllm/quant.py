@@ -492,8 +492,10 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None) -> Path:
-    "Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer files from `tokenizer`."
+def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
+    """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
+    files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
+    the source checkpoint's 16-bit type; the quantized layers' codes, scales and minimums are written as they are."""
     from safetensors.torch import save_file
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -504,13 +506,17 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     for k, v in model.state_dict().items():
         if k == "lm_head.weight" and config.tie_word_embeddings and not isinstance(model.lm_head, _QuantLinear): continue   # tied: the embedding is the head
         if k.startswith("lm_head.") and config.tie_word_embeddings and isinstance(model.model.embed_tokens, Int8Embedding): continue   # shares the embedding's codes
-        tensors[k] = v.detach().contiguous().cpu()
+        v = v.detach().cpu()
+        if float_dtype is not None and v.is_floating_point() and k.rpartition(".")[0] not in modules and not k.startswith("model.embed_tokens.q"):
+            v = v.to(float_dtype)
+        tensors[k] = v.contiguous()
     bits = sorted({m["bits"] for m in modules.values()})
     groups = sorted({m["group_size"] for m in modules.values()}, key=lambda g: -1 if g is None else g)
     qc = {"quant_method": QUANT_METHOD, "bits": bits[0] if len(bits) == 1 else bits, "group_size": groups[0] if len(groups) == 1 else groups,
           "format_version": 1, "modules": modules}
     d = hf_config_dict(config)
     d["quantization_config"] = qc
+    if float_dtype is not None: d["torch_dtype"] = str(float_dtype).removeprefix("torch.")
     save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
     (out_dir / "config.json").write_text(json.dumps(d, indent=2) + "\n")
     if tokenizer is not None: copy_tokenizer(tokenizer, out_dir)
@@ -596,25 +602,62 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     return config, m
 
 # %% ../nbs/12_quantization.ipynb 56
+def _check_output(inp: Path, out: Path):
+    "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
+    if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
+    if inp.is_dir() and out.resolve() == inp.resolve():
+        raise ValueError(f"output: {out} is the input directory; writing there would overwrite the original weights: choose a new directory")
+    if out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
+
+def _write_dir(out: Path, write) -> Path:
+    "Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output."
+    import os, tempfile
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        write(tmp)
+        mask = os.umask(0); os.umask(mask)                           # files as a plain write would make them (mkdtemp's are private)
+        for f in tmp.iterdir(): f.chmod(0o666 & ~mask)
+        tmp.chmod(0o777 & ~mask)
+        if out.is_dir(): out.rmdir()                                 # empty (checked)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True); raise
+    return out
+
+def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
+    "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
+    if fmt == "gguf": return torch.float16
+    if fmt == "hf":
+        try: c = json.loads((inp / "config.json").read_text()); name = c.get("torch_dtype") or c.get("dtype")   # transformers 5 writes "dtype"
+        except (OSError, ValueError, AttributeError): name = None
+        return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
+    return torch.float32
+
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
-    "Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`; returns `out`."
+    """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
+    be new or empty (never the input); returns `out`."""
     from xllm.weights import load_checkpoint
     from xllm.model import Llama
     if bits not in (4, 8): raise ValueError(f"bits: expected 8 or 4, got {bits!r}")
     if group not in (32, 64, 128): raise ValueError(f"group: expected 32, 64 or 128, got {group!r}")
-    inp = Path(inp).expanduser()
+    inp, out = Path(inp).expanduser(), Path(out).expanduser()
     if not inp.exists(): raise FileNotFoundError(f"no such model file or directory: {inp}")
+    if is_quantized_dir(inp): raise ValueError(f"{inp} is already quantized by xllm; quantize the original (float or GGUF) model instead")
+    _check_output(inp, out)
     if inp.is_file():
         with open(inp, "rb") as f: is_gguf = f.read(4) == b"GGUF"
         if is_gguf and bits == 4 and group == 32 and not lm_head:
             m = load_quantized_gguf(inp)
             mods = [mod for name, mod in m.named_modules() if name.startswith("model.layers.") and isinstance(mod, (nn.Linear, _QuantLinear))]
-            if all(isinstance(x, Int4Linear) and x.group_size == 32 for x in mods): return save_quantized(m, out, tokenizer=inp)
+            if all(isinstance(x, Int4Linear) and x.group_size == 32 for x in mods): return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=inp))
     ck = load_checkpoint(inp)
     m = quantize_model(Llama.from_weights(ck.config, ck.weights), "int8" if bits == 8 else "int4", group, lm_head=lm_head)
-    return save_quantized(m, out, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config)
+    return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
+                                                    float_dtype=_float_dtype(inp, ck.format)))
 
-# %% ../nbs/12_quantization.ipynb 61
+# %% ../nbs/12_quantization.ipynb 63
 @torch.inference_mode()
 def perplexity(model, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
     "Perplexity of `model` on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored."
