@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_llm.ipynb 3
 from __future__ import annotations
-import copy, math, time, warnings
+import copy, math, numbers, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -181,8 +181,9 @@ class LLM:
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None):
         self.device = _resolve_device(device)
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        if quantization == "none": quantization = None      # as the CLI spells it
         if quantization not in ("auto", None, "int8", "int4", "gguf"):
-            raise ValueError(f"quantization: expected 'auto', None, 'int8', 'int4' or 'gguf', got {quantization!r}")
+            raise ValueError(f"quantization: expected 'auto', None ('none'), 'int8', 'int4' or 'gguf', got {quantization!r}")
         path = Path(model).expanduser() if model is not None else default_model_path()
         if not path.exists(): raise FileNotFoundError(f"model not found: {path}")
         dtype = resolve_dtype(dtype)
@@ -255,14 +256,18 @@ class LLM:
 
 # %% ../nbs/07_llm.ipynb 15
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
-    "Validate token ids: integers, inside the vocabulary, fewer than `limit` (default: the context length)."
-    try: ids = [int(i) for i in ids]
-    except (TypeError, ValueError): raise ValueError(f"{what}_token_ids: expected a list of integers, got {ids!r:.80}") from None
+    """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
+    length, so that a prompt leaves room for at least one new token)."""
+    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__") or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids):
+        raise ValueError(f"{what}_token_ids: expected a list of integers, got {ids!r:.80}")
+    ids = [int(i) for i in ids]
     if not ids: raise ValueError(f"{what} is empty (no tokens)")
     bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
     if bad: raise ValueError(f"{what}_token_ids: id {bad[0]} is outside the vocabulary (0..{self.config.vocab_size - 1})")
-    if len(ids) >= (limit or self.max_model_len):
-        raise ValueError(f"prompt has {len(ids)} tokens, the model's context is {self.max_model_len}")
+    if limit is None and len(ids) >= self.max_model_len:
+        raise ValueError(f"{what} has {len(ids)} tokens; the model's context is {self.max_model_len} tokens, so a prompt may have at most "
+                         f"{self.max_model_len - 1} (one position is left for the first new token)")
+    if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 
 def _prompt_ids(self, prompt) -> tuple[str | None, list[int]]:
@@ -441,13 +446,28 @@ def _params(params, n: int | None = None):
         return [_params(p) for p in params]
     if params is None: params = SamplingParams()
     if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
+    params.check()                                     # again: a field may have been changed since it was made
     return params if n is None else [params] * n
+
+def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
+    "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
+    if isinstance(prompts, (str, dict)): prompts = [prompts]
+    if not isinstance(prompts, (list, tuple)):
+        raise ValueError(f"prompts: expected a str, a dict with 'prompt_token_ids', or a list of them; got {type(prompts).__name__}")
+    if prompts and all(isinstance(p, numbers.Integral) for p in prompts):
+        raise ValueError("prompts: a list of integers is read as several prompts; pass token ids as {'prompt_token_ids': [...]}")
+    out = []
+    for i, p in enumerate(prompts):
+        try: out.append(self._prompt_ids(p))
+        except ValueError as e:
+            if len(prompts) == 1: raise
+            raise ValueError(f"prompts[{i}]: {e}") from None
+    return out
 
 def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
-    if isinstance(prompts, (str, dict)): prompts = [prompts]
-    params = _params(params, len(prompts))
-    return self._run([self._prompt_ids(p) for p in prompts], params, use_tqdm)
+    prompts = _prompt_list(self, prompts)
+    return self._run(prompts, _params(params, len(prompts)), use_tqdm)
 
 def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in x)
 

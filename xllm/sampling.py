@@ -37,7 +37,10 @@ class SamplingParams:
     ignore_eos: bool = False            # keep generating past EOS
     logprobs: int | None = None         # return the log-prob of each sampled token and this many top alternatives
 
-    def __post_init__(self):
+    def __post_init__(self): self.check()
+
+    def check(self):
+        "Check every field (a `ValueError` names the first bad one) and normalize: run at creation, and again by `LLM` before use."
         def bad(name, rule): raise ValueError(f"SamplingParams.{name} must be {rule}, got {getattr(self, name)!r}")
         if not _is_int(self.n) or self.n < 1: bad("n", "an integer >= 1")
         if self.max_tokens is not None and (not _is_int(self.max_tokens) or self.max_tokens < 1): bad("max_tokens", "None or an integer >= 1")
@@ -51,7 +54,7 @@ class SamplingParams:
             if not _is_real(getattr(self, k)) or not -2 <= getattr(self, k) <= 2: bad(k, "a number in [-2, 2]")
         if self.seed is not None and not _is_int(self.seed): bad("seed", "None or an integer")
         if self.stop is None: self.stop = []
-        elif isinstance(self.stop, str): self.stop = [self.stop]
+        elif isinstance(self.stop, str) and self.stop: self.stop = [self.stop]
         if not isinstance(self.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in self.stop): bad("stop", "None, a non-empty string or a list of non-empty strings")
         self.stop = list(self.stop)
         if self.stop_token_ids is None: self.stop_token_ids = []

@@ -378,7 +378,7 @@ def _load_llama2c(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     if nh <= 0 or dim % nh: raise ModelFormatError(path, f"llama2.c header: dim {dim} is not a multiple of n_heads {nh}")
     config = LlamaConfig(vocab_size=V, hidden_size=dim, intermediate_size=hidden, num_hidden_layers=L, num_attention_heads=nh,
                          num_key_value_heads=nkv, head_dim=dim // nh, rms_norm_eps=1e-5, rope_theta=10000.0, max_position_embeddings=seq,
-                         tie_word_embeddings=shared, bos_token_id=1, eos_token_id=[2], source=str(path))
+                         tie_word_embeddings=shared, bos_token_id=1, eos_token_id=[2, 1], source=str(path))   # run.c ends a sample at BOS too: it separates the training stories
     layout = _l2c_layout(config, version, shared, seq)
     if version == 2:
         bad = [k for k, s, qz in layout if qz and (group <= 0 or math.prod(s) % group)]
