@@ -224,3 +224,42 @@ def test_bench_random_weights_quantized(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(js.read_text())
     assert d["quantization"] == "int4" and d["output_tokens"] == 4
+
+
+def test_conflicts_and_bad_files_are_one_line(tiny, tmp_path):
+    "Options that cannot apply, files that are not what they claim, and places the command cannot write or listen: one line, rc 2, before any work."
+    import socket
+    m = ["-m", str(tiny)]
+    assert "--system needs --chat" in _one_error_line(_run(["generate", "hi", *m, "--system", "be brief"]))
+    assert "invalid choice: 'fp64'" in _one_error_line(_run(["generate", "hi", *m, "--dtype", "fp64"]))
+    assert "use 'cpu', 'cuda' or 'cuda:N'" in _one_error_line(_run(["generate", "hi", *m, "--device", "tpu"]))
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait ".encode("latin-1") * 40)
+    assert "latin1.txt: not UTF-8 text" in _one_error_line(_run(["perplexity", *m, "--file", str(tmp_path / "latin1.txt")]))
+    (tmp_path / "w.safetensors").write_bytes(os.urandom(1000))
+    assert "w.safetensors: a .safetensors file is read with the config.json" in _one_error_line(_run(["generate", "hi", "-m", str(tmp_path / "w.safetensors")]))
+    assert "the directory /nonexistent-xllm does not exist" in _one_error_line(
+        _run(["bench", *m, "--file", str(ROOT / "bench" / "hello.txt"), "--json", "/nonexistent-xllm/x.json"]))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); s.listen()
+        r = _run(["serve", *m, "--port", str(s.getsockname()[1])], timeout=60)
+    assert "cannot listen on 127.0.0.1" in _one_error_line(r) and "serving" not in r.stdout
+
+
+def test_broken_pipe_is_quiet(tiny):
+    "`xllm generate ... | head -c 5`: the reader goes away; the command stops without an error message (rc 141, like `yes | head`)."
+    cmd = [sys.executable, "-m", "xllm", "generate", "Once upon a time", "-m", str(tiny), "--max-tokens", "200", "--ignore-eos", "--temperature", "0"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    p.stdout.read(5); p.stdout.close()
+    err = p.stderr.read().decode(); p.wait(120)
+    assert p.returncode == 141 and "error" not in err and "Traceback" not in err, (p.returncode, err)
+
+
+def test_ignore_eos_and_template_note(tiny):
+    "--ignore-eos gives exactly --max-tokens tokens; a model without a chat template says which built-in format stands in."
+    from xllm.llm import LLM
+    from xllm.sampling import SamplingParams
+    r = _run(["generate", "Once", "-m", str(tiny), "--max-tokens", "30", "--ignore-eos", "--temperature", "0"])
+    ref = LLM(tiny).generate("Once", SamplingParams(temperature=0, max_tokens=30, ignore_eos=True), use_tqdm=False)[0].outputs[0]
+    assert r.returncode == 0 and r.stdout == ref.text + "\n" and len(ref.token_ids) == 30, r.stderr
+    r = _run(["generate", "hi", "-m", str(tiny), "--chat", "--max-tokens", "3"])
+    assert r.returncode == 0 and "carries no chat template; using the built-in llama2 format" in r.stderr, r.stderr

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_cli.ipynb 3
 from __future__ import annotations
-import argparse, re, sys
+import argparse, os, re, sys
 from pathlib import Path
 
 # %% auto 0
@@ -29,7 +29,8 @@ def cmd_perplexity(args, out=None) -> int:
     from xllm import quant
     out = out or sys.stdout
     if args.ctx < 4: raise _CLIError(f"--ctx must be at least 4, got {args.ctx}")
-    text = Path(args.file).read_text(encoding="utf-8")
+    try: text = Path(args.file).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e: raise _CLIError(f"{args.file}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     llm = _load(args)
     if args.ctx > llm.max_model_len: raise _CLIError(f"--ctx {args.ctx} is longer than the model's context ({llm.max_model_len})")
     tok = llm.tokenizer
@@ -114,6 +115,8 @@ def cmd_bench(args, out=None) -> int:
     if args.threads is not None:
         if args.threads < 1: raise _CLIError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
+    if args.json is not None and not Path(args.json).expanduser().parent.is_dir():     # found out now, not after the whole run
+        raise _CLIError(f"--json {args.json}: the directory {Path(args.json).expanduser().parent} does not exist")
     prompts = [l.strip() for l in Path(args.file).read_text(encoding="utf-8").splitlines() if l.strip()]
     if not prompts: raise _CLIError(f"{args.file}: no prompts (one per line)")
     n = args.batch or len(prompts)
@@ -257,9 +260,10 @@ def _model_opts(p):
     g.add_argument("-m", "--model", help="a .gguf file, a Hugging Face model directory, a directory written by `xllm quantize` or a llama2.c .bin (default: SmolLM2-135M-Instruct, fetched once)")
     g.add_argument("--tokenizer", help="tokenizer file, when the model does not carry one (llama2.c .bin)")
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    g.add_argument("--dtype", default=None, help="float32, bfloat16 or float16 (default: float32 on cpu)")
+    g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
+                   help="float32, bfloat16 or float16 (default: float32 on cpu)")
     g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
-                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on cpu; gguf: they stay packed on any device (cuda: xllm's INT8/INT4 kernels); "
+                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on cpu in float32 (otherwise they are dequantized to --dtype); gguf: they stay packed on any device and dtype (cuda: xllm's INT8/INT4 kernels); "
                         "none: dequantize to --dtype; int8/int4: quantize the linear layers after loading (groups of 32)")
 
 def _common(p):
@@ -271,6 +275,7 @@ def _common(p):
     s.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (default: off)")
     s.add_argument("--seed", type=int, default=None, help="random seed, for repeatable sampling")
     s.add_argument("--stop", action="append", default=None, help="stop string (repeatable); never printed")
+    s.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token (up to --max-tokens)")
 
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
@@ -321,7 +326,15 @@ def _sampling_params(args, default_max_tokens: int):
               temperature=args.temperature, top_p=args.top_p, seed=args.seed)
     if args.top_k is not None: kw["top_k"] = args.top_k
     if args.stop: kw["stop"] = list(args.stop)
+    if getattr(args, "ignore_eos", False): kw["ignore_eos"] = True
     return SamplingParams(**kw)
+
+def _template_note(llm):
+    "Say on stderr when the model carries no chat template, and which built-in format stands in for it."
+    if not getattr(llm.tokenizer, "chat_template", None):
+        from xllm.chat import default_template_name
+        name = default_template_name(getattr(llm.tokenizer, "special_tokens", None))
+        print(f"xllm: note: {llm.model_path.name} carries no chat template; using the built-in {name} format", file=sys.stderr)
 
 def _load(args):
     from xllm.llm import LLM
@@ -347,8 +360,10 @@ def cmd_generate(args, out=None) -> int:
     out = out or sys.stdout
     params = _sampling_params(args, 256)
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if args.system is not None and not args.chat: raise _CLIError("--system needs --chat (a system message only exists in a chat template)")
     llm = _load(args)
     if args.chat:
+        _template_note(llm)
         prompt = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     try:
         for delta in _lstrip_first(llm.stream(prompt, params)) if args.chat else llm.stream(prompt, params): _write(out, delta)
@@ -387,6 +402,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     inp, out = inp or sys.stdin, out or sys.stdout
     params = _sampling_params(args, 512)
     llm = _load(args)
+    _template_note(llm)
     system = [{"role": "system", "content": args.system}] if args.system else []
     history = list(system)
     print(f"xllm chat: {llm.model_path.name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}). "
@@ -412,12 +428,23 @@ def cmd_chat(args, inp=None, out=None) -> int:
         history.append({"role": "assistant", "content": reply})
 
 # %% ../nbs/08_cli.ipynb 20
+def _check_listen(host: str, port: int):
+    "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
+    import socket
+    try:
+        fam, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(fam, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)        # as uvicorn does: a port in TIME_WAIT is usable
+            s.bind(addr)
+    except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
     if args.max_num_seqs < 1: raise _CLIError(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
     if args.max_waiting < 0: raise _CLIError(f"--max-waiting must be at least 0, got {args.max_waiting}")
     if not 0 < args.port < 65536: raise _CLIError(f"--port must be in 1..65535, got {args.port}")
+    _check_listen(args.host, args.port)                 # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
     server.serve(host=args.host, port=args.port, api_key=args.api_key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm)
     return 0
@@ -435,6 +462,10 @@ def main(argv=None) -> int:
         return e.code if isinstance(e.code, int) else 0
     except KeyboardInterrupt:
         print(file=sys.stderr); return 130
+    except BrokenPipeError:        # the reader went away (`xllm generate ... | head`): stop quietly, as `yes | head` does
+        try: os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # so that the exit's flush does not complain again
+        except (OSError, ValueError): pass
+        return 141
     except (_CLIError, ValueError, OSError) as e:
         print(f"xllm: error: {_one_line(e)}", file=sys.stderr)
         return 2

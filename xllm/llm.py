@@ -118,7 +118,7 @@ class _Sequence:
 # %% ../nbs/07_llm.ipynb 11
 def _resolve_device(device) -> torch.device:
     try: dev = torch.device(device)
-    except (RuntimeError, TypeError) as e: raise ValueError(f"device: {device!r} is not a valid device ({e})") from None
+    except (RuntimeError, TypeError): raise ValueError(f"device: {device!r} is not a valid device; use 'cpu', 'cuda' or 'cuda:N'") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available(): raise ValueError(f"device: {device!r} requested but CUDA is not available (torch {torch.__version__}, no GPU or no CUDA build); use device='cpu'")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
@@ -476,6 +476,9 @@ def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = 
     "Answer a conversation (a list of {'role', 'content'} dicts) or a list of conversations, using the model's chat template (or `chat_template`)."
     convs = [messages] if _is_conversation(messages) and messages else list(messages)
     if not convs or not all(_is_conversation(c) and c for c in convs):
+        if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, dict) for m in messages):   # one conversation, a role missing
+            i = next(i for i, m in enumerate(messages) if "role" not in m)
+            raise ValueError(f"messages[{i}]: no 'role' in {messages[i]!r:.60} (expected {{'role': ..., 'content': ...}})")
         raise ValueError("messages: expected a list of {'role': ..., 'content': ...} dicts, or a list of such lists")
     params = _params(params, len(convs))
     return self._run([self._chat_ids(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)

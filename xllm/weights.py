@@ -413,7 +413,10 @@ def load_checkpoint(path, dtype=None, device=None) -> Checkpoint:
     float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model."""
     dtype, path = resolve_dtype(dtype), Path(path).expanduser()
     if not path.exists(): raise FileNotFoundError(f"no such model file or directory: {path}")
-    if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"): path = path.parent
+    if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"):
+        if path.suffix == ".safetensors" and not (path.parent / "config.json").is_file():
+            raise ModelFormatError(path, f"a .safetensors file is read with the config.json of its directory, and {path.parent} has none")
+        path = path.parent
     if path.is_dir(): return _load_hf(path, dtype, device)
     if path.stat().st_size == 0: raise ModelFormatError(path, "empty file (0 bytes)")
     with open(path, "rb") as f: magic = f.read(4)
