@@ -263,7 +263,7 @@ def _model_opts(p):
     g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
                    help="float32, bfloat16 or float16 (default: float32 on cpu)")
     g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
-                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on cpu in float32 (otherwise they are dequantized to --dtype); gguf: they stay packed on any device and dtype (cuda: xllm's INT8/INT4 kernels); "
+                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on cpu in float32 (otherwise they are dequantized to --dtype); gguf: they stay packed on any device and dtype (cuda: xllm's INT8/INT4 kernels); "
                         "none: dequantize to --dtype; int8/int4: quantize the linear layers after loading (groups of 32)")
 
 def _common(p):
@@ -335,6 +335,7 @@ def _template_note(llm):
         from xllm.chat import default_template_name
         name = default_template_name(getattr(llm.tokenizer, "special_tokens", None))
         print(f"xllm: note: {llm.model_path.name} carries no chat template; using the built-in {name} format", file=sys.stderr)
+    llm._template_noted = True                               # said here, once: the API's warning would repeat it
 
 def _load(args):
     from xllm.llm import LLM

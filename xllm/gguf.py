@@ -13,7 +13,7 @@ from .core import ModelFormatError
 
 # %% auto 0
 __all__ = ['GGUF_MAGIC', 'GGUF_VERSIONS', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_TYPES', 'GGML_TYPE_CODES', 'GGUF_VALUE_TYPES',
-           'DEQUANTIZABLE_TYPES', 'ggml_nbytes', 'GGUFTensorInfo', 'GGUFFile', 'dequantize']
+           'DEQUANTIZABLE_TYPES', 'ggml_nbytes', 'GGUFTensorInfo', 'GGUFFile', 'q4_k_parts', 'q6_k_parts', 'dequantize']
 
 # %% ../nbs/01_gguf.ipynb 7
 GGUF_MAGIC = b"GGUF"
@@ -229,12 +229,17 @@ def _k_scales_mins(s: np.ndarray):
     mn = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=-1)
     return sc.astype(np.float32), mn.astype(np.float32)
 
-def _deq_q4_k(b):
+def q4_k_parts(b: np.ndarray):
+    """Q4_K super-blocks `(n, 144)` bytes -> codes `(n, 8, 32)` uint8 in 0..15, scales `d * sc` and minimums `dmin * m` `(n, 8)` float32:
+    value = scale * code - minimum, for 8 sub-blocks of 32 values."""
     n = b.shape[0]
     d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
     sc, mn = _k_scales_mins(b[:, 4:16])
-    q = _nibbles(b[:, 16:144].reshape(n, 4, 32)).reshape(n, 8, 32).astype(np.float32)   # 32 bytes -> sub-blocks 2i, 2i+1
-    return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(n, 256)
+    return _nibbles(b[:, 16:144].reshape(n, 4, 32)).reshape(n, 8, 32), d * sc, dmin * mn   # 32 bytes -> sub-blocks 2i, 2i+1
+
+def _deq_q4_k(b):
+    q, s, m = q4_k_parts(b)
+    return (s[:, :, None] * q.astype(np.float32) - m[:, :, None]).reshape(b.shape[0], 256)
 
 def _deq_q5_k(b):
     n = b.shape[0]
@@ -245,14 +250,19 @@ def _deq_q5_k(b):
     q = (low | (high << 4)).astype(np.float32)
     return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(n, 256)
 
-def _deq_q6_k(b):
+def q6_k_parts(b: np.ndarray):
+    """Q6_K super-blocks `(n, 210)` bytes -> codes `(n, 16, 16)` int8 in -32..31 and scales `d * sc` `(n, 16)` float32:
+    value = scale * code, for 16 sub-blocks of 16 values."""
     n = b.shape[0]
     ql, qh = b[:, 0:128].reshape(n, 2, 64), b[:, 128:192].reshape(n, 2, 1, 32)
     sc, d = b[:, 192:208].view(np.int8).astype(np.float32), _f16(b[:, 208:210])
     low = _nibbles(ql).reshape(n, 2, 4, 32)            # per 128-value half: ql[0:32]&15, ql[32:64]&15, ql[0:32]>>4, ql[32:64]>>4
     high = (qh >> _SHIFTS[None, None, :, None]) & 3    # ... with bits 0-1, 2-3, 4-5, 6-7 of qh[0:32]
-    q = ((low | (high << 4)).astype(np.int8) - np.int8(32)).astype(np.float32).reshape(n, 16, 16)
-    return ((d * sc)[:, :, None] * q).reshape(n, 256)
+    return ((low | (high << 4)).astype(np.int8) - np.int8(32)).reshape(n, 16, 16), d * sc
+
+def _deq_q6_k(b):
+    q, s = q6_k_parts(b)
+    return (s[:, :, None] * q.astype(np.float32)).reshape(b.shape[0], 256)
 
 def _deq_q3_k(b):
     n = b.shape[0]

@@ -164,7 +164,7 @@ def _kv_block_bytes(llm, block_size=16) -> int:
 
 # %% ../nbs/07_llm.ipynb 13
 def _packed_gguf(path: Path):
-    "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1), else None."
+    "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
     if not path.is_file():
         return None
     with open(path, "rb") as f:
@@ -190,10 +190,10 @@ class LLM:
         qmodel = None
         if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
             if (g := _packed_gguf(path)) is None:
-                raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0 or Q4_1 layer weights to keep packed")
+                raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
             quantization, qmodel = None, quant.load_quantized_gguf(g)
             self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
-        if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1 layers stay packed on the CPU (float32 activations)
+        if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on the CPU (float32 activations)
             quantization = None                    # ... when our compiled kernels run here (the torch path dequantizes per call: slow)
             if dtype == torch.float32 and self.device.type == "cpu" and cpu_kernels.ENABLED and (g := _packed_gguf(path)) is not None and cpu_kernels.available():
                 qmodel = quant.load_quantized_gguf(g)
@@ -280,7 +280,13 @@ def _prompt_ids(self, prompt) -> tuple[str | None, list[int]]:
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
 def _chat_ids(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
-    "Render one conversation with the chat template; the template writes BOS itself, so no extra one is added."
+    """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. A model without a
+    template gets a built-in one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose)."""
+    if chat_template is None and not getattr(self.tokenizer, "chat_template", None) and not getattr(self, "_template_noted", False):
+        from xllm.chat import default_template_name
+        self._template_noted = True
+        warnings.warn(f"{self.model_path.name} carries no chat template; using the built-in "
+                      f"{default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format (pass chat_template= to choose)", stacklevel=3)
     text = apply_chat_template(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
     return text, _check_ids(self, self.tokenizer.encode(text, add_bos=False, allow_special=True))
 
