@@ -204,11 +204,11 @@ def test_kv_append_matches_pool_write(dt, kvd, dev):
 
 @pytest.mark.parametrize("dt", DTYPES)
 def test_int8_linear(dt, dev):
-    "Int8Linear's layout (per-row float32 and grouped float16 scales, float32 bias) vs the float64 reference."
+    "Int8Linear's layout (per-row float32 and grouped float16 scales, groups of 16 as GGUF Q6_K has them too, float32 bias) vs the float64 reference."
     from xllm.quant import Int8Linear
     g = torch.Generator().manual_seed(10)
-    for M, O, I, gs in pick(dev, ((1, 4096, 4096, None), (3, 11008, 4096, None), (7, 4096, 11008, 32), (16, 100, 576, None), (5, 33, 64, 32), (256, 64, 1536, None)),
-                            ((1, 64, 4096, None), (3, 40, 1024, 32), (16, 100, 576, None), (5, 33, 64, 32), (20, 8, 1536, None))):
+    for M, O, I, gs in pick(dev, ((1, 4096, 4096, None), (3, 11008, 4096, None), (7, 4096, 11008, 32), (16, 100, 576, None), (5, 33, 64, 32), (256, 64, 1536, None), (3, 4096, 11008, 16)),
+                            ((1, 64, 4096, None), (3, 40, 1024, 32), (2, 24, 512, 16), (16, 100, 576, None), (5, 33, 64, 32), (20, 8, 1536, None))):
         mod = Int8Linear.from_float(torch.randn(O, I, generator=g) * 0.02, group_size=gs)
         bias = torch.randn(O, generator=g)
         x = torch.randn(M, I, generator=g).to(dev, dt)
