@@ -91,24 +91,34 @@ def test_ragged_step_vs_forward_paged(dt, tol, kw, kct, dev):
             assert float((a.float() - c.float()).abs().max()) <= tol * float(a.float().abs().max())
 
 
-@pytest.mark.parametrize("mode,gs,gemv_rows", [("int8", None, 16), ("int8", 32, 16), ("int4", 32, 16), ("int4-sym", 64, 16), ("int8", None, 0), ("int4", 32, 0)])
+@pytest.mark.parametrize("mode,gs,gemv_rows", [("int8", None, 16), ("int8", 32, 16), ("int4", 32, 16), ("int4-sym", 64, 16), ("int8", None, 0), ("int4", 32, 0),
+                                               ("q4_k_m", 32, 16), ("q4_k_m", 32, 0)])
 def test_quantized_model_through_runner(mode, gs, gemv_rows, dev):
     """A quantized model: q/k/v and gate/up stacked into one `QuantWeight` each (the modules' codes become views of it),
-    o/down/lm_head single (int4 symmetric too: Q4_0-like). Decode steps (graphs on a GPU) through the GEMV kernels (gemv_rows 16) or dequantize + torch.mm
+    o/down/lm_head single (int4 symmetric too: Q4_0-like; "q4_k_m": GGUF Q4_K_M's mix, int4 layers with v_proj and down_proj in
+    int8 groups of 16 as Q6_K repacks, so q/k/v is no single stack and goes through the kernels part by part). Decode steps (graphs on a GPU) through the GEMV kernels (gemv_rows 16) or dequantize + torch.mm
     (0): logits close to forward_paged's (the modules dequantizing). Then an engine with the runner, prefill steps included
     (ragged, > gemv_rows rows: dequantize + mm), gives the greedy tokens of the engine without it (fp16: at most one near-tie
     may flip)."""
     from xllm.quant import quantize_model
     dt = torch.float16
     m1 = tiny_model(4, dt)
-    quantize_model(m1, mode[:4], gs, lm_head=True, zero_point=mode != "int4-sym", progress=False)
+    quantize_model(m1, "int8" if mode.startswith("int8") else "int4", gs, lm_head=True, zero_point=mode != "int4-sym", progress=False)
+    if mode == "q4_k_m":
+        from xllm.quant import Int8Linear
+        for l in m1.model.layers: l.self_attn.v_proj, l.mlp.down_proj = (Int8Linear.from_float(x.dequantize(), group_size=16) for x in (l.self_attn.v_proj, l.mlp.down_proj))
     m1 = m1.to(dev); m0 = copy.deepcopy(m1)
     p1 = PagedKVPool(m1.config, 40, 8, dt, dev); p0 = copy.deepcopy(p1)
     _, h0 = greedy_paged(m0, p0, PROMPTS, 5)
     r = CudaRunner(m1, p1, max_batch=8, ops=CudaOps)
-    assert all(isinstance(f, ck.QuantWeight) for pair in r.fused for f in pair)
-    assert r.fused[0][0].codes.data_ptr() == (m1.model.layers[0].self_attn.q_proj.weight if mode == "int8" else m1.model.layers[0].self_attn.q_proj.qweight).data_ptr()
-    assert len(r.quant) == 2 * m1.config.num_hidden_layers + 1 and r.dequant_ws.numel() > 0
+    L = m1.config.num_hidden_layers
+    if mode == "q4_k_m":
+        assert all(qkv is None and isinstance(gu, ck.QuantWeight) for qkv, gu in r.fused) and len(r.quant) == 5 * L + 1
+    else:
+        assert all(isinstance(f, ck.QuantWeight) for pair in r.fused for f in pair)
+        assert r.fused[0][0].codes.data_ptr() == (m1.model.layers[0].self_attn.q_proj.weight if mode == "int8" else m1.model.layers[0].self_attn.q_proj.qweight).data_ptr()
+        assert len(r.quant) == 2 * L + 1
+    assert r.dequant_ws.numel() > 0
     r.quant_gemv_rows = gemv_rows
     r.capture()
     _, h1 = greedy_paged(m1, p1, PROMPTS, 5, step=r)

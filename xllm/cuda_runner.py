@@ -234,6 +234,8 @@ class CudaRunner:
         b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
                  res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
                  gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H))
+        if any(f is None for pair in self.fused for f in pair):     # a stack the kernels cannot take in one launch: its parts, one by one
+            b["part"] = e(n, max(nh * hd, I))
         if decode: b.update(tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
                             logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
         return b
@@ -278,6 +280,17 @@ def _linear(self, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
+def _parts(self, mods, x, out, part):
+    """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
+    q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a Q6_K v)."""
+    n, c0 = x.shape[0], 0
+    for mod in mods:
+        w = mod.out_features
+        t = part.view(-1)[:n * w].view(n, w)
+        _linear(self, mod, x, t)
+        out[:, c0:c0 + w].copy_(t); c0 += w
+    return out
+
 def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
     layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool) into `out`.
@@ -296,8 +309,7 @@ def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
         x = o.rms_norm(h if h is not None else res, layer.input_layernorm.weight, c.rms_norm_eps, residual=res if h is not None else None, out=bf["normed"])
         qkv = bf["qkv"]
         if qkv_f is not None: _linear(self, None, x, qkv, qkv_f)
-        else:
-            for mod, sl in ((a.q_proj, slice(0, nq)), (a.k_proj, slice(nq, nq + nk)), (a.v_proj, slice(nq + nk, nq + 2 * nk))): qkv[:, sl].copy_(mod(x))
+        else: _parts(self, (a.q_proj, a.k_proj, a.v_proj), x, qkv, bf["part"])
         q, k, v = qkv[:, :nq].view(n, nh, hd), qkv[:, nq:nq + nk].view(n, nkv, hd), qkv[:, nq + nk:].view(n, nkv, hd)
         o.rope_(q, k, bf["pos"], self.cos, self.sin)
         o.kv_append(k, v, pool.k_flat[i], pool.v_flat[i], bf["slots"], pool.k_scale_flat[i], pool.v_scale_flat[i])
@@ -306,7 +318,7 @@ def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
         _linear(self, a.o_proj, bf["attn"].view(n, nq), bf["o"])
         x = o.rms_norm(bf["o"], layer.post_attention_layernorm.weight, c.rms_norm_eps, residual=res, out=bf["normed"])
         if gu_f is not None: _linear(self, None, x, bf["gu"], gu_f)
-        else: bf["gu"][:, :c.intermediate_size].copy_(mlp.gate_proj(x)); bf["gu"][:, c.intermediate_size:].copy_(mlp.up_proj(x))
+        else: _parts(self, (mlp.gate_proj, mlp.up_proj), x, bf["gu"], bf["part"])
         o.silu_and_mul_fused(bf["gu"], out=bf["act"])
         h = _linear(self, mlp.down_proj, bf["act"], bf["mlp"])
     return h
