@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_llm.ipynb 3
 from __future__ import annotations
-import copy, math, numbers, time, warnings
+import math, numbers, time, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -319,16 +319,11 @@ def _prefill(self, ids: list[int], max_tokens: int | None):
     return cache, logits
 
 def _run_one(self, prompt, ids, params) -> RequestOutput:
-    "One request on the contiguous cache: prefill once, then each of the `n` completions on (a copy of) the prompt's cache."
-    gen = _generator(self, params)
+    "One completion (`n = 1`; more go through the engine) on the contiguous cache: prefill, then decode to the end."
     cache, logits = _prefill(self, ids, params.max_tokens)
-    comps = []
-    for i in range(params.n):
-        seq = _Sequence(self.tokenizer, ids, params, i, self.eos_ids, self.max_model_len)
-        c = cache if i == params.n - 1 else copy.deepcopy(cache)
-        for _ in _decode(self, seq, gen, c, logits): pass
-        comps.append(seq.output())
-    out = RequestOutput(str(self._next_id), prompt, ids, comps, True)
+    seq = _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
+    for _ in _decode(self, seq, _generator(self, params), cache, logits): pass
+    out = RequestOutput(str(self._next_id), prompt, ids, [seq.output()], True)
     self._next_id += 1
     return out
 

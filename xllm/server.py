@@ -20,6 +20,7 @@ def _pyd():
     return pydantic
 
 def _models():
+    "The pydantic request models (`CompletionRequest`, `ChatRequest`): types and ranges; `to_sampling_params` and `check_supported` check the rest."
     from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
     class _Req(BaseModel):
         model_config = ConfigDict(extra="ignore")
@@ -196,6 +197,8 @@ async def _unless_disconnected(request, coro):
 
 # %% ../nbs/16_server.ipynb 18
 class _State:
+    """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
+    limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
     def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str):
         from xllm.engine import AsyncEngine
         from xllm.llm import build_engine
@@ -282,16 +285,18 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
 
 # %% ../nbs/16_server.ipynb 23
-MAX_BODY_BYTES = 32 << 20   # a request body larger than this gets 413 before it is read
+MAX_BODY_BYTES = 32 << 20   # a request body whose Content-Length says more gets 413 before it is read
 
-def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_waiting: int = 64, model_name: str | None = None):
+def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on /v1/*.
-    At most `max_num_seqs` choices run at once; `max_waiting` more may wait; beyond that requests get 503."""
+    At most `max_num_seqs` choices run at once (default: the LLM's own `max_num_seqs`); `max_waiting` more may wait; beyond that
+    requests get 503."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
     from starlette.exceptions import HTTPException
     from contextlib import asynccontextmanager
+    if max_num_seqs is None: max_num_seqs = llm.max_num_seqs
     for k, v in (("max_num_seqs", max_num_seqs), ("max_waiting", max_waiting)):
         if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "max_num_seqs" else 0): raise ValueError(f"{k}: expected an integer >= {1 if k == 'max_num_seqs' else 0}, got {v!r}")
     CompletionRequest, ChatRequest = _models()
@@ -310,7 +315,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int = 32, max_wait
 
     @app.exception_handler(HTTPException)          # FastAPI's own: unknown route, wrong method, a body that is not UTF-8 JSON
     async def _http(request, e: HTTPException):
-        msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/completions, /v1/chat/completions and /health",
+        msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions and /health",
                405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
         return JSONResponse(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
 
@@ -460,7 +465,7 @@ def start_server(llm, host: str = "127.0.0.1", port: int | None = None, **kw) ->
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port)
 
-def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int = 32,
+def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, **llm_kw):
     "Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until interrupted."
     import uvicorn
