@@ -359,10 +359,16 @@ class Engine:
         if request_id is None:
             while self._next_id in self.requests: self._next_id += 1
             request_id = self._next_id; self._next_id += 1
+        try: hash(request_id)
+        except TypeError: raise ValueError(f"request id {request_id!r} is not hashable (use a str, an int or a tuple)") from None
         if request_id in self.requests: raise ValueError(f"request id {request_id!r} is already in use")
-        ids = list(prompt_token_ids) if not isinstance(prompt_token_ids, torch.Tensor) else prompt_token_ids.tolist()
+        if isinstance(prompt_token_ids, torch.Tensor): ids = prompt_token_ids.tolist()
+        elif isinstance(prompt_token_ids, (list, tuple)): ids = list(prompt_token_ids)
+        else: raise ValueError(f"request {request_id!r}: prompt_token_ids must be a list of token ids, got {type(prompt_token_ids).__name__}")
         if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
-        bad = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool) or not 0 <= t < self.config.vocab_size]
+        if not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in ids):
+            raise ValueError(f"request {request_id!r}: prompt token ids must be integers, got {next(t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool))!r}")
+        bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
         if bad: raise ValueError(f"request {request_id!r}: prompt token id {bad[0]!r} is outside the vocabulary (0..{self.config.vocab_size - 1})")
         ids = [int(t) for t in ids]
         seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
@@ -396,7 +402,10 @@ class Engine:
         seq, p = req.seq, req.params
         if self.num_decodable < row.shape[-1]: row = row.clone(); row[self.num_decodable:] = float("-inf")
         out_ids = seq.output_token_ids
-        for f in req.logits_processors: row = f(out_ids, row)
+        for f in req.logits_processors:
+            shape, row = row.shape, f(out_ids, row)
+            if not isinstance(row, torch.Tensor) or row.shape != shape:
+                raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(row.shape) if isinstance(row, torch.Tensor) else type(row).__name__}, expected a tensor of shape {tuple(shape)}")
         r = self.sampler.sample(row, p, req.generator, out_ids, seq.prompt_token_ids)
         return r.token_id, _logprobs(p, r)
 
@@ -480,33 +489,38 @@ class Engine:
 
     def generate(self, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
         """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
-        a request that cannot run (bad prompt) or fails gets finish_reason 'error' and the message, the others run normally."""
-        results, ids = {}, []
-        for i, (prompt, params) in enumerate(requests):
-            rid = ("generate", self._next_id, i)
-            try: self.add_request(prompt, params, request_id=rid)
-            except ValueError as e:
-                results[rid] = EngineResult(rid, list(prompt) if prompt is not None else [], [], "error", str(e))
-            else: results[rid] = EngineResult(rid, list(prompt), [], None, None, [] if (params and params.logprobs is not None) else None)
-            ids.append(rid)
-        self._next_id += 1
-        bar = None
-        if use_tqdm:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=len(ids), desc="generate")
-        while any(rid in self.requests for rid in ids):
-            for o in self.step():
-                r = results.get(o.request_id)
-                if r is None: continue
-                r.token_ids += o.new_token_ids
-                if r.logprobs is not None and o.new_logprobs: r.logprobs += o.new_logprobs
-                if o.finished:
-                    r.finish_reason, r.error = o.finish_reason, o.error
-                    if bar is not None: bar.update(1)
-        if bar is not None: bar.close()
+        a request that cannot run (bad prompt) or fails gets finish_reason 'error' and the message, the others run normally. If the
+        call itself fails (a step raises, Ctrl-C), its requests are aborted: none is left running for a later call to meet."""
+        results, ids, bar = {}, [], None
+        gid = self._next_id; self._next_id += 1                       # taken first: a call's ids are never reused
+        try:
+            for i, (prompt, params) in enumerate(requests):
+                rid = ("generate", gid, i)
+                try: self.add_request(prompt, params, request_id=rid)
+                except ValueError as e:
+                    results[rid] = EngineResult(rid, list(prompt) if isinstance(prompt, (list, tuple)) else [], [], "error", str(e))
+                else: results[rid] = EngineResult(rid, list(prompt), [], None, None, [] if (params and params.logprobs is not None) else None)
+                ids.append(rid)
+            if use_tqdm:
+                from tqdm.auto import tqdm
+                bar = tqdm(total=len(ids), desc="generate")
+            while any(rid in self.requests for rid in ids):
+                for o in self.step():
+                    r = results.get(o.request_id)
+                    if r is None: continue
+                    r.token_ids += o.new_token_ids
+                    if r.logprobs is not None and o.new_logprobs: r.logprobs += o.new_logprobs
+                    if o.finished:
+                        r.finish_reason, r.error = o.finish_reason, o.error
+                        if bar is not None: bar.update(1)
+        except BaseException:
+            for rid in ids: self.abort(rid)                             # their blocks are free now; the 'abort' outputs come with the next step
+            raise
+        finally:
+            if bar is not None: bar.close()
         return [results[rid] for rid in ids]
 
-# %% ../nbs/11_engine.ipynb 56
+# %% ../nbs/11_engine.ipynb 58
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):

@@ -391,35 +391,46 @@ def _settle(eng, seqs: dict):
         if not seq.finished: eng.abort(rid)
     while eng.has_unfinished(): eng.step()
 
+def _check_pool(self, eng, prompts, params):
+    """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
+    tokens, when that pool is smaller than the context (`kv_cache_memory`). Otherwise the answer would be cut short at the pool's
+    end; without `max_tokens` it may run to the context or the pool's end, whichever comes first."""
+    cap = eng.pool.num_tokens
+    if cap >= self.max_model_len: return
+    for r, (ids, p) in enumerate(zip(prompts, params)):
+        need = min(self.max_model_len, len(ids) + (p.max_tokens or 1))
+        if need > cap:
+            asked = f"prompt ({len(ids)} tokens)" + (f" + max_tokens ({p.max_tokens})" if p.max_tokens else "")
+            raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the batching engine's "
+                             f"pool holds ({cap} tokens in kv_cache_memory={self.kv_cache_memory} bytes); raise kv_cache_memory or ask for fewer tokens")
+
 def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
     """All requests (each of their `n` completions is one engine request) continuously batched through `get_engine()`.
     The engine produces token ids; each completion's `_Sequence` turns them into text and decides stop strings, EOS, stop ids,
     `max_tokens` and the context end exactly as the one-at-a-time path does; a stop string ends the engine request by its hook."""
-    eng = get_engine(self)
-    seqs, rids = {}, []
-    for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
-        for i in range(p.n):
-            seq = _Sequence(self.tokenizer, ids, p, i, self.eos_ids, self.max_model_len)
-            rid = ("llm", self._next_id + r, i)
-            eng.add_request(ids, p, request_id=rid, generator=_engine_generator(self, p, i))
-            seqs[rid] = seq; rids.append(rid)
     from tqdm.auto import tqdm
-    bar = tqdm(total=len(rids), desc="generate", disable=not use_tqdm or len(rids) < 2)
+    eng = get_engine(self)
+    _check_pool(self, eng, [ids for _, ids in requests], params)
+    base = self._next_id; self._next_id += len(requests)         # taken first: ids are never reused, whatever happens below
+    seqs, bar = {}, None
     try:
+        for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
+            for i in range(p.n):
+                rid = ("llm", base + r, i)
+                eng.add_request(ids, p, request_id=rid, generator=_engine_generator(self, p, i))
+                seqs[rid] = _Sequence(self.tokenizer, ids, p, i, self.eos_ids, self.max_model_len)
+        bar = tqdm(total=len(seqs), desc="generate", disable=not use_tqdm or len(seqs) < 2)
         while any(not s.finished for s in seqs.values()):
             for o in eng.step():
                 seq = seqs.get(o.request_id)
                 if seq is None or seq.finished: continue
                 _feed(eng, seq, o)
                 if seq.finished: bar.update(1)
-    finally:
-        bar.close()
+    finally:                                                        # an error, Ctrl-C: what was added is aborted, the engine drained
+        if bar is not None: bar.close()
         _settle(eng, seqs)
-    outs = []
-    for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
-        outs.append(RequestOutput(str(self._next_id + r), prompt, ids, [seqs[("llm", self._next_id + r, i)].output() for i in range(p.n)], True))
-    self._next_id += len(requests)
-    return outs
+    return [RequestOutput(str(base + r), prompt, ids, [seqs[("llm", base + r, i)].output() for i in range(p.n)], True)
+            for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 def _single_on_engine(self) -> bool:
     """Whether one completion goes through the engine too: when the engine has a runner (on a GPU: CUDA graphs make a
@@ -504,6 +515,7 @@ def _stream_contiguous(self, ids, params):
 def _stream_engine(self, ids, params):
     "One completion stepped through the LLM's engine, its text released as the contiguous path releases it; aborted if left early."
     eng, seq = get_engine(self), _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
+    _check_pool(self, eng, [ids], [params])
     rid = ("llm-stream", self._next_id)
     self._next_id += 1
     eng.add_request(ids, params, request_id=rid, generator=_engine_generator(self, params))
