@@ -362,6 +362,8 @@ class Engine:
         try: hash(request_id)
         except TypeError: raise ValueError(f"request id {request_id!r} is not hashable (use a str, an int or a tuple)") from None
         if request_id in self.requests: raise ValueError(f"request id {request_id!r} is already in use")
+        if any(o.request_id == request_id for o in self._pending):
+            raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
         if isinstance(prompt_token_ids, torch.Tensor): ids = prompt_token_ids.tolist()
         elif isinstance(prompt_token_ids, (list, tuple)): ids = list(prompt_token_ids)
         else: raise ValueError(f"request {request_id!r}: prompt_token_ids must be a list of token ids, got {type(prompt_token_ids).__name__}")
