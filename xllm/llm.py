@@ -258,7 +258,8 @@ class LLM:
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
-    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__") or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids):
+    if not isinstance(ids, (str, bytes, dict)) and hasattr(ids, "__iter__"): ids = list(ids)
+    if not isinstance(ids, list) or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids):
         raise ValueError(f"{what}_token_ids: expected a list of integers, got {ids!r:.80}")
     ids = [int(i) for i in ids]
     if not ids: raise ValueError(f"{what} is empty (no tokens)")

@@ -536,11 +536,12 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     tensors, modules = {}, {}
     for name, mod in model.named_modules():
         if isinstance(mod, _QuantLinear): modules[name] = _module_info(mod)
+    quantized = set(modules) | {n for n, mod in model.named_modules() if isinstance(mod, Int8Embedding)}   # their scales stay as they are
     for k, v in model.state_dict().items():
         if k == "lm_head.weight" and config.tie_word_embeddings and not isinstance(model.lm_head, _QuantLinear): continue   # tied: the embedding is the head
         if k.startswith("lm_head.") and config.tie_word_embeddings and isinstance(model.model.embed_tokens, Int8Embedding): continue   # shares the embedding's codes
         v = v.detach().cpu()
-        if float_dtype is not None and v.is_floating_point() and k.rpartition(".")[0] not in modules and not k.startswith("model.embed_tokens.q"):
+        if float_dtype is not None and v.is_floating_point() and k.rpartition(".")[0] not in quantized:
             v = v.to(float_dtype)
         tensors[k] = v.contiguous()
     bits = sorted({m["bits"] for m in modules.values()})
