@@ -331,10 +331,8 @@ def _sampling_params(args, default_max_tokens: int):
 
 def _template_note(llm):
     "Say on stderr when the model carries no chat template, and which built-in format stands in for it."
-    if not getattr(llm.tokenizer, "chat_template", None):
-        from xllm.chat import default_template_name
-        name = default_template_name(getattr(llm.tokenizer, "special_tokens", None))
-        print(f"xllm: note: {llm.model_path.name} carries no chat template; using the built-in {name} format", file=sys.stderr)
+    from xllm.llm import _template_fallback
+    if note := _template_fallback(llm): print(f"xllm: note: {note}", file=sys.stderr)
     llm._template_noted = True                               # said here, once: the API's warning would repeat it
 
 def _load(args):

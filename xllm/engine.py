@@ -368,8 +368,8 @@ class Engine:
         elif isinstance(prompt_token_ids, (list, tuple)): ids = list(prompt_token_ids)
         else: raise ValueError(f"request {request_id!r}: prompt_token_ids must be a list of token ids, got {type(prompt_token_ids).__name__}")
         if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
-        if not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in ids):
-            raise ValueError(f"request {request_id!r}: prompt token ids must be integers, got {next(t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool))!r}")
+        bad = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool)]
+        if bad: raise ValueError(f"request {request_id!r}: prompt token ids must be integers, got {bad[0]!r}")
         bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
         if bad: raise ValueError(f"request {request_id!r}: prompt token id {bad[0]!r} is outside the vocabulary (0..{self.config.vocab_size - 1})")
         ids = [int(t) for t in ids]

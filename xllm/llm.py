@@ -280,14 +280,18 @@ def _prompt_ids(self, prompt) -> tuple[str | None, list[int]]:
     if isinstance(prompt, dict) and "prompt" in prompt: return _prompt_ids(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
+def _template_fallback(self) -> str | None:
+    "When the model carries no chat template, which built-in format stands in for it (a sentence); else None."
+    if getattr(self.tokenizer, "chat_template", None): return None
+    from xllm.chat import default_template_name
+    return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
+
 def _chat_ids(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. A model without a
     template gets a built-in one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose)."""
-    if chat_template is None and not getattr(self.tokenizer, "chat_template", None) and not getattr(self, "_template_noted", False):
-        from xllm.chat import default_template_name
+    if chat_template is None and not getattr(self, "_template_noted", False) and (note := _template_fallback(self)):
         self._template_noted = True
-        warnings.warn(f"{self.model_path.name} carries no chat template; using the built-in "
-                      f"{default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format (pass chat_template= to choose)", stacklevel=3)
+        warnings.warn(f"{note} (pass chat_template= to choose)", stacklevel=3)
     text = apply_chat_template(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
     return text, _check_ids(self, self.tokenizer.encode(text, add_bos=False, allow_special=True))
 

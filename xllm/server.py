@@ -81,6 +81,10 @@ class APIError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 # %% ../nbs/16_server.ipynb 7
+def _asked_tokens(req) -> int | None:
+    "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
+    return getattr(req, "max_completion_tokens", None) or req.max_tokens
+
 def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     "The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid."
     if req.stream_options is not None and not req.stream:
@@ -88,7 +92,7 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     if getattr(req, "top_logprobs", None) is not None and req.logprobs is not True:
         raise APIError(400, "top_logprobs: requires logprobs to be true", param="top_logprobs")
     if isinstance(req.stop, str) and not req.stop: raise APIError(400, "stop: must not be an empty string", param="stop")
-    mt = getattr(req, "max_completion_tokens", None) or req.max_tokens or default_max_tokens
+    mt = _asked_tokens(req) or default_max_tokens
     lp = req.logprobs if not isinstance(req.logprobs, bool) else ((req.top_logprobs or 0) if req.logprobs else None)
     try:
         return SamplingParams(n=req.n, max_tokens=mt, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
@@ -361,7 +365,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
 
     async def respond(kind, request, req, prompts, params, bias, echo=False):
         "prompts: list of (text, ids). Non-streaming JSON or an SSE stream; `kind` is 'text_completion' or 'chat.completion'."
-        n, asked = params.n, getattr(req, "max_completion_tokens", None) or req.max_tokens
+        n, asked = params.n, _asked_tokens(req)
         ps = [dataclasses.replace(params, max_tokens=st.max_tokens(len(ids), asked, params.max_tokens)) for _, ids in prompts]
         procs = [logit_bias_processor(bias)] if bias else None
         jobs = [(ids, ps[k], k * n + j, j, procs) for k, (_, ids) in enumerate(prompts) for j in range(n)]
