@@ -8,9 +8,9 @@ import argparse, os, re, sys
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['RANDOM_CONFIGS', 'DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'run_bench', 'cmd_bench',
-           'random_config', 'random_model', 'byte_tokenizer', 'random_llm', 'parse_bytes', 'build_parser',
-           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['RANDOM_CONFIGS', 'STAND_IN_CONFIG', 'DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity',
+           'run_bench', 'cmd_bench', 'random_config', 'random_model', 'byte_tokenizer', 'random_llm', 'stand_in_model',
+           'parse_bytes', 'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/08_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -226,6 +226,44 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
     return llm
 
 # %% ../nbs/08_cli.ipynb 11
+STAND_IN_CONFIG = dict(vocab_size=512, hidden_size=64, intermediate_size=172, num_hidden_layers=5, num_attention_heads=8,
+                       num_key_value_heads=4, max_position_embeddings=512, rms_norm_eps=1e-5, rope_theta=10000.0,
+                       tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)   # stories260K.bin's shape (shared/models/README.md)
+
+def _stand_in_corpus(n: int = 600) -> list[str]:
+    "`n` short generated sentences, varied enough for a 512-piece BPE."
+    import random
+    rng = random.Random(0)
+    who = "cat dog girl boy bird fish tree ball mom dad Lily Tom Sue Ben bear frog duck king queen robot".split()
+    did = "saw liked found wanted made ate took gave played jumped ran looked helped asked said smiled".split()
+    what = "a big red ball|the little house|some sweet cake|a shiny stone|the blue sky|a happy song|her old toy|his new hat".split("|")
+    return [f"{rng.choice(['Once upon a time', 'One day', 'Then', 'Later'])}, the {rng.choice(who)} {rng.choice(did)} "
+            f"{rng.choice(what)} {i % 97} times. \"{rng.choice(who).title()}!\" {rng.choice(['it', 'she', 'he'])} {rng.choice(did)}."
+            for i in range(n)]
+
+def stand_in_model(dest, seed: int = 0) -> Path:
+    """Write into the directory `dest` a Hugging Face checkpoint of stories260K's shape (`STAND_IN_CONFIG`) with seeded random
+    weights and a 512-piece SentencePiece tokenizer trained here; returns `dest`. For tests and demos without shared data."""
+    import io, json, torch, sentencepiece as spm
+    from safetensors.torch import save_file
+    from xllm.weights import config_from_hf
+    dest = Path(dest); dest.mkdir(parents=True, exist_ok=True)
+    f = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(_stand_in_corpus()), model_writer=f, vocab_size=512, model_type="bpe",
+                                   byte_fallback=True, bos_id=1, eos_id=2, unk_id=0, pad_id=-1, minloglevel=2, num_threads=1)
+    (dest / "tokenizer.model").write_bytes(f.getvalue())
+    from xllm.model import Llama
+    with torch.device("meta"): shapes = {k: v.shape for k, v in Llama(config_from_hf(STAND_IN_CONFIG, "stand-in")).state_dict().items()}
+    g = torch.Generator().manual_seed(seed)      # embeddings N(0, 0.3), matrices N(0, 1.5/sqrt(fan-in)): greedy text that moves
+    sd = {k: torch.ones(s) if "norm" in k else torch.randn(s, generator=g) * (0.3 if "embed" in k else 1.5 / s[-1] ** 0.5)
+          for k, s in shapes.items() if k != "lm_head.weight"}
+    save_file(sd, str(dest / "model.safetensors"))
+    (dest / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                                                  "torch_dtype": "float32", **STAND_IN_CONFIG}, indent=1))
+    return dest
+
+
+# %% ../nbs/08_cli.ipynb 14
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.7, 0.9
 
 class _CLIError(Exception):
@@ -319,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_opts(v)
     return p
 
-# %% ../nbs/08_cli.ipynb 13
+# %% ../nbs/08_cli.ipynb 16
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -353,7 +391,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/08_cli.ipynb 15
+# %% ../nbs/08_cli.ipynb 18
 def cmd_generate(args, out=None) -> int:
     "Stream the completion of `args.prompt` to stdout."
     out = out or sys.stdout
@@ -371,7 +409,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/08_cli.ipynb 17
+# %% ../nbs/08_cli.ipynb 20
 def _chat_reply(llm, history, params, out):
     "Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted)."
     saved, dropped = list(history), 0
@@ -426,7 +464,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
 
-# %% ../nbs/08_cli.ipynb 20
+# %% ../nbs/08_cli.ipynb 23
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -448,7 +486,7 @@ def cmd_serve(args, out=None) -> int:
     server.serve(host=args.host, port=args.port, api_key=args.api_key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm)
     return 0
 
-# %% ../nbs/08_cli.ipynb 21
+# %% ../nbs/08_cli.ipynb 24
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     parser = build_parser()

@@ -275,7 +275,11 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
                             for i, d in lps]}
     toks = [t(i) for i, _ in lps]
     offs = [offset + sum(len(x) for x in toks[:k]) for k in range(len(toks))]
-    return {"tokens": toks, "token_logprobs": [d[i] for i, d in lps], "top_logprobs": [{t(j): v for j, v in top(d, k)} for _, d in lps],
+    def by_text(d):                    # two ids can show as the same text ('\ufffd' for byte pieces): the likelier one is kept
+        out = {}
+        for j, v in top(d, k): out.setdefault(t(j), v)
+        return out
+    return {"tokens": toks, "token_logprobs": [d[i] for i, d in lps], "top_logprobs": [by_text(d) for _, d in lps],
             "text_offset": offs}
 
 def _prompt_list(p) -> list:
