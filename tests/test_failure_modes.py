@@ -179,3 +179,62 @@ def test_absurd_headers(originals):
             with memory_limit(): load_checkpoint(f)
         assert f.name in str(e.value), (case, str(e.value))
         assert time.perf_counter() - t0 < 5, case
+
+
+def _patch_config(o, name, **patch):
+    d = o["dir"] / name
+    if d.exists(): shutil.rmtree(d)
+    shutil.copytree(o["hf"], d)
+    cfg = json.loads((d / "config.json").read_text()); cfg.update(patch); (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@pytest.mark.parametrize("patch,field", [
+    (dict(num_hidden_layers=0 + 2), "num_hidden_layers"),                # the file has 1 layer
+    (dict(num_hidden_layers=1, vocab_size=128), "vocab_size"), (dict(num_key_value_heads=2), "num_key_value_heads"),
+    (dict(rope_theta=float("inf")), "rope_theta"), (dict(rope_theta=float("nan")), "rope_theta"), (dict(rms_norm_eps=float("inf")), "rms_norm_eps"),
+    (dict(rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": -1.0}), "factor"),
+    (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 32}), "high_freq_factor"),
+    (dict(torch_dtype="float7"), "torch_dtype"), (dict(dtype=["float16"]), "dtype"), (dict(attention_bias="no"), "attention_bias")])
+def test_config_that_lies(originals, patch, field):
+    "A config.json that disagrees with the tensors, or holds a non-finite or impossible value, is refused naming the file and the field."
+    d = _patch_config(originals, "lie", **patch)
+    with pytest.raises(ModelFormatError) as e: load_checkpoint(d)
+    assert field in str(e.value) and d.name in str(e.value), str(e.value)
+
+
+def test_layers_beyond_the_config(originals):
+    "Tensors of a layer the config does not count (HF: num_hidden_layers; GGUF: llama.block_count) are refused, not dropped."
+    from safetensors.torch import load_file, save_file
+    d = _patch_config(originals, "extra_layer")
+    sd = load_file(d / "model.safetensors")
+    sd.update({k.replace("layers.0.", "layers.1."): v.clone() for k, v in sd.items() if k.startswith("model.layers.0.")})
+    save_file(sd, d / "model.safetensors")
+    with pytest.raises(ModelFormatError, match="num_hidden_layers is 1, but the safetensors files hold tensors for layer 1"): load_checkpoint(d)
+    g = bytearray(originals["gguf"].read_bytes())
+    for n in (0, 2):
+        i = _gguf_field(g, b"llama.block_count", 4)
+        g[i:i + 4] = struct.pack("<I", n); f = originals["dir"] / f"blocks{n}.gguf"; f.write_bytes(bytes(g))
+        with pytest.raises(ModelFormatError, match=f"blocks{n}.gguf") as e: load_checkpoint(f)
+        assert "llama.block_count" in str(e.value), str(e.value)
+
+
+def test_deep_and_huge_json(originals):
+    "config.json nested 100,000 deep, or holding a 5,000-digit number, is a ModelFormatError (not RecursionError / a bare ValueError)."
+    for name, text in [("deep", "{\"a\": " * 100_000 + "1" + "}" * 100_000), ("digits", '{"vocab_size": 1' + "0" * 5000 + "}")]:
+        d = _patch_config(originals, name); (d / "config.json").write_text(text)
+        with pytest.raises(ModelFormatError, match="config.json: not valid JSON"): load_checkpoint(d)
+
+
+def test_chat_template_limits():
+    "A chat template from a model file runs under the render limits: huge loops, outputs and numbers are refused quickly, by name."
+    import time
+    from xllm.chat import ChatTemplate, TemplateError, MAX_RENDER_SECONDS
+    hi = [{"role": "user", "content": "hi"}]
+    for src in ["{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                "{% for i in range(5000) %}{% for j in range(5000) %}{{ j }}{% endfor %}{% endfor %}",
+                "{% for i in messages * 1000 %}{% for j in messages * 1000 %}{% for k in messages * 1000 %}{% endfor %}{% endfor %}{% endfor %}",
+                "{{ 'ab' * 10**9 }}", "{{ (10 ** 1000) ** 1000 }}", "{{ 'x' | center(10**12) }}", "{{ '%0999999999d' % 1 }}"]:
+        t0 = time.perf_counter()
+        with pytest.raises(TemplateError, match="exceeds its limits"): ChatTemplate(src).render(hi)
+        assert time.perf_counter() - t0 < MAX_RENDER_SECONDS, src

@@ -4,16 +4,19 @@
 
 # %% ../nbs/03_chat.ipynb 4
 from __future__ import annotations
-import json, numbers
+import itertools, json, numbers, re, threading, time
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import jinja2
+from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.visitor import NodeTransformer
 
 # %% auto 0
-__all__ = ['TemplateError', 'plain_data', 'validate_messages', 'ChatTemplate', 'builtin_template', 'default_template_name',
-           'apply_chat_template']
+__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'TemplateError', 'plain_data',
+           'validate_messages', 'ChatTemplate', 'builtin_template', 'default_template_name', 'apply_chat_template',
+           'apply_chat_template_parts']
 
 # %% ../nbs/03_chat.ipynb 6
 class TemplateError(ValueError):
@@ -24,27 +27,165 @@ def _raise_exception(message):
     raise TemplateError(f"chat template refused the conversation: {message}")
 
 def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    "JSON like `json.dumps` (templates use it to print tool schemas); not Jinja's HTML-escaping `tojson`."
+    "JSON like `json.dumps` (templates use it to print tool schemas); not Jinja's HTML-escaping `tojson`. An indent of at most 64."
+    if isinstance(indent, (int, str)) and not isinstance(indent, bool) and (indent if isinstance(indent, int) else len(indent)) > 64:
+        raise TemplateError(f"chat template exceeds its limits: tojson indent {indent!r} is more than 64")
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 def _strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
+
+# %% ../nbs/03_chat.ipynb 11
+MAX_TEMPLATE_CHARS = 1 << 20   # a template's source
+MAX_RANGE = 10_000             # items of one range()
+MAX_STEPS = 1_000_000          # loop iterations, calls, lookups and operators of one render, plus 100 per message
+MAX_RENDER_SECONDS = 5.0       # wall-clock time of one render
+MAX_CHARS = 1 << 20            # the output, and any one string or list made while rendering, plus 4 per character of input
+
+_LIMITS = threading.local()    # the budget of the render running in this thread (None while compiling)
+
+class _Budget:
+    def __init__(self, n_messages: int = 0, n_chars: int = 0):
+        self.steps, self.max_steps, self.max_chars = 0, MAX_STEPS + 100 * n_messages, MAX_CHARS + 4 * n_chars
+        self.deadline = time.monotonic() + MAX_RENDER_SECONDS
+
+def _over(what): raise TemplateError(f"chat template exceeds its limits: {what}")
+def _max_chars() -> int: return b.max_chars if (b := getattr(_LIMITS, "budget", None)) else MAX_CHARS
+
+def _tick():
+    "One step of the current render: counted, and the clock checked every 256 steps."
+    b = getattr(_LIMITS, "budget", None)
+    if b is None: return
+    b.steps += 1
+    if b.steps > b.max_steps: _over(f"more than {b.max_steps} steps (loop iterations, calls, lookups, operators)")
+    if not b.steps & 255 and time.monotonic() > b.deadline: _over(f"rendering took more than {MAX_RENDER_SECONDS:g} s")
+
+def _sized(n: int, what: str):
+    if n > _max_chars(): _over(f"{what} would make {n} characters or items, more than {_max_chars()}")
+
+def _len(x) -> int: return len(x) if isinstance(x, (str, list, tuple, dict)) else 0
+
+def _check_format(fmt):
+    "Format strings may not ask for huge widths or precisions (`'%99999999s'`, `'{:>99999999}'`)."
+    if isinstance(fmt, str) and (m := re.search(r"\d{7,}", fmt)) and re.search(r"[%{]", fmt): _sized(int(m.group()), "a format width")
+
+
+# %% ../nbs/03_chat.ipynb 12
+def _safe_range(*args):
+    r = range(*args)
+    if len(r) > MAX_RANGE: _over(f"range({', '.join(map(repr, args))}) has {len(r)} items, more than {MAX_RANGE}")
+    return r
+
+class _Counted:
+    "An iterable whose every item is a step of the render (what `{% for %}` loops over)."
+    def __init__(self, it): self.it = it
+    def __len__(self): return len(self.it)
+    def __iter__(self):
+        for x in self.it: _tick(); yield x
+
+def _loop(it): return _Counted(it)
+
+def _concat(*parts) -> str:
+    "`a ~ b ~ c`, with the size of the result checked before it is built."
+    parts = [str(p) for p in parts]
+    _sized(sum(map(len, parts)), "a ~ concatenation")
+    return "".join(parts)
+
+def _check_args(what, args, kwargs):
+    "Before a call: no integer argument above the size bound (widths, counts); str.join/replace/format sized first."
+    _tick()
+    for v in (*args, *kwargs.values()):
+        if isinstance(v, int) and not isinstance(v, bool) and v > _max_chars(): _over(f"{what} was given {v}, more than {_max_chars()}")
+
+def _check_method(f, args):
+    s, name = getattr(f, "__self__", None), getattr(f, "__name__", "")
+    if not isinstance(s, str): return
+    if name == "join" and args and hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + sum(map(_len, args[0])), "str.join")
+    elif name == "replace" and len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
+        _sized(len(s) + (len(s) // max(1, len(args[0])) + 1) * max(0, len(args[1]) - len(args[0])), "str.replace")
+    elif name == "expandtabs": _sized(len(s) * (args[0] if args and isinstance(args[0], int) else 8), "str.expandtabs")
+
+def _guard_filter(name, f):
+    "A filter that counts as a step, refuses huge integer arguments and checks the size of what it returns."
+    @wraps(f)
+    def g(*args, **kwargs):
+        _check_args(f"the {name} filter", args, kwargs)
+        if name == "format" and args: _check_format(args[0])
+        if name == "indent" and args and isinstance(args[0], str):
+            w = args[1] if len(args) > 1 else kwargs.get("width", 4)
+            _sized(len(args[0]) + (args[0].count("\n") + 1) * (w if isinstance(w, int) else len(str(w))), "the indent filter")
+        return _checked(f(*args, **kwargs), f"the {name} filter")
+    return g
+
+def _checked(x, what):
+    _sized(_len(x), what)
+    return x
+
+class _Marks(NodeTransformer):
+    """Rewrite a parsed template so that every `{% for %}` loops over `_Counted` items and every `~` goes through `_concat`
+    (attributes of the environment, which a template cannot rebind)."""
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        node.iter = nodes.Call(nodes.EnvironmentAttribute("xllm_loop"), [node.iter], [], None, None, lineno=node.lineno)
+        return node
+    def visit_Concat(self, node):
+        node = self.generic_visit(node)
+        return nodes.Call(nodes.EnvironmentAttribute("xllm_concat"), node.nodes, [], None, None, lineno=node.lineno)
+
+class _LimitedEnvironment(ImmutableSandboxedEnvironment):
+    "Jinja's immutable sandbox plus limits: operators, calls, lookups and loop items are steps; sizes are checked before they are made."
+    intercepted_binops = frozenset({"*", "**", "+", "%"})   # not constant-folded at compile time: they run through call_binop
+    xllm_loop, xllm_concat = staticmethod(_loop), staticmethod(_concat)
+    def call_binop(self, context, operator, left, right):
+        _tick()
+        if operator == "*":
+            for s, n in ((left, right), (right, left)):
+                if isinstance(s, (str, list, tuple)) and isinstance(n, int): _sized(len(s) * max(n, 0), "a * repetition")
+            if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > 1 << 16: _over("a product of huge integers")
+        elif operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1 \
+                and right * abs(left).bit_length() > 1 << 16: _over(f"{left} ** {right} is a huge integer")
+        elif operator == "+" and isinstance(left, (str, list, tuple)) and type(left) is type(right): _sized(len(left) + len(right), "a + concatenation")
+        elif operator == "%":
+            _check_format(left)
+            for v in right if isinstance(right, tuple) else (right,):
+                if isinstance(v, int) and v > _max_chars(): _sized(v, "a % format argument")
+        return _checked(super().call_binop(context, operator, left, right), f"the {operator} operator")
+    def call(__self, __context, __obj, *args, **kwargs):
+        _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
+        _check_method(__obj, args)
+        return _checked(super().call(__context, __obj, *args, **kwargs), getattr(__obj, "__name__", "a call"))
+    def getattr(self, obj, attribute):
+        _tick()
+        if isinstance(obj, str) and attribute in ("format", "format_map"): _check_format(obj)   # the sandbox wraps these two
+        return super().getattr(obj, attribute)
+    def getitem(self, obj, argument): _tick(); return super().getitem(obj, argument)
+    def _parse(self, source, name, filename):
+        tree = _Marks().visit(super()._parse(source, name, filename))
+        tree.set_environment(self)
+        return tree
+
 def _make_env() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env = _LimitedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = _tojson
-    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now)
+    env.filters = {k: _guard_filter(k, f) for k, f in env.filters.items()}
+    env.globals.pop("lipsum", None)     # generates text from a count: nothing a chat template needs
+    env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, range=_safe_range)
     return env
 
 _ENV = _make_env()
 
 @lru_cache(maxsize=64)
 def _compile(source: str) -> jinja2.Template:
+    if len(source) > MAX_TEMPLATE_CHARS: raise TemplateError(f"chat template is {len(source)} characters, more than {MAX_TEMPLATE_CHARS}")
     try: return _ENV.from_string(source)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateError(f"chat template does not compile (line {e.lineno}): {e.message}") from None
+    except (RecursionError, MemoryError, SyntaxError) as e:   # nested deeper than the parser or Python's compiler can go
+        raise TemplateError(f"chat template does not compile: nested too deeply ({type(e).__name__})") from None
 
-# %% ../nbs/03_chat.ipynb 11
+
+# %% ../nbs/03_chat.ipynb 14
 def plain_data(v, where: str):
     "A copy of `v` built only from str/int/float/bool/None/list/tuple/dict; `ValueError` naming `where` otherwise."
     if v is None or type(v) in (str, int, float, bool): return v
@@ -75,7 +216,14 @@ def validate_messages(messages) -> list[dict]:
         out.append(plain_data(m, f"messages[{i}]"))
     return out
 
-# %% ../nbs/03_chat.ipynb 14
+# %% ../nbs/03_chat.ipynb 17
+def _n_chars(v) -> int:
+    "Characters in the strings of plain data (the input size the render limits grow with)."
+    if isinstance(v, str): return len(v)
+    if isinstance(v, dict): return sum(len(k) + _n_chars(x) for k, x in v.items())
+    if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
+    return 0
+
 class ChatTemplate:
     "A compiled chat template plus the BOS/EOS token strings it may print."
     def __init__(self, source: str, bos_token: str = "", eos_token: str = ""):
@@ -91,14 +239,22 @@ class ChatTemplate:
         tools = plain_data(tools, "tools")
         vars = dict(bos_token=self.bos_token, eos_token=self.eos_token, documents=None)
         vars.update({k: plain_data(v, k) for k, v in kwargs.items()})
-        try: return self.template.render(messages=msgs, add_generation_prompt=bool(add_generation_prompt), tools=tools, **vars)
+        budget, prev = _Budget(len(msgs), _n_chars([msgs, tools, vars])), getattr(_LIMITS, "budget", None)
+        _LIMITS.budget, out, size = budget, [], 0
+        try:
+            for chunk in self.template.generate(messages=msgs, add_generation_prompt=bool(add_generation_prompt), tools=tools, **vars):
+                size += len(chunk); _tick()
+                if size > budget.max_chars: _over(f"the rendered prompt is longer than {budget.max_chars} characters")
+                out.append(chunk)
+            return "".join(out)
         except TemplateError: raise
-        except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, ...
+        except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, RecursionError, MemoryError...
             raise TemplateError(f"chat template failed while rendering: {type(e).__name__}: {e}") from e
+        finally: _LIMITS.budget = prev
 
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
-# %% ../nbs/03_chat.ipynb 21
+# %% ../nbs/03_chat.ipynb 26
 _BUILTIN = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -151,11 +307,88 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/03_chat.ipynb 24
-def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> str:
-    "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
+# %% ../nbs/03_chat.ipynb 29
+def _template_of(tokenizer, chat_template: str | None = None) -> ChatTemplate:
+    "The `ChatTemplate` for `tokenizer`: `chat_template` (a built-in name or a source), else its own, else the built-in its specials point to."
     src = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", None)
     if isinstance(src, str) and src in _BUILTIN: src = _BUILTIN[src]
     if not src: src = _BUILTIN[default_template_name(getattr(tokenizer, "special_tokens", None))]
-    return ChatTemplate(src, getattr(tokenizer, "bos_token", None) or "", getattr(tokenizer, "eos_token", None) or "").render(
-        messages, add_generation_prompt=add_generation_prompt, **kwargs)
+    return ChatTemplate(src, getattr(tokenizer, "bos_token", None) or "", getattr(tokenizer, "eos_token", None) or "")
+
+def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> str:
+    "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
+    return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
+
+# %% ../nbs/03_chat.ipynb 33
+_ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
+
+def _private_chars(n: int, used: set) -> list[str]:
+    "`n` private-use characters found nowhere in `used`: markers that cannot collide with anything in the conversation."
+    out = []
+    for cp in itertools.chain(range(0xE000, 0xF900), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE)):
+        if chr(cp) not in used: out.append(chr(cp))
+        if len(out) == n: return out
+    raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
+
+def _strings(v):
+    "Every string in plain data, dict keys included."
+    if isinstance(v, str): yield v
+    elif isinstance(v, dict):
+        for k, x in v.items(): yield k; yield from _strings(x)
+    elif isinstance(v, (list, tuple)):
+        for x in v: yield from _strings(x)
+
+def _map_strings(v, f, keep_role=False):
+    "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
+    if isinstance(v, str): return f(v)
+    if isinstance(v, dict): return {f(k): (x if keep_role and k == "role" else _map_strings(x, f)) for k, x in v.items()}
+    if isinstance(v, list): return [_map_strings(x, f, keep_role) for x in v]
+    if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
+    return v
+
+def _split_marked(text: str, o: str, c: str):
+    "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
+    parts, inside = [], False
+    for k, piece in enumerate(re.split(f"([{re.escape(o)}{re.escape(c)}])", text)):
+        if k % 2:
+            if (piece == o) == inside: return None
+            inside = piece == o
+        elif piece: parts.append((piece, not inside))
+    return None if inside else parts
+
+def _mark(s: str, o: str, c: str) -> str:
+    "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
+    core = s.strip()
+    if not core: return s
+    i = len(s) - len(s.lstrip())
+    return s[:i] + o + core + c + s[i + len(core):]
+
+
+# %% ../nbs/03_chat.ipynb 34
+def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
+    """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
+    are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the
+    parts are the prompt. A role must be a name (letters, digits, `_-.:`), since templates paste it into their markup."""
+    ct, msgs = _template_of(tokenizer, chat_template), validate_messages(messages)
+    for i, m in enumerate(msgs):
+        if not _ROLE.fullmatch(m["role"]): raise ValueError(f"messages[{i}]['role'] must be a name (letters, digits, '_', '-', '.', ':'), got {m['role']!r}")
+    specials = sorted((s for s in (getattr(tokenizer, "special_tokens", None) or {}) if s), key=len, reverse=True)
+    rx = re.compile("|".join(map(re.escape, specials))) if specials else None
+    kwargs = {k: plain_data(v, k) for k, v in kwargs.items()}
+    found = sorted({m.group() for s in _strings([msgs, kwargs]) for m in rx.finditer(s)}) if rx else []
+    o, c, *ph = _private_chars(2 + len(found), set("".join(_strings([msgs, kwargs, ct.source, ct.bos_token, ct.eos_token]))))
+    to_ph, from_ph = dict(zip(found, ph)), dict(zip(ph, found))
+    neutral = (lambda s: rx.sub(lambda m: to_ph[m.group()], s)) if found else (lambda s: s)   # special strings -> placeholders
+    msgs, kwargs = _map_strings(msgs, neutral, keep_role=True), _map_strings(kwargs, neutral)
+    plain = ct.render(msgs, add_generation_prompt, **kwargs)
+    try: parts = _split_marked(ct.render([{**m, "content": _mark(m["content"], o, c)} for m in msgs], add_generation_prompt, **kwargs), o, c)
+    except TemplateError: parts = None
+    if parts is None or "".join(t for t, _ in parts) != plain: parts = [(plain, True)]   # the template reshaped content: placeholders only
+    out = []
+    for text, markup in parts:
+        for k, piece in enumerate(re.split("(" + "|".join(map(re.escape, ph)) + ")", text) if ph else [text]):
+            piece, kind = (from_ph[piece], False) if k % 2 else (piece, markup)
+            if out and out[-1][1] == kind: out[-1] = (out[-1][0] + piece, kind)     # one part per run of the same kind
+            elif piece: out.append((piece, kind))
+    return out
+

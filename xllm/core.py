@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb 3
 from __future__ import annotations
-import hashlib, os, shutil, subprocess, sys, tempfile, time, zipfile
+import hashlib, math, os, shutil, subprocess, sys, tempfile, time, zipfile
 from pathlib import Path
 
 # %% auto 0
@@ -20,6 +20,20 @@ class ModelFormatError(ValueError):
 
 # %% ../nbs/00_core.ipynb 9
 from dataclasses import dataclass, field, asdict
+
+def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
+def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+def _check_rope_scaling(sc, source):
+    "RoPE scaling parameters must be finite and possible: factors > 0, high_freq_factor > low_freq_factor, a positive original context."
+    if sc is None: return
+    if not isinstance(sc, dict): raise ModelFormatError(source, f"config: rope_scaling must be a dict or null, got {sc!r}")
+    for k in ("factor", "low_freq_factor", "high_freq_factor"):
+        if k in sc and (not _finite(sc[k]) or not sc[k] > 0): raise ModelFormatError(source, f"config: rope_scaling {k} must be a finite number above 0, got {sc[k]!r}")
+    if "original_max_position_embeddings" in sc and (not _finite(sc["original_max_position_embeddings"]) or not sc["original_max_position_embeddings"] >= 1):
+        raise ModelFormatError(source, f"config: rope_scaling original_max_position_embeddings must be a positive number, got {sc['original_max_position_embeddings']!r}")
+    if "low_freq_factor" in sc and "high_freq_factor" in sc and not sc["high_freq_factor"] > sc["low_freq_factor"]:
+        raise ModelFormatError(source, f"config: rope_scaling high_freq_factor {sc['high_freq_factor']!r} must be above low_freq_factor {sc['low_freq_factor']!r}")
 
 @dataclass
 class LlamaConfig:
@@ -56,13 +70,20 @@ class LlamaConfig:
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0: raise ModelFormatError(self.source, f"config: {k} must be a positive integer, got {v!r}")
         if self.head_dim is None: raise ModelFormatError(self.source, f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads} and no head_dim is given")
-        if self.head_dim <= 0 or self.head_dim % 2: raise ModelFormatError(self.source, f"config: head_dim must be a positive even integer, got {self.head_dim}")
+        if not _is_int(self.head_dim) or self.head_dim <= 0 or self.head_dim % 2: raise ModelFormatError(self.source, f"config: head_dim must be a positive even integer, got {self.head_dim!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ModelFormatError(self.source, f"config: num_key_value_heads {self.num_key_value_heads} does not divide num_attention_heads {self.num_attention_heads}")
-        if not (self.rms_norm_eps > 0) or not (self.rope_theta > 0): raise ModelFormatError(self.source, "config: rms_norm_eps and rope_theta must be positive")
+        if not _finite(self.rms_norm_eps) or not 0 < self.rms_norm_eps < 1:
+            raise ModelFormatError(self.source, f"config: rms_norm_eps must be a finite number between 0 and 1, got {self.rms_norm_eps!r}")
+        if not _finite(self.rope_theta) or not self.rope_theta > 1:
+            raise ModelFormatError(self.source, f"config: rope_theta must be a finite number above 1, got {self.rope_theta!r}")
+        _check_rope_scaling(self.rope_scaling, self.source)
+        for k in "tie_word_embeddings attention_bias mlp_bias".split():
+            if not isinstance(getattr(self, k), bool): raise ModelFormatError(self.source, f"config: {k} must be true or false, got {getattr(self, k)!r}")
         if max(self.vocab_size, self.hidden_size, self.intermediate_size) > 1 << 22 or self.num_hidden_layers > 1024:
             raise ModelFormatError(self.source, "config: sizes are absurdly large (corrupt header?)")
         for t in self.eos_token_id + ([self.bos_token_id] if self.bos_token_id is not None else []):
+            if not _is_int(t): raise ModelFormatError(self.source, f"config: special token id {t!r} is not an integer")
             if not 0 <= t < self.vocab_size: raise ModelFormatError(self.source, f"config: special token id {t} outside vocabulary of {self.vocab_size}")
 
     @property

@@ -15,7 +15,7 @@ from .core import ModelFormatError, default_model_path
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
 from . import quant, cpu_kernels
 from .tokenizer import Tokenizer
-from .chat import apply_chat_template
+from .chat import apply_chat_template, apply_chat_template_parts
 from .model import Llama
 from .sampling import SamplingParams, Sampler
 from .engine import default_kv_cache_memory
@@ -287,13 +287,14 @@ def _template_fallback(self) -> str | None:
     return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 def _chat_ids(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
-    """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. A model without a
-    template gets a built-in one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose)."""
+    """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
+    only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
+    one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose)."""
     if chat_template is None and not getattr(self, "_template_noted", False) and (note := _template_fallback(self)):
         self._template_noted = True
         warnings.warn(f"{note} (pass chat_template= to choose)", stacklevel=3)
-    text = apply_chat_template(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
-    return text, _check_ids(self, self.tokenizer.encode(text, add_bos=False, allow_special=True))
+    parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
+    return "".join(t for t, _ in parts), _check_ids(self, self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
 LLM._prompt_ids, LLM._chat_ids, LLM._check_ids = _prompt_ids, _chat_ids, _check_ids
 

@@ -4,12 +4,12 @@
 
 # %% ../nbs/04_weights.ipynb 3
 from __future__ import annotations
-import json, math, struct
+import json, math, re, struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 import numpy as np, torch
-from .core import LlamaConfig, ModelFormatError
+from .core import LlamaConfig, ModelFormatError, _check_rope_scaling
 
 # %% auto 0
 __all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'permute_rope_rows', 'config_from_hf', 'llama3_rope_factors',
@@ -50,6 +50,8 @@ def permute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
 _ROPE_NEEDS = {"default": [], "linear": ["factor"],
                "llama3": ["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"]}
 
+_PROBE = dict(vocab_size=1, hidden_size=2, intermediate_size=1, num_hidden_layers=1, num_attention_heads=1, bos_token_id=None, eos_token_id=[])
+
 def _number(v, name, source, default=None):
     if v is None: v = default
     if isinstance(v, bool) or not isinstance(v, (int, float)): raise ModelFormatError(source, f"config: {name} must be a number, got {v!r}")
@@ -68,6 +70,9 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
         if not isinstance(rp, dict) or any(isinstance(v, dict) for v in rp.values()):
             raise ModelFormatError(source, f"config: rope_parameters must be one flat dict (per-layer-type RoPE is not LLaMA), got {rp!r}")
         theta, sc = rp.get("rope_theta", d.get("rope_theta")), {k: v for k, v in rp.items() if k != "rope_theta"}
+        if d.get("rope_theta") is not None:            # a 4.x value beside the 5.x one is not used, but it must not be impossible either
+            LlamaConfig(**_PROBE, rope_theta=_number(d["rope_theta"], "rope_theta", source), source=source)
+        if isinstance(d.get("rope_scaling"), dict): _check_rope_scaling(d["rope_scaling"], source)
     else:
         sc = d.get("rope_scaling") or {}
         if not isinstance(sc, dict): raise ModelFormatError(source, f"config: rope_scaling must be a dict or null, got {sc!r}")
@@ -83,6 +88,15 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
     for k in _ROPE_NEEDS[rt]: _number(sc[k], f"rope {k}", source)
     return theta, sc
 
+_CONFIG_DTYPES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double", "fp32", "fp16", "bf16", "auto")
+
+def _flag(d: dict, k: str, source) -> bool:
+    "A true/false field of config.json (absent or null: false); anything else is refused by name."
+    v = d.get(k)
+    if v is None: return False
+    if not isinstance(v, bool): raise ModelFormatError(source, f"config: {k} must be true or false, got {v!r}")
+    return v
+
 def config_from_hf(d: dict, source=None, generation_config: dict | None = None) -> LlamaConfig:
     "A `LlamaConfig` from a parsed Hugging Face `config.json` (`source`: that file, for errors); EOS ids of `generation_config` merged in."
     if not isinstance(d, dict): raise ModelFormatError(source, "config: expected a JSON object")
@@ -94,6 +108,10 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
     required = ["vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"]
     missing = [k for k in required if d.get(k) is None]
     if missing: raise ModelFormatError(source, f"config: missing required field(s): {', '.join(missing)}")
+    for k in ("torch_dtype", "dtype"):                 # informational in transformers, but a value no one knows means a file that lies
+        v = d.get(k)
+        if v is not None and (not isinstance(v, str) or v.lower().removeprefix("torch.") not in _CONFIG_DTYPES):
+            raise ModelFormatError(source, f"config: {k} {v!r} is not a floating-point type (float32, float16, bfloat16, float64)")
     theta, scaling = _rope_from_hf(d, source)
     gen = generation_config or {}
     eos = _token_ids(d.get("eos_token_id"), "eos_token_id", source)
@@ -105,8 +123,8 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
         num_hidden_layers=d["num_hidden_layers"], num_attention_heads=d["num_attention_heads"],
         num_key_value_heads=d.get("num_key_value_heads"), head_dim=d.get("head_dim"),
         rms_norm_eps=_number(d.get("rms_norm_eps"), "rms_norm_eps", source, 1e-6), rope_theta=theta, rope_scaling=scaling,
-        max_position_embeddings=d.get("max_position_embeddings", 2048), tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
-        attention_bias=bool(d.get("attention_bias", False)), mlp_bias=bool(d.get("mlp_bias", False)),
+        max_position_embeddings=d.get("max_position_embeddings", 2048), tie_word_embeddings=_flag(d, "tie_word_embeddings", source),
+        attention_bias=_flag(d, "attention_bias", source), mlp_bias=_flag(d, "mlp_bias", source),
         bos_token_id=bos, eos_token_id=eos, source=str(source) if source is not None else None)
 
 # %% ../nbs/04_weights.ipynb 20
@@ -140,6 +158,12 @@ def _llama3_from_rope_freqs(freqs, theta, head_dim, orig, source) -> dict | None
         if hi > lo > 0 and np.allclose(llama3_rope_factors(theta, head_dim, sc), f, rtol=1e-5, atol=0): return sc
     raise ModelFormatError(source, "rope_freqs.weight is not a Llama 3 rope scaling this loader can express (unsupported rope scaling)")
 
+_GGUF_KEYS = {"vocab_size": "llama.vocab_size", "hidden_size": "llama.embedding_length", "intermediate_size": "llama.feed_forward_length",
+              "num_hidden_layers": "llama.block_count", "num_attention_heads": "llama.attention.head_count",
+              "num_key_value_heads": "llama.attention.head_count_kv", "head_dim": "llama.attention.key_length",
+              "rms_norm_eps": "llama.attention.layer_norm_rms_epsilon", "rope_theta": "llama.rope.freq_base", "factor": "llama.rope.scaling.factor",
+              "max_position_embeddings": "llama.context_length"}
+
 def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, rope_freqs=None) -> LlamaConfig:
     "A `LlamaConfig` from GGUF metadata. `tensors` (name -> info with `.shape`, optional) decides tied embeddings/biases; `rope_freqs`: the `rope_freqs.weight` values."
     md, tensors = metadata, tensors or {}
@@ -149,13 +173,15 @@ def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, r
         v = md.get(key, default)
         if v is ...: raise ModelFormatError(source, f"GGUF metadata: missing {key}")
         if isinstance(v, list) and v and all(x == v[0] for x in v): v = v[0]     # per-layer arrays with one value
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and v != int(v))):
-            raise ModelFormatError(source, f"GGUF metadata: {key} must be a single {kind.__name__}, got {v!r}")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (kind is int and v != int(v))):
+            raise ModelFormatError(source, f"GGUF metadata: {key} must be a single finite {kind.__name__}, got {v!r}")
         return None if v is None else kind(v)
     n_head, hidden = get("llama.attention.head_count"), get("llama.embedding_length")
     vocab = get("llama.vocab_size", None) or len(md.get("tokenizer.ggml.tokens") or []) or None
     if vocab is None and "token_embd.weight" in tensors: vocab = tensors["token_embd.weight"].shape[0]
     if vocab is None: raise ModelFormatError(source, "GGUF metadata: no llama.vocab_size and no tokenizer.ggml.tokens")
+    if len(md.get("tokenizer.ggml.tokens") or []) > vocab:
+        raise ModelFormatError(source, f"GGUF metadata: llama.vocab_size is {vocab}, but tokenizer.ggml.tokens has {len(md['tokenizer.ggml.tokens'])} tokens")
     head_dim = get("llama.attention.key_length", None) or (hidden // n_head if n_head > 0 and hidden % n_head == 0 else None)
     if get("llama.attention.value_length", head_dim) != head_dim: raise ModelFormatError(source, "GGUF metadata: value_length != key_length is not supported")
     rope_dim = get("llama.rope.dimension_count", head_dim)
@@ -170,7 +196,7 @@ def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, r
         if head_dim is not None:
             scaling = _llama3_from_rope_freqs(rope_freqs, theta, head_dim, get("llama.rope.scaling.original_context_length", 8192), source)
     eos = [t for k in ("eos", "eot", "eom") if (t := get(f"tokenizer.ggml.{k}_token_id", None)) is not None]
-    return LlamaConfig(
+    try: return LlamaConfig(
         vocab_size=vocab, hidden_size=hidden, intermediate_size=get("llama.feed_forward_length"),
         num_hidden_layers=get("llama.block_count"), num_attention_heads=n_head,
         num_key_value_heads=get("llama.attention.head_count_kv", n_head), head_dim=head_dim,
@@ -178,6 +204,9 @@ def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, r
         max_position_embeddings=get("llama.context_length", 2048), tie_word_embeddings="output.weight" not in tensors if tensors else False,
         attention_bias="blk.0.attn_q.bias" in tensors, mlp_bias="blk.0.ffn_up.bias" in tensors,
         bos_token_id=get("tokenizer.ggml.bos_token_id", None), eos_token_id=list(dict.fromkeys(eos)), source=str(source) if source is not None else None)
+    except ModelFormatError as e:    # name the GGUF key beside the config field
+        keys = [k for f, k in _GGUF_KEYS.items() if re.search(rf"\b{f}\b", e.problem)]
+        raise ModelFormatError(source, e.problem + (f" (GGUF metadata {', '.join(keys)})" if keys else "")) from None
 
 # %% ../nbs/04_weights.ipynb 24
 @dataclass
@@ -199,12 +228,32 @@ def resolve_dtype(dtype) -> torch.dtype:
     if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in _DTYPES: return _DTYPES[dtype.lower().removeprefix("torch.")]
     raise ValueError(f"dtype: expected None, float32, float16, bfloat16 or float64, got {dtype!r}")
 
+_SHAPE_FIELDS = {"embed_tokens": "vocab_size, hidden_size", "lm_head": "vocab_size, hidden_size", "q_proj": "num_attention_heads x head_dim, hidden_size",
+                 "k_proj": "num_key_value_heads x head_dim, hidden_size", "v_proj": "num_key_value_heads x head_dim, hidden_size",
+                 "o_proj": "hidden_size, num_attention_heads x head_dim", "gate_proj": "intermediate_size, hidden_size",
+                 "up_proj": "intermediate_size, hidden_size", "down_proj": "hidden_size, intermediate_size", "norm": "hidden_size"}
+
+def _shape_fields(name: str) -> str:
+    "The config fields a tensor's shape comes from (for error messages)."
+    return next((f for k, f in _SHAPE_FIELDS.items() if k in name), "the config")
+
 def _check_shapes(expected: dict, found: dict, source, label=lambda name: name):
-    "Every expected tensor present with its expected shape (`found`: name -> shape), else ModelFormatError naming it (`label(name)`)."
+    "Every expected tensor present with its expected shape (`found`: name -> shape), else ModelFormatError naming it (`label(name)`) and the fields."
     for name, shape in expected.items():
         if name not in found: raise ModelFormatError(source, f"missing tensor {label(name)} (expected shape {list(shape)})")
         if tuple(found[name]) != tuple(shape):
-            raise ModelFormatError(source, f"tensor {label(name)} has shape {list(found[name])}, but the config implies {list(shape)}")
+            raise ModelFormatError(source, f"tensor {label(name)} has shape {list(found[name])}, but the config implies {list(shape)} ({_shape_fields(name)})")
+
+def _check_layers(names, n_layers: int, source, field: str, prefix: str, where: str):
+    """The layers that tensor `names` belong to (`prefix`N.) must be exactly 0..n_layers-1: a config that claims fewer layers than the
+    file holds would silently drop some, one that claims more cannot run. ModelFormatError naming `field` otherwise."""
+    have = sorted({int(m.group(1)) for n in names if (m := re.match(re.escape(prefix) + r"(\d+)\.", n))})
+    if have == list(range(n_layers)): return
+    if have and have[-1] >= n_layers:
+        raise ModelFormatError(source, f"{field} is {n_layers}, but {where} hold tensors for layer {have[-1]} ({prefix}{have[-1]}.*): "
+                                       f"{len(have)} layers, not {n_layers}")
+    gap = next(l for l in range(n_layers) if l not in have)
+    raise ModelFormatError(source, f"{field} is {n_layers}, but {where} hold no tensors for layer {gap} ({prefix}{gap}.*)")
 
 def _progress(total: int, desc: str):
     "A progress bar over tensors (shown after 1 s): text in the terminal, a widget in notebooks."
@@ -216,7 +265,8 @@ _ST_DTYPES = {"F32", "F16", "BF16", "F64"}
 
 def _read_json(path: Path) -> Any:
     try: return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e: raise ModelFormatError(path, f"not valid JSON: {e}") from None
+    except RecursionError: raise ModelFormatError(path, "not valid JSON: nested too deeply to parse") from None
+    except (OSError, ValueError) as e: raise ModelFormatError(path, f"not valid JSON: {e}") from None   # ValueError: JSONDecodeError, UnicodeDecodeError, a 5000-digit number
 
 def _safetensors_shards(d: Path) -> tuple[dict[str, Path] | None, list[Path]]:
     "(weight_map name -> shard path, or None for a single file; the shard files) of a HF directory."
@@ -262,6 +312,10 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     where: dict[str, Path] = {}
     for p, f in handles.items():
         for k in f.keys(): where.setdefault(k, p)
+    _check_layers(where, config.num_hidden_layers, cfg_path, "config: num_hidden_layers", "model.layers.", "the safetensors files")
+    extra = [k for k in where if k.startswith("model.layers.") and k not in expected and not k.endswith("rotary_emb.inv_freq")]
+    if extra: raise ModelFormatError(cfg_path, f"config: tensor {extra[0]} is in the safetensors files but not in the model config.json describes "
+                                               f"(attention_bias={config.attention_bias}, mlp_bias={config.mlp_bias})")
     if wmap is not None:                             # the index must tell the truth about what it needs
         for name in expected:
             if name in wmap and name not in handles[wmap[name]].keys():
@@ -312,6 +366,9 @@ def _load_gguf(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     config = config_from_gguf(g.metadata, path, g.tensors, rope_freqs)
     expected = hf_weight_shapes(config)
     names = {h: n for n in g.tensors if (h := gguf_to_hf_name(n)) is not None}
+    _check_layers(g.tensors, config.num_hidden_layers, path, "GGUF metadata: llama.block_count", "blk.", "its tensors")
+    extra = [n for h, n in names.items() if h not in expected and h != "lm_head.weight"]
+    if extra: raise ModelFormatError(path, f"tensor {extra[0]} is not part of the model the GGUF metadata describes (biases only in some layers?)")
     _check_shapes(expected, {h: g.tensors[n].shape for h, n in names.items()}, path, label=lambda h: f"{hf_to_gguf_name(h)} ({h})")
     weights = {}
     with _progress(len(expected), f"loading {path.name}") as bar:
