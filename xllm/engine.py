@@ -16,7 +16,7 @@ from .core import LlamaConfig
 from .model import Llama, apply_rope, causal_mask, project
 from .kv_cache import BlockManager, num_blocks_for_budget, kv_cache_report, kv_cache_bytes_per_token, _fmt_bytes
 from .scheduler import Scheduler, SequenceStatus
-from .sampling import SamplingParams, Sampler
+from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
 
 # %% auto 0
 __all__ = ['DEFAULT_KV_CACHE_MEMORY', 'GPU_MEMORY_UTILIZATION', 'KV_SCALE_DTYPE', 'default_kv_cache_memory', 'kv_bytes_per_token',
@@ -356,6 +356,7 @@ class Engine:
         One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`."""
         params = SamplingParams() if params is None else params
         if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
+        params.check()                        # again: a field may have been changed since it was made (ValueError naming it)
         if request_id is None:
             while self._next_id in self.requests: self._next_id += 1
             request_id = self._next_id; self._next_id += 1
@@ -403,12 +404,16 @@ class Engine:
     def _sample(self, req: _Request, row: torch.Tensor):
         seq, p = req.seq, req.params
         if self.num_decodable < row.shape[-1]: row = row.clone(); row[self.num_decodable:] = float("-inf")
-        out_ids = seq.output_token_ids
+        out_ids, x = seq.output_token_ids, row
         for f in req.logits_processors:
-            shape, row = row.shape, f(out_ids, row)
-            if not isinstance(row, torch.Tensor) or row.shape != shape:
-                raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(row.shape) if isinstance(row, torch.Tensor) else type(row).__name__}, expected a tensor of shape {tuple(shape)}")
-        r = self.sampler.sample(row, p, req.generator, out_ids, seq.prompt_token_ids)
+            shape, x = x.shape, f(out_ids, x)
+            if not isinstance(x, torch.Tensor) or x.shape != shape:
+                raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}, expected a tensor of shape {tuple(shape)}")
+        try: r = self.sampler.sample(x, p, req.generator, out_ids, seq.prompt_token_ids)
+        except NonFiniteLogitsError:          # the model's row was fine (a finite max): name the processors that broke it
+            if req.logits_processors and bool(torch.isfinite(row.amax())):
+                _check_finite(x, "the logits processors " + ", ".join(repr(getattr(f, "__name__", f)) for f in req.logits_processors))
+            raise                             # else the sampler's message stands
         return r.token_id, _logprobs(p, r)
 
     def _sampled_rows(self, sampling, logits, done) -> dict:
@@ -522,7 +527,7 @@ class Engine:
             if bar is not None: bar.close()
         return [results[rid] for rid in ids]
 
-# %% ../nbs/11_engine.ipynb 58
+# %% ../nbs/11_engine.ipynb 60
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):

@@ -10,14 +10,22 @@ from dataclasses import dataclass, field
 import torch
 
 # %% auto 0
-__all__ = ['CPU_SAMPLE_ELEMENTS', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
-           'NonFiniteLogitsError', 'SampleResult', 'Sampler']
+__all__ = ['F32_MAX', 'REPETITION_PENALTY_MAX', 'CPU_SAMPLE_ELEMENTS', 'SamplingParams', 'apply_penalties', 'apply_top_k',
+           'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError', 'SampleResult', 'Sampler']
 
 # %% ../nbs/06_sampling.ipynb 6
 def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 def _is_real(v) -> bool: return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
+def _as_float(v) -> float | None:
+    "`v` as a Python float if it is a real number and not a bool (an integer too large for a float: +-inf); else None."
+    if not _is_real(v): return None
+    try: return float(v)
+    except OverflowError: return math.inf if v > 0 else -math.inf
+
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
+F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
+REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
 
 @dataclass
 class SamplingParams:
@@ -40,19 +48,31 @@ class SamplingParams:
     def __post_init__(self): self.check()
 
     def check(self):
-        "Check every field (a `ValueError` names the first bad one) and normalize: run at creation, and again by `LLM` before use."
-        def bad(name, rule): raise ValueError(f"SamplingParams.{name} must be {rule}, got {getattr(self, name)!r}")
-        if not _is_int(self.n) or self.n < 1: bad("n", "an integer >= 1")
-        if self.max_tokens is not None and (not _is_int(self.max_tokens) or self.max_tokens < 1): bad("max_tokens", "None or an integer >= 1")
-        if not _is_real(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0: bad("temperature", "a finite number >= 0 (0 = greedy)")
-        if not _is_real(self.top_p) or not 0 < self.top_p <= 1: bad("top_p", "a number in (0, 1]")
-        if not _is_int(self.top_k) or self.top_k < -1: bad("top_k", "-1 or 0 (off) or an integer >= 1")
-        if not _is_real(self.min_p) or not 0 <= self.min_p <= 1: bad("min_p", "a number in [0, 1]")
-        if not _is_real(self.repetition_penalty) or not math.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
-            bad("repetition_penalty", "a finite number > 0 (1 = off)")
-        for k in ("presence_penalty", "frequency_penalty"):
-            if not _is_real(getattr(self, k)) or not -2 <= getattr(self, k) <= 2: bad(k, "a number in [-2, 2]")
-        if self.seed is not None and not _is_int(self.seed): bad("seed", "None or an integer")
+        """Check every field (a `ValueError` names the first bad one and the accepted range) and normalize (Python ints and floats,
+        -0.0 as 0.0): run at creation, and again by `LLM` and `Engine` before use. Numbers are judged as the sampler uses them, in
+        float32: bools are not numbers, NaN and infinities never pass, nor a float beyond float32's range."""
+        def bad(name, rule):
+            got = repr(getattr(self, name))
+            raise ValueError(f"SamplingParams.{name} must be {rule}, got {got if len(got) <= 80 else got[:60] + f'... ({len(got)} characters)'}")
+        def integer(name, lo, rule, optional=False):
+            v = getattr(self, name)
+            if v is None and optional: return
+            if not _is_int(v) or v < lo: bad(name, rule)
+            setattr(self, name, int(v))
+        def real(name, lo, hi, rule, open_lo=False):
+            f = _as_float(getattr(self, name))
+            if f is None or not (lo < f if open_lo else lo <= f) or not f <= hi: bad(name, rule)   # NaN fails every comparison
+            setattr(self, name, f + 0.0)                                                            # -0.0 + 0.0 == 0.0
+        integer("n", 1, "an integer >= 1")
+        integer("max_tokens", 1, "None or an integer >= 1", optional=True)
+        real("temperature", 0.0, F32_MAX, f"a number in [0, {F32_MAX!r}] (0 = greedy, as is anything below {_GREEDY_EPS:g})")
+        real("top_p", 0.0, 1.0, "a number in (0, 1]", open_lo=True)
+        integer("top_k", -1, "-1 or 0 (off) or an integer >= 1")
+        real("min_p", 0.0, 1.0, "a number in [0, 1]")
+        real("repetition_penalty", 1 / REPETITION_PENALTY_MAX, REPETITION_PENALTY_MAX,
+             f"a number in [{1 / REPETITION_PENALTY_MAX:g}, {REPETITION_PENALTY_MAX:g}] (1 = off)")
+        for k in ("presence_penalty", "frequency_penalty"): real(k, -2.0, 2.0, "a number in [-2, 2]")
+        integer("seed", -math.inf, "None or an integer", optional=True)
         if self.stop is None: self.stop = []
         elif isinstance(self.stop, str) and self.stop: self.stop = [self.stop]
         if not isinstance(self.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in self.stop): bad("stop", "None, a non-empty string or a list of non-empty strings")
@@ -62,10 +82,7 @@ class SamplingParams:
             bad("stop_token_ids", "None or a list of non-negative integers")
         self.stop_token_ids = [int(t) for t in self.stop_token_ids]
         if not isinstance(self.ignore_eos, bool): bad("ignore_eos", "True or False")
-        if self.logprobs is not None and (not _is_int(self.logprobs) or self.logprobs < 0): bad("logprobs", "None or an integer >= 0")
-        self.n, self.top_k = int(self.n), int(self.top_k)
-        self.temperature, self.top_p, self.min_p = float(self.temperature), float(self.top_p), float(self.min_p)
-        self.repetition_penalty, self.presence_penalty, self.frequency_penalty = map(float, (self.repetition_penalty, self.presence_penalty, self.frequency_penalty))
+        integer("logprobs", 0, "None or an integer >= 0", optional=True)
 
     @property
     def greedy(self) -> bool:
@@ -75,6 +92,7 @@ class SamplingParams:
     def has_penalties(self) -> bool:
         "Whether any repetition, presence or frequency penalty is active."
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+
 
 # %% ../nbs/06_sampling.ipynb 12
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
@@ -134,7 +152,8 @@ def apply_min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 # %% ../nbs/06_sampling.ipynb 23
 class NonFiniteLogitsError(ValueError):
-    "The model produced NaN or +inf logits (or no finite logit at all): the request cannot be sampled."
+    """A row that cannot be sampled: the logits hold NaN or +inf (a numerical failure in the model or a logits processor), no finite
+    value at all, or they overflow float32 under the request's penalties and temperature. The message says which."""
 
 @dataclass
 class SampleResult:
@@ -143,19 +162,32 @@ class SampleResult:
     logprob: float
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
-def _check_finite(logits: torch.Tensor):
+def _check_finite(logits: torch.Tensor, source: str | None = None):
+    "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
     nan, pinf = torch.isnan(logits), torch.isposinf(logits)
     if bool(nan.any()) or bool(pinf.any()):
         bad = nan | pinf
         raise NonFiniteLogitsError(f"logits contain {int(nan.sum())} NaN and {int(pinf.sum())} +inf values (first at token id "
-                                   f"{int(torch.nonzero(bad)[0])}): the model produced non-finite numbers")
-    if not bool(torch.isfinite(logits).any()): raise NonFiniteLogitsError("every logit is -inf: no token can be sampled")
+                                   f"{int(torch.nonzero(bad)[0])}): {source or 'the model'} produced non-finite numbers")
+    if not bool(torch.isfinite(logits).any()):
+        raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
+
+def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
+    """Why a row `x` whose raw logits passed `_check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
+    only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
+    y = x.double()
+    if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+    stage = (f"the penalties (repetition_penalty={p.repetition_penalty}, presence_penalty={p.presence_penalty}, frequency_penalty={p.frequency_penalty})"
+             if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
+    return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
+
 
 # %% ../nbs/06_sampling.ipynb 25
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
-    row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device; nothing is read back."""
+    row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
+    distribution (a NaN, an infinity, or nothing but zeros: its total is not a finite positive number); nothing is read back."""
     cdf = torch.cumsum(probs.double(), dim=-1)
     dev, V = probs.device, probs.shape[-1]
     us = [torch.rand(1, generator=g, dtype=torch.float64, device=g.device if g is not None else dev) for g in generators]
@@ -164,11 +196,13 @@ def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     total = cdf[:, -1:]
     # u * total may round up to the total itself; the largest double below it still falls in the last possible token's interval
     target = torch.minimum(u[:, None] * total, torch.nextafter(total, torch.zeros_like(total)))
-    return torch.searchsorted(cdf, target.contiguous(), right=True)[:, 0]
+    idx = torch.searchsorted(cdf, target.contiguous(), right=True)[:, 0]
+    return torch.where(torch.isfinite(total[:, 0]) & (total[:, 0] > 0), idx, -1)
 
 def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
-    "Draw one index from a 1-D probability vector (need not sum to 1) by inverse-CDF with one uniform number."
+    "Draw one index from a 1-D probability vector (need not sum to 1) by inverse-CDF with one uniform number (-1: not a distribution)."
     return int(_draw_rows(probs[None], [generator])[0])
+
 
 # %% ../nbs/06_sampling.ipynb 26
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
@@ -199,13 +233,29 @@ class Sampler:
             x = apply_penalties(x, output_token_ids, prompt_token_ids, params.repetition_penalty, params.presence_penalty, params.frequency_penalty)
         return x if params.greedy else Sampler._filter(x, params)
 
+    @staticmethod
+    def _wide(x: torch.Tensor, params: SamplingParams, generator, output_token_ids, prompt_token_ids) -> int:
+        """The token of a row whose float32 processing overflowed (logits near float32's limits under a strong penalty or a small
+        temperature): the same pipeline in float64, with the row's maximum subtracted before the temperature divides (the softmax
+        and every filter are unchanged by a shift), which no accepted setting can overflow from finite float32 logits. It takes
+        the row's generator's next number. -1 if there is still no distribution. Rare, so one row at a time."""
+        p, y = params, x.double()
+        if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+        m, t = y.max(-1)
+        if p.greedy or not math.isfinite(float(m)): return int(t) if math.isfinite(float(m)) else -1
+        y = apply_min_p(apply_top_p(apply_top_k((y - m) / p.temperature, p.top_k), p.top_p), p.min_p)
+        return _draw(torch.softmax(y, -1), generator)
+
     def sample_rows(self, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
         """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
-        or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected).
+        or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected): non-finite raw logits, or
+        processed ones with no finite maximum (float32 overflow under the penalties or temperature), found on the device and read
+        back with the tokens, so a good batch costs no extra synchronization.
         The rows are sampled together: penalties row by row, then each group of rows with the same settings through one
         filter pipeline and one inverse-CDF draw, and every result is read back to the host at once. A row gets the same
         token as it would alone (its own generator's next number, the same float operations on its values)."""
         B, V = logits.shape
+        if V == 0: raise ValueError("logits have no entries (a vocabulary of 0 tokens)")
         x = logits.float()
         res: list = [None] * B
         for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
@@ -229,17 +279,30 @@ class Sampler:
         for key, g in groups.items():
             idx = torch.tensor(g, device=x.device)
             xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
-            t = xg.argmax(-1) if params[g[0]].greedy else _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])
+            if params[g[0]].greedy:                                    # the max in the same pass: a NaN, +inf or all -inf left by
+                m, t = xg.max(-1)                                      # the penalties make it non-finite, and the row -1
+                t = torch.where(torch.isfinite(m), t, -1)
+            else: t = _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])   # -1: no distribution
             tok.index_copy_(0, idx, t)
         raw = torch.log_softmax(x, dim=-1)                             # raw-logit log-probabilities (vLLM's default)
-        lp = raw.gather(1, tok[:, None])[:, 0]
+        lp = raw.gather(1, tok.clamp(min=0)[:, None])[:, 0]
         tops: dict = {}
         for k in {params[b].logprobs for b in rows if params[b].logprobs}:
             g = [b for b in rows if params[b].logprobs == k]
             v, i = torch.topk(raw[g], min(k, V), dim=-1)
             tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
         for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
-            if res[b] is None: res[b] = SampleResult(t, l, tops.get(b))
+            if res[b] is not None: continue
+            if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
+                t = self._wide(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
+                if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
+                l = float(raw[b, t])
+            if l == -math.inf:      # the raw logits span more than float32 holds (x[t] - logsumexp overflows): the exact value in float64
+                l = float(x[b, t].double() - torch.logsumexp(x[b].double(), 0))
+            if b in tops and -math.inf in tops[b].values():   # an alternative's float32 log-prob overflowed (a masked token stays -inf)
+                lse = torch.logsumexp(x[b].double(), 0)
+                tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
+            res[b] = SampleResult(t, l, tops.get(b))
         return res
 
     def sample(self, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
@@ -261,3 +324,4 @@ class Sampler:
         for r in res:
             if isinstance(r, Exception): raise r
         return res
+
