@@ -1,8 +1,9 @@
 """Write README.md from nbs/index.ipynb (markdown cells as they are, code cells as python blocks).
 
 nbdev_readme needs Quarto; this does the same job for our index without it:  python scripts/make_readme.py
+(`--check`: exit 1, writing nothing, if README.md is not what the notebook gives.)
 """
-import json, re
+import json, re, sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
@@ -11,7 +12,8 @@ parts = []
 for c in nb["cells"]:
     src = "".join(c["source"])
     if c["cell_type"] == "markdown":
-        parts.append(re.sub(r"^> ", "> ", src))
+        # a link to a notebook is relative to nbs/ in the docs; README.md sits at the repository root
+        parts.append(re.sub(r"\]\((?!https?:|/|nbs/)([\w.-]+\.ipynb)\)", r"](nbs/\1)", src))
     elif c["cell_type"] == "code" and not src.lstrip().startswith("#| hide"):
         code = "\n".join(l for l in src.splitlines() if not l.startswith("#|"))
         parts.append(f"```python\n{code}\n```")
@@ -26,4 +28,7 @@ for c in nb["cells"]:
             text = "\n".join(l.rsplit("\r", 1)[-1] for l in text.split("\n"))           # progress bars: keep their last state
             text = "\n".join(l for l in text.split("\n") if l.strip() or not l)
             if text: parts.append("```\n" + text.rstrip() + "\n```")
-(root / "README.md").write_text("<!-- generated from nbs/index.ipynb by scripts/make_readme.py; edit the notebook -->\n\n" + "\n\n".join(parts) + "\n")
+text = "<!-- generated from nbs/index.ipynb by scripts/make_readme.py; edit the notebook -->\n\n" + "\n\n".join(parts) + "\n"
+if "--check" in sys.argv:
+    if (root / "README.md").read_text() != text: sys.exit("README.md differs from nbs/index.ipynb: run python scripts/make_readme.py")
+else: (root / "README.md").write_text(text)

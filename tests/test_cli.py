@@ -78,9 +78,9 @@ def test_chat_default_model_eof():
     (["generate", "hi", "--max-tokens", "0"], "max-tokens"),
     (["generate", "hi", "--top-k", "abc"], "--top-k"),
     (["generate", "hi", "--bogus"], "--bogus"),
-    (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--max-num-seqs", "8", "--max-num-batched-tokens", "4"], "must be at least max_num_seqs (8)"),
-    (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--max-num-batched-tokens", "0"], "max_num_batched_tokens"),
-    (["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--quantization", "gguf"], "needs a GGUF file"),
+    (["bench", "--random-weights", "smollm2-135m", "--workload", "hello", "--max-num-seqs", "8", "--max-num-batched-tokens", "4"], "must be at least max_num_seqs (8)"),
+    (["bench", "--random-weights", "smollm2-135m", "--workload", "hello", "--max-num-batched-tokens", "0"], "max_num_batched_tokens"),
+    (["bench", "--random-weights", "smollm2-135m", "--workload", "hello", "--quantization", "gguf"], "needs a GGUF file"),
     (["frobnicate"], "frobnicate"),
 ])
 def test_errors_are_one_line(args, needle):
@@ -228,7 +228,7 @@ def test_bench_random_weights_quantized(tmp_path):
     "`xllm bench --random-weights ... --quantization int4`: the random layers quantized (a GPU benchmark of the INT4 kernels needs no download)."
     import json
     js = tmp_path / "b.json"
-    r = _run(["bench", "--random-weights", "smollm2-135m", "--file", "bench/hello.txt", "--batch", "2", "--max-tokens", "2", "--ignore-eos",
+    r = _run(["bench", "--random-weights", "smollm2-135m", "--workload", "hello", "--batch", "2", "--max-tokens", "2", "--ignore-eos",
               "--quantization", "int4", "--json", str(js)])
     assert r.returncode == 0, r.stderr
     d = json.loads(js.read_text())

@@ -8,9 +8,10 @@ import argparse, os, re, sys
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['RANDOM_CONFIGS', 'STAND_IN_CONFIG', 'DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity',
-           'run_bench', 'cmd_bench', 'random_config', 'random_model', 'byte_tokenizer', 'random_llm', 'stand_in_model',
-           'parse_bytes', 'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['WORKLOADS', 'RANDOM_CONFIGS', 'STAND_IN_CONFIG', 'DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize',
+           'cmd_perplexity', 'workload_path', 'sample_text_path', 'run_bench', 'cmd_bench', 'random_config',
+           'random_model', 'byte_tokenizer', 'random_llm', 'stand_in_model', 'parse_bytes', 'build_parser',
+           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/08_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -19,18 +20,23 @@ def cmd_quantize(args, out=None) -> int:
     out = out or sys.stdout
     if args.bits not in (4, 8): raise _CLIError(f"--bits must be 8 or 4, got {args.bits}")
     if args.group not in (32, 64, 128): raise _CLIError(f"--group must be 32, 64 or 128, got {args.group}")
-    d = quant.quantize_command(args.input, args.output, bits=args.bits, group=args.group)
+    inp = args.input
+    if inp == "default" and not Path(inp).exists():                # the default model by name: no path to look up
+        from xllm.core import default_model_path
+        inp = default_model_path()
+    d = quant.quantize_command(inp, args.output, bits=args.bits, group=args.group)
     size = sum(f.stat().st_size for f in Path(d).iterdir() if f.is_file())
     _write(out, f"wrote {d}: int{args.bits}, groups of {args.group}, {size / 2**20:.1f} MiB\n")
     return 0
 
 def cmd_perplexity(args, out=None) -> int:
-    "Print the perplexity of the model on the text of `args.file`."
+    "Print the perplexity of the model on the text of `args.file` (default: `sample_text_path()`, a text shipped with xllm)."
     from xllm import quant
     out = out or sys.stdout
     if args.ctx < 4: raise _CLIError(f"--ctx must be at least 4, got {args.ctx}")
-    try: text = Path(args.file).read_text(encoding="utf-8")
-    except UnicodeDecodeError as e: raise _CLIError(f"{args.file}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    path = Path(args.file).expanduser() if args.file is not None else sample_text_path()
+    try: text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e: raise _CLIError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     llm = _load(args)
     if args.ctx > llm.max_model_len: raise _CLIError(f"--ctx {args.ctx} is longer than the model's context ({llm.max_model_len})")
     tok = llm.tokenizer
@@ -53,6 +59,19 @@ def _peak_rss_mb() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return r / 2**20 if sys.platform == "darwin" else r / 1024
 
+WORKLOADS = {"hello": "hello.txt", "prompts": "prompts.txt"}   # the seed's two workloads (xLLM's benchmark), shipped in xllm/workloads/
+
+def workload_path(name: str) -> Path:
+    "The prompts file of a shipped workload: 'hello' (one short greeting) or 'prompts' (20 questions and requests)."
+    if name not in WORKLOADS: raise ValueError(f"unknown workload {name!r}: expected one of {', '.join(WORKLOADS)}")
+    from importlib.resources import files
+    return Path(str(files("xllm") / "workloads" / WORKLOADS[name]))
+
+def sample_text_path() -> Path:
+    "An 841-word English story shipped with xllm (972 tokens for SmolLM2), the text `xllm perplexity` scores unless given `--file`."
+    from importlib.resources import files
+    return Path(str(files("xllm") / "workloads" / "sample.txt"))
+
 def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False, progress: bool = True) -> dict:
     "Run `prompts` (all submitted at t=0, greedy) through `llm`'s engine, or one at a time; return the measurements as a dict."
     import time, torch
@@ -62,7 +81,12 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
     reqs = [llm._chat_ids([{"role": "user", "content": p}])[1] if chat else llm._prompt_ids(p)[1] for p in prompts]
     ttft, n_out, t_pre, t_dec, n_dec, peak = [], 0, 0.0, 0.0, 0, None
-    bar = tqdm(total=len(reqs), desc="bench " + ("sequential" if sequential else "engine"), disable=not progress)
+    bar = None
+    def tick(k: int):   # output tokens: with EOS ignored their total is known, so is the ETA (else none); the bar starts with the
+        nonlocal bar     # first token, so its rate and ETA are the generation's, not the wait for the first prefill
+        if bar is None: bar = tqdm(total=len(reqs) * max_tokens if ignore_eos else None, unit="tok", disable=not progress,
+                                   desc="bench " + ("sequential" if sequential else "engine"))
+        bar.update(k)
     t0 = time.perf_counter()
     if sequential:
         for ids in reqs:
@@ -72,7 +96,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             seq = _Sequence(llm.tokenizer, ids, params, 0, llm.eos_ids, llm.max_model_len, prime=False)
             for _ in llm._decode(seq, None, cache, logits): pass
             t_dec += time.perf_counter() - t1
-            n_out += len(seq.token_ids); n_dec += len(seq.token_ids) - 1; bar.update(1)
+            n_out += len(seq.token_ids); n_dec += len(seq.token_ids) - 1; tick(len(seq.token_ids))
     else:
         eng = llm.get_engine()
         h0 = len(eng.history)
@@ -87,14 +111,14 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             else: t_dec += t1 - t; n_dec += new
             for o in outs:
                 if o.request_id not in live: continue
-                n_out += len(o.new_token_ids)
+                n_out += len(o.new_token_ids); tick(len(o.new_token_ids))
                 if o.new_token_ids and o.request_id not in first: first.add(o.request_id); ttft.append(t1 - t0)
                 if o.finished:
-                    live.discard(o.request_id); bar.update(1)
+                    live.discard(o.request_id)
                     if o.finish_reason == "error": raise RuntimeError(f"request failed: {o.error}")
         peak = max(h[0] for h in eng.history[h0:])
     wall = time.perf_counter() - t0
-    bar.close()
+    if bar is not None: bar.close()
     rate = lambda n, t: n / t if t > 0 else None
     n_prompt = sum(map(len, reqs))
     return {"model": llm.model_path.name, "mode": "sequential" if sequential else "engine", "requests": len(reqs),
@@ -117,8 +141,9 @@ def cmd_bench(args, out=None) -> int:
         torch.set_num_threads(args.threads)
     if args.json is not None and not Path(args.json).expanduser().parent.is_dir():     # found out now, not after the whole run
         raise _CLIError(f"--json {args.json}: the directory {Path(args.json).expanduser().parent} does not exist")
-    prompts = [l.strip() for l in Path(args.file).read_text(encoding="utf-8").splitlines() if l.strip()]
-    if not prompts: raise _CLIError(f"{args.file}: no prompts (one per line)")
+    path = workload_path(args.workload) if args.workload else Path(args.file).expanduser()
+    prompts = [l.strip() for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
+    if not prompts: raise _CLIError(f"{path}: no prompts (one per line)")
     n = args.batch or len(prompts)
     prompts = (prompts * -(-n // len(prompts)))[:n]
     if args.random_weights is not None:
@@ -328,16 +353,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--system", default=None, help="system message")
     _common(c)
     q = sub.add_parser("quantize", help="quantize a model's linear layers to int8/int4 and save it to a directory")
-    q.add_argument("input", help="the model (.gguf, HF directory, llama2.c .bin)")
+    q.add_argument("input", help="the model (.gguf, HF directory, llama2.c .bin), or 'default' for the default model")
     q.add_argument("output", help="the directory to write (config.json, model.safetensors, tokenizer)")
     q.add_argument("--bits", type=int, default=8, help="8 or 4 bits; both in groups of --group weights per row (one scale each; 4 bits also a minimum)")
     q.add_argument("--group", type=int, default=32, help="weights per scale along each row: 32, 64 or 128 (default 32)")
     x = sub.add_parser("perplexity", help="perplexity of a model on a text file (windows of --ctx, second half of each scored)")
-    x.add_argument("--file", required=True, help="a UTF-8 text file")
+    x.add_argument("--file", default=None, help="a UTF-8 text file (default: a short story shipped with xllm, 972 tokens for SmolLM2)")
     x.add_argument("--ctx", type=int, default=512, help="window length in tokens (default 512)")
     _model_opts(x)
     b = sub.add_parser("bench", help="throughput of many requests through the continuous-batching engine (or --sequential)")
-    b.add_argument("--file", required=True, help="prompts, one per line")
+    w = b.add_mutually_exclusive_group(required=True)
+    w.add_argument("--workload", choices=list(WORKLOADS), help="a workload shipped with xllm: hello (one greeting) or prompts (20 prompts), as in xLLM's benchmark")
+    w.add_argument("--file", help="your own prompts, one per line")
     b.add_argument("--batch", type=int, default=None, help="number of requests: the prompts repeated or trimmed to this many (default: one per line)")
     b.add_argument("--max-tokens", type=int, default=128, help="most tokens to generate per request (default 128)")
     b.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens tokens")
