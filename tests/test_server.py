@@ -65,6 +65,29 @@ def _raw(server, path, body=None, key=KEY, data=None):
     except urllib.error.HTTPError as e: return e.code, json.loads(e.read())
 
 
+def _chunked(server, path, parts, key=KEY):
+    "POST `parts` as a chunked body (Transfer-Encoding: chunked, no Content-Length) on a raw socket; returns (status, parsed JSON)."
+    import socket
+    with socket.create_connection((server.host, server.port), timeout=30) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer {key}\r\n"
+                  "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode())
+        try:
+            for p in parts: s.sendall(b"%x\r\n%s\r\n" % (len(p), p))
+            s.sendall(b"0\r\n\r\n")
+        except OSError: pass                                            # the server may answer and close before the end
+        data = b""
+        while chunk := s.recv(65536): data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" in head.lower():                  # a chunked reply: join its chunks
+        out, rest = b"", body
+        while rest:
+            n, _, rest = rest.partition(b"\r\n")
+            if int(n, 16) == 0: break
+            out, rest = out + rest[:int(n, 16)], rest[int(n, 16) + 2:]
+        body = out
+    return int(head.split()[1]), json.loads(body)
+
+
 def _idle(server, timeout=60):
     "Wait (at most `timeout` s, so a loaded machine does not fail it) until the engine has no request and no used KV block; return the last /health."
     t0 = time.time()
@@ -482,6 +505,10 @@ def test_http_errors_are_openai_json(server, monkeypatch):
     monkeypatch.setattr(xs, "MAX_BODY_BYTES", 1000)
     s, b = _raw(server, "/v1/completions", {"prompt": "a" * 2000})
     assert s == 413 and "1000" in b["error"]["message"]
+    s, b = _chunked(server, "/v1/completions", [b'{"prompt": "' + b"a" * 300] + [b"a" * 300] * 20 + [b'"}'])   # no Content-Length
+    assert s == 413 and b["error"]["code"] == "request_too_large", b
+    s, b = _chunked(server, "/v1/completions", [b'{"prompt": "Once', b' upon", "max_tokens": 2, "temperature": 0}'])  # chunked and small: served
+    assert s == 200 and b["choices"][0]["text"] == _greedy(server.app.state.xllm.llm, "Once upon", 2).text, b
     monkeypatch.undo()
     s, b = _raw(server, "/v1/completions", {"prompt": "a", "n": 100, "max_tokens": 1})    # more than 32 + 64 at once: retrying cannot help
     assert s == 400 and b["error"]["param"] == "n", b

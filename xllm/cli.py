@@ -378,7 +378,13 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, streaming) over the batching engine")
     v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     v.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    v.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: no key)")
+    k = v.add_mutually_exclusive_group()
+    k.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: $XLLM_API_KEY, else no key); "
+                   "visible to other users in the process list: prefer XLLM_API_KEY or --api-key-file")
+    k.add_argument("--api-key-file", default=None, metavar="FILE", help="read the API key from FILE (its first line)")
+    v.add_argument("--shutdown-timeout", type=float, default=30, help="on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted; a second signal stops at once (default 30)")
+    v.add_argument("--stall-timeout", type=float, default=30, help="abort a stream whose client reads nothing for this many seconds (default 30)")
+    v.add_argument("--docs", action="store_true", help="serve the interactive API docs at /docs (their scripts load from a CDN; /openapi.json is always served)")
     v.add_argument("--max-waiting", type=int, default=64, help="requests that may wait beyond those; more get HTTP 503 (default 64)")
     _engine_opts(v, 32)
     _model_opts(v)
@@ -502,15 +508,30 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
+def _api_key(args) -> str | None:
+    "The server's key: --api-key, else the first line of --api-key-file, else $XLLM_API_KEY, else None (no key)."
+    if args.api_key_file is not None:
+        try: key = Path(args.api_key_file).expanduser().read_text(encoding="utf-8").splitlines()[:1]
+        except (OSError, UnicodeDecodeError) as e: raise _CLIError(f"--api-key-file {args.api_key_file}: {getattr(e, 'strerror', None) or e}") from None
+        if not key or not key[0].strip(): raise _CLIError(f"--api-key-file {args.api_key_file}: the file holds no key (its first line is empty)")
+        return key[0].strip()
+    key = args.api_key if args.api_key is not None else os.environ.get("XLLM_API_KEY")
+    if key is not None and not key.strip(): raise _CLIError("the API key is empty (--api-key or XLLM_API_KEY)")
+    return key.strip() if key is not None else None
+
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
     if args.max_num_seqs < 1: raise _CLIError(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
     if args.max_waiting < 0: raise _CLIError(f"--max-waiting must be at least 0, got {args.max_waiting}")
     if not 0 < args.port < 65536: raise _CLIError(f"--port must be in 1..65535, got {args.port}")
+    for k in ("shutdown_timeout", "stall_timeout"):
+        if not getattr(args, k) > 0: raise _CLIError(f"--{k.replace('_', '-')} must be more than 0 seconds, got {getattr(args, k)}")
+    key = _api_key(args)
     _check_listen(args.host, args.port)                 # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
-    server.serve(host=args.host, port=args.port, api_key=args.api_key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm)
+    server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
+                 shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs)
     return 0
 
 # %% ../nbs/08_cli.ipynb 24

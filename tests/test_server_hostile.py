@@ -1,0 +1,263 @@
+"""The server under hostile clients (issue 22): huge prompts refused before tokenizing, tokenization bounded, text that cannot be
+UTF-8 encoded and -inf log-probs still answered in JSON, strict types, streams whose client stops reading aborted, an OpenAPI
+schema of what the server really answers, and a bounded shutdown on SIGTERM."""
+import http.client, json, os, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
+import pytest
+
+pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
+
+from xllm.cli import stand_in_model
+from xllm.llm import LLM
+from xllm.server import start_server, TOKENIZE_AT_ONCE, _loopback
+
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory): return stand_in_model(tmp_path_factory.mktemp("stand-in"))
+
+
+@pytest.fixture(scope="module")
+def llm(model_dir): return LLM(model_dir)
+
+
+@pytest.fixture(scope="module")
+def server(llm):
+    srv = start_server(llm)
+    yield srv
+    srv.stop()
+
+
+def _post(srv, path, body, raw: bytes | None = None, conn=None):
+    "POST JSON (or `raw` bytes) on `conn` (a kept-alive http.client connection) or a new one; returns (status, parsed JSON or text)."
+    c = conn or http.client.HTTPConnection(srv.host, srv.port, timeout=60)
+    c.request("POST", path, body=raw if raw is not None else json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    try: return r.status, json.loads(data)
+    except ValueError: return r.status, data.decode("utf-8", "replace")
+
+
+def _wait_for(cond, timeout=60, what="condition"):
+    t0 = time.time()
+    while not (v := cond()):
+        assert time.time() - t0 < timeout, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.02)
+    return v
+
+
+def _slow_down(srv, monkeypatch, s=0.02):
+    "Each engine step of `srv` sleeps `s` first: a request of N tokens takes at least N*s seconds, whatever the machine's speed."
+    core = srv.app.state.xllm.core
+    step = core.step
+    def slow(): time.sleep(s); return step()
+    monkeypatch.setattr(core, "step", slow)
+    return core
+
+
+def test_huge_prompts_refused_before_tokenizing(server, llm, monkeypatch):
+    "Text longer than max_len x the longest token cannot fit: a 400 at once, and the tokenizer never sees it (completions and chat)."
+    st = server.app.state.xllm
+    assert st.max_chars == st.max_len * st.longest_token and st.longest_token >= 1
+    calls = []
+    orig = type(llm)._prompt_ids
+    monkeypatch.setattr(type(llm), "_prompt_ids", lambda self, p: (calls.append(len(p) if isinstance(p, str) else 0), orig(self, p))[1])
+    huge = "a" * (st.max_chars + 1)
+    t0 = time.time()
+    for body in ({"prompt": huge}, {"prompt": ["hi", huge]}):
+        s, b = _post(server, "/v1/completions", body)
+        assert s == 400 and b["error"]["code"] == "context_length_exceeded" and b["error"]["param"] == "prompt", b
+    s, b = _post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": huge[: st.max_chars // 2 + 1]},
+                                                                {"role": "user", "content": huge[: st.max_chars // 2 + 1]}]})
+    assert s == 400 and b["error"]["param"] == "messages" and "before tokenizing" in b["error"]["message"], b
+    assert calls == [] and time.time() - t0 < 30
+    s, b = _post(server, "/v1/completions", {"prompt": "a" * 600, "max_tokens": 1})     # under the cap: tokenized, then judged
+    assert s == 400 and calls == [600] and "prompt" in b["error"]["message"], b
+
+
+def test_tokenization_is_bounded(server, llm, monkeypatch):
+    "However many clients send prompts at once, at most TOKENIZE_AT_ONCE are tokenized together."
+    now, peak, lock = [0], [0], threading.Lock()
+    orig = type(llm)._prompt_ids
+    def slow_ids(self, p):
+        with lock: now[0] += 1; peak[0] = max(peak[0], now[0])
+        time.sleep(0.2)
+        try: return orig(self, p)
+        finally:
+            with lock: now[0] -= 1
+    monkeypatch.setattr(type(llm), "_prompt_ids", slow_ids)
+    out = []
+    ts = [threading.Thread(target=lambda: out.append(_post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 1})[0])) for _ in range(6)]
+    for t in ts: t.start()
+    for t in ts: t.join(60)
+    assert out == [200] * 6 and peak[0] == TOKENIZE_AT_ONCE, (out, peak)
+
+
+def test_responses_always_encode(server):
+    "A lone surrogate echoed (non-streaming and streamed) becomes U+FFFD in valid UTF-8 JSON; the kept-alive connection still works."
+    c = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    raw = b'{"prompt": "a\\ud800b", "echo": true, "max_tokens": 2, "temperature": 0}'
+    s, b = _post(server, "/v1/completions", None, raw=raw, conn=c)
+    assert s == 200 and b["choices"][0]["text"].startswith("a\ufffdb"), b
+    s, b = _post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 1}, conn=c)     # the same connection, next request
+    assert s == 200, b
+    c.request("POST", "/v1/completions", body=raw.replace(b'"echo"', b'"stream": true, "echo"'), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    events = [json.loads(l[6:]) for l in r.read().decode("utf-8").splitlines() if l.startswith("data: {")]
+    assert r.status == 200 and events[0]["choices"][0]["text"] == "a\ufffdb", events
+    s, b = _post(server, "/v1/chat/completions", None, conn=c, raw=b'{"messages": [{"role": "user", "content": "\\udfff"}], "max_tokens": 2}')
+    assert s == 200 and "choices" in b, b
+
+
+def test_masked_logprobs_are_json(llm):
+    "A log-prob of -inf (a token the sampler masks, e.g. vocabulary rows the tokenizer cannot decode) is written as -9999.0: strict JSON."
+    from xllm.server import _dumps, _logprobs
+    lps = [(5, {5: -0.5, 6: float("-inf"), 7: -2.0})]
+    for chat in (False, True):
+        text = _dumps(_logprobs(llm.tokenizer, lps, chat, 3))
+        assert "Infinity" not in text and "-9999.0" in text and json.loads(text)
+    with pytest.raises(ValueError): json.dumps({"x": float("-inf")}, allow_nan=False)     # what failed before: starlette's JSON is strict
+
+
+@pytest.mark.parametrize("field, value", [("temperature", True), ("top_p", False), ("max_tokens", 2.0), ("n", "2"), ("ignore_eos", 1),
+                                          ("seed", 1.5), ("logprobs", True), ("stream", "yes"), ("presence_penalty", "0")])
+def test_types_are_strict(server, field, value):
+    s, b = _post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 1, field: value})
+    assert s == 400 and b["error"]["param"] == field, b
+
+
+def test_stalled_stream_is_aborted(llm, monkeypatch):
+    """A client that sends a streaming request and never reads: once the socket buffers are full, a chunk waits `stall_timeout`
+    (1 s here) and the stream is aborted, its blocks freed, long before its 4 x 450 tokens would be done (>= 9 s of steps)."""
+    srv = start_server(llm, stall_timeout=1)
+    try:
+        st = srv.app.state.xllm
+        core = _slow_down(srv, monkeypatch)
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)              # a reader that holds little and reads nothing
+        s.connect((srv.host, srv.port))
+        body = json.dumps({"prompt": "Once upon a time", "max_tokens": 450, "n": 4, "logprobs": 5, "ignore_eos": True, "stream": True}).encode()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        before = core.num_batched_tokens
+        _wait_for(lambda: st.stalled == 1, 60, "the stalled stream to be aborted")
+        _wait_for(lambda: core.num_unfinished == 0 and core.block_manager.num_used_blocks == 0 and st.in_flight == 0, 30, "its blocks to be freed")
+        assert core.num_batched_tokens - before < 4 * 450, "the stream ran to its end"
+        s.close()
+        c = http.client.HTTPConnection(srv.host, srv.port, timeout=60)       # a reader is served as before
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Once", "max_tokens": 5, "stream": True}), headers={"Content-Type": "application/json"})
+        assert c.getresponse().read().decode().rstrip().endswith("data: [DONE]") and st.stalled == 1
+    finally: srv.stop()
+
+
+def test_openapi_describes_what_is_answered(server, llm):
+    "400 (never 422), 413 and 503 documented as OpenAI's error JSON, SSE beside JSON; no /docs unless asked (its scripts come from a CDN)."
+    with urllib.request.urlopen(server.url + "/openapi.json", timeout=30) as r: spec = json.loads(r.read())
+    assert "422" not in json.dumps(spec) and "HTTPValidationError" not in json.dumps(spec)
+    for path in ("/v1/completions", "/v1/chat/completions"):
+        r = spec["paths"][path]["post"]["responses"]
+        assert {"200", "400", "413", "503"} <= set(r) and set(r["200"]["content"]) == {"application/json", "text/event-stream"}, r
+        assert r["400"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    props = spec["components"]["schemas"]["CompletionRequest"]["properties"]
+    assert "boolean" not in json.dumps(props["temperature"]) and "number" in json.dumps(props["temperature"])
+    with pytest.raises(urllib.error.HTTPError) as e: urllib.request.urlopen(server.url + "/docs", timeout=30)
+    assert e.value.code == 404
+    keyed = start_server(llm, api_key="k", docs=True)
+    try:
+        with urllib.request.urlopen(keyed.url + "/docs", timeout=30) as r: assert r.status == 200
+        with urllib.request.urlopen(keyed.url + "/openapi.json", timeout=30) as r: spec = json.loads(r.read())
+        assert "401" in spec["paths"]["/v1/models"]["get"]["responses"] and "401" not in spec["paths"]["/health"]["get"]["responses"]
+    finally: keyed.stop()
+
+
+_SERVE = r"""
+import sys, time
+import xllm.server as xs
+from xllm.llm import LLM
+orig = xs.create_app
+def create(*a, **k):                                   # every engine step 50 ms: a 450-token stream lasts >= 22 s
+    app = orig(*a, **k); core = app.state.xllm.core; step = core.step
+    def slow(): time.sleep(0.05); return step()
+    core.step = slow
+    return app
+xs.create_app = create
+xs.serve(llm=LLM(sys.argv[1]), host=sys.argv[2], port=int(sys.argv[3]), shutdown_timeout=float(sys.argv[4]))
+"""
+
+
+class _Served:
+    "`xllm.server.serve` in a subprocess on the stand-in model (engine steps slowed to 50 ms), stdout and stderr collected."
+    def __init__(self, model_dir, tmp, shutdown_timeout, host="127.0.0.1"):
+        from xllm.server import free_port
+        self.port = free_port()
+        (tmp / "serve.py").write_text(_SERVE)
+        self.p = subprocess.Popen([sys.executable, str(tmp / "serve.py"), str(model_dir), host, str(self.port), str(shutdown_timeout)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        def up():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5): return True
+            except OSError:
+                assert self.p.poll() is None, self.p.communicate()
+                return False
+        _wait_for(up, 120, "the server to start")
+    def stream(self, max_tokens, out: list):
+        "A streaming completion in a thread; `out` gets the event lines it received and whether [DONE] came."
+        def run():
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+            c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Once", "max_tokens": max_tokens, "ignore_eos": True, "stream": True}),
+                      headers={"Content-Type": "application/json"})
+            r, lines = c.getresponse(), []
+            try:
+                for line in r: lines.append(line.decode().strip()); out.append(lines[-1])
+            except (OSError, http.client.HTTPException): pass
+        t = threading.Thread(target=run, daemon=True); t.start()
+        _wait_for(lambda: len(out) >= 2, 60, "the stream to start")
+        return t
+    def stop(self, *signals, gap=0.5):
+        "Send `signals` (gap seconds apart); returns (seconds from the first to the exit, return code, stdout, stderr)."
+        t0 = time.time()
+        for k, sig in enumerate(signals):
+            if k: time.sleep(gap)
+            self.p.send_signal(sig)
+        out, err = self.p.communicate(timeout=120)
+        return time.time() - t0, self.p.returncode, out, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_shutdown_is_bounded(model_dir, tmp_path, sig):
+    "A signal with a long stream running: the server stops after shutdown_timeout (2 s), not when the stream would end (>= 22 s); the app's shutdown ran."
+    srv = _Served(model_dir, tmp_path, 2, host="0.0.0.0")
+    lines = []
+    t = srv.stream(450, lines)
+    took, rc, out, err = srv.stop(sig)
+    t.join(30)
+    assert 1.5 < took < 15, (took, err[-3000:])
+    assert rc in (0, -sig, 128 + sig) and "xllm: stopped" in out, (rc, out, err[-3000:])
+    assert "data: [DONE]" not in lines and len([l for l in lines if l]) < 450  # cut short
+    assert "beyond this machine, with no API key" in err                          # 0.0.0.0 without a key: warned
+
+
+def test_shutdown_lets_short_requests_finish(model_dir, tmp_path):
+    "SIGTERM while a 30-token stream runs (>= 1.5 s of steps): it is answered whole (to its max_tokens), then the server exits, well before the 20 s timeout."
+    srv = _Served(model_dir, tmp_path, 20)
+    lines = []
+    t = srv.stream(30, lines)
+    took, rc, out, err = srv.stop(signal.SIGTERM)
+    t.join(30)
+    events = [l for l in lines if l]
+    assert events[-1] == "data: [DONE]" and json.loads(events[-2][6:])["choices"][0]["finish_reason"] == "length", events[-3:]   # all 30
+    assert took < 15 and "xllm: stopped (0 requests were unfinished)" in out, (took, out, err[-3000:])
+
+
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT])
+def test_second_signal_exits_at_once(model_dir, tmp_path, second):
+    "SIGTERM, then SIGTERM or SIGINT 0.5 s later: out at once (not after the 60 s timeout), the app's shutdown run all the same."
+    srv = _Served(model_dir, tmp_path, 60)
+    lines = []
+    t = srv.stream(450, lines)
+    took, rc, out, err = srv.stop(signal.SIGTERM, second)
+    t.join(30)
+    assert took < 10 and "xllm: stopped" in out, (took, out, err[-3000:])
+
+
+def test_loopback_names():
+    assert _loopback("127.0.0.1") and _loopback("localhost") and _loopback("::1") and _loopback("127.8.9.10")
+    assert not _loopback("0.0.0.0") and not _loopback("192.0.2.1") and not _loopback("::") and not _loopback("example.org")
