@@ -14,6 +14,7 @@ def _commands():
         for line in block.splitlines():
             for part in line.split("&&"):
                 words = shlex.split(part, comments=True)
+                while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]): words = words[1:]    # VAR=value before the command
                 if words[:3] == ["python", "-m", "xllm"]: words = words[2:]
                 if words[:1] == ["xllm"]: out.append(words[1:])
     return out
