@@ -93,6 +93,8 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     if getattr(req, "top_logprobs", None) is not None and req.logprobs is not True:
         raise APIError(400, "top_logprobs: requires logprobs to be true", param="top_logprobs")
     if isinstance(req.stop, str) and not req.stop: raise APIError(400, "stop: must not be an empty string", param="stop")
+    if req.stream_options is not None and not isinstance(req.stream_options.get("include_usage", False), bool):
+        raise APIError(400, "stream_options.include_usage: expected true or false", param="stream_options")
     mt = _asked_tokens(req) or default_max_tokens
     lp = req.logprobs if not isinstance(req.logprobs, bool) else ((req.top_logprobs or 0) if req.logprobs else None)
     try:
@@ -118,8 +120,8 @@ def check_supported(req, vocab_size: int) -> dict[int, float]:
     if rf is not None and rf.get("type", "text") != "text": no("response_format", f"only type 'text' is supported (no constrained decoding), got {rf.get('type')!r}")
     bias = {}
     for k, v in (req.logit_bias or {}).items():
-        try: t = int(k)
-        except ValueError: no("logit_bias", f"keys must be token ids, got {k!r}")
+        if not (k.isascii() and k.isdigit()): no("logit_bias", f"keys must be token ids (decimal digits), got {k!r}")
+        t = int(k)
         if not 0 <= t < vocab_size: no("logit_bias", f"token id {t} is outside the vocabulary (0..{vocab_size - 1})")
         if not -100 <= v <= 100: no("logit_bias", f"the bias of token {t} must be in [-100, 100], got {v}")
         bias[t] = float(v)
@@ -245,7 +247,7 @@ class _State:
                            "server_error", None, "overloaded", headers={"Retry-After": "1"})
         self.in_flight += n
 
-    def max_tokens(self, n_prompt: int, asked: int | None, default: int | None) -> int:
+    def max_tokens(self, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens") -> int:
         """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
         in `max_len`, else a 400 (as vLLM's); without one, `default` (None: all that fits) cut to what fits. Nothing is cut short
         silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted)."""
@@ -254,8 +256,8 @@ class _State:
         if n_prompt >= C:
             raise APIError(400, f"prompt has {n_prompt} tokens; {lim}, which leaves no room to generate", param="prompt", code="context_length_exceeded")
         if asked is not None and n_prompt + asked > C:
-            raise APIError(400, f"max_tokens: the prompt ({n_prompt} tokens) plus max_tokens ({asked}) is {n_prompt + asked} tokens; {lim}. "
-                                "Shorten the prompt or ask for fewer tokens", param="max_tokens", code="context_length_exceeded")
+            raise APIError(400, f"{field}: the prompt ({n_prompt} tokens) plus {field} ({asked}) is {n_prompt + asked} tokens; {lim}. "
+                                "Shorten the prompt or ask for fewer tokens", param=field, code="context_length_exceeded")
         return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
 
 _ROLES = ("system", "developer", "user", "assistant")
@@ -391,6 +393,13 @@ def _openapi(app, keyed: bool) -> dict:
                       "properties": {"message": {"type": "string"}, "type": {"type": "string"},
                                      "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}}
     err = lambda why: {"description": why, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    sse = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}   # one event: a JSON chunk or [DONE]
+    for name in ("CompletionRequest", "ChatRequest"):              # null means the default for every option (`_nulls`)
+        schema = comps.get(name, {})
+        for f, prop in schema.get("properties", {}).items():
+            if f not in schema.get("required", []) and "null" not in json.dumps(prop):
+                schema["properties"][f] = {"anyOf": [{k: v for k, v in prop.items() if k not in ("title", "default")}, {"type": "null"}],
+                                           **{k: prop[k] for k in ("title", "default") if k in prop}}
     for path, ops in s["paths"].items():
         for method, op in ops.items():
             r = op.setdefault("responses", {})
@@ -398,7 +407,7 @@ def _openapi(app, keyed: bool) -> dict:
             if keyed and path.startswith("/v1"): r["401"] = err("missing or wrong API key")
             if path == "/v1/models/{model_id}": r["404"] = err("not the model served here")
             if method == "post":
-                r["200"]["content"]["text/event-stream"] = {"schema": {"type": "string"}}     # when stream is true
+                r["200"]["content"]["text/event-stream"] = {"schema": sse}     # when stream is true
                 r["400"] = err("invalid request: types, values, a prompt beyond the context, an unsupported option")
                 r["413"] = err(f"body larger than {MAX_BODY_BYTES} bytes")
                 r["503"] = err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")
@@ -491,7 +500,8 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     async def respond(kind, request, req, prompts, params, bias, echo=False):
         "prompts: list of (text, ids). Non-streaming JSON or an SSE stream; `kind` is 'text_completion' or 'chat.completion'."
         n, asked = params.n, _asked_tokens(req)
-        ps = [dataclasses.replace(params, max_tokens=st.max_tokens(len(ids), asked, params.max_tokens)) for _, ids in prompts]
+        field = "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens"
+        ps = [dataclasses.replace(params, max_tokens=st.max_tokens(len(ids), asked, params.max_tokens, field)) for _, ids in prompts]
         procs = [logit_bias_processor(bias)] if bias else None
         jobs = [(ids, ps[k], k * n + j, j, procs) for k, (_, ids) in enumerate(prompts) for j in range(n)]
         st.admit(len(jobs))
@@ -545,7 +555,8 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
                 if include_usage: yield chunk([], _usage(ptoks, ctoks))
             except APIError as e: yield f"data: {_dumps(e.body())}\n\n"
             finally:
-                await results.aclose()       # its tasks cancelled, their engine requests aborted, now rather than at garbage collection
+                try: await results.aclose()  # its tasks cancelled, their engine requests aborted, now rather than at garbage collection
+                except RuntimeError: pass    # still running in a task being cancelled: its own finally does the same
                 release()
             yield "data: [DONE]\n\n"
         gen = events()
