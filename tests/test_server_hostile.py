@@ -74,6 +74,37 @@ def test_huge_prompts_refused_before_tokenizing(server, llm, monkeypatch):
     assert s == 400 and calls == [600] and "prompt" in b["error"]["message"], b
 
 
+def test_request_shapes_refused_before_work(server, llm, monkeypatch):
+    """Lists longer than a request can use are refused on the raw JSON, before pydantic builds them or anything is tokenized:
+    prompts beyond what the server takes at once, token-id lists and conversations beyond max_len, too many or too long stop
+    strings; prompts x n over the limit before the first prompt is tokenized; and the prompts are tokenized one at a time, each
+    checked before the next, so one that does not fit stops the rest."""
+    from xllm.server import MAX_STOP_STRINGS, MAX_STOP_CHARS
+    st = server.app.state.xllm
+    calls = []
+    orig = type(llm)._prompt_ids
+    monkeypatch.setattr(type(llm), "_prompt_ids", lambda self, p: (calls.append(p), orig(self, p))[1])
+    limit, L = st.max_num_seqs + st.max_waiting, st.max_len
+    for body, param, words in [({"prompt": [[]] * (limit + 1), "max_tokens": 1}, "prompt", f"{limit + 1} prompts"),
+                               ({"prompt": [""] * (limit + 1), "max_tokens": 1}, "prompt", "prompts"),
+                               ({"prompt": [0] * (L + 1), "max_tokens": 1}, "prompt", f"{L + 1} token ids"),
+                               ({"prompt": [[1], [0] * (L + 1)], "max_tokens": 1}, "prompt", "prompt[1]"),
+                               ({"prompt": ["a", "b"], "n": limit // 2 + 1, "max_tokens": 1}, "n", "completions"),
+                               ({"prompt": "a", "stop": ["x"] * (MAX_STOP_STRINGS + 1)}, "stop", "stop strings"),
+                               ({"prompt": "a", "stop": "x" * (MAX_STOP_CHARS + 1)}, "stop", "characters")]:
+        s, b = _post(server, "/v1/completions", body)
+        assert s == 400 and b["error"]["param"] == param and words in b["error"]["message"], (param, b)
+    s, b = _post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}] * (L + 1)})
+    assert s == 400 and b["error"]["param"] == "messages", b
+    s, b = _post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "n": limit + 1})
+    assert s == 400 and b["error"]["param"] == "n", b
+    assert calls == []
+    s, b = _post(server, "/v1/completions", {"prompt": ["Once", "once " * L, "upon", "a time"], "max_tokens": 1})
+    assert s == 400 and b["error"]["param"] == "prompt" and "context" in b["error"]["message"] and len(calls) == 2, (b, calls)   # stopped at the second
+    s, b = _post(server, "/v1/completions", {"prompt": "Once", "stop": ["x"] * MAX_STOP_STRINGS, "max_tokens": 2})
+    assert s == 200, b                                                           # at the limits: served
+
+
 def test_tokenization_is_bounded(server, llm, monkeypatch):
     "However many clients send prompts at once, at most TOKENIZE_AT_ONCE are tokenized together."
     now, peak, lock = [0], [0], threading.Lock()
@@ -221,16 +252,17 @@ class _Served:
         return time.time() - t0, self.p.returncode, out, err
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_shutdown_is_bounded(model_dir, tmp_path, sig):
-    "A signal with a long stream running: the server stops after shutdown_timeout (2 s), not when the stream would end (>= 22 s); the app's shutdown ran."
+    """A signal with a long stream running (SIGHUP, a closed terminal, as SIGTERM): the server stops after shutdown_timeout (2 s),
+    not when the stream would end (>= 22 s); the app's shutdown ran."""
     srv = _Served(model_dir, tmp_path, 2, host="0.0.0.0")
     lines = []
     t = srv.stream(450, lines)
     took, rc, out, err = srv.stop(sig)
     t.join(30)
-    assert 1.5 < took < 15, (took, err[-3000:])
-    assert rc in (0, -sig, 128 + sig) and "xllm: stopped" in out, (rc, out, err[-3000:])
+    assert 1.5 < took < 15, (took, rc, out, err[-3000:])
+    assert rc in (0, -sig, 128 + sig, -signal.SIGTERM) and "xllm: stopped" in out, (rc, out, err[-3000:])
     assert "data: [DONE]" not in lines and len([l for l in lines if l]) < 450  # cut short
     assert "beyond this machine, with no API key" in err                          # 0.0.0.0 without a key: warned
 
