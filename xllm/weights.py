@@ -4,12 +4,12 @@
 
 # %% ../nbs/04_weights.ipynb 3
 from __future__ import annotations
-import json, math, re, struct
+import json, math, re, struct, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 import numpy as np, torch
-from .core import LlamaConfig, ModelFormatError, _check_rope_scaling
+from .core import LlamaConfig, ModelFormatError, _check_rope_scaling, _is_int, read_json
 
 # %% auto 0
 __all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'permute_rope_rows', 'config_from_hf', 'llama3_rope_factors',
@@ -113,6 +113,13 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
         if v is not None and (not isinstance(v, str) or v.lower().removeprefix("torch.") not in _CONFIG_DTYPES):
             raise ModelFormatError(source, f"config: {k} {v!r} is not a floating-point type (float32, float16, bfloat16, float64)")
     theta, scaling = _rope_from_hf(d, source)
+    ctx = d.get("max_position_embeddings", 2048)
+    if (sw := d.get("sliding_window") if mt != "llama" else None) is not None:   # Mistral's (HF's LlamaConfig has none)
+        if not _is_int(sw) or sw <= 0: raise ModelFormatError(source, f"config: sliding_window must be a positive integer or null, got {sw!r}")
+        if _is_int(ctx) and sw < ctx:     # no sliding-window attention here: up to the window, full attention is the same thing
+            warnings.warn(f"{source}: config: sliding_window {sw} is below max_position_embeddings {ctx}; xllm has no sliding-window "
+                          f"attention, so the context is capped at {sw} tokens", stacklevel=2)
+            ctx = sw
     gen = generation_config or {}
     eos = _token_ids(d.get("eos_token_id"), "eos_token_id", source)
     eos += [t for t in _token_ids(gen.get("eos_token_id"), "generation_config eos_token_id", source) if t not in eos]
@@ -123,7 +130,7 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
         num_hidden_layers=d["num_hidden_layers"], num_attention_heads=d["num_attention_heads"],
         num_key_value_heads=d.get("num_key_value_heads"), head_dim=d.get("head_dim"),
         rms_norm_eps=_number(d.get("rms_norm_eps"), "rms_norm_eps", source, 1e-6), rope_theta=theta, rope_scaling=scaling,
-        max_position_embeddings=d.get("max_position_embeddings", 2048), tie_word_embeddings=_flag(d, "tie_word_embeddings", source),
+        max_position_embeddings=ctx, tie_word_embeddings=_flag(d, "tie_word_embeddings", source),
         attention_bias=_flag(d, "attention_bias", source), mlp_bias=_flag(d, "mlp_bias", source),
         bos_token_id=bos, eos_token_id=eos, source=str(source) if source is not None else None)
 
@@ -263,10 +270,7 @@ def _progress(total: int, desc: str):
 # %% ../nbs/04_weights.ipynb 28
 _ST_DTYPES = {"F32", "F16", "BF16", "F64"}
 
-def _read_json(path: Path) -> Any:
-    try: return json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError: raise ModelFormatError(path, "not valid JSON: nested too deeply to parse") from None
-    except (OSError, ValueError) as e: raise ModelFormatError(path, f"not valid JSON: {e}") from None   # ValueError: JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+def _read_json(path: Path) -> Any: return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError
 
 def _safetensors_shards(d: Path) -> tuple[dict[str, Path] | None, list[Path]]:
     "(weight_map name -> shard path, or None for a single file; the shard files) of a HF directory."
@@ -325,14 +329,22 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
         if name not in where: raise ModelFormatError(files[0] if len(files) == 1 else d, f"missing tensor {name} (expected shape {list(shape)})")
         sl = handles[where[name]].get_slice(name)
         _check_shapes({name: shape}, {name: sl.get_shape()}, where[name])
-        if sl.get_dtype() not in _ST_DTYPES: raise ModelFormatError(where[name], f"tensor {name} has dtype {sl.get_dtype()}; expected one of F32, F16, BF16")
+        if sl.get_dtype() not in _ST_DTYPES: raise ModelFormatError(where[name], f"tensor {name} has dtype {sl.get_dtype()}; expected one of F32, F16, BF16, F64")
     weights = {}
     with _progress(len(expected), f"loading {d.name}") as bar:
         for name in expected:
             try: t = handles[where[name]].get_tensor(name)
             except Exception as e: raise ModelFormatError(where[name], f"cannot read tensor {name}: {e}") from None
             weights[name] = _place(t, dtype, device)
+            if t.dtype == torch.float64 and not torch.isfinite(weights[name]).all() and torch.isfinite(t).all():
+                raise ModelFormatError(where[name], f"tensor {name} is float64 with values beyond the range of {dtype}")
             bar.update()
+    if config.tie_word_embeddings and "lm_head.weight" in where:   # tied, yet the files carry a head: a copy is fine, a different one a lie
+        try: head = handles[where["lm_head.weight"]].get_tensor("lm_head.weight")
+        except Exception as e: raise ModelFormatError(where["lm_head.weight"], f"cannot read tensor lm_head.weight: {e}") from None
+        if tuple(head.shape) != tuple(expected["model.embed_tokens.weight"]) or not torch.equal(_place(head, dtype, device), weights["model.embed_tokens.weight"]):
+            raise ModelFormatError(cfg_path, "config: tie_word_embeddings is true, but the safetensors files hold an lm_head.weight that differs "
+                                             "from model.embed_tokens.weight (set tie_word_embeddings to false to use it)")
     return Checkpoint(config, weights, "hf", d, gen)
 
 # %% ../nbs/04_weights.ipynb 30
