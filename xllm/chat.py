@@ -14,9 +14,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
 # %% auto 0
-__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'TemplateError', 'plain_data',
-           'validate_messages', 'ChatTemplate', 'builtin_template', 'default_template_name', 'apply_chat_template',
-           'apply_chat_template_parts']
+__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'TemplateError',
+           'plain_data', 'validate_messages', 'ChatTemplate', 'builtin_template', 'default_template_name',
+           'apply_chat_template', 'apply_chat_template_parts']
 
 # %% ../nbs/03_chat.ipynb 6
 class TemplateError(ValueError):
@@ -30,7 +30,23 @@ def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False
     "JSON like `json.dumps` (templates use it to print tool schemas); not Jinja's HTML-escaping `tojson`. An indent of at most 64."
     if isinstance(indent, (int, str)) and not isinstance(indent, bool) and (indent if isinstance(indent, int) else len(indent)) > 64:
         raise TemplateError(f"chat template exceeds its limits: tojson indent {indent!r} is more than 64")
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    out = _Capped("tojson")
+    for chunk in json.JSONEncoder(ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys).iterencode(x): out.write(chunk)
+    return "".join(out.parts)   # written piece by piece and counted: a list of one string repeated a million times stops early
+
+class _Capped:
+    "A stream that refuses to hold more than the size bound (`tojson` and `pprint` write into it piece by piece)."
+    def __init__(self, what): self.what, self.parts, self.n = what, [], 0
+    def write(self, s):
+        self.n += len(s)
+        if self.n > _max_chars(): _over(f"the {self.what} filter would make more than {_max_chars()} characters")
+        self.parts.append(s)
+
+def _pprint(value):
+    "Jinja's `pprint` (`pprint.pformat`), written into a `_Capped` stream."
+    import pprint
+    out = _Capped("pprint"); pprint.PrettyPrinter(stream=out).pprint(value)
+    return "".join(out.parts)[:-1]
 
 def _strftime_now(fmt):
     return datetime.now().strftime(fmt)
@@ -47,7 +63,7 @@ _LIMITS = threading.local()    # the budget of the render running in this thread
 
 class _Budget:
     def __init__(self, n_messages: int = 0, n_chars: int = 0):
-        self.steps, self.max_steps, self.max_chars = 0, MAX_STEPS + 100 * n_messages, MAX_CHARS + 4 * n_chars
+        self.steps, self.made, self.max_steps, self.max_chars = 0, 0, MAX_STEPS + 100 * n_messages, MAX_CHARS + 4 * n_chars
         self.deadline = time.monotonic() + MAX_RENDER_SECONDS
 
 def _over(what): raise TemplateError(f"chat template exceeds its limits: {what}")
@@ -72,6 +88,87 @@ def _check_format(fmt):
 
 
 # %% ../nbs/03_chat.ipynb 12
+import inspect, string as _string
+from collections.abc import Iterator, ItemsView, KeysView, Mapping, ValuesView
+from jinja2.utils import Namespace
+
+MADE_FACTOR = 64   # all strings and lists one render makes (captured output, namespace accumulations...): at most 64 x MAX_CHARS
+
+def _made(n: int):
+    "Count `n` characters or items made by the current render; all it makes together may not pass `MADE_FACTOR` x its size bound."
+    if (b := getattr(_LIMITS, "budget", None)) is None: return
+    b.made += n
+    if b.made > MADE_FACTOR * b.max_chars: _over(f"it made more than {MADE_FACTOR * b.max_chars} characters and items in all")
+
+def _weight(x, cap: int | None = None, _memo=None, _depth=0) -> int:
+    """About how long `str(x)` is (to a small constant factor), without building it: strings, numbers, containers (a shared item counted
+    every time it appears, computed once), namespaces. Stops counting past `cap` (default: the size bound), so it costs at most ~cap/4 steps."""
+    if isinstance(x, str): return len(x)
+    if x is None or isinstance(x, (bool, float)): return 24
+    if isinstance(x, int): return x.bit_length() * 10 // 33 + 2
+    if isinstance(x, (bytes, bytearray)): return 4 * len(x) + 3
+    cap = _max_chars() if cap is None else cap
+    memo = {} if _memo is None else _memo
+    if id(x) in memo: return memo[id(x)]
+    if _depth > 200: _over("a value is nested more than 200 deep")
+    if isinstance(x, Namespace):
+        try: x = object.__getattribute__(x, "_Namespace__attrs")
+        except AttributeError: return 64
+    if isinstance(x, (Mapping, ItemsView)): items = [y for kv in (x.items() if isinstance(x, Mapping) else x) for y in kv]
+    elif isinstance(x, (list, tuple, set, frozenset, KeysView, ValuesView)): items = x
+    else: return 64                                              # generators, ranges, macros, undefined...: a short repr
+    memo[id(x)], n = 0, 2                                        # a cycle (through a namespace) prints as `...`
+    for y in items:
+        n += 4 + (len(y) if isinstance(y, str) else _weight(y, cap, memo, _depth + 1))
+        if n > cap: break
+    memo[id(x)] = n
+    return n
+
+def _sized_str(x, what: str):
+    "Before `str(x)` of a non-string: the estimated length must be within the bound."
+    if not isinstance(x, str): _sized(_weight(x), what)
+
+def _fmt_fields_pct(fmt: str):
+    "printf conversions of `fmt`: (mapping key or None, width, precision; '*' where an argument gives it), %% excluded."
+    for m in re.finditer(r"%(?:\(([^)]*)\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d*))?[hlL]?(.)", fmt):
+        if m.group(4) != "%": yield m.group(1), m.group(2), m.group(3)
+
+def _pct_size(fmt, args) -> int:
+    "An upper bound (to a constant factor) of `len(fmt % args)`: every conversion prints its width, precision and argument."
+    fmt = fmt if isinstance(fmt, str) else str(fmt)
+    vals = list(args) if isinstance(args, tuple) else [args]
+    n, i = len(fmt), 0
+    for key, w, p in _fmt_fields_pct(fmt):
+        sizes = []
+        for x in (w, p):
+            if x == "*": sizes.append(vals[i] if i < len(vals) and isinstance(vals[i], int) else 0); i += 1
+            elif x: sizes.append(int(x))
+        if key is not None and isinstance(args, Mapping): v = args.get(key, "")
+        elif key is not None: v = args
+        else: v = vals[i] if i < len(vals) else ""; i += 1
+        n += sum(sizes) + 320 + _weight(v)                       # 320: the longest float %f prints
+        if n > _max_chars(): break
+    return n
+
+def _brace_size(fmt, args, kwargs) -> int:
+    "An upper bound (to a constant factor) of `len(fmt.format(*args, **kwargs))`: each field its argument's size plus its spec's numbers."
+    n, auto = len(fmt), 0
+    try: fields = list(_string.Formatter().parse(fmt))
+    except ValueError: return n                                  # format() itself will refuse it
+    for _, name, spec, _ in fields:
+        if name is None: continue
+        head = re.match(r"[^.\[]*", name).group()
+        if head == "": v = args[auto] if auto < len(args) else ""; auto += 1
+        elif head.isdigit(): v = args[int(head)] if int(head) < len(args) else ""
+        else: v = kwargs.get(head, "")
+        nested = "{" in (spec or "")                             # a width from an argument: as wide as the widest integer given
+        widths = [int(d) for d in re.findall(r"\d+", spec or "")] + ([max([a for a in (*args, *kwargs.values()) if isinstance(a, int)], default=0)] if nested else [])
+        n += 320 + sum(widths) + _weight(v) * (2 if "," in (spec or "") or "_" in (spec or "") else 1)
+        if n > _max_chars(): break
+    return n
+
+
+# %% ../nbs/03_chat.ipynb 13
 def _safe_range(*args):
     r = range(*args)
     if len(r) > MAX_RANGE: _over(f"range({', '.join(map(repr, args))}) has {len(r)} items, more than {MAX_RANGE}")
@@ -86,11 +183,22 @@ class _Counted:
 
 def _loop(it): return _Counted(it)
 
+def _counted_iter(it, what):
+    "A lazy filter result (`map`, `batch`, `slice`, `select`...): each item it yields is a step, and sized."
+    for x in it: _tick(); yield _checked(x, what)
+
 def _concat(*parts) -> str:
     "`a ~ b ~ c`, with the size of the result checked before it is built."
+    for p in parts: _sized_str(p, "a ~ concatenation")
     parts = [str(p) for p in parts]
-    _sized(sum(map(len, parts)), "a ~ concatenation")
+    _sized(sum(map(len, parts)), "a ~ concatenation"); _made(sum(map(len, parts)))
     return "".join(parts)
+
+def _out(x):
+    "Every piece of output (`{{ ... }}` and the template's own text, also inside `{% set %}` blocks, macros and `{% filter %}`): sized and counted."
+    _sized_str(x, "an output expression")
+    _made(_weight(x))
+    return x
 
 def _check_args(what, args, kwargs):
     "Before a call: no integer argument above the size bound (widths, counts); str.join/replace/format sized first."
@@ -98,33 +206,86 @@ def _check_args(what, args, kwargs):
     for v in (*args, *kwargs.values()):
         if isinstance(v, int) and not isinstance(v, bool) and v > _max_chars(): _over(f"{what} was given {v}, more than {_max_chars()}")
 
-def _check_method(f, args):
+def _items(v):
+    "An iterable argument as a list (a generator is drawn item by item, each a step), so that its size can be estimated."
+    return v if isinstance(v, (list, tuple, str, dict)) else list(_counted_iter(v, "an iterable")) if hasattr(v, "__iter__") else v
+
+def _check_method(f, args, kwargs):
+    "Before a str method runs: the size of what it would make. Returns the arguments to call it with (a generator drawn into a list)."
     s, name = getattr(f, "__self__", None), getattr(f, "__name__", "")
-    if not isinstance(s, str): return
-    if name == "join" and args and hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + sum(map(_len, args[0])), "str.join")
+    if not isinstance(s, str): return args
+    if name == "join" and args:
+        args = (_items(args[0]), *args[1:])
+        if hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + sum(map(_weight, args[0])), "str.join")
     elif name == "replace" and len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
         _sized(len(s) + (len(s) // max(1, len(args[0])) + 1) * max(0, len(args[1]) - len(args[0])), "str.replace")
-    elif name == "expandtabs": _sized(len(s) * (args[0] if args and isinstance(args[0], int) else 8), "str.expandtabs")
+    elif name == "expandtabs": _sized(len(s) * (args[0] if args and isinstance(args[0], int) else kwargs.get("tabsize", 8)), "str.expandtabs")
+    elif name == "format": _sized(_brace_size(s, args, kwargs), "str.format")
+    elif name == "format_map" and args and isinstance(args[0], Mapping): _sized(_brace_size(s, (), args[0]), "str.format_map")
+    elif name == "translate" and args and isinstance(args[0], Mapping):
+        _sized(len(s) * max([1, *(_weight(v) for v in args[0].values())]), "str.translate")
+    return args
+
+def _replace_size(a):
+    n, old, new = _weight(a["s"]), str(a["old"]), str(a["new"])
+    k = n // max(1, len(old)) + 1
+    if isinstance(a.get("count"), int) and a["count"] >= 0: k = min(k, a["count"])
+    return n + k * max(0, len(new) - len(old))
+
+def _indent_size(a):
+    s, w = a["s"], a["width"]
+    n = _weight(s)
+    return n + ((s.count("\n") if isinstance(s, str) else n) + 1) * (w if isinstance(w, int) else _weight(w))
+
+_ESTIMATES = {   # filter -> an upper bound (to a constant factor) of the size of its result, from its bound arguments
+    "join": lambda a: _weight(a["d"]) * len(a["value"]) + sum(map(_weight, a["value"])) if hasattr(a["value"], "__len__") else 0,
+    "replace": _replace_size, "indent": _indent_size,
+    "format": lambda a: _pct_size(a["value"], a["kwargs"] or tuple(a["args"])),
+    "center": lambda a: max(_weight(a["value"]), a["width"] if isinstance(a["width"], int) else 0),
+    "truncate": lambda a: _weight(a["s"]) + _weight(a["end"]),
+    "wordwrap": lambda a: (n := _weight(a["s"])) + (n + 1) * max(1, _weight(a["wrapstring"]) if a["wrapstring"] is not None else 1),
+    "urlize": lambda a: 10 * (n := _weight(a["value"])) + (n // 2 + 1) * (60 + sum(_weight(a[k]) for k in ("target", "rel") if a[k] is not None)),
+    "xmlattr": lambda a: 6 * _weight(a["d"]), "pprint": lambda a: _weight(a["value"]),
+    "escape": lambda a: _weight(a["s"]), "forceescape": lambda a: _weight(a["value"]), "urlencode": lambda a: _weight(a["value"]),
+}
+_STRINGIFY = {"string", "safe", "capitalize", "lower", "upper", "title", "trim", "striptags", "wordcount", "e", "int", "float", "filesizeformat", "reverse", "list"}
+
+def _bound(sig, name, args, kwargs):
+    try: b = sig.bind(*args, **kwargs)
+    except TypeError: return None                                # the filter itself will refuse the call
+    b.apply_defaults()
+    a = dict(b.arguments)
+    if name == "join": a["value"] = _items(a["value"])
+    return b, a
 
 def _guard_filter(name, f):
-    "A filter that counts as a step, refuses huge integer arguments and checks the size of what it returns."
+    "A filter that counts as a step, refuses huge integer arguments, estimates the size of its result before it runs and checks it after."
+    try: sig = inspect.signature(f)
+    except (TypeError, ValueError): sig = None
+    skip = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0   # the context/environment jinja passes first
     @wraps(f)
     def g(*args, **kwargs):
         _check_args(f"the {name} filter", args, kwargs)
-        if name == "format" and args: _check_format(args[0])
-        if name == "indent" and args and isinstance(args[0], str):
-            w = args[1] if len(args) > 1 else kwargs.get("width", 4)
-            _sized(len(args[0]) + (args[0].count("\n") + 1) * (w if isinstance(w, int) else len(str(w))), "the indent filter")
-        return _checked(f(*args, **kwargs), f"the {name} filter")
+        if name == "format" and len(args) > skip: _check_format(args[skip])
+        if name == "sum" and not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
+            _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
+        if sig is not None and (name in _ESTIMATES or name in _STRINGIFY) and (bound := _bound(sig, name, args, kwargs)):
+            b, a = bound
+            if name in _ESTIMATES: _sized(_ESTIMATES[name](a), f"the {name} filter")
+            else: _sized_str(next(iter(a.values())) if not skip else list(a.values())[1], f"the {name} filter")
+            args, kwargs = b.args, b.kwargs
+        r = f(*args, **kwargs)
+        if isinstance(r, Iterator) and not isinstance(r, (str, list, tuple, dict)): return _counted_iter(r, f"the {name} filter")
+        return _checked(r, f"the {name} filter")
     return g
 
 def _checked(x, what):
-    _sized(_len(x), what)
+    _sized(_len(x), what); _made(_len(x))
     return x
 
 class _Marks(NodeTransformer):
-    """Rewrite a parsed template so that every `{% for %}` loops over `_Counted` items and every `~` goes through `_concat`
-    (attributes of the environment, which a template cannot rebind)."""
+    """Rewrite a parsed template so that every `{% for %}` loops over `_Counted` items, every `~` goes through `_concat` and every piece
+    of output through `_out` (attributes of the environment, which a template cannot rebind)."""
     def visit_For(self, node):
         node = self.generic_visit(node)
         node.iter = nodes.Call(nodes.EnvironmentAttribute("xllm_loop"), [node.iter], [], None, None, lineno=node.lineno)
@@ -132,11 +293,16 @@ class _Marks(NodeTransformer):
     def visit_Concat(self, node):
         node = self.generic_visit(node)
         return nodes.Call(nodes.EnvironmentAttribute("xllm_concat"), node.nodes, [], None, None, lineno=node.lineno)
+    def visit_Output(self, node):
+        node = self.generic_visit(node)
+        node.nodes = [nodes.Call(nodes.EnvironmentAttribute("xllm_out"), [nodes.Const(n.data) if isinstance(n, nodes.TemplateData) else n],
+                                 [], None, None, lineno=n.lineno) for n in node.nodes]
+        return node
 
 class _LimitedEnvironment(ImmutableSandboxedEnvironment):
     "Jinja's immutable sandbox plus limits: operators, calls, lookups and loop items are steps; sizes are checked before they are made."
     intercepted_binops = frozenset({"*", "**", "+", "%"})   # not constant-folded at compile time: they run through call_binop
-    xllm_loop, xllm_concat = staticmethod(_loop), staticmethod(_concat)
+    xllm_loop, xllm_concat, xllm_out = staticmethod(_loop), staticmethod(_concat), staticmethod(_out)
     def call_binop(self, context, operator, left, right):
         _tick()
         if operator == "*":
@@ -146,19 +312,28 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         elif operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1 \
                 and right * abs(left).bit_length() > 1 << 16: _over(f"{left} ** {right} is a huge integer")
         elif operator == "+" and isinstance(left, (str, list, tuple)) and type(left) is type(right): _sized(len(left) + len(right), "a + concatenation")
-        elif operator == "%":
+        elif operator == "%" and isinstance(left, str):
             _check_format(left)
             for v in right if isinstance(right, tuple) else (right,):
                 if isinstance(v, int) and v > _max_chars(): _sized(v, "a % format argument")
+            _sized(_pct_size(left, right), "a % format")
         return _checked(super().call_binop(context, operator, left, right), f"the {operator} operator")
     def call(__self, __context, __obj, *args, **kwargs):
         _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
-        _check_method(__obj, args)
+        args = _check_method(__obj, args, kwargs)
         return _checked(super().call(__context, __obj, *args, **kwargs), getattr(__obj, "__name__", "a call"))
     def getattr(self, obj, attribute):
         _tick()
-        if isinstance(obj, str) and attribute in ("format", "format_map"): _check_format(obj)   # the sandbox wraps these two
-        return super().getattr(obj, attribute)
+        r = super().getattr(obj, attribute)
+        if isinstance(obj, str) and attribute in ("format", "format_map") and callable(r):   # the sandbox wraps these two in functions
+            _check_format(obj)
+            def fmt(*args, **kwargs):
+                m = args[0] if attribute == "format_map" and args and isinstance(args[0], Mapping) else kwargs
+                _sized(_brace_size(obj, args if attribute == "format" else (), m), f"str.{attribute}")
+                return r(*args, **kwargs)
+            fmt.__name__ = attribute
+            return fmt
+        return r
     def getitem(self, obj, argument): _tick(); return super().getitem(obj, argument)
     def _parse(self, source, name, filename):
         tree = _Marks().visit(super()._parse(source, name, filename))
@@ -167,7 +342,7 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
 
 def _make_env() -> ImmutableSandboxedEnvironment:
     env = _LimitedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = _tojson
+    env.filters.update(tojson=_tojson, pprint=_pprint)
     env.filters = {k: _guard_filter(k, f) for k, f in env.filters.items()}
     env.globals.pop("lipsum", None)     # generates text from a count: nothing a chat template needs
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, range=_safe_range)
@@ -185,7 +360,7 @@ def _compile(source: str) -> jinja2.Template:
         raise TemplateError(f"chat template does not compile: nested too deeply ({type(e).__name__})") from None
 
 
-# %% ../nbs/03_chat.ipynb 14
+# %% ../nbs/03_chat.ipynb 15
 def plain_data(v, where: str):
     "A copy of `v` built only from str/int/float/bool/None/list/tuple/dict; `ValueError` naming `where` otherwise."
     if v is None or type(v) in (str, int, float, bool): return v
@@ -216,7 +391,7 @@ def validate_messages(messages) -> list[dict]:
         out.append(plain_data(m, f"messages[{i}]"))
     return out
 
-# %% ../nbs/03_chat.ipynb 17
+# %% ../nbs/03_chat.ipynb 18
 def _n_chars(v) -> int:
     "Characters in the strings of plain data (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
@@ -254,7 +429,7 @@ class ChatTemplate:
 
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
-# %% ../nbs/03_chat.ipynb 26
+# %% ../nbs/03_chat.ipynb 28
 _BUILTIN = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -307,19 +482,23 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/03_chat.ipynb 29
+# %% ../nbs/03_chat.ipynb 31
+def _added(tokenizer) -> dict:
+    "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
+    return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
+
 def _template_of(tokenizer, chat_template: str | None = None) -> ChatTemplate:
     "The `ChatTemplate` for `tokenizer`: `chat_template` (a built-in name or a source), else its own, else the built-in its specials point to."
     src = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", None)
     if isinstance(src, str) and src in _BUILTIN: src = _BUILTIN[src]
-    if not src: src = _BUILTIN[default_template_name(getattr(tokenizer, "special_tokens", None))]
+    if not src: src = _BUILTIN[default_template_name(_added(tokenizer))]
     return ChatTemplate(src, getattr(tokenizer, "bos_token", None) or "", getattr(tokenizer, "eos_token", None) or "")
 
 def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> str:
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/03_chat.ipynb 33
+# %% ../nbs/03_chat.ipynb 35
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -364,7 +543,7 @@ def _mark(s: str, o: str, c: str) -> str:
     return s[:i] + o + core + c + s[i + len(core):]
 
 
-# %% ../nbs/03_chat.ipynb 34
+# %% ../nbs/03_chat.ipynb 36
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the
@@ -372,7 +551,7 @@ def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool =
     ct, msgs = _template_of(tokenizer, chat_template), validate_messages(messages)
     for i, m in enumerate(msgs):
         if not _ROLE.fullmatch(m["role"]): raise ValueError(f"messages[{i}]['role'] must be a name (letters, digits, '_', '-', '.', ':'), got {m['role']!r}")
-    specials = sorted((s for s in (getattr(tokenizer, "special_tokens", None) or {}) if s), key=len, reverse=True)
+    specials = sorted((s for s in _added(tokenizer) if s), key=len, reverse=True)   # added tokens, special or not: text in a message
     rx = re.compile("|".join(map(re.escape, specials))) if specials else None
     kwargs = {k: plain_data(v, k) for k, v in kwargs.items()}
     found = sorted({m.group() for s in _strings([msgs, kwargs]) for m in rx.finditer(s)}) if rx else []

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import codecs, heapq, json, re, struct, unicodedata
 from pathlib import Path
-from .core import ModelFormatError
+from .core import ModelFormatError, read_json
 
 # %% auto 0
 __all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE',
@@ -454,30 +454,31 @@ class Tokenizer:
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
         """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
         SentencePiece models add their dummy prefix '▁' at the start of every text run (the start of the text, and after a special token)."""
-        ids = self.encode_parts([(text, allow_special)])
+        ids = self._encode([(text, self._all_re if allow_special else self._added_re)])   # added (non-special) tokens: always
         if add_bos and self.bos_id is not None and not (ids and ids[0] == self.bos_id): ids.insert(0, self.bos_id)
         if add_eos and self.eos_id is not None and not (ids and ids[-1] == self.eos_id): ids.append(self.eos_id)
         return ids
 
     def encode_parts(self, parts) -> list[int]:
-        """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: special tokens are recognised only inside the parts
-        that allow them, so a special token's string in another part is ordinary text (its characters' tokens). Text is tokenized across
-        part boundaries as one run, so this equals `encode` of the joined text whenever no special token is refused."""
+        """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
+        inside the parts that allow them, so such a token's string in another part (a chat message) is ordinary text, its characters'
+        tokens. Text is tokenized across part boundaries as one run, so this equals `encode(joined, allow_special=True)` whenever no
+        added token is refused."""
+        return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
+
+    def _encode(self, parts) -> list[int]:
+        "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
         runs, buf = [], []                     # text runs (str) and token ids (int), in order
-        for text, allow in parts:
+        for text, rx in parts:
             if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
-            pieces = self._all_re.split(text) if allow and self._all_re else [text]
-            for k, piece in enumerate(pieces):
+            for k, piece in enumerate(rx.split(text) if rx else [text]):
                 if k % 2: runs += ["".join(buf), self._text2id[piece]]; buf = []
                 else: buf.append(piece)
         runs.append("".join(buf))
         ids = []
         for k, run in enumerate(runs):
-            if not isinstance(run, str): ids.append(run); continue
-            sub = self._added_re.split(run) if self._added_re else [run]     # added (non-special) tokens: recognised everywhere
-            for j, piece in enumerate(sub):
-                if j % 2: ids.append(self._text2id[piece])
-                elif piece: ids.extend(self.model.encode(piece, at_start=k == 0 and j == 0) if self.kind == "spm" else self.model.encode(piece))
+            if not isinstance(run, str): ids.append(run)
+            elif run: ids.extend(self.model.encode(run, at_start=k == 0) if self.kind == "spm" else self.model.encode(run))
         return ids
 
     def _check_id(self, i) -> int:
@@ -530,9 +531,7 @@ def _read_json(path, required=True):
     if not path.exists():
         if required: raise FileNotFoundError(path)
         return None
-    try: return json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError: raise ModelFormatError(path, "not valid JSON (nested too deeply to parse)") from None
-    except ValueError as e: raise ModelFormatError(path, f"not valid JSON ({e})") from None   # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+    return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
