@@ -314,8 +314,8 @@ def _from_tokenizer_json(cls, d, path=None) -> ByteLevelBPE:
     "Build from a parsed tokenizer.json dict (or its path)."
     if isinstance(d, (str, Path)):
         path = path or d
-        try: d = json.loads(Path(d).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e: raise ModelFormatError(path, f"cannot read tokenizer.json: {e}") from None
+        from xllm.core import read_json
+        d = read_json(d)                               # unreadable, bad, too deep or too big: ModelFormatError naming the file
     if not isinstance(d, dict): raise ModelFormatError(path, "tokenizer.json: the top level is not an object")
     m = d.get("model")
     if not isinstance(m, dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")

@@ -188,10 +188,8 @@ def random_config(spec: str):
     if p.is_dir(): p = p / "config.json"
     if not p.is_file():
         raise ValueError(f"--random-weights: {spec!r} is neither a known shape ({', '.join(RANDOM_CONFIGS)}) nor a config.json file")
-    from xllm.core import ModelFormatError
-    try: d = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise ModelFormatError(p, f"not a JSON config: {e}") from None
-    return config_from_hf(d, p)
+    from xllm.core import read_json
+    return config_from_hf(read_json(p), p)          # bad, too deep or too big JSON: ModelFormatError naming the file
 
 def random_model(config, device="cpu", dtype=None, seed: int = 0, std: float = 0.02):
     "A `Llama` of `config`'s shape with weights drawn on `device`: N(0, std) for matrices and embeddings, 1 for the norms."
