@@ -163,11 +163,12 @@ def _bytes_bar(total: int | None, desc: str, **kw):
     return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, **kw)
 
 def _largest_file(d) -> int:
-    "Size of the largest file under `d` (0 if none); files may vanish while we look."
+    "Size of the largest file under `d` (0 if none); files and folders may vanish while we look (os.walk skips those it cannot read)."
     n = 0
-    for p in Path(d).rglob("*"):
-        try: n = max(n, p.stat().st_size) if p.is_file() else n
-        except OSError: pass
+    for root, _, files in os.walk(d):
+        for f in files:
+            try: n = max(n, os.stat(os.path.join(root, f)).st_size)
+            except OSError: pass
     return n
 
 def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25) -> subprocess.CompletedProcess:
