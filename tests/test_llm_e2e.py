@@ -14,7 +14,7 @@ def _default_model():
 def _fixture():
     shared = find_shared()
     f = shared / "fixtures" / "smollm2_reference.json" if shared else None
-    if f is None or not f.exists(): pytest.skip("shared/fixtures/smollm2_reference.json absent")
+    if f is None or not f.exists(): pytest.skip("compares with transformers' reference in shared/fixtures/smollm2_reference.json, so it runs only where the shared data is")
     return json.loads(f.read_text())
 
 

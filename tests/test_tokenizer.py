@@ -6,7 +6,8 @@ from xllm.core import find_shared, ModelFormatError
 from xllm.tokenizer import Tokenizer
 
 SHARED = find_shared()
-needs_shared = pytest.mark.skipif(SHARED is None, reason="shared test data not found")
+needs_shared = pytest.mark.skipif(SHARED is None, reason="compares with reference ids (sentencepiece, llama2.c run.c) in shared/fixtures for the "
+                                  "tokenizers in shared/models, so it runs only where the shared data is")
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
