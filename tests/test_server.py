@@ -6,6 +6,7 @@ import torch
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 
+from _waits import wait_for, slow_down
 from xllm.cli import stand_in_model
 from xllm.core import find_shared
 from xllm.llm import LLM
@@ -251,7 +252,7 @@ def test_cancel_frees_everything(server, client, slow_steps):
 
 def test_overload_503(llm, monkeypatch):
     srv = start_server(llm, max_num_seqs=1, max_waiting=0)
-    _slow_down(srv, monkeypatch)                                  # the first request's 100 steps take >= 2 s: still running below
+    slow_down(srv, monkeypatch)                                  # the first request's 100 steps take >= 2 s: still running below
     try:
         c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
         s = c.completions.create(model="m", prompt="Once upon a time", max_tokens=100, stream=True)
@@ -306,27 +307,8 @@ def test_logprobs(llm, client):
     assert toks == lp.tokens and offs == lp.text_offset and tlp == pytest.approx(lp.token_logprobs, abs=1e-5)
 
 
-def _wait_for(cond, timeout=60, what="condition"):
-    "Poll `cond()` until it is true; fail naming `what` after `timeout` s. For waits on the server instead of fixed sleeps."
-    t0 = time.time()
-    while not (v := cond()):
-        assert time.time() - t0 < timeout, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.01)
-    return v
-
-
-def _slow_down(srv, monkeypatch):
-    """Every engine step of `srv` sleeps 20 ms first, so a request of N tokens takes at least N/50 s however fast the machine: a
-    test that checks an abandoned (or running) request was cut short (or still runs) does not race the model's speed."""
-    core = srv.app.state.xllm.core
-    step = core.step
-    def slow(): time.sleep(0.02); return step()
-    monkeypatch.setattr(core, "step", slow)
-    return core
-
-
 @pytest.fixture
-def slow_steps(server, monkeypatch): return _slow_down(server, monkeypatch)
+def slow_steps(server, monkeypatch): return slow_down(server, monkeypatch)
 
 
 def _post_and_leave(server, body: dict):
@@ -336,7 +318,7 @@ def _post_and_leave(server, body: dict):
     s = socket.create_connection((server.host, server.port))
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\n"
               b"Content-Length: %d\r\n\r\n" % (KEY.encode(), len(data)) + data)
-    h = _wait_for(lambda: (h := _raw(server, "/health")[1])["running"] == body.get("n", 1) and h, what="the request to run")
+    h = wait_for(lambda: (h := _raw(server, "/health")[1])["running"] == body.get("n", 1) and h, what="the request to run")
     s.close()
     return h
 

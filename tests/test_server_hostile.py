@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 
+from _waits import wait_for, slow_down
 from xllm.cli import stand_in_model
 from xllm.llm import LLM
 from xllm.server import start_server, TOKENIZE_AT_ONCE, _loopback
@@ -35,23 +36,6 @@ def _post(srv, path, body, raw: bytes | None = None, conn=None):
     data = r.read()
     try: return r.status, json.loads(data)
     except ValueError: return r.status, data.decode("utf-8", "replace")
-
-
-def _wait_for(cond, timeout=60, what="condition"):
-    t0 = time.time()
-    while not (v := cond()):
-        assert time.time() - t0 < timeout, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.02)
-    return v
-
-
-def _slow_down(srv, monkeypatch, s=0.02):
-    "Each engine step of `srv` sleeps `s` first: a request of N tokens takes at least N*s seconds, whatever the machine's speed."
-    core = srv.app.state.xllm.core
-    step = core.step
-    def slow(): time.sleep(s); return step()
-    monkeypatch.setattr(core, "step", slow)
-    return core
 
 
 def test_huge_prompts_refused_before_tokenizing(server, llm, monkeypatch):
@@ -162,15 +146,15 @@ def test_stalled_stream_is_aborted(llm, monkeypatch):
     srv = start_server(llm, stall_timeout=1)
     try:
         st = srv.app.state.xllm
-        core = _slow_down(srv, monkeypatch)
+        core = slow_down(srv, monkeypatch)
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)              # a reader that holds little and reads nothing
         s.connect((srv.host, srv.port))
         body = json.dumps({"prompt": "Once upon a time", "max_tokens": 450, "n": 4, "logprobs": 5, "ignore_eos": True, "stream": True}).encode()
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         before = core.num_batched_tokens
-        _wait_for(lambda: st.stalled == 1, 60, "the stalled stream to be aborted")
-        _wait_for(lambda: core.num_unfinished == 0 and core.block_manager.num_used_blocks == 0 and st.in_flight == 0, 30, "its blocks to be freed")
+        wait_for(lambda: st.stalled == 1, 60, "the stalled stream to be aborted")
+        wait_for(lambda: core.num_unfinished == 0 and core.block_manager.num_used_blocks == 0 and st.in_flight == 0, 30, "its blocks to be freed")
         assert core.num_batched_tokens - before < 4 * 450, "the stream ran to its end"
         s.close()
         c = http.client.HTTPConnection(srv.host, srv.port, timeout=60)       # a reader is served as before
@@ -228,7 +212,7 @@ class _Served:
             except OSError:
                 assert self.p.poll() is None, self.p.communicate()
                 return False
-        _wait_for(up, 120, "the server to start")
+        wait_for(up, 120, "the server to start")
     def stream(self, max_tokens, out: list):
         "A streaming completion in a thread; `out` gets the event lines it received and whether [DONE] came."
         def run():
@@ -240,7 +224,7 @@ class _Served:
                 for line in r: lines.append(line.decode().strip()); out.append(lines[-1])
             except (OSError, http.client.HTTPException): pass
         t = threading.Thread(target=run, daemon=True); t.start()
-        _wait_for(lambda: len(out) >= 2, 60, "the stream to start")
+        wait_for(lambda: len(out) >= 2, 60, "the stream to start")
         return t
     def stop(self, *signals, gap=0.5):
         "Send `signals` (gap seconds apart); returns (seconds from the first to the exit, return code, stdout, stderr)."

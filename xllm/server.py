@@ -31,7 +31,7 @@ def _shape(d, max_prompts: int, max_len: int):
     def no(param, why, cls=ValueError): raise cls(f"{param}: {why}")
     p = d.get("prompt")
     if isinstance(p, list):
-        if p and all(type(x) is int for x in p[:1]):                       # one prompt of token ids
+        if p and type(p[0]) is int:                                         # one prompt of token ids
             if len(p) > max_len: no("prompt", f"{len(p)} token ids do not fit in the context: a request holds at most {max_len} tokens", _TooLong)
         elif len(p) > max_prompts: no("prompt", f"{len(p)} prompts; this server takes at most {max_prompts} at once")
         else:
@@ -530,17 +530,23 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         if model_id != st.model_name: raise APIError(404, f"model {model_id!r} is not served here; this server serves {st.model_name!r}", param="model", code="model_not_found")
         return card()
 
-    async def encode(f, param):
-        "Tokenize in a worker thread, so that a long prompt does not hold up the event loop (other clients' streams)."
-        async with st.tokenizing:           # TOKENIZE_AT_ONCE at a time: concurrent big prompts queue instead of piling up in memory
-            try: return await asyncio.to_thread(f)
-            except ValueError as e: raise APIError(400, str(e), param=param) from None
-
-    async def respond(kind, request, req, prompts, params, bias, echo=False):
-        "prompts: list of (text, ids). Non-streaming JSON or an SSE stream; `kind` is 'text_completion' or 'chat.completion'."
-        n, asked = params.n, _asked_tokens(req)
+    async def encode(fs, param, req, params):
+        """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
+        event loop (other clients' streams), and hold it to the per-request limit before the next one is tokenized. Returns the
+        prompts (text, ids) and the `SamplingParams` of each, its max_tokens what the prompt leaves room for."""
+        asked = _asked_tokens(req)
         field = "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens"
-        ps = [dataclasses.replace(params, max_tokens=st.max_tokens(len(ids), asked, params.max_tokens, field)) for _, ids in prompts]
+        prompts, ps = [], []
+        for f in fs:
+            async with st.tokenizing:       # TOKENIZE_AT_ONCE at a time: concurrent big prompts queue instead of piling up in memory
+                try: prompts.append(await asyncio.to_thread(f))
+                except ValueError as e: raise APIError(400, str(e), param=param) from None
+            ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field)))
+        return prompts, ps
+
+    async def respond(kind, request, req, prompts, ps, params, bias, echo=False):
+        "prompts: list of (text, ids), `ps` their SamplingParams (`encode`). Non-streaming JSON or an SSE stream; `kind` is 'text_completion' or 'chat.completion'."
+        n = params.n
         procs = [logit_bias_processor(bias)] if bias else None
         jobs = [(ids, ps[k], k * n + j, j, procs) for k, (_, ids) in enumerate(prompts) for j in range(n)]
         st.admit(len(jobs))
@@ -610,11 +616,8 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         st.check_choices(len(ps) * params.n)                # before any tokenizing: a request that can never run costs nothing
         for p in ps:
             if isinstance(p, str): st.check_chars(len(p), "prompt")
-        prompts = []
-        for p in ps:                                          # one at a time, each checked before the next is tokenized
-            prompts.append(await encode(lambda p=p: llm._prompt_ids(p), "prompt"))
-            st.max_tokens(len(prompts[-1][1]), _asked_tokens(req), params.max_tokens)
-        return await respond("text_completion", request, req, prompts, params, bias, echo=req.echo)
+        prompts, limits = await encode([lambda p=p: llm._prompt_ids(p) for p in ps], "prompt", req, params)   # each checked before the next
+        return await respond("text_completion", request, req, prompts, limits, params, bias, echo=req.echo)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request):
@@ -622,9 +625,13 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         msgs = _chat_messages(req.messages)
         st.check_choices(params.n)
         st.check_chars(sum(len(m["content"]) for m in msgs), "messages")
-        return await respond("chat.completion", request, req, [await encode(lambda: llm._chat_ids(msgs), "messages")], params, bias)
+        prompts, limits = await encode([lambda: llm._chat_ids(msgs)], "messages", req, params)
+        return await respond("chat.completion", request, req, prompts, limits, params, bias)
 
-    app.openapi = lambda: app.openapi_schema or setattr(app, "openapi_schema", _openapi(app, api_key is not None)) or app.openapi_schema
+    def openapi():
+        if app.openapi_schema is None: app.openapi_schema = _openapi(app, api_key is not None)
+        return app.openapi_schema
+    app.openapi = openapi
     return app
 
 # %% ../nbs/16_server.ipynb 29
