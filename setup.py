@@ -36,7 +36,8 @@ setuptools.setup(
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=['xllm', 'xllm.*']),
     include_package_data=True,
-    package_data={'xllm': ['workloads/*.txt']},        # the seed's benchmark workloads (`xllm bench --workload hello|prompts`)
+    package_data={'xllm': ['workloads/*.txt',          # the seed's benchmark workloads (`xllm bench --workload hello|prompts`)
+                           'csrc/*/*']},               # the kernels' C++ and CUDA sources, compiled at first use
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'cuda': cuda_requirements, 'widgets': ['ipywidgets']},
     dependency_links=cfg.get('dep_links', '').split(),

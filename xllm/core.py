@@ -9,8 +9,8 @@ from pathlib import Path
 
 # %% auto 0
 __all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
-           'DEFAULT_MODEL_WHEEL', 'ModelFormatError', 'read_json', 'LlamaConfig', 'cache_dir', 'sha256_file',
-           'default_model_path', 'find_shared']
+           'DEFAULT_MODEL_WHEEL', 'CSRC', 'ModelFormatError', 'read_json', 'LlamaConfig', 'cache_dir', 'sha256_file',
+           'default_model_path', 'find_shared', 'read_source', 'source_region', 'show_source']
 
 # %% ../nbs/00_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -219,3 +219,39 @@ def find_shared() -> Path | None:
         p = base.parent / "shared"
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
+
+# %% ../nbs/00_core.ipynb 25
+import re
+import xllm
+
+CSRC = Path(xllm.__file__).parent / "csrc"
+
+def read_source(*names: str) -> str:
+    "The text of the files `names` (paths under `xllm/csrc`), in order, with each local `#include \"file\"` inlined once."
+    seen = set()
+    def inline(path: Path) -> str:
+        if path in seen: return ""
+        seen.add(path)
+        return re.sub(r'^#include "([^"]+)"[^\n]*$', lambda m: inline((path.parent / m.group(1)).resolve()), path.read_text(), flags=re.M)
+    return "".join(inline((CSRC / n).resolve()) for n in names)
+
+def source_region(path: str, region: str | None = None) -> str:
+    "The text of `xllm/csrc/<path>`, or of its region `region`, without the region marker lines."
+    lines = (CSRC / path).read_text().splitlines()
+    marks = [l.strip() for l in lines]
+    if region is not None:
+        if f"// region: {region}" not in marks:
+            names = [m[11:] for m in marks if m.startswith("// region: ")]
+            raise ValueError(f"{path} has no region {region!r}; its regions: {', '.join(names) or 'none'}")
+        start = end = marks.index(f"// region: {region}")
+        depth = 0
+        for end in range(start, len(marks)):
+            depth += marks[end].startswith("// region: ") - (marks[end] == "// endregion")
+            if depth == 0: break
+        lines, marks = lines[start:end], marks[start:end]
+    return "\n".join(l for l, m in zip(lines, marks) if not (m.startswith("// region: ") or m == "// endregion"))
+
+def show_source(path: str, region: str | None = None):
+    "A Markdown code block of `source_region(path, region)`, to show kernel source beside its prose in a notebook."
+    from IPython.display import Markdown
+    return Markdown(f"```cpp\n{source_region(path, region)}\n```")

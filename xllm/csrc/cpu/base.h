@@ -1,0 +1,35 @@
+// ---------------------------------------------------------------- half to float, horizontal sums, padded loads
+
+static inline float h2f(uint16_t h) {          // IEEE half -> float, portable
+#if XK_AVX2
+    return _cvtsh_ss(h);
+#else
+    uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+    if (e == 0) {
+        if (m == 0) bits = s;
+        else { int k = -1; do { k++; m <<= 1; } while (!(m & 0x400)); bits = s | ((uint32_t)(127 - 15 - k) << 23) | ((m & 0x3ff) << 13); }
+    } else if (e == 31) bits = s | 0x7f800000 | (m << 13);
+    else bits = s | ((e + 112) << 23) | (m << 13);
+    float f; std::memcpy(&f, &bits, 4); return f;
+#endif
+}
+
+#if XK_AVX2
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+// 8 float16 (or float32) values from h as floats; fewer than 8 left: zero-padded
+static inline __m256 load8h(const uint16_t* h, int64_t left) {
+    if (left >= 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
+    uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0}; for (int64_t i = 0; i < left; i++) t[i] = h[i];
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)t));
+}
+static inline __m256 load8f(const float* f, int64_t left) {
+    if (left >= 8) return _mm256_loadu_ps(f);
+    float t[8] = {0, 0, 0, 0, 0, 0, 0, 0}; for (int64_t i = 0; i < left; i++) t[i] = f[i];
+    return _mm256_loadu_ps(t);
+}
+#endif

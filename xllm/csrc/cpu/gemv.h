@@ -1,0 +1,80 @@
+// ---------------------------------------------------------------- a Lin from raw pointers (python checks shapes and dtypes)
+static Lin make_lin(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* scales, const void* mins, const float* bias, int a8) {
+    Lin L; L.kind = kind; L.N = N; L.K = K; L.G = G < 1 ? 1 : G; L.gs = K / L.G; L.bias = bias;
+    if (kind == F32) L.wf = (const float*)w;
+    else if (kind == Q8_ROW) { L.w8 = (const int8_t*)w; L.srow = (const float*)scales; }
+    else if (kind == Q8_GROUP) { L.w8 = (const int8_t*)w; L.sg = (const uint16_t*)scales; }
+    else { L.w4 = (const uint8_t*)w; L.sg = (const uint16_t*)scales; L.mg = (const uint16_t*)mins; }
+    L.a8 = a8 && a8_ok(L);
+    while (L.a8 && (32 << L.bshift) < L.gs) L.bshift++;
+    return L;
+}
+
+// Thread tid's share (of n) of several linears of x [T, K] on the row path: the rows of all the weights split over the threads,
+// each row read once for all T inputs. Each thread prepares the inputs itself (O(T K), small next to the products): no barrier.
+static thread_local Scratch prep_buf;
+static thread_local std::vector<Prep> prep_vec;
+static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
+    int64_t r0, r1; split(Ntot, tid, n, r0, r1);
+    if ((int64_t)prep_vec.size() < T) prep_vec.resize(T);
+    for (int64_t l = 0, off = 0; l < nl; off += Ls[l].N, l++) {
+        const Lin& L = Ls[l]; const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + L.N) - off;
+        if (a >= b) continue;
+        const int64_t pf = prep_floats(L); float* scratch = prep_buf.get(pf * T + 1);
+        for (int64_t t = 0; t < T; t++) prepare(L, x + t * L.K, scratch + t * pf, prep_vec[t]);
+        for (int64_t r = a; r < b; r++)
+            for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row_dot(L, r, prep_vec[t]);
+    }
+}
+
+// Linears of one input, any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0), or as asked (1: rows, 2: GEMM;
+// without AVX2 always rows). ys[l] is [T, N_l].
+static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt, int method) {
+#if XK_AVX2
+    if (method == 2 || (method == 0 && T >= GEMM_MIN_ROWS)) { gemm_multi(Ls, nl, x, T, ys, nt); return; }
+#endif
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    {
+#ifdef _OPENMP
+        rows_part(Ls, nl, x, T, ys, omp_get_thread_num(), omp_get_num_threads());
+#else
+        rows_part(Ls, nl, x, T, ys, 0, 1);
+#endif
+    }
+}
+
+// The matrix-vector story: the same float32 y = W x written five ways (variant 0..4), for timing.
+__attribute__((optimize("no-tree-vectorize"))) static void gemv_scalar(const float* W, const float* x, float* y, int64_t N, int64_t K) {
+    for (int64_t n = 0; n < N; n++) { float s = 0; for (int64_t k = 0; k < K; k++) s += W[n * K + k] * x[k]; y[n] = s; }
+}
+__attribute__((optimize("no-tree-vectorize"))) static void gemv_tiled(const float* W, const float* x, float* y, int64_t N, int64_t K, int64_t r0, int64_t r1) {
+    // 4 rows at a time share each load of x; 4 independent sums hide the add latency
+    int64_t n = r0;
+    for (; n + 4 <= r1; n += 4) {
+        const float *w0 = W + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K; float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int64_t k = 0; k < K; k++) { float xk = x[k]; s0 += w0[k] * xk; s1 += w1[k] * xk; s2 += w2[k] * xk; s3 += w3[k] * xk; }
+        y[n] = s0; y[n + 1] = s1; y[n + 2] = s2; y[n + 3] = s3;
+    }
+    for (; n < r1; n++) { float s = 0; for (int64_t k = 0; k < K; k++) s += W[n * K + k] * x[k]; y[n] = s; }
+}
+static void gemv_simd(const float* W, const float* x, float* y, int64_t K, int64_t r0, int64_t r1) {
+    for (int64_t n = r0; n < r1; n++) y[n] = dot_f32(W + n * K, x, K);
+}
+static void gemv_variant(const float* w, const float* xp, float* yp, int64_t N, int64_t K, int variant, int nt) {
+    if (variant == 0) gemv_scalar(w, xp, yp, N, K);
+    else if (variant == 1) gemv_tiled(w, xp, yp, N, K, 0, N);
+    else if (variant == 2) gemv_simd(w, xp, yp, K, 0, N);
+    else {
+#pragma omp parallel num_threads(nthreads_ok(nt))
+        {
+#ifdef _OPENMP
+            int tid = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+            int tid = 0, n = 1;
+#endif
+            int64_t r0, r1; split(N, tid, n, r0, r1);
+            gemv_simd(w, xp, yp, K, r0, r1);
+        }
+    }
+}

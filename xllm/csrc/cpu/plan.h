@@ -1,0 +1,211 @@
+// ---------------------------------------------------------------- the fused decode step of a whole model
+struct LayerIdx { const float *attn_norm, *ffn_norm; int q, k, v, o, gate, up, down; };
+
+struct Plan {
+    int64_t L, H, nh, nkv, hd, I, V; float eps;
+    std::vector<Lin> lins; std::vector<LayerIdx> layers;
+    const float *embed = nullptr, *norm = nullptr; int head = -1;
+    Lin emb_q; bool emb_quant = false;   // an INT8 embedding (rows dequantized on lookup)
+    std::vector<float> x, qkv, att, hbuf; std::vector<std::vector<float>> priv; Barrier bar;
+    std::mutex busy;   // one call at a time (ctypes releases the GIL): the buffers and the barrier are shared
+    // optional timing of the step's phases (seconds summed over steps), read by thread 0 right after each barrier
+    bool prof = false; double phase[7] = {0, 0, 0, 0, 0, 0, 0}, t_mark = 0; int64_t prof_steps = 0;
+    static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+    void mark(int i) { double t = now(); phase[i] += t - t_mark; t_mark = t; }
+
+    Plan(int64_t L_, int64_t H_, int64_t nh_, int64_t nkv_, int64_t hd_, int64_t I_, int64_t V_, double eps_)
+        : L(L_), H(H_), nh(nh_), nkv(nkv_), hd(hd_), I(I_), V(V_), eps((float)eps_), layers(L_) {
+        x.resize(H); qkv.resize((nh + 2 * nkv) * hd); att.resize(nh * hd); hbuf.resize(I);
+    }
+    void embed_row(int64_t token, float* out) const {
+        if (!emb_quant) { std::memcpy(out, embed + token * H, H * sizeof(float)); return; }
+        for (int64_t i = 0; i < H; i++)
+            out[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
+    }
+    // one token at position pos: K/V appended to kc/vc [L, max_len, nkv, hd]; logits written to out [V]
+    void step(int64_t token, int64_t pos, int64_t maxlen, float* kbase, float* vbase, const float* cp, const float* sp, float* logits, int nt_) {
+        std::lock_guard<std::mutex> hold(busy);
+        int nt = nthreads_ok((int)nt_);
+        const int64_t len = pos + 1, nq = nh * hd, nk = nkv * hd, rows_qkv = nq + 2 * nk;
+        int64_t pmax = 0; for (auto& l : lins) pmax = std::max(pmax, prep_floats(l));
+        int64_t need_priv = H + 3 * (pmax + 8) + len + 16;
+        if ((int)priv.size() < nt) priv.resize(nt);
+        for (int t = 0; t < nt; t++) if ((int64_t)priv[t].size() < need_priv) priv[t].resize(need_priv + 1024);
+        embed_row(token, x.data());
+        const float scale = 1.0f / std::sqrt((float)hd);
+        bar.count.store(0);
+        if (prof) { t_mark = now(); prof_steps++; }
+#pragma omp parallel num_threads(nt)
+        {
+#ifdef _OPENMP
+            const int tid = omp_get_thread_num(), n = omp_get_num_threads();   // OpenMP may give fewer threads than asked
+#else
+            const int tid = 0, n = 1;
+#endif
+            bar.n.store(n, std::memory_order_relaxed);   // every thread, before its first wait: the team's real size (all store the same)
+            float* xn = priv[tid].data(); float* prepA = xn + H; float* prepB = prepA + pmax + 8; float* prepC = prepB + pmax + 8; float* scores = prepC + pmax + 8;
+            Prep p;
+            for (int64_t l = 0; l < L; l++) {
+                const LayerIdx& ly = layers[l];
+                const Lin &Lq = lins[ly.q], &Lk = lins[ly.k], &Lv = lins[ly.v], &Lo = lins[ly.o], &Lg = lins[ly.gate], &Lu = lins[ly.up], &Ld = lins[ly.down];
+                // 1. norm (each thread its own copy) and q|k|v rows split over threads
+                rmsnorm(x.data(), ly.attn_norm, eps, H, xn);
+                auto same = [](const Lin& a, const Lin& b) { return a.kind == b.kind && a.a8 == b.a8 && (a.kind != Q4 || a.G == b.G); };
+                Prep pq, pk, pv; prepare(Lq, xn, prepA, pq);
+                if (same(Lk, Lq)) pk = pq; else prepare(Lk, xn, prepB, pk);
+                if (same(Lv, Lq)) pv = pq; else if (same(Lv, Lk)) pv = pk; else prepare(Lv, xn, prepC, pv);
+                int64_t r0, r1; split(rows_qkv, tid, n, r0, r1);
+                for (int64_t r = r0; r < r1; r++)
+                    qkv[r] = r < nq ? row_dot(Lq, r, pq) : r < nq + nk ? row_dot(Lk, r - nq, pk) : row_dot(Lv, r - nq - nk, pv);
+                bar.wait(); if (prof && tid == 0) mark(0);
+                // 2. RoPE on q and k, append k and v to the cache
+                if (tid == 0) {
+                    for (int64_t h = 0; h < nh; h++) rope_head(qkv.data() + h * hd, cp, sp, hd);
+                    float* kd = kbase + ((l * maxlen + pos) * nkv) * hd; float* vd = vbase + ((l * maxlen + pos) * nkv) * hd;
+                    for (int64_t h = 0; h < nkv; h++) rope_head(qkv.data() + nq + h * hd, cp, sp, hd);
+                    std::memcpy(kd, qkv.data() + nq, nk * sizeof(float)); std::memcpy(vd, qkv.data() + nq + nk, nk * sizeof(float));
+                }
+                bar.wait(); if (prof && tid == 0) mark(1);
+                // 3. attention, heads split over threads
+                int64_t h0, h1; split(nh, tid, n, h0, h1, 1);
+                for (int64_t h = h0; h < h1; h++) {
+                    int64_t j = h / (nh / nkv);
+                    attend_head(qkv.data() + h * hd, kbase + (l * maxlen * nkv + j) * hd, vbase + (l * maxlen * nkv + j) * hd, nullptr, len, nkv * hd, hd, scale, scores, att.data() + h * hd);
+                }
+                bar.wait(); if (prof && tid == 0) mark(2);
+                // 4. x += o_proj(att)
+                prepare(Lo, att.data(), prepA, p);
+                split(H, tid, n, r0, r1);
+                for (int64_t r = r0; r < r1; r++) x[r] += row_dot(Lo, r, p);
+                bar.wait(); if (prof && tid == 0) mark(3);
+                // 5. norm, then h = silu(gate xn) * (up xn), rows split
+                rmsnorm(x.data(), ly.ffn_norm, eps, H, xn);
+                Prep pg, pu; prepare(Lg, xn, prepA, pg); pu = pg;
+                if (!same(Lu, Lg)) prepare(Lu, xn, prepB, pu);
+                split(I, tid, n, r0, r1);
+                for (int64_t r = r0; r < r1; r++) hbuf[r] = silu(row_dot(Lg, r, pg)) * row_dot(Lu, r, pu);
+                bar.wait(); if (prof && tid == 0) mark(4);
+                // 6. x += down(h)
+                prepare(Ld, hbuf.data(), prepA, p);
+                split(H, tid, n, r0, r1);
+                for (int64_t r = r0; r < r1; r++) x[r] += row_dot(Ld, r, p);
+                bar.wait(); if (prof && tid == 0) mark(5);
+            }
+            rmsnorm(x.data(), norm, eps, H, xn);
+            const Lin& Lh = lins[head];
+            prepare(Lh, xn, prepA, p);
+            int64_t r0, r1; split(V, tid, n, r0, r1, 16);
+            for (int64_t r = r0; r < r1; r++) logits[r] = row_dot(Lh, r, p);
+        }
+        if (prof) mark(6);
+    }
+
+    // ---- many rows in one call: a prompt, or an engine step's ragged batch of chunks of several sequences
+    // Row r is token ids[r] at position pos[r]. Its K/V go to row wslot[r] of layer l's caches kb[l], vb[l] ([rows, nkv, hd]);
+    // it attends to its sequence's positions 0..pos[r], stored at rows keys[koff[r] + t] (keys null: at row t, a contiguous
+    // cache). cos/sin: tables [positions, hd]. Logits of rows out_rows[0..M) go to logits [M, V].
+    // One parallel region for the whole call, phases separated by the barrier (as in step): waking sleeping OpenMP threads
+    // for each of a layer's dozen phases costs tens of microseconds each time. The products are gemm_part on x packed once
+    // per input (the row path below GEMM_MIN_ROWS rows).
+    std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;
+    std::vector<int64_t> blk;   // attention blocks: rows blk[b]..blk[b+1]-1, consecutive positions of one sequence
+    Scratch XP;   // packed panels: 32-byte aligned (the GEMM's aligned loads)
+    std::atomic<int64_t> task{0};   // the GEMM's next block of rows
+    static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
+    // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
+    void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+#if XK_AVX2
+        if (T >= GEMM_MIN_ROWS) {
+            const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
+            pack_panels(x, T, ls[0].K, XP.p, p0, p1);
+            if (tid == 0) task.store(0);
+            bar.wait();
+            gemm_part(ls, nl, XP.p, T, ys, task);
+            bar.wait(); return;
+        }
+#endif
+        rows_part(ls, nl, x, T, ys, tid, n);
+        bar.wait();
+    }
+    void forward(int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
+                 const int64_t* keys, const int64_t* koff, const float* cosT, const float* sinT, int64_t M, const int64_t* out_rows,
+                 float* logits, int nt_) {
+        std::lock_guard<std::mutex> hold(busy);
+        const int nt = nthreads_ok(nt_);
+        const int64_t nq = nh * hd, nk = nkv * hd, grp = nh / nkv, P = (N + 15) / 16;
+        int64_t maxlen = 1; for (int64_t r = 0; r < N; r++) maxlen = std::max(maxlen, pos[r] + 1);
+        const int64_t QB = std::max<int64_t>(1, std::min<int64_t>(16, 256 / grp));   // rows per attention block (QB x grp <= 256 queries)
+        blk.clear(); blk.push_back(0);
+        for (int64_t r = 1; r < N; r++)
+            if (r - blk.back() == QB || pos[r] != pos[r - 1] + 1 || (keys && koff[r] != koff[r - 1])) blk.push_back(r);
+        blk.push_back(N);
+        const int64_t nblk = (int64_t)blk.size() - 1;
+        grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
+        grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
+        if ((int)priv.size() < nt) priv.resize(nt);
+        for (int t = 0; t < nt; t++) grow(priv[t], QB * grp * maxlen + 16);
+        const float scale = 1.0f / std::sqrt((float)hd);
+        bar.count.store(0);
+        if (prof) { t_mark = now(); prof_steps++; }
+#pragma omp parallel num_threads(nt)
+        {
+#ifdef _OPENMP
+            const int tid = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+            const int tid = 0, n = 1;
+#endif
+            bar.n.store(n, std::memory_order_relaxed);   // every thread, before its first wait: the team's real size (all store the same)
+            float* scores = priv[tid].data();
+            int64_t r0, r1; split(N, tid, n, r0, r1, 1);                 // this thread's rows in the row-wise phases
+            for (int64_t r = r0; r < r1; r++) embed_row(ids[r], X.data() + r * H);
+            for (int64_t l = 0; l < L; l++) {
+                const LayerIdx& ly = layers[l];
+                // 1. norm, then q|k|v as one product
+                for (int64_t r = r0; r < r1; r++) rmsnorm(X.data() + r * H, ly.attn_norm, eps, H, XN.data() + r * H);
+                bar.wait();
+                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lin(ls, 3, XN.data(), N, ys, tid, n); }
+                if (prof && tid == 0) mark(0);
+                // 2. RoPE on q and k, K/V written to their slots
+                for (int64_t r = r0; r < r1; r++) {
+                    const float *cs = cosT + pos[r] * hd, *sn = sinT + pos[r] * hd;
+                    for (int64_t h = 0; h < nh; h++) rope_head(Q.data() + r * nq + h * hd, cs, sn, hd);
+                    for (int64_t h = 0; h < nkv; h++) rope_head(Kr.data() + r * nk + h * hd, cs, sn, hd);
+                    std::memcpy(kb[l] + wslot[r] * nk, Kr.data() + r * nk, nk * sizeof(float));
+                    std::memcpy(vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk * sizeof(float));
+                }
+                bar.wait(); if (prof && tid == 0) mark(1);
+                // 3. attention by (block of rows, KV head): the query heads sharing a KV head, for up to QB consecutive rows of one
+                //    sequence, meet each block of keys and values together (attend_block). Dealt round-robin, which evens out causal lengths.
+                for (int64_t i = tid; i < nblk * nkv; i += n) {
+                    const int64_t b = i / nkv, j = i % nkv, off = j * hd;
+                    const float* qs[256]; float* os[256]; int64_t ql[256]; int nq = 0;
+                    for (int64_t r = blk[b]; r < blk[b + 1]; r++)
+                        for (int64_t h = j * grp; h < (j + 1) * grp; h++, nq++) { qs[nq] = Q.data() + (r * nh + h) * hd; os[nq] = A.data() + (r * nh + h) * hd; ql[nq] = pos[r] + 1; }
+                    attend_block(qs, ql, nq, kb[l] + off, vb[l] + off, keys ? keys + koff[blk[b]] : nullptr, nk, hd, scale, scores, maxlen, os);
+                }
+                bar.wait(); if (prof && tid == 0) mark(2);
+                // 4. x += o_proj(att)
+                { float* y = Tmp.data(); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); }
+                for (int64_t r = r0; r < r1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) X[i] += Tmp[i];
+                if (prof && tid == 0) mark(3);
+                // 5. norm, gate|up as one product, silu(gate) * up
+                for (int64_t r = r0; r < r1; r++) rmsnorm(X.data() + r * H, ly.ffn_norm, eps, H, XN.data() + r * H);
+                bar.wait();
+                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lin(ls, 2, XN.data(), N, ys, tid, n); }
+                for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
+                bar.wait(); if (prof && tid == 0) mark(4);
+                // 6. x += down(h)
+                { float* y = Tmp.data(); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); }
+                for (int64_t r = r0; r < r1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) X[i] += Tmp[i];
+                if (prof && tid == 0) mark(5);
+            }
+            // the final norm and the head, for the asked rows only (any thread's rows: wait for all the residual updates)
+            bar.wait();
+            int64_t m0, m1; split(M, tid, n, m0, m1, 1);
+            for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + out_rows[i] * H, norm, eps, H, XN.data() + i * H);
+            bar.wait();
+            if (M > 0) lin(&lins[head], 1, XN.data(), M, &logits, tid, n);
+        }
+        if (prof) mark(6);
+    }
+};

@@ -1,0 +1,114 @@
+// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
+// One translation unit: xllm.core.read_source inlines the quoted includes below, in this order.
+// region: unit
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <vector>
+#include <sched.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define XK_AVX2 1
+#else
+#define XK_AVX2 0
+#endif
+
+#include "xllm_cpu.h"
+
+namespace {
+#include "base.h"
+#include "linear.h"
+#include "ops.h"
+#include "threads.h"
+#include "gemm.h"
+#include "gemv.h"
+#include "plan.h"
+}  // namespace
+// endregion
+
+// region: api
+// ---------------------------------------------------------------- the C interface (ctypes): python checks every shape and dtype
+extern "C" {
+int xk_abi_version(void) { return XLLM_CPU_ABI_VERSION; }
+int xk_has_avx2() { return XK_AVX2; }
+int xk_max_threads() {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8, const float* x, int64_t T, float* y, int nt, int method) {
+    const Lin L = make_lin(kind, N, K, G, w, s, m, b, a8);
+    linear_any(&L, 1, x, T, &y, nt, method);
+}
+int64_t xk_gemm_min_rows() { return GEMM_MIN_ROWS; }
+// several linears of one input x [T, K]: layer l is (kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], bs[l]); output ys[l] [T, Ns[l]]
+void xk_linear_multi(int nl, const int* kinds, const int64_t* Ns, int64_t K, const int64_t* Gs, void* const* ws, void* const* ss, void* const* ms,
+                     void* const* bs, const float* x, int64_t T, float* const* ys, int nt) {
+    std::vector<Lin> Ls;
+    for (int l = 0; l < nl; l++) Ls.push_back(make_lin(kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], (const float*)bs[l], 0));
+    linear_any(Ls.data(), nl, x, T, ys, nt, 0);
+}
+void xk_gemv_variant(const float* w, const float* x, float* y, int64_t N, int64_t K, int variant, int nt) { gemv_variant(w, x, y, N, K, variant, nt); }
+void xk_rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t n, float* out) {
+    for (int64_t r = 0; r < rows; r++) rmsnorm(x + r * n, w, eps, n, out + r * n);
+}
+void xk_rope(float* x, const float* cs, const float* sn, int64_t T, int64_t heads, int64_t d) {   // x [T, heads, d] in place; cos/sin [T, d]
+    for (int64_t t = 0; t < T; t++) for (int64_t h = 0; h < heads; h++) rope_head(x + (t * heads + h) * d, cs + t * d, sn + t * d, d);
+}
+void xk_silu_mul(const float* g, const float* u, float* out, int64_t n) { silu_mul(g, u, out, n); }
+// q [H, d]; kc, vc [len, kvH, d]; out [H, d]
+void xk_attention(const float* q, const float* kc, const float* vc, int64_t H, int64_t kvh, int64_t len, int64_t d, float* out) {
+    std::vector<float> scores(len);
+    for (int64_t h = 0; h < H; h++)
+        attend_head(q + h * d, kc + (h / (H / kvh)) * d, vc + (h / (H / kvh)) * d, nullptr, len, kvh * d, d, 1.0f / std::sqrt((float)d), scores.data(), out + h * d);
+}
+// decode attention for B sequences over a paged pool: q [B, H, d]; kp, vp [rows, kvh, d]; slots [B, Lmax]; lens [B]; out [B, H, d]
+void xk_paged_attention(const float* q, const float* kp, const float* vp, const int64_t* slots, const int64_t* lens, int64_t B, int64_t Lmax,
+                        int64_t H, int64_t kvh, int64_t d, float* out, int nt) {
+    const float scale = 1.0f / std::sqrt((float)d);
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    {
+        std::vector<float> scores(Lmax > 0 ? Lmax : 1);
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < B * H; i++) {
+            const int64_t b = i / H, kv_off = (i % H / (H / kvh)) * d;
+            attend_head(q + i * d, kp + kv_off, vp + kv_off, slots + b * Lmax, lens[b], kvh * d, d, scale, scores.data(), out + i * d);
+        }
+    }
+}
+void* xk_plan_new(int64_t L, int64_t H, int64_t nh, int64_t nkv, int64_t hd, int64_t I, int64_t V, double eps) { return new Plan(L, H, nh, nkv, hd, I, V, eps); }
+void xk_plan_free(void* p) { delete (Plan*)p; }
+int xk_plan_add_linear(void* p, int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8) {
+    Plan* P = (Plan*)p; P->lins.push_back(make_lin(kind, N, K, G, w, s, m, b, a8)); return (int)P->lins.size() - 1;
+}
+void xk_plan_set_layer(void* p, int64_t l, const float* an, int q, int k, int v, int o, const float* fn, int g, int u, int d) {
+    ((Plan*)p)->layers[l] = LayerIdx{an, fn, q, k, v, o, g, u, d};
+}
+void xk_plan_set_final(void* p, const float* emb, const float* nw, int head) { Plan* P = (Plan*)p; P->embed = emb; P->norm = nw; P->head = head; }
+void xk_plan_set_embed_q8(void* p, int kind, int64_t G, const int8_t* q, const void* s) {   // after set_final: an INT8 embedding instead
+    Plan* P = (Plan*)p; P->emb_q = make_lin(kind, P->V, P->H, G, q, s, nullptr, nullptr, 0); P->emb_quant = true;
+}
+void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds per phase since the last call, out[7]: steps; then reset
+    Plan* P = (Plan*)p;
+    for (int i = 0; i < 7; i++) { out[i] = P->phase[i]; P->phase[i] = 0; }
+    out[7] = (double)P->prof_steps; P->prof_steps = 0; P->prof = enable != 0;
+}
+void xk_plan_step(void* p, int64_t token, int64_t pos, int64_t maxlen, float* kc, float* vc, const float* cs, const float* sn, float* logits, int nt) {
+    ((Plan*)p)->step(token, pos, maxlen, kc, vc, cs, sn, logits, nt);
+}
+void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
+                     const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits, int nt) {
+    ((Plan*)p)->forward(N, ids, pos, wslot, kb, vb, keys, koff, cs, sn, M, out_rows, logits, nt);
+}
+}
+// endregion
