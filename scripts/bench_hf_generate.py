@@ -50,7 +50,7 @@ first = None
 for w in a.workload:
     f, b, n = w.rsplit(":", 2); b, n = int(b), int(n)
     prompts = [l.strip() for l in Path(f).read_text(encoding="utf-8").splitlines() if l.strip()]
-    ids = [llm._prompt_ids(s)[1] for s in (prompts * -(-b // len(prompts)))[:b]]
+    ids = [llm.encode_prompt(s)[1] for s in (prompts * -(-b // len(prompts)))[:b]]
     first = first or (ids, n)
     sync(); t0 = time.perf_counter()
     out = generate(ids, n)

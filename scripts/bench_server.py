@@ -14,7 +14,7 @@ Not a test: timings depend on the machine and on whatever else runs on it.
 import argparse, json, os, subprocess, sys, threading, time, urllib.request
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # see scripts/bench_batch.py: passive OpenMP waiting on a busy machine
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")     # passive OpenMP waiting on a busy machine (as the xllm CLI sets it)
 
 
 def requests_for(n: int, lo: int, hi: int) -> list[tuple[str, int]]:

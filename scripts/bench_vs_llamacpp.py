@@ -23,6 +23,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # a shared machine: don't spin on descheduled siblings
 import numpy as np, torch
+from xllm.model import PagedBatch
 
 
 def log(*a): print(*a, file=sys.stderr, flush=True)
@@ -97,16 +98,23 @@ def llama_ppl(bin_dir: Path, model: Path, text: Path, threads: int, ctx: int) ->
 
 # ---------------------------------------------------------------- ours
 
+def runner_for(model, n: int):
+    "The runner an engine would choose for `model` (the compiled CPU one here), over a pool of one block of `n` slots."
+    from xllm.engine import PagedKVPool, choose_runner
+    cls, _ = choose_runner(model)
+    pool = PagedKVPool(model.config, 1, n, model.dtype, model.device)
+    return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows)
+
+
 @torch.inference_mode()
 def decode_rate(model, n: int = 64, reps: int = 3) -> float:
-    "tg64 the llama-bench way: n one-token steps from an (almost) empty cache; median tokens/s over `reps`."
+    "tg64 the llama-bench way: n one-token steps from an (almost) empty cache, through the engine's runner; median tokens/s over `reps`."
+    run, batch = runner_for(model, n + 2)
     rates = []
     for r in range(reps + 1):
-        cache = model.new_cache(n + 2)
-        tok = torch.tensor([1])
-        model(tok, cache)
+        logits = run(batch([1], 0))
         t = time.perf_counter()
-        for _ in range(n): tok = model(tok, cache)[-1].argmax()[None]
+        for p in range(1, n + 1): logits = run(batch([int(logits[-1].argmax())], p))
         if r: rates.append(n / (time.perf_counter() - t))           # the first round warms up (kernel builds, packing)
     return statistics.median(rates)
 
@@ -114,14 +122,19 @@ def decode_rate(model, n: int = 64, reps: int = 3) -> float:
 @torch.inference_mode()
 def prefill_rate(model, ids, reps: int = 3) -> float:
     "pp128: one forward over a 128-token prompt from an empty cache, logits of the last position only (as llama-bench, whose\n    `llama_batch_get_one` batches output the last token; and as our engine's prefill); median tokens/s."
-    ids = torch.as_tensor(ids)
+    run, batch = runner_for(model, len(ids))
     rates = []
     for r in range(reps + 1):
-        cache = model.new_cache(len(ids))
         t = time.perf_counter()
-        model(ids, cache, last_only=True)
+        run(batch(ids, 0))
         if r: rates.append(len(ids) / (time.perf_counter() - t))
     return statistics.median(rates)
+
+
+def window_logits(model, ctx: int):
+    "`perplexity`'s logits_fn through the engine's runner: all logits of one window of `ctx` tokens."
+    run, batch = runner_for(model, ctx)
+    return lambda w: run(batch(w.tolist(), 0, "all"))
 
 
 def engine_rate(llm, prompts, max_tokens: int = 64) -> dict:
@@ -178,9 +191,8 @@ def int4_llm(q41):
     "An `LLM` for 32 concurrent sequences whose model is the Q4_1 file repacked as INT4 (`load_quantized_gguf`, as in the rows above)."
     from xllm.llm import LLM
     from xllm.quant import load_quantized_gguf
-    llm = LLM(q41, max_num_seqs=32)
-    llm.model = load_quantized_gguf(q41); llm._engine = None
-    return llm
+    from xllm.tokenizer import Tokenizer
+    return LLM.from_model(load_quantized_gguf(q41), Tokenizer.from_file(q41), q41.name, max_num_seqs=32)
 
 
 def engine_prompts(text_ids) -> list:
@@ -267,7 +279,7 @@ def main():
         r["pp128"] = prefill_rate(m, prompt128, a.reps)
         r["bytes_after_run"] = model_bytes(m)                  # kernels may cache packed copies on first use
         r["bpw"] = bits_per_weight(r["bytes_after_run"], n_params)
-        if "ppl" not in skip: r["ppl"] = perplexity(m, text_ids, a.ctx, bos_id=tok.bos_id if tok.add_bos_token else None, progress=False)
+        if "ppl" not in skip: r["ppl"] = perplexity(window_logits(m, a.ctx), text_ids, a.ctx, bos_id=tok.bos_id if tok.add_bos_token else None, progress=False)
         del m
     if "engine" not in skip:
         log("ours engine, 32 x (32 + 64), INT4")

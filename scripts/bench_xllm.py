@@ -10,8 +10,6 @@ import argparse, json, time
 from pathlib import Path
 import torch
 from xllm.cli import random_llm, run_bench
-from xllm.llm import attach_cuda_runner, build_engine
-from xllm.cuda_runner import TorchOps
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--random-weights", required=True, metavar="CONFIG")
@@ -21,7 +19,7 @@ p.add_argument("--dtype", default="float16")
 p.add_argument("--tokenizer", default=None)
 p.add_argument("--kv-cache-memory", type=int, default=None, help="bytes (default: xllm's per-device default)")
 p.add_argument("--kv-cache-dtype", default=None, choices=["int8"], help="int8: the K/V pool stored as int8 codes + per-row scales")
-p.add_argument("--runner", choices=["none", "eager", "graphs"], default="none", help="forward_paged only, or xllm.cuda_runner eager / with CUDA graphs")
+p.add_argument("--runner", choices=["none", "eager", "graphs"], default="none", help="the engine's default runner for the device, or the CUDA runner eager / with CUDA graphs")
 p.add_argument("--kernel-chunk-tokens", type=int, default=None, help="CudaRunner.kernel_chunk_tokens: prompt chunks up to this long attend through the paged kernel")
 p.add_argument("--quantization", choices=["int8", "int4"], default=None, help="quantize the random model's layers (xllm.quant.quantize_model, groups of --group-size)")
 p.add_argument("--group-size", type=int, default=32)
@@ -36,23 +34,22 @@ for w in a.workload:
 max_batch = max(len(x[1]) for x in work)
 t0 = time.perf_counter()
 llm = random_llm(a.random_weights, a.device, a.dtype, a.tokenizer, max_num_seqs=max_batch, kv_cache_memory=a.kv_cache_memory,
-                 kv_cache_dtype=a.kv_cache_dtype, quantization=a.quantization, group_size=a.group_size)
-eng = llm._engine = build_engine(llm, cuda_runner=False)     # the runner is attached below, so its capture is timed apart
+                 kv_cache_dtype=a.kv_cache_dtype, quantization=a.quantization, group_size=a.group_size,
+                 runner="cuda" if a.runner != "none" else None, enforce_eager=a.runner == "eager")
 build_s = time.perf_counter() - t0
-capture_s, runner = 0.0, None
-if a.runner != "none":
-    t0 = time.perf_counter()
-    runner = attach_cuda_runner(eng, max_batch, enforce_eager=a.runner == "eager", ops=None if a.device.startswith("cuda") else TorchOps)   # LLM's own wiring
-    capture_s = time.perf_counter() - t0
-    if runner is not None and a.kernel_chunk_tokens is not None: runner.kernel_chunk_tokens = a.kernel_chunk_tokens
+t0 = time.perf_counter()
+eng = llm.get_engine()                                      # the engine and its runner (the CUDA runner captures its graphs here)
+capture_s = time.perf_counter() - t0
+runner = eng.runner if eng.runner.name == "cuda" else None
+if runner is not None and a.kernel_chunk_tokens is not None: runner.kernel_chunk_tokens = a.kernel_chunk_tokens
 weight_bytes = sum(t.numel() * t.element_size() for t in {id(t): t for t in llm.model.state_dict().values()}.values())
 for name, prompts, n in work:
-    before = None if runner is None else (runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps, runner.num_fallback_steps)
+    before = None if runner is None else (runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps)
     r = run_bench(llm, prompts, n, ignore_eos=True, progress=False)
-    r.update(workload=name, config=a.random_weights, device=a.device, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype or a.dtype, quantization=a.quantization, runner=a.runner, runner_repr=repr(runner), build_s=build_s,
+    r.update(workload=name, config=a.random_weights, device=a.device, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype or a.dtype, quantization=a.quantization, runner=a.runner, runner_repr=repr(eng.runner), runner_reason=eng.runner_reason, build_s=build_s,
              capture_s=capture_s, weight_bytes=weight_bytes, kv_cache_report=eng.kv_cache_report)
     if runner is not None:
-        r["runner_steps"] = dict(zip(("graph", "eager", "ragged", "fallback"), (x - y for x, y in zip((runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps, runner.num_fallback_steps), before))))
+        r["runner_steps"] = dict(zip(("graph", "eager", "ragged"), (x - y for x, y in zip((runner.num_graph_steps, runner.num_eager_steps, runner.num_ragged_steps), before))))
     if a.device.startswith("cuda"): r["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
     line = json.dumps(r)
     print(line, flush=True)

@@ -40,7 +40,7 @@ def test_engine_and_runner_match_transformers_generate(tiny):
     hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**d)).eval()
     hf.load_state_dict(llm.model.state_dict(), strict=False)
     prompts = ["Once upon a time", "Hello!", "The park is big and green", "x"]
-    ids = [llm._prompt_ids(p)[1] for p in prompts]
+    ids = [llm.encode_prompt(p)[1] for p in prompts]
     with torch.inference_mode():
         want = [hf.generate(torch.tensor([x]), attention_mask=torch.ones(1, len(x), dtype=torch.long), max_new_tokens=12, min_new_tokens=12,
                             do_sample=False, eos_token_id=None, pad_token_id=0, suppress_tokens=list(range(256, 300)))[0, len(x):].tolist() for x in ids]

@@ -12,16 +12,18 @@ SCRIPT = textwrap.dedent("""
     import sys, torch
     sys.path.insert(0, {tests!r})
     from _tiny import tiny_config, random_weights
-    from xllm.model import Llama
-    from xllm import cpu_kernels as ck
+    from xllm.model import Llama, PagedBatch
+    from xllm.engine import PagedKVPool
+    from xllm.cpu_kernels import CpuRunner
     torch.set_num_threads(2)
     cfg = tiny_config(); m = Llama.from_weights(cfg, random_weights(cfg))
-    ids = torch.arange(3, 40)
+    ids, table = list(range(3, 40)), [0, 1, 2]
+    pool, ref = PagedKVPool(cfg, 4, 16), PagedKVPool(cfg, 4, 16)
+    run = CpuRunner(m, pool)
+    prompt, step = (PagedBatch.build([(i, s, table)], 16, pool.null_slot, "all") for i, s in ((ids, 0), ([5], len(ids))))
     with torch.inference_mode():
-        c = m.new_cache(64); y = m(ids, c); y1 = m(torch.tensor([5]), c)
-        assert ck._PLANS[m].ok
-        with ck.disabled():
-            cr = m.new_cache(64); r = m(ids, cr); r1 = m(torch.tensor([5]), cr)
+        y, y1 = run(prompt), run(step)                            # the compiled plan
+        r, r1 = m(prompt, ref), m(step, ref)                      # the torch forward
     err = max(((y - r).abs().max() / r.abs().max()).item(), ((y1 - r1).abs().max() / r1.abs().max()).item())
     assert err < 1e-4, err
     print("ok", err)

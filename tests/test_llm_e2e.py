@@ -40,7 +40,7 @@ def test_chat_encoding_matches_fixture(llm, ref):
     for case in ref["cases"]:
         msgs = [{"role": "user", "content": case["user_prompt"]}]
         assert apply_chat_template(llm.tokenizer, msgs) == case["prompt_text"]
-        _, ids = llm._chat_ids(msgs)
+        _, ids = llm.encode_chat(msgs)
         assert ids == case["input_ids"], case["user_prompt"]
 
 

@@ -43,8 +43,8 @@ def test_huge_prompts_refused_before_tokenizing(server, llm, monkeypatch):
     st = server.app.state.xllm
     assert st.max_chars == st.max_len * st.longest_token and st.longest_token >= 1
     calls = []
-    orig = type(llm)._prompt_ids
-    monkeypatch.setattr(type(llm), "_prompt_ids", lambda self, p: (calls.append(len(p) if isinstance(p, str) else 0), orig(self, p))[1])
+    orig = type(llm).encode_prompt
+    monkeypatch.setattr(type(llm), "encode_prompt", lambda self, p: (calls.append(len(p) if isinstance(p, str) else 0), orig(self, p))[1])
     huge = "a" * (st.max_chars + 1)
     t0 = time.time()
     for body in ({"prompt": huge}, {"prompt": ["hi", huge]}):
@@ -66,8 +66,8 @@ def test_request_shapes_refused_before_work(server, llm, monkeypatch):
     from xllm.server import MAX_STOP_STRINGS, MAX_STOP_CHARS
     st = server.app.state.xllm
     calls = []
-    orig = type(llm)._prompt_ids
-    monkeypatch.setattr(type(llm), "_prompt_ids", lambda self, p: (calls.append(p), orig(self, p))[1])
+    orig = type(llm).encode_prompt
+    monkeypatch.setattr(type(llm), "encode_prompt", lambda self, p: (calls.append(p), orig(self, p))[1])
     limit, L = st.max_num_seqs + st.max_waiting, st.max_len
     for body, param, words in [({"prompt": [[]] * (limit + 1), "max_tokens": 1}, "prompt", f"{limit + 1} prompts"),
                                ({"prompt": [""] * (limit + 1), "max_tokens": 1}, "prompt", "prompts"),
@@ -92,14 +92,14 @@ def test_request_shapes_refused_before_work(server, llm, monkeypatch):
 def test_tokenization_is_bounded(server, llm, monkeypatch):
     "However many clients send prompts at once, at most TOKENIZE_AT_ONCE are tokenized together."
     now, peak, lock = [0], [0], threading.Lock()
-    orig = type(llm)._prompt_ids
+    orig = type(llm).encode_prompt
     def slow_ids(self, p):
         with lock: now[0] += 1; peak[0] = max(peak[0], now[0])
         time.sleep(0.2)
         try: return orig(self, p)
         finally:
             with lock: now[0] -= 1
-    monkeypatch.setattr(type(llm), "_prompt_ids", slow_ids)
+    monkeypatch.setattr(type(llm), "encode_prompt", slow_ids)
     out = []
     ts = [threading.Thread(target=lambda: out.append(_post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 1})[0])) for _ in range(6)]
     for t in ts: t.start()

@@ -42,7 +42,7 @@ def cmd_perplexity(args, out=None) -> int:
     tok = llm.tokenizer
     ids = tok.encode(text)
     bos = tok.bos_id if tok.add_bos_token else None                # windows start with BOS when the model expects one
-    ppl = quant.perplexity(llm.model, ids, args.ctx, bos_id=bos, progress=True)
+    ppl = quant.perplexity(llm.logits, ids, args.ctx, bos_id=bos, progress=True)
     _write(out, f"perplexity {ppl:.6f} ({len(ids) // args.ctx} windows of {args.ctx} tokens, {len(ids)} tokens)\n")
     return 0
 
@@ -77,9 +77,8 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
     import time, torch
     from tqdm.auto import tqdm
     from xllm.sampling import SamplingParams
-    from xllm.llm import _Sequence
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=ignore_eos)
-    reqs = [llm._chat_ids([{"role": "user", "content": p}])[1] if chat else llm._prompt_ids(p)[1] for p in prompts]
+    reqs = [llm.encode_chat([{"role": "user", "content": p}])[1] if chat else llm.encode_prompt(p)[1] for p in prompts]
     ttft, n_out, t_pre, t_dec, n_dec, peak = [], 0, 0.0, 0.0, 0, None
     bar = None
     def tick(k: int):   # output tokens: with EOS ignored their total is known, so is the ETA (else none); the bar starts with the
@@ -87,36 +86,27 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
         if bar is None: bar = tqdm(total=len(reqs) * max_tokens if ignore_eos else None, unit="tok", disable=not progress,
                                    desc="bench " + ("sequential" if sequential else "engine"))
         bar.update(k)
+    eng = llm.get_engine()
+    h0, todo, first, live = len(eng.history), list(reqs), set(), set()
+    def submit(): live.add(eng.add_request(todo.pop(0), params))
     t0 = time.perf_counter()
-    if sequential:
-        for ids in reqs:
-            t = time.perf_counter()
-            cache, logits = llm._prefill(ids, max_tokens)
-            t1 = time.perf_counter(); t_pre += t1 - t; ttft.append(t1 - t0)
-            seq = _Sequence(llm.tokenizer, ids, params, 0, llm.eos_ids, llm.max_model_len, prime=False)
-            for _ in llm._decode(seq, None, cache, logits): pass
-            t_dec += time.perf_counter() - t1
-            n_out += len(seq.token_ids); n_dec += len(seq.token_ids) - 1; tick(len(seq.token_ids))
-    else:
-        eng = llm.get_engine()
-        h0 = len(eng.history)
-        rids = [eng.add_request(ids, params) for ids in reqs]
-        first, live = set(), set(rids)
-        while live:
-            t = time.perf_counter()
-            outs = eng.step()
-            t1 = time.perf_counter()
-            new = sum(len(o.new_token_ids) for o in outs if o.request_id in first)      # tokens of requests past their prefill
-            if eng.history[-1][3] > new: t_pre += t1 - t                               # the step held prompt tokens
-            else: t_dec += t1 - t; n_dec += new
-            for o in outs:
-                if o.request_id not in live: continue
-                n_out += len(o.new_token_ids); tick(len(o.new_token_ids))
-                if o.new_token_ids and o.request_id not in first: first.add(o.request_id); ttft.append(t1 - t0)
-                if o.finished:
-                    live.discard(o.request_id)
-                    if o.finish_reason == "error": raise RuntimeError(f"request failed: {o.error}")
-        peak = max(h[0] for h in eng.history[h0:])
+    while todo and (not sequential or not live): submit()             # all at t=0, or one (the next when it ends)
+    while live:
+        t = time.perf_counter()
+        outs = eng.step()
+        t1 = time.perf_counter()
+        new = sum(len(o.new_token_ids) for o in outs if o.request_id in first)      # tokens of requests past their prefill
+        if eng.history[-1][3] > new: t_pre += t1 - t                               # the step held prompt tokens
+        else: t_dec += t1 - t; n_dec += new
+        for o in outs:
+            if o.request_id not in live: continue
+            n_out += len(o.new_token_ids); tick(len(o.new_token_ids))
+            if o.new_token_ids and o.request_id not in first: first.add(o.request_id); ttft.append(t1 - t0)
+            if o.finished:
+                live.discard(o.request_id)
+                if o.finish_reason == "error": raise RuntimeError(f"request failed: {o.error}")
+                if sequential and todo: submit()
+    peak = max(h[0] for h in eng.history[h0:])
     wall = time.perf_counter() - t0
     if bar is not None: bar.close()
     rate = lambda n, t: n / t if t > 0 else None
@@ -125,7 +115,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "max_tokens": max_tokens, "ignore_eos": ignore_eos, "threads": torch.get_num_threads(), "prompt_tokens": n_prompt,
             "output_tokens": n_out, "wall_s": wall, "prefill_tok_s": rate(n_prompt, t_pre), "decode_tok_s": rate(n_dec, t_dec),
             "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
-            "peak_kv_blocks": peak, "kv_blocks_total": None if sequential else llm.get_engine().pool.num_blocks,
+            "peak_kv_blocks": peak, "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
             "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.kv_cache_dtype or "auto", "kv_cache_memory": llm.kv_cache_memory,
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None),
             "quantization": llm.quantization_label}
@@ -155,7 +145,7 @@ def cmd_bench(args, out=None) -> int:
     else: llm = _load(args)
     r = run_bench(llm, prompts, args.max_tokens, args.ignore_eos, args.chat, args.sequential)
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
-    _write(out, f"{r['mode']}: {r['requests']} requests, {r['prompt_tokens']} prompt tokens, {r['output_tokens']} output tokens in {r['wall_s']:.2f} s ({r['threads']} threads)\n"
+    _write(out, f"{r['mode']}: {r['requests']} requests, {r['prompt_tokens']} prompt tokens, {r['output_tokens']} output tokens in {r['wall_s']:.2f} s ({r['threads']} threads, runner {r['runner']})\n"
                 f"  prefill {f(r['prefill_tok_s'], '.1f')} tok/s, decode {f(r['decode_tok_s'], '.1f')} tok/s, end-to-end output {f(r['output_tok_s'], '.1f')} tok/s\n"
                 f"  TTFT p50 {f(r['ttft_p50_s'], '.3f')} s, p95 {f(r['ttft_p95_s'], '.3f')} s; "
                 + ("" if r["peak_kv_blocks"] is None else f"peak KV blocks {r['peak_kv_blocks']}/{r['kv_blocks_total']}; ")
@@ -215,15 +205,14 @@ def byte_tokenizer():
     return Tokenizer(ByteLevelBPE(vocab, [], "gpt2"))
 
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
-               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32):
+               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None):
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
     else `byte_tokenizer()`; its vocabulary must fit the model's. `quantization` "int8" / "int4": its layers quantized in place
     (groups of `group_size`), as `LLM(..., quantization=...)` does. Built the way `LLM.__init__` builds one from a checkpoint."""
     import torch
-    from xllm.llm import LLM, _resolve_device, _check_engine_args, _set_engine_args
-    from xllm.weights import Checkpoint, resolve_dtype
+    from xllm.llm import LLM, _resolve_device, _check_engine_args
+    from xllm.weights import resolve_dtype
     from xllm.tokenizer import Tokenizer
-    from xllm.sampling import Sampler
     config = random_config(spec)
     dev = _resolve_device(device)
     _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
@@ -231,22 +220,14 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
     tok = Tokenizer.from_file(Path(tokenizer).expanduser(), vocab_size=config.vocab_size) if tokenizer is not None else byte_tokenizer()
     if tok.vocab_size > config.vocab_size:
         raise ValueError(f"--random-weights: the tokenizer has {tok.vocab_size} tokens, more than the model's vocabulary of {config.vocab_size}")
-    llm = LLM.__new__(LLM)
-    llm.device, llm.config, llm.quantization, llm.tokenizer = dev, config, None, tok
-    llm.checkpoint = Checkpoint(config, {}, "random", Path(tokenizer) if tokenizer else None)
-    llm.model_path = Path(f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}")
-    llm.max_model_len = config.max_position_embeddings
-    llm.model = random_model(config, dev, dtype, seed)
+    model = random_model(config, dev, dtype, seed)
     if quantization is not None:
         from xllm.quant import quantize_model
-        llm.quantization = quantize_model(llm.model, quantization, group_size, progress=False).quantization_config
+        quantize_model(model, quantization, group_size, progress=False)
         if dev.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
-    llm.generator = torch.Generator(device="cpu").manual_seed(seed)
-    llm.sampler, llm._next_id = Sampler(), 0
-    llm._n_decodable = min(tok.vocab_size, config.vocab_size)
-    llm.eos_ids = list(dict.fromkeys([*(tok.eos_ids or []), *config.eos_token_id]))
-    _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
-    return llm
+    return LLM.from_model(model, tok, f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}", seed=seed, source="random",
+                          runner=runner, kv_cache_dtype=kv_cache_dtype, kv_cache_memory=kv_cache_memory, max_num_seqs=max_num_seqs,
+                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens)
 
 # %% ../nbs/08_cli.ipynb 11
 STAND_IN_CONFIG = dict(vocab_size=512, hidden_size=64, intermediate_size=172, num_hidden_layers=5, num_attention_heads=8,
@@ -285,7 +266,6 @@ def stand_in_model(dest, seed: int = 0) -> Path:
                                                   "torch_dtype": "float32", **STAND_IN_CONFIG}, indent=1))
     return dest
 
-
 # %% ../nbs/08_cli.ipynb 14
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.7, 0.9
 
@@ -303,7 +283,7 @@ def parse_bytes(s: str) -> int:
     if n <= 0: raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {s!r}")
     return n
 
-_ENGINE_ARGS = ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager", "max_num_batched_tokens")   # what _engine_opts adds, as LLM takes it
+_ENGINE_ARGS = ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager", "max_num_batched_tokens", "runner")   # what _engine_opts adds, as LLM takes it
 
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
@@ -315,6 +295,9 @@ def _engine_opts(p, max_num_seqs_default=None):
                    help="tokens one engine step may take, prompt chunks and decode rows together (default: max(512, --max-num-seqs)); "
                         "longer prompts are prefilled in chunks")
     g.add_argument("--enforce-eager", action="store_true", help="on a GPU: run decode steps without CUDA graphs (xllm's kernels still run)")
+    g.add_argument("--runner", choices=["torch", "cpu", "cuda"], default=None,
+                   help="what computes the engine's steps: torch (the reference forward), cpu (compiled CPU kernels), cuda (xllm's CUDA kernels); "
+                        "default: the compiled one of the device when it can run the model, else torch (the start-up line says which and why)")
 
 def _model_opts(p):
     g = p.add_argument_group("model")
@@ -368,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens tokens")
     b.add_argument("--chat", action="store_true", help="wrap each prompt as a user message in the chat template")
     b.add_argument("--json", default=None, metavar="OUT", help="also write the results as JSON to OUT")
-    b.add_argument("--sequential", action="store_true", help="run the requests one at a time (contiguous cache), for comparison")
+    b.add_argument("--sequential", action="store_true", help="run the requests one at a time (each submitted when the previous one ends), for comparison")
     b.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     b.add_argument("--random-weights", default=None, metavar="CONFIG", help="benchmark a model of this shape with random weights (fp16 unless --dtype), no download: a name (" + ", ".join(RANDOM_CONFIGS) + ") or a config.json; prompts are byte-tokenized unless --tokenizer")
     _engine_opts(b)
@@ -407,8 +390,9 @@ def _template_note(llm):
 def _load(args):
     from xllm.llm import LLM
     kw = {k: getattr(args, k) for k in _ENGINE_ARGS if getattr(args, k, None) is not None}
-    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
+    try: llm = LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
+    return llm
 
 def _lstrip_first(deltas):
     "Drop the whitespace a reply starts with (the space that follows the prompt's last token, for SentencePiece models)."
@@ -473,7 +457,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     _template_note(llm)
     system = [{"role": "system", "content": args.system}] if args.system else []
     history = list(system)
-    print(f"xllm chat: {llm.model_path.name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}). "
+    print(f"xllm chat: {llm.model_path.name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}, runner {llm.runner_reason}). "
           "/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply.", file=sys.stderr)
     while True:
         try:
@@ -535,6 +519,9 @@ def cmd_serve(args, out=None) -> int:
 # %% ../nbs/08_cli.ipynb 24
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
+    # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:
+    # spinning made decode 3-10x slower). OpenMP reads it when torch loads, which is after this line; set OMP_WAIT_POLICY to override.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch, torch.nn as nn
 from .core import cache_dir, read_source
+from .engine import ModelRunner
 
 # %% auto 0
-__all__ = ['ABI_VERSION', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'DEFAULT_A8',
-           'abi_signatures', 'compile_library', 'build', 'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8',
-           'spec_q4', 'linear', 'linear_multi', 'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention',
-           'paged_attention', 'gemv_variant', 'exact_q8', 'module_spec', 'quant_linear', 'fused_linears', 'disabled',
-           'ModelPlan', 'model_plan', 'decode_step', 'prefill', 'paged_forward']
+__all__ = ['ABI_VERSION', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'abi_signatures',
+           'compile_library', 'build', 'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear',
+           'linear_multi', 'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention',
+           'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'CpuRunner']
 
 # %% ../nbs/12a_cpu_kernels.ipynb 25
 def _flag_sets(native: bool = True) -> list[list[str]]:
@@ -36,7 +36,7 @@ def _cpu_tag() -> str:
 
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 
-ABI_VERSION = 1      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 2      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 def abi_signatures(header: str) -> dict:
@@ -210,7 +210,6 @@ def gemm_min_rows() -> int:
     lib = build()
     return int(lib.xk_gemm_min_rows()) if lib is not None and lib.xk_has_avx2() else 2**62
 
-
 # %% ../nbs/12a_cpu_kernels.ipynb 49
 def _lib():
     lib = build()
@@ -313,35 +312,9 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
 
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
-def quant_linear(mod, x: torch.Tensor) -> torch.Tensor | None:
-    "`Int8Linear`/`Int4Linear` forward with the compiled kernel, or None when it does not apply (then the module's torch path runs)."
-    if (specs := _compiled_specs((mod,), x)) is None: return None
-    return linear(x.reshape(-1, mod.in_features), specs[0]).reshape(*x.shape[:-1], mod.out_features)
-
-def _compiled_specs(mods, x: torch.Tensor) -> list[LinSpec] | None:
-    "The `LinSpec`s of the quantized layers `mods` when the compiled kernels can run all of them on `x [..., K]` (float32 on the CPU), else None."
-    if not ENABLED or x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() == 0 or x.numel() == 0 or build() is None: return None
-    specs = []
-    for m in mods:
-        if not hasattr(m, "_kcache") or getattr(m, "in_features", None) != x.shape[-1] or (s := _cached_spec(m)) is None: return None
-        specs.append(s)
-    return specs
-
-def _cached_spec(mod) -> LinSpec | None:
-    "A quantized module's `LinSpec`, kept in its `_kcache` (emptied when the module is moved, cast or its kernel changes)."
-    cached = mod._kcache.get("xk")
-    if cached is None: cached = mod._kcache["xk"] = (module_spec(mod),)   # a tuple, like the module's other cache entries; no copies
-    return cached[0]
-
-def fused_linears(mods, x: torch.Tensor) -> list[torch.Tensor] | None:
-    """The outputs of several `Int8Linear`/`Int4Linear` layers that read the same float32 input `x [..., K]` (q, k, v; gate, up), from
-    one `linear_multi` call; None when the compiled kernels cannot run all of them (then call the modules one by one)."""
-    if (specs := _compiled_specs(mods, x)) is None: return None
-    return [y.reshape(*x.shape[:-1], y.shape[1]) for y in linear_multi(x.reshape(-1, x.shape[-1]), specs)]
-
 @contextmanager
 def disabled():
-    "Run the block on the torch path (for comparisons)."
+    "Inside the block the compiled kernels count as off: `CpuRunner.unsupported` says so, and `LLM(quantization='auto')` loads floats."
     global ENABLED
     old, ENABLED = ENABLED, False
     try: yield
@@ -353,21 +326,14 @@ def _version(t: torch.Tensor) -> int | None:
     try: return t._version
     except RuntimeError: return None
 
-_GENERATION = [0]        # bumped whenever any module, parameter or buffer is assigned to any nn.Module (torch's global hooks)
-def _bump(*args): _GENERATION[0] += 1
-for _register in (torch.nn.modules.module.register_module_module_registration_hook,
-                  torch.nn.modules.module.register_module_parameter_registration_hook,
-                  torch.nn.modules.module.register_module_buffer_registration_hook):
-    _register(_bump)
-
 class ModelPlan:
-    """A whole model as one call into the compiled library, for one token (`step`) or many rows (`forward`): pointers to every
-    weight (kept quantized), preallocated scratch, one OpenMP parallel region a call. `valid()` says whether the model still holds the tensors it was built from."""
-    def __init__(self, model, a8: bool = False):
+    """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight (kept
+    quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no longer holds the tensors it was built from."""
+    def __init__(self, model):
         c, lib = model.config, _lib()
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
-        self.versions, self.sample, self.gen = [_version(t) for t in self._float_sources(model)], [], _GENERATION[0]
-        self.n_layers, self.vocab, self.a8 = c.num_hidden_layers, c.vocab_size, a8
+        self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
+        self.n_layers, self.vocab = c.num_hidden_layers, c.vocab_size
         self._lib, self._h = lib, None
         self.dtype_ok = model.dtype == torch.float32 and model.device.type == "cpu"
         if not self.dtype_ok: self.reason = f"model is {model.dtype} on {model.device} (the kernels run float32 on the CPU)"; return
@@ -386,7 +352,7 @@ class ModelPlan:
             spec = module_spec(mod, exact_float)
             if spec is None: raise ValueError(f"{type(mod).__name__} {name} is not supported by the CPU kernels")
             self.specs.append(spec)
-            return lib.xk_plan_add_linear(h, *spec.args(), int(a8))
+            return lib.xk_plan_add_linear(h, *spec.args(), 0)
         try:
             layers = track(model.model._modules, "layers")
             for i, blk in enumerate(layers):
@@ -417,7 +383,7 @@ class ModelPlan:
         self.versions = [_version(t) for t in self._float_sources(model)]
         tensors = [(d, k, o) for d, k, o in self.checks if isinstance(o, torch.Tensor)]
         self.sample = [(d, k, o, o.data_ptr()) for d, k, o in tensors[:24] + tensors[-24:]]
-        self.gen = _GENERATION[0]
+        self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
     def _float_sources(self, model):
         lm = model._modules.get("lm_head")
@@ -431,28 +397,22 @@ class ModelPlan:
         "Whether the compiled decode step can run this model (else `reason` says why)."
         return self.reason is None
 
-    def valid(self, model) -> bool:
-        """Whether `model` still holds exactly the modules and tensors this plan points to (and its dtype is unchanged).
-        Fast when no module, parameter or buffer was assigned anywhere since the last full check (`_GENERATION`): then a sample of
-        tensors is re-checked (object and data pointer: `.to()`/`.share_memory()` swap or move them without assignments)."""
-        if (model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions: return False
-        if self.gen == _GENERATION[0]: return all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)
-        if not all(d.get(k) is o for d, k, o in self.checks) or not all(o.data_ptr() == ptr for _, _, o, ptr in self.sample): return False
-        self.gen = _GENERATION[0]
-        return True
-
-    def step(self, token: int, cache, cos: torch.Tensor, sin: torch.Tensor, out: torch.Tensor, threads: int | None = None):
-        "Run layer by layer for `token` at position `cache.length` (K/V written there); logits into `out` (float32 `[V]`)."
-        self._lib.xk_plan_step(self._h, token, cache.length, cache.k.shape[1], cache.k.data_ptr(), cache.v.data_ptr(),
-                               cos.data_ptr(), sin.data_ptr(), out.data_ptr(), _threads(threads))
+    def check(self, model):
+        """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in place
+        shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head unchanged in
+        place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
+        if ((model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
+                or not all(d.get(k) is o for d, k, o in self.modules)
+                or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
+            raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
                 out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
         """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
         `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's positions
         `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache). `cos`/`sin`: float32
-        tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: callers
-        (`prefill`, `paged_forward`) check them first."""
+        tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: the caller
+        (`CpuRunner`) checks them first."""
         L, M = self.n_layers, out_rows.shape[0]
         out = torch.empty(M, self.vocab)
         ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
@@ -470,75 +430,45 @@ class ModelPlan:
         n = int(buf[7])
         return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-DEFAULT_A8 = os.environ.get("XLLM_CPU_A8", "0") == "1"   # integer activations in the decode step (off: float32 activations, exact)
-_PLANS = weakref.WeakKeyDictionary()     # model -> its ModelPlan (kept off the module: no copies of C pointers when it is pickled)
+# %% ../nbs/12a_cpu_kernels.ipynb 64
+class CpuRunner(ModelRunner):
+    "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
+    name = "cpu"
+    def __init__(self, model, pool, threads: int | None = None, **options):
+        super().__init__(model, pool)
+        if (why := self.unsupported(model, pool.kv_dtype)) is not None: raise ValueError(f"the CPU runner cannot run this model: {why}")
+        c = model.config
+        if len(pool.k_flat) != c.num_hidden_layers or any(t.shape[1:] != (c.num_key_value_heads, c.head_dim) or not t.is_contiguous()
+                                                           for t in pool.k_flat + pool.v_flat):
+            raise ValueError("the K/V pool does not have this model's layers and heads")
+        self.plan, self.threads = ModelPlan(model), threads
 
-def _cache_ok(cache, plan) -> bool:
-    k, v = cache.k, cache.v
-    return (type(cache).__name__ == "KVCache" and k.dtype == torch.float32 and v.dtype == torch.float32 and k.device.type == "cpu"
-            and k.is_contiguous() and v.is_contiguous() and k.dim() == 4 and k.shape[0] == plan.n_layers and v.shape == k.shape)
+    @classmethod
+    def unsupported(cls, model, kv_dtype=None) -> str | None:
+        "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None."
+        if not ENABLED: return "the compiled CPU kernels are off (XLLM_CPU_KERNELS=0)"
+        if model.device.type != "cpu" or model.dtype != torch.float32:
+            return f"the model is {str(model.dtype).replace('torch.', '')} on {model.device.type} (the kernels run float32 on the CPU)"
+        if kv_dtype not in (None, torch.float32): return f"K/V stored as {str(kv_dtype).replace('torch.', '')} (the kernels read float32 K/V)"
+        if build() is None: return f"the kernels did not build here: {status()}"
+        return ModelPlan(model).reason
 
-def model_plan(model) -> ModelPlan | None:
-    "The model's plan (built, or rebuilt when the model changed), or None when the kernels are off or cannot run it."
-    if not ENABLED or build() is None: return None
-    plan = _PLANS.get(model)
-    if plan is None or not plan.valid(model):
-        plan = _PLANS[model] = ModelPlan(model, a8=DEFAULT_A8)
-    return plan if plan.ok else None
+    def __call__(self, batch) -> torch.Tensor:
+        "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
+        kf, vf = self.pool.k_flat, self.pool.v_flat
+        self.plan.check(self.model)
+        _check_batch(batch, self.plan.vocab, kf[0].shape[0])
+        cos, sin = self.model.rope(max(batch.context_lens))
+        return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
+                                 batch.key_slots, batch.key_offsets, self.threads)
 
-def decode_step(model, ids: torch.Tensor, cache) -> torch.Tensor | None:
-    """One-token forward of an xllm `Llama` through the compiled decode step: float32 logits `[1, V]`, K/V appended to `cache`,
-    `cache.length` advanced. None (nothing done) when the kernels are off or cannot run this model/cache; the caller then uses torch."""
-    plan = model_plan(model)
-    if plan is None or not _cache_ok(cache, plan): return None
-    pos = cache.length
-    cos, sin = model.rope(pos + 1)
-    out = torch.empty(1, plan.vocab)
-    plan.step(int(ids[0]), cache, cos[pos], sin[pos], out)
-    cache.length = pos + 1
-    return out
-
-def _check_ids(ids: torch.Tensor, vocab: int):
-    "The C code trusts token ids: a non-empty 1-D tensor inside the vocabulary, or a ValueError."
-    if ids.dim() != 1 or ids.numel() == 0: raise ValueError(f"token ids: expected a non-empty 1-D tensor, got shape {tuple(ids.shape)}")
-    lo, hi = ids.aminmax()
-    if lo < 0 or hi >= vocab: raise ValueError(f"token id {int(lo) if lo < 0 else int(hi)} is outside the vocabulary of {vocab}")
-
-def prefill(model, ids: torch.Tensor, cache, last_only: bool = False) -> torch.Tensor | None:
-    """Several tokens (a prompt, or a chunk of one) appended to `cache` through `ModelPlan.forward`: float32 logits `[T, V]`
-    (`[1, V]` with `last_only`), `cache.length` advanced. None (nothing done) when the kernels cannot run this model or cache."""
-    plan = model_plan(model)
-    if plan is None or not _cache_ok(cache, plan): return None
-    T, start = ids.shape[0], cache.length
-    if start + T > cache.k.shape[1]: raise ValueError(f"{T} tokens after {start} exceed the cache's {cache.k.shape[1]}")
-    _check_ids(ids, plan.vocab)
-    cos, sin = model.rope(start + T)
-    pos = torch.arange(start, start + T)
-    rows = torch.tensor([T - 1]) if last_only else torch.arange(T)
-    out = plan.forward(ids.to(torch.int64).contiguous(), pos, pos, cache.k.flatten(1, 2), cache.v.flatten(1, 2), cos, sin, rows)
-    cache.length = start + T
-    return out
-
-def paged_forward(model, batch, pool) -> torch.Tensor | None:
-    """An engine step's ragged batch (notebook 11's `PagedBatch`: prompt chunks and decoding sequences together) through
-    `ModelPlan.forward`, K/V read and written in place in a float32 `PagedKVPool`: float32 logits of `batch.logits_rows`.
-    None (nothing done) when the kernels cannot run this model or pool (int8 K/V, another dtype or device)."""
-    kf, vf = pool.k_flat, pool.v_flat
-    if pool.quantized or kf[0].dtype != torch.float32 or kf[0].device.type != "cpu" or batch.key_slots is None: return None
-    plan = model_plan(model)
-    if plan is None: return None
-    c = model.config
-    if len(kf) != plan.n_layers or any(t.shape[1:] != (c.num_key_value_heads, c.head_dim) or not t.is_contiguous() for t in kf + vf): return None
-    N, rows, nkeys = batch.token_ids.shape[0], kf[0].shape[0], batch.key_slots.shape[0]
-    ints = (batch.token_ids, batch.positions, batch.slot_mapping, batch.key_slots, batch.key_offsets, batch.logits_rows)
+def _check_batch(b, vocab: int, rows: int):
+    "Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows), else a ValueError."
+    N, nkeys = b.token_ids.shape[0], b.key_slots.shape[0]
+    ints = (b.token_ids, b.positions, b.slot_mapping, b.key_slots, b.key_offsets, b.logits_rows)
     if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints): raise ValueError("PagedBatch index tensors must be contiguous int64")
-    _check_ids(batch.token_ids, plan.vocab)
-    if batch.positions.shape[0] != N or batch.slot_mapping.shape[0] != N or batch.key_offsets.shape[0] != N:
-        raise ValueError(f"PagedBatch of {N} tokens with {batch.positions.shape[0]} positions, {batch.slot_mapping.shape[0]} slots, "
-                         f"{batch.key_offsets.shape[0]} key offsets")
-    for name, t, hi in (("slot", batch.slot_mapping, rows), ("key slot", batch.key_slots, rows), ("logits row", batch.logits_rows, N),
-                        ("position", batch.positions, nkeys), ("key", batch.key_offsets + batch.positions, nkeys)):
+    if b.positions.shape[0] != N or b.slot_mapping.shape[0] != N or b.key_offsets.shape[0] != N:
+        raise ValueError(f"PagedBatch of {N} tokens with {b.positions.shape[0]} positions, {b.slot_mapping.shape[0]} slots, {b.key_offsets.shape[0]} key offsets")
+    for name, t, hi in (("token id", b.token_ids, vocab), ("slot", b.slot_mapping, rows), ("key slot", b.key_slots, rows),
+                        ("logits row", b.logits_rows, N), ("position", b.positions, nkeys), ("key", b.key_offsets + b.positions, nkeys)):
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi): raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
-    cos, sin = model.rope(int(batch.positions.max()) + 1)
-    return plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows, batch.key_slots,
-                        batch.key_offsets)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy, math, warnings
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
-from .engine import PagedBatch, PagedKVPool, forward_paged, chunk_attention, table_slots
+from .engine import PagedBatch, PagedKVPool, ModelRunner, forward_paged, chunk_attention, table_slots
 from .model import Llama, rope_tables
 import xllm.cuda_kernels as ck
 
@@ -187,16 +187,16 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
     return qw
 
 # %% ../nbs/14a_cuda_runner.ipynb 11
-class CudaRunner:
+class CudaRunner(ModelRunner):
     """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
     graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `forward_paged(model, batch, pool)`
-    returns (float32 logits of `batch.logits_rows`); only contexts past `max_model_len`, or an int8 pool the kernels cannot read
-    (`int8_kv_supported`), go to `forward_paged`.
+    returns (float32 logits of `batch.logits_rows`), for every batch the engine makes; a pool the kernels cannot read (int8 K/V
+    where `int8_kv_supported` is False) is refused when the runner is built.
     `kernel_chunk_tokens`: prompt chunks of at most this many tokens attend through the paged-attention kernel, longer ones
     through `scaled_dot_product_attention` over their gathered keys. Quantized linears (`Int8Linear`, `Int4Linear`) go through
     `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above."""
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
-                 graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64):
+                 graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, **options):
         c = model.config
         for name, v in (("max_batch", max_batch), ("kernel_chunk_tokens", kernel_chunk_tokens)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -207,7 +207,8 @@ class CudaRunner:
         self.max_model_len = max_model_len or c.max_position_embeddings
         if not 0 < self.max_model_len <= c.max_position_embeddings: raise ValueError(f"max_model_len must be in [1, {c.max_position_embeddings}], got {max_model_len!r}")
         self.ops = ops if ops is not None else (CudaOps if dev.type == "cuda" and ck.cupy_available() else TorchOps)
-        self.kv_ok = not pool.quantized or self.ops is not CudaOps or int8_kv_supported(c)   # the pool's K/V dtype is one ops attend over
+        if pool.quantized and self.ops is CudaOps and not int8_kv_supported(c):
+            raise ValueError(f"int8 K/V at head_dim {c.head_dim}: no CUDA kernel attends over it (see int8_kv_supported)")
         self.max_blocks = -(-self.max_model_len // pool.block_size)
         self.cos, self.sin = (t.to(dev) for t in rope_tables(model.inv_freq, self.max_model_len, torch.float32))
         stacks = [([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj], [l.mlp.gate_proj, l.mlp.up_proj]) for l in model.model.layers]
@@ -223,7 +224,22 @@ class CudaRunner:
             raise ValueError(f"graph_batch_sizes must be integers in [1, max_batch={max_batch}], got {graph_batch_sizes!r}")
         self.enforce_eager = bool(enforce_eager) or dev.type != "cuda"
         self.graphs: dict = {}                      # batch size -> (CUDAGraph, its logits buffer)
-        self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = self.num_fallback_steps = 0
+        self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = 0
+
+    name = "cuda"
+    @classmethod
+    def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
+        "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
+        if model.device.type != "cuda": return f"the model is on {model.device.type} (the CUDA runner needs a GPU)"
+        if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)"
+        if kv_dtype == torch.int8 and not int8_kv_supported(model.config): return f"int8 K/V at head_dim {model.config.head_dim}: no CUDA kernel attends over it"
+        try: ck.load_kernels(model.device, ck.model_kernel_names(model.config))   # this model's part of the source, built once
+        except RuntimeError as e: return f"xllm's CUDA kernels do not build here: {e}"
+        return None
+
+    def warm_up(self):
+        "Capture the decode graphs (none with `enforce_eager`)."
+        self.capture()
 
     def _buffers(self, n: int, decode: bool = True) -> dict:
         """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
@@ -371,7 +387,7 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
 
 def _supports_ragged(self, batch: PagedBatch) -> bool:
     "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
-    return (self.kv_ok and max(batch.context_lens) <= self.max_model_len
+    return (max(batch.context_lens) <= self.max_model_len
             and all(len(t) <= self.max_blocks for t in batch.block_tables))
 
 @torch.inference_mode()
@@ -407,13 +423,11 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
     return _linear(self, m.lm_head, x, logits).float()
 
 def _call(self, batch: PagedBatch) -> torch.Tensor:
-    "What `forward_paged(model, batch, pool)` returns: decode batches through `step` (graphs), others through `ragged`, else `forward_paged`."
+    "What `forward_paged(model, batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
     if self.supports(batch): return self.step(batch)
-    if self.supports_ragged(batch):
-        self.num_ragged_steps += 1
-        return self.ragged(batch)
-    self.num_fallback_steps += 1
-    return forward_paged(self.model, batch, self.pool)
+    assert self.supports_ragged(batch), "a batch past the runner's max_model_len"
+    self.num_ragged_steps += 1
+    return self.ragged(batch)
 
 CudaRunner.supports, CudaRunner.step, CudaRunner.__call__ = _supports, _step, _call
 CudaRunner.supports_ragged, CudaRunner.ragged = _supports_ragged, _ragged

@@ -13,15 +13,15 @@ import torch
 import torch.nn.functional as F
 
 from .core import LlamaConfig
-from .model import Llama, apply_rope, causal_mask, project
+from .model import Llama, PagedBatch, table_slots, chunk_attention
 from .kv_cache import BlockManager, num_blocks_for_budget, kv_cache_report, kv_cache_bytes_per_token, _fmt_bytes
-from .scheduler import Scheduler, SequenceStatus
+from .scheduler import Scheduler, Sequence, SequenceStatus
 from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
 
 # %% auto 0
-__all__ = ['DEFAULT_KV_CACHE_MEMORY', 'GPU_MEMORY_UTILIZATION', 'KV_SCALE_DTYPE', 'default_kv_cache_memory', 'kv_bytes_per_token',
-           'quantize_kv', 'dequantize_kv', 'PagedKVPool', 'table_slots', 'PagedBatch', 'chunk_attention',
-           'forward_paged', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
+__all__ = ['DEFAULT_KV_CACHE_MEMORY', 'GPU_MEMORY_UTILIZATION', 'KV_SCALE_DTYPE', 'RUNNERS', 'default_kv_cache_memory',
+           'kv_bytes_per_token', 'quantize_kv', 'dequantize_kv', 'PagedKVPool', 'ModelRunner', 'runner_class',
+           'choose_runner', 'forward_paged', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
 
 # %% ../nbs/11_engine.ipynb 6
 DEFAULT_KV_CACHE_MEMORY = 256 * 2**20   # bytes of K/V when no budget is given (CPU default)
@@ -122,165 +122,53 @@ class PagedKVPool:
     def __repr__(self): return f"PagedKVPool({self.report()})"
 
 # %% ../nbs/11_engine.ipynb 8
-def table_slots(table: np.ndarray, length: int, block_size: int) -> np.ndarray:
-    "The pool slots of positions 0..length-1 through `table` (one block table, or a matrix of them, one per row): int64."
-    pos = np.arange(length)
-    return table[..., pos // block_size].astype(np.int64) * block_size + pos % block_size
-
-@dataclass
-class PagedBatch:
-    """One step's ragged batch: the tokens of all chunks concatenated, and how to find each chunk's K/V in the pool.
-    The key-slot structures (`dec_*`, `prefills`, `key_slots`, `key_offsets`) are built on first use: the attention paths
-    that gather keys need them, a CUDA runner (block tables and context lengths) does not."""
-    token_ids: torch.Tensor              # [N] int64
-    positions: torch.Tensor              # [N] int64
-    slot_mapping: torch.Tensor           # [N] where each new token's K/V is written
-    cu_seqlens: list[int]                # [B+1] chunk i is rows cu_seqlens[i]:cu_seqlens[i+1]
-    context_lens: list[int]              # [B] keys chunk i attends to (start + n)
-    block_tables: list[list[int]]        # [B] the chunks' block tables
-    logits_rows: torch.Tensor            # rows whose logits forward_paged returns
-    block_size: int = 16
-    null_slot: int = 0                   # a slot that is always zero: the padding of dec_slots
-    _keys: dict | None = field(default=None, repr=False)
-
-    @property
-    def num_tokens(self) -> int:
-        "Tokens in this step's batch (all sequences' new tokens)."
-        return self.token_ids.shape[0]
-
-    def table_array(self, rows: int | None = None, width: int | None = None) -> np.ndarray:
-        """The chunks' block tables as an int32 matrix `[rows, width]`, zero-padded (extra rows too) and cut to `width`; by default
-        one row per chunk and the longest table's width. Row writes into numpy: ~50x faster than a tensor per row."""
-        rows = len(self.block_tables) if rows is None else rows
-        width = max(map(len, self.block_tables)) if width is None else width
-        a = np.zeros((rows, width), np.int32)
-        for i, t in enumerate(self.block_tables): a[i, :min(len(t), width)] = t[:width]
-        return a
-
-    def _key_structs(self) -> dict:
-        "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
-        if self._keys is not None: return self._keys
-        bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
-        n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
-        tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
-        dec = np.flatnonzero(n == 1)
-        keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
-        k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
-        if dec.size:
-            Ld = int(ctx[dec].max())
-            ds, mask = table_slots(tab[dec], Ld, bs), np.arange(Ld)[None, :] < ctx[dec][:, None]
-            for j, i in enumerate(dec): keys[i] = ds[j, :ctx[i]]
-            k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
-                     dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
-        for i in np.flatnonzero(n != 1):
-            keys[i] = table_slots(tab[i], int(ctx[i]), bs)
-            k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(keys[i]).to(dev)))
-        k.update(key_slots=torch.from_numpy(np.concatenate(keys)).to(dev),
-                 key_offsets=torch.from_numpy(np.repeat(np.concatenate([[0], np.cumsum(ctx)[:-1]]), n)).to(dev))
-        self._keys = k
-        return k
-
-    @property
-    def dec_rows(self) -> torch.Tensor | None:
-        "[B_d] rows of one-token chunks (None if there are none)."
-        return self._key_structs()["dec_rows"]
-    @property
-    def dec_slots(self) -> torch.Tensor | None:
-        "[B_d, L_max] their key slots, padded with the null slot."
-        return self._key_structs()["dec_slots"]
-    @property
-    def dec_mask(self) -> torch.Tensor | None:
-        "[B_d, 1, 1, L_max] True where a key is real."
-        return self._key_structs()["dec_mask"]
-    @property
-    def prefills(self) -> list:
-        "(row_start, row_end, start, key_slots) of the longer chunks."
-        return self._key_structs()["prefills"]
-    @property
-    def key_slots(self) -> torch.Tensor:
-        "Every chunk's key slots (positions 0..start+n-1), concatenated."
-        return self._key_structs()["key_slots"]
-    @property
-    def key_offsets(self) -> torch.Tensor:
-        "[N] where each row's chunk begins in `key_slots` (row r's keys: positions 0..positions[r])."
-        return self._key_structs()["key_offsets"]
+class ModelRunner:
+    """Runs the engine's batches through a model, K/V in the engine's pool. This one is the reference: the torch forward of
+    notebook 05 (`model(batch, pool)`), on any device. Faster runners subclass it and compute the same logits."""
+    name = "torch"
+    def __init__(self, model: Llama, pool: PagedKVPool, **options):
+        if pool.dtype != model.dtype: raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
+        self.model, self.pool = model, pool
 
     @classmethod
-    def build(cls, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
-        """`chunks`: `(token_ids, start, block_table)` per chunk. `logits_rows`: 'last' (last token of each chunk), 'all', or row indices.
-        `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`)."""
-        if not chunks: raise ValueError("a batch needs at least one chunk")
-        toks, pos, slots, cu, ctx, tables = [], [], [], [0], [], []
-        for i, (ids, start, table) in enumerate(chunks):
-            n = len(ids)
-            if n == 0: raise ValueError(f"chunk {i} has no tokens")
-            if start < 0 or -(-(start + n) // block_size) > len(table):
-                raise ValueError(f"chunk {i}: positions {start}..{start + n - 1} do not fit its block table of {len(table)} blocks of {block_size}")
-            toks.extend(ids)
-            if n == 1: pos.append(start); slots.append(table[start // block_size] * block_size + start % block_size)   # a decode row
-            else:
-                pos.extend(range(start, start + n))
-                slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, start + n))
-            cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
-        if isinstance(logits_rows, str):
-            if logits_rows == "last": rows = [c - 1 for c in cu[1:]]
-            elif logits_rows == "all": rows = list(range(cu[-1]))
-            else: raise ValueError(f"logits_rows must be 'last', 'all' or a list of row indices, got {logits_rows!r}")
-        else: rows = list(logits_rows)
-        n, r = len(toks), len(rows)                                      # one tensor, one copy to the device (each copy waits for it)
-        v = torch.tensor(toks + pos + slots + rows, dtype=torch.long).to(device)
-        return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot)
+    def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
+        "Why this runner cannot run `model` with K/V stored as `kv_dtype` (None: the model's dtype); None when it can."
+        return None
 
-# %% ../nbs/11_engine.ipynb 13
-def chunk_attention(q: torch.Tensor, pool: PagedKVPool, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
-    """Causal attention of one chunk's queries `q` `[T, n_heads, head_dim]` (positions `start..start+T-1`) over its keys in `pool`'s
-    layer `layer`: `keys` are the slots of positions `0..start+T-1`. One gather and one `scaled_dot_product_attention`."""
-    T = q.shape[0]
-    k, v = pool.gather(layer, keys)
-    k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]              # [1, n_kv, start+T, hd]
-    o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k, v, attn_mask=causal_mask(T, start, q.device) if start else None,
-                                       is_causal=start == 0, enable_gqa=q.shape[1] != k.shape[1])
-    return o[0].transpose(0, 1)
+    def __call__(self, batch: PagedBatch) -> torch.Tensor:
+        "float32 logits `[len(batch.logits_rows), vocab]`; the batch's K/V are written into the pool."
+        return self.model(batch, self.pool)
 
-def _paged_attention(attn, x, cos, sin, pool: PagedKVPool, layer: int, b: PagedBatch) -> torch.Tensor:
-    "One layer's attention for the whole ragged batch `x` `[N, hidden]`, with K/V in `pool`'s layer `layer`."
-    N, nh, nkv, hd = x.shape[0], attn.nh, attn.nkv, attn.hd
-    q, k, v = project((attn.q_proj, attn.k_proj, attn.v_proj), x)
-    q = apply_rope(q.view(N, nh, hd), cos, sin)
-    pool.write(layer, b.slot_mapping, apply_rope(k.view(N, nkv, hd), cos, sin), v.view(N, nkv, hd))
-    o = torch.empty(N, nh, hd, dtype=q.dtype, device=q.device)
-    gqa = nh != nkv
-    if b.dec_rows is not None:
-        Bd, L = b.dec_slots.shape
-        k, v = pool.gather(layer, b.dec_slots.reshape(-1))                # index_select: ~5x faster than kf[2-D index]
-        k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
-        od = F.scaled_dot_product_attention(q[b.dec_rows][:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=gqa)
-        o[b.dec_rows] = od[:, :, 0]
-    for r0, r1, start, keys in b.prefills: o[r0:r1] = chunk_attention(q[r0:r1], pool, layer, keys, start)
-    return attn.o_proj(o.reshape(N, nh * hd))
+    def warm_up(self):
+        "Anything to do once before the first step (the CUDA runner captures its graphs); nothing here."
+    def __repr__(self): return f"{type(self).__name__}({self.name})"
 
-@torch.inference_mode()
+RUNNERS = {"torch": ("xllm.engine", "ModelRunner"), "cpu": ("xllm.cpu_kernels", "CpuRunner"), "cuda": ("xllm.cuda_runner", "CudaRunner")}
+
+def runner_class(name: str) -> type:
+    "The runner class called `name` ('torch', 'cpu' or 'cuda'); its module is imported only now."
+    if name not in RUNNERS: raise ValueError(f"runner: expected one of {', '.join(map(repr, RUNNERS))}, got {name!r}")
+    import importlib
+    mod, cls = RUNNERS[name]
+    return getattr(importlib.import_module(mod), cls)
+
+def choose_runner(model: Llama, kv_dtype=None, name: str | None = None) -> tuple[type, str]:
+    """The runner class for `model` (K/V stored as `kv_dtype`) and a line saying why. `name` forces one (a ValueError with the
+    reason when it cannot run the model); by default the compiled one of the model's device ('cuda' on a GPU, else 'cpu'), or
+    'torch' when that one cannot run it."""
+    if name is not None:
+        cls = runner_class(name)
+        if (why := cls.unsupported(model, kv_dtype)) is not None: raise ValueError(f"runner {name!r} cannot run this model: {why}")
+        return cls, f"{name} (asked for)"
+    fast = "cuda" if model.device.type == "cuda" else "cpu"
+    if (why := runner_class(fast).unsupported(model, kv_dtype)) is None: return runner_class(fast), fast
+    return runner_class("torch"), f"torch ({fast} runner: {why})"
+
 def forward_paged(model: Llama, batch: PagedBatch, pool: PagedKVPool) -> torch.Tensor:
-    "float32 logits `[len(batch.logits_rows), vocab]` for a ragged batch of chunks, reading and writing K/V in `pool` via block tables."
-    ids = batch.token_ids
-    if ids.numel() == 0: raise ValueError("empty batch")
-    V = model.config.vocab_size
-    lo, hi = ids.aminmax()
-    if lo < 0 or hi >= V: raise ValueError(f"token id {int(lo) if lo < 0 else int(hi)} is outside the vocabulary of {V}")
-    if pool.dtype != model.dtype: raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
-    if ids.device.type == "cpu":                       # the whole step in one call of the compiled CPU kernels (notebook 12a), when they can
-        from xllm.cpu_kernels import paged_forward
-        logits = paged_forward(model, batch, pool)
-        if logits is not None: return logits
-    cos, sin = model.rope(max(batch.context_lens))
-    cos, sin = cos[batch.positions], sin[batch.positions]
-    x = model.model.embed_tokens(ids)
-    for i, layer in enumerate(model.model.layers):
-        h = x + _paged_attention(layer.self_attn, layer.input_layernorm(x), cos, sin, pool, i, batch)
-        x = h + layer.mlp(layer.post_attention_layernorm(h))
-    return model.lm_head(model.model.norm(x[batch.logits_rows])).float()
+    "The reference runner's computation: the torch forward of `batch` over `pool` (`model(batch, pool)`)."
+    return model(batch, pool)
 
-# %% ../nbs/11_engine.ipynb 22
+# %% ../nbs/11_engine.ipynb 18
 @dataclass
 class StepOutput:
     "What one `Engine.step` produced for one request."
@@ -311,13 +199,13 @@ class _Request:
         self.logits_processors, self.stop_checker = list(logits_processors or []), stop_checker
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
 
-# %% ../nbs/11_engine.ipynb 23
+# %% ../nbs/11_engine.ipynb 19
 class Engine:
     "Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`."
     def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
                  kv_cache_memory: int | None = None, enable_prefix_caching: bool = True, max_model_len: int | None = None,
                  num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False,
-                 kv_cache_dtype: str | None = None):
+                 kv_cache_dtype: str | None = None, runner: str | None = None, runner_options: dict | None = None):
         c = self.config = model.config
         self.model, self.tokenizer = model, tokenizer
         if num_blocks is not None: self.pool = PagedKVPool(c, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
@@ -341,11 +229,13 @@ class Engine:
         self.num_steps, self.num_batched_tokens = 0, 0
         self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
-        self.runner = None      # optional: a callable batch -> logits that replaces forward_paged (e.g. xllm.cuda_runner.CudaRunner)
-        if verbose: print(self.kv_cache_report, file=sys.stderr)
+        cls, self.runner_reason = choose_runner(model, self.pool.kv_dtype, runner)       # once: every step goes to this runner
+        self.runner = cls(model, self.pool, max_batch=max_num_seqs, max_model_len=self.max_model_len, **(runner_options or {}))
+        self.runner.warm_up()
+        if verbose: print(f"{self.kv_cache_report}\nrunner: {self.runner_reason}", file=sys.stderr)
 
     def __repr__(self):
-        return f"Engine({self.kv_cache_report}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
+        return f"Engine({self.kv_cache_report}; runner {self.runner.name}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
 
     # ---- requests
     def add_request(self, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
@@ -387,6 +277,20 @@ class Engine:
         req.seq.finish_reason = reason
         self._pending.append(StepOutput(request_id, [], True, reason))
         return True
+
+    @torch.inference_mode()
+    def prompt_logits(self, token_ids: Seq[int]) -> torch.Tensor:
+        """float32 logits `[T, vocab]` at every position of `token_ids`, through the runner, as one chunk in free blocks of the pool
+        that are given back after (no request, no sampling; the running requests are not touched)."""
+        ids = [int(t) for t in token_ids]
+        if not ids or not all(0 <= t < self.config.vocab_size for t in ids):
+            raise ValueError(f"token_ids: expected a non-empty list of ids in 0..{self.config.vocab_size - 1}")
+        bm, seq = self.block_manager, Sequence(("logits", self.num_steps), ids)
+        if not bm.can_allocate(seq, reuse=False):
+            raise ValueError(f"{len(ids)} tokens need {bm.blocks_needed(len(ids))} K/V blocks; {bm.num_free_blocks} of the pool's are free")
+        bm.allocate(seq, reuse=False)
+        try: return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
+        finally: bm.free(seq)
 
     def abort(self, request_id) -> bool:
         "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -461,7 +365,7 @@ class Engine:
             rows = [r1 - 1 for c, r1 in zip(out.chunks, itertools.accumulate(c.num_tokens for c in out.chunks)) if c.samples]
             batch = PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in out.chunks], bm.block_size,
                                      self.pool.null_slot, rows, self.model.device)
-            logits = forward_paged(self.model, batch, self.pool) if self.runner is None else self.runner(batch)   # always: a prefill chunk writes K/V
+            logits = self.runner(batch)                                  # always: a prefill chunk writes K/V
             new, fin, lps = {}, {}, {}
             greedy = self._greedy_rows(sampling, logits)
             batched = self._sampled_rows(sampling, logits, greedy)
@@ -527,7 +431,7 @@ class Engine:
             if bar is not None: bar.close()
         return [results[rid] for rid in ids]
 
-# %% ../nbs/11_engine.ipynb 60
+# %% ../nbs/11_engine.ipynb 56
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):

@@ -89,21 +89,22 @@ class BlockManager:
             else: self.free_blocks.append(b)
 
     # ---- sequence life cycle
-    def can_allocate(self, seq) -> bool:
-        "Whether `allocate(seq)` would succeed now."
-        hits = self._match_prefix(seq.token_ids)
+    def can_allocate(self, seq, reuse: bool = True) -> bool:
+        "Whether `allocate(seq, reuse)` would succeed now."
+        hits = self._match_prefix(seq.token_ids) if reuse else []
         n_fresh = self.blocks_needed(len(seq.token_ids)) - len(hits)
         n_hit_evictable = sum(1 for b, _ in hits if self.ref_counts[b] == 0)
         return n_fresh <= self.num_free_blocks - n_hit_evictable
 
-    def allocate(self, seq) -> int:
-        "Give `seq` blocks for all its tokens, reusing cached prefix blocks. Returns the number of tokens whose K/V is already cached."
+    def allocate(self, seq, reuse: bool = True) -> int:
+        """Give `seq` blocks for all its tokens, reusing cached prefix blocks (unless `reuse=False`: all fresh, e.g. for a sequence whose
+        K/V is computed whole and then dropped). Returns the number of tokens whose K/V is already cached."""
         sid, n = seq.seq_id, len(seq.token_ids)
         if sid in self.block_tables: raise ValueError(f"sequence {sid!r} already has blocks")
         if n == 0: raise ValueError(f"sequence {sid!r} has no tokens")
-        if not self.can_allocate(seq):
+        if not self.can_allocate(seq, reuse):
             raise RuntimeError(f"not enough free KV blocks for sequence {sid!r}: needs {self.blocks_needed(n)}, {self.num_free_blocks} free")
-        hits = self._match_prefix(seq.token_ids)
+        hits = self._match_prefix(seq.token_ids) if reuse else []
         table = []
         for b, _ in hits:
             if self.ref_counts[b] == 0: del self.evictable[b]

@@ -13,7 +13,7 @@ import torch
 
 from .core import ModelFormatError, default_model_path
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
-from . import quant, cpu_kernels
+from . import quant
 from .tokenizer import Tokenizer
 from .chat import apply_chat_template, apply_chat_template_parts
 from .model import Llama
@@ -21,8 +21,8 @@ from .sampling import SamplingParams, Sampler
 from .engine import default_kv_cache_memory
 
 # %% auto 0
-__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'LLM', 'build_engine', 'attach_cuda_runner', 'get_engine',
-           'generate', 'chat', 'stream', 'logits']
+__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputProcessor', 'LLM', 'encode_prompt', 'encode_chat',
+           'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits']
 
 # %% ../nbs/07_llm.ipynb 5
 @dataclass
@@ -51,8 +51,10 @@ class RequestOutput:
     finished: bool = True
 
 # %% ../nbs/07_llm.ipynb 7
-class _Sequence:
-    "One completion being generated: its ids, text, stop rules and finish state. `append(id)` returns the text it releases."
+class OutputProcessor:
+    """One completion being generated, as its caller sees it: ids in, text out (incremental detokenization), stop strings, EOS,
+    stop ids, `max_tokens` and the context end, logprobs, the finish reason. `append(id)` returns the text it releases. Every
+    front end (`LLM`, the CLI, the server, the widget) turns engine outputs into text through it."""
     def __init__(self, tokenizer, prompt_ids: list[int], params, index: int, eos_ids, context: int, prime: bool = True):
         self.prompt_ids, self.params, self.index, self.context = prompt_ids, params, index, context
         self.decoder = tokenizer.stream_decoder(skip_special=True)   # as vLLM's default skip_special_tokens=True
@@ -67,12 +69,13 @@ class _Sequence:
         self.text, self.held = "", ""
         self.logprobs = [] if params.logprobs is not None else None
         self.cumulative_logprob = 0.0
-        self.finish_reason = self.stop_reason = None
+        self.finish_reason = self.stop_reason = self.error = None
+        self.pending = ""                 # text released but not yet handed to the caller (`LLM.stream`)
 
     @property
     def finished(self) -> bool: return self.finish_reason is not None
 
-    def _finish(self, reason, stop_reason=None) -> str:
+    def finish(self, reason, stop_reason=None) -> str:
         "End the sequence; release the held-back text and whatever the decoder still holds."
         self.finish_reason, self.stop_reason = reason, stop_reason
         return self._release(self.decoder.flush(), final=True)
@@ -103,12 +106,12 @@ class _Sequence:
             if self.logprobs is not None: self.logprobs.append(logprobs)
             self.cumulative_logprob += logprobs[token_id]
         n = len(self.token_ids)
-        if token_id in self.eos_ids: return self._finish("stop", None)
-        if token_id in self.stop_ids: return self._finish("stop", token_id)
+        if token_id in self.eos_ids: return self.finish("stop", None)
+        if token_id in self.stop_ids: return self.finish("stop", token_id)
         out = self._release(self.decoder.put(token_id))
         if self.finished: return out   # a stop string completed
         if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
-            out += self._finish("length")
+            out += self.finish("length")
         return out
 
     def output(self) -> CompletionOutput:
@@ -173,12 +176,17 @@ def _packed_gguf(path: Path):
     g = GGUFFile(path)
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
+def _cpu_kernels_run() -> bool:
+    "Whether the compiled CPU kernels (notebook 12a) are on and build here: then a GGUF's packed layers stay packed."
+    from xllm import cpu_kernels
+    return cpu_kernels.ENABLED and cpu_kernels.available()
+
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
                  quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
-                 enforce_eager: bool = False, max_num_batched_tokens: int | None = None):
+                 enforce_eager: bool = False, max_num_batched_tokens: int | None = None, runner: str | None = None):
         self.device = _resolve_device(device)
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
         if quantization == "none": quantization = None      # as the CLI spells it
@@ -195,7 +203,7 @@ class LLM:
             self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
         if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on the CPU (float32 activations)
             quantization = None                    # ... when our compiled kernels run here (the torch path dequantizes per call: slow)
-            if dtype == torch.float32 and self.device.type == "cpu" and cpu_kernels.ENABLED and (g := _packed_gguf(path)) is not None and cpu_kernels.available():
+            if dtype == torch.float32 and self.device.type == "cpu" and _cpu_kernels_run() and (g := _packed_gguf(path)) is not None:
                 qmodel = quant.load_quantized_gguf(g)
                 self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
         if qmodel is None and quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
@@ -213,27 +221,46 @@ class LLM:
         self.tokenizer = Tokenizer.from_file(tok_path, vocab_size=self.config.vocab_size)
         if self.tokenizer.vocab_size > self.config.vocab_size:
             raise ModelFormatError(tok_path, f"tokenizer has {self.tokenizer.vocab_size} tokens but the model's vocabulary has only {self.config.vocab_size}")
+        if qmodel is None:
+            m = Llama.from_weights(self.config, ckpt.weights, dtype=dtype)
+            if quantization is not None: quant.quantize_model(m, quantization, group_size)   # ValueError names group_size
+        else: m = qmodel if dtype == torch.float32 else qmodel.to(dtype)
+        ckpt.weights = {}   # the module holds them now
+        self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
+                    max_num_batched_tokens)
+
+    @classmethod
+    def from_model(cls, model: Llama, tokenizer: Tokenizer, name: str = "model", source: str = "in memory", max_model_len: int | None = None, seed: int | None = None,
+                   runner: str | None = None, kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None,
+                   max_num_seqs: int | None = None, enforce_eager: bool = False, max_num_batched_tokens: int | None = None) -> LLM:
+        "An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file, `source` for its format."
+        self = cls.__new__(cls)
+        self.device, self.config, self.quantization, self.tokenizer = model.device, model.config, getattr(model, "quantization_config", None), tokenizer
+        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        if tokenizer.vocab_size > model.config.vocab_size:
+            raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, more than the model's vocabulary of {model.config.vocab_size}")
+        self.checkpoint, self.model_path = Checkpoint(model.config, {}, source, None), Path(name)
+        self._setup(model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        return self
+
+    def _setup(self, model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens):
+        "The part of building shared by `__init__` and `from_model`: context, seed, engine settings, the runner (chosen now, once)."
         ctx = self.config.max_position_embeddings
         if max_model_len is not None:
             if not isinstance(max_model_len, int) or isinstance(max_model_len, bool) or not 0 < max_model_len <= ctx:
                 raise ValueError(f"max_model_len: must be an integer in [1, {ctx}] (the model's max_position_embeddings), got {max_model_len!r}")
             ctx = max_model_len
-        self.max_model_len = ctx
-        if qmodel is None:
-            m = Llama.from_weights(self.config, ckpt.weights, dtype=dtype)
-            if quantization is not None: quant.quantize_model(m, quantization, group_size)   # ValueError names group_size
-        else: m = qmodel if dtype == torch.float32 else qmodel.to(dtype)
-        self.model = m.to(self.device).eval()
-        ckpt.weights = {}   # the module holds them now
+        self.max_model_len, self.model = ctx, model
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)): raise ValueError(f"seed: expected an integer or None, got {seed!r}")
         self.generator = torch.Generator(device="cpu")   # draws of requests without their own seed
         if seed is None: self.generator.seed()
         else: self.generator.manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
-        self.sampler = Sampler()
-        self._n_decodable = min(self.tokenizer.vocab_size, self.config.vocab_size)   # embedding rows past the tokenizer are never sampled
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
-        self._next_id = 0
+        self._next_id, self._live = 0, {}
         _set_engine_args(self, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        from xllm.engine import choose_runner, _kv_dtype
+        cls, self.runner_reason = choose_runner(model, _kv_dtype(kv_cache_dtype, model.dtype), runner)
+        self.runner_name = cls.name
 
     @property
     def quantization_label(self) -> str | None:
@@ -248,7 +275,7 @@ class LLM:
         c = self.config
         q = f", {self.quantization_label}" if self.quantization else ""
         return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
-                f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device})")
+                f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device}, runner {self.runner_name})")
 
     def get_tokenizer(self) -> Tokenizer:
         "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
@@ -271,13 +298,13 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 
-def _prompt_ids(self, prompt) -> tuple[str | None, list[int]]:
+def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     "Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids)."
     if isinstance(prompt, str):
         return prompt, _check_ids(self, self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos_token))
     if isinstance(prompt, dict) and "prompt_token_ids" in prompt:
         return prompt.get("prompt"), _check_ids(self, prompt["prompt_token_ids"])
-    if isinstance(prompt, dict) and "prompt" in prompt: return _prompt_ids(self, prompt["prompt"])
+    if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
 def _template_fallback(self) -> str | None:
@@ -286,7 +313,7 @@ def _template_fallback(self) -> str | None:
     from xllm.chat import default_template_name
     return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
-def _chat_ids(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
+def encode_chat(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
     one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose)."""
@@ -296,106 +323,68 @@ def _chat_ids(self, messages, chat_template=None, add_generation_prompt=True) ->
     parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
     return "".join(t for t, _ in parts), _check_ids(self, self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
-LLM._prompt_ids, LLM._chat_ids, LLM._check_ids = _prompt_ids, _chat_ids, _check_ids
+LLM.encode_prompt, LLM.encode_chat, LLM._check_ids = encode_prompt, encode_chat, _check_ids
 
 # %% ../nbs/07_llm.ipynb 17
-def _generator(self, params) -> torch.Generator:
-    "The random generator of one request: its own, seeded by `params.seed` when given; else the LLM's (seeded by `LLM(seed=...)`)."
-    return Sampler.make_generator(params) if params.seed is not None else self.generator
-
-@torch.inference_mode()
-def _decode(self, seq: _Sequence, generator, cache, logits) -> Iterator[str]:
-    "Generate `seq` to the end from `logits` (the last prompt position's), yielding released text."
-    while not seq.finished:
-        if self._n_decodable < logits.shape[-1]: logits[self._n_decodable:] = float("-inf")   # padded rows the tokenizer cannot decode
-        r = self.sampler.sample(logits, seq.params, generator, seq.token_ids, seq.prompt_ids)
-        tok = r.token_id
-        lp = {tok: r.logprob, **(r.top_logprobs or {})} if seq.params.logprobs is not None else None
-        delta = seq.append(tok, lp)
-        if delta: yield delta
-        if seq.finished: break
-        logits = self.model(torch.tensor([tok], device=self.device), cache)[-1]
-
-@torch.inference_mode()
-def _prefill(self, ids: list[int], max_tokens: int | None):
-    "Run the prompt; return (cache, logits at the last position)."
-    need = self.max_model_len if max_tokens is None else min(self.max_model_len, len(ids) + max_tokens)
-    cache = self.model.new_cache(max_len=need)
-    logits = self.model(torch.tensor(ids, device=self.device), cache, last_only=True)[-1]
-    return cache, logits
-
-def _run_one(self, prompt, ids, params) -> RequestOutput:
-    "One completion (`n = 1`; more go through the engine) on the contiguous cache: prefill, then decode to the end."
-    cache, logits = _prefill(self, ids, params.max_tokens)
-    seq = _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
-    for _ in _decode(self, seq, _generator(self, params), cache, logits): pass
-    out = RequestOutput(str(self._next_id), prompt, ids, [seq.output()], True)
-    self._next_id += 1
-    return out
-
-def build_engine(llm, max_num_seqs: int | None = None, cuda_runner: bool = True):
-    """A new continuous-batching `Engine` over `llm`'s model: its paged K/V pool (stored as `llm.kv_cache_dtype`)
-    is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need.
-    On a GPU (unless `cuda_runner=False`) its steps go through the runner `attach_cuda_runner` gives it."""
+def build_engine(llm, max_num_seqs: int | None = None):
+    """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`): its paged K/V pool (stored as
+    `llm.kv_cache_dtype`) is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
     from xllm.engine import Engine
     bs, seqs = 16, max_num_seqs or llm.max_num_seqs
-    tokens = getattr(llm, "max_num_batched_tokens", None) or max(512, seqs)   # a step's token budget: prompt chunks and decode rows
+    tokens = llm.max_num_batched_tokens or max(512, seqs)           # a step's token budget: prompt chunks and decode rows
     full = seqs * -(-llm.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
     eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=bs,
                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
-                 eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype)
-    if cuda_runner and llm.model.device.type == "cuda": attach_cuda_runner(eng, seqs, getattr(llm, "enforce_eager", False))
+                 eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=llm.runner_name,
+                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name == "cuda" else None)
+    eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
 
-def attach_cuda_runner(eng, max_batch: int, enforce_eager: bool = False, ops=None):
-    """Give `eng` a `CudaRunner`: its decode steps then run on xllm's CUDA kernels over preallocated buffers, replayed from
-    CUDA graphs captured for batch sizes up to `max_batch` (none with `enforce_eager`), and its prefill and mixed steps
-    eagerly on the same kernels. An int8 K/V pool too, where the kernels attend over it (`int8_kv_supported`). Without CuPy
-    (or with `ops` None off a GPU) the engine is left as it is, with a warning on a GPU. Returns the runner or None."""
-    import xllm.cuda_kernels as ck
-    from xllm.cuda_runner import CudaRunner, TorchOps, int8_kv_supported
-    if eng.pool.quantized and ops is not TorchOps and not int8_kv_supported(eng.model.config): return None
-    if ops is None:
-        if eng.model.device.type != "cuda": return None
-        if not ck.cupy_available():
-            warnings.warn("xllm: CuPy is not installed, so CUDA decode steps run on torch ops, without xllm's kernels or CUDA graphs: "
-                          "pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)", RuntimeWarning, stacklevel=3)
-            return None
-        try: ck.load_kernels(eng.model.device, ck.model_kernel_names(eng.model.config))   # this model's part of the source; a build failure shows here, once
-        except RuntimeError as e:
-            warnings.warn(f"{e}; CUDA steps run on torch ops instead", RuntimeWarning, stacklevel=3)
-            return None
-    eng.runner = CudaRunner(eng.model, eng.pool, max_batch=max_batch, max_model_len=eng.max_model_len, enforce_eager=enforce_eager, ops=ops)
-    eng.runner.capture()                        # [] when eager or off a GPU; a failed capture warns and runs eagerly
-    return eng.runner
-
 def get_engine(self):
-    "The LLM's own `Engine` for batched `generate` (built by `build_engine` on first use, then kept)."
-    if getattr(self, "_engine", None) is None: self._engine = build_engine(self)
+    "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
+    if self._engine is None: self._engine = build_engine(self)
     return self._engine
 
 def _engine_generator(self, p: SamplingParams, index: int = 0):
     "The generator of one engine request: seeded per completion (`index`); unseeded: the LLM's, drawn in a fixed step order; greedy: none."
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
-def _feed(eng, seq: _Sequence, o) -> str:
-    """Give one engine `StepOutput` to its `_Sequence`, which decides stop strings, EOS, stop ids, `max_tokens` and the context
-    end as the one-at-a-time path does; a stop string ends the engine request. Returns the text released."""
+def _feed(eng, seq: OutputProcessor, o) -> str:
+    """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
+    context end; a stop string ends the engine request. Returns the text released."""
     out = ""
     for k, tok in enumerate(o.new_token_ids):
         out += seq.append(tok, o.new_logprobs[k] if o.new_logprobs else None)
         if seq.finished: break
     if seq.finished: eng.finish_request(o.request_id)                   # a stop string (no-op when the engine ended it too)
     elif o.finished:
-        if o.finish_reason == "error": raise RuntimeError(f"request failed in the engine: {o.error}")
-        out += seq._finish(o.finish_reason)
+        if o.finish_reason == "error": seq.error = o.error
+        out += seq.finish(o.finish_reason)
     return out
 
-def _settle(eng, seqs: dict):
-    "Abort the engine requests whose sequences did not finish (an error, or a caller who stopped early) and drain the engine."
+def _pump(self):
+    "One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller)."
+    eng = get_engine(self)
+    for o in eng.step():
+        seq = self._live.get(o.request_id)
+        if seq is None: continue
+        seq.pending += _feed(eng, seq, o)
+        if seq.finished: del self._live[o.request_id]
+
+def _add(self, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
+    "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
+    get_engine(self).add_request(ids, p, request_id=rid, generator=_engine_generator(self, p, index))
+    self._live[rid] = seq = OutputProcessor(self.tokenizer, ids, p, index, self.eos_ids, self.max_model_len)
+    return seq
+
+def _settle(self, seqs: dict):
+    """Abort the engine requests of `seqs` that did not finish (an error, or a caller who stopped early); when nothing else is
+    live, drain the engine (their final outputs), so it is idle again."""
+    eng = get_engine(self)
     for rid, seq in seqs.items():
-        if not seq.finished: eng.abort(rid)
-    while eng.has_unfinished(): eng.step()
+        if not seq.finished: eng.abort(rid); self._live.pop(rid, None)
+    if not self._live:
+        while eng.has_unfinished(): eng.step()
 
 def _check_pool(self, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
@@ -407,54 +396,31 @@ def _check_pool(self, eng, prompts, params):
         need = min(self.max_model_len, len(ids) + (p.max_tokens or 1))
         if need > cap:
             asked = f"prompt ({len(ids)} tokens)" + (f" + max_tokens ({p.max_tokens})" if p.max_tokens else "")
-            raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the batching engine's "
+            raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the engine's "
                              f"pool holds ({cap} tokens in kv_cache_memory={self.kv_cache_memory} bytes); raise kv_cache_memory or ask for fewer tokens")
 
-def _run_engine(self, requests, params, use_tqdm=True) -> list[RequestOutput]:
-    """All requests (each of their `n` completions is one engine request) continuously batched through `get_engine()`.
-    The engine produces token ids; each completion's `_Sequence` turns them into text and decides stop strings, EOS, stop ids,
-    `max_tokens` and the context end exactly as the one-at-a-time path does; a stop string ends the engine request by its hook."""
+def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
+    """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
+    `n` completions is one engine request. A completion the engine failed raises, naming the error."""
     from tqdm.auto import tqdm
-    eng = get_engine(self)
-    _check_pool(self, eng, [ids for _, ids in requests], params)
+    _check_pool(self, get_engine(self), [ids for _, ids in requests], params)
     base = self._next_id; self._next_id += len(requests)         # taken first: ids are never reused, whatever happens below
     seqs, bar = {}, None
     try:
         for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
-            for i in range(p.n):
-                rid = ("llm", base + r, i)
-                eng.add_request(ids, p, request_id=rid, generator=_engine_generator(self, p, i))
-                seqs[rid] = _Sequence(self.tokenizer, ids, p, i, self.eos_ids, self.max_model_len)
+            for i in range(p.n): seqs[("llm", base + r, i)] = _add(self, ids, p, ("llm", base + r, i), i)
         bar = tqdm(total=len(seqs), desc="generate", disable=not use_tqdm or len(seqs) < 2)
-        while any(not s.finished for s in seqs.values()):
-            for o in eng.step():
-                seq = seqs.get(o.request_id)
-                if seq is None or seq.finished: continue
-                _feed(eng, seq, o)
-                if seq.finished: bar.update(1)
-    finally:                                                        # an error, Ctrl-C: what was added is aborted, the engine drained
+        while (left := sum(not s.finished for s in seqs.values())):
+            _pump(self)
+            bar.update(left - sum(not s.finished for s in seqs.values()))
+            if (bad := next((s for s in seqs.values() if s.error), None)): raise RuntimeError(f"request failed in the engine: {bad.error}")
+    finally:                                                        # an error, Ctrl-C: what was added is aborted
         if bar is not None: bar.close()
-        _settle(eng, seqs)
+        _settle(self, seqs)
     return [RequestOutput(str(base + r), prompt, ids, [seqs[("llm", base + r, i)].output() for i in range(p.n)], True)
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
-def _single_on_engine(self) -> bool:
-    """Whether one completion goes through the engine too: when the engine has a runner (on a GPU: CUDA graphs make a
-    decode step one launch, where the contiguous path launches every kernel of the model) and nothing else is running on it."""
-    eng = getattr(self, "_engine", None)
-    if eng is None and self.device.type == "cuda":                    # build it only where it gets a runner
-        import xllm.cuda_kernels as ck
-        from xllm.cuda_runner import int8_kv_supported
-        if ck.cupy_available() and (self.kv_cache_dtype != "int8" or int8_kv_supported(self.config)): eng = get_engine(self)
-    return eng is not None and eng.runner is not None and not eng.has_unfinished()
-
-def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
-    """Run every request (prompt text, prompt ids) with its params: a single completion on the contiguous cache (or the
-    engine, see `_single_on_engine`), several through the engine."""
-    if len(requests) == 1 and params[0].n == 1 and not _single_on_engine(self): return [_run_one(self, *requests[0], params[0])]
-    return _run_engine(self, requests, params, use_tqdm)
-
-LLM._decode, LLM._prefill, LLM._run, LLM.get_engine = _decode, _prefill, _run, get_engine
+LLM._run, LLM.get_engine = _run, get_engine
 
 # %% ../nbs/07_llm.ipynb 19
 def _params(params, n: int | None = None):
@@ -476,7 +442,7 @@ def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
         raise ValueError("prompts: a list of integers is read as several prompts; pass token ids as {'prompt_token_ids': [...]}")
     out = []
     for i, p in enumerate(prompts):
-        try: out.append(self._prompt_ids(p))
+        try: out.append(self.encode_prompt(p))
         except ValueError as e:
             if len(prompts) == 1: raise
             raise ValueError(f"prompts[{i}]: {e}") from None
@@ -499,44 +465,34 @@ def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = 
             raise ValueError(f"messages[{i}]: no 'role' in {messages[i]!r:.60} (expected {{'role': ..., 'content': ...}})")
         raise ValueError("messages: expected a list of {'role': ..., 'content': ...} dicts, or a list of such lists")
     params = _params(params, len(convs))
-    return self._run([self._chat_ids(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
+    return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
 def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
     params = _params(params)
     if params.n != 1: raise ValueError(f"n: stream() generates one completion, got n={params.n}")
-    _, ids = self._chat_ids(prompt) if _is_conversation(prompt) and prompt else self._prompt_ids(prompt)
+    _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
     return self._stream_ids(ids, params)
 
 def _stream_ids(self, ids, params) -> Iterator[str]:
-    "The text of one completion as it is generated: on the contiguous cache, or through the engine (see `_single_on_engine`)."
-    return _stream_engine(self, ids, params) if _single_on_engine(self) else _stream_contiguous(self, ids, params)
-
-def _stream_contiguous(self, ids, params):
-    seq = _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
-    cache, logits = self._prefill(ids, params.max_tokens)
-    yield from self._decode(seq, _generator(self, params), cache, logits)
-    self.last_stream_output = seq.output()
-
-def _stream_engine(self, ids, params):
-    "One completion stepped through the LLM's engine, its text released as the contiguous path releases it; aborted if left early."
-    eng, seq = get_engine(self), _Sequence(self.tokenizer, ids, params, 0, self.eos_ids, self.max_model_len)
-    _check_pool(self, eng, [ids], [params])
+    "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
+    _check_pool(self, get_engine(self), [ids], [params])
     rid = ("llm-stream", self._next_id)
     self._next_id += 1
-    eng.add_request(ids, params, request_id=rid, generator=_engine_generator(self, params))
+    seq = _add(self, ids, params, rid)
     try:
-        while not seq.finished:
-            for o in eng.step():
-                if o.request_id == rid and (text := _feed(eng, seq, o)): yield text
-    finally: _settle(eng, {rid: seq})                                   # the engine is idle again
+        while not seq.finished or seq.pending:
+            if seq.pending: text, seq.pending = seq.pending, ""; yield text
+            else: _pump(self)
+            if seq.error: raise RuntimeError(f"request failed in the engine: {seq.error}")
+    finally: _settle(self, {rid: seq})
     self.last_stream_output = seq.output()
 
 @torch.inference_mode()
 def logits(self, ids) -> torch.Tensor:
-    "float32 logits [T, V] at every position of `ids` (no cache, no sampling)."
+    "float32 logits [T, V] at every position of `ids` (no sampling), through the engine's runner."
     if isinstance(ids, torch.Tensor): ids = ids.tolist()
     ids = self._check_ids(ids, "input", limit=self.max_model_len + 1)
-    return self.model(torch.tensor(ids, device=self.device)).float().cpu()
+    return get_engine(self).prompt_logits(ids).cpu()
 
 LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat, stream, _stream_ids, logits

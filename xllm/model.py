@@ -5,12 +5,15 @@
 # %% ../nbs/05_model.ipynb 3
 from __future__ import annotations
 import math
+from dataclasses import dataclass, field
+from typing import Sequence as Seq
+import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from .core import LlamaConfig, ModelFormatError
 
 # %% auto 0
-__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_tables', 'rotate_half', 'apply_rope', 'KVCache', 'causal_mask', 'project',
-           'Attention', 'MLP', 'Block', 'Llama']
+__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_tables', 'rotate_half', 'apply_rope', 'KVCache', 'table_slots', 'PagedBatch',
+           'causal_mask', 'chunk_attention', 'Attention', 'MLP', 'Block', 'Llama']
 
 # %% ../nbs/05_model.ipynb 7
 class RMSNorm(nn.Module):
@@ -54,60 +57,184 @@ def rope_tables(inv_freq: torch.Tensor, n: int, dtype=torch.float32):
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
-def _compiled_rope():
-    "`xllm.cpu_kernels.rope_` when the compiled CPU kernels are enabled and built (notebook 12a), else None."
-    from xllm import cpu_kernels as ck
-    return ck.rope_ if ck.ENABLED and ck.build() is not None else None
-
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     "Split the last dimension into halves `(a, b)` and return `(-b, a)`."
     a, b = x.chunk(2, dim=-1)
     return torch.cat((-b, a), dim=-1)
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate `x` `[T, heads, head_dim]` by the angles of its positions (`cos`, `sin`: `[T, head_dim]`). Float32 on the CPU without
-    autograd takes the compiled kernel: one pass instead of five torch operations, the same bits (it rounds like torch)."""
-    fast = (x.dtype == cos.dtype == sin.dtype == torch.float32 and x.device.type == "cpu" and x.dim() == 3 and x.numel() > 0
-            and cos.shape == sin.shape == (x.shape[0], x.shape[2]) and not (torch.is_grad_enabled() and x.requires_grad))
-    if fast and (rope := _compiled_rope()) is not None: return rope(x.clone(memory_format=torch.contiguous_format), cos, sin)
+    "Rotate `x` `[T, heads, head_dim]` by the angles of its positions (`cos`, `sin`: `[T, head_dim]`)."
     return x * cos[:, None, :] + rotate_half(x) * sin[:, None, :]
 
 # %% ../nbs/05_model.ipynb 20
 class KVCache:
-    "Keys and values of one sequence for every layer, preallocated `[layers, max_len, n_kv_heads, head_dim]`; the first `length` positions are filled."
+    """One sequence's keys and values: a K/V pool of one block of `max_len` slots (block table `[0]`, slot = position), plus a
+    null slot that stays zero. `k` / `v` are `[layers, max_len + 1, n_kv_heads, head_dim]`; the first `length` positions are filled."""
+    quantized = False
     def __init__(self, n_layers: int, max_len: int, n_kv_heads: int, head_dim: int, dtype=torch.float32, device=None):
         if max_len <= 0: raise ValueError(f"max_len must be a positive number of tokens, got {max_len}")
-        self.k = torch.empty(n_layers, max_len, n_kv_heads, head_dim, dtype=dtype, device=device)
-        self.v = torch.empty_like(self.k)
-        self.length = 0
+        self.k = torch.zeros(n_layers, max_len + 1, n_kv_heads, head_dim, dtype=dtype, device=device)
+        self.v = torch.zeros_like(self.k)
+        self.k_flat, self.v_flat = list(self.k), list(self.v)       # per layer [slots, n_kv, head_dim], as the paged pool has them
+        self.dtype, self.length, self.block_size, self.null_slot, self.table = dtype, 0, max_len, max_len, [0]
 
     @property
     def max_len(self) -> int:
         "Tokens the cache has room for."
-        return self.k.shape[1]
+        return self.block_size
     def reset(self):
         "Forget the sequence (the memory is reused)."
         self.length = 0
-    def __repr__(self): return f"KVCache(length={self.length}, max_len={self.max_len}, shape={tuple(self.k.shape)}, dtype={self.k.dtype})"
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        "Store `k`, `v` `[n, n_kv, head_dim]` of layer `layer` at `slots`."
+        self.k_flat[layer].index_copy_(0, slots, k); self.v_flat[layer].index_copy_(0, slots, v)
+    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        "K and V `[len(slots), n_kv, head_dim]` of layer `layer` at `slots`."
+        return self.k_flat[layer].index_select(0, slots), self.v_flat[layer].index_select(0, slots)
+    @property
+    def kv_dtype(self) -> torch.dtype:
+        "How K/V are stored: the model's dtype (the paged pool may store int8)."
+        return self.dtype
+    def batch(self, ids: list[int], last_only: bool = False) -> PagedBatch:
+        """The sequence's next `len(ids)` tokens (positions `length..`) as a batch of one chunk; the caller advances `length` after
+        the forward. A ValueError when they do not fit."""
+        T, start = len(ids), self.length
+        if start + T > self.max_len:
+            raise ValueError(f"prompt of {T} tokens exceeds the context of {self.max_len}" if start == 0 else
+                             f"{T} new tokens after {start} cached ones exceed the context of {self.max_len}")
+        return PagedBatch.build([(ids, start, self.table)], self.block_size, self.null_slot, "last" if last_only else "all", self.k.device)
+    def __repr__(self): return f"KVCache(length={self.length}, max_len={self.max_len}, {self.k.shape[0]} layers, dtype={self.dtype})"
 
 # %% ../nbs/05_model.ipynb 23
+def table_slots(table: np.ndarray, length: int, block_size: int) -> np.ndarray:
+    "The pool slots of positions 0..length-1 through `table` (one block table, or a matrix of them, one per row): int64."
+    pos = np.arange(length)
+    return table[..., pos // block_size].astype(np.int64) * block_size + pos % block_size
+
+# %% ../nbs/05_model.ipynb 25
+@dataclass
+class PagedBatch:
+    """One step's ragged batch: the tokens of all chunks concatenated, and how to find each chunk's K/V in the pool.
+    The key-slot structures (`dec_*`, `prefills`, `key_slots`, `key_offsets`) are built on first use."""
+    token_ids: torch.Tensor              # [N] int64
+    positions: torch.Tensor              # [N] int64
+    slot_mapping: torch.Tensor           # [N] where each new token's K/V is written
+    cu_seqlens: list[int]                # [B+1] chunk i is rows cu_seqlens[i]:cu_seqlens[i+1]
+    context_lens: list[int]              # [B] keys chunk i attends to (start + n)
+    block_tables: list[list[int]]        # [B] the chunks' block tables
+    logits_rows: torch.Tensor            # rows whose logits the forward returns
+    block_size: int = 16
+    null_slot: int = 0                   # a slot that is always zero: the padding of dec_slots
+    _keys: dict | None = field(default=None, repr=False)
+
+    @property
+    def num_tokens(self) -> int:
+        "Tokens in this batch (all chunks' new tokens)."
+        return self.token_ids.shape[0]
+
+    def table_array(self, rows: int | None = None, width: int | None = None) -> np.ndarray:
+        """The chunks' block tables as an int32 matrix `[rows, width]`, zero-padded (extra rows too) and cut to `width`; by default
+        one row per chunk and the longest table's width. Row writes into numpy: ~50x faster than a tensor per row."""
+        rows = len(self.block_tables) if rows is None else rows
+        width = max(map(len, self.block_tables)) if width is None else width
+        a = np.zeros((rows, width), np.int32)
+        for i, t in enumerate(self.block_tables): a[i, :min(len(t), width)] = t[:width]
+        return a
+    def _key_structs(self) -> dict:
+        "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
+        if self._keys is not None: return self._keys
+        bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
+        n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
+        tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
+        dec = np.flatnonzero(n == 1)
+        keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
+        k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
+        if dec.size:
+            Ld = int(ctx[dec].max())
+            ds, mask = table_slots(tab[dec], Ld, bs), np.arange(Ld)[None, :] < ctx[dec][:, None]
+            for j, i in enumerate(dec): keys[i] = ds[j, :ctx[i]]
+            k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
+                     dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
+        for i in np.flatnonzero(n != 1):
+            keys[i] = table_slots(tab[i], int(ctx[i]), bs)
+            k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(keys[i]).to(dev)))
+        k.update(key_slots=torch.from_numpy(np.concatenate(keys)).to(dev),
+                 key_offsets=torch.from_numpy(np.repeat(np.concatenate([[0], np.cumsum(ctx)[:-1]]), n)).to(dev))
+        self._keys = k
+        return k
+
+    @property
+    def dec_rows(self) -> torch.Tensor | None:
+        "[B_d] rows of one-token chunks (None if there are none)."
+        return self._key_structs()["dec_rows"]
+    @property
+    def dec_slots(self) -> torch.Tensor | None:
+        "[B_d, L_max] their key slots, padded with the null slot."
+        return self._key_structs()["dec_slots"]
+    @property
+    def dec_mask(self) -> torch.Tensor | None:
+        "[B_d, 1, 1, L_max] True where a key is real."
+        return self._key_structs()["dec_mask"]
+    @property
+    def prefills(self) -> list:
+        "(row_start, row_end, start, key_slots) of the longer chunks."
+        return self._key_structs()["prefills"]
+    @property
+    def key_slots(self) -> torch.Tensor:
+        "Every chunk's key slots (positions 0..start+n-1), concatenated."
+        return self._key_structs()["key_slots"]
+    @property
+    def key_offsets(self) -> torch.Tensor:
+        "[N] where each row's chunk begins in `key_slots` (row r's keys: positions 0..positions[r])."
+        return self._key_structs()["key_offsets"]
+
+    @classmethod
+    def build(cls, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
+        """`chunks`: `(token_ids, start, block_table)` per chunk. `logits_rows`: 'last' (last token of each chunk), 'all', or row indices.
+        `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`)."""
+        if not chunks: raise ValueError("a batch needs at least one chunk")
+        toks, pos, slots, cu, ctx, tables = [], [], [], [0], [], []
+        for i, (ids, start, table) in enumerate(chunks):
+            n = len(ids)
+            if n == 0: raise ValueError(f"chunk {i} has no tokens")
+            if start < 0 or -(-(start + n) // block_size) > len(table):
+                raise ValueError(f"chunk {i}: positions {start}..{start + n - 1} do not fit its block table of {len(table)} blocks of {block_size}")
+            toks.extend(ids)
+            if n == 1: pos.append(start); slots.append(table[start // block_size] * block_size + start % block_size)   # a decode row
+            else:
+                pos.extend(range(start, start + n))
+                slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, start + n))
+            cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
+        if isinstance(logits_rows, str):
+            if logits_rows == "last": rows = [c - 1 for c in cu[1:]]
+            elif logits_rows == "all": rows = list(range(cu[-1]))
+            else: raise ValueError(f"logits_rows must be 'last', 'all' or a list of row indices, got {logits_rows!r}")
+        else: rows = list(logits_rows)
+        n, r = len(toks), len(rows)                                      # one tensor, one copy to the device (each copy waits for it)
+        v = torch.tensor(toks + pos + slots + rows, dtype=torch.long).to(device)
+        return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot)
+
+# %% ../nbs/05_model.ipynb 29
 def causal_mask(T: int, start: int, device=None) -> torch.Tensor | None:
     "Boolean `[T, start+T]` mask (True = may attend) for T new tokens after `start` cached ones; None when no masking is needed (T == 1)."
     if T == 1: return None
     return torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
 
-# %% ../nbs/05_model.ipynb 26
+# %% ../nbs/05_model.ipynb 32
 def _linear(n_in: int, n_out: int, bias: bool, device=None) -> nn.Linear: return nn.Linear(n_in, n_out, bias=bias, device=device)
 
-def project(mods, x: torch.Tensor) -> list[torch.Tensor]:
-    """The outputs of linear layers that read the same `x` (q, k, v; gate, up): one fused call into the compiled CPU kernels when
-    they can run all of them (quantized layers on the CPU, notebook 12a's `fused_linears`), else layer by layer."""
-    from xllm.cpu_kernels import fused_linears
-    ys = fused_linears(mods, x)
-    return ys if ys is not None else [m(x) for m in mods]
+def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
+    """Causal attention of one chunk's queries `q` `[T, n_heads, head_dim]` (positions `start..start+T-1`) over its keys in `kv`'s
+    layer `layer`: `keys` are the slots of positions `0..start+T-1`. One gather and one `scaled_dot_product_attention`."""
+    T = q.shape[0]
+    k, v = kv.gather(layer, keys)
+    k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]              # [1, n_kv, start+T, hd]
+    o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k, v, attn_mask=causal_mask(T, start, q.device) if start else None,
+                                       is_causal=start == 0, enable_gqa=q.shape[1] != k.shape[1])
+    return o[0].transpose(0, 1)
 
 class Attention(nn.Module):
-    "Grouped-query self-attention with RoPE; appends this step's keys/values to layer `idx` of the cache."
+    "Grouped-query self-attention with RoPE over a batch; writes the batch's keys/values into layer `idx` of the K/V store."
     def __init__(self, c: LlamaConfig, idx: int, device=None):
         super().__init__()
         self.idx, self.nh, self.nkv, self.hd = idx, c.num_attention_heads, c.num_key_value_heads, c.head_dim
@@ -115,19 +242,22 @@ class Attention(nn.Module):
         self.q_proj, self.k_proj = _linear(H, self.nh * self.hd, b, device), _linear(H, self.nkv * self.hd, b, device)
         self.v_proj, self.o_proj = _linear(H, self.nkv * self.hd, b, device), _linear(self.nh * self.hd, H, b, device)
 
-    def forward(self, x, cos, sin, cache: KVCache, start: int, mask):
-        "Attention over positions `start..start+T`: write this chunk's K/V into `cache`, attend to all K/V up to it."
-        T, end = x.shape[0], start + x.shape[0]
-        q, k, v = project((self.q_proj, self.k_proj, self.v_proj), x)
-        q = apply_rope(q.view(T, self.nh, self.hd), cos, sin)
-        cache.k[self.idx, start:end] = apply_rope(k.view(T, self.nkv, self.hd), cos, sin)
-        cache.v[self.idx, start:end] = v.view(T, self.nkv, self.hd)
-        k, v = cache.k[None, self.idx, :end].transpose(1, 2), cache.v[None, self.idx, :end].transpose(1, 2)   # [1, kv_heads, end, head_dim]
-        o = F.scaled_dot_product_attention(q[None].transpose(1, 2), k, v, attn_mask=mask, is_causal=start == 0 and T > 1,
-                                           enable_gqa=self.nh != self.nkv)                                  # [1, heads, T, head_dim]
-        return self.o_proj(o[0].transpose(0, 1).reshape(T, self.nh * self.hd))
+    def forward(self, x, cos, sin, kv, b: PagedBatch):
+        "Attention of the batch's rows `x` `[N, hidden]` (rotated by `cos`/`sin` `[N, head_dim]`), with K/V in `kv`."
+        N, nh, nkv, hd, i = x.shape[0], self.nh, self.nkv, self.hd, self.idx
+        q = apply_rope(self.q_proj(x).view(N, nh, hd), cos, sin)
+        kv.write(i, b.slot_mapping, apply_rope(self.k_proj(x).view(N, nkv, hd), cos, sin), self.v_proj(x).view(N, nkv, hd))
+        o = torch.empty(N, nh, hd, dtype=q.dtype, device=q.device)
+        if b.dec_rows is not None:                                        # every one-token chunk in one call
+            Bd, L = b.dec_slots.shape
+            k, v = kv.gather(i, b.dec_slots.reshape(-1))                   # index_select: ~5x faster than a 2-D index
+            k, v = k.view(Bd, L, nkv, hd).transpose(1, 2), v.view(Bd, L, nkv, hd).transpose(1, 2)   # [B_d, n_kv, L_max, hd]
+            od = F.scaled_dot_product_attention(q[b.dec_rows][:, :, None], k, v, attn_mask=b.dec_mask, enable_gqa=nh != nkv)
+            o[b.dec_rows] = od[:, :, 0]
+        for r0, r1, start, keys in b.prefills: o[r0:r1] = chunk_attention(q[r0:r1], kv, i, keys, start)
+        return self.o_proj(o.reshape(N, nh * hd))
 
-# %% ../nbs/05_model.ipynb 28
+# %% ../nbs/05_model.ipynb 34
 class MLP(nn.Module):
     "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`."
     def __init__(self, c: LlamaConfig, device=None):
@@ -136,8 +266,7 @@ class MLP(nn.Module):
         self.gate_proj, self.up_proj, self.down_proj = _linear(H, I, b, device), _linear(H, I, b, device), _linear(I, H, b, device)
     def forward(self, x):
         "SwiGLU: `down_proj(silu(gate_proj(x)) * up_proj(x))`."
-        gate, up = project((self.gate_proj, self.up_proj), x)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 class Block(nn.Module):
     "One decoder layer: pre-norm attention, then pre-norm MLP, each added to the residual stream."
@@ -145,14 +274,14 @@ class Block(nn.Module):
         super().__init__()
         self.input_layernorm, self.self_attn = RMSNorm(c.hidden_size, c.rms_norm_eps, device), Attention(c, idx, device)
         self.post_attention_layernorm, self.mlp = RMSNorm(c.hidden_size, c.rms_norm_eps, device), MLP(c, device)
-    def forward(self, x, cos, sin, cache, start, mask):
-        "`x` [T, hidden] through this layer; its K/V for positions `start..start+T` go into `cache`."
-        h = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, start, mask)
+    def forward(self, x, cos, sin, kv, batch):
+        "The batch's rows `x` `[N, hidden]` through this layer; their K/V go into `kv`."
+        h = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, batch)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-# %% ../nbs/05_model.ipynb 30
+# %% ../nbs/05_model.ipynb 36
 class Llama(nn.Module):
-    "A LLaMA-family decoder with Hugging Face `LlamaForCausalLM` parameter names, for one sequence at a time."
+    "A LLaMA-family decoder with Hugging Face `LlamaForCausalLM` parameter names; one forward over a batch of sequences' chunks."
     def __init__(self, config: LlamaConfig, device=None):
         super().__init__()
         c = self.config = config
@@ -208,26 +337,25 @@ class Llama(nn.Module):
         return self.cos, self.sin
 
     @torch.inference_mode()
-    def forward(self, input_ids, cache: KVCache | None = None, last_only: bool = False) -> torch.Tensor:
-        "float32 logits `[T, vocab]` for `input_ids` `[T]`, continuing the sequence in `cache` (whose `length` grows by T)."
-        ids = torch.as_tensor(input_ids, device=self.device)
+    def forward(self, batch, kv=None, last_only: bool = False) -> torch.Tensor:
+        """float32 logits of `batch.logits_rows` for a `PagedBatch`, with K/V in `kv`. Given token ids `[T]` instead: one sequence
+        continued in the `KVCache` `kv` (whose `length` grows by T), logits `[T, vocab]` (`[1, vocab]` with `last_only`)."""
+        if not isinstance(batch, PagedBatch): return self._sequence(batch, kv, last_only)
+        cos, sin = self.rope(max(batch.context_lens))
+        cos, sin = cos[batch.positions], sin[batch.positions]
+        x = self.model.embed_tokens(batch.token_ids)
+        for layer in self.model.layers: x = layer(x, cos, sin, kv, batch)
+        return self.lm_head(self.model.norm(x[batch.logits_rows])).float()
+
+    def _sequence(self, input_ids, cache: KVCache | None, last_only: bool) -> torch.Tensor:
+        "One sequence's next tokens as a batch of one chunk over `cache`; the ids are checked here."
+        ids = torch.as_tensor(input_ids)
         if ids.dim() != 1 or ids.numel() == 0 or ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"input_ids must be a non-empty 1-D integer tensor, got shape {tuple(ids.shape)} and dtype {ids.dtype}")
         T, V = ids.shape[0], self.config.vocab_size
         lo, hi = ids.aminmax()
         if lo < 0 or hi >= V: raise ValueError(f"token id {int(lo) if lo < 0 else int(hi)} is outside the vocabulary of {V}")
         if cache is None: cache = self.new_cache(T)
-        start, end = cache.length, cache.length + T
-        if end > cache.max_len:
-            raise ValueError(f"prompt of {T} tokens exceeds the context of {cache.max_len}" if start == 0 else
-                             f"{T} new tokens after {start} cached ones exceed the context of {cache.max_len}")
-        if ids.device.type == "cpu":          # the compiled CPU path (notebook 12a) when it can run this model and cache
-            from xllm.cpu_kernels import decode_step, prefill
-            logits = decode_step(self, ids, cache) if T == 1 else prefill(self, ids, cache, last_only)
-            if logits is not None: return logits
-        cos, sin = self.rope(end)
-        cos, sin, mask = cos[start:end], sin[start:end], causal_mask(T, start, self.device) if start else None
-        x = self.model.embed_tokens(ids)
-        for layer in self.model.layers: x = layer(x, cos, sin, cache, start, mask)
-        cache.length = end
-        return self.lm_head(self.model.norm(x[-1:] if last_only else x)).float()
+        logits = self(cache.batch(ids.tolist(), last_only), cache)
+        cache.length += T
+        return logits

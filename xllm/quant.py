@@ -156,15 +156,9 @@ class Int8Linear(_QuantLinear):
 
     def _aten_ok(self): return self.scales.dim() == 1
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, any number of rows) when it applies, else the ATen path of `kernel`."
-        from xllm.cpu_kernels import quant_linear
-        y = quant_linear(self, x)
-        return super().forward(x) if y is None else y
-
     def _aten(self, x, dt):
         if dt not in self._kcache:
-            w, pad = self.weight, -self.in_features % 8       # ATen's kernel reads past the row end unless in % 8 == 0
+            w, pad = self.weight, -self.in_features % 16      # ATen's kernel reads past the row end unless in % 16 == 0 (in 40, 104, 120: a crash)
             if pad: w = F.pad(w, (0, pad))
             self._kcache[dt] = (w, self.scales.to(dt), pad)
         w, s, pad = self._kcache[dt]
@@ -203,12 +197,6 @@ class Int4Linear(_QuantLinear):
 
     def _aten_ok(self): return self.group_size % 32 == 0 and self.group_size <= self.in_features
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        "The compiled CPU kernel (`xllm.cpu_kernels.quant_linear`: float32 activations, any number of rows) when it applies, else the ATen path of `kernel`."
-        from xllm.cpu_kernels import quant_linear
-        y = quant_linear(self, x)
-        return super().forward(x) if y is None else y
-
     keep_packed = False   # without compiled kernels: keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy
 
     def _aten_pack(self, dt):
@@ -220,7 +208,7 @@ class Int4Linear(_QuantLinear):
         return packed, torch.stack([s, z], -1).transpose(0, 1).contiguous().to(dt)
 
     def _direct(self, x):
-        "Reached only without the compiled kernels (`forward` tries them first): ATen's kernel on a kept copy, or dequantize for one float32 GEMM."
+        "ATen's kernel on a kept copy, or dequantize for one float32 GEMM (the compiled CPU runner of notebook 12a reads the nibbles itself)."
         return None if self.keep_packed else F.linear(x.float(), self.dequantize())
 
     def _aten(self, x, dt):
@@ -228,7 +216,6 @@ class Int4Linear(_QuantLinear):
         packed, sz = self._kcache[dt]
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), packed, self.group_size, sz)
         return y[:, :self.out_features] if y.shape[1] != self.out_features else y
-
 
 # %% ../nbs/12_quantization.ipynb 23
 LINEAR_NAMES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
@@ -693,20 +680,19 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
 
 # %% ../nbs/12_quantization.ipynb 67
 @torch.inference_mode()
-def perplexity(model, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
-    "Perplexity of `model` on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored."
+def perplexity(logits_fn, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
+    """Perplexity on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored. `logits_fn(ids)` gives the
+    logits at every position of a window: a `Llama` (its torch forward) or `LLM.logits` (through the engine's runner)."""
     from tqdm.auto import tqdm
     ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1)
     if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 4: raise ValueError(f"ctx: expected an integer >= 4, got {ctx!r}")
     n_chunks = ids.numel() // ctx
     if n_chunks == 0: raise ValueError(f"ctx: {ids.numel()} tokens do not fill one window of ctx={ctx} tokens")
     first, nll, count = ctx // 2, 0.0, 0
-    cache = model.new_cache(ctx)
     for c in tqdm(range(n_chunks), desc=f"perplexity (ctx {ctx})", unit="window", disable=not progress):
         window = ids[c * ctx:(c + 1) * ctx].clone()
         if bos_id is not None: window[0] = bos_id
-        cache.length = 0
-        logits = model(window, cache)
+        logits = logits_fn(window)
         lp = torch.log_softmax(logits[first:ctx - 1].double(), dim=-1)
         target = ids[c * ctx + first + 1:(c + 1) * ctx]
         nll -= lp.gather(1, target[:, None]).sum().item()

@@ -47,10 +47,6 @@ class Sequence:
         "Number of tokens generated so far."
         return len(self.token_ids) - self.num_prompt_tokens
     @property
-    def is_finished(self) -> bool:
-        "Whether the sequence has finished (stopped, hit its length limit or was aborted)."
-        return self.status is SequenceStatus.FINISHED
-    @property
     def is_prefilling(self) -> bool:
         "Whether prompt tokens (other than the last one) still wait to be computed."
         return self.num_computed_tokens < len(self.token_ids) - 1
@@ -78,10 +74,6 @@ class ScheduledChunk:
     def samples(self) -> bool:
         "Whether this chunk reaches the end of the sequence, so a new token is sampled from its last position."
         return self.start + self.num_tokens == len(self.seq.token_ids)
-    @property
-    def is_prefill(self) -> bool:
-        "Whether this chunk is (part of) a prefill rather than a one-token decode step."
-        return not (self.num_tokens == 1 and self.samples and self.start >= self.seq.num_prompt_tokens)
 
 @dataclass
 class SchedulerOutput:
@@ -93,10 +85,6 @@ class SchedulerOutput:
     def num_batched_tokens(self) -> int:
         "Total tokens over all chunks of this step."
         return sum(c.num_tokens for c in self.chunks)
-    @property
-    def is_empty(self) -> bool:
-        "Whether nothing was scheduled."
-        return not self.chunks
     def __len__(self): return len(self.chunks)
 
 # %% ../nbs/10_scheduler.ipynb 10

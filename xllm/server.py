@@ -167,9 +167,9 @@ def logit_bias_processor(bias: dict[int, float]):
 async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0, processors=None):
     """`index`: the choice's place in the response; `choice`: its number among its prompt's `n` (picks its seeded random stream, as in
     `LLM.generate`); `processors`: its logits processors (`logit_bias`)."""
-    from xllm.llm import _Sequence
+    from xllm.llm import OutputProcessor
     llm = state.llm
-    seq = _Sequence(llm.tokenizer, ids, params, index, llm.eos_ids, llm.max_model_len)
+    seq = OutputProcessor(llm.tokenizer, ids, params, index, llm.eos_ids, llm.max_model_len)
     agen = state.engine.generate(ids, params, index=choice, logits_processors=processors)
     lps = []                  # (token id, {id: logprob}) of the tokens not yet sent, when logprobs are asked for
     async def put(d, fin=None, ntok=None):
@@ -185,7 +185,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
             if seq.finished: break
             if o.finished:
                 if o.finish_reason not in ("stop", "length"): raise RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
-                d = seq._finish(o.finish_reason)
+                d = seq.finish(o.finish_reason)
                 if d: await put(d)
                 break
     except Exception as e:
@@ -320,7 +320,7 @@ def _chat_messages(messages) -> list[dict]:
     return out
 
 def _token_bytes(tok, i: int) -> bytes:
-    try: return tok._token_bytes(int(i), False)[0]
+    try: return tok.token_bytes(int(i))
     except Exception: return tok.id_to_piece(int(i)).encode()
 
 def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
@@ -398,7 +398,6 @@ class _BodyLimit:
         except Exception:
             if not refused: raise
 
-
 # %% ../nbs/16_server.ipynb 26
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
@@ -448,7 +447,6 @@ def _openapi(app, keyed: bool) -> dict:
                 r["413"] = err(f"body larger than {MAX_BODY_BYTES} bytes")
                 r["503"] = err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")
     return s
-
 
 # %% ../nbs/16_server.ipynb 27
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
@@ -616,7 +614,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         st.check_choices(len(ps) * params.n)                # before any tokenizing: a request that can never run costs nothing
         for p in ps:
             if isinstance(p, str): st.check_chars(len(p), "prompt")
-        prompts, limits = await encode([lambda p=p: llm._prompt_ids(p) for p in ps], "prompt", req, params)   # each checked before the next
+        prompts, limits = await encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await respond("text_completion", request, req, prompts, limits, params, bias, echo=req.echo)
 
     @app.post("/v1/chat/completions")
@@ -625,7 +623,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         msgs = _chat_messages(req.messages)
         st.check_choices(params.n)
         st.check_chars(sum(len(m["content"]) for m in msgs), "messages")
-        prompts, limits = await encode([lambda: llm._chat_ids(msgs)], "messages", req, params)
+        prompts, limits = await encode([lambda: llm.encode_chat(msgs)], "messages", req, params)
         return await respond("chat.completion", request, req, prompts, limits, params, bias)
 
     def openapi():
@@ -704,11 +702,11 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     if api_key is None and not _loopback(host):
         print(f"xllm: warning: listening on {host}, beyond this machine, with no API key: anyone who can reach it can use it "
               "(--api-key, XLLM_API_KEY or --api-key-file)", file=sys.stderr, flush=True)
-    print(f"xllm: serving {llm.model_path.name} on http://{host}:{port}/v1 ({app.state.xllm.core.kv_cache_report})", flush=True)
+    core = app.state.xllm.core
+    print(f"xllm: serving {llm.model_path.name} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
     stopped = lambda: print(f"xllm: stopped ({app.state.xllm.close()} requests were unfinished)", flush=True)
     server = _uvicorn_server(app, host, port, shutdown_timeout, "info", stopped)
     import signal
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):     # a closed terminal: as SIGTERM
         signal.signal(signal.SIGHUP, lambda sig, frame: server.handle_exit(signal.SIGTERM, frame))
     server.run(sockets=[_socket(server.config)])     # uvicorn re-raises the signal it stopped for, once it is done
-

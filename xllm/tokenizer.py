@@ -494,6 +494,10 @@ class Tokenizer:
         if i in self._keeps_start: return self.model.token_bytes(i), True
         return self._start_bytes(i)
 
+    def token_bytes(self, i: int) -> bytes:
+        "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
+        return self._token_bytes(self._check_id(i), False)[0]
+
     def decode(self, ids, skip_special: bool = False) -> str:
         "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
         chunks, cur, start = [], [], True

@@ -1,4 +1,4 @@
-// ---------------------------------------------------------------- the fused decode step of a whole model
+// ---------------------------------------------------------------- a whole model in one call: the engine's step
 struct LayerIdx { const float *attn_norm, *ffn_norm; int q, k, v, o, gate, up, down; };
 
 struct Plan {
@@ -22,89 +22,11 @@ struct Plan {
         for (int64_t i = 0; i < H; i++)
             out[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
     }
-    // one token at position pos: K/V appended to kc/vc [L, max_len, nkv, hd]; logits written to out [V]
-    void step(int64_t token, int64_t pos, int64_t maxlen, float* kbase, float* vbase, const float* cp, const float* sp, float* logits, int nt_) {
-        std::lock_guard<std::mutex> hold(busy);
-        int nt = nthreads_ok((int)nt_);
-        const int64_t len = pos + 1, nq = nh * hd, nk = nkv * hd, rows_qkv = nq + 2 * nk;
-        int64_t pmax = 0; for (auto& l : lins) pmax = std::max(pmax, prep_floats(l));
-        int64_t need_priv = H + 3 * (pmax + 8) + len + 16;
-        if ((int)priv.size() < nt) priv.resize(nt);
-        for (int t = 0; t < nt; t++) if ((int64_t)priv[t].size() < need_priv) priv[t].resize(need_priv + 1024);
-        embed_row(token, x.data());
-        const float scale = 1.0f / std::sqrt((float)hd);
-        bar.count.store(0);
-        if (prof) { t_mark = now(); prof_steps++; }
-#pragma omp parallel num_threads(nt)
-        {
-#ifdef _OPENMP
-            const int tid = omp_get_thread_num(), n = omp_get_num_threads();   // OpenMP may give fewer threads than asked
-#else
-            const int tid = 0, n = 1;
-#endif
-            bar.n.store(n, std::memory_order_relaxed);   // every thread, before its first wait: the team's real size (all store the same)
-            float* xn = priv[tid].data(); float* prepA = xn + H; float* prepB = prepA + pmax + 8; float* prepC = prepB + pmax + 8; float* scores = prepC + pmax + 8;
-            Prep p;
-            for (int64_t l = 0; l < L; l++) {
-                const LayerIdx& ly = layers[l];
-                const Lin &Lq = lins[ly.q], &Lk = lins[ly.k], &Lv = lins[ly.v], &Lo = lins[ly.o], &Lg = lins[ly.gate], &Lu = lins[ly.up], &Ld = lins[ly.down];
-                // 1. norm (each thread its own copy) and q|k|v rows split over threads
-                rmsnorm(x.data(), ly.attn_norm, eps, H, xn);
-                auto same = [](const Lin& a, const Lin& b) { return a.kind == b.kind && a.a8 == b.a8 && (a.kind != Q4 || a.G == b.G); };
-                Prep pq, pk, pv; prepare(Lq, xn, prepA, pq);
-                if (same(Lk, Lq)) pk = pq; else prepare(Lk, xn, prepB, pk);
-                if (same(Lv, Lq)) pv = pq; else if (same(Lv, Lk)) pv = pk; else prepare(Lv, xn, prepC, pv);
-                int64_t r0, r1; split(rows_qkv, tid, n, r0, r1);
-                for (int64_t r = r0; r < r1; r++)
-                    qkv[r] = r < nq ? row_dot(Lq, r, pq) : r < nq + nk ? row_dot(Lk, r - nq, pk) : row_dot(Lv, r - nq - nk, pv);
-                bar.wait(); if (prof && tid == 0) mark(0);
-                // 2. RoPE on q and k, append k and v to the cache
-                if (tid == 0) {
-                    for (int64_t h = 0; h < nh; h++) rope_head(qkv.data() + h * hd, cp, sp, hd);
-                    float* kd = kbase + ((l * maxlen + pos) * nkv) * hd; float* vd = vbase + ((l * maxlen + pos) * nkv) * hd;
-                    for (int64_t h = 0; h < nkv; h++) rope_head(qkv.data() + nq + h * hd, cp, sp, hd);
-                    std::memcpy(kd, qkv.data() + nq, nk * sizeof(float)); std::memcpy(vd, qkv.data() + nq + nk, nk * sizeof(float));
-                }
-                bar.wait(); if (prof && tid == 0) mark(1);
-                // 3. attention, heads split over threads
-                int64_t h0, h1; split(nh, tid, n, h0, h1, 1);
-                for (int64_t h = h0; h < h1; h++) {
-                    int64_t j = h / (nh / nkv);
-                    attend_head(qkv.data() + h * hd, kbase + (l * maxlen * nkv + j) * hd, vbase + (l * maxlen * nkv + j) * hd, nullptr, len, nkv * hd, hd, scale, scores, att.data() + h * hd);
-                }
-                bar.wait(); if (prof && tid == 0) mark(2);
-                // 4. x += o_proj(att)
-                prepare(Lo, att.data(), prepA, p);
-                split(H, tid, n, r0, r1);
-                for (int64_t r = r0; r < r1; r++) x[r] += row_dot(Lo, r, p);
-                bar.wait(); if (prof && tid == 0) mark(3);
-                // 5. norm, then h = silu(gate xn) * (up xn), rows split
-                rmsnorm(x.data(), ly.ffn_norm, eps, H, xn);
-                Prep pg, pu; prepare(Lg, xn, prepA, pg); pu = pg;
-                if (!same(Lu, Lg)) prepare(Lu, xn, prepB, pu);
-                split(I, tid, n, r0, r1);
-                for (int64_t r = r0; r < r1; r++) hbuf[r] = silu(row_dot(Lg, r, pg)) * row_dot(Lu, r, pu);
-                bar.wait(); if (prof && tid == 0) mark(4);
-                // 6. x += down(h)
-                prepare(Ld, hbuf.data(), prepA, p);
-                split(H, tid, n, r0, r1);
-                for (int64_t r = r0; r < r1; r++) x[r] += row_dot(Ld, r, p);
-                bar.wait(); if (prof && tid == 0) mark(5);
-            }
-            rmsnorm(x.data(), norm, eps, H, xn);
-            const Lin& Lh = lins[head];
-            prepare(Lh, xn, prepA, p);
-            int64_t r0, r1; split(V, tid, n, r0, r1, 16);
-            for (int64_t r = r0; r < r1; r++) logits[r] = row_dot(Lh, r, p);
-        }
-        if (prof) mark(6);
-    }
-
     // ---- many rows in one call: a prompt, or an engine step's ragged batch of chunks of several sequences
     // Row r is token ids[r] at position pos[r]. Its K/V go to row wslot[r] of layer l's caches kb[l], vb[l] ([rows, nkv, hd]);
     // it attends to its sequence's positions 0..pos[r], stored at rows keys[koff[r] + t] (keys null: at row t, a contiguous
     // cache). cos/sin: tables [positions, hd]. Logits of rows out_rows[0..M) go to logits [M, V].
-    // One parallel region for the whole call, phases separated by the barrier (as in step): waking sleeping OpenMP threads
+    // One parallel region for the whole call, phases separated by the barrier: waking sleeping OpenMP threads
     // for each of a layer's dozen phases costs tens of microseconds each time. The products are gemm_part on x packed once
     // per input (the row path below GEMM_MIN_ROWS rows).
     std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;

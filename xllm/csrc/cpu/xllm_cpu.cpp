@@ -1,4 +1,4 @@
-// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a fused decode step.
+// xllm CPU kernels: quantized GEMV/GEMM, RMSNorm, RoPE, SiLU-multiply, decode attention, and a whole model in one call.
 // One translation unit: xllm.core.read_source inlines the quoted includes below, in this order.
 // region: unit
 #include <algorithm>
@@ -102,9 +102,6 @@ void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds
     Plan* P = (Plan*)p;
     for (int i = 0; i < 7; i++) { out[i] = P->phase[i]; P->phase[i] = 0; }
     out[7] = (double)P->prof_steps; P->prof_steps = 0; P->prof = enable != 0;
-}
-void xk_plan_step(void* p, int64_t token, int64_t pos, int64_t maxlen, float* kc, float* vc, const float* cs, const float* sn, float* logits, int nt) {
-    ((Plan*)p)->step(token, pos, maxlen, kc, vc, cs, sn, logits, nt);
 }
 void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
                      const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits, int nt) {
