@@ -35,11 +35,14 @@ max_batch = max(len(x[1]) for x in work)
 t0 = time.perf_counter()
 llm = random_llm(a.random_weights, a.device, a.dtype, a.tokenizer, max_num_seqs=max_batch, kv_cache_memory=a.kv_cache_memory,
                  kv_cache_dtype=a.kv_cache_dtype, quantization=a.quantization, group_size=a.group_size,
-                 runner="cuda" if a.runner != "none" else None, enforce_eager=a.runner == "eager")
+                 runner="cuda" if a.runner != "none" and a.device.startswith("cuda") else None, enforce_eager=a.runner == "eager")
 build_s = time.perf_counter() - t0
 t0 = time.perf_counter()
 eng = llm.get_engine()                                      # the engine and its runner (the CUDA runner captures its graphs here)
 capture_s = time.perf_counter() - t0
+if a.runner != "none" and not a.device.startswith("cuda"):     # off a GPU: the CUDA runner's wiring on torch ops (a test of it, not a speed)
+    from xllm.cuda_runner import CudaRunner, TorchOps
+    eng.runner = CudaRunner(llm.model, eng.pool, max_batch=max_batch, max_model_len=eng.max_model_len, enforce_eager=True, ops=TorchOps)
 runner = eng.runner if eng.runner.name == "cuda" else None
 if runner is not None and a.kernel_chunk_tokens is not None: runner.kernel_chunk_tokens = a.kernel_chunk_tokens
 weight_bytes = sum(t.numel() * t.element_size() for t in {id(t): t for t in llm.model.state_dict().values()}.values())

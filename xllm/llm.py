@@ -73,7 +73,9 @@ class OutputProcessor:
         self.pending = ""                 # text released but not yet handed to the caller (`LLM.stream`)
 
     @property
-    def finished(self) -> bool: return self.finish_reason is not None
+    def finished(self) -> bool:
+        "Whether the completion has ended (`finish_reason` is set)."
+        return self.finish_reason is not None
 
     def finish(self, reason, stop_reason=None) -> str:
         "End the sequence; release the held-back text and whatever the decoder still holds."
@@ -115,6 +117,7 @@ class OutputProcessor:
         return out
 
     def output(self) -> CompletionOutput:
+        "The completion so far as a `CompletionOutput`."
         return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
                                 self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
 
