@@ -6,7 +6,7 @@ struct Plan {
     std::vector<Lin> lins; std::vector<LayerIdx> layers;
     const float *embed = nullptr, *norm = nullptr; int head = -1;
     Lin emb_q; bool emb_quant = false;   // an INT8 embedding (rows dequantized on lookup)
-    std::vector<float> x, qkv, att, hbuf; std::vector<std::vector<float>> priv; Barrier bar;
+    std::vector<std::vector<float>> priv, privX; Barrier bar;
     std::mutex busy;   // one call at a time (ctypes releases the GIL): the buffers and the barrier are shared
     // optional timing of the step's phases (seconds summed over steps), read by thread 0 right after each barrier
     bool prof = false; double phase[7] = {0, 0, 0, 0, 0, 0, 0}, t_mark = 0; int64_t prof_steps = 0;
@@ -14,9 +14,7 @@ struct Plan {
     void mark(int i) { double t = now(); phase[i] += t - t_mark; t_mark = t; }
 
     Plan(int64_t L_, int64_t H_, int64_t nh_, int64_t nkv_, int64_t hd_, int64_t I_, int64_t V_, double eps_)
-        : L(L_), H(H_), nh(nh_), nkv(nkv_), hd(hd_), I(I_), V(V_), eps((float)eps_), layers(L_) {
-        x.resize(H); qkv.resize((nh + 2 * nkv) * hd); att.resize(nh * hd); hbuf.resize(I);
-    }
+        : L(L_), H(H_), nh(nh_), nkv(nkv_), hd(hd_), I(I_), V(V_), eps((float)eps_), layers(L_) {}
     void embed_row(int64_t token, float* out) const {
         if (!emb_quant) { std::memcpy(out, embed + token * H, H * sizeof(float)); return; }
         for (int64_t i = 0; i < H; i++)
@@ -28,7 +26,10 @@ struct Plan {
     // cache). cos/sin: tables [positions, hd]. Logits of rows out_rows[0..M) go to logits [M, V].
     // One parallel region for the whole call, phases separated by the barrier: waking sleeping OpenMP threads
     // for each of a layer's dozen phases costs tens of microseconds each time. The products are gemm_part on x packed once
-    // per input (the row path below GEMM_MIN_ROWS rows).
+    // per input (the row path below GEMM_MIN_ROWS rows). A few rows (a decode step, SMALL_ROWS or fewer) keep the residual
+    // stream and its norms in each thread's own copy, every thread computing all rows: no barrier around the norms and the
+    // residual adds (6 a layer instead of 9), the same sums in the same order, so the same bits.
+    static constexpr int64_t SMALL_ROWS = 4;
     std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;
     std::vector<int64_t> blk;   // attention blocks: rows blk[b]..blk[b+1]-1, consecutive positions of one sequence
     Scratch XP;   // packed panels: 32-byte aligned (the GEMM's aligned loads)
@@ -64,8 +65,9 @@ struct Plan {
         const int64_t nblk = (int64_t)blk.size() - 1;
         grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
         grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
-        if ((int)priv.size() < nt) priv.resize(nt);
-        for (int t = 0; t < nt; t++) grow(priv[t], QB * grp * maxlen + 16);
+        const bool small = N <= SMALL_ROWS && M <= N;
+        if ((int)priv.size() < nt) { priv.resize(nt); privX.resize(nt); }
+        for (int t = 0; t < nt; t++) { grow(priv[t], QB * grp * maxlen + 16); if (small) grow(privX[t], 2 * N * H); }
         const float scale = 1.0f / std::sqrt((float)hd);
         bar.count.store(0);
         if (prof) { t_mark = now(); prof_steps++; }
@@ -79,13 +81,16 @@ struct Plan {
             bar.n.store(n, std::memory_order_relaxed);   // every thread, before its first wait: the team's real size (all store the same)
             float* scores = priv[tid].data();
             int64_t r0, r1; split(N, tid, n, r0, r1, 1);                 // this thread's rows in the row-wise phases
-            for (int64_t r = r0; r < r1; r++) embed_row(ids[r], X.data() + r * H);
+            float* x = small ? privX[tid].data() : X.data();             // the residual stream (this thread's copy when small)
+            float* xn = small ? x + N * H : XN.data();
+            const int64_t x0 = small ? 0 : r0, x1 = small ? N : r1;     // the rows of x this thread updates
+            for (int64_t r = x0; r < x1; r++) embed_row(ids[r], x + r * H);
             for (int64_t l = 0; l < L; l++) {
                 const LayerIdx& ly = layers[l];
                 // 1. norm, then q|k|v as one product
-                for (int64_t r = r0; r < r1; r++) rmsnorm(X.data() + r * H, ly.attn_norm, eps, H, XN.data() + r * H);
-                bar.wait();
-                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lin(ls, 3, XN.data(), N, ys, tid, n); }
+                for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.attn_norm, eps, H, xn + r * H);
+                if (!small) bar.wait();
+                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lin(ls, 3, xn, N, ys, tid, n); }
                 if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, K/V written to their slots
                 for (int64_t r = r0; r < r1; r++) {
@@ -108,25 +113,28 @@ struct Plan {
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
                 { float* y = Tmp.data(); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); }
-                for (int64_t r = r0; r < r1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) X[i] += Tmp[i];
+                for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(3);
                 // 5. norm, gate|up as one product, silu(gate) * up
-                for (int64_t r = r0; r < r1; r++) rmsnorm(X.data() + r * H, ly.ffn_norm, eps, H, XN.data() + r * H);
-                bar.wait();
-                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lin(ls, 2, XN.data(), N, ys, tid, n); }
+                for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.ffn_norm, eps, H, xn + r * H);
+                if (!small) bar.wait();
+                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lin(ls, 2, xn, N, ys, tid, n); }
                 for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
                 bar.wait(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
                 { float* y = Tmp.data(); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); }
-                for (int64_t r = r0; r < r1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) X[i] += Tmp[i];
+                for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(5);
             }
             // the final norm and the head, for the asked rows only (any thread's rows: wait for all the residual updates)
-            bar.wait();
-            int64_t m0, m1; split(M, tid, n, m0, m1, 1);
-            for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + out_rows[i] * H, norm, eps, H, XN.data() + i * H);
-            bar.wait();
-            if (M > 0) lin(&lins[head], 1, XN.data(), M, &logits, tid, n);
+            if (small) for (int64_t i = 0; i < M; i++) rmsnorm(x + out_rows[i] * H, norm, eps, H, xn + i * H);   // xn: free again
+            else {
+                bar.wait();
+                int64_t m0, m1; split(M, tid, n, m0, m1, 1);
+                for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + out_rows[i] * H, norm, eps, H, XN.data() + i * H);
+                bar.wait();
+            }
+            if (M > 0) lin(&lins[head], 1, small ? xn : XN.data(), M, &logits, tid, n);
         }
         if (prof) mark(6);
     }
