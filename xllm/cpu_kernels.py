@@ -4,7 +4,7 @@
 
 # %% ../nbs/12a_cpu_kernels.ipynb 4
 from __future__ import annotations
-import ctypes, hashlib, os, platform, re, shutil, subprocess, threading, warnings, weakref
+import ctypes, hashlib, os, platform, re, shutil, subprocess, threading, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path

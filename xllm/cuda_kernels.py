@@ -499,7 +499,7 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
 
 def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of `q`,
-    their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and the fallback
+    their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and the route
     for shapes the tiled kernel does not serve, run the decode attention over these rows."""
     rows, trow, lens = [], [], []
     for r0, n, c, s in chunks:

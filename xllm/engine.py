@@ -4,16 +4,14 @@
 
 # %% ../nbs/11_engine.ipynb 4
 from __future__ import annotations
-import asyncio, itertools, numbers, queue, sys, threading, time
-from dataclasses import dataclass, field
+import asyncio, itertools, numbers, queue, sys, threading
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence as Seq
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .core import LlamaConfig
-from .model import Llama, PagedBatch, table_slots, chunk_attention
+from .model import Llama, PagedBatch, table_slots, chunk_attention   # the last three: also xllm.engine's, as before
 from .kv_cache import BlockManager, num_blocks_for_budget, kv_cache_report, kv_cache_bytes_per_token, _fmt_bytes
 from .scheduler import Scheduler, Sequence, SequenceStatus
 from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
