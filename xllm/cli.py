@@ -383,9 +383,7 @@ def _sampling_params(args, default_max_tokens: int):
 
 def _template_note(llm):
     "Say on stderr when the model carries no chat template, and which built-in format stands in for it."
-    from xllm.llm import _template_fallback
-    if note := _template_fallback(llm): print(f"xllm: note: {note}", file=sys.stderr)
-    llm._template_noted = True                               # said here, once: the API's warning would repeat it
+    if note := llm.chat_template_note(): print(f"xllm: note: {note}", file=sys.stderr)   # said here, once: the API does not repeat it
 
 def _load(args):
     from xllm.llm import LLM

@@ -21,8 +21,8 @@ from .sampling import SamplingParams, Sampler
 from .engine import default_kv_cache_memory
 
 # %% auto 0
-__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputProcessor', 'LLM', 'encode_prompt', 'encode_chat',
-           'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits']
+__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputProcessor', 'LLM', 'encode_prompt',
+           'chat_template_note', 'encode_chat', 'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits']
 
 # %% ../nbs/07_llm.ipynb 5
 @dataclass
@@ -310,23 +310,24 @@ def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
-def _template_fallback(self) -> str | None:
-    "When the model carries no chat template, which built-in format stands in for it (a sentence); else None."
-    if getattr(self.tokenizer, "chat_template", None): return None
+def chat_template_note(self) -> str | None:
+    """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
+    is asked (by `encode_chat`, which warns with it, or a front end that says it its own way); else None."""
+    if getattr(self, "_template_noted", False) or getattr(self.tokenizer, "chat_template", None): return None
     from xllm.chat import default_template_name
+    self._template_noted = True
     return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 def encode_chat(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
     one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose)."""
-    if chat_template is None and not getattr(self, "_template_noted", False) and (note := _template_fallback(self)):
-        self._template_noted = True
+    if chat_template is None and (note := chat_template_note(self)):
         warnings.warn(f"{note} (pass chat_template= to choose)", stacklevel=3)
     parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
     return "".join(t for t, _ in parts), _check_ids(self, self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
-LLM.encode_prompt, LLM.encode_chat, LLM._check_ids = encode_prompt, encode_chat, _check_ids
+LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = encode_prompt, encode_chat, chat_template_note, _check_ids
 
 # %% ../nbs/07_llm.ipynb 17
 def build_engine(llm, max_num_seqs: int | None = None):
