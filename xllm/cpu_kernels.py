@@ -457,18 +457,22 @@ class CpuRunner(ModelRunner):
         "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
         kf, vf = self.pool.k_flat, self.pool.v_flat
         self.plan.check(self.model)
-        _check_batch(batch, self.plan.vocab, kf[0].shape[0])
-        cos, sin = self.model.rope(max(batch.context_lens))
+        n_pos = _check_batch(batch, self.plan.vocab, kf[0].shape[0])
+        cos, sin = self.model.rope(n_pos)
         return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                                  batch.key_slots, batch.key_offsets, self.threads)
 
-def _check_batch(b, vocab: int, rows: int):
-    "Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows), else a ValueError."
+def _check_batch(b, vocab: int, rows: int) -> int:
+    """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output rows
+    than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must cover."""
     N, nkeys = b.token_ids.shape[0], b.key_slots.shape[0]
+    if b.logits_rows.shape[0] > N: raise ValueError(f"PagedBatch: {b.logits_rows.shape[0]} logits rows for {N} tokens")
     ints = (b.token_ids, b.positions, b.slot_mapping, b.key_slots, b.key_offsets, b.logits_rows)
     if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints): raise ValueError("PagedBatch index tensors must be contiguous int64")
     if b.positions.shape[0] != N or b.slot_mapping.shape[0] != N or b.key_offsets.shape[0] != N:
         raise ValueError(f"PagedBatch of {N} tokens with {b.positions.shape[0]} positions, {b.slot_mapping.shape[0]} slots, {b.key_offsets.shape[0]} key offsets")
     for name, t, hi in (("token id", b.token_ids, vocab), ("slot", b.slot_mapping, rows), ("key slot", b.key_slots, rows),
-                        ("logits row", b.logits_rows, N), ("position", b.positions, nkeys), ("key", b.key_offsets + b.positions, nkeys)):
+                        ("logits row", b.logits_rows, N), ("position", b.positions, nkeys), ("key offset", b.key_offsets, nkeys),
+                        ("key", b.key_offsets + b.positions, nkeys)):
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi): raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
+    return int(b.positions.max()) + 1

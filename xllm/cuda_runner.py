@@ -425,7 +425,7 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
 def _call(self, batch: PagedBatch) -> torch.Tensor:
     "What `forward_paged(model, batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
     if self.supports(batch): return self.step(batch)
-    assert self.supports_ragged(batch), "a batch past the runner's max_model_len"
+    if not self.supports_ragged(batch): raise ValueError(f"a batch past the runner's max_model_len ({self.max_model_len})")
     self.num_ragged_steps += 1
     return self.ragged(batch)
 

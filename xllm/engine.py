@@ -223,6 +223,7 @@ class Engine:
         self.sampler = Sampler()
         self.requests: dict[Any, _Request] = {}
         self._pending: list[StepOutput] = []         # final outputs of requests ended between steps (abort, finish_request)
+        self._stepping, self._deferred = False, []   # inside step(): requests ended meanwhile, ended when it returns
         self._next_id = 0
         self.num_steps, self.num_batched_tokens = 0, 0
         self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
@@ -268,7 +269,12 @@ class Engine:
         return request_id
 
     def finish_request(self, request_id, reason: str = "stop") -> bool:
-        "End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if unknown/finished."
+        """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
+        unknown/finished. Called while a step runs (a generator finalized by the garbage collector, from inside it), it takes
+        effect when that step ends."""
+        if self._stepping:
+            if request_id not in self.requests: return False
+            self._deferred.append((request_id, reason)); return True
         req = self.requests.pop(request_id, None)
         if req is None: return False
         self.scheduler.abort(request_id)
@@ -283,12 +289,14 @@ class Engine:
         ids = [int(t) for t in token_ids]
         if not ids or not all(0 <= t < self.config.vocab_size for t in ids):
             raise ValueError(f"token_ids: expected a non-empty list of ids in 0..{self.config.vocab_size - 1}")
-        bm, seq = self.block_manager, Sequence(("logits", self.num_steps), ids)
+        bm, seq = self.block_manager, Sequence(object(), ids)              # an id no request can have
         if not bm.can_allocate(seq, reuse=False):
-            raise ValueError(f"{len(ids)} tokens need {bm.blocks_needed(len(ids))} K/V blocks; {bm.num_free_blocks} of the pool's are free")
+            raise ValueError(f"{len(ids)} tokens need {bm.blocks_needed(len(ids))} K/V blocks of {bm.block_size} tokens; {bm.num_free_blocks} of the "
+                             f"pool's {bm.num_blocks} are free (the pool is sized by kv_cache_memory: raise it, or score fewer tokens at once)")
+        stats = bm.num_queried_blocks, bm.num_hit_blocks, bm.peak_used_blocks  # not a request: the cache statistics stay the requests'
         bm.allocate(seq, reuse=False)
         try: return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
-        finally: bm.free(seq)
+        finally: bm.free(seq); bm.num_queried_blocks, bm.num_hit_blocks, bm.peak_used_blocks = stats
 
     def abort(self, request_id) -> bool:
         "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -352,6 +360,14 @@ class Engine:
     @torch.inference_mode()
     def step(self) -> list[StepOutput]:
         "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
+        self._stepping = True
+        try: return self._step()
+        finally:
+            self._stepping = False
+            for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
+            self._deferred.clear()
+
+    def _step(self) -> list[StepOutput]:
         outputs, self._pending = self._pending, []
         sched, bm = self.scheduler, self.block_manager
         out = sched.schedule()

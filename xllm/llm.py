@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_llm.ipynb 3
 from __future__ import annotations
-import math, numbers, time, warnings
+import collections, math, numbers, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -259,7 +259,7 @@ class LLM:
         if seed is None: self.generator.seed()
         else: self.generator.manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
-        self._next_id, self._live = 0, {}
+        self._next_id, self._live, self._unfed = 0, {}, collections.deque()
         _set_engine_args(self, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
         from xllm.engine import choose_runner, _kv_dtype
         cls, self.runner_reason = choose_runner(model, _kv_dtype(kv_cache_dtype, model.dtype), runner)
@@ -367,9 +367,13 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     return out
 
 def _pump(self):
-    "One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller)."
+    """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
+    The step's outputs wait in `_unfed` until each is handed over: if handing one raises (Ctrl-C, a failing decoder), the
+    others are not lost, the next call delivers them before stepping again."""
     eng = get_engine(self)
-    for o in eng.step():
+    if not self._unfed: self._unfed.extend(eng.step())
+    while self._unfed:
+        o = self._unfed.popleft()
         seq = self._live.get(o.request_id)
         if seq is None: continue
         seq.pending += _feed(eng, seq, o)
