@@ -436,22 +436,28 @@ class CpuRunner(ModelRunner):
     name = "cpu"
     def __init__(self, model, pool, threads: int | None = None, **options):
         super().__init__(model, pool)
-        if (why := self.unsupported(model, pool.kv_dtype)) is not None: raise ValueError(f"the CPU runner cannot run this model: {why}")
+        self.plan = None if (why := self._unsupported_before_plan(model, pool.kv_dtype)) else ModelPlan(model)   # built once
+        if why := why or self.plan.reason: raise ValueError(f"the CPU runner cannot run this model: {why}")
         c = model.config
         if len(pool.k_flat) != c.num_hidden_layers or any(t.shape[1:] != (c.num_key_value_heads, c.head_dim) or not t.is_contiguous()
                                                            for t in pool.k_flat + pool.v_flat):
             raise ValueError("the K/V pool does not have this model's layers and heads")
-        self.plan, self.threads = ModelPlan(model), threads
+        self.threads = threads
 
     @classmethod
     def unsupported(cls, model, kv_dtype=None) -> str | None:
-        "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None."
+        "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
+        return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
+
+    @staticmethod
+    def _unsupported_before_plan(model, kv_dtype) -> str | None:
+        "What rules the kernels out before a plan is built: switched off, the dtype or device, the K/V dtype, no build."
         if not ENABLED: return "the compiled CPU kernels are off (XLLM_CPU_KERNELS=0)"
         if model.device.type != "cpu" or model.dtype != torch.float32:
             return f"the model is {str(model.dtype).replace('torch.', '')} on {model.device.type} (the kernels run float32 on the CPU)"
         if kv_dtype not in (None, torch.float32): return f"K/V stored as {str(kv_dtype).replace('torch.', '')} (the kernels read float32 K/V)"
         if build() is None: return f"the kernels did not build here: {status()}"
-        return ModelPlan(model).reason
+        return None
 
     def __call__(self, batch) -> torch.Tensor:
         "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."

@@ -203,7 +203,7 @@ class Engine:
     def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
                  kv_cache_memory: int | None = None, enable_prefix_caching: bool = True, max_model_len: int | None = None,
                  num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False,
-                 kv_cache_dtype: str | None = None, runner: str | None = None, runner_options: dict | None = None):
+                 kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None):
         c = self.config = model.config
         self.model, self.tokenizer = model, tokenizer
         if num_blocks is not None: self.pool = PagedKVPool(c, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
@@ -228,7 +228,8 @@ class Engine:
         self.num_steps, self.num_batched_tokens = 0, 0
         self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
-        cls, self.runner_reason = choose_runner(model, self.pool.kv_dtype, runner)       # once: every step goes to this runner
+        if isinstance(runner, type): cls, self.runner_reason = runner, runner.name         # chosen already (by an LLM): not checked twice
+        else: cls, self.runner_reason = choose_runner(model, self.pool.kv_dtype, runner)   # once: every step goes to this runner
         self.runner = cls(model, self.pool, max_batch=max_num_seqs, max_model_len=self.max_model_len, **(runner_options or {}))
         self.runner.warm_up()
         if verbose: print(f"{self.kv_cache_report}\nrunner: {self.runner_reason}", file=sys.stderr)

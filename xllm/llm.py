@@ -333,13 +333,13 @@ LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = enc
 def build_engine(llm, max_num_seqs: int | None = None):
     """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`): its paged K/V pool (stored as
     `llm.kv_cache_dtype`) is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
-    from xllm.engine import Engine
+    from xllm.engine import Engine, runner_class
     bs, seqs = 16, max_num_seqs or llm.max_num_seqs
     tokens = llm.max_num_batched_tokens or max(512, seqs)           # a step's token budget: prompt chunks and decode rows
     full = seqs * -(-llm.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
     eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=bs,
                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
-                 eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=llm.runner_name,
+                 eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=runner_class(llm.runner_name),
                  runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name == "cuda" else None)
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
