@@ -388,9 +388,8 @@ def _template_note(llm):
 def _load(args):
     from xllm.llm import LLM
     kw = {k: getattr(args, k) for k in _ENGINE_ARGS if getattr(args, k, None) is not None}
-    try: llm = LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
+    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
-    return llm
 
 def _lstrip_first(deltas):
     "Drop the whitespace a reply starts with (the space that follows the prompt's last token, for SentencePiece models)."

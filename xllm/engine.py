@@ -294,10 +294,9 @@ class Engine:
         if not bm.can_allocate(seq, reuse=False):
             raise ValueError(f"{len(ids)} tokens need {bm.blocks_needed(len(ids))} K/V blocks of {bm.block_size} tokens; {bm.num_free_blocks} of the "
                              f"pool's {bm.num_blocks} are free (the pool is sized by kv_cache_memory: raise it, or score fewer tokens at once)")
-        stats = bm.num_queried_blocks, bm.num_hit_blocks, bm.peak_used_blocks  # not a request: the cache statistics stay the requests'
-        bm.allocate(seq, reuse=False)
+        bm.allocate(seq, reuse=False)                                    # no prefix looked up: the hit rate stays the requests'
         try: return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
-        finally: bm.free(seq); bm.num_queried_blocks, bm.num_hit_blocks, bm.peak_used_blocks = stats
+        finally: bm.free(seq)
 
     def abort(self, request_id) -> bool:
         "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."

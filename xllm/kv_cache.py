@@ -114,7 +114,7 @@ class BlockManager:
         self.block_tables[sid], self.num_slots[sid] = table, n
         self.seq_hashes[sid] = [h for _, h in hits]
         self.num_cached_tokens[sid] = len(hits) * self.block_size
-        self.num_hit_blocks += len(hits); self.num_queried_blocks += (n - 1) // self.block_size
+        if reuse: self.num_hit_blocks += len(hits); self.num_queried_blocks += (n - 1) // self.block_size   # else nothing was looked up
         self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
         return self.num_cached_tokens[sid]
 
