@@ -98,7 +98,7 @@ def prefill_and_int8_rows(bench, rnd, dev):
     query row per token, against a gather + causal SDPA (ragged's path for longer chunks, chunk_attention): where the tiles
     stop winning is the value kernel_chunk_tokens should have; (2) paged_attention_v2 over an int8 K/V cache against the same
     fp16 cache (torch column: the fp16 kernel)."""
-    from xllm.engine import quantize_kv
+    from xllm.kv_pool import quantize_kv
     out = []
     for n_kv in (32, 8):
         for T in (8, 32, 64, 128, 256, 512):
@@ -135,7 +135,7 @@ def prefill_and_int8_rows(bench, rnd, dev):
 
 try: rows.extend(prefill_and_int8_rows(bench, rnd, dev))
 except Exception as e: print(f"prefill / int8 K/V rows failed: {type(e).__name__}: {e}")   # the other rows still print
-from xllm.engine import PagedKVPool
+from xllm.kv_pool import PagedKVPool
 from xllm.core import LlamaConfig
 for n_kv, N in ((32, 200), (8, 256)):
     kflat = torch.zeros(4096 * 16, n_kv, 128, device=dev, dtype=dt); vflat = torch.zeros_like(kflat)

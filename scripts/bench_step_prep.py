@@ -12,7 +12,8 @@ itself from this checkout), interleaving the runs: this machine's speed drifts.
 import argparse, time
 import torch
 from xllm.core import LlamaConfig
-from xllm.engine import PagedBatch, PagedKVPool
+from xllm.model import PagedBatch
+from xllm.kv_pool import PagedKVPool
 from xllm.model import Llama
 from xllm.cuda_runner import CudaRunner, _load
 

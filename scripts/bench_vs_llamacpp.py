@@ -100,7 +100,8 @@ def llama_ppl(bin_dir: Path, model: Path, text: Path, threads: int, ctx: int) ->
 
 def runner_for(model, n: int):
     "The runner an engine would choose for `model` (the compiled CPU one here), over a pool of one block of `n` slots."
-    from xllm.engine import PagedKVPool, choose_runner
+    from xllm.kv_pool import PagedKVPool
+    from xllm.runner import choose_runner
     cls, _ = choose_runner(model)
     pool = PagedKVPool(model.config, 1, n, model.dtype, model.device)
     return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows)

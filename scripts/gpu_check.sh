@@ -57,7 +57,7 @@ print(f'NVRTC build: {n} kernels of a llama2-7b runner {a:.1f} s (first start), 
 
 notebooks() {
   local rc=0 nb
-  for nb in nbs/14_cuda_kernels.ipynb nbs/14a_cuda_runner.ipynb; do
+  for nb in nbs/16_cuda_kernels.ipynb nbs/16b_cuda_runner.ipynb; do
     if command -v nbdev_test >/dev/null; then nbdev_test --path "$nb" --flags cuda || rc=1
     else $PY scripts/run_nb_cells.py "$nb" || rc=1; fi
   done

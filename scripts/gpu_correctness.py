@@ -15,7 +15,7 @@ import copy, json, sys
 import torch
 from xllm.cli import random_config, random_model, RANDOM_CONFIGS
 from xllm.weights import config_from_hf
-from xllm.engine import PagedKVPool
+from xllm.kv_pool import PagedKVPool
 from xllm.cuda_runner import CudaRunner, greedy_paged
 
 ok = True
@@ -43,16 +43,16 @@ e = rel(h_cpu, h_run)
 report(case="llama2-7b 2 layers fp32: cuda runner (graphs) vs cpu engine", tokens_equal=t_cpu == t_run, max_rel_logits=e, graphs=sorted(r.graphs),
        graph_steps=r.num_graph_steps, **{"pass": t_cpu == t_run and e < 1e-3 and r.num_graph_steps == 7})
 # prefill steps through the runner's ragged step (every row on the paged kernel, then only the decode rows), and an int8 K/V pool
-from xllm.engine import PagedBatch, forward_paged
+from xllm.model import PagedBatch
 tables = [[0, 1], [2, 3, 4, 5], [6, 7, 8]]
 for kvd in (None, "int8"):
     pc, pg = PagedKVPool(cfg, 16, 16, torch.float32, "cpu", kv_dtype=kvd), PagedKVPool(cfg, 16, 16, torch.float32, "cuda", kv_dtype=kvd)
-    want = forward_paged(cpu_model, PagedBatch.build([(p, 0, t) for p, t in zip(prompts, tables)], 16, pc.null_slot, "all", "cpu"), copy.deepcopy(pc))
+    want = cpu_model(PagedBatch.build([(p, 0, t) for p, t in zip(prompts, tables)], 16, pc.null_slot, "all", "cpu"), copy.deepcopy(pc))
     for kct in (64, 1):
         rr = CudaRunner(gpu_model, copy.deepcopy(pg), max_batch=4, kernel_chunk_tokens=kct)
         got = rr(PagedBatch.build([(p, 0, t) for p, t in zip(prompts, tables)], 16, pg.null_slot, "all", "cuda"))
         e = rel([want], [got])
-        report(case=f"llama2-7b 2 layers fp32: runner ragged prefill (kernel_chunk_tokens={kct}, K/V {kvd or 'fp32'}) vs cpu forward_paged",
+        report(case=f"llama2-7b 2 layers fp32: runner ragged prefill (kernel_chunk_tokens={kct}, K/V {kvd or 'fp32'}) vs the cpu torch forward",
                max_rel_logits=e, ragged_steps=rr.num_ragged_steps, **{"pass": e < (2e-3 if kvd else 1e-3) and rr.num_ragged_steps == 1})
     if kvd:
         t8c, h8c = greedy_paged(cpu_model, copy.deepcopy(pc), prompts, 8)

@@ -2,7 +2,7 @@
 """Run every code cell of a notebook in order, `#| cuda` cells included (`#| slow` ones skipped unless --slow), without nbdev
 or Jupyter: for machines that have torch but not nbdev (the GPU box). nbdev_test --flags cuda does the same where nbdev exists.
 
-    python scripts/run_nb_cells.py nbs/14_cuda_kernels.ipynb
+    python scripts/run_nb_cells.py nbs/16_cuda_kernels.ipynb
 """
 import json, sys, time, types
 

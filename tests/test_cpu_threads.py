@@ -13,7 +13,7 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from _tiny import tiny_config, random_weights
     from xllm.model import Llama, PagedBatch
-    from xllm.engine import PagedKVPool
+    from xllm.kv_pool import PagedKVPool
     from xllm.cpu_kernels import CpuRunner
     torch.set_num_threads(2)
     cfg = tiny_config(); m = Llama.from_weights(cfg, random_weights(cfg))

@@ -117,7 +117,7 @@ def test_paged_attention_v2(dt, dev):
 @pytest.mark.parametrize("dt", DTYPES)
 def test_paged_attention_v2_int8_cache(dt, dev):
     "An int8 K/V cache (codes + per-row float32 scales, as PagedKVPool(kv_dtype='int8') stores it) against the float64 reference of code * scale."
-    from xllm.engine import quantize_kv
+    from xllm.kv_pool import quantize_kv
     g = torch.Generator().manual_seed(8)
     for B, H, n_kv, D, bs, lens in pick(dev, ((3, 8, 2, 128, 16, [5, 100, 37]), (4, 32, 8, 128, 16, [1, 17, 512, 1000]), (2, 8, 1, 256, 8, [3, 70]),
                                               (2, 4, 2, 32, 32, [0, 64]), (2, 32, 32, 64, 16, [2000, 9])),
@@ -140,7 +140,7 @@ def test_paged_attention_chunks(dt, dev):
     token: random chunks of 1-40 tokens starting at 0 or later, GQA groups 1-8, head_dim 32-256, float and int8 caches. Rows
     no chunk covers are left untouched."""
     import random
-    from xllm.engine import quantize_kv
+    from xllm.kv_pool import quantize_kv
     rng, g = random.Random(3), torch.Generator().manual_seed(9)
     for H, n_kv, D in pick(dev, ((32, 32, 128), (32, 8, 128), (8, 1, 256), (16, 2, 64), (4, 4, 32), (6, 3, 64)),
                            ((8, 8, 64), (8, 2, 128), (8, 1, 32), (16, 2, 64), (6, 3, 256))):
@@ -182,7 +182,7 @@ def test_softmax_split(dt, dev):
 @pytest.mark.parametrize("kvd", [None, "int8"])
 def test_kv_append_matches_pool_write(dt, kvd, dev):
     "kv_append into a CUDA PagedKVPool == PagedKVPool.write on the CPU, bit for bit (int8 codes and scales too); padding slots skipped."
-    from xllm.engine import PagedKVPool
+    from xllm.kv_pool import PagedKVPool
     g = torch.Generator().manual_seed(9)
     for n_kv, D in pick(dev, ((2, 32), (8, 128), (3, 64)), ((2, 32), (3, 64))):
         c = LlamaConfig(vocab_size=32, hidden_size=4 * n_kv * D, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4 * n_kv,

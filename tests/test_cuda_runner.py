@@ -1,4 +1,4 @@
-"""xllm.cuda_runner on the kernels (eager and CUDA graphs) against forward_paged on the same model and device — float32:
+"""xllm.cuda_runner on the kernels (eager and CUDA graphs) against the torch forward on the same model and device — float32:
 greedy tokens equal, logits within 1e-3 relative; float16: logits within 2e-2 relative (printed tokens). Plus the engine with
 the runner attached. Two backends: `cuda` (skips unless torch sees a GPU and CuPy imports) and `emulated` (CPU tensors,
 CudaOps through xllm.cuda_emu; eager only, since CUDA graphs need a GPU; skips without g++)."""
@@ -9,7 +9,8 @@ import torch
 import xllm.cuda_kernels as ck
 from xllm.core import LlamaConfig
 from xllm.model import Llama
-from xllm.engine import Engine, PagedKVPool
+from xllm.engine import Engine
+from xllm.kv_pool import PagedKVPool
 from xllm.sampling import SamplingParams
 from xllm.cuda_runner import CudaRunner, CudaOps, greedy_paged
 
@@ -31,7 +32,7 @@ def tiny_model(seed=0, dtype=torch.float32, dev="cpu", **kw):
 @pytest.mark.parametrize("dt,tol", [(torch.float32, 1e-3), (torch.float16, 2e-2), (torch.bfloat16, 5e-2)])
 @pytest.mark.parametrize("kw", [dict(), dict(num_key_value_heads=8, hidden_size=256, num_attention_heads=8), dict(head_dim=64, hidden_size=256, num_attention_heads=8)])
 @pytest.mark.parametrize("eager", [True, False])
-def test_runner_vs_forward_paged(dt, tol, kw, eager, dev):
+def test_runner_vs_dt(tol, kw, eager, dev):
     if not eager and dev.type == "cpu": pytest.skip("CUDA graphs need a GPU")
     m1 = tiny_model(2, dt, dev, **kw); m0 = copy.deepcopy(m1)
     p1 = PagedKVPool(m1.config, 40, 8, dt, dev); p0 = copy.deepcopy(p1)
@@ -64,9 +65,9 @@ def test_engine_with_runner_graphs(dev):
 @pytest.mark.parametrize("dt,tol", [(torch.float32, 1e-4), (torch.float16, 2e-2)])
 @pytest.mark.parametrize("kw", [dict(), dict(num_key_value_heads=8, hidden_size=256, num_attention_heads=8), dict(head_dim=64, hidden_size=256, num_attention_heads=8)])
 @pytest.mark.parametrize("kct", [1, 4, 64])
-def test_ragged_step_vs_forward_paged(dt, tol, kw, kct, dev):
+def test_ragged_step_vs_dt(tol, kw, kct, dev):
     """A prefill/mixed step through `CudaRunner.ragged` (decode rows, new prompts, a chunk continuing at position 14):
-    logits within `tol` relative of forward_paged's, the same K/V written. `kct` (kernel_chunk_tokens) 1: only the decode rows
+    logits within `tol` relative of the torch forward's, the same K/V written. `kct` (kernel_chunk_tokens) 1: only the decode rows
     attend through the paged kernel, the chunks through chunk_attention; 4: the short chunks too; 64: every row."""
     m1 = tiny_model(6, dt, dev, **kw); m0 = copy.deepcopy(m1)
     p1 = PagedKVPool(m1.config, 40, 8, dt, dev)
@@ -75,17 +76,17 @@ def test_ragged_step_vs_forward_paged(dt, tol, kw, kct, dev):
     g = torch.Generator().manual_seed(1)
     r = lambda n: torch.randint(0, 300, (n,), generator=g).tolist()
     chunks = [([7], len(PROMPTS[0]) + 1, [0]), ([8], len(PROMPTS[2]) + 1, [3]), (r(20), 0, [4, 5, 6]), (r(5), 0, [7]), (r(3), 14, [8, 9, 10])]
-    from xllm.engine import PagedBatch, forward_paged
+    from xllm.model import PagedBatch
     for rows in ([], "all", "last"):                                  # []: a step of prompt chunks that sample nothing yet
         b = PagedBatch.build(chunks, 8, p0.null_slot, rows, dev)
-        want = forward_paged(m0, b, copy.deepcopy(p0))
+        want = m0(b, copy.deepcopy(p0))
         p = copy.deepcopy(p1)
         runner = CudaRunner(m1, p, max_batch=4, ops=CudaOps, kernel_chunk_tokens=kct)
         got = runner(b)
         assert got.shape == want.shape and got.dtype == torch.float32
         assert rows == [] or float((want - got).abs().max() / want.abs().max()) < tol
         assert runner.num_ragged_steps == 1
-    pw = copy.deepcopy(p0); forward_paged(m0, b, pw)
+    pw = copy.deepcopy(p0); m0(b, pw)
     for l in range(m1.config.num_hidden_layers):
         for a, c in ((pw.k_flat[l], p.k_flat[l]), (pw.v_flat[l], p.v_flat[l])):
             assert float((a.float() - c.float()).abs().max()) <= tol * float(a.float().abs().max())
@@ -97,7 +98,7 @@ def test_quantized_model_through_runner(mode, gs, gemv_rows, dev):
     """A quantized model: q/k/v and gate/up stacked into one `QuantWeight` each (the modules' codes become views of it),
     o/down/lm_head single (int4 symmetric too: Q4_0-like; "q4_k_m": GGUF Q4_K_M's mix, int4 layers with v_proj and down_proj in
     int8 groups of 16 as Q6_K repacks, so q/k/v is no single stack and goes through the kernels part by part). Decode steps (graphs on a GPU) through the GEMV kernels (gemv_rows 16) or dequantize + torch.mm
-    (0): logits close to forward_paged's (the modules dequantizing). Then an engine with the runner, prefill steps included
+    (0): logits close to the torch forward's (the modules dequantizing). Then an engine with the runner, prefill steps included
     (ragged, > gemv_rows rows: dequantize + mm), gives the greedy tokens of the engine without it (fp16: at most one near-tie
     may flip)."""
     from xllm.quant import quantize_model
@@ -171,9 +172,9 @@ def test_decode_step_allocates_and_reads_back_nothing(weights, dev):
 @pytest.mark.parametrize("dt,tol", [(torch.float32, 1e-4), (torch.float16, 2e-2)])
 def test_int8_kv_pool_through_runner(dt, tol, dev):
     """An int8 K/V pool (kv_dtype='int8'): decode steps (kv_append_int8, paged_attention_v2 over codes x scales) and a mixed
-    ragged step through the runner, against forward_paged on the same int8 pool (which dequantizes to the model dtype and
+    ragged step through the runner, against the torch forward on the same int8 pool (which dequantizes to the model dtype and
     runs SDPA). fp16: the K/V rounded before quantization may differ in the last bit, so a code may differ by one or two."""
-    from xllm.engine import PagedBatch, forward_paged
+    from xllm.model import PagedBatch
     from xllm.cuda_runner import int8_kv_supported
     kw = dict(head_dim=64, hidden_size=256, num_attention_heads=8)
     m1 = tiny_model(7, dt, dev, **kw); m0 = copy.deepcopy(m1)
@@ -187,16 +188,16 @@ def test_int8_kv_pool_through_runner(dt, tol, dev):
     if dt == torch.float32: assert t0 == t1
     assert r.num_eager_steps == 9
     b = PagedBatch.build([([7], len(PROMPTS[0]) + 9, [0, 1]), ([5, 6, 7, 8, 9], 0, [20])], 8, p0.null_slot, "all", dev)   # a decode row, a prompt
-    want, got = forward_paged(m0, b, p0), r(b)
+    want, got = m0(b, p0), r(b)
     assert float((want - got).abs().max() / want.abs().max()) < tol and r.num_ragged_steps == 1
 
 
 def test_ragged_random_batches(dev):
-    """Random step compositions through the runner (`ragged`; `step` when all are decode rows) against forward_paged on copies of one pool: chunks of 1-40 tokens starting
+    """Random step compositions through the runner (`ragged`; `step` when all are decode rows) against the torch forward on copies of one pool: chunks of 1-40 tokens starting
     anywhere in their sequence (decode rows, whole prompts, continued prompts), shuffled block tables, random logits rows,
     random kernel_chunk_tokens; GQA and MHA. Logits within 1e-4 relative (float32) and the same K/V written."""
     import random
-    from xllm.engine import PagedBatch, forward_paged
+    from xllm.model import PagedBatch
     rng = random.Random(5)
     cases = 12 if dev.type == "cuda" else 5
     for case in range(cases):
@@ -218,7 +219,7 @@ def test_ragged_random_batches(dev):
         rows = sorted(rng.sample(range(N), rng.randint(0, min(N, 6))))
         b = PagedBatch.build(chunks, bs, p1.null_slot, rows, dev)
         p0 = copy.deepcopy(p1)
-        want = forward_paged(m0, b, p0)
+        want = m0(b, p0)
         r = CudaRunner(m1, p1, max_batch=4, ops=CudaOps, kernel_chunk_tokens=rng.choice([1, 4, 16, 64]))
         got = r(b)
         assert got.shape == want.shape and r.num_ragged_steps + r.num_eager_steps == 1   # (only decode rows: step)

@@ -14,11 +14,11 @@ def _have_default_model():
 
 def test_render_docs(tmp_path):
     pytest.importorskip("nbconvert")
-    nb = ROOT / "nbs" / "02b_tokenizer_figures.ipynb"
+    nb = ROOT / "nbs" / "03b_tokenizer_figures.ipynb"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "render_docs.py"), str(nb), "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0 and "ERRORS" not in r.stdout, r.stdout + r.stderr
-    fig = (tmp_path / "02b_tokenizer_figures.html").read_text()
+    fig = (tmp_path / "03b_tokenizer_figures.html").read_text()
     assert "Tokens per word across languages" in fig and 'href="index.html"' in fig and "#|" not in fig
     from xllm.core import find_shared
     if _have_default_model() or find_shared() is not None: assert "data:image/png" in fig   # the figure was drawn from a real run
@@ -41,8 +41,8 @@ def test_screenshot_docs(tmp_path):
     pytest.importorskip("nbconvert")
     r = subprocess.run(["bash", str(ROOT / "scripts" / "screenshot_docs.sh"), str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert r.returncode == 0 and "ERRORS" not in r.stdout, r.stdout + r.stderr
-    index, chat = (tmp_path / "index.html").read_text(), (tmp_path / "13_widgets.html").read_text()
-    assert "Quick start" in index and 'href="13_widgets.html"' in index and "#|" not in index
+    index, chat = (tmp_path / "index.html").read_text(), (tmp_path / "20_widgets.html").read_text()
+    assert "Quick start" in index and 'href="20_widgets.html"' in index and "#|" not in index
     for page in (index, chat):
         assert 'class="xllm-widget"' in page and 'xllm-w-button' in page       # the ChatWidget drawn as static HTML ...
         assert "widget-view+json" not in page and "unpkg.com" not in page       # ... not left to a CDN script that cannot load offline
@@ -55,7 +55,7 @@ def test_screenshot_docs(tmp_path):
     if shutil.which("chromium") is None: pytest.skip("chromium not installed: pages rendered, screenshots skipped")
     pytest.importorskip("PIL")
     shots = {p.name: p for p in (tmp_path / "shots").glob("*.png")}
-    assert {"index.png", "13_widgets.png", "13_widgets_widget.png"} <= set(shots), sorted(shots)
+    assert {"index.png", "20_widgets.png", "13_widgets_widget.png"} <= set(shots), sorted(shots)
     for name, p in shots.items():
         w, h, colours, ink, blue = _image_stats(p)
         assert w == 1280 and h >= 300, (name, w, h)

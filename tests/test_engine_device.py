@@ -1,7 +1,7 @@
 """xllm.engine on every available device (CPU always, CUDA when present): the paged batched forward against a float64 CPU run of
 the contiguous-cache model, and Engine greedy outputs (with preemption and prefix caching) against per-request greedy decoding.
 
-11_engine.ipynb checks the same things on CPU in float32 against the float32 contiguous path (1e-5); here the reference is
+14_engine.ipynb checks the same things on CPU in float32 against the float32 contiguous path (1e-5); here the reference is
 float64 so that one tolerance (1e-4 relative to max|logit|, as tests/test_model_device.py) covers every device's kernels."""
 import random
 import pytest, torch
@@ -9,7 +9,9 @@ from xllm.model import Llama
 from xllm.kv_cache import BlockManager
 from xllm.scheduler import Scheduler
 from xllm.sampling import SamplingParams
-from xllm.engine import Engine, PagedKVPool, PagedBatch, forward_paged
+from xllm.engine import Engine
+from xllm.kv_pool import PagedKVPool
+from xllm.model import PagedBatch
 from _tiny import tiny_config, random_weights, rel, greedy
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -36,7 +38,7 @@ def test_paged_forward_matches_float64(device):
         out = sched.schedule()
         if not out.chunks: continue
         b = PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in out.chunks], bs, pool.null_slot, "all", m.device)
-        logits = forward_paged(m, b, pool).cpu()
+        logits = m(b, pool).cpu()
         assert logits.dtype == torch.float32
         new, fin = {}, {}
         for c, r0 in zip(out.chunks, b.cu_seqlens):

@@ -1,9 +1,12 @@
 """The INT8 KV cache of xllm.engine on every available device (CPU always, CUDA when present): the quantize/dequantize round trip
 is within half a step per element, the pool's write/gather path equals it, and paged logits with int8 K/V stay within 5e-2 of the
-float-K/V logits (relative to max|logit|), as 11_engine.ipynb measures on CPU."""
+float-K/V logits (relative to max|logit|), as 14_engine.ipynb measures on CPU."""
 import pytest, torch
 from xllm.model import Llama
-from xllm.engine import Engine, PagedKVPool, PagedBatch, forward_paged, quantize_kv, dequantize_kv, kv_bytes_per_token
+from xllm.engine import Engine
+from xllm.kv_cache import kv_cache_bytes_per_token
+from xllm.kv_pool import PagedKVPool, quantize_kv, dequantize_kv
+from xllm.model import PagedBatch
 from _tiny import tiny_config, random_weights
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -34,11 +37,11 @@ def test_int8_logits_close_to_float(device):
     for kv in (None, "int8"):
         pool = PagedKVPool(m.config, 4, 16, m.dtype, m.device, kv)
         table = [2, 0, 3]
-        rows = [forward_paged(m, PagedBatch.build([(ids[:30], 0, table)], 16, pool.null_slot, "all", m.device), pool)]
+        rows = [m(PagedBatch.build([(ids[:30], 0, table)], 16, pool.null_slot, "all", m.device), pool)]
         for p in range(30, 40):
-            rows.append(forward_paged(m, PagedBatch.build([(ids[p:p + 1], p, table)], 16, pool.null_slot, "last", m.device), pool))
+            rows.append(m(PagedBatch.build([(ids[p:p + 1], p, table)], 16, pool.null_slot, "last", m.device), pool))
         out[kv] = torch.cat(rows).cpu()
-        assert pool.nbytes == pool.num_tokens * kv_bytes_per_token(m.config, m.dtype, kv)
+        assert pool.nbytes == pool.num_tokens * kv_cache_bytes_per_token(m.config, m.dtype, kv)
     rel = ((out["int8"] - out[None]).abs().max() / out[None].abs().max()).item()
     assert 0 < rel < 5e-2, rel
     eng = Engine(m, num_blocks=16, block_size=16, kv_cache_dtype="int8")

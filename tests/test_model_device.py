@@ -1,6 +1,6 @@
 """xllm.model on every available device (CPU always, CUDA when present) against a float64 CPU run of the same model.
 
-The float64 reference is our own forward pass, which 05_model.ipynb checks against Hugging Face transformers; these tests
+The float64 reference is our own forward pass, which 06_model.ipynb checks against Hugging Face transformers; these tests
 check that moving the weights to another device / dtype keeps the results (logits, KV-cache decode, greedy tokens)."""
 import pytest, torch
 from xllm.model import Llama
