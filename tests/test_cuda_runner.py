@@ -32,7 +32,7 @@ def tiny_model(seed=0, dtype=torch.float32, dev="cpu", **kw):
 @pytest.mark.parametrize("dt,tol", [(torch.float32, 1e-3), (torch.float16, 2e-2), (torch.bfloat16, 5e-2)])
 @pytest.mark.parametrize("kw", [dict(), dict(num_key_value_heads=8, hidden_size=256, num_attention_heads=8), dict(head_dim=64, hidden_size=256, num_attention_heads=8)])
 @pytest.mark.parametrize("eager", [True, False])
-def test_runner_vs_dt(tol, kw, eager, dev):
+def test_runner_vs_torch_forward(dt, tol, kw, eager, dev):
     if not eager and dev.type == "cpu": pytest.skip("CUDA graphs need a GPU")
     m1 = tiny_model(2, dt, dev, **kw); m0 = copy.deepcopy(m1)
     p1 = PagedKVPool(m1.config, 40, 8, dt, dev); p0 = copy.deepcopy(p1)
@@ -65,7 +65,7 @@ def test_engine_with_runner_graphs(dev):
 @pytest.mark.parametrize("dt,tol", [(torch.float32, 1e-4), (torch.float16, 2e-2)])
 @pytest.mark.parametrize("kw", [dict(), dict(num_key_value_heads=8, hidden_size=256, num_attention_heads=8), dict(head_dim=64, hidden_size=256, num_attention_heads=8)])
 @pytest.mark.parametrize("kct", [1, 4, 64])
-def test_ragged_step_vs_dt(tol, kw, kct, dev):
+def test_ragged_step_vs_torch_forward(dt, tol, kw, kct, dev):
     """A prefill/mixed step through `CudaRunner.ragged` (decode rows, new prompts, a chunk continuing at position 14):
     logits within `tol` relative of the torch forward's, the same K/V written. `kct` (kernel_chunk_tokens) 1: only the decode rows
     attend through the paged kernel, the chunks through chunk_attention; 4: the short chunks too; 64: every row."""

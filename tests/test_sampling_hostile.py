@@ -216,6 +216,7 @@ def test_bad_logits_fail_their_row_only():
     with pytest.raises(ValueError, match="no entries"): sampler.sample(torch.zeros(0), SamplingParams())
     # a field changed after the check (not re-checked by the sampler, which runs every step) still fails cleanly, by name
     p = SamplingParams(); p.repetition_penalty = 0.0
+    X[0, 1:3] = X[0, 1:3].abs() + 0.1          # seen tokens with positive logits: dividing by the penalty 0 makes +inf (unseeded randn was negative 1 time in 4)
     with pytest.raises(NonFiniteLogitsError, match=r"repetition_penalty=0.0.*changed after SamplingParams.check"): sampler.sample(X[0], p, None, [1], [2])
 
 
