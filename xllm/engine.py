@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence as Seq
 
 import torch
+from fastcore.basics import patch
 
 from .core import LlamaConfig
 from .model import Llama, PagedBatch
@@ -93,228 +94,247 @@ class Engine:
     def __repr__(self):
         return f"Engine({self.kv_cache_report}; runner {self.runner.name}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
 
-    # ---- requests
-    def add_request(self, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
-                    index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
-        """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
-        `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
-        `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
-        One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`."""
-        params = SamplingParams() if params is None else params
-        if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
-        params.check()                        # again: a field may have been changed since it was made (ValueError naming it)
-        if request_id is None:
-            while self._next_id in self.requests: self._next_id += 1
-            request_id = self._next_id; self._next_id += 1
-        try: hash(request_id)
-        except TypeError: raise ValueError(f"request id {request_id!r} is not hashable (use a str, an int or a tuple)") from None
-        if request_id in self.requests: raise ValueError(f"request id {request_id!r} is already in use")
-        if any(o.request_id == request_id for o in self._pending):
-            raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
-        if isinstance(prompt_token_ids, torch.Tensor): ids = prompt_token_ids.tolist()
-        elif isinstance(prompt_token_ids, (list, tuple)): ids = list(prompt_token_ids)
-        else: raise ValueError(f"request {request_id!r}: prompt_token_ids must be a list of token ids, got {type(prompt_token_ids).__name__}")
-        if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
-        bad = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool)]
-        if bad: raise ValueError(f"request {request_id!r}: prompt token ids must be integers, got {bad[0]!r}")
-        bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
-        if bad: raise ValueError(f"request {request_id!r}: prompt token id {bad[0]!r} is outside the vocabulary (0..{self.config.vocab_size - 1})")
-        ids = [int(t) for t in ids]
-        seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
-        gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
-        self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
-        return request_id
+# %% ../nbs/14_engine.ipynb 9
+@patch
+def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
+                index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
+    """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
+    `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
+    `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
+    One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`."""
+    params = SamplingParams() if params is None else params
+    if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
+    params.check()                        # again: a field may have been changed since it was made (ValueError naming it)
+    if request_id is None:
+        while self._next_id in self.requests: self._next_id += 1
+        request_id = self._next_id; self._next_id += 1
+    try: hash(request_id)
+    except TypeError: raise ValueError(f"request id {request_id!r} is not hashable (use a str, an int or a tuple)") from None
+    if request_id in self.requests: raise ValueError(f"request id {request_id!r} is already in use")
+    if any(o.request_id == request_id for o in self._pending):
+        raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
+    if isinstance(prompt_token_ids, torch.Tensor): ids = prompt_token_ids.tolist()
+    elif isinstance(prompt_token_ids, (list, tuple)): ids = list(prompt_token_ids)
+    else: raise ValueError(f"request {request_id!r}: prompt_token_ids must be a list of token ids, got {type(prompt_token_ids).__name__}")
+    if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
+    bad = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool)]
+    if bad: raise ValueError(f"request {request_id!r}: prompt token ids must be integers, got {bad[0]!r}")
+    bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
+    if bad: raise ValueError(f"request {request_id!r}: prompt token id {bad[0]!r} is outside the vocabulary (0..{self.config.vocab_size - 1})")
+    ids = [int(t) for t in ids]
+    seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
+    gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
+    self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
+    return request_id
 
-    def finish_request(self, request_id, reason: str = "stop") -> bool:
-        """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
-        unknown/finished. Called while a step runs (a generator finalized by the garbage collector, from inside it), it takes
-        effect when that step ends."""
-        if self._stepping:
-            if request_id not in self.requests: return False
-            self._deferred.append((request_id, reason)); return True
-        req = self.requests.pop(request_id, None)
-        if req is None: return False
-        self.scheduler.abort(request_id)
-        req.seq.finish_reason = reason
-        self._pending.append(StepOutput(request_id, [], True, reason))
-        return True
+@patch
+def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
+    """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
+    unknown/finished. Called while a step runs (a generator finalized by the garbage collector, from inside it), it takes
+    effect when that step ends."""
+    if self._stepping:
+        if request_id not in self.requests: return False
+        self._deferred.append((request_id, reason)); return True
+    req = self.requests.pop(request_id, None)
+    if req is None: return False
+    self.scheduler.abort(request_id)
+    req.seq.finish_reason = reason
+    self._pending.append(StepOutput(request_id, [], True, reason))
+    return True
 
-    @torch.inference_mode()
-    def prompt_logits(self, token_ids: Seq[int]) -> torch.Tensor:
-        """float32 logits `[T, vocab]` at every position of `token_ids`, through the runner, as one chunk in free blocks of the pool
-        that are given back after (no request, no sampling; the running requests are not touched)."""
-        ids = [int(t) for t in token_ids]
-        if not ids or not all(0 <= t < self.config.vocab_size for t in ids):
-            raise ValueError(f"token_ids: expected a non-empty list of ids in 0..{self.config.vocab_size - 1}")
-        bm, seq = self.block_manager, Sequence(object(), ids)              # an id no request can have
-        if not bm.can_allocate(seq, reuse=False):
-            raise ValueError(f"{len(ids)} tokens need {bm.blocks_needed(len(ids))} K/V blocks of {bm.block_size} tokens; {bm.num_free_blocks} of the "
-                             f"pool's {bm.num_blocks} are free (the pool is sized by kv_cache_memory: raise it, or score fewer tokens at once)")
-        bm.allocate(seq, reuse=False)                                    # no prefix looked up: the hit rate stays the requests'
-        try: return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
-        finally: bm.free(seq)
+@patch
+def abort(self: Engine, request_id) -> bool:
+    "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
+    return self.finish_request(request_id, "abort")
 
-    def abort(self, request_id) -> bool:
-        "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
-        return self.finish_request(request_id, "abort")
+@patch
+def has_unfinished(self: Engine) -> bool:
+    "Whether any request is waiting, running or not yet returned."
+    return bool(self.requests or self._pending)
 
-    def has_unfinished(self) -> bool:
-        "Whether any request is waiting, running or not yet returned."
-        return bool(self.requests or self._pending)
-    @property
-    def num_unfinished(self) -> int:
-        "How many requests are waiting or running."
-        return len(self.requests)
+@patch(as_prop=True)
+def num_unfinished(self: Engine) -> int:
+    "How many requests are waiting or running."
+    return len(self.requests)
 
-    # ---- the step
-    def _sample(self, req: _Request, row: torch.Tensor):
-        seq, p = req.seq, req.params
-        if self.num_decodable < row.shape[-1]: row = row.clone(); row[self.num_decodable:] = float("-inf")
-        out_ids, x = seq.output_token_ids, row
-        for f in req.logits_processors:
-            shape, x = x.shape, f(out_ids, x)
-            if not isinstance(x, torch.Tensor) or x.shape != shape:
-                raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}, expected a tensor of shape {tuple(shape)}")
-        try: r = self.sampler.sample(x, p, req.generator, out_ids, seq.prompt_token_ids)
-        except NonFiniteLogitsError:          # the model's row was fine (a finite max): name the processors that broke it
-            if req.logits_processors and bool(torch.isfinite(row.amax())):
-                _check_finite(x, "the logits processors " + ", ".join(repr(getattr(f, "__name__", f)) for f in req.logits_processors))
-            raise                             # else the sampler's message stands
-        return r.token_id, _logprobs(p, r)
+@patch
+def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
+    """float32 logits `[T, vocab]` at every position of `token_ids`, through the runner, as one chunk in free blocks of the pool
+    that are given back after (no request, no sampling; the running requests are not touched)."""
+    ids = [int(t) for t in token_ids]
+    if not ids or not all(0 <= t < self.config.vocab_size for t in ids):
+        raise ValueError(f"token_ids: expected a non-empty list of ids in 0..{self.config.vocab_size - 1}")
+    bm, seq = self.block_manager, Sequence(object(), ids)              # an id no request can have
+    if not bm.can_allocate(seq, reuse=False):
+        raise ValueError(f"{len(ids)} tokens need {bm.blocks_needed(len(ids))} K/V blocks of {bm.block_size} tokens; {bm.num_free_blocks} of the "
+                         f"pool's {bm.num_blocks} are free (the pool is sized by kv_cache_memory: raise it, or score fewer tokens at once)")
+    bm.allocate(seq, reuse=False)                                    # no prefix looked up: the hit rate stays the requests'
+    try:
+        with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
+    finally: bm.free(seq)
 
-    def _sampled_rows(self, sampling, logits, done) -> dict:
-        """Tokens (and logprobs) of the rows without logits processors that `done` does not hold, sampled together by
-        `Sampler.sample_rows`: seq id -> (token, logprobs), or the exception of a row that cannot be sampled."""
-        idx = [i for i, c in enumerate(sampling) if c.seq.seq_id not in done and not self.requests[c.seq.seq_id].logits_processors]
-        if not idx: return {}
-        x = logits[idx]                                                  # a copy
-        if self.num_decodable < x.shape[-1]: x[:, self.num_decodable:] = float("-inf")
-        reqs = [self.requests[sampling[i].seq.seq_id] for i in idx]
-        try: res = self.sampler.sample_rows(x, [r.params for r in reqs], [r.generator for r in reqs], [r.seq.output_token_ids for r in reqs],
-                                            [r.seq.prompt_token_ids for r in reqs])
-        except Exception: return {}          # some row broke the batch: every row goes through _sample, so the error stays with its request
-        return {r.seq.seq_id: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for r, s in zip(reqs, res)}
+# %% ../nbs/14_engine.ipynb 11
+@patch
+def step(self: Engine) -> list[StepOutput]:
+    "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
+    self._stepping = True
+    try:
+        with torch.inference_mode(): return self._step()
+    finally:
+        self._stepping = False
+        for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
+        self._deferred.clear()
 
-    def _greedy_rows(self, sampling, logits) -> dict:
-        """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors or logprobs; every sampleable
-        logit finite), found in one batched call. Other rows (and any row with a non-finite logit) take `_sampled_rows` or `_sample`,
-        which decide the same."""
-        idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
-               and not r.logits_processors and p.logprobs is None]
-        if not idx: return {}
-        x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
-        vals, toks = x[:, :self.num_decodable].max(1)            # one pass; a NaN or +inf anywhere in a row makes its max non-finite
-        toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
-        return {sampling[i].seq.seq_id: t for i, t in zip(idx, toks) if t >= 0}
+@patch
+def _step(self: Engine) -> list[StepOutput]:
+    outputs, self._pending = self._pending, []
+    out = self.scheduler.schedule()                              # 1. this step's chunks (preempting when blocks run out)
+    for seq in out.finished:                                     #    sequences the scheduler ended (context or pool full)
+        if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
+    if out.chunks:
+        logits = self.runner(self._batch(out.chunks))            # 2. one forward over every chunk (prefill chunks write K/V)
+        new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
+        self.scheduler.update(out, new, fin)                     # 4. tokens appended, finished sequences' blocks freed
+        outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 5. what each request gained
+    self._record(out)
+    return outputs
 
-    def _stop_reason(self, req: _Request, tok: int) -> str | None:
-        if tok in req.stop_ids: return "stop"
-        if req.params.max_tokens is not None and req.seq.num_output_tokens + 1 >= req.params.max_tokens: return "length"
-        if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + [tok]) or None
-        return None
+@patch
+def _batch(self: Engine, chunks) -> PagedBatch:
+    "The step's chunks as one batch, with logits for the last row of every chunk that reaches its sequence's end."
+    bm = self.block_manager
+    rows = [r1 - 1 for c, r1 in zip(chunks, itertools.accumulate(c.num_tokens for c in chunks)) if c.samples]
+    return PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks], bm.block_size,
+                            self.pool.null_slot, rows, self.model.device)
 
-    @torch.inference_mode()
-    def step(self) -> list[StepOutput]:
-        "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
-        self._stepping = True
-        try: return self._step()
-        finally:
-            self._stepping = False
-            for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
-            self._deferred.clear()
+@patch
+def _output(self: Engine, sid, tok: int, lp: dict | None) -> StepOutput:
+    seq = self.requests[sid].seq
+    done = seq.status is SequenceStatus.FINISHED
+    if done: self.requests.pop(sid)
+    return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None)
 
-    def _step(self) -> list[StepOutput]:
-        outputs, self._pending = self._pending, []
-        out = self.scheduler.schedule()                              # 1. this step's chunks (preempting when blocks run out)
-        for seq in out.finished:                                     #    sequences the scheduler ended (context or pool full)
-            if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
-        if out.chunks:
-            logits = self.runner(self._batch(out.chunks))            # 2. one forward over every chunk (prefill chunks write K/V)
-            new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
-            self.scheduler.update(out, new, fin)                     # 4. tokens appended, finished sequences' blocks freed
-            outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 5. what each request gained
-        self._record(out)
-        return outputs
+@patch
+def _record(self: Engine, out):
+    self.scheduler.finished.clear()
+    self.num_steps += 1
+    self.num_batched_tokens += out.num_batched_tokens
+    bm, sched = self.block_manager, self.scheduler
+    self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-    def _batch(self, chunks) -> PagedBatch:
-        "The step's chunks as one batch, with logits for the last row of every chunk that reaches its sequence's end."
-        bm = self.block_manager
-        rows = [r1 - 1 for c, r1 in zip(chunks, itertools.accumulate(c.num_tokens for c in chunks)) if c.samples]
-        return PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks], bm.block_size,
-                                self.pool.null_slot, rows, self.model.device)
-
-    def _next_tokens(self, chunks, logits, outputs: list) -> tuple[dict, dict, dict]:
-        """Each sampling chunk's next token (greedy rows in one argmax, plain sampled rows together, rows with logits processors
-        one by one) and stop reason; a request whose row cannot be sampled is ended here with reason 'error', reported in `outputs`."""
-        sampling = [c for c in chunks if c.samples]
-        new, fin, lps = {}, {}, {}
-        greedy = self._greedy_rows(sampling, logits)
-        batched = self._sampled_rows(sampling, logits, greedy)
-        for c, row in zip(sampling, logits):
-            sid = c.seq.seq_id
-            req = self.requests[sid]
-            try:
-                if sid in greedy: tok, lps[sid] = greedy[sid], None
-                elif sid in batched:
-                    if isinstance(batched[sid], Exception): raise batched[sid]
-                    tok, lps[sid] = batched[sid]
-                else: tok, lps[sid] = self._sample(req, row)                 # a row with logits processors
-                reason = self._stop_reason(req, tok)
-            except Exception as e:                                 # this request only
-                self.requests.pop(sid); self.scheduler.abort(sid); c.seq.finish_reason = "error"
-                outputs.append(StepOutput(sid, [], True, "error", f"{type(e).__name__}: {e}"))
-                continue
-            new[sid] = tok
-            if reason is not None: fin[sid] = reason
-        return new, fin, lps
-
-    def _output(self, sid, tok: int, lp: dict | None) -> StepOutput:
-        seq = self.requests[sid].seq
-        done = seq.status is SequenceStatus.FINISHED
-        if done: self.requests.pop(sid)
-        return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None)
-
-    def _record(self, out):
-        self.scheduler.finished.clear()
-        self.num_steps += 1
-        self.num_batched_tokens += out.num_batched_tokens
-        bm, sched = self.block_manager, self.scheduler
-        self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
-
-    def generate(self, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
-        """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
-        a request that cannot run (bad prompt) or fails gets finish_reason 'error' and the message, the others run normally. If the
-        call itself fails (a step raises, Ctrl-C), its requests are aborted: none is left running for a later call to meet."""
-        results, ids, bar = {}, [], None
-        gid = self._next_id; self._next_id += 1                       # taken first: a call's ids are never reused
+# %% ../nbs/14_engine.ipynb 13
+@patch
+def _next_tokens(self: Engine, chunks, logits, outputs: list) -> tuple[dict, dict, dict]:
+    """Each sampling chunk's next token (greedy rows in one argmax, plain sampled rows together, rows with logits processors
+    one by one) and stop reason; a request whose row cannot be sampled is ended here with reason 'error', reported in `outputs`."""
+    sampling = [c for c in chunks if c.samples]
+    new, fin, lps = {}, {}, {}
+    greedy = self._greedy_rows(sampling, logits)
+    batched = self._sampled_rows(sampling, logits, greedy)
+    for c, row in zip(sampling, logits):
+        sid = c.seq.seq_id
+        req = self.requests[sid]
         try:
-            for i, (prompt, params) in enumerate(requests):
-                rid = ("generate", gid, i)
-                try: self.add_request(prompt, params, request_id=rid)
-                except ValueError as e:
-                    results[rid] = EngineResult(rid, list(prompt) if isinstance(prompt, (list, tuple)) else [], [], "error", str(e))
-                else: results[rid] = EngineResult(rid, list(prompt), [], None, None, [] if (params and params.logprobs is not None) else None)
-                ids.append(rid)
-            if use_tqdm:
-                from tqdm.auto import tqdm
-                bar = tqdm(total=len(ids), desc="generate")
-            while any(rid in self.requests for rid in ids):
-                for o in self.step():
-                    r = results.get(o.request_id)
-                    if r is None: continue
-                    r.token_ids += o.new_token_ids
-                    if r.logprobs is not None and o.new_logprobs: r.logprobs += o.new_logprobs
-                    if o.finished:
-                        r.finish_reason, r.error = o.finish_reason, o.error
-                        if bar is not None: bar.update(1)
-        except BaseException:
-            for rid in ids: self.abort(rid)                             # their blocks are free now; the 'abort' outputs come with the next step
-            raise
-        finally:
-            if bar is not None: bar.close()
-        return [results[rid] for rid in ids]
+            if sid in greedy: tok, lps[sid] = greedy[sid], None
+            elif sid in batched:
+                if isinstance(batched[sid], Exception): raise batched[sid]
+                tok, lps[sid] = batched[sid]
+            else: tok, lps[sid] = self._sample(req, row)                 # a row with logits processors
+            reason = self._stop_reason(req, tok)
+        except Exception as e:                                 # this request only
+            self.requests.pop(sid); self.scheduler.abort(sid); c.seq.finish_reason = "error"
+            outputs.append(StepOutput(sid, [], True, "error", f"{type(e).__name__}: {e}"))
+            continue
+        new[sid] = tok
+        if reason is not None: fin[sid] = reason
+    return new, fin, lps
 
-# %% ../nbs/14_engine.ipynb 43
+@patch
+def _greedy_rows(self: Engine, sampling, logits) -> dict:
+    """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors or logprobs; every sampleable
+    logit finite), found in one batched call. Other rows (and any row with a non-finite logit) take `_sampled_rows` or `_sample`,
+    which decide the same."""
+    idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
+           and not r.logits_processors and p.logprobs is None]
+    if not idx: return {}
+    x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
+    vals, toks = x[:, :self.num_decodable].max(1)            # one pass; a NaN or +inf anywhere in a row makes its max non-finite
+    toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
+    return {sampling[i].seq.seq_id: t for i, t in zip(idx, toks) if t >= 0}
+
+@patch
+def _sampled_rows(self: Engine, sampling, logits, done) -> dict:
+    """Tokens (and logprobs) of the rows without logits processors that `done` does not hold, sampled together by
+    `Sampler.sample_rows`: seq id -> (token, logprobs), or the exception of a row that cannot be sampled."""
+    idx = [i for i, c in enumerate(sampling) if c.seq.seq_id not in done and not self.requests[c.seq.seq_id].logits_processors]
+    if not idx: return {}
+    x = logits[idx]                                                  # a copy
+    if self.num_decodable < x.shape[-1]: x[:, self.num_decodable:] = float("-inf")
+    reqs = [self.requests[sampling[i].seq.seq_id] for i in idx]
+    try: res = self.sampler.sample_rows(x, [r.params for r in reqs], [r.generator for r in reqs], [r.seq.output_token_ids for r in reqs],
+                                        [r.seq.prompt_token_ids for r in reqs])
+    except Exception: return {}          # some row broke the batch: every row goes through _sample, so the error stays with its request
+    return {r.seq.seq_id: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for r, s in zip(reqs, res)}
+
+@patch
+def _sample(self: Engine, req: _Request, row: torch.Tensor):
+    seq, p = req.seq, req.params
+    if self.num_decodable < row.shape[-1]: row = row.clone(); row[self.num_decodable:] = float("-inf")
+    out_ids, x = seq.output_token_ids, row
+    for f in req.logits_processors:
+        shape, x = x.shape, f(out_ids, x)
+        if not isinstance(x, torch.Tensor) or x.shape != shape:
+            raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}, expected a tensor of shape {tuple(shape)}")
+    try: r = self.sampler.sample(x, p, req.generator, out_ids, seq.prompt_token_ids)
+    except NonFiniteLogitsError:          # the model's row was fine (a finite max): name the processors that broke it
+        if req.logits_processors and bool(torch.isfinite(row.amax())):
+            _check_finite(x, "the logits processors " + ", ".join(repr(getattr(f, "__name__", f)) for f in req.logits_processors))
+        raise                             # else the sampler's message stands
+    return r.token_id, _logprobs(p, r)
+
+@patch
+def _stop_reason(self: Engine, req: _Request, tok: int) -> str | None:
+    if tok in req.stop_ids: return "stop"
+    if req.params.max_tokens is not None and req.seq.num_output_tokens + 1 >= req.params.max_tokens: return "length"
+    if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + [tok]) or None
+    return None
+
+# %% ../nbs/14_engine.ipynb 15
+@patch
+def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
+    """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
+    a request that cannot run (bad prompt) or fails gets finish_reason 'error' and the message, the others run normally. If the
+    call itself fails (a step raises, Ctrl-C), its requests are aborted: none is left running for a later call to meet."""
+    results, ids, bar = {}, [], None
+    gid = self._next_id; self._next_id += 1                       # taken first: a call's ids are never reused
+    try:
+        for i, (prompt, params) in enumerate(requests):
+            rid = ("generate", gid, i)
+            try: self.add_request(prompt, params, request_id=rid)
+            except ValueError as e:
+                results[rid] = EngineResult(rid, list(prompt) if isinstance(prompt, (list, tuple)) else [], [], "error", str(e))
+            else: results[rid] = EngineResult(rid, list(prompt), [], None, None, [] if (params and params.logprobs is not None) else None)
+            ids.append(rid)
+        if use_tqdm:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(ids), desc="generate")
+        while any(rid in self.requests for rid in ids):
+            for o in self.step():
+                r = results.get(o.request_id)
+                if r is None: continue
+                r.token_ids += o.new_token_ids
+                if r.logprobs is not None and o.new_logprobs: r.logprobs += o.new_logprobs
+                if o.finished:
+                    r.finish_reason, r.error = o.finish_reason, o.error
+                    if bar is not None: bar.update(1)
+    except BaseException:
+        for rid in ids: self.abort(rid)                             # their blocks are free now; the 'abort' outputs come with the next step
+        raise
+    finally:
+        if bar is not None: bar.close()
+    return [results[rid] for rid in ids]
+
+# %% ../nbs/14_engine.ipynb 51
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):
