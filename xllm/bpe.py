@@ -7,7 +7,8 @@ from __future__ import annotations
 import heapq, json, unicodedata, warnings
 from pathlib import Path
 import regex
-from .core import ModelFormatError
+from functools import partial
+from .core import ModelFormatError, check_int
 
 # %% auto 0
 __all__ = ['BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'PAT_GPT2', 'PAT_LLAMA3', 'PAT_QWEN2', 'PRE_TOKENIZERS', 'GGUF_PRE_NAMES',
@@ -150,7 +151,7 @@ class ByteLevelBPE:
         self.added = dict(added or {})
         for tok, i in self.added.items(): self.vocab.setdefault(tok, i)
         for tok, i in self.vocab.items():
-            if not isinstance(i, int) or isinstance(i, bool) or i < 0: raise ModelFormatError(path, f"vocab: token {tok!r} has invalid id {i!r}")
+            check_int(f"vocab: the id of token {tok!r}", i, lo=0, error=partial(ModelFormatError, path))
         n = max(self.vocab.values()) + 1
         if n > 2 * len(self.vocab) + 1024: raise ModelFormatError(path, f"vocab: largest id {n - 1} is far beyond the {len(self.vocab)} tokens (corrupt?)")
         if pieces is not None:

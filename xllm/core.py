@@ -100,9 +100,10 @@ def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueEr
     if hasattr(ids, "tolist") and not isinstance(ids, (list, tuple)): ids = ids.tolist()
     if not isinstance(ids, (list, tuple)): raise error(f"{what}: expected a list of token ids, got {ids!r:.80}")
     for i, t in enumerate(ids):
+        at = f" at position {i}" if len(ids) > 1 else ""
         if type(t) is not int and (not isinstance(t, numbers.Integral) or isinstance(t, bool)):   # (type() first: the ABC check is slow)
-            raise error(f"{what}: expected integer token ids, got {t!r:.80} at position {i}")
-        if not 0 <= t < vocab_size: raise error(f"{what}: id {t} is outside the vocabulary (0..{vocab_size - 1}), at position {i}")
+            raise error(f"{what}: expected integer token ids, got {t!r:.80}{at}")
+        if not 0 <= t < vocab_size: raise error(f"{what}: id {t} is outside the vocabulary (0..{vocab_size - 1}){',' if at else ''}{at}")
     return [int(t) for t in ids]
 
 # %% ../nbs/00_core.ipynb 21

@@ -6,7 +6,8 @@
 from __future__ import annotations
 import codecs, heapq, json, re, struct, unicodedata
 from pathlib import Path
-from .core import ModelFormatError, read_json
+from functools import partial
+from .core import ModelFormatError, check_int, check_token_ids, read_json
 
 # %% auto 0
 __all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE',
@@ -309,8 +310,7 @@ def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
     path = Path(path)
     data = path.read_bytes()
     if len(data) < 4: raise ModelFormatError(path, "tokenizer.bin is too short for its header")
-    if vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size <= 0):
-        raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+    check_int("vocab_size", vocab_size, lo=1, optional=True)
     (max_len,) = struct.unpack_from("<I", data, 0)
     if not 0 < max_len <= 1024: raise ModelFormatError(path, f"tokenizer.bin header: max_token_length {max_len} is implausible")
     raw, scores, off = [], [], 4
@@ -429,8 +429,7 @@ class Tokenizer:
         self.added_tokens = dict(added_tokens or {})       # text -> id, always recognised (non-special added tokens)
         eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])
         for name, i in [("bos_id", bos_id), *(("eos_ids", e) for e in eos_ids), *self.special_tokens.items(), *self.added_tokens.items()]:
-            if i is not None and not (isinstance(i, int) and 0 <= i < self.vocab_size):
-                raise ModelFormatError(path, f"token id {i!r} for {name!r} is outside the vocabulary of {self.vocab_size}")
+            if i is not None: check_token_ids([i], self.vocab_size, f"token id for {name!r}", partial(ModelFormatError, path))
         self.bos_id, self.eos_ids = bos_id, eos_ids
         self.eos_id = eos_ids[0] if eos_ids else None
         self.add_bos_token, self.add_eos_token, self.chat_template = bool(add_bos_token), bool(add_eos_token), chat_template
