@@ -93,18 +93,28 @@ def check_bool(name: str, v, rule: str = "True or False", error=ValueError) -> b
     return v
 
 # %% ../nbs/00_core.ipynb 18
+import operator
+
+def _token_id(t) -> int | None:
+    "`t` as a Python int if it is an integer (an int, a numpy integer, a one-element integer tensor), not a bool; else None."
+    if type(t) is int: return t                                          # the common case first: the general checks are slow
+    if isinstance(t, bool) or "bool" in str(getattr(t, "dtype", "")): return None
+    try: return operator.index(t)
+    except TypeError: return None
+
 def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueError) -> list[int]:
-    """`ids` (a list, a tuple, a 1-D tensor or array) as a list of Python ints, each an id of the vocabulary, `[0, vocab_size)`.
-    Else `error` (a `ValueError`) naming `what`, the first bad id and its position. An empty list passes: each caller says why
-    that is wrong."""
-    if hasattr(ids, "tolist") and not isinstance(ids, (list, tuple)): ids = ids.tolist()
-    if not isinstance(ids, (list, tuple)): raise error(f"{what}: expected a list of token ids, got {ids!r:.80}")
+    """`ids` (a list, a tuple, a tensor or array: any iterable but a string or a dict) as a list of Python ints, each an id of the
+    vocabulary, `[0, vocab_size)`. Else `error` (a `ValueError`) naming `what`, the first bad id and, among several, its position.
+    An empty list passes: each caller says why that is wrong."""
+    if hasattr(ids, "tolist"): ids = ids.tolist()
+    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"): raise error(f"{what}: expected a list of token ids, got {ids!r:.80}")
+    ids, out = list(ids), []
     for i, t in enumerate(ids):
         at = f" at position {i}" if len(ids) > 1 else ""
-        if type(t) is not int and (not isinstance(t, numbers.Integral) or isinstance(t, bool)):   # (type() first: the ABC check is slow)
-            raise error(f"{what}: expected integer token ids, got {t!r:.80}{at}")
-        if not 0 <= t < vocab_size: raise error(f"{what}: id {t} is outside the vocabulary (0..{vocab_size - 1}){',' if at else ''}{at}")
-    return [int(t) for t in ids]
+        if (j := _token_id(t)) is None: raise error(f"{what}: expected integer token ids, got {t!r:.80}{at}")
+        if not 0 <= j < vocab_size: raise error(f"{what}: id {j} is outside the vocabulary (0..{vocab_size - 1}){',' if at else ''}{at}")
+        out.append(j)
+    return out
 
 # %% ../nbs/00_core.ipynb 21
 from dataclasses import dataclass, field, asdict

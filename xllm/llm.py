@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_llm.ipynb 3
 from __future__ import annotations
-import collections, math, numbers, warnings
+import collections, numbers, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -281,7 +281,6 @@ class LLM:
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
-    if not isinstance(ids, (str, bytes, dict)) and hasattr(ids, "__iter__"): ids = list(ids)
     ids = check_token_ids(ids, self.config.vocab_size, f"{what}_token_ids")
     if not ids: raise ValueError(f"{what} is empty (no tokens)")
     if limit is None and len(ids) >= self.max_model_len:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_sampling.ipynb 4
 from __future__ import annotations
-import math, numbers
+import math
 from dataclasses import dataclass, field
 
 import torch

@@ -404,7 +404,7 @@ class StreamDecoder:
 
     def put(self, i) -> str:
         "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
-        i = self.tok._check_id(i)
+        (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
         self.ids.append(i)
         if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
         b, self._start = self.tok._token_bytes(i, self._start)
@@ -480,12 +480,6 @@ class Tokenizer:
             elif run: ids.extend(self.model.encode(run, at_start=k == 0) if self.kind == "spm" else self.model.encode(run))
         return ids
 
-    def _check_id(self, i) -> int:
-        try: j = i.__index__()
-        except (AttributeError, TypeError): raise ValueError(f"token id {i!r} is not an integer") from None
-        if not 0 <= j < self.vocab_size: raise ValueError(f"token id {j} is outside the vocabulary (0..{self.vocab_size - 1})")
-        return j
-
     def _token_bytes(self, i: int, start: bool):
         "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
         if i >= self.model.vocab_size: return self._extra[i].encode(), start
@@ -495,13 +489,13 @@ class Tokenizer:
 
     def token_bytes(self, i: int) -> bytes:
         "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
-        return self._token_bytes(self._check_id(i), False)[0]
+        (i,) = check_token_ids([i], self.vocab_size, "token_bytes")
+        return self._token_bytes(i, False)[0]
 
     def decode(self, ids, skip_special: bool = False) -> str:
         "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
         chunks, cur, start = [], [], True
-        for i in ids:
-            i = self._check_id(i)
+        for i in check_token_ids(ids, self.vocab_size, "decode"):
             if skip_special and i in self._special_ids:
                 chunks.append(b"".join(cur)); cur = []
                 continue
@@ -516,7 +510,7 @@ class Tokenizer:
 
     def id_to_piece(self, i: int) -> str:
         "The vocabulary piece (token string) of id `i`."
-        i = self._check_id(i)
+        (i,) = check_token_ids([i], self.vocab_size, "id_to_piece")
         return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
     def piece_to_id(self, s: str) -> int:
