@@ -57,10 +57,11 @@ def _refuse(error, name: str, rule: str, v):
     raise error(f"{name} must be {rule}, got {got if len(got) <= 80 else got[:60] + f'... ({len(got)} characters)'}")
 
 def _bounds(lo, hi, open_lo=False) -> str:
-    "The accepted range in words: 'in [lo, hi]', '>= lo', '<= hi' (or '' when unbounded)."
-    if lo is not None and hi is not None: return f" in {'(' if open_lo else '['}{lo:g}, {hi:g}]"
-    if lo is not None: return f" {'>' if open_lo else '>='} {lo:g}"
-    return f" <= {hi:g}" if hi is not None else ""
+    "The accepted range in words: 'in [lo, hi]', '>= lo', '<= hi' (or '' when unbounded); floats shortest (1e-06), ints whole."
+    lo, hi = (f"{x:g}" if isinstance(x, float) else x for x in (lo, hi))
+    if lo is not None and hi is not None: return f" in {'(' if open_lo else '['}{lo}, {hi}]"
+    if lo is not None: return f" {'>' if open_lo else '>='} {lo}"
+    return f" <= {hi}" if hi is not None else ""
 
 # %% ../nbs/00_core.ipynb 12
 def check_int(name: str, v, lo: int | None = None, hi: int | None = None, optional: bool = False, rule: str | None = None,
