@@ -118,7 +118,7 @@ def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueEr
     return out
 
 # %% ../nbs/00_core.ipynb 21
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 
 MAX_POSITIONS = 1 << 24   # max_position_embeddings above this is refused: the longest real context (Llama 4 Scout) is 10M; 10**12 is a corrupt file
 

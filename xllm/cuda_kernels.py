@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_cuda_kernels.ipynb 3
 from __future__ import annotations
-import math, os, re, shutil, subprocess, tempfile, warnings
+import math, re, shutil, subprocess, tempfile, warnings
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np

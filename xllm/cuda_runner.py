@@ -4,7 +4,7 @@
 
 # %% ../nbs/14a_cuda_runner.ipynb 3
 from __future__ import annotations
-import copy, math, warnings
+import copy, warnings
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from .engine import PagedBatch, PagedKVPool, ModelRunner, forward_paged, chunk_attention, table_slots

@@ -5,7 +5,7 @@
 # %% ../nbs/07_llm.ipynb 3
 from __future__ import annotations
 import collections, numbers, warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -15,7 +15,7 @@ from .core import ModelFormatError, check_bool, check_int, check_number, check_t
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
 from . import quant
 from .tokenizer import Tokenizer
-from .chat import apply_chat_template, apply_chat_template_parts
+from .chat import apply_chat_template_parts
 from .model import Llama
 from .sampling import SamplingParams, Sampler
 from .engine import default_kv_cache_memory

@@ -5,7 +5,7 @@
 # %% ../nbs/06_sampling.ipynb 4
 from __future__ import annotations
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from .core import check_bool, check_int, check_number
