@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from .core import check_bool, check_int, check_number
+from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
 __all__ = ['F32_MAX', 'REPETITION_PENALTY_MAX', 'CPU_SAMPLE_ELEMENTS', 'SamplingParams', 'apply_penalties', 'apply_top_k',
@@ -79,9 +79,7 @@ class SamplingParams:
 # %% ../nbs/06_sampling.ipynb 12
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(ids if ids is not None else [], dtype=torch.long, device=device).reshape(-1)
-    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size):
-        bad = int(t.min()) if int(t.min()) < 0 else int(t.max())
-        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary of {vocab_size}")
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size): check_token_ids(t, vocab_size, name)   # raises, naming the first bad id
     return t
 
 def apply_penalties(logits: torch.Tensor, output_token_ids=(), prompt_token_ids=(), repetition_penalty: float = 1.0,
