@@ -13,8 +13,8 @@ from functools import partial
 from .core import LlamaConfig, ModelFormatError, _check_rope_scaling, check_bool, check_int, check_number, read_json
 
 # %% auto 0
-__all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'permute_rope_rows', 'config_from_hf', 'llama3_rope_factors',
-           'config_from_gguf', 'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
+__all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'config_from_hf', 'llama3_rope_factors', 'config_from_gguf',
+           'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
 
 # %% ../nbs/04_weights.ipynb 7
 def hf_weight_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -41,11 +41,6 @@ def unpermute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     "Rows of a q/k projection (or bias) from Meta/GGUF/llama2.c interleaved-pair order to Hugging Face rotate-half order."
     if w.shape[0] % (2 * n_heads): raise ValueError(f"n_heads: {w.shape[0]} rows do not split into {n_heads} heads of even size")
     return w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
-
-def permute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    "The inverse of `unpermute_rope_rows`: Hugging Face order to interleaved pairs (what GGUF/llama2.c converters write)."
-    if w.shape[0] % (2 * n_heads): raise ValueError(f"n_heads: {w.shape[0]} rows do not split into {n_heads} heads of even size")
-    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
 
 # %% ../nbs/04_weights.ipynb 16
 _ROPE_NEEDS = {"default": [], "linear": ["factor"],
