@@ -7,12 +7,13 @@ from __future__ import annotations
 import heapq, json, unicodedata, warnings
 from pathlib import Path
 import regex
-from .core import ModelFormatError
+from functools import partial
+from .core import ModelFormatError, check_int
 
 # %% auto 0
 __all__ = ['BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'PAT_GPT2', 'PAT_LLAMA3', 'PAT_QWEN2', 'PRE_TOKENIZERS', 'GGUF_PRE_NAMES',
            'bytes_to_unicode', 'byte_encode', 'byte_decode', 'split_step', 'compile_pre_tokenizer', 'pre_tokenize',
-           'ByteLevelBPE', 'is_byte_level']
+           'ByteLevelBPE']
 
 # %% ../nbs/03a_bpe.ipynb 6
 def bytes_to_unicode() -> dict[int, str]:
@@ -150,7 +151,7 @@ class ByteLevelBPE:
         self.added = dict(added or {})
         for tok, i in self.added.items(): self.vocab.setdefault(tok, i)
         for tok, i in self.vocab.items():
-            if not isinstance(i, int) or isinstance(i, bool) or i < 0: raise ModelFormatError(path, f"vocab: token {tok!r} has invalid id {i!r}")
+            check_int(f"vocab: the id of token {tok!r}", i, lo=0, error=partial(ModelFormatError, path))
         n = max(self.vocab.values()) + 1
         if n > 2 * len(self.vocab) + 1024: raise ModelFormatError(path, f"vocab: largest id {n - 1} is far beyond the {len(self.vocab)} tokens (corrupt?)")
         if pieces is not None:
@@ -300,15 +301,6 @@ def _hf_normalizers(nm, path=None) -> list[str]:
     if t == "Sequence": return [f for n in nm.get("normalizers") or [] for f in _hf_normalizers(n, path)]
     if t in ("NFC", "NFD", "NFKC", "NFKD"): return [t]
     raise ModelFormatError(path, f"normalizer {t!r} is not supported for byte-level BPE")
-
-def is_byte_level(d: dict) -> bool:
-    "Whether a parsed tokenizer.json is a byte-level BPE (a ByteLevel pre-tokenizer or decoder), i.e. one for `ByteLevelBPE`."
-    def has(o):
-        if isinstance(o, dict): return o.get("type") == "ByteLevel" or any(has(v) for v in o.values())
-        if isinstance(o, list): return any(has(v) for v in o)
-        return False
-    m = d.get("model") if isinstance(d, dict) else None
-    return isinstance(m, dict) and m.get("type", "BPE") == "BPE" and (has(d.get("pre_tokenizer")) or has(d.get("decoder")))
 
 def _from_tokenizer_json(cls, d, path=None) -> ByteLevelBPE:
     "Build from a parsed tokenizer.json dict (or its path)."

@@ -15,8 +15,8 @@ from jinja2.visitor import NodeTransformer
 
 # %% auto 0
 __all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'TemplateError',
-           'plain_data', 'validate_messages', 'ChatTemplate', 'builtin_template', 'default_template_name',
-           'apply_chat_template', 'apply_chat_template_parts']
+           'plain_data', 'validate_messages', 'ChatTemplate', 'default_template_name', 'apply_chat_template',
+           'apply_chat_template_parts']
 
 # %% ../nbs/04_chat.ipynb 6
 class TemplateError(ValueError):
@@ -469,11 +469,6 @@ _BUILTIN = {
     {{- '<|im_start|>assistant\\n' }}
 {%- endif %}""",
 }
-
-def builtin_template(name: str) -> str:
-    "Source of a built-in chat template: 'llama2', 'llama3' or 'chatml'."
-    if name not in _BUILTIN: raise ValueError(f"unknown built-in chat template {name!r}; choose one of {sorted(_BUILTIN)}")
-    return _BUILTIN[name]
 
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."

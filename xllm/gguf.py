@@ -13,7 +13,7 @@ from .core import ModelFormatError
 
 # %% auto 0
 __all__ = ['GGUF_MAGIC', 'GGUF_VERSIONS', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_TYPES', 'GGML_TYPE_CODES', 'GGUF_VALUE_TYPES',
-           'DEQUANTIZABLE_TYPES', 'ggml_nbytes', 'GGUFTensorInfo', 'GGUFFile', 'q4_k_parts', 'q6_k_parts', 'dequantize']
+           'DEQUANTIZABLE_TYPES', 'GGUFTensorInfo', 'GGUFFile', 'q4_k_parts', 'q6_k_parts', 'dequantize']
 
 # %% ../nbs/02_gguf.ipynb 7
 GGUF_MAGIC = b"GGUF"
@@ -32,12 +32,6 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     30: ("BF16", 1, 2),     34: ("TQ1_0", 256, 54),  35: ("TQ2_0", 256, 66),  39: ("MXFP4", 32, 17),
 }
 GGML_TYPE_CODES = {name: code for code, (name, _, _) in GGML_TYPES.items()}
-
-def ggml_nbytes(ggml_type: int, n_elements: int) -> int:
-    "Bytes taken by `n_elements` values of `ggml_type` (which must be a whole number of blocks)."
-    name, bs, ts = GGML_TYPES[ggml_type]
-    if n_elements % bs: raise ValueError(f"{n_elements} values is not a whole number of {name} blocks of {bs}")
-    return n_elements // bs * ts
 
 # %% ../nbs/02_gguf.ipynb 11
 # metadata value types: code -> (name, struct format; None for string/array)

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .core import LlamaConfig
+from .core import LlamaConfig, check_int, check_number
 
 # %% auto 0
 __all__ = ['KV_SCALE_DTYPE', 'BlockManager', 'kv_storage_dtype', 'kv_cache_bytes_per_token', 'num_blocks_for_budget',
@@ -20,8 +20,8 @@ __all__ = ['KV_SCALE_DTYPE', 'BlockManager', 'kv_storage_dtype', 'kv_cache_bytes
 class BlockManager:
     "Free list, reference counts, block tables and the prefix cache of a paged KV pool of `num_blocks` blocks of `block_size` tokens."
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
-        for name, v in (("num_blocks", num_blocks), ("block_size", block_size)):
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        check_int("num_blocks", num_blocks, lo=1)
+        check_int("block_size", block_size, lo=1)
         self.num_blocks, self.block_size, self.enable_prefix_caching = num_blocks, block_size, bool(enable_prefix_caching)
         self.free_blocks: deque[int] = deque(range(num_blocks))      # blocks holding nothing
         self.evictable: OrderedDict[int, None] = OrderedDict()       # cached blocks with ref count 0, least recently used first
@@ -239,10 +239,8 @@ def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=
 
 def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_bytes: int, dtype=torch.float16, kv_dtype=None) -> int:
     "How many whole blocks of `block_size` tokens fit in `kv_cache_memory_bytes` of K/V memory (int8 scales counted)."
-    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size <= 0:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    if not isinstance(kv_cache_memory_bytes, (int, float)) or isinstance(kv_cache_memory_bytes, bool) or not kv_cache_memory_bytes > 0:
-        raise ValueError(f"kv_cache_memory must be a positive number of bytes, got {kv_cache_memory_bytes!r}")
+    check_int("block_size", block_size, lo=1)
+    check_number("kv_cache_memory", kv_cache_memory_bytes, lo=0, open_lo=True, rule="a positive number of bytes")
     per_block = kv_cache_bytes_per_token(config, dtype, kv_dtype) * block_size
     n = int(kv_cache_memory_bytes // per_block)
     if n < 1: raise ValueError(f"kv_cache_memory of {int(kv_cache_memory_bytes)} bytes is less than one KV block ({per_block} bytes = {block_size} tokens)")

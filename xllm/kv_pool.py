@@ -6,7 +6,7 @@
 from __future__ import annotations
 import torch
 
-from .core import LlamaConfig
+from .core import LlamaConfig, check_int
 from .kv_cache import KV_SCALE_DTYPE, num_blocks_for_budget, kv_cache_report, kv_storage_dtype
 
 # %% auto 0
@@ -45,8 +45,8 @@ class PagedKVPool:
     `dtype` is the model's compute dtype; `kv_dtype='int8'` stores K/V as int8 with a float32 scale per token and head
     (`k_scale[layer]` `[num_blocks, block_size, n_kv_heads]`), quantized on write and dequantized on gather."""
     def __init__(self, config: LlamaConfig, num_blocks: int, block_size: int, dtype=torch.float32, device=None, kv_dtype=None):
-        for name, v in (("num_blocks", num_blocks), ("block_size", block_size)):
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0: raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        check_int("num_blocks", num_blocks, lo=1)
+        check_int("block_size", block_size, lo=1)
         self.config, self.num_blocks, self.block_size, self.dtype = config, num_blocks, block_size, dtype
         self.kv_dtype = kv_storage_dtype(kv_dtype, dtype)
         self.quantized = self.kv_dtype == torch.int8

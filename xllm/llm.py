@@ -4,18 +4,18 @@
 
 # %% ../nbs/17_llm.ipynb 3
 from __future__ import annotations
-import collections, math, numbers, warnings
-from dataclasses import dataclass, field
+import collections, numbers, warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import torch
 
-from .core import ModelFormatError, default_model_path
+from .core import ModelFormatError, check_bool, check_int, check_number, check_token_ids, default_model_path
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
 from . import quant
 from .tokenizer import Tokenizer
-from .chat import apply_chat_template, apply_chat_template_parts
+from .chat import apply_chat_template_parts
 from .model import Llama
 from .sampling import SamplingParams, Sampler
 from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
@@ -142,18 +142,13 @@ def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_ea
     "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
     if kv_cache_dtype not in (None, "auto", "int8"):
         raise ValueError(f"kv_cache_dtype: expected None (the model's dtype), 'auto' or 'int8', got {kv_cache_dtype!r}")
-    if kv_cache_memory is not None and (not isinstance(kv_cache_memory, (int, float)) or isinstance(kv_cache_memory, bool)
-                                        or not math.isfinite(kv_cache_memory) or kv_cache_memory <= 0):
-        raise ValueError(f"kv_cache_memory: expected a positive number of bytes or None, got {kv_cache_memory!r}")
-    if max_num_seqs is not None and (not isinstance(max_num_seqs, int) or isinstance(max_num_seqs, bool) or max_num_seqs <= 0):
-        raise ValueError(f"max_num_seqs: expected a positive integer or None, got {max_num_seqs!r}")
-    if max_num_batched_tokens is not None:
-        if not isinstance(max_num_batched_tokens, int) or isinstance(max_num_batched_tokens, bool) or max_num_batched_tokens <= 0:
-            raise ValueError(f"max_num_batched_tokens: expected a positive integer or None, got {max_num_batched_tokens!r}")
+    check_number("kv_cache_memory", kv_cache_memory, lo=0, open_lo=True, optional=True, rule="a positive number of bytes")
+    check_int("max_num_seqs", max_num_seqs, lo=1, optional=True)
+    if check_int("max_num_batched_tokens", max_num_batched_tokens, lo=1, optional=True) is not None:
         if max_num_batched_tokens < (max_num_seqs or DEFAULT_MAX_NUM_SEQS):
             raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs ({max_num_seqs or DEFAULT_MAX_NUM_SEQS}): "
                              "every running sequence decodes one token each step")
-    if not isinstance(enforce_eager, bool): raise ValueError(f"enforce_eager: expected True or False, got {enforce_eager!r}")
+    check_bool("enforce_eager", enforce_eager)
 
 
 def _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None):
@@ -252,11 +247,9 @@ class LLM:
         "The part of building shared by `__init__` and `from_model`: context, seed, engine settings, the runner (chosen now, once)."
         ctx = self.config.max_position_embeddings
         if max_model_len is not None:
-            if not isinstance(max_model_len, int) or isinstance(max_model_len, bool) or not 0 < max_model_len <= ctx:
-                raise ValueError(f"max_model_len: must be an integer in [1, {ctx}] (the model's max_position_embeddings), got {max_model_len!r}")
-            ctx = max_model_len
+            ctx = check_int("max_model_len", max_model_len, 1, ctx, rule=f"an integer in [1, {ctx}] (the model's max_position_embeddings)")
         self.max_model_len, self.model = ctx, model
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)): raise ValueError(f"seed: expected an integer or None, got {seed!r}")
+        check_int("seed", seed, optional=True)
         self.generator = torch.Generator(device="cpu")   # draws of requests without their own seed
         if seed is None: self.generator.seed()
         else: self.generator.manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
@@ -289,13 +282,8 @@ class LLM:
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
-    if not isinstance(ids, (str, bytes, dict)) and hasattr(ids, "__iter__"): ids = list(ids)
-    if not isinstance(ids, list) or not all(isinstance(i, numbers.Integral) and not isinstance(i, bool) for i in ids):
-        raise ValueError(f"{what}_token_ids: expected a list of integers, got {ids!r:.80}")
-    ids = [int(i) for i in ids]
+    ids = check_token_ids(ids, self.config.vocab_size, f"{what}_token_ids")
     if not ids: raise ValueError(f"{what} is empty (no tokens)")
-    bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
-    if bad: raise ValueError(f"{what}_token_ids: id {bad[0]} is outside the vocabulary (0..{self.config.vocab_size - 1})")
     if limit is None and len(ids) >= self.max_model_len:
         raise ValueError(f"{what} has {len(ids)} tokens; the model's context is {self.max_model_len} tokens, so a prompt may have at most "
                          f"{self.max_model_len - 1} (one position is left for the first new token)")

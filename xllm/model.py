@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Sequence as Seq
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
-from .core import LlamaConfig, ModelFormatError
+from .core import LlamaConfig, ModelFormatError, check_token_ids
 
 # %% auto 0
 __all__ = ['RMSNorm', 'rope_inv_freq', 'rope_tables', 'rotate_half', 'apply_rope', 'KVCache', 'table_slots', 'PagedBatch',
@@ -354,7 +354,7 @@ class Llama(nn.Module):
             raise ValueError(f"input_ids must be a non-empty 1-D integer tensor, got shape {tuple(ids.shape)} and dtype {ids.dtype}")
         T, V = ids.shape[0], self.config.vocab_size
         lo, hi = ids.aminmax()
-        if lo < 0 or hi >= V: raise ValueError(f"token id {int(lo) if lo < 0 else int(hi)} is outside the vocabulary of {V}")
+        if lo < 0 or hi >= V: check_token_ids(ids, V, "input_ids")   # raises, naming the first bad id
         if cache is None: cache = self.new_cache(T)
         logits = self(cache.batch(ids.tolist(), last_only), cache)
         cache.length += T

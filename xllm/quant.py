@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, math, shutil, struct
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
-from .core import LlamaConfig, ModelFormatError, read_json
+from .core import LlamaConfig, ModelFormatError, check_int, read_json
 
 # %% auto 0
 __all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF_K_TYPES', 'QUANT_METHOD', 'pack_nibbles',
@@ -123,9 +123,6 @@ class _QuantLinear(nn.Module):
 
     def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, kernel={self.kernel!r}"
 
-    def kernel_bytes(self) -> int:
-        "Bytes held by the cached kernel-ready tensors (on top of the stored weight)."
-        return sum(t.numel() * t.element_size() for v in self._kcache.values() for t in v if isinstance(t, torch.Tensor))
 
 # %% ../nbs/07_quantization.ipynb 12
 class Int8Linear(_QuantLinear):
@@ -685,7 +682,7 @@ def perplexity(logits_fn, token_ids, ctx: int = 512, bos_id: int | None = None, 
     logits at every position of a window: a `Llama` (its torch forward) or `LLM.logits` (through the engine's runner)."""
     from tqdm.auto import tqdm
     ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1)
-    if not isinstance(ctx, int) or isinstance(ctx, bool) or ctx < 4: raise ValueError(f"ctx: expected an integer >= 4, got {ctx!r}")
+    check_int("ctx", ctx, lo=4)
     n_chunks = ids.numel() // ctx
     if n_chunks == 0: raise ValueError(f"ctx: {ids.numel()} tokens do not fill one window of ctx={ctx} tokens")
     first, nll, count = ctx // 2, 0.0, 0

@@ -4,25 +4,17 @@
 
 # %% ../nbs/08_sampling.ipynb 4
 from __future__ import annotations
-import math, numbers
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 
 import torch
+from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
 __all__ = ['F32_MAX', 'REPETITION_PENALTY_MAX', 'CPU_SAMPLE_ELEMENTS', 'SamplingParams', 'apply_penalties', 'apply_top_k',
            'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError', 'SampleResult', 'Sampler']
 
 # %% ../nbs/08_sampling.ipynb 6
-def _is_int(v) -> bool: return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-def _is_real(v) -> bool: return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-def _as_float(v) -> float | None:
-    "`v` as a Python float if it is a real number and not a bool (an integer too large for a float: +-inf); else None."
-    if not _is_real(v): return None
-    try: return float(v)
-    except OverflowError: return math.inf if v > 0 else -math.inf
-
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
@@ -51,38 +43,28 @@ class SamplingParams:
         """Check every field (a `ValueError` names the first bad one and the accepted range) and normalize (Python ints and floats,
         -0.0 as 0.0): run at creation, and again by `LLM` and `Engine` before use. Numbers are judged as the sampler uses them, in
         float32: bools are not numbers, NaN and infinities never pass, nor a float beyond float32's range."""
-        def bad(name, rule):
-            got = repr(getattr(self, name))
-            raise ValueError(f"SamplingParams.{name} must be {rule}, got {got if len(got) <= 80 else got[:60] + f'... ({len(got)} characters)'}")
-        def integer(name, lo, rule, optional=False):
-            v = getattr(self, name)
-            if v is None and optional: return
-            if not _is_int(v) or v < lo: bad(name, rule)
-            setattr(self, name, int(v))
-        def real(name, lo, hi, rule, open_lo=False):
-            f = _as_float(getattr(self, name))
-            if f is None or not (lo < f if open_lo else lo <= f) or not f <= hi: bad(name, rule)   # NaN fails every comparison
-            setattr(self, name, f + 0.0)                                                            # -0.0 + 0.0 == 0.0
-        integer("n", 1, "an integer >= 1")
-        integer("max_tokens", 1, "None or an integer >= 1", optional=True)
-        real("temperature", 0.0, F32_MAX, f"a number in [0, {F32_MAX!r}] (0 = greedy, as is anything below {_GREEDY_EPS:g})")
-        real("top_p", 0.0, 1.0, "a number in (0, 1]", open_lo=True)
-        integer("top_k", -1, "-1 or 0 (off) or an integer >= 1")
-        real("min_p", 0.0, 1.0, "a number in [0, 1]")
-        real("repetition_penalty", 1 / REPETITION_PENALTY_MAX, REPETITION_PENALTY_MAX,
-             f"a number in [{1 / REPETITION_PENALTY_MAX:g}, {REPETITION_PENALTY_MAX:g}] (1 = off)")
-        for k in ("presence_penalty", "frequency_penalty"): real(k, -2.0, 2.0, "a number in [-2, 2]")
-        integer("seed", -math.inf, "None or an integer", optional=True)
+        def integer(name, lo=None, **kw): setattr(self, name, check_int(f"SamplingParams.{name}", getattr(self, name), lo, **kw))
+        def real(name, lo, hi, **kw): setattr(self, name, check_number(f"SamplingParams.{name}", getattr(self, name), lo, hi, **kw))
+        integer("n", 1)
+        integer("max_tokens", 1, optional=True)
+        real("temperature", 0.0, F32_MAX, rule=f"a number in [0, {F32_MAX!r}] (0 = greedy, as is anything below {_GREEDY_EPS:g})")
+        real("top_p", 0.0, 1.0, open_lo=True)
+        integer("top_k", -1, rule="-1 or 0 (off) or an integer >= 1")
+        real("min_p", 0.0, 1.0)
+        real("repetition_penalty", 1 / REPETITION_PENALTY_MAX, REPETITION_PENALTY_MAX, rule=f"a number in [{1 / REPETITION_PENALTY_MAX:g}, {REPETITION_PENALTY_MAX:g}] (1 = off)")
+        for k in ("presence_penalty", "frequency_penalty"): real(k, -2.0, 2.0)
+        integer("seed", optional=True)
         if self.stop is None: self.stop = []
         elif isinstance(self.stop, str) and self.stop: self.stop = [self.stop]
-        if not isinstance(self.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in self.stop): bad("stop", "None, a non-empty string or a list of non-empty strings")
+        if not isinstance(self.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in self.stop):
+            raise ValueError(f"SamplingParams.stop must be None, a non-empty string or a list of non-empty strings, got {self.stop!r:.80}")
         self.stop = list(self.stop)
         if self.stop_token_ids is None: self.stop_token_ids = []
-        if not isinstance(self.stop_token_ids, (list, tuple)) or not all(_is_int(t) and t >= 0 for t in self.stop_token_ids):
-            bad("stop_token_ids", "None or a list of non-negative integers")
-        self.stop_token_ids = [int(t) for t in self.stop_token_ids]
-        if not isinstance(self.ignore_eos, bool): bad("ignore_eos", "True or False")
-        integer("logprobs", 0, "None or an integer >= 0", optional=True)
+        if not isinstance(self.stop_token_ids, (list, tuple)):
+            raise ValueError(f"SamplingParams.stop_token_ids must be None or a list of integers >= 0, got {self.stop_token_ids!r:.80}")
+        self.stop_token_ids = [check_int("SamplingParams.stop_token_ids", t, 0, rule="None or a list of integers >= 0") for t in self.stop_token_ids]
+        check_bool("SamplingParams.ignore_eos", self.ignore_eos)
+        integer("logprobs", 0, optional=True)
 
     @property
     def greedy(self) -> bool:
@@ -97,9 +79,7 @@ class SamplingParams:
 # %% ../nbs/08_sampling.ipynb 12
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(ids if ids is not None else [], dtype=torch.long, device=device).reshape(-1)
-    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size):
-        bad = int(t.min()) if int(t.min()) < 0 else int(t.max())
-        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary of {vocab_size}")
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size): check_token_ids(t, vocab_size, name)   # raises, naming the first bad id
     return t
 
 def apply_penalties(logits: torch.Tensor, output_token_ids=(), prompt_token_ids=(), repetition_penalty: float = 1.0,

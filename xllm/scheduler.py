@@ -4,11 +4,11 @@
 
 # %% ../nbs/11_scheduler.ipynb 4
 from __future__ import annotations
-import numbers
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .core import check_int
 from .kv_cache import BlockManager
 from .sequence import Sequence, SequenceStatus
 
@@ -48,17 +48,13 @@ class SchedulerOutput:
     def __len__(self): return len(self.chunks)
 
 # %% ../nbs/11_scheduler.ipynb 8
-def _pos_int(name, v):
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0: raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
-
 class Scheduler:
     "Continuous-batching scheduler over a `BlockManager`: FIFO admission, decode first, chunked prefill, preemption by recompute."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048, max_model_len: int = 2048):
         self.bm = block_manager
-        self.max_num_seqs = _pos_int("max_num_seqs", max_num_seqs)
-        self.max_num_batched_tokens = _pos_int("max_num_batched_tokens", max_num_batched_tokens)
-        self.max_model_len = _pos_int("max_model_len", max_model_len)
+        self.max_num_seqs = check_int("max_num_seqs", max_num_seqs, lo=1)
+        self.max_num_batched_tokens = check_int("max_num_batched_tokens", max_num_batched_tokens, lo=1)
+        self.max_model_len = check_int("max_model_len", max_model_len, lo=1)
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_num_seqs ({max_num_seqs}) so every running sequence can decode each step")
         self.waiting: deque[Sequence] = deque()
@@ -82,8 +78,7 @@ class Scheduler:
         toks = seq.token_ids
         if seq.seq_id in self.seqs: raise ValueError(f"request id {seq.seq_id!r} is already in use")
         if not isinstance(toks, list) or not toks: raise ValueError(f"request {seq.seq_id!r}: prompt_token_ids must be a non-empty list of token ids")
-        if not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0 for t in toks):
-            raise ValueError(f"request {seq.seq_id!r}: prompt_token_ids must be non-negative integers")
+        assert all(type(t) is int and t >= 0 for t in toks), f"request {seq.seq_id!r}: prompt_token_ids must be non-negative ints (Engine.add_request checks them)"
         if len(toks) + 1 > self.max_model_len:
             raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens leaves no room to generate within max_model_len={self.max_model_len}")
         need = self.bm.blocks_needed(len(toks) + 1)
@@ -179,9 +174,8 @@ class Scheduler:
                 continue
             if seq.seq_id not in new_tokens: raise ValueError(f"no new token for sequence {seq.seq_id!r}, whose chunk reached its end")
             tok = new_tokens[seq.seq_id]
-            if (type(tok) is not int and (not isinstance(tok, numbers.Integral) or isinstance(tok, bool))) or tok < 0:   # (the ABC check is slow)
-                raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
-            seq.token_ids.append(int(tok))
+            assert type(tok) is int and tok >= 0, f"sequence {seq.seq_id!r}: bad new token {tok!r}"   # the engine's sampler made it
+            seq.token_ids.append(tok)
             reason = finished.get(seq.seq_id)
             n = len(seq.token_ids)
             if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks):

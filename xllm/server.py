@@ -12,6 +12,7 @@ import asyncio, dataclasses, hmac, json, math, re, socket, threading, time, uuid
 from typing import Any, Literal, Union
 
 import torch
+from .core import check_bool, check_int, check_number, check_token_ids
 from .sampling import SamplingParams
 
 # %% ../nbs/21_server.ipynb 5
@@ -124,8 +125,8 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     if isinstance(req.stop, str) and not req.stop: raise APIError(400, "stop: must not be an empty string", param="stop")
     for s in ([req.stop] if isinstance(req.stop, str) else req.stop or []):
         if len(s) > MAX_STOP_CHARS: raise APIError(400, f"stop: a stop string of {len(s)} characters; at most {MAX_STOP_CHARS}", param="stop")
-    if req.stream_options is not None and not isinstance(req.stream_options.get("include_usage", False), bool):
-        raise APIError(400, "stream_options.include_usage: expected true or false", param="stream_options")
+    if req.stream_options is not None:
+        check_bool("stream_options.include_usage", req.stream_options.get("include_usage", False), "true or false", lambda m: APIError(400, m, param="stream_options"))
     mt = _asked_tokens(req) or default_max_tokens
     lp = req.logprobs if not isinstance(req.logprobs, bool) else ((req.top_logprobs or 0) if req.logprobs else None)
     try:
@@ -152,10 +153,9 @@ def check_supported(req, vocab_size: int) -> dict[int, float]:
     bias = {}
     for k, v in (req.logit_bias or {}).items():
         if not (k.isascii() and k.isdigit()): no("logit_bias", f"keys must be token ids (decimal digits), got {k!r}")
-        t = int(k)
-        if not 0 <= t < vocab_size: no("logit_bias", f"token id {t} is outside the vocabulary (0..{vocab_size - 1})")
-        if not -100 <= v <= 100: no("logit_bias", f"the bias of token {t} must be in [-100, 100], got {v}")
-        bias[t] = float(v)
+        if not -100 <= v <= 100: no("logit_bias", f"the bias of token {k} must be in [-100, 100], got {v}")
+        bias[int(k)] = float(v)
+    check_token_ids(list(bias), vocab_size, "logit_bias", lambda m: APIError(400, m, param="logit_bias"))
     return bias
 
 def logit_bias_processor(bias: dict[int, float]):
@@ -461,10 +461,9 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     from starlette.exceptions import HTTPException
     from contextlib import asynccontextmanager
     if max_num_seqs is None: max_num_seqs = llm.max_num_seqs
-    if not isinstance(stall_timeout, (int, float)) or isinstance(stall_timeout, bool) or not stall_timeout > 0:
-        raise ValueError(f"stall_timeout: expected a number of seconds > 0, got {stall_timeout!r}")
-    for k, v in (("max_num_seqs", max_num_seqs), ("max_waiting", max_waiting)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < (1 if k == "max_num_seqs" else 0): raise ValueError(f"{k}: expected an integer >= {1 if k == 'max_num_seqs' else 0}, got {v!r}")
+    check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
+    check_int("max_num_seqs", max_num_seqs, lo=1)
+    check_int("max_waiting", max_waiting, lo=0)
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_path.name)
     CompletionRequest, ChatRequest = _models(max_num_seqs + max_waiting, st.max_len)
 

@@ -6,7 +6,8 @@
 from __future__ import annotations
 import codecs, heapq, json, re, struct, unicodedata
 from pathlib import Path
-from .core import ModelFormatError, read_json
+from functools import partial
+from .core import ModelFormatError, check_int, check_token_ids, read_json
 
 # %% auto 0
 __all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE',
@@ -309,8 +310,7 @@ def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
     path = Path(path)
     data = path.read_bytes()
     if len(data) < 4: raise ModelFormatError(path, "tokenizer.bin is too short for its header")
-    if vocab_size is not None and (not isinstance(vocab_size, int) or vocab_size <= 0):
-        raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+    check_int("vocab_size", vocab_size, lo=1, optional=True)
     (max_len,) = struct.unpack_from("<I", data, 0)
     if not 0 < max_len <= 1024: raise ModelFormatError(path, f"tokenizer.bin header: max_token_length {max_len} is implausible")
     raw, scores, off = [], [], 4
@@ -404,7 +404,7 @@ class StreamDecoder:
 
     def put(self, i) -> str:
         "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
-        i = self.tok._check_id(i)
+        (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
         self.ids.append(i)
         if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
         b, self._start = self.tok._token_bytes(i, self._start)
@@ -429,8 +429,7 @@ class Tokenizer:
         self.added_tokens = dict(added_tokens or {})       # text -> id, always recognised (non-special added tokens)
         eos_ids = [eos_ids] if isinstance(eos_ids, int) else list(eos_ids or [])
         for name, i in [("bos_id", bos_id), *(("eos_ids", e) for e in eos_ids), *self.special_tokens.items(), *self.added_tokens.items()]:
-            if i is not None and not (isinstance(i, int) and 0 <= i < self.vocab_size):
-                raise ModelFormatError(path, f"token id {i!r} for {name!r} is outside the vocabulary of {self.vocab_size}")
+            if i is not None: check_token_ids([i], self.vocab_size, f"token id for {name!r}", partial(ModelFormatError, path))
         self.bos_id, self.eos_ids = bos_id, eos_ids
         self.eos_id = eos_ids[0] if eos_ids else None
         self.add_bos_token, self.add_eos_token, self.chat_template = bool(add_bos_token), bool(add_eos_token), chat_template
@@ -481,12 +480,6 @@ class Tokenizer:
             elif run: ids.extend(self.model.encode(run, at_start=k == 0) if self.kind == "spm" else self.model.encode(run))
         return ids
 
-    def _check_id(self, i) -> int:
-        try: j = i.__index__()
-        except (AttributeError, TypeError): raise ValueError(f"token id {i!r} is not an integer") from None
-        if not 0 <= j < self.vocab_size: raise ValueError(f"token id {j} is outside the vocabulary (0..{self.vocab_size - 1})")
-        return j
-
     def _token_bytes(self, i: int, start: bool):
         "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
         if i >= self.model.vocab_size: return self._extra[i].encode(), start
@@ -496,13 +489,13 @@ class Tokenizer:
 
     def token_bytes(self, i: int) -> bytes:
         "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
-        return self._token_bytes(self._check_id(i), False)[0]
+        (i,) = check_token_ids([i], self.vocab_size, "token_bytes")
+        return self._token_bytes(i, False)[0]
 
     def decode(self, ids, skip_special: bool = False) -> str:
         "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
         chunks, cur, start = [], [], True
-        for i in ids:
-            i = self._check_id(i)
+        for i in check_token_ids(ids, self.vocab_size, "decode"):
             if skip_special and i in self._special_ids:
                 chunks.append(b"".join(cur)); cur = []
                 continue
@@ -517,7 +510,7 @@ class Tokenizer:
 
     def id_to_piece(self, i: int) -> str:
         "The vocabulary piece (token string) of id `i`."
-        i = self._check_id(i)
+        (i,) = check_token_ids([i], self.vocab_size, "id_to_piece")
         return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
     def piece_to_id(self, s: str) -> int:

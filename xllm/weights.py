@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 import numpy as np, torch
-from .core import LlamaConfig, ModelFormatError, _check_rope_scaling, _is_int, read_json
+from functools import partial
+from .core import LlamaConfig, ModelFormatError, _check_rope_scaling, check_bool, check_int, check_number, read_json
 
 # %% auto 0
-__all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'permute_rope_rows', 'config_from_hf', 'llama3_rope_factors',
-           'config_from_gguf', 'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
+__all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'config_from_hf', 'llama3_rope_factors', 'config_from_gguf',
+           'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
 
 # %% ../nbs/05_weights.ipynb 7
 def hf_weight_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -41,27 +42,18 @@ def unpermute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     if w.shape[0] % (2 * n_heads): raise ValueError(f"n_heads: {w.shape[0]} rows do not split into {n_heads} heads of even size")
     return w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
 
-def permute_rope_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    "The inverse of `unpermute_rope_rows`: Hugging Face order to interleaved pairs (what GGUF/llama2.c converters write)."
-    if w.shape[0] % (2 * n_heads): raise ValueError(f"n_heads: {w.shape[0]} rows do not split into {n_heads} heads of even size")
-    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
-
 # %% ../nbs/05_weights.ipynb 16
 _ROPE_NEEDS = {"default": [], "linear": ["factor"],
                "llama3": ["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"]}
 
-_PROBE = dict(vocab_size=1, hidden_size=2, intermediate_size=1, num_hidden_layers=1, num_attention_heads=1, bos_token_id=None, eos_token_id=[])
-
-def _number(v, name, source, default=None):
-    if v is None: v = default
-    if isinstance(v, bool) or not isinstance(v, (int, float)): raise ModelFormatError(source, f"config: {name} must be a number, got {v!r}")
-    return float(v)
+def _number(v, name, source, default=None, **bounds) -> float:
+    "A number field of config.json (null: `default`); anything but a finite number (in `bounds`) is refused by name."
+    return check_number(f"config: {name}", default if v is None else v, **bounds, error=partial(ModelFormatError, source))
 
 def _token_ids(v, name, source) -> list[int]:
-    if v is None: return []
-    vs = v if isinstance(v, list) else [v]
-    if not all(isinstance(t, int) and not isinstance(t, bool) for t in vs): raise ModelFormatError(source, f"config: {name} must be an int or a list of ints, got {v!r}")
-    return list(vs)
+    "An id or a list of ids of config.json (null: none); their range is checked by `LlamaConfig`."
+    vs = [] if v is None else v if isinstance(v, list) else [v]
+    return [check_int(f"config: {name}", t, rule="an int or a list of ints", error=partial(ModelFormatError, source)) for t in vs]
 
 def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
     "(rope_theta, rope_scaling) from a HF config dict: transformers-5 `rope_parameters` first, else 4.x `rope_theta`/`rope_scaling`."
@@ -71,7 +63,7 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
             raise ModelFormatError(source, f"config: rope_parameters must be one flat dict (per-layer-type RoPE is not LLaMA), got {rp!r}")
         theta, sc = rp.get("rope_theta", d.get("rope_theta")), {k: v for k, v in rp.items() if k != "rope_theta"}
         if d.get("rope_theta") is not None:            # a 4.x value beside the 5.x one is not used, but it must not be impossible either
-            LlamaConfig(**_PROBE, rope_theta=_number(d["rope_theta"], "rope_theta", source), source=source)
+            _number(d["rope_theta"], "rope_theta", source, lo=1, open_lo=True)
         if isinstance(d.get("rope_scaling"), dict): _check_rope_scaling(d["rope_scaling"], source)
     else:
         sc = d.get("rope_scaling") or {}
@@ -85,17 +77,13 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
     if rt == "default": return theta, None
     missing = [k for k in _ROPE_NEEDS[rt] if sc.get(k) is None]
     if missing: raise ModelFormatError(source, f"config: rope_type {rt!r} needs {', '.join(missing)}")
-    for k in _ROPE_NEEDS[rt]: _number(sc[k], f"rope {k}", source)
     return theta, sc
 
 _CONFIG_DTYPES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double", "fp32", "fp16", "bf16", "auto")
 
 def _flag(d: dict, k: str, source) -> bool:
     "A true/false field of config.json (absent or null: false); anything else is refused by name."
-    v = d.get(k)
-    if v is None: return False
-    if not isinstance(v, bool): raise ModelFormatError(source, f"config: {k} must be true or false, got {v!r}")
-    return v
+    return d.get(k) is not None and check_bool(f"config: {k}", d[k], "true or false", partial(ModelFormatError, source))
 
 def config_from_hf(d: dict, source=None, generation_config: dict | None = None) -> LlamaConfig:
     "A `LlamaConfig` from a parsed Hugging Face `config.json` (`source`: that file, for errors); EOS ids of `generation_config` merged in."
@@ -115,8 +103,8 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
     theta, scaling = _rope_from_hf(d, source)
     ctx = d.get("max_position_embeddings", 2048)
     if (sw := d.get("sliding_window") if mt != "llama" else None) is not None:   # Mistral's (HF's LlamaConfig has none)
-        if not _is_int(sw) or sw <= 0: raise ModelFormatError(source, f"config: sliding_window must be a positive integer or null, got {sw!r}")
-        if _is_int(ctx) and sw < ctx:     # no sliding-window attention here: up to the window, full attention is the same thing
+        check_int("config: sliding_window", sw, lo=1, error=partial(ModelFormatError, source))
+        if isinstance(ctx, int) and sw < ctx:     # no sliding-window attention here: up to the window, full attention is the same thing
             warnings.warn(f"{source}: config: sliding_window {sw} is below max_position_embeddings {ctx}; xllm has no sliding-window "
                           f"attention, so the context is capped at {sw} tokens", stacklevel=2)
             ctx = sw
@@ -124,7 +112,6 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
     eos = _token_ids(d.get("eos_token_id"), "eos_token_id", source)
     eos += [t for t in _token_ids(gen.get("eos_token_id"), "generation_config eos_token_id", source) if t not in eos]
     bos = d.get("bos_token_id", gen.get("bos_token_id"))
-    if bos is not None and (not isinstance(bos, int) or isinstance(bos, bool)): raise ModelFormatError(source, f"config: bos_token_id must be an int, got {bos!r}")
     return LlamaConfig(
         vocab_size=d["vocab_size"], hidden_size=d["hidden_size"], intermediate_size=d["intermediate_size"],
         num_hidden_layers=d["num_hidden_layers"], num_attention_heads=d["num_attention_heads"],
@@ -180,9 +167,11 @@ def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, r
         v = md.get(key, default)
         if v is ...: raise ModelFormatError(source, f"GGUF metadata: missing {key}")
         if isinstance(v, list) and v and all(x == v[0] for x in v): v = v[0]     # per-layer arrays with one value
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (kind is int and v != int(v))):
-            raise ModelFormatError(source, f"GGUF metadata: {key} must be a single finite {kind.__name__}, got {v!r}")
-        return None if v is None else kind(v)
+        if v is None: return None
+        rule, error = f"a single finite {kind.__name__}", partial(ModelFormatError, source)
+        check_number(f"GGUF metadata: {key}", v, rule=rule, error=error)
+        if kind is int and v != int(v): raise error(f"GGUF metadata: {key} must be {rule}, got {v!r}")
+        return kind(v)
     n_head, hidden = get("llama.attention.head_count"), get("llama.embedding_length")
     vocab = get("llama.vocab_size", None) or len(md.get("tokenizer.ggml.tokens") or []) or None
     if vocab is None and "token_embd.weight" in tensors: vocab = tensors["token_embd.weight"].shape[0]
