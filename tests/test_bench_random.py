@@ -97,3 +97,46 @@ def test_builtin_shapes():
     c = random_config("llama3-8b")
     assert (c.num_key_value_heads, c.rope_theta, c.eos_token_id) == (8, 500000.0, [128001, 128009])
     with pytest.raises(ValueError, match="--random-weights"): random_config("nope")
+
+
+def _vs_llamacpp():
+    "scripts/bench_vs_llamacpp.py as a module, imported afresh (it snapshots the environment llama.cpp will get at import)."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_vs_llamacpp", ROOT / "scripts" / "bench_vs_llamacpp.py")
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+
+def test_vs_llamacpp_runs_llamacpp_both_ways_in_its_own_environment(tmp_path, monkeypatch):
+    """llama.cpp (a stand-in llama-bench that says which OMP_WAIT_POLICY it saw, and is faster at tg64 when PASSIVE, at pp128
+    when spinning) runs under both policies, never with the OMP_WAIT_POLICY xllm sets for itself; the better figure of each is kept."""
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")             # as the xllm command sets it for its own process
+    monkeypatch.setenv("XLLM_TEST_MARK", "kept")
+    mod = _vs_llamacpp()
+    fake = tmp_path / "llama-bench"
+    fake.write_text('#!/bin/bash\necho "${OMP_WAIT_POLICY:-unset} ${XLLM_TEST_MARK:-}" >> "$(dirname "$0")/seen.txt"\n'
+                    'if [ "${OMP_WAIT_POLICY:-}" = PASSIVE ]; then tg=30; pp=100; else tg=20; pp=200; fi\n'
+                    'echo "[{\\"model_size\\": 1, \\"model_n_params\\": 2, \\"n_prompt\\": 128, \\"n_gen\\": 0, \\"avg_ts\\": $pp, \\"stddev_ts\\": 1},'
+                    ' {\\"model_size\\": 1, \\"model_n_params\\": 2, \\"n_prompt\\": 0, \\"n_gen\\": 64, \\"avg_ts\\": $tg, \\"stddev_ts\\": 2}]"\n')
+    fake.chmod(0o755)
+    assert mod.llama_bench(tmp_path, "m.gguf", 2, 1)["tg64"] == 20          # by default: OpenMP's default waiting
+    r = mod.best_policy(mod.llama_bench, ("tg64", "pp128"), tmp_path, "m.gguf", 2, 1)
+    assert (r["tg64"], r["tg64_omp"], r["pp128"], r["pp128_omp"], r["pp128_sd"]) == (30, "passive", 200, "spin", 1)
+    assert (tmp_path / "seen.txt").read_text().splitlines() == ["unset kept", "unset kept", "PASSIVE kept"]
+    assert set(r["omp_runs"]) == {"spin", "passive"}
+
+
+def test_vs_llamacpp_writes_one_record(tmp_path):
+    "A short run of the script without llama.cpp (its rows skipped, our INT4 only): one record of the schema, our figures in it."
+    from xllm.core import default_model_path
+    from xllm.bench import SCHEMA, load_results
+    try: default_model_path(download=False)
+    except FileNotFoundError: pytest.skip("needs the default model in the cache")
+    out = tmp_path / "vs.json"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_vs_llamacpp.py"), "--llamacpp", str(tmp_path / "none"), "--reps", "1",
+                        "--rounds", "0", "--skip", "ppl,hf,engine,q8_0,int8,f32,bf16", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "llama.cpp rows are SKIPPED" in p.stderr and "| decode tg64, INT4 vs llama.cpp Q4_1 |" in p.stdout
+    [r] = load_results(out)
+    assert all(k in r for k in SCHEMA) and (r["name"], r["runner"], r["llamacpp"]) == ("vs-llamacpp", "cpu", {})
+    assert list(r["ours"]) == ["INT4 (Q4_1)"] and r["ours"]["INT4 (Q4_1)"]["tg64"] > 0 and r["ours"]["INT4 (Q4_1)"]["pp128"] > 0

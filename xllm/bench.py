@@ -63,9 +63,9 @@ def results_path(name: str) -> Path:
         if (d / "bench" / "results" / name).is_file(): return d / "bench" / "results" / name
     raise FileNotFoundError(f"no results file {name!r} here or in bench/results/ of this directory or a parent")
 
-def load_results(name, **match) -> list[dict]:
-    "The records of a results file (JSON Lines, or a JSON record or list; see `results_path`) whose fields equal `match`."
-    p = results_path(str(name))
+def load_results(path, **match) -> list[dict]:
+    "The records of the results file `path` (JSON Lines, or a JSON record or list; see `results_path`) whose fields equal `match`."
+    p = results_path(str(path))
     text = p.read_text(encoding="utf-8")
     recs = [json.loads(l) for l in text.splitlines() if l.strip()] if p.suffix == ".jsonl" else json.loads(text)
     return [r for r in (recs if isinstance(recs, list) else [recs]) if all(r.get(k) == v for k, v in match.items())]
