@@ -23,6 +23,7 @@ for w in ${XLLM_CHECK_WORKLOADS:-bench/hello.txt:200:18 bench/prompts.txt:48:512
   WL+=(--workload "$w"); b=${w%:*}; b=${b##*:}; (( b > MAXB )) && MAXB=$b
 done
 BENCH=(-m xllm bench --random-weights "$CFG" --device "$DEV" --ignore-eos --max-num-seqs "$MAXB")   # throughput on a random model of the shape
+CUDA_RUNNER=(--runner cuda); [[ $DEV == cuda* ]] || CUDA_RUNNER=()                              # a CPU dry run: the device's own runner
 
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 section() {   # section NAME LIMIT_S COMMAND...: run with a time limit, log to $RES/NAME.log, record the outcome
@@ -73,7 +74,7 @@ export PY
 section env 150 bash -c env_check
 section pytest_gpu 130 $PY -m pytest -q -s -p no:cacheprovider -k "not emulated" tests/test_cuda_kernels.py tests/test_cuda_runner.py tests/test_cuda_compile.py   # CI runs the emulated ones
 section correctness 90 $PY scripts/gpu_correctness.py
-section xllm_graphs 110 $PY "${BENCH[@]}" --runner cuda "${WL[@]}" --json "$RES/xllm_graphs.jsonl"
+section xllm_graphs 110 $PY "${BENCH[@]}" "${CUDA_RUNNER[@]}" "${WL[@]}" --json "$RES/xllm_graphs.jsonl"
 section transformers 100 $PY scripts/bench_hf_generate.py --random-weights $CFG --device $DEV "${WL[@]}" --json "$RES/hf.jsonl"
 section roofline 20 bash -c "$PY scripts/bench_roofline.py $CFG > '$RES/roofline.json' && cat '$RES/roofline.json'"
 section engine_host 40 bash -c "$PY -m xllm bench host --threads 1 --batch 200 --prompt-tokens 8 --max-tokens 18 --json '$RES/engine_host.jsonl' && $PY -m xllm bench host --threads 1 --batch 160 --prompt-tokens 30 --max-tokens 128 --json '$RES/engine_host.jsonl' && $PY -m xllm bench host --threads 1 --batch 160 --prompt-tokens 30 --max-tokens 128 --temperature 0.8 --json '$RES/engine_host.jsonl'"
@@ -81,9 +82,9 @@ section cli 50 $PY -m xllm bench --random-weights $CFG --device $DEV --file benc
 section notebooks 70 bash -c notebooks
 section kernels 75 $PY scripts/bench_cuda_kernels.py "$RES/kernels.jsonl"
 section xllm_engine 100 $PY "${BENCH[@]}" --runner torch "${WL[@]}" --json "$RES/xllm_engine.jsonl"
-section xllm_int8kv 110 $PY "${BENCH[@]}" --runner cuda --kv-cache-dtype int8 "${WL[@]}" --json "$RES/xllm_int8kv.jsonl"
+section xllm_int8kv 110 $PY "${BENCH[@]}" "${CUDA_RUNNER[@]}" --kv-cache-dtype int8 "${WL[@]}" --json "$RES/xllm_int8kv.jsonl"
 
-section xllm_int4 90 $PY "${BENCH[@]}" --runner cuda --quantization int4 --workload bench/prompts.txt:1:128 --workload bench/hello.txt:200:18 --json "$RES/xllm_int4.jsonl"
+section xllm_int4 90 $PY "${BENCH[@]}" "${CUDA_RUNNER[@]}" --quantization int4 --workload bench/prompts.txt:1:128 --workload bench/hello.txt:200:18 --json "$RES/xllm_int4.jsonl"
 
 $PY scripts/gpu_table.py "$RES"
 echo "total $(( $(date +%s) - START ))s; logs and JSON in $RES"

@@ -115,7 +115,7 @@ def _peak_rss_mb() -> float:
 def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
               progress: bool = True, temperature: float = 0.0) -> dict:
     "Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures."
-    import time, torch
+    import torch
     from tqdm.auto import tqdm
     from xllm.sampling import SamplingParams
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=0 if temperature else None)

@@ -231,6 +231,7 @@ def _common(p):
 
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
+    from xllm.bench import SUITES
     p = _Parser(prog="xllm", description="Run LLaMA-family models (Llama 2/3, SmolLM2, TinyLlama, Mistral) on the command line.")
     sub = p.add_subparsers(dest="command", metavar="{generate,chat,quantize,perplexity,bench,serve}", parser_class=_Parser)
     g = sub.add_parser("generate", help="stream a completion of PROMPT to stdout")
@@ -251,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--ctx", type=int, default=512, help="window length in tokens (default 512)")
     _model_opts(x)
     b = sub.add_parser("bench", help="measure xllm: throughput of many requests through the continuous-batching engine (default), decode, prefill, host, server")
-    b.add_argument("suite", nargs="?", choices=["throughput", "decode", "prefill", "host", "server"], default=None,
+    b.add_argument("suite", nargs="?", choices=SUITES, default=None,
                    help="what to measure (default throughput; see notebook 19): decode / prefill one stream (tg / pp), host: the engine's work per step "
                         "without the model, server: `xllm serve` under --batch concurrent streaming clients")
     w = b.add_mutually_exclusive_group()
