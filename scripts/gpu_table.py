@@ -27,7 +27,8 @@ def label(k):
 W = [(k, label(k), TARGETS.get(k)) for k in keys]
 b1 = next((k for k in keys if k.rsplit(":", 2)[1] == "1"), None)
 cfg = next((r.get("config") or r.get("model", "?").removeprefix("random-") for r in [*graphs.values(), *eager.values(), *hf.values()]), "?")
-print(f"\n==== xllm GPU check: {roof.get('gpu', 'GPU ?')}, {cfg} shape, random fp16 weights (byte-tokenized prompts) ====")
+dtype = next((r["dtype"] for r in [*graphs.values(), *eager.values()] if "dtype" in r), "float16")
+print(f"\n==== xllm GPU check: {roof.get('gpu', 'GPU ?')}, {cfg} shape, random {dtype} weights (byte-tokenized prompts) ====")
 print("output tokens/s (end to end, prefill included; EOS ignored):")
 print(f"{'workload':30s} {'xllm engine':>12s} {'+cuda runner':>13s} {'+int8 K/V':>10s} {'transformers':>13s} {'runner/HF':>10s} {'target':>8s}")
 for key, lab, target in W:

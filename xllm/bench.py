@@ -171,7 +171,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
     for spec in specs:
         label, prompts, n = workload(spec, batch, max_tokens)
         before = steps()
-        r = record("throughput", label, lambda: run_bench(llm, prompts, n, progress=progress, **kw), device=str(llm.model.device),
+        r = record("throughput", label, lambda: run_bench(llm, prompts, n, progress=progress, **kw), device=str(llm.model.device), dtype=str(llm.model.dtype).removeprefix("torch."),
                    runner_reason=eng.runner_reason, kv_cache_report=eng.kv_cache_report, weight_bytes=_weight_bytes(llm.model), load_s=load_s)
         if before: r["runner_steps"] = {k: v - before[k] for k, v in steps().items()}
         if llm.model.device.type == "cuda":
