@@ -134,7 +134,7 @@ def test_vs_llamacpp_writes_one_record(tmp_path):
     except FileNotFoundError: pytest.skip("needs the default model in the cache")
     out = tmp_path / "vs.json"
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_vs_llamacpp.py"), "--llamacpp", str(tmp_path / "none"), "--reps", "1",
-                        "--rounds", "0", "--skip", "ppl,hf,engine,q8_0,int8,f32,bf16", "--json", str(out)], capture_output=True, text=True, timeout=600)
+                        "--rounds", "0", "--skip", "ppl,hf,engine,q8_0,int8,f32,bf16", "--work", str(tmp_path), "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "llama.cpp rows are SKIPPED" in p.stderr and "| decode tg64, INT4 vs llama.cpp Q4_1 |" in p.stdout
     [r] = load_results(out)
