@@ -1,10 +1,14 @@
 #!/usr/bin/env python
 """Time each xllm.cuda_kernels kernel against its torch eager equivalent on the GPU (CUDA events around 50 queued calls),
-GPU time with the launch queue pre-filled, plus host time per call; Llama-2/3-7B-like shapes in fp16 (softmax on fp32 logits), and print one table. Not a test: numbers depend on the machine."""
+GPU time with the launch queue pre-filled, plus host time per call; Llama-2/3-7B-like shapes in fp16 (softmax on fp32 logits), and print one table.
+With a file argument, also writes one record of xllm.bench's schema per kernel row (name "kernels"). Not a test: numbers depend on the machine."""
 import math, statistics, sys, time
 import torch
 import torch.nn.functional as F
 import xllm.cuda_kernels as ck
+from xllm.bench import environment
+
+ENV = environment()                                  # the machine before the runs
 
 dev, dt = "cuda", torch.float16
 g = torch.Generator(device=dev).manual_seed(0)
@@ -180,4 +184,4 @@ print("H200 copy bandwidth is about 4.3 TB/s. QUANT_GEMV_ROWS (16) should sit wh
 if len(sys.argv) > 1:
     import json
     with open(sys.argv[1], "w") as f:
-        for name, shape, (ours, _), (eager, _), nbytes in rows: f.write(json.dumps(dict(kernel=name, shape=shape, xllm_us=ours, torch_us=eager, speedup=eager / ours, gbps=nbytes / ours / 1e3)) + "\n")
+        for name, shape, (ours, _), (eager, _), nbytes in rows: f.write(json.dumps(dict(name="kernels", workload=f"{name} {shape}", runner="cuda", **ENV, kernel=name, shape=shape, xllm_us=ours, torch_us=eager, speedup=eager / ours, gbps=nbytes / ours / 1e3)) + "\n")

@@ -1,12 +1,14 @@
 #!/usr/bin/env python
 """Hugging Face transformers `generate` on the same random-weight model as `xllm bench --random-weights` (same config, same
 seed, same tokenizer: byte tokens unless --tokenizer): per workload FILE:BATCH:MAX_TOKENS, all requests in one left-padded
-batch, greedy, exactly MAX_TOKENS new tokens each (EOS ignored). Prints one JSON line per workload with output tokens/s.
+batch, greedy, exactly MAX_TOKENS new tokens each (EOS ignored). Prints one JSON line per workload with output tokens/s, a
+record of xllm.bench's schema (name "hf-generate").
 With --check N, also checks that xllm's engine produces the same greedy tokens as generate for N prompts of the first workload
 (float32 recommended for that: fp16 near-ties may flip)."""
 import argparse, json, time
 from pathlib import Path
 import torch
+from xllm.bench import environment
 from xllm.cli import random_llm
 from xllm.quant import hf_config_dict
 
@@ -52,10 +54,11 @@ for w in a.workload:
     prompts = [l.strip() for l in Path(f).read_text(encoding="utf-8").splitlines() if l.strip()]
     ids = [llm.encode_prompt(s)[1] for s in (prompts * -(-b // len(prompts)))[:b]]
     first = first or (ids, n)
+    env = environment()
     sync(); t0 = time.perf_counter()
     out = generate(ids, n)
     sync(); wall = time.perf_counter() - t0
-    r = dict(engine="transformers.generate", workload=w, config=a.random_weights, device=a.device, dtype=a.dtype, requests=len(ids),
+    r = dict(name="hf-generate", workload=w, runner="transformers.generate", **env, model=f"random-{Path(a.random_weights).stem}", config=a.random_weights, device=a.device, dtype=a.dtype, requests=len(ids),
              prompt_tokens=sum(map(len, ids)), max_tokens=n, output_tokens=out.numel(), wall_s=wall, output_tok_s=out.numel() / wall)
     if dev.type == "cuda": r["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
     if a.check and w == a.workload[0]:

@@ -2,9 +2,10 @@
 # xllm's GPU checks in one call (target: under 8 minutes on an H200; GPU_CHECK_BUDGET seconds, default 450).
 # Installs nothing but CuPy (cupy-cuda13x for a CUDA 13 driver, else cupy-cuda12x) when it is missing. Sections, in priority
 # order, each with its own time limit; a failing or timed-out section is reported and the next one runs:
-#   env, pytest GPU tests, correctness (cuda vs cpu), speed (xllm + CUDA runner, transformers generate, roofline, the CLI),
-#   the engine's host work per step, the cuda cells of the kernel/runner notebooks, kernel timings, the engine without the
-#   runner, the runner over an int8 K/V pool, the runner on int4 weights (GEMV kernels in decode, dequantize + cuBLAS in prefill).
+#   env, pytest GPU tests, correctness (cuda vs cpu), speed (`xllm bench` with the CUDA runner, transformers generate, roofline, the
+#   CLI), the engine's host work per step (`xllm bench host`), the cuda cells of the kernel/runner notebooks, kernel timings, the
+#   engine on the torch runner, the CUDA runner over an int8 K/V pool, the CUDA runner on int4 weights (GEMV kernels in decode,
+#   dequantize + cuBLAS in prefill). Every speed result is a record of xllm.bench's schema (notebook 19).
 # Logs and JSON results go to $OUT/gpu_check (or a temp dir); one summary table is printed at the end.
 set -u
 cd "$(dirname "$0")/.."
@@ -17,8 +18,12 @@ PY=${PYTHON:-python3}
 STATUS="$RES/status.txt"; : > "$STATUS"
 CFG=${XLLM_CHECK_CONFIG:-llama2-7b}          # dry run on a CPU: XLLM_CHECK_CONFIG=tiny.json XLLM_CHECK_DEVICE=cpu XLLM_CHECK_WORKLOADS="..."
 DEV=${XLLM_CHECK_DEVICE:-cuda}
-WL=()
-for w in ${XLLM_CHECK_WORKLOADS:-bench/hello.txt:200:18 bench/prompts.txt:48:512 bench/prompts.txt:160:512 bench/prompts.txt:1:128}; do WL+=(--workload "$w"); done
+WL=(); MAXB=1                                 # `xllm bench` workloads FILE:BATCH:MAX_TOKENS, one engine sized for the largest batch
+for w in ${XLLM_CHECK_WORKLOADS:-bench/hello.txt:200:18 bench/prompts.txt:48:512 bench/prompts.txt:160:512 bench/prompts.txt:1:128}; do
+  WL+=(--workload "$w"); b=${w%:*}; b=${b##*:}; (( b > MAXB )) && MAXB=$b
+done
+BENCH=(-m xllm bench --random-weights "$CFG" --device "$DEV" --ignore-eos --max-num-seqs "$MAXB")   # throughput on a random model of the shape
+CUDA_RUNNER=(--runner cuda); [[ $DEV == cuda* ]] || CUDA_RUNNER=()                              # a CPU dry run: the device's own runner
 
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 section() {   # section NAME LIMIT_S COMMAND...: run with a time limit, log to $RES/NAME.log, record the outcome
@@ -69,17 +74,17 @@ export PY
 section env 150 bash -c env_check
 section pytest_gpu 130 $PY -m pytest -q -s -p no:cacheprovider -k "not emulated" tests/test_cuda_kernels.py tests/test_cuda_runner.py tests/test_cuda_compile.py   # CI runs the emulated ones
 section correctness 90 $PY scripts/gpu_correctness.py
-section xllm_graphs 110 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs "${WL[@]}" --json "$RES/xllm_graphs.jsonl"
+section xllm_graphs 110 $PY "${BENCH[@]}" "${CUDA_RUNNER[@]}" "${WL[@]}" --json "$RES/xllm_graphs.jsonl"
 section transformers 100 $PY scripts/bench_hf_generate.py --random-weights $CFG --device $DEV "${WL[@]}" --json "$RES/hf.jsonl"
 section roofline 20 bash -c "$PY scripts/bench_roofline.py $CFG > '$RES/roofline.json' && cat '$RES/roofline.json'"
-section engine_host 40 bash -c "$PY scripts/bench_engine_host.py > '$RES/engine_host.txt' && $PY scripts/bench_engine_host.py --batch 160 --prompt 30 --tokens 128 >> '$RES/engine_host.txt' && $PY scripts/bench_engine_host.py --batch 160 --prompt 30 --tokens 128 --temperature 0.8 >> '$RES/engine_host.txt' && cat '$RES/engine_host.txt'"
+section engine_host 40 bash -c "$PY -m xllm bench host --threads 1 --batch 200 --prompt-tokens 8 --max-tokens 18 --json '$RES/engine_host.jsonl' && $PY -m xllm bench host --threads 1 --batch 160 --prompt-tokens 30 --max-tokens 128 --json '$RES/engine_host.jsonl' && $PY -m xllm bench host --threads 1 --batch 160 --prompt-tokens 30 --max-tokens 128 --temperature 0.8 --json '$RES/engine_host.jsonl'"
 section cli 50 $PY -m xllm bench --random-weights $CFG --device $DEV --file bench/hello.txt --batch 200 --max-tokens 18 --ignore-eos --max-num-seqs 200 --json "$RES/cli.json"
 section notebooks 70 bash -c notebooks
 section kernels 75 $PY scripts/bench_cuda_kernels.py "$RES/kernels.jsonl"
-section xllm_engine 100 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner none "${WL[@]}" --json "$RES/xllm_engine.jsonl"
-section xllm_int8kv 110 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs --kv-cache-dtype int8 "${WL[@]}" --json "$RES/xllm_int8kv.jsonl"
+section xllm_engine 100 $PY "${BENCH[@]}" --runner torch "${WL[@]}" --json "$RES/xllm_engine.jsonl"
+section xllm_int8kv 110 $PY "${BENCH[@]}" "${CUDA_RUNNER[@]}" --kv-cache-dtype int8 "${WL[@]}" --json "$RES/xllm_int8kv.jsonl"
 
-section xllm_int4 90 $PY scripts/bench_xllm.py --random-weights $CFG --device $DEV --runner graphs --quantization int4 --workload bench/prompts.txt:1:128 --workload bench/hello.txt:200:18 --json "$RES/xllm_int4.jsonl"
+section xllm_int4 90 $PY "${BENCH[@]}" "${CUDA_RUNNER[@]}" --quantization int4 --workload bench/prompts.txt:1:128 --workload bench/hello.txt:200:18 --json "$RES/xllm_int4.jsonl"
 
 $PY scripts/gpu_table.py "$RES"
 echo "total $(( $(date +%s) - START ))s; logs and JSON in $RES"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Print gpu_check.sh's one summary table from the JSON files its sections left in DIR (missing parts print as n/a)."""
+"""Print gpu_check.sh's one summary table from the result records (xllm.bench's schema) its sections left in DIR (missing parts print as n/a)."""
 import json, sys
 from pathlib import Path
 
@@ -26,8 +26,9 @@ def label(k):
     return f"{Path(f_).name} batch {b} x {n}"
 W = [(k, label(k), TARGETS.get(k)) for k in keys]
 b1 = next((k for k in keys if k.rsplit(":", 2)[1] == "1"), None)
-cfg = next((r.get("config") for r in [*graphs.values(), *eager.values(), *hf.values()]), "?")
-print(f"\n==== xllm GPU check: {roof.get('gpu', 'GPU ?')}, {cfg} shape, random fp16 weights (byte-tokenized prompts) ====")
+cfg = next((r.get("config") or r.get("model", "?").removeprefix("random-") for r in [*graphs.values(), *eager.values(), *hf.values()]), "?")
+dtype = next((r["dtype"] for r in [*graphs.values(), *eager.values()] if "dtype" in r), "float16")
+print(f"\n==== xllm GPU check: {roof.get('gpu', 'GPU ?')}, {cfg} shape, random {dtype} weights (byte-tokenized prompts) ====")
 print("output tokens/s (end to end, prefill included; EOS ignored):")
 print(f"{'workload':30s} {'xllm engine':>12s} {'+cuda runner':>13s} {'+int8 K/V':>10s} {'transformers':>13s} {'runner/HF':>10s} {'target':>8s}")
 for key, lab, target in W:
@@ -44,9 +45,11 @@ if q4:
         f"{label(k)}: {f(r.get('output_tok_s'))} output tok/s" + (f", decode {f(r.get('decode_tok_s'), '.1f')} tok/s" if k.rsplit(':', 2)[1] == '1' else "")
         for k, r in q4.items()) + f" (weights {next(iter(q4.values())).get('weight_bytes', 0) / 1e9:.2f} GB)")
 if cli: print(f"xllm bench --random-weights {cfg} (CLI, engine, {cli[0].get('requests')} requests): {f(cli[0].get('output_tok_s'))} output tok/s")
-if (d / "engine_host.txt").exists():
-    print("engine host work per step, model taken out (scripts/bench_engine_host.py):")
-    for l in (d / "engine_host.txt").read_text().splitlines(): print("  " + l)
+host = lines("engine_host.jsonl")
+if host:
+    print("engine host work per step, model taken out (xllm bench host):")
+    for r in host: print(f"  {r['workload']}: {r['step_ms']:.2f} ms per step over {r['steps']} steps ({r['model_free_tok_s']:.0f} tok/s if the model took no time); "
+                         f"one decode step's PagedBatch.build {r['build_ms']:.2f} ms, CUDA runner _load {r['load_ms']:.2f} ms")
 k = lines("kernels.jsonl")
 if k:
     print("kernels vs torch (GPU time, speedup = torch / xllm): " + "; ".join(f"{r['kernel']} {r['speedup']:.2f}x" for r in k))

@@ -54,6 +54,9 @@ def test_readme_bench_and_perplexity_run_from_anywhere(tmp_path):
     assert bench[:3] == ["bench", "--workload", "prompts"], bench
     r = _run_elsewhere(["bench", "--workload", "prompts", "--batch", "2", "--max-tokens", "2", "--ignore-eos"], tmp_path)
     assert r.returncode == 0 and "engine: 2 requests" in r.stdout, r.stderr[-2000:]
+    dec = next(c for c in _commands() if c[:2] == ["bench", "decode"])          # another suite of the same entry point, shorter
+    r = _run_elsewhere([*dec[:2], "--max-tokens", "4", "--reps", "1"], tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("decode tg4: ") and "tok_s" in r.stdout, (r.stdout, r.stderr[-2000:])
     ppl = next(c for c in _commands() if c[0] == "perplexity")
     r = _run_elsewhere(ppl, tmp_path)
     assert r.returncode == 0 and re.match(r"perplexity \d+\.\d+ \(3 windows of 256 tokens", r.stdout), (r.stdout, r.stderr[-2000:])
