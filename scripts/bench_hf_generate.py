@@ -9,7 +9,7 @@ import argparse, json, time
 from pathlib import Path
 import torch
 from xllm.bench import environment
-from xllm.cli import random_llm
+from xllm.llm import random_llm
 from xllm.quant import hf_config_dict
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Time one token (or --rows) through each quantized linear type and kernel on SmolLM2-135M's shapes (not a test): float32
 `F.linear`, `Int8Linear` and `Int4Linear` (groups of 32) with each of `xllm.quant.KERNELS`, the torch path's choice of kernel.
-Whole-model speed is `xllm bench decode` / `prefill` (notebook 19) and scripts/bench_vs_llamacpp.py.
+Whole-model speed is `xllm bench decode` / `prefill` (notebook 20) and scripts/bench_vs_llamacpp.py.
 
     python scripts/bench_quant.py [--threads 2] [--rows 1] [--json OUT.jsonl]
 

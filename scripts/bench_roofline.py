@@ -5,7 +5,7 @@ be at most bandwidth / weight bytes. Prints one JSON line, a record of xllm.benc
 import json, sys, time
 import torch
 from xllm.bench import environment
-from xllm.cli import random_config
+from xllm.stand_ins import random_config
 
 ENV = environment()                                      # the machine before the run
 

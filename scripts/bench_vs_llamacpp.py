@@ -17,7 +17,7 @@ The Q8_0/BF16 files are made by `llama-quantize` from an F32 GGUF that this scri
 is exact in float32, so nothing is requantized: `--allow-requantize` is not needed). Files go to --work (default
 ~/.cache/xllm/bench). llama.cpp binaries come from --llamacpp, $LLAMACPP_BIN or /work/llamacpp/bin; rows needing them are
 skipped with a message when they are absent. Results are printed as a table and written as one record of xllm.bench's schema
-(name "vs-llamacpp"; --json, default bench/results/vs_llamacpp.json, which notebook 12 quotes its figures from).
+(name "vs-llamacpp"; --json, default bench/results/vs_llamacpp.json, which notebook 07 quotes its figures from).
 
 llama.cpp runs in the environment this script was started with, less OMP_WAIT_POLICY: each of its speed measurements runs
 twice, with OpenMP's default waiting (threads spin a while) and with OMP_WAIT_POLICY=PASSIVE (they sleep), and the better of
@@ -262,7 +262,7 @@ def main():
               "INT8 (F32 quantized)": ("int8", lambda: quantize_model(Llama.from_weights(ck.config, ck.weights), "int8", 32, lm_head=True)),
               "F32": ("f32", lambda: Llama.from_weights(ck.config, ck.weights)),
               "BF16": ("bf16", lambda: Llama.from_weights(ck.config, ck.weights, dtype=torch.bfloat16))}
-    from xllm.engine import choose_runner
+    from xllm.runner import choose_runner
     for name, (key, make) in makers.items():
         if make is None or key in skip: continue
         log("ours", name)

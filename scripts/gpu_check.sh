@@ -5,7 +5,7 @@
 #   env, pytest GPU tests, correctness (cuda vs cpu), speed (`xllm bench` with the CUDA runner, transformers generate, roofline, the
 #   CLI), the engine's host work per step (`xllm bench host`), the cuda cells of the kernel/runner notebooks, kernel timings, the
 #   engine on the torch runner, the CUDA runner over an int8 K/V pool, the CUDA runner on int4 weights (GEMV kernels in decode,
-#   dequantize + cuBLAS in prefill). Every speed result is a record of xllm.bench's schema (notebook 19).
+#   dequantize + cuBLAS in prefill). Every speed result is a record of xllm.bench's schema (notebook 20).
 # Logs and JSON results go to $OUT/gpu_check (or a temp dir); one summary table is printed at the end.
 set -u
 cd "$(dirname "$0")/.."
@@ -53,7 +53,7 @@ env_check() {
   # then all of them; CuPy keeps the results in its disk cache, so later sections only load them
   $PY -c "
 import time, xllm.cuda_kernels as ck
-from xllm.cli import random_config
+from xllm.stand_ins import random_config
 t = time.perf_counter(); n = ck.load_kernels('cuda', ck.model_kernel_names(random_config('llama2-7b'))); a = time.perf_counter() - t
 t = time.perf_counter(); m = ck.load_kernels('cuda'); b = time.perf_counter() - t
 print(f'NVRTC build: {n} kernels of a llama2-7b runner {a:.1f} s (first start), then the other {m - n} {b:.1f} s')" || return 1

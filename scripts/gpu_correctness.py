@@ -13,7 +13,7 @@
 Exit status 1 if a check fails."""
 import copy, json, sys
 import torch
-from xllm.cli import random_config, random_model, RANDOM_CONFIGS
+from xllm.stand_ins import random_config, random_model, RANDOM_CONFIGS
 from xllm.weights import config_from_hf
 from xllm.kv_pool import PagedKVPool
 from xllm.cuda_runner import CudaRunner, greedy_paged

@@ -6,7 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from xllm.cli import main, random_config, random_llm
+from xllm.cli import main
+
+from xllm.stand_ins import random_config
+
+from xllm.llm import random_llm
 from xllm.sampling import SamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]

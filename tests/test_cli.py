@@ -3,7 +3,7 @@ import os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 
-from xllm.cli import stand_in_model
+from xllm.stand_ins import stand_in_model
 from xllm.core import default_model_path, find_shared
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 
 from _waits import wait_for, slow_down
-from xllm.cli import stand_in_model
+from xllm.stand_ins import stand_in_model
 from xllm.core import find_shared
 from xllm.llm import LLM
 from xllm.sampling import SamplingParams

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as 
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from xllm.cli import stand_in_model
+from xllm.stand_ins import stand_in_model
 from xllm.llm import LLM
 from xllm.server import create_app
 

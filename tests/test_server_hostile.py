@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
 
 from _waits import wait_for, slow_down
-from xllm.cli import stand_in_model
+from xllm.stand_ins import stand_in_model
 from xllm.llm import LLM
 from xllm.server import start_server, TOKENIZE_AT_ONCE, _loopback
 

@@ -25,7 +25,8 @@ from .engine import Engine
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputProcessor', 'LLM', 'encode_prompt',
-           'chat_template_note', 'encode_chat', 'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits']
+           'chat_template_note', 'encode_chat', 'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits',
+           'random_llm']
 
 # %% ../nbs/17_llm.ipynb 5
 @dataclass
@@ -492,3 +493,28 @@ def logits(self, ids) -> torch.Tensor:
     return get_engine(self).prompt_logits(ids).cpu()
 
 LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat, stream, _stream_ids, logits
+
+# %% ../nbs/17_llm.ipynb 21
+def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
+               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None):
+    """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
+    else `byte_tokenizer()`; its vocabulary must fit the model's. `quantization` "int8" / "int4": its layers quantized in place
+    (groups of `group_size`), as `LLM(..., quantization=...)` does. Built the way `LLM.__init__` builds one from a checkpoint."""
+    from xllm.weights import resolve_dtype
+    from xllm.stand_ins import RANDOM_CONFIGS, random_config, random_model, byte_tokenizer
+    config = random_config(spec)
+    dev = _resolve_device(device)
+    _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+    dtype = resolve_dtype(dtype) if dtype is not None else torch.float16
+    tok = Tokenizer.from_file(Path(tokenizer).expanduser(), vocab_size=config.vocab_size) if tokenizer is not None else byte_tokenizer()
+    if tok.vocab_size > config.vocab_size:
+        raise ValueError(f"--random-weights: the tokenizer has {tok.vocab_size} tokens, more than the model's vocabulary of {config.vocab_size}")
+    model = random_model(config, dev, dtype, seed)
+    if quantization is not None:
+        from xllm.quant import quantize_model
+        quantize_model(model, quantization, group_size, progress=False)
+        if dev.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
+    return LLM.from_model(model, tok, f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}", seed=seed, source="random",
+                          runner=runner, kv_cache_dtype=kv_cache_dtype, kv_cache_memory=kv_cache_memory, max_num_seqs=max_num_seqs,
+                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens)
+
