@@ -56,6 +56,7 @@ def save_results(records: list[dict], path) -> Path:
     else: p.write_text(json.dumps(records[0] if len(records) == 1 else records, indent=2) + "\n", encoding="utf-8")
     return p
 
+# %% ../nbs/20_bench.ipynb 10
 def results_path(name: str) -> Path:
     "`name` as a path if it exists, else `bench/results/NAME` in the working directory or the nearest parent that has it."
     if Path(name).expanduser().exists(): return Path(name).expanduser()
@@ -63,6 +64,7 @@ def results_path(name: str) -> Path:
         if (d / "bench" / "results" / name).is_file(): return d / "bench" / "results" / name
     raise FileNotFoundError(f"no results file {name!r} here or in bench/results/ of this directory or a parent")
 
+# %% ../nbs/20_bench.ipynb 11
 def load_results(path, **match) -> list[dict]:
     "The records of the results file `path` (JSON Lines, or a JSON record or list; see `results_path`) whose fields equal `match`."
     p = results_path(str(path))
@@ -70,7 +72,7 @@ def load_results(path, **match) -> list[dict]:
     recs = [json.loads(l) for l in text.splitlines() if l.strip()] if p.suffix == ".jsonl" else json.loads(text)
     return [r for r in (recs if isinstance(recs, list) else [recs]) if all(r.get(k) == v for k, v in match.items())]
 
-# %% ../nbs/20_bench.ipynb 12
+# %% ../nbs/20_bench.ipynb 14
 WORKLOADS = {"hello": "hello.txt", "prompts": "prompts.txt"}   # the seed's two workloads (xLLM's benchmark), shipped in xllm/workloads/
 
 def workload_path(name: str) -> Path:
@@ -97,7 +99,7 @@ def workload(spec: str, batch: int | None = None, max_tokens: int = 128) -> tupl
     if n < 1 or max_tokens < 1: raise ValueError(f"{spec}: --batch and --max-tokens must be at least 1, got {n} and {max_tokens}")
     return f"{head}:{n}:{max_tokens}", (prompts * -(-n // len(prompts)))[:n], max_tokens
 
-# %% ../nbs/20_bench.ipynb 15
+# %% ../nbs/20_bench.ipynb 17
 def _percentile(xs, q: float):
     "Linear-interpolated percentile `q` in [0, 1] of `xs` (None when empty)."
     xs = sorted(xs)
@@ -111,7 +113,7 @@ def _peak_rss_mb() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return r / 2**20 if sys.platform == "darwin" else r / 1024
 
-# %% ../nbs/20_bench.ipynb 17
+# %% ../nbs/20_bench.ipynb 19
 def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
               progress: bool = True, temperature: float = 0.0) -> dict:
     "Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures."
@@ -159,7 +161,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None),
             "quantization": llm.quantization_label}
 
-# %% ../nbs/20_bench.ipynb 21
+# %% ../nbs/20_bench.ipynb 23
 def _weight_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in {id(t): t for t in model.state_dict().values()}.values())
 
@@ -179,7 +181,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
         out.append(r)
     return out
 
-# %% ../nbs/20_bench.ipynb 24
+# %% ../nbs/20_bench.ipynb 26
 def stream_runner(model, n: int, runner: str | None = None):
     "(a runner for `model` over a pool of one block of `n` slots, a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
@@ -198,7 +200,7 @@ def _median_rate(n: int, reps: int, once) -> float:
         if r: rates.append(n / (time.perf_counter() - t))
     return statistics.median(rates)
 
-# %% ../nbs/20_bench.ipynb 25
+# %% ../nbs/20_bench.ipynb 27
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
@@ -214,7 +216,7 @@ def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None
     run, batch = stream_runner(model, len(ids), runner)
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
-# %% ../nbs/20_bench.ipynb 28
+# %% ../nbs/20_bench.ipynb 30
 def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, temperature: float = 0.0, vocab: int = 512, reps: int = 3) -> dict:
     "Milliseconds per engine step with the model taken out (best of `reps`), and the tok/s that would give."
     import torch
@@ -237,7 +239,7 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
     ms, steps = min(once() for _ in range(reps))
     return {"step_ms": ms, "steps": steps, "model_free_tok_s": batch * max_tokens / (ms * steps / 1e3)}
 
-# %% ../nbs/20_bench.ipynb 30
+# %% ../nbs/20_bench.ipynb 32
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     "Milliseconds of `PagedBatch.build` and of `CudaRunner`'s `_load` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
@@ -261,7 +263,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
     return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: _load(runner, b, batch))}
 
-# %% ../nbs/20_bench.ipynb 33
+# %% ../nbs/20_bench.ipynb 35
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
@@ -277,7 +279,7 @@ def _health(url: str) -> dict:
     import urllib.request
     with urllib.request.urlopen(url + "/health", timeout=5) as r: return json.loads(r.read())
 
-# %% ../nbs/20_bench.ipynb 34
+# %% ../nbs/20_bench.ipynb 36
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     import threading
@@ -324,7 +326,7 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 38
+# %% ../nbs/20_bench.ipynb 40
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -344,7 +346,7 @@ def _summary(r: dict) -> str:
             + ("" if r["peak_kv_blocks"] is None else f"peak KV blocks {r['peak_kv_blocks']}/{r['kv_blocks_total']}; ")
             + f"peak RSS {r['peak_rss_mb']:.0f} MiB\n")
 
-# %% ../nbs/20_bench.ipynb 39
+# %% ../nbs/20_bench.ipynb 41
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

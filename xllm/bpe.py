@@ -115,6 +115,7 @@ def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, p
         return [t for t in (out[::-1] if behavior == "merged_with_next" else out) if t]
     return step
 
+# %% ../nbs/03a_bpe.ipynb 11
 def compile_pre_tokenizer(steps, path=None) -> list:
     "Turn a list of step tuples (see `PRE_TOKENIZERS`) into functions chunk -> chunks."
     fns = []
@@ -125,6 +126,7 @@ def compile_pre_tokenizer(steps, path=None) -> list:
         else: raise ValueError(f"pre: unknown pre-tokenizer step {st!r}")
     return fns
 
+# %% ../nbs/03a_bpe.ipynb 12
 def pre_tokenize(text: str, steps) -> list[str]:
     "Run compiled steps over `text`: each step splits every chunk further."
     chunks = [text] if text else []
@@ -134,7 +136,7 @@ def pre_tokenize(text: str, steps) -> list[str]:
         chunks = out
     return chunks
 
-# %% ../nbs/03a_bpe.ipynb 18
+# %% ../nbs/03a_bpe.ipynb 20
 class ByteLevelBPE:
     "Byte-level BPE (GPT-2, Llama 3, SmolLM2, Qwen2): pre-tokenize, write bytes as GPT-2 characters, merge by rank."
     def __init__(self, vocab: dict[str, int], merges: list, pre: str | list = "gpt2", *,
@@ -199,7 +201,7 @@ class ByteLevelBPE:
     def __repr__(self):
         return f"ByteLevelBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, pre={self.pre if isinstance(self.pre, str) else 'custom'!r})"
 
-# %% ../nbs/03a_bpe.ipynb 20
+# %% ../nbs/03a_bpe.ipynb 22
 def _bpe(self, word: str) -> list[int]:
     "Ids for one byte-level chunk: merge the lowest-ranked adjacent pair until no adjacent pair is a merge."
     vocab = self._bpe_vocab
@@ -270,7 +272,7 @@ def _decode_bytes(self, ids) -> bytes:
 ByteLevelBPE.bpe, ByteLevelBPE.pre_tokenize, ByteLevelBPE.encode = _bpe, _pre_tokenize, _encode
 ByteLevelBPE.token_bytes, ByteLevelBPE.decode_bytes = _token_bytes, _decode_bytes
 
-# %% ../nbs/03a_bpe.ipynb 28
+# %% ../nbs/03a_bpe.ipynb 30
 def _hf_pre_steps(pt, path=None) -> list:
     "Translate a tokenizer.json `pre_tokenizer` object into our list of steps."
     if pt is None: return []
@@ -294,6 +296,7 @@ def _hf_pre_steps(pt, path=None) -> list:
         return [("split", pat, beh, bool(pt.get("invert", False)))]
     raise ModelFormatError(path, f"pre_tokenizer type {t!r} is not supported for byte-level BPE")
 
+# %% ../nbs/03a_bpe.ipynb 31
 def _hf_normalizers(nm, path=None) -> list[str]:
     "Translate a tokenizer.json `normalizer` into unicodedata forms."
     if nm is None: return []
@@ -302,6 +305,7 @@ def _hf_normalizers(nm, path=None) -> list[str]:
     if t in ("NFC", "NFD", "NFKC", "NFKD"): return [t]
     raise ModelFormatError(path, f"normalizer {t!r} is not supported for byte-level BPE")
 
+# %% ../nbs/03a_bpe.ipynb 32
 def _from_tokenizer_json(cls, d, path=None) -> ByteLevelBPE:
     "Build from a parsed tokenizer.json dict (or its path)."
     if isinstance(d, (str, Path)):
@@ -326,6 +330,7 @@ def _from_tokenizer_json(cls, d, path=None) -> ByteLevelBPE:
                ignore_merges=bool(m.get("ignore_merges", False)), normalizers=_hf_normalizers(d.get("normalizer"), path),
                unk_token=m.get("unk_token"), fuse_unk=bool(m.get("fuse_unk", False)), path=path)
 
+# %% ../nbs/03a_bpe.ipynb 33
 def _from_gguf_metadata(cls, md: dict, path=None) -> ByteLevelBPE:
     "Build from the metadata of a GGUF file whose tokenizer.ggml.model is 'gpt2'."
     model = md.get("tokenizer.ggml.model")

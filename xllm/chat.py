@@ -61,6 +61,7 @@ MAX_CHARS = 1 << 20            # the output, and any one string or list made whi
 
 _LIMITS = threading.local()    # the budget of the render running in this thread (None while compiling)
 
+# %% ../nbs/04_chat.ipynb 12
 class _Budget:
     def __init__(self, n_messages: int = 0, n_chars: int = 0):
         self.steps, self.made, self.max_steps, self.max_chars = 0, 0, MAX_STEPS + 100 * n_messages, MAX_CHARS + 4 * n_chars
@@ -69,6 +70,7 @@ class _Budget:
 def _over(what): raise TemplateError(f"chat template exceeds its limits: {what}")
 def _max_chars() -> int: return b.max_chars if (b := getattr(_LIMITS, "budget", None)) else MAX_CHARS
 
+# %% ../nbs/04_chat.ipynb 13
 def _tick():
     "One step of the current render: counted, and the clock checked every 256 steps."
     b = getattr(_LIMITS, "budget", None)
@@ -77,6 +79,7 @@ def _tick():
     if b.steps > b.max_steps: _over(f"more than {b.max_steps} steps (loop iterations, calls, lookups, operators)")
     if not b.steps & 255 and time.monotonic() > b.deadline: _over(f"rendering took more than {MAX_RENDER_SECONDS:g} s")
 
+# %% ../nbs/04_chat.ipynb 14
 def _sized(n: int, what: str):
     if n > _max_chars(): _over(f"{what} would make {n} characters or items, more than {_max_chars()}")
 
@@ -86,8 +89,7 @@ def _check_format(fmt):
     "Format strings may not ask for huge widths or precisions (`'%99999999s'`, `'{:>99999999}'`)."
     if isinstance(fmt, str) and (m := re.search(r"\d{7,}", fmt)) and re.search(r"[%{]", fmt): _sized(int(m.group()), "a format width")
 
-
-# %% ../nbs/04_chat.ipynb 12
+# %% ../nbs/04_chat.ipynb 15
 import inspect, string as _string
 from collections.abc import Iterator, ItemsView, KeysView, Mapping, ValuesView
 from jinja2.utils import Namespace
@@ -100,6 +102,7 @@ def _made(n: int):
     b.made += n
     if b.made > MADE_FACTOR * b.max_chars: _over(f"it made more than {MADE_FACTOR * b.max_chars} characters and items in all")
 
+# %% ../nbs/04_chat.ipynb 16
 def _weight(x, cap: int | None = None, _memo=None, _depth=0) -> int:
     """About how long `str(x)` is (to a small constant factor), without building it: strings, numbers, containers (a shared item counted
     every time it appears, computed once), namespaces. Stops counting past `cap` (default: the size bound), so it costs at most ~cap/4 steps."""
@@ -124,6 +127,7 @@ def _weight(x, cap: int | None = None, _memo=None, _depth=0) -> int:
     memo[id(x)] = n
     return n
 
+# %% ../nbs/04_chat.ipynb 17
 def _sized_str(x, what: str):
     "Before `str(x)` of a non-string: the estimated length must be within the bound."
     if not isinstance(x, str): _sized(_weight(x), what)
@@ -133,6 +137,7 @@ def _fmt_fields_pct(fmt: str):
     for m in re.finditer(r"%(?:\(([^)]*)\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d*))?[hlL]?(.)", fmt):
         if m.group(4) != "%": yield m.group(1), m.group(2), m.group(3)
 
+# %% ../nbs/04_chat.ipynb 18
 def _pct_size(fmt, args) -> int:
     "An upper bound (to a constant factor) of `len(fmt % args)`: every conversion prints its width, precision and argument."
     fmt = fmt if isinstance(fmt, str) else str(fmt)
@@ -150,6 +155,7 @@ def _pct_size(fmt, args) -> int:
         if n > _max_chars(): break
     return n
 
+# %% ../nbs/04_chat.ipynb 19
 def _brace_size(fmt, args, kwargs) -> int:
     "An upper bound (to a constant factor) of `len(fmt.format(*args, **kwargs))`: each field its argument's size plus its spec's numbers."
     n, auto = len(fmt), 0
@@ -167,8 +173,7 @@ def _brace_size(fmt, args, kwargs) -> int:
         if n > _max_chars(): break
     return n
 
-
-# %% ../nbs/04_chat.ipynb 13
+# %% ../nbs/04_chat.ipynb 20
 def _safe_range(*args):
     r = range(*args)
     if len(r) > MAX_RANGE: _over(f"range({', '.join(map(repr, args))}) has {len(r)} items, more than {MAX_RANGE}")
@@ -181,6 +186,7 @@ class _Counted:
     def __iter__(self):
         for x in self.it: _tick(); yield x
 
+# %% ../nbs/04_chat.ipynb 21
 def _loop(it): return _Counted(it)
 
 def _counted_iter(it, what):
@@ -194,6 +200,7 @@ def _concat(*parts) -> str:
     _sized(sum(map(len, parts)), "a ~ concatenation"); _made(sum(map(len, parts)))
     return "".join(parts)
 
+# %% ../nbs/04_chat.ipynb 22
 def _out(x):
     "Every piece of output (`{{ ... }}` and the template's own text, also inside `{% set %}` blocks, macros and `{% filter %}`): sized and counted."
     _sized_str(x, "an output expression")
@@ -206,6 +213,7 @@ def _check_args(what, args, kwargs):
     for v in (*args, *kwargs.values()):
         if isinstance(v, int) and not isinstance(v, bool) and v > _max_chars(): _over(f"{what} was given {v}, more than {_max_chars()}")
 
+# %% ../nbs/04_chat.ipynb 23
 def _items(v):
     "An iterable argument as a list (a generator is drawn item by item, each a step), so that its size can be estimated."
     return v if isinstance(v, (list, tuple, str, dict)) else list(_counted_iter(v, "an iterable")) if hasattr(v, "__iter__") else v
@@ -226,6 +234,7 @@ def _check_method(f, args, kwargs):
         _sized(len(s) * max([1, *(_weight(v) for v in args[0].values())]), "str.translate")
     return args
 
+# %% ../nbs/04_chat.ipynb 24
 def _replace_size(a):
     n, old, new = _weight(a["s"]), str(a["old"]), str(a["new"])
     k = n // max(1, len(old)) + 1
@@ -250,6 +259,7 @@ _ESTIMATES = {   # filter -> an upper bound (to a constant factor) of the size o
 }
 _STRINGIFY = {"string", "safe", "capitalize", "lower", "upper", "title", "trim", "striptags", "wordcount", "e", "int", "float", "filesizeformat", "reverse", "list"}
 
+# %% ../nbs/04_chat.ipynb 25
 def _bound(sig, name, args, kwargs):
     try: b = sig.bind(*args, **kwargs)
     except TypeError: return None                                # the filter itself will refuse the call
@@ -258,6 +268,7 @@ def _bound(sig, name, args, kwargs):
     if name == "join": a["value"] = _items(a["value"])
     return b, a
 
+# %% ../nbs/04_chat.ipynb 26
 def _guard_filter(name, f):
     "A filter that counts as a step, refuses huge integer arguments, estimates the size of its result before it runs and checks it after."
     try: sig = inspect.signature(f)
@@ -279,6 +290,7 @@ def _guard_filter(name, f):
         return _checked(r, f"the {name} filter")
     return g
 
+# %% ../nbs/04_chat.ipynb 27
 def _checked(x, what):
     _sized(_len(x), what); _made(_len(x))
     return x
@@ -299,6 +311,7 @@ class _Marks(NodeTransformer):
                                  [], None, None, lineno=n.lineno) for n in node.nodes]
         return node
 
+# %% ../nbs/04_chat.ipynb 28
 class _LimitedEnvironment(ImmutableSandboxedEnvironment):
     "Jinja's immutable sandbox plus limits: operators, calls, lookups and loop items are steps; sizes are checked before they are made."
     intercepted_binops = frozenset({"*", "**", "+", "%"})   # not constant-folded at compile time: they run through call_binop
@@ -340,6 +353,7 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         tree.set_environment(self)
         return tree
 
+# %% ../nbs/04_chat.ipynb 29
 def _make_env() -> ImmutableSandboxedEnvironment:
     env = _LimitedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters.update(tojson=_tojson, pprint=_pprint)
@@ -350,6 +364,7 @@ def _make_env() -> ImmutableSandboxedEnvironment:
 
 _ENV = _make_env()
 
+# %% ../nbs/04_chat.ipynb 30
 @lru_cache(maxsize=64)
 def _compile(source: str) -> jinja2.Template:
     if len(source) > MAX_TEMPLATE_CHARS: raise TemplateError(f"chat template is {len(source)} characters, more than {MAX_TEMPLATE_CHARS}")
@@ -359,8 +374,7 @@ def _compile(source: str) -> jinja2.Template:
     except (RecursionError, MemoryError, SyntaxError) as e:   # nested deeper than the parser or Python's compiler can go
         raise TemplateError(f"chat template does not compile: nested too deeply ({type(e).__name__})") from None
 
-
-# %% ../nbs/04_chat.ipynb 15
+# %% ../nbs/04_chat.ipynb 32
 def plain_data(v, where: str):
     "A copy of `v` built only from str/int/float/bool/None/list/tuple/dict; `ValueError` naming `where` otherwise."
     if v is None or type(v) in (str, int, float, bool): return v
@@ -391,7 +405,7 @@ def validate_messages(messages) -> list[dict]:
         out.append(plain_data(m, f"messages[{i}]"))
     return out
 
-# %% ../nbs/04_chat.ipynb 18
+# %% ../nbs/04_chat.ipynb 35
 def _n_chars(v) -> int:
     "Characters in the strings of plain data (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
@@ -399,6 +413,7 @@ def _n_chars(v) -> int:
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
     return 0
 
+# %% ../nbs/04_chat.ipynb 36
 class ChatTemplate:
     "A compiled chat template plus the BOS/EOS token strings it may print."
     def __init__(self, source: str, bos_token: str = "", eos_token: str = ""):
@@ -429,7 +444,7 @@ class ChatTemplate:
 
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
-# %% ../nbs/04_chat.ipynb 28
+# %% ../nbs/04_chat.ipynb 46
 _BUILTIN = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -470,6 +485,7 @@ _BUILTIN = {
 {%- endif %}""",
 }
 
+# %% ../nbs/04_chat.ipynb 47
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -477,7 +493,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 31
+# %% ../nbs/04_chat.ipynb 50
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -493,7 +509,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 35
+# %% ../nbs/04_chat.ipynb 54
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -504,6 +520,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
+# %% ../nbs/04_chat.ipynb 55
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -512,6 +529,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
+# %% ../nbs/04_chat.ipynb 56
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -520,6 +538,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
+# %% ../nbs/04_chat.ipynb 57
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -530,6 +549,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
+# %% ../nbs/04_chat.ipynb 58
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -537,8 +557,7 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-
-# %% ../nbs/04_chat.ipynb 36
+# %% ../nbs/04_chat.ipynb 59
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the

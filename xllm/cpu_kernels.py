@@ -39,6 +39,7 @@ _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 ABI_VERSION = 2      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
+# %% ../nbs/15_cpu_kernels.ipynb 26
 def abi_signatures(header: str) -> dict:
     "`{name: (argtypes, restype)}` of every `xk_*` function declared in `header`: any pointer a `c_void_p`, scalars by type."
     def ctype(decl: str):
@@ -51,6 +52,7 @@ def abi_signatures(header: str) -> dict:
         sigs[name] = ([] if params.strip() in ("", "void") else [ctype(a) for a in params.split(",")], ctype(ret))
     return sigs
 
+# %% ../nbs/15_cpu_kernels.ipynb 27
 def _bind(lib, expected: int = ABI_VERSION):
     "Check the library's ABI version, then set every declared function's ctypes signature from the header."
     lib.xk_abi_version.argtypes, lib.xk_abi_version.restype = [], ctypes.c_int
@@ -61,6 +63,7 @@ def _bind(lib, expected: int = ABI_VERSION):
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
 
+# %% ../nbs/15_cpu_kernels.ipynb 28
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
     """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the source,
     compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half a file.
@@ -78,6 +81,7 @@ def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extr
         os.replace(tmp, so)
     return so
 
+# %% ../nbs/15_cpu_kernels.ipynb 29
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
     """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags and CPU) and load it.
     Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the package then uses its torch path."""
@@ -109,6 +113,7 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
         return None
 
+# %% ../nbs/15_cpu_kernels.ipynb 30
 def available() -> bool:
     "Whether the compiled kernels are loaded (building them at first call)."
     return build() is not None
@@ -118,7 +123,7 @@ def status() -> str:
     build()
     return _STATUS
 
-# %% ../nbs/15_cpu_kernels.ipynb 32
+# %% ../nbs/15_cpu_kernels.ipynb 37
 F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -210,7 +215,7 @@ def gemm_min_rows() -> int:
     lib = build()
     return int(lib.xk_gemm_min_rows()) if lib is not None and lib.xk_has_avx2() else 2**62
 
-# %% ../nbs/15_cpu_kernels.ipynb 49
+# %% ../nbs/15_cpu_kernels.ipynb 54
 def _lib():
     lib = build()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -224,6 +229,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
+# %% ../nbs/15_cpu_kernels.ipynb 55
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3: raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
@@ -233,6 +239,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
+# %% ../nbs/15_cpu_kernels.ipynb 56
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -241,6 +248,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
+# %% ../nbs/15_cpu_kernels.ipynb 57
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -251,6 +259,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
+# %% ../nbs/15_cpu_kernels.ipynb 58
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool` `[rows, kv_heads, d]`
@@ -273,6 +282,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
 
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
+# %% ../nbs/15_cpu_kernels.ipynb 59
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     "float32 `W @ x` by one of the `GEMV_VARIANTS` (the matrix-vector story)."
     W, x = _f32(W, "W"), _f32(x, "x")
@@ -282,7 +292,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 59
+# %% ../nbs/15_cpu_kernels.ipynb 69
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
     Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
@@ -295,6 +305,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
+# %% ../nbs/15_cpu_kernels.ipynb 70
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -312,6 +323,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
 
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
+# %% ../nbs/15_cpu_kernels.ipynb 71
 @contextmanager
 def disabled():
     "Inside the block the compiled kernels count as off: `CpuRunner.unsupported` says so, and `LLM(quantization='auto')` loads floats."
@@ -320,7 +332,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 62
+# %% ../nbs/15_cpu_kernels.ipynb 74
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
@@ -430,7 +442,7 @@ class ModelPlan:
         n = int(buf[7])
         return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 64
+# %% ../nbs/15_cpu_kernels.ipynb 76
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -468,6 +480,7 @@ class CpuRunner(ModelRunner):
         return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                                  batch.key_slots, batch.key_offsets, self.threads)
 
+# %% ../nbs/15_cpu_kernels.ipynb 77
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output rows
     than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must cover."""

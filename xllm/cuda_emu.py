@@ -61,6 +61,7 @@ def build(cuda_source: str | None = None, kernel_names=None, compiler: str | Non
 _CTYPES = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64, np.dtype(np.int32): ctypes.c_int32,
            np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
+# %% ../nbs/16a_cuda_emulator.ipynb 15
 def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared_mem: int = 0, seed: int = 1, lib=None, extents=None):
     """Run kernel `name` on the CPU: `grid`/`block` as ints or up to 3-tuples, `args` numpy scalars (pointers as np.uint64 from
     `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). `extents`: per argument, the bytes
@@ -83,6 +84,7 @@ def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared
                             addrs, sizes, ext, n, ctypes.c_uint(seed), err, len(err))
     if rc: raise RuntimeError(f"emulated CUDA launch failed: {err.value.decode(errors='replace')}")
 
+# %% ../nbs/16a_cuda_emulator.ipynb 16
 def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
     "`launch` with the extent of every tensor the kernel wrappers passed (recorded by `cuda_kernels._p`)."
     ext = [ck._EXTENTS.get(int(a), -1) if isinstance(a, np.uint64) and int(a) else -1 for a in args]

@@ -157,6 +157,7 @@ def default_graph_batch_sizes(max_batch: int) -> list[int]:
     sizes = [s for s in (1, 2, 4, 8) if s <= max_batch] + list(range(16, max_batch + 1, 16))
     return sorted(set(sizes + [max_batch]))
 
+# %% ../nbs/16b_cuda_runner.ipynb 11
 def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     "Concatenate plain nn.Linear weights (and biases) along the output dim; each module's weight becomes a view of the result."
     if not all(type(m) is nn.Linear for m in mods): return None
@@ -172,6 +173,7 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         i += n
     return W, b
 
+# %% ../nbs/16b_cuda_runner.ipynb 12
 def _fuse_quant(mods) -> ck.QuantWeight | None:
     """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch; each
     module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice. None if
@@ -189,7 +191,7 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
         i += n
     return qw
 
-# %% ../nbs/16b_cuda_runner.ipynb 11
+# %% ../nbs/16b_cuda_runner.ipynb 13
 class CudaRunner(ModelRunner):
     """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
     graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
@@ -286,7 +288,7 @@ class CudaRunner(ModelRunner):
         return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
                 f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
 
-# %% ../nbs/16b_cuda_runner.ipynb 13
+# %% ../nbs/16b_cuda_runner.ipynb 15
 def _linear(self, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
     `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction)."""
@@ -299,6 +301,7 @@ def _linear(self, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
+# %% ../nbs/16b_cuda_runner.ipynb 16
 def _parts(self, mods, x, out, part):
     """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
     q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a Q6_K v)."""
@@ -310,6 +313,7 @@ def _parts(self, mods, x, out, part):
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
+# %% ../nbs/16b_cuda_runner.ipynb 17
 def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
     layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool) into `out`.
@@ -342,6 +346,7 @@ def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
         h = _linear(self, mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
+# %% ../nbs/16b_cuda_runner.ipynb 18
 def _decode(self, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
     m, c, o, pool, bf = self.model, self.config, self.ops, self.pool, {k: v[:n] for k, v in self.buf.items()}
@@ -355,7 +360,7 @@ def _decode(self, n: int) -> torch.Tensor:
 
 CudaRunner._decode = _decode
 
-# %% ../nbs/16b_cuda_runner.ipynb 15
+# %% ../nbs/16b_cuda_runner.ipynb 20
 def _supports(self, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
     B = batch.num_tokens
@@ -370,6 +375,7 @@ def _load(self, batch: PagedBatch, n: int):
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
+# %% ../nbs/16b_cuda_runner.ipynb 21
 def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
     B = batch.num_tokens
@@ -388,6 +394,7 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
+# %% ../nbs/16b_cuda_runner.ipynb 22
 def _supports_ragged(self, batch: PagedBatch) -> bool:
     "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
     return (max(batch.context_lens) <= self.max_model_len
@@ -425,6 +432,7 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
     logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
     return _linear(self, m.lm_head, x, logits).float()
 
+# %% ../nbs/16b_cuda_runner.ipynb 23
 def _call(self, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
     if self.supports(batch): return self.step(batch)
@@ -435,7 +443,7 @@ def _call(self, batch: PagedBatch) -> torch.Tensor:
 CudaRunner.supports, CudaRunner.step, CudaRunner.__call__ = _supports, _step, _call
 CudaRunner.supports_ragged, CudaRunner.ragged = _supports_ragged, _ragged
 
-# %% ../nbs/16b_cuda_runner.ipynb 17
+# %% ../nbs/16b_cuda_runner.ipynb 25
 def _capture(self, batch_sizes=None) -> list[int]:
     "Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager)."
     if self.enforce_eager: return []
@@ -461,7 +469,7 @@ def _capture(self, batch_sizes=None) -> list[int]:
 
 CudaRunner.capture = _capture
 
-# %% ../nbs/16b_cuda_runner.ipynb 19
+# %% ../nbs/16b_cuda_runner.ipynb 27
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None) -> tuple[list[list[int]], list[torch.Tensor]]:
     """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward,

@@ -119,6 +119,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
     return request_id
 
+# %% ../nbs/14_engine.ipynb 10
 @patch
 def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
@@ -134,6 +135,7 @@ def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     self._pending.append(StepOutput(request_id, [], True, reason))
     return True
 
+# %% ../nbs/14_engine.ipynb 11
 @patch
 def abort(self: Engine, request_id) -> bool:
     "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -144,6 +146,7 @@ def has_unfinished(self: Engine) -> bool:
     "Whether any request is waiting, running or not yet returned."
     return bool(self.requests or self._pending)
 
+# %% ../nbs/14_engine.ipynb 12
 @patch(as_prop=True)
 def num_unfinished(self: Engine) -> int:
     "How many requests are waiting or running."
@@ -164,7 +167,7 @@ def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
         with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
     finally: bm.free(seq)
 
-# %% ../nbs/14_engine.ipynb 11
+# %% ../nbs/14_engine.ipynb 14
 @patch
 def step(self: Engine) -> list[StepOutput]:
     "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
@@ -176,6 +179,7 @@ def step(self: Engine) -> list[StepOutput]:
         for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
         self._deferred.clear()
 
+# %% ../nbs/14_engine.ipynb 15
 @patch
 def _step(self: Engine) -> list[StepOutput]:
     outputs, self._pending = self._pending, []
@@ -190,6 +194,7 @@ def _step(self: Engine) -> list[StepOutput]:
     self._record(out)
     return outputs
 
+# %% ../nbs/14_engine.ipynb 16
 @patch
 def _batch(self: Engine, chunks) -> PagedBatch:
     "The step's chunks as one batch, with logits for the last row of every chunk that reaches its sequence's end."
@@ -198,6 +203,7 @@ def _batch(self: Engine, chunks) -> PagedBatch:
     return PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks], bm.block_size,
                             self.pool.null_slot, rows, self.model.device)
 
+# %% ../nbs/14_engine.ipynb 17
 @patch
 def _output(self: Engine, sid, tok: int, lp: dict | None) -> StepOutput:
     seq = self.requests[sid].seq
@@ -205,6 +211,7 @@ def _output(self: Engine, sid, tok: int, lp: dict | None) -> StepOutput:
     if done: self.requests.pop(sid)
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None)
 
+# %% ../nbs/14_engine.ipynb 18
 @patch
 def _record(self: Engine, out):
     self.scheduler.finished.clear()
@@ -213,7 +220,7 @@ def _record(self: Engine, out):
     bm, sched = self.block_manager, self.scheduler
     self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-# %% ../nbs/14_engine.ipynb 13
+# %% ../nbs/14_engine.ipynb 20
 @patch
 def _next_tokens(self: Engine, chunks, logits, outputs: list) -> tuple[dict, dict, dict]:
     """Each sampling chunk's next token (greedy rows in one argmax, plain sampled rows together, rows with logits processors
@@ -240,6 +247,7 @@ def _next_tokens(self: Engine, chunks, logits, outputs: list) -> tuple[dict, dic
         if reason is not None: fin[sid] = reason
     return new, fin, lps
 
+# %% ../nbs/14_engine.ipynb 21
 @patch
 def _greedy_rows(self: Engine, sampling, logits) -> dict:
     """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors or logprobs; every sampleable
@@ -253,6 +261,7 @@ def _greedy_rows(self: Engine, sampling, logits) -> dict:
     toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
     return {sampling[i].seq.seq_id: t for i, t in zip(idx, toks) if t >= 0}
 
+# %% ../nbs/14_engine.ipynb 22
 @patch
 def _sampled_rows(self: Engine, sampling, logits, done) -> dict:
     """Tokens (and logprobs) of the rows without logits processors that `done` does not hold, sampled together by
@@ -267,6 +276,7 @@ def _sampled_rows(self: Engine, sampling, logits, done) -> dict:
     except Exception: return {}          # some row broke the batch: every row goes through _sample, so the error stays with its request
     return {r.seq.seq_id: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for r, s in zip(reqs, res)}
 
+# %% ../nbs/14_engine.ipynb 23
 @patch
 def _sample(self: Engine, req: _Request, row: torch.Tensor):
     seq, p = req.seq, req.params
@@ -283,6 +293,7 @@ def _sample(self: Engine, req: _Request, row: torch.Tensor):
         raise                             # else the sampler's message stands
     return r.token_id, _logprobs(p, r)
 
+# %% ../nbs/14_engine.ipynb 24
 @patch
 def _stop_reason(self: Engine, req: _Request, tok: int) -> str | None:
     if tok in req.stop_ids: return "stop"
@@ -290,7 +301,7 @@ def _stop_reason(self: Engine, req: _Request, tok: int) -> str | None:
     if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + [tok]) or None
     return None
 
-# %% ../nbs/14_engine.ipynb 15
+# %% ../nbs/14_engine.ipynb 26
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -325,7 +336,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 51
+# %% ../nbs/14_engine.ipynb 62
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from typing import Any
+from fastcore.basics import patch
 
 import torch
 
@@ -37,7 +38,6 @@ class BlockManager:
         self.num_evictions = 0                                       # cached blocks dropped to make room
         self.peak_used_blocks = 0                                    # most blocks referenced at once (for benchmarks)
 
-    # ---- sizes
     @property
     def num_free_blocks(self) -> int:
         "Blocks a new allocation may take: free ones plus evictable cached ones."
@@ -50,174 +50,196 @@ class BlockManager:
         "Blocks needed to hold `num_tokens` tokens."
         return -(-num_tokens // self.block_size)
 
-    # ---- prefix cache
     @staticmethod
     def chain_hash(parent: int | None, tokens) -> int:
         "Hash of a full block given its parent block's hash and its tokens."
         return hash((parent, tuple(tokens)))
 
-    def _match_prefix(self, token_ids) -> list[tuple[int, int]]:
-        "(block, hash) of the cached blocks that cover a prefix of `token_ids`, never the whole sequence."
-        if not self.enable_prefix_caching: return []
-        bs, hits, parent = self.block_size, [], None
-        n_full = (len(token_ids) - 1) // bs          # full blocks that leave at least one token to compute
-        for i in range(n_full):
-            toks = tuple(token_ids[i * bs:(i + 1) * bs])
-            h = self.chain_hash(parent, toks)
-            b = self.cached.get(h)
-            if b is None or self.block_key[b] != (parent, toks): break
-            hits.append((b, h)); parent = h
-        return hits
-
-    def _take_block(self) -> int:
-        "A block with nothing in it: from the free list, else evict the least recently used cached block."
-        if self.free_blocks: b = self.free_blocks.popleft()
-        elif self.evictable:
-            b, _ = self.evictable.popitem(last=False)
-            self.num_evictions += 1
-            del self.cached[self.block_hash[b]]
-            self.block_hash[b] = self.block_key[b] = None
-        else: raise RuntimeError("KV cache pool exhausted (check can_allocate/can_append first)")
-        assert self.ref_counts[b] == 0
-        self.ref_counts[b] = 1
-        return b
-
-    def _release_block(self, b: int):
-        self.ref_counts[b] -= 1
-        assert self.ref_counts[b] >= 0, f"block {b} released more often than referenced"
-        if self.ref_counts[b] == 0:
-            if self.block_hash[b] is not None: self.evictable[b] = None   # stays in the cache, most recently used last
-            else: self.free_blocks.append(b)
-
-    # ---- sequence life cycle
-    def can_allocate(self, seq, reuse: bool = True) -> bool:
-        "Whether `allocate(seq, reuse)` would succeed now."
-        hits = self._match_prefix(seq.token_ids) if reuse else []
-        n_fresh = self.blocks_needed(len(seq.token_ids)) - len(hits)
-        n_hit_evictable = sum(1 for b, _ in hits if self.ref_counts[b] == 0)
-        return n_fresh <= self.num_free_blocks - n_hit_evictable
-
-    def allocate(self, seq, reuse: bool = True) -> int:
-        """Give `seq` blocks for all its tokens, reusing cached prefix blocks (unless `reuse=False`: all fresh, e.g. for a sequence whose
-        K/V is computed whole and then dropped). Returns the number of tokens whose K/V is already cached."""
-        sid, n = seq.seq_id, len(seq.token_ids)
-        if sid in self.block_tables: raise ValueError(f"sequence {sid!r} already has blocks")
-        if n == 0: raise ValueError(f"sequence {sid!r} has no tokens")
-        if not self.can_allocate(seq, reuse):
-            raise RuntimeError(f"not enough free KV blocks for sequence {sid!r}: needs {self.blocks_needed(n)}, {self.num_free_blocks} free")
-        hits = self._match_prefix(seq.token_ids) if reuse else []
-        table = []
-        for b, _ in hits:
-            if self.ref_counts[b] == 0: del self.evictable[b]
-            self.ref_counts[b] += 1
-            table.append(b)
-        while len(table) < self.blocks_needed(n): table.append(self._take_block())
-        self.block_tables[sid], self.num_slots[sid] = table, n
-        self.seq_hashes[sid] = [h for _, h in hits]
-        self.num_cached_tokens[sid] = len(hits) * self.block_size
-        if reuse: self.num_hit_blocks += len(hits); self.num_queried_blocks += (n - 1) // self.block_size   # else nothing was looked up
-        self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
-        return self.num_cached_tokens[sid]
-
-    def can_append(self, seq) -> bool:
-        "Whether `append_slot(seq)` would succeed now (room for every token of `seq`)."
-        need = self.blocks_needed(len(seq.token_ids)) - len(self.block_tables[seq.seq_id])
-        return need <= self.num_free_blocks
-
-    def append_slot(self, seq) -> list[int]:
-        "Reserve slots for the tokens `seq` gained since the last call (normally one), taking a new block when needed. Returns the new block ids."
-        sid = seq.seq_id
-        table, n = self.block_tables[sid], len(seq.token_ids)
-        if n < self.num_slots[sid]: raise ValueError(f"sequence {sid!r} shrank from {self.num_slots[sid]} to {n} tokens")
-        need = -(-n // self.block_size) - len(table)
-        if need <= 0: self.num_slots[sid] = n; return []              # room left in its last block: most decode steps
-        if need > self.num_free_blocks: raise RuntimeError(f"no free KV block to grow sequence {sid!r}")
-        new = [self._take_block() for _ in range(need)]
-        table.extend(new); self.num_slots[sid] = n
-        self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
-        return new
-
-    def mark_computed(self, seq, num_computed_tokens: int):
-        "Tell the manager that K/V of the first `num_computed_tokens` tokens of `seq` is written: its full blocks enter the prefix cache."
-        if not self.enable_prefix_caching: return
-        sid, bs = seq.seq_id, self.block_size
-        table, hashes = self.block_tables[sid], self.seq_hashes[sid]
-        if num_computed_tokens > self.num_slots[sid]: raise ValueError(f"sequence {sid!r}: {num_computed_tokens} computed tokens but only {self.num_slots[sid]} slots")
-        while (len(hashes) + 1) * bs <= num_computed_tokens:
-            i = len(hashes)
-            parent = hashes[-1] if hashes else None
-            toks = tuple(seq.token_ids[i * bs:(i + 1) * bs])
-            h = self.chain_hash(parent, toks)
-            hashes.append(h)
-            b = table[i]
-            if h not in self.cached and self.block_hash[b] is None:  # else: an identical block is cached already; ours stays private
-                self.cached[h], self.block_hash[b], self.block_key[b] = b, h, (parent, toks)
-
-    def free(self, seq_or_id):
-        "Drop a sequence's references to its blocks (last blocks first, so they are evicted before the shared prefix)."
-        sid = getattr(seq_or_id, "seq_id", seq_or_id)
-        table = self.block_tables.pop(sid)
-        for b in reversed(table): self._release_block(b)
-        for d in (self.num_slots, self.seq_hashes, self.num_cached_tokens): d.pop(sid, None)
-
-    def fork(self, parent, child) -> list[tuple[int, int]]:
-        "Let `child` (same tokens as `parent`) share the parent's full blocks; its partial last block is fresh. Returns `(src, dst)` block copies the caller must do."
-        psid, csid = parent.seq_id, child.seq_id
-        if csid in self.block_tables: raise ValueError(f"sequence {csid!r} already has blocks")
-        ptable, n = self.block_tables[psid], self.num_slots[psid]
-        n_full = n // self.block_size
-        partial = len(ptable) > n_full
-        if partial and self.num_free_blocks < 1: raise RuntimeError(f"no free KV block to fork sequence {psid!r}")
-        table = list(ptable[:n_full])
-        for b in table: self.ref_counts[b] += 1
-        copies = []
-        if partial:
-            b = self._take_block(); table.append(b); copies.append((ptable[n_full], b))
-        self.block_tables[csid], self.num_slots[csid] = table, n
-        self.seq_hashes[csid] = list(self.seq_hashes[psid])
-        self.num_cached_tokens[csid] = self.num_cached_tokens[psid]
-        self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
-        return copies
-
-    def get_num_cached_tokens(self, seq_or_id) -> int:
-        "Prefix-cache hit tokens when this sequence was allocated (prefill skips them)."
-        return self.num_cached_tokens[getattr(seq_or_id, "seq_id", seq_or_id)]
-
-    def slot(self, seq_or_id, pos: int) -> tuple[int, int]:
-        "(block, offset) where the token at position `pos` of a sequence lives."
-        table = self.block_tables[getattr(seq_or_id, "seq_id", seq_or_id)]
-        return table[pos // self.block_size], pos % self.block_size
-
-    @property
-    def hit_rate(self) -> float:
-        "Fraction of full prompt blocks found in the prefix cache so far."
-        return self.num_hit_blocks / self.num_queried_blocks if self.num_queried_blocks else 0.0
-
-    def check_invariants(self):
-        "Re-derive all bookkeeping from the block tables; `AssertionError` on any inconsistency."
-        refs = [0] * self.num_blocks
-        for sid, table in self.block_tables.items():
-            assert len(table) == self.blocks_needed(self.num_slots[sid]), f"seq {sid!r}: {len(table)} blocks for {self.num_slots[sid]} slots"
-            assert len(set(table)) == len(table), f"seq {sid!r} lists a block twice"
-            assert len(self.seq_hashes[sid]) <= len(table)
-            for b in table: refs[b] += 1
-        assert refs == self.ref_counts, "reference counts differ from the block tables"
-        free, ev = list(self.free_blocks), list(self.evictable)
-        assert len(set(free)) == len(free), "a block is twice in the free list"
-        assert not set(free) & set(ev), "a block is both free and evictable"
-        for b in free: assert refs[b] == 0 and self.block_hash[b] is None, f"free block {b} is referenced or cached"
-        for b in ev: assert refs[b] == 0 and self.block_hash[b] is not None, f"evictable block {b} is referenced or not cached"
-        used = sum(1 for r in refs if r > 0)
-        assert len(free) + len(ev) + used == self.num_blocks, "free + evictable + used != total"
-        for h, b in self.cached.items(): assert self.block_hash[b] == h, f"cache entry {h} -> block {b} disagrees"
-        assert sum(h is not None for h in self.block_hash) == len(self.cached)
-        if not self.enable_prefix_caching: assert not self.cached and not ev
-
     def __repr__(self):
         return (f"BlockManager({self.num_blocks} blocks x {self.block_size} tokens: {self.num_used_blocks} used, {len(self.free_blocks)} free, "
                 f"{len(self.evictable)} cached-evictable, {len(self.block_tables)} sequences)")
 
-# %% ../nbs/10_kv_cache.ipynb 25
+# %% ../nbs/10_kv_cache.ipynb 8
+@patch
+def _match_prefix(self: BlockManager, token_ids) -> list[tuple[int, int]]:
+    "(block, hash) of the cached blocks that cover a prefix of `token_ids`, never the whole sequence."
+    if not self.enable_prefix_caching: return []
+    bs, hits, parent = self.block_size, [], None
+    n_full = (len(token_ids) - 1) // bs          # full blocks that leave at least one token to compute
+    for i in range(n_full):
+        toks = tuple(token_ids[i * bs:(i + 1) * bs])
+        h = self.chain_hash(parent, toks)
+        b = self.cached.get(h)
+        if b is None or self.block_key[b] != (parent, toks): break
+        hits.append((b, h)); parent = h
+    return hits
+
+# %% ../nbs/10_kv_cache.ipynb 9
+@patch
+def _take_block(self: BlockManager) -> int:
+    "A block with nothing in it: from the free list, else evict the least recently used cached block."
+    if self.free_blocks: b = self.free_blocks.popleft()
+    elif self.evictable:
+        b, _ = self.evictable.popitem(last=False)
+        self.num_evictions += 1
+        del self.cached[self.block_hash[b]]
+        self.block_hash[b] = self.block_key[b] = None
+    else: raise RuntimeError("KV cache pool exhausted (check can_allocate/can_append first)")
+    assert self.ref_counts[b] == 0
+    self.ref_counts[b] = 1
+    return b
+
+# %% ../nbs/10_kv_cache.ipynb 10
+@patch
+def _release_block(self: BlockManager, b: int):
+    self.ref_counts[b] -= 1
+    assert self.ref_counts[b] >= 0, f"block {b} released more often than referenced"
+    if self.ref_counts[b] == 0:
+        if self.block_hash[b] is not None: self.evictable[b] = None   # stays in the cache, most recently used last
+        else: self.free_blocks.append(b)
+
+# %% ../nbs/10_kv_cache.ipynb 12
+@patch
+def can_allocate(self: BlockManager, seq, reuse: bool = True) -> bool:
+    "Whether `allocate(seq, reuse)` would succeed now."
+    hits = self._match_prefix(seq.token_ids) if reuse else []
+    n_fresh = self.blocks_needed(len(seq.token_ids)) - len(hits)
+    n_hit_evictable = sum(1 for b, _ in hits if self.ref_counts[b] == 0)
+    return n_fresh <= self.num_free_blocks - n_hit_evictable
+
+# %% ../nbs/10_kv_cache.ipynb 13
+@patch
+def allocate(self: BlockManager, seq, reuse: bool = True) -> int:
+    """Give `seq` blocks for all its tokens, reusing cached prefix blocks (unless `reuse=False`: all fresh, e.g. for a sequence whose
+    K/V is computed whole and then dropped). Returns the number of tokens whose K/V is already cached."""
+    sid, n = seq.seq_id, len(seq.token_ids)
+    if sid in self.block_tables: raise ValueError(f"sequence {sid!r} already has blocks")
+    if n == 0: raise ValueError(f"sequence {sid!r} has no tokens")
+    if not self.can_allocate(seq, reuse):
+        raise RuntimeError(f"not enough free KV blocks for sequence {sid!r}: needs {self.blocks_needed(n)}, {self.num_free_blocks} free")
+    hits = self._match_prefix(seq.token_ids) if reuse else []
+    table = []
+    for b, _ in hits:
+        if self.ref_counts[b] == 0: del self.evictable[b]
+        self.ref_counts[b] += 1
+        table.append(b)
+    while len(table) < self.blocks_needed(n): table.append(self._take_block())
+    self.block_tables[sid], self.num_slots[sid] = table, n
+    self.seq_hashes[sid] = [h for _, h in hits]
+    self.num_cached_tokens[sid] = len(hits) * self.block_size
+    if reuse: self.num_hit_blocks += len(hits); self.num_queried_blocks += (n - 1) // self.block_size   # else nothing was looked up
+    self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
+    return self.num_cached_tokens[sid]
+
+# %% ../nbs/10_kv_cache.ipynb 14
+@patch
+def can_append(self: BlockManager, seq) -> bool:
+    "Whether `append_slot(seq)` would succeed now (room for every token of `seq`)."
+    need = self.blocks_needed(len(seq.token_ids)) - len(self.block_tables[seq.seq_id])
+    return need <= self.num_free_blocks
+
+@patch
+def append_slot(self: BlockManager, seq) -> list[int]:
+    "Reserve slots for the tokens `seq` gained since the last call (normally one), taking a new block when needed. Returns the new block ids."
+    sid = seq.seq_id
+    table, n = self.block_tables[sid], len(seq.token_ids)
+    if n < self.num_slots[sid]: raise ValueError(f"sequence {sid!r} shrank from {self.num_slots[sid]} to {n} tokens")
+    need = -(-n // self.block_size) - len(table)
+    if need <= 0: self.num_slots[sid] = n; return []              # room left in its last block: most decode steps
+    if need > self.num_free_blocks: raise RuntimeError(f"no free KV block to grow sequence {sid!r}")
+    new = [self._take_block() for _ in range(need)]
+    table.extend(new); self.num_slots[sid] = n
+    self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
+    return new
+
+# %% ../nbs/10_kv_cache.ipynb 15
+@patch
+def mark_computed(self: BlockManager, seq, num_computed_tokens: int):
+    "Tell the manager that K/V of the first `num_computed_tokens` tokens of `seq` is written: its full blocks enter the prefix cache."
+    if not self.enable_prefix_caching: return
+    sid, bs = seq.seq_id, self.block_size
+    table, hashes = self.block_tables[sid], self.seq_hashes[sid]
+    if num_computed_tokens > self.num_slots[sid]: raise ValueError(f"sequence {sid!r}: {num_computed_tokens} computed tokens but only {self.num_slots[sid]} slots")
+    while (len(hashes) + 1) * bs <= num_computed_tokens:
+        i = len(hashes)
+        parent = hashes[-1] if hashes else None
+        toks = tuple(seq.token_ids[i * bs:(i + 1) * bs])
+        h = self.chain_hash(parent, toks)
+        hashes.append(h)
+        b = table[i]
+        if h not in self.cached and self.block_hash[b] is None:  # else: an identical block is cached already; ours stays private
+            self.cached[h], self.block_hash[b], self.block_key[b] = b, h, (parent, toks)
+
+# %% ../nbs/10_kv_cache.ipynb 16
+@patch
+def free(self: BlockManager, seq_or_id):
+    "Drop a sequence's references to its blocks (last blocks first, so they are evicted before the shared prefix)."
+    sid = getattr(seq_or_id, "seq_id", seq_or_id)
+    table = self.block_tables.pop(sid)
+    for b in reversed(table): self._release_block(b)
+    for d in (self.num_slots, self.seq_hashes, self.num_cached_tokens): d.pop(sid, None)
+
+# %% ../nbs/10_kv_cache.ipynb 17
+@patch
+def fork(self: BlockManager, parent, child) -> list[tuple[int, int]]:
+    "Let `child` (same tokens as `parent`) share the parent's full blocks; its partial last block is fresh. Returns `(src, dst)` block copies the caller must do."
+    psid, csid = parent.seq_id, child.seq_id
+    if csid in self.block_tables: raise ValueError(f"sequence {csid!r} already has blocks")
+    ptable, n = self.block_tables[psid], self.num_slots[psid]
+    n_full = n // self.block_size
+    partial = len(ptable) > n_full
+    if partial and self.num_free_blocks < 1: raise RuntimeError(f"no free KV block to fork sequence {psid!r}")
+    table = list(ptable[:n_full])
+    for b in table: self.ref_counts[b] += 1
+    copies = []
+    if partial:
+        b = self._take_block(); table.append(b); copies.append((ptable[n_full], b))
+    self.block_tables[csid], self.num_slots[csid] = table, n
+    self.seq_hashes[csid] = list(self.seq_hashes[psid])
+    self.num_cached_tokens[csid] = self.num_cached_tokens[psid]
+    self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
+    return copies
+
+# %% ../nbs/10_kv_cache.ipynb 19
+@patch
+def get_num_cached_tokens(self: BlockManager, seq_or_id) -> int:
+    "Prefix-cache hit tokens when this sequence was allocated (prefill skips them)."
+    return self.num_cached_tokens[getattr(seq_or_id, "seq_id", seq_or_id)]
+
+@patch
+def slot(self: BlockManager, seq_or_id, pos: int) -> tuple[int, int]:
+    "(block, offset) where the token at position `pos` of a sequence lives."
+    table = self.block_tables[getattr(seq_or_id, "seq_id", seq_or_id)]
+    return table[pos // self.block_size], pos % self.block_size
+
+# %% ../nbs/10_kv_cache.ipynb 20
+@patch(as_prop=True)
+def hit_rate(self: BlockManager) -> float:
+    "Fraction of full prompt blocks found in the prefix cache so far."
+    return self.num_hit_blocks / self.num_queried_blocks if self.num_queried_blocks else 0.0
+
+@patch
+def check_invariants(self: BlockManager):
+    "Re-derive all bookkeeping from the block tables; `AssertionError` on any inconsistency."
+    refs = [0] * self.num_blocks
+    for sid, table in self.block_tables.items():
+        assert len(table) == self.blocks_needed(self.num_slots[sid]), f"seq {sid!r}: {len(table)} blocks for {self.num_slots[sid]} slots"
+        assert len(set(table)) == len(table), f"seq {sid!r} lists a block twice"
+        assert len(self.seq_hashes[sid]) <= len(table)
+        for b in table: refs[b] += 1
+    assert refs == self.ref_counts, "reference counts differ from the block tables"
+    free, ev = list(self.free_blocks), list(self.evictable)
+    assert len(set(free)) == len(free), "a block is twice in the free list"
+    assert not set(free) & set(ev), "a block is both free and evictable"
+    for b in free: assert refs[b] == 0 and self.block_hash[b] is None, f"free block {b} is referenced or cached"
+    for b in ev: assert refs[b] == 0 and self.block_hash[b] is not None, f"evictable block {b} is referenced or not cached"
+    used = sum(1 for r in refs if r > 0)
+    assert len(free) + len(ev) + used == self.num_blocks, "free + evictable + used != total"
+    for h, b in self.cached.items(): assert self.block_hash[b] == h, f"cache entry {h} -> block {b} disagrees"
+    assert sum(h is not None for h in self.block_hash) == len(self.cached)
+    if not self.enable_prefix_caching: assert not self.cached and not ev
+
+# %% ../nbs/10_kv_cache.ipynb 39
 def _dtype_size(dtype) -> int:
     if isinstance(dtype, torch.dtype): return torch.empty((), dtype=dtype).element_size()
     raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")
@@ -231,6 +253,7 @@ def kv_storage_dtype(kv_dtype, dtype):
     if kv_dtype == dtype: return dtype
     raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or the model's dtype {dtype}, got {kv_dtype!r}")
 
+# %% ../nbs/10_kv_cache.ipynb 40
 def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=None) -> int:
     """Bytes of K and V for one token over all layers (only the KV heads are stored), in the model's `dtype` or as int8 codes
     (`kv_dtype='int8'`) plus one float32 scale per token, head, K or V."""
@@ -246,6 +269,7 @@ def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_
     if n < 1: raise ValueError(f"kv_cache_memory of {int(kv_cache_memory_bytes)} bytes is less than one KV block ({per_block} bytes = {block_size} tokens)")
     return n
 
+# %% ../nbs/10_kv_cache.ipynb 41
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB": return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

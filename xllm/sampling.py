@@ -142,6 +142,7 @@ class SampleResult:
     logprob: float
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
+# %% ../nbs/08_sampling.ipynb 24
 def _check_finite(logits: torch.Tensor, source: str | None = None):
     "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
@@ -153,6 +154,7 @@ def _check_finite(logits: torch.Tensor, source: str | None = None):
     if not bool(torch.isfinite(logits).any()):
         raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
 
+# %% ../nbs/08_sampling.ipynb 25
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
     """Why a row `x` whose raw logits passed `_check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
@@ -162,8 +164,7 @@ def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str
              if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
     return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
 
-
-# %% ../nbs/08_sampling.ipynb 25
+# %% ../nbs/08_sampling.ipynb 27
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
@@ -184,7 +185,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     return int(_draw_rows(probs[None], [generator])[0])
 
 
-# %% ../nbs/08_sampling.ipynb 26
+# %% ../nbs/08_sampling.ipynb 28
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
+from fastcore.basics import patch
 
 from .core import check_int
 from .kv_cache import BlockManager
@@ -35,6 +36,7 @@ class ScheduledChunk:
         "Whether this chunk reaches the end of the sequence, so a new token is sampled from its last position."
         return self.start + self.num_tokens == len(self.seq.token_ids)
 
+# %% ../nbs/11_scheduler.ipynb 7
 @dataclass
 class SchedulerOutput:
     "One step's work: chunks to compute (decodes first), and what the scheduler did on the way."
@@ -47,7 +49,7 @@ class SchedulerOutput:
         return sum(c.num_tokens for c in self.chunks)
     def __len__(self): return len(self.chunks)
 
-# %% ../nbs/11_scheduler.ipynb 8
+# %% ../nbs/11_scheduler.ipynb 9
 class Scheduler:
     "Continuous-batching scheduler over a `BlockManager`: FIFO admission, decode first, chunked prefill, preemption by recompute."
     def __init__(self, block_manager: BlockManager, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048, max_model_len: int = 2048):
@@ -65,125 +67,6 @@ class Scheduler:
         self.num_steps = 0
         self._next_id = 0
 
-    # ---- adding requests
-    def add_request(self, prompt_token_ids, params=None, seq_id=None) -> Sequence:
-        "Queue a new request; `ValueError` if it could never run."
-        if seq_id is None:
-            while self._next_id in self.seqs: self._next_id += 1
-            seq_id = self._next_id; self._next_id += 1
-        return self.add(Sequence(seq_id, prompt_token_ids, params))
-
-    def add(self, seq: Sequence) -> Sequence:
-        "Queue a `Sequence` (status WAITING, nothing computed yet); `ValueError` if it could never run."
-        toks = seq.token_ids
-        if seq.seq_id in self.seqs: raise ValueError(f"request id {seq.seq_id!r} is already in use")
-        if not isinstance(toks, list) or not toks: raise ValueError(f"request {seq.seq_id!r}: prompt_token_ids must be a non-empty list of token ids")
-        assert all(type(t) is int and t >= 0 for t in toks), f"request {seq.seq_id!r}: prompt_token_ids must be non-negative ints (Engine.add_request checks them)"
-        if len(toks) + 1 > self.max_model_len:
-            raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens leaves no room to generate within max_model_len={self.max_model_len}")
-        need = self.bm.blocks_needed(len(toks) + 1)
-        if need > self.bm.num_blocks:
-            raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens needs {need} KV blocks but the whole pool has "
-                             f"{self.bm.num_blocks} ({self.bm.num_blocks * self.bm.block_size} tokens)")
-        if seq.status is not SequenceStatus.WAITING or seq.num_computed_tokens: raise ValueError(f"request {seq.seq_id!r} was already scheduled")
-        seq.token_ids[:] = [int(t) for t in toks]
-        self.seqs[seq.seq_id] = seq
-        self.waiting.append(seq)
-        return seq
-
-    # ---- state changes
-    def _finish(self, seq: Sequence, reason: str):
-        if seq.seq_id in self.bm.block_tables: self.bm.free(seq)
-        if seq.status in (SequenceStatus.RUNNING,): self.running.remove(seq)
-        elif seq in self.waiting: self.waiting.remove(seq)
-        seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
-        self.seqs.pop(seq.seq_id, None)
-        self.finished.append(seq)
-
-    def _preempt(self, seq: Sequence):
-        self.bm.free(seq)
-        self.running.remove(seq)
-        seq.status, seq.num_computed_tokens = SequenceStatus.PREEMPTED, 0
-        seq.num_preemptions += 1; self.num_preemptions += 1
-        self.waiting.appendleft(seq)
-
-    def abort(self, seq_id) -> bool:
-        "Stop a request at any stage and free its blocks. False if it is unknown or already finished."
-        seq = self.seqs.get(seq_id)
-        if seq is None: return False
-        self._finish(seq, "abort")
-        return True
-
-    # ---- the step
-    def schedule(self) -> SchedulerOutput:
-        "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
-        out, budget, bm = SchedulerOutput(), self.max_num_batched_tokens, self.bm
-        # 1. decodes of running sequences, oldest first; make room by preempting the newest
-        i, bs, tables = 0, bm.block_size, bm.block_tables
-        while i < len(self.running):
-            seq = self.running[i]
-            n = len(seq.token_ids)
-            if seq.num_computed_tokens < n - 1: i += 1; continue          # still prefilling
-            need = -(-n // bs)                                           # blocks its tokens take
-            if need > bm.num_blocks:                                     # grew to the whole pool: can never continue
-                self._finish(seq, "length"); out.finished.append(seq); continue
-            while need > len(tables[seq.seq_id]) and not bm.can_append(seq):   # a new block is needed and none is free
-                victim = self.running[-1]
-                self._preempt(victim); out.preempted.append(victim)
-                if victim is seq: break
-            if seq.status is not SequenceStatus.RUNNING: continue       # it was the newest: preempted itself
-            bm.append_slot(seq)
-            out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, 1)); budget -= 1
-            i += 1
-        # 2. prefill chunks of running sequences (admitted earlier, prompt not finished)
-        for seq in self.running:
-            if budget <= 0: break
-            if seq.is_prefilling:
-                n = min(len(seq) - seq.num_computed_tokens, budget)
-                out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
-        # 3. admit waiting sequences in FIFO order (not in a step that had to preempt: the pool is tight)
-        while not out.preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            seq = self.waiting[0]
-            if bm.blocks_needed(len(seq)) > bm.num_blocks:              # (a preempted one that grew to the whole pool)
-                self._finish(seq, "length"); out.finished.append(seq); continue
-            if not bm.can_allocate(seq): break                           # head of line waits; nobody overtakes it
-            self.waiting.popleft()
-            seq.num_computed_tokens = seq.num_cached_tokens = bm.allocate(seq)
-            seq.status = SequenceStatus.RUNNING
-            self.running.append(seq)
-            n = min(len(seq) - seq.num_computed_tokens, budget)
-            out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
-        self.num_steps += 1
-        return out
-
-    def update(self, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
-        """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
-        sequences after their new token. Returns the sequences that finished in this update."""
-        if not isinstance(finished, Mapping): finished = {sid: "stop" for sid in finished}
-        done = []
-        for ch in out.chunks:
-            seq = ch.seq
-            if seq.status is not SequenceStatus.RUNNING: continue       # aborted since schedule()
-            if seq.num_computed_tokens != ch.start:
-                raise RuntimeError(f"sequence {seq.seq_id!r}: stale step output (chunk starts at {ch.start}, {seq.num_computed_tokens} computed)")
-            samples = ch.start + ch.num_tokens == len(seq.token_ids)    # ch.samples, inline: this loop runs for every row of every step
-            seq.num_computed_tokens += ch.num_tokens
-            self.bm.mark_computed(seq, seq.num_computed_tokens)
-            if not samples:
-                if seq.seq_id in new_tokens: raise ValueError(f"sequence {seq.seq_id!r} is still prefilling: no new token expected")
-                continue
-            if seq.seq_id not in new_tokens: raise ValueError(f"no new token for sequence {seq.seq_id!r}, whose chunk reached its end")
-            tok = new_tokens[seq.seq_id]
-            assert type(tok) is int and tok >= 0, f"sequence {seq.seq_id!r}: bad new token {tok!r}"   # the engine's sampler made it
-            seq.token_ids.append(tok)
-            reason = finished.get(seq.seq_id)
-            n = len(seq.token_ids)
-            if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks):
-                reason = "length"                                        # no room for this token's K/V: context or whole pool full
-            if reason is not None: self._finish(seq, reason); done.append(seq)
-        return done
-
-    # ---- state
     @property
     def has_unfinished(self) -> bool:
         "Whether any sequence is waiting or running."
@@ -194,3 +77,132 @@ class Scheduler:
         return len(self.waiting) + len(self.running)
     def __repr__(self):
         return f"Scheduler(waiting={len(self.waiting)}, running={len(self.running)}, finished={len(self.finished)}, {self.bm!r})"
+
+# %% ../nbs/11_scheduler.ipynb 11
+@patch
+def add_request(self: Scheduler, prompt_token_ids, params=None, seq_id=None) -> Sequence:
+    "Queue a new request; `ValueError` if it could never run."
+    if seq_id is None:
+        while self._next_id in self.seqs: self._next_id += 1
+        seq_id = self._next_id; self._next_id += 1
+    return self.add(Sequence(seq_id, prompt_token_ids, params))
+
+# %% ../nbs/11_scheduler.ipynb 12
+@patch
+def add(self: Scheduler, seq: Sequence) -> Sequence:
+    "Queue a `Sequence` (status WAITING, nothing computed yet); `ValueError` if it could never run."
+    toks = seq.token_ids
+    if seq.seq_id in self.seqs: raise ValueError(f"request id {seq.seq_id!r} is already in use")
+    if not isinstance(toks, list) or not toks: raise ValueError(f"request {seq.seq_id!r}: prompt_token_ids must be a non-empty list of token ids")
+    assert all(type(t) is int and t >= 0 for t in toks), f"request {seq.seq_id!r}: prompt_token_ids must be non-negative ints (Engine.add_request checks them)"
+    if len(toks) + 1 > self.max_model_len:
+        raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens leaves no room to generate within max_model_len={self.max_model_len}")
+    need = self.bm.blocks_needed(len(toks) + 1)
+    if need > self.bm.num_blocks:
+        raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens needs {need} KV blocks but the whole pool has "
+                         f"{self.bm.num_blocks} ({self.bm.num_blocks * self.bm.block_size} tokens)")
+    if seq.status is not SequenceStatus.WAITING or seq.num_computed_tokens: raise ValueError(f"request {seq.seq_id!r} was already scheduled")
+    seq.token_ids[:] = [int(t) for t in toks]
+    self.seqs[seq.seq_id] = seq
+    self.waiting.append(seq)
+    return seq
+
+# %% ../nbs/11_scheduler.ipynb 13
+@patch
+def _finish(self: Scheduler, seq: Sequence, reason: str):
+    if seq.seq_id in self.bm.block_tables: self.bm.free(seq)
+    if seq.status in (SequenceStatus.RUNNING,): self.running.remove(seq)
+    elif seq in self.waiting: self.waiting.remove(seq)
+    seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+    self.seqs.pop(seq.seq_id, None)
+    self.finished.append(seq)
+
+# %% ../nbs/11_scheduler.ipynb 14
+@patch
+def _preempt(self: Scheduler, seq: Sequence):
+    self.bm.free(seq)
+    self.running.remove(seq)
+    seq.status, seq.num_computed_tokens = SequenceStatus.PREEMPTED, 0
+    seq.num_preemptions += 1; self.num_preemptions += 1
+    self.waiting.appendleft(seq)
+
+# %% ../nbs/11_scheduler.ipynb 15
+@patch
+def abort(self: Scheduler, seq_id) -> bool:
+    "Stop a request at any stage and free its blocks. False if it is unknown or already finished."
+    seq = self.seqs.get(seq_id)
+    if seq is None: return False
+    self._finish(seq, "abort")
+    return True
+
+# %% ../nbs/11_scheduler.ipynb 17
+@patch
+def schedule(self: Scheduler) -> SchedulerOutput:
+    "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
+    out, budget, bm = SchedulerOutput(), self.max_num_batched_tokens, self.bm
+    # 1. decodes of running sequences, oldest first; make room by preempting the newest
+    i, bs, tables = 0, bm.block_size, bm.block_tables
+    while i < len(self.running):
+        seq = self.running[i]
+        n = len(seq.token_ids)
+        if seq.num_computed_tokens < n - 1: i += 1; continue          # still prefilling
+        need = -(-n // bs)                                           # blocks its tokens take
+        if need > bm.num_blocks:                                     # grew to the whole pool: can never continue
+            self._finish(seq, "length"); out.finished.append(seq); continue
+        while need > len(tables[seq.seq_id]) and not bm.can_append(seq):   # a new block is needed and none is free
+            victim = self.running[-1]
+            self._preempt(victim); out.preempted.append(victim)
+            if victim is seq: break
+        if seq.status is not SequenceStatus.RUNNING: continue       # it was the newest: preempted itself
+        bm.append_slot(seq)
+        out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, 1)); budget -= 1
+        i += 1
+    # 2. prefill chunks of running sequences (admitted earlier, prompt not finished)
+    for seq in self.running:
+        if budget <= 0: break
+        if seq.is_prefilling:
+            n = min(len(seq) - seq.num_computed_tokens, budget)
+            out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
+    # 3. admit waiting sequences in FIFO order (not in a step that had to preempt: the pool is tight)
+    while not out.preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+        seq = self.waiting[0]
+        if bm.blocks_needed(len(seq)) > bm.num_blocks:              # (a preempted one that grew to the whole pool)
+            self._finish(seq, "length"); out.finished.append(seq); continue
+        if not bm.can_allocate(seq): break                           # head of line waits; nobody overtakes it
+        self.waiting.popleft()
+        seq.num_computed_tokens = seq.num_cached_tokens = bm.allocate(seq)
+        seq.status = SequenceStatus.RUNNING
+        self.running.append(seq)
+        n = min(len(seq) - seq.num_computed_tokens, budget)
+        out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
+    self.num_steps += 1
+    return out
+
+# %% ../nbs/11_scheduler.ipynb 19
+@patch
+def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
+    """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
+    sequences after their new token. Returns the sequences that finished in this update."""
+    if not isinstance(finished, Mapping): finished = {sid: "stop" for sid in finished}
+    done = []
+    for ch in out.chunks:
+        seq = ch.seq
+        if seq.status is not SequenceStatus.RUNNING: continue       # aborted since schedule()
+        if seq.num_computed_tokens != ch.start:
+            raise RuntimeError(f"sequence {seq.seq_id!r}: stale step output (chunk starts at {ch.start}, {seq.num_computed_tokens} computed)")
+        samples = ch.start + ch.num_tokens == len(seq.token_ids)    # ch.samples, inline: this loop runs for every row of every step
+        seq.num_computed_tokens += ch.num_tokens
+        self.bm.mark_computed(seq, seq.num_computed_tokens)
+        if not samples:
+            if seq.seq_id in new_tokens: raise ValueError(f"sequence {seq.seq_id!r} is still prefilling: no new token expected")
+            continue
+        if seq.seq_id not in new_tokens: raise ValueError(f"no new token for sequence {seq.seq_id!r}, whose chunk reached its end")
+        tok = new_tokens[seq.seq_id]
+        assert type(tok) is int and tok >= 0, f"sequence {seq.seq_id!r}: bad new token {tok!r}"   # the engine's sampler made it
+        seq.token_ids.append(tok)
+        reason = finished.get(seq.seq_id)
+        n = len(seq.token_ids)
+        if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks):
+            reason = "length"                                        # no room for this token's K/V: context or whole pool full
+        if reason is not None: self._finish(seq, reason); done.append(seq)
+    return done

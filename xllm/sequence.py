@@ -17,6 +17,7 @@ class SequenceStatus(enum.Enum):
     PREEMPTED = "preempted"  # was running, blocks freed, back in the waiting queue (will be recomputed)
     FINISHED = "finished"
 
+# %% ../nbs/09_sequence.ipynb 7
 class Sequence:
     "A request as the scheduler sees it: its tokens (prompt, then output), status and progress. `params` is opaque to the scheduler."
     def __init__(self, seq_id, prompt_token_ids, params=None):

@@ -25,6 +25,7 @@ MAX_STOP_STRINGS, MAX_STOP_CHARS = 32, 1024   # stop strings per request, charac
 
 class _TooLong(ValueError): "A list longer than the tokens a request holds (answered with code context_length_exceeded)."
 
+# %% ../nbs/19_server.ipynb 6
 def _shape(d, max_prompts: int, max_len: int):
     """Refuse, on the raw JSON and before pydantic builds anything, lists longer than a request can use: more prompts than the server
     takes at once, token-id lists or conversations longer than `max_len` tokens, more stop strings than `MAX_STOP_STRINGS`."""
@@ -48,6 +49,7 @@ def _shape(d, max_prompts: int, max_len: int):
     s = d.get("stop")
     if isinstance(s, list) and len(s) > MAX_STOP_STRINGS: no("stop", f"{len(s)} stop strings; at most {MAX_STOP_STRINGS}")
 
+# %% ../nbs/19_server.ipynb 7
 def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
     """The pydantic request models (`CompletionRequest`, `ChatRequest`): types and ranges, and (`_shape`) list lengths against
     `max_prompts` and `max_len`; `to_sampling_params` and `check_supported` check the rest."""
@@ -101,6 +103,7 @@ def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
 _UNION_FIELDS = {"prompt": "a string, a list of strings, a list of token ids (integers) or a list of token-id lists",
                  "stop": "a string or a list of strings"}     # pydantic's message for these would name one alternative only
 
+# %% ../nbs/19_server.ipynb 8
 class APIError(Exception):
     "An error returned to the client as OpenAI's error JSON with HTTP `status` (and extra response `headers`, e.g. Retry-After)."
     def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None, code: str | None = None,
@@ -111,7 +114,7 @@ class APIError(Exception):
         "OpenAI's error JSON: `{'error': {'message', 'type', 'param', 'code'}}`."
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
-# %% ../nbs/19_server.ipynb 7
+# %% ../nbs/19_server.ipynb 10
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
     return getattr(req, "max_completion_tokens", None) or req.max_tokens
@@ -163,7 +166,7 @@ def logit_bias_processor(bias: dict[int, float]):
     ids, vals = torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
-# %% ../nbs/19_server.ipynb 12
+# %% ../nbs/19_server.ipynb 15
 async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0, processors=None):
     """`index`: the choice's place in the response; `choice`: its number among its prompt's `n` (picks its seeded random stream, as in
     `LLM.generate`); `processors`: its logits processors (`logit_bias`)."""
@@ -194,6 +197,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
         await agen.aclose()
     await put("", seq.finish_reason, len(seq.token_ids))
 
+# %% ../nbs/19_server.ipynb 16
 async def _run_all(state, jobs):
     "Run every `(ids, params, index, choice, processors)` concurrently; items `(index, text, finish_reason, completion_tokens, logprobs)`; as they come; cancel the rest on exit (e.g. a client gone)."
     out = asyncio.Queue()
@@ -210,7 +214,7 @@ async def _run_all(state, jobs):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 14
+# %% ../nbs/19_server.ipynb 18
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -233,7 +237,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 18
+# %% ../nbs/19_server.ipynb 22
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
@@ -350,7 +354,7 @@ def _prompt_list(p) -> list:
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
 
-# %% ../nbs/19_server.ipynb 24
+# %% ../nbs/19_server.ipynb 28
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time; more wait their turn
 
@@ -360,6 +364,7 @@ def _dumps(obj) -> str:
     "JSON text for a response: strict JSON (no NaN/Infinity: ValueError), lone surrogates replaced by U+FFFD, so it always encodes as UTF-8."
     return _SURROGATE.sub("\ufffd", json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
+# %% ../nbs/19_server.ipynb 29
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -371,6 +376,7 @@ async def _send_error(send, e: APIError):
                 (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
+# %% ../nbs/19_server.ipynb 30
 class _BodyLimit:
     """ASGI middleware: a request whose body (Content-Length or chunked) passes `limit` bytes (None: `MAX_BODY_BYTES` when the
     request comes) gets 413; the rest is not read."""
@@ -398,7 +404,7 @@ class _BodyLimit:
         except Exception:
             if not refused: raise
 
-# %% ../nbs/19_server.ipynb 26
+# %% ../nbs/19_server.ipynb 32
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 def _stream_class(StreamingResponse):
@@ -417,6 +423,7 @@ def _stream_class(StreamingResponse):
                 await self.body_iterator.aclose()
     return Stream
 
+# %% ../nbs/19_server.ipynb 33
 def _openapi(app, keyed: bool) -> dict:
     """The OpenAPI schema of what the server really answers: 400 (not FastAPI's 422) for invalid requests, 401 when a key is set,
     404, 413 and 503 where they happen, each as OpenAI's error JSON, and SSE (`text/event-stream`) beside JSON for the completions."""
@@ -448,7 +455,7 @@ def _openapi(app, keyed: bool) -> dict:
                 r["503"] = err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")
     return s
 
-# %% ../nbs/19_server.ipynb 27
+# %% ../nbs/19_server.ipynb 34
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on /v1/*.
@@ -631,7 +638,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     app.openapi = openapi
     return app
 
-# %% ../nbs/19_server.ipynb 29
+# %% ../nbs/19_server.ipynb 36
 def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port that is free on `host` right now."
     with socket.socket() as s:
@@ -645,6 +652,7 @@ def _socket(config):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
     return sock
 
+# %% ../nbs/19_server.ipynb 37
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -660,6 +668,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
             if on_stopped is not None: on_stopped()
     return Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=shutdown_timeout))
 
+# %% ../nbs/19_server.ipynb 38
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread; `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -679,6 +688,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
+# %% ../nbs/19_server.ipynb 39
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -689,6 +699,7 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
+# %% ../nbs/19_server.ipynb 40
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False, **llm_kw):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to

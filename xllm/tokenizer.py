@@ -177,6 +177,7 @@ def _spm_encode(self, text: str, at_start: bool = True) -> list[int]:
             out.extend(ids)
     return out
 
+# %% ../nbs/03_tokenizer.ipynb 12
 def _initial_symbols(self, word):
     if self.mode == "spm": return list(word)
     syms = []
@@ -187,6 +188,7 @@ def _initial_symbols(self, word):
         else: syms.append(ch)
     return syms
 
+# %% ../nbs/03_tokenizer.ipynb 13
 def _encode_word(self, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
     syms = self._initial_symbols(word)
@@ -230,6 +232,7 @@ def _encode_word(self, word: str) -> list[int]:
         i = nxt[i]
     return out
 
+# %% ../nbs/03_tokenizer.ipynb 14
 def _emit(self, piece, out, rev):
     "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
     i = (self._runc_p2id if self.mode == "runc" else self._p2id).get(piece, self.unk_id)
@@ -244,7 +247,7 @@ def _emit(self, piece, out, rev):
 SentencePieceBPE.encode, SentencePieceBPE._initial_symbols = _spm_encode, _initial_symbols
 SentencePieceBPE._encode_word, SentencePieceBPE._emit = _encode_word, _emit
 
-# %% ../nbs/03_tokenizer.ipynb 12
+# %% ../nbs/03_tokenizer.ipynb 15
 def _spm_token_bytes(self, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
     t, p = self.types[i], self.pieces[i]
@@ -268,7 +271,7 @@ def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
 
 SentencePieceBPE.token_bytes, SentencePieceBPE.start_token_bytes = _spm_token_bytes, _spm_start_token_bytes
 
-# %% ../nbs/03_tokenizer.ipynb 20
+# %% ../nbs/03_tokenizer.ipynb 23
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -277,6 +280,7 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
+# %% ../nbs/03_tokenizer.ipynb 24
 def _from_model_proto(cls, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
     except ImportError: raise ImportError("reading a SentencePiece .model needs the `sentencepiece` package") from None
@@ -297,6 +301,7 @@ def _from_model_proto(cls, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
+# %% ../nbs/03_tokenizer.ipynb 25
 @classmethod
 def _from_model_file(cls, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
@@ -304,6 +309,7 @@ def _from_model_file(cls, path):
     return _from_model_proto(cls, path.read_bytes(), path)
 SentencePieceBPE.from_model_file = _from_model_file
 
+# %% ../nbs/03_tokenizer.ipynb 26
 @classmethod
 def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -331,7 +337,7 @@ def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 SentencePieceBPE.from_llama2c_bin = _from_llama2c_bin
 
-# %% ../nbs/03_tokenizer.ipynb 22
+# %% ../nbs/03_tokenizer.ipynb 28
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -376,6 +382,7 @@ def _from_tokenizer_json(cls, d: dict, path=None):
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 SentencePieceBPE.from_tokenizer_json = _from_tokenizer_json
 
+# %% ../nbs/03_tokenizer.ipynb 29
 @classmethod
 def _from_gguf_metadata(cls, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -395,7 +402,7 @@ def _from_gguf_metadata(cls, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 SentencePieceBPE.from_gguf_metadata = _from_gguf_metadata
 
-# %% ../nbs/03_tokenizer.ipynb 24
+# %% ../nbs/03_tokenizer.ipynb 31
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
@@ -416,7 +423,7 @@ class StreamDecoder:
         self._dec.reset()
         return out
 
-# %% ../nbs/03_tokenizer.ipynb 25
+# %% ../nbs/03_tokenizer.ipynb 32
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -522,7 +529,7 @@ class Tokenizer:
         if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
         return self._p2id[s]
 
-# %% ../nbs/03_tokenizer.ipynb 27
+# %% ../nbs/03_tokenizer.ipynb 34
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -530,6 +537,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
+# %% ../nbs/03_tokenizer.ipynb 35
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -538,6 +546,7 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
+# %% ../nbs/03_tokenizer.ipynb 36
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
@@ -571,6 +580,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
         kw["special_tokens"] = {**sp["special_tokens"], **special}
     return kw
 
+# %% ../nbs/03_tokenizer.ipynb 37
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -586,6 +596,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=md.get("tokenizer.ggml.add_bos_token", kind == "llama"),
                 add_eos_token=md.get("tokenizer.ggml.add_eos_token", False), chat_template=md.get("tokenizer.chat_template"))
 
+# %% ../nbs/03_tokenizer.ipynb 38
 def _token_text(v):
     "A token given in tokenizer_config.json as a string or as an AddedToken dict."
     return v.get("content") if isinstance(v, dict) else v
@@ -627,6 +638,7 @@ def _apply_model_dir(kw: dict, d: Path):
     kw["eos_ids"] = eos
     return kw
 
+# %% ../nbs/03_tokenizer.ipynb 39
 @classmethod
 def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c
