@@ -528,7 +528,7 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
               k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv, head_dim]`, or the
     `[num_blocks, block_size, n_kv, head_dim]` view) at `slot_mapping` (int64 `[N]`; slots outside the pool are skipped).
-    int8 caches need `k_scale` / `v_scale` (float32 `[num_slots, n_kv]`) and are quantized like `xllm.engine.quantize_kv`."""
+    int8 caches need `k_scale` / `v_scale` (float32 `[num_slots, n_kv]`) and are quantized like `xllm.kv_pool.quantize_kv`."""
     _check("k", k, dtype=tuple(DTYPE_SUFFIX), dims=3)
     _check("v", v, device=k.device, dtype=k.dtype, dims=3)
     N, n_kv, D = k.shape
