@@ -9,7 +9,7 @@ show_doc, hide/export directives), run in one kernel per notebook that executes 
 `#| cuda` keep their saved outputs), then nbconvert's HTML exporter, plus a navigation bar.
 
     python scripts/render_docs.py                 # all notebooks -> _docs/*.html
-    python scripts/render_docs.py nbs/20_widgets.ipynb nbs/index.ipynb
+    python scripts/render_docs.py nbs/18_widgets.ipynb nbs/index.ipynb
     python scripts/render_docs.py --no-execute    # saved outputs only (fast)
 
 Needs: nbdev, execnb, nbconvert (pip install nbconvert). Screenshots: scripts/screenshot_docs.sh.

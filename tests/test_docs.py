@@ -41,8 +41,8 @@ def test_screenshot_docs(tmp_path):
     pytest.importorskip("nbconvert")
     r = subprocess.run(["bash", str(ROOT / "scripts" / "screenshot_docs.sh"), str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert r.returncode == 0 and "ERRORS" not in r.stdout, r.stdout + r.stderr
-    index, chat = (tmp_path / "index.html").read_text(), (tmp_path / "20_widgets.html").read_text()
-    assert "Quick start" in index and 'href="20_widgets.html"' in index and "#|" not in index
+    index, chat = (tmp_path / "index.html").read_text(), (tmp_path / "18_widgets.html").read_text()
+    assert "Quick start" in index and 'href="18_widgets.html"' in index and "#|" not in index
     for page in (index, chat):
         assert 'class="xllm-widget"' in page and 'xllm-w-button' in page       # the ChatWidget drawn as static HTML ...
         assert "widget-view+json" not in page and "unpkg.com" not in page       # ... not left to a CDN script that cannot load offline
@@ -55,12 +55,12 @@ def test_screenshot_docs(tmp_path):
     if shutil.which("chromium") is None: pytest.skip("chromium not installed: pages rendered, screenshots skipped")
     pytest.importorskip("PIL")
     shots = {p.name: p for p in (tmp_path / "shots").glob("*.png")}
-    assert {"index.png", "20_widgets.png", "13_widgets_widget.png"} <= set(shots), sorted(shots)
+    assert {"index.png", "18_widgets.png", "18_widgets_widget.png"} <= set(shots), sorted(shots)
     for name, p in shots.items():
         w, h, colours, ink, blue = _image_stats(p)
         assert w == 1280 and h >= 300, (name, w, h)
         assert colours > 50 and ink > 0.05, (name, colours, ink)               # not a blank or single-colour page
-    assert _image_stats(shots["13_widgets_widget.png"])[4] > 500                # the blue Send button is drawn
+    assert _image_stats(shots["18_widgets_widget.png"])[4] > 500                # the blue Send button is drawn
 
 
 def missing_docstrings() -> list[str]:

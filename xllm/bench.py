@@ -68,9 +68,15 @@ def results_path(name: str) -> Path:
 def load_results(path, **match) -> list[dict]:
     "The records of the results file `path` (JSON Lines, or a JSON record or list; see `results_path`) whose fields equal `match`."
     p = results_path(str(path))
-    text = p.read_text(encoding="utf-8")
-    recs = [json.loads(l) for l in text.splitlines() if l.strip()] if p.suffix == ".jsonl" else json.loads(text)
-    return [r for r in (recs if isinstance(recs, list) else [recs]) if all(r.get(k) == v for k, v in match.items())]
+    lines = p.read_text(encoding="utf-8").splitlines() if p.suffix == ".jsonl" else [p.read_text(encoding="utf-8")]
+    recs = []
+    for i, l in enumerate(lines, 1):
+        if not l.strip(): continue
+        try: r = json.loads(l)
+        except json.JSONDecodeError as e: raise ValueError(f"{p}{f', line {i}' if p.suffix == '.jsonl' else ''}: not JSON ({e.msg})") from None
+        recs += r if isinstance(r, list) and p.suffix != ".jsonl" else [r]
+    if bad := next((r for r in recs if not isinstance(r, dict)), None): raise ValueError(f"{p}: a record must be a JSON object, got {bad!r:.60}")
+    return [r for r in recs if all(r.get(k) == v for k, v in match.items())]
 
 # %% ../nbs/20_bench.ipynb 14
 WORKLOADS = {"hello": "hello.txt", "prompts": "prompts.txt"}   # the seed's two workloads (xLLM's benchmark), shipped in xllm/workloads/
@@ -91,6 +97,8 @@ def workload(spec: str, batch: int | None = None, max_tokens: int = 128) -> tupl
     head, nums = spec, []
     while len(nums) < 2 and head.rpartition(":")[2].isdigit() and ":" in head:
         head, _, n = head.rpartition(":"); nums.insert(0, int(n))
+    if ":" in head and not Path(head).expanduser().exists() and head.split(":")[0] in WORKLOADS:
+        raise ValueError(f"--workload {spec}: expected NAME[:BATCH[:MAX_TOKENS]] with whole numbers")
     batch, max_tokens = (nums + [batch, max_tokens][len(nums):])[:2]
     path = workload_path(head) if head in WORKLOADS else Path(head).expanduser()
     prompts = [l.strip() for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
@@ -182,13 +190,13 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
     return out
 
 # %% ../nbs/20_bench.ipynb 26
-def stream_runner(model, n: int, runner: str | None = None):
-    "(a runner for `model` over a pool of one block of `n` slots, a function (ids, start, rows) -> its `PagedBatch`)."
+def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
+    "(a runner for `model` over a pool of one block of `n` slots, K/V stored as `kv_dtype`; a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
     from xllm.runner import choose_runner
     from xllm.model import PagedBatch
-    cls, _ = choose_runner(model, name=runner)
-    pool = PagedKVPool(model.config, 1, n, model.dtype, model.device)
+    pool = PagedKVPool(model.config, 1, n, model.dtype, model.device, kv_dtype)
+    cls, _ = choose_runner(model, pool.kv_dtype, name=runner)
     return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows, model.device)
 
 def _median_rate(n: int, reps: int, once) -> float:
@@ -201,19 +209,19 @@ def _median_rate(n: int, reps: int, once) -> float:
     return statistics.median(rates)
 
 # %% ../nbs/20_bench.ipynb 27
-def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None) -> float:
+def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
-    run, batch = stream_runner(model, n + 2, runner)
+    run, batch = stream_runner(model, n + 2, runner, kv_dtype)
     def once():
         tok = int(run(batch([1], 0))[-1].argmax())
         for p in range(1, n + 1): tok = int(run(batch([tok], p))[-1].argmax())
     with torch.inference_mode(): return _median_rate(n, reps, once)
 
-def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None) -> float:
+def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "pp`len(ids)`: tokens/s of one forward over the prompt `ids` from an empty cache, last position's logits (median of `reps`)."
     import torch
-    run, batch = stream_runner(model, len(ids), runner)
+    run, batch = stream_runner(model, len(ids), runner, kv_dtype)
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
 # %% ../nbs/20_bench.ipynb 30
@@ -356,8 +364,11 @@ def bench_command(args, load, out=None) -> int:
         torch.set_num_threads(args.threads)
     if args.json is not None and not Path(args.json).expanduser().parent.is_dir():     # found out now, not after the whole run
         raise ValueError(f"--json {args.json}: the directory {Path(args.json).expanduser().parent} does not exist")
+    if args.json is not None and Path(args.json).expanduser().is_dir(): raise ValueError(f"--json {args.json} is a directory, not a file")
     specs = args.workload or ([args.file] if args.file else [])
     if suite == "throughput" and not specs: raise ValueError("bench: one of the arguments --workload --file is required")
+    if suite != "throughput" and (specs or args.chat):
+        raise ValueError(f"bench {suite}: --workload, --file and --chat choose throughput prompts; {suite} takes none")
     n = args.max_tokens or {"throughput": 128, "decode": 64, "host": 18, "server": 48}.get(suite)
     if suite == "host":
         b, p = args.batch or 200, args.prompt_tokens or 8
@@ -373,15 +384,16 @@ def bench_command(args, load, out=None) -> int:
         if suite == "throughput":
             recs = throughput(llm, specs, args.batch, n, ignore_eos=args.ignore_eos, chat=args.chat, sequential=args.sequential, temperature=args.temperature)
         elif suite == "decode":
-            recs = [record("decode", f"tg{n}", lambda: {"tok_s": (r := decode_rate(llm.model, n, args.reps, llm.runner_name)), "ms_per_token": 1e3 / r},
-                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps)]
+            if n + 2 > llm.max_model_len: raise ValueError(f"--max-tokens {n} does not fit the model's context ({llm.max_model_len}) with the prompt token")
+            recs = [record("decode", f"tg{n}", lambda: {"tok_s": (r := decode_rate(llm.model, n, args.reps, llm.runner_name, llm.kv_cache_dtype)), "ms_per_token": 1e3 / r},
+                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto")]
         else:
             p = args.prompt_tokens or 128
             if p > llm.max_model_len: raise ValueError(f"--prompt-tokens {p} does not fit the model's context ({llm.max_model_len})")
             ids = llm.tokenizer.encode(sample_text_path().read_text(encoding="utf-8"))
             ids = (ids * -(-p // len(ids)))[:p]
-            recs = [record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name)},
-                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps)]
+            recs = [record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, llm.kv_cache_dtype)},
+                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto")]
     for r in recs: out.write(_summary(r)); out.flush()
     if args.json: save_results(recs, args.json)
     return 0 if all(r.get("ok", True) for r in recs) else 1

@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_opts(x)
     b = sub.add_parser("bench", help="measure xllm: throughput of many requests through the continuous-batching engine (default), decode, prefill, host, server")
     b.add_argument("suite", nargs="?", choices=SUITES, default=None,
-                   help="what to measure (default throughput; see notebook 19): decode / prefill one stream (tg / pp), host: the engine's work per step "
+                   help="what to measure (default throughput; see notebook 20): decode / prefill one stream (tg / pp), host: the engine's work per step "
                         "without the model, server: `xllm serve` under --batch concurrent streaming clients")
     w = b.add_mutually_exclusive_group()
     w.add_argument("--workload", action="append", metavar="NAME|FILE[:BATCH[:MAX_TOKENS]]",

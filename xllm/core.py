@@ -108,7 +108,8 @@ def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueEr
     vocabulary, `[0, vocab_size)`. Else `error` (a `ValueError`) naming `what`, the first bad id and, among several, its position.
     An empty list passes: each caller says why that is wrong."""
     if hasattr(ids, "tolist"): ids = ids.tolist()
-    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"): raise error(f"{what}: expected a list of token ids, got {ids!r:.80}")
+    if isinstance(ids, (str, bytes, bytearray, dict, set, frozenset)) or not hasattr(ids, "__iter__"):   # (a set has no order)
+        raise error(f"{what}: expected a list of token ids, got {ids!r:.80}")
     ids, out = list(ids), []
     for i, t in enumerate(ids):
         at = f" at position {i}" if len(ids) > 1 else ""

@@ -315,7 +315,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
             try: self.add_request(prompt, params, request_id=rid)
             except ValueError as e:
                 results[rid] = EngineResult(rid, list(prompt) if isinstance(prompt, (list, tuple)) else [], [], "error", str(e))
-            else: results[rid] = EngineResult(rid, list(prompt), [], None, None, [] if (params and params.logprobs is not None) else None)
+            else: results[rid] = EngineResult(rid, self.requests[rid].seq.prompt_token_ids, [], None, None, [] if (params and params.logprobs is not None) else None)
             ids.append(rid)
         if use_tqdm:
             from tqdm.auto import tqdm

@@ -249,7 +249,7 @@ class LLM:
         "The part of building shared by `__init__` and `from_model`: context, seed, engine settings, the runner (chosen now, once)."
         ctx = self.config.max_position_embeddings
         if max_model_len is not None:
-            ctx = check_int("max_model_len", max_model_len, 1, ctx, rule=f"an integer in [1, {ctx}] (the model's max_position_embeddings)")
+            ctx = check_int("max_model_len", max_model_len, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's max_position_embeddings)")
         self.max_model_len, self.model = ctx, model
         check_int("seed", seed, optional=True)
         self.generator = torch.Generator(device="cpu")   # draws of requests without their own seed

@@ -4,6 +4,7 @@
 
 # %% ../nbs/11_scheduler.ipynb 4
 from __future__ import annotations
+import numbers
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -94,7 +95,8 @@ def add(self: Scheduler, seq: Sequence) -> Sequence:
     toks = seq.token_ids
     if seq.seq_id in self.seqs: raise ValueError(f"request id {seq.seq_id!r} is already in use")
     if not isinstance(toks, list) or not toks: raise ValueError(f"request {seq.seq_id!r}: prompt_token_ids must be a non-empty list of token ids")
-    assert all(type(t) is int and t >= 0 for t in toks), f"request {seq.seq_id!r}: prompt_token_ids must be non-negative ints (Engine.add_request checks them)"
+    if not all(type(t) is int and t >= 0 for t in toks) and not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) and t >= 0 for t in toks):
+        raise ValueError(f"request {seq.seq_id!r}: prompt_token_ids must be non-negative integers")   # (the ABC check only when the fast one fails)
     if len(toks) + 1 > self.max_model_len:
         raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens leaves no room to generate within max_model_len={self.max_model_len}")
     need = self.bm.blocks_needed(len(toks) + 1)
