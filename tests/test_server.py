@@ -346,6 +346,21 @@ def test_nonstreaming_disconnect_aborts(llm, server, slow_steps, monkeypatch):
     assert _idle(server)["used_blocks"] == 0
 
 
+def test_special_tokens_in_completion_prompts(llm, client):
+    """A completion prompt that spells special tokens is read as those tokens (as vLLM and llama.cpp's servers read it); a chat
+    message's content stays text."""
+    tok = llm.tokenizer
+    eos = tok.decode([tok.eos_id])
+    prompt = f"Once upon a time{eos} The cat"
+    want = llm.encode_prompt(prompt)[1]
+    assert tok.eos_id in want and tok.eos_id not in tok.encode(prompt, add_bos=tok.add_bos_token)
+    r = client.completions.create(model="xllm", prompt=prompt, max_tokens=1, temperature=0)
+    assert r.usage.prompt_tokens == len(want)
+    text_ids = llm.encode_chat([{"role": "user", "content": prompt}])[1]
+    c = client.chat.completions.create(model="xllm", messages=[{"role": "user", "content": prompt}], max_tokens=1, temperature=0)
+    assert c.usage.prompt_tokens == len(text_ids) and text_ids.count(tok.eos_id) <= llm.encode_chat([{"role": "user", "content": "x"}])[1].count(tok.eos_id)
+
+
 def test_token_id_prompts(llm, server, client):
     "prompt as token ids (list[int]) or lists of them: the ids go to the engine as they are; bad ids are a 400 naming prompt."
     import random

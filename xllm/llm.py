@@ -294,9 +294,11 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
 
 # %% ../nbs/17_llm.ipynb 17
 def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
-    "Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids)."
+    """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
+    spelled in a text prompt are read as the tokens they name, as vLLM and llama.cpp's server read them (a chat message's are
+    text: `encode_chat`)."""
     if isinstance(prompt, str):
-        return prompt, _check_ids(self, self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos_token))
+        return prompt, _check_ids(self, self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos_token, allow_special=True))
     if isinstance(prompt, dict) and "prompt_token_ids" in prompt:
         return prompt.get("prompt"), _check_ids(self, prompt["prompt_token_ids"])
     if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
