@@ -361,6 +361,26 @@ def test_special_tokens_in_completion_prompts(llm, client):
     assert c.usage.prompt_tokens == len(text_ids) and text_ids.count(tok.eos_id) <= llm.encode_chat([{"role": "user", "content": "x"}])[1].count(tok.eos_id)
 
 
+def test_tokenize_detokenize(llm, server):
+    "vLLM's /tokenize and /detokenize: the ids the completions would run on, the text of ids, and clear 400s."
+    p = "Once upon a time"
+    st, t = _raw(server, "/tokenize", {"prompt": p})
+    assert st == 200 and t["tokens"] == llm.encode_prompt(p)[1] and t["count"] == len(t["tokens"]) and t["max_model_len"] == llm.max_model_len
+    st, t2 = _raw(server, "/tokenize", {"prompt": p, "add_special_tokens": False})
+    assert st == 200 and t2["tokens"] == llm.tokenizer.encode(p, allow_special=True)
+    msgs = [{"role": "user", "content": p}]
+    st, c = _raw(server, "/tokenize", {"messages": msgs})
+    assert st == 200 and c["tokens"] == llm.encode_chat(msgs)[1]
+    st, d = _raw(server, "/detokenize", {"tokens": t["tokens"]})
+    assert st == 200 and d["prompt"] == llm.tokenizer.decode(t["tokens"])
+    for path, body, param in [("/tokenize", {}, "prompt"), ("/tokenize", {"prompt": p, "messages": msgs}, "prompt"),
+                              ("/tokenize", {"prompt": 5}, "prompt"), ("/detokenize", {"tokens": [-1]}, "tokens"),
+                              ("/detokenize", {"tokens": [llm.tokenizer.vocab_size]}, "tokens"), ("/detokenize", {"tokens": [1.5]}, "tokens"),
+                              ("/tokenize", {"messages": [{"role": "user", "content": 3}]}, "messages")]:
+        st, e = _raw(server, path, body)
+        assert st == 400 and e["error"]["param"] == param, (path, body, st, e)
+
+
 def test_token_id_prompts(llm, server, client):
     "prompt as token ids (list[int]) or lists of them: the ids go to the engine as they are; bad ids are a 400 naming prompt."
     import random
