@@ -272,3 +272,26 @@ def test_ignore_eos_and_template_note(tiny):
     assert r.returncode == 0 and r.stdout == ref.text + "\n" and len(ref.token_ids) == 30, r.stderr
     r = _run(["generate", "hi", "-m", str(tiny), "--chat", "--max-tokens", "3"])
     assert r.returncode == 0 and "carries no chat template; using the built-in llama2 format" in r.stderr, r.stderr
+
+
+def test_serve_served_model_name(tiny):
+    "`xllm serve --served-model-name NAME`: /v1/models lists NAME, responses carry it, /v1/models/NAME answers and another id is a 404."
+    import json, socket, time, urllib.request, urllib.error
+    with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    p = subprocess.Popen([sys.executable, "-m", "xllm", "serve", "-m", str(tiny), "--port", str(port), "--served-model-name", "my-model"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try: models = json.loads(urllib.request.urlopen(url + "/v1/models", timeout=5).read()); break
+            except (urllib.error.URLError, ConnectionError): assert p.poll() is None, p.stderr.read().decode()[-2000:]; time.sleep(0.5)
+        else: raise AssertionError("the server did not come up in 120 s")
+        assert [m["id"] for m in models["data"]] == ["my-model"]
+        assert json.loads(urllib.request.urlopen(url + "/v1/models/my-model", timeout=5).read())["id"] == "my-model"
+        try: urllib.request.urlopen(url + "/v1/models/other", timeout=5); raise AssertionError("no 404")
+        except urllib.error.HTTPError as e: assert e.code == 404 and json.loads(e.read())["error"]["code"] == "model_not_found"
+        req = urllib.request.Request(url + "/v1/completions", json.dumps({"prompt": "Once", "max_tokens": 2}).encode(), {"Content-Type": "application/json"})
+        assert json.loads(urllib.request.urlopen(req, timeout=60).read())["model"] == "my-model"
+    finally:
+        p.terminate(); out, _ = p.communicate(timeout=60)
+    assert "as 'my-model'" in out.decode()

@@ -176,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--shutdown-timeout", type=float, default=30, help="on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted; a second signal stops at once (default 30)")
     v.add_argument("--stall-timeout", type=float, default=30, help="abort a stream whose client reads nothing for this many seconds (default 30)")
     v.add_argument("--docs", action="store_true", help="serve the interactive API docs at /docs (their scripts load from a CDN; /openapi.json is always served)")
+    v.add_argument("--served-model-name", default=None, metavar="NAME", help="the model's id in /v1/models and in responses (default: the model file's name)")
     v.add_argument("--max-waiting", type=int, default=64, help="requests that may wait beyond those; more get HTTP 503 (default 64)")
     _engine_opts(v, 32)
     _model_opts(v)
@@ -323,7 +324,7 @@ def cmd_serve(args, out=None) -> int:
     _check_listen(args.host, args.port)                 # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
     server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
-                 shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs)
+                 shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name)
     return 0
 
 # %% ../nbs/21_cli.ipynb 27

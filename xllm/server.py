@@ -737,19 +737,21 @@ def _loopback(host: str) -> bool:
 
 # %% ../nbs/19_server.ipynb 40
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
-          max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False, **llm_kw):
+          max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
+          served_model_name: str | None = None, **llm_kw):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
     `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`."""
     import sys
     if llm is None:
         from xllm.llm import LLM
         llm = LLM(model, **llm_kw)
-    app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs)
+    app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
+                     model_name=served_model_name)
     if api_key is None and not _loopback(host):
         print(f"xllm: warning: listening on {host}, beyond this machine, with no API key: anyone who can reach it can use it "
               "(--api-key, XLLM_API_KEY or --api-key-file)", file=sys.stderr, flush=True)
     core = app.state.xllm.core
-    print(f"xllm: serving {llm.model_path.name} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
+    print(f"xllm: serving {llm.model_path.name} as {app.state.xllm.model_name!r} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
     stopped = lambda: print(f"xllm: stopped ({app.state.xllm.close()} requests were unfinished)", flush=True)
     server = _uvicorn_server(app, host, port, shutdown_timeout, "info", stopped)
     import signal
