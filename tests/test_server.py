@@ -228,6 +228,43 @@ def test_load_32_streams_equal_generate(llm, server, client, record_property):
     print(msg); record_property("throughput", msg)
 
 
+def _metrics(server) -> dict:
+    "GET /metrics parsed with prometheus-client's own parser: {sample name (+ finished_reason label): value}."
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
+        assert r.headers["Content-Type"].startswith("text/plain"), r.headers["Content-Type"]
+        text = r.read().decode()
+    return {s.name + (f"[{s.labels['finished_reason']}]" if "finished_reason" in s.labels else ""): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_metrics_under_32_clients(llm, server, client, slow_steps):
+    """/metrics during a 32-client streaming load: requests running, the K/V cache in use; after it, the gauges back at idle and
+    the counters moved by exactly the load's tokens and requests, one time-to-first-token and one end-to-end latency per request."""
+    pytest.importorskip("prometheus_client")
+    reqs = [(f"Once upon a time number {i}", 3 + i % 5) for i in range(32)]
+    refs = [o.outputs[0] for o in llm.generate([p for p, _ in reqs], [SamplingParams(temperature=0, max_tokens=n) for _, n in reqs], use_tqdm=False)]
+    before = _metrics(server)
+    out = [None] * len(reqs)
+    ts = [threading.Thread(target=_stream_text, args=(client, p, n, out, i)) for i, (p, n) in enumerate(reqs)]
+    for t in ts: t.start()
+    during = wait_for(lambda: (m := _metrics(server))["vllm:num_requests_running"] >= 1 and m, what="requests running in /metrics")
+    assert during["vllm:kv_cache_usage_perc"] > 0
+    for t in ts: t.join(120)
+    assert out == [r.text for r in refs]
+    _idle(server)
+    after = _metrics(server)
+    d = lambda k: after.get(k, 0) - before.get(k, 0)
+    assert after["vllm:num_requests_running"] == after["vllm:num_requests_waiting"] == after["vllm:kv_cache_usage_perc"] == 0
+    n_gen = sum(len(r.token_ids) for r in refs)
+    assert d("vllm:prompt_tokens_total") == sum(len(llm.encode_prompt(p)[1]) for p, _ in reqs)
+    assert d("vllm:generation_tokens_total") == n_gen
+    assert d("vllm:time_to_first_token_seconds_count") == d("vllm:e2e_request_latency_seconds_count") == 32
+    assert d("vllm:inter_token_latency_seconds_count") == n_gen - 32
+    assert d("vllm:request_success_total[stop]") + d("vllm:request_success_total[length]") == 32
+    assert d("vllm:prefix_cache_queries_total") >= d("vllm:prefix_cache_hits_total") >= 0
+
+
 def test_cancel_frees_everything(server, client, slow_steps):
     "20 clients close their streams at random points (after 0..15 chunks); nothing stays running or allocated."
     import random
