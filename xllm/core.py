@@ -56,12 +56,12 @@ def _refuse(error, name: str, rule: str, v):
     got = repr(v)
     raise error(f"{name} must be {rule}, got {got if len(got) <= 80 else got[:60] + f'... ({len(got)} characters)'}")
 
-def _bounds(lo, hi, open_lo=False) -> str:
-    "The accepted range in words: 'in [lo, hi]', '>= lo', '<= hi' (or '' when unbounded); floats shortest (1e-06), ints whole."
+def _bounds(lo, hi, open_lo=False, open_hi=False) -> str:
+    "The accepted range in words: 'in [lo, hi]' ('(' / ')' for open ends), '>= lo', '<= hi' (or '' when unbounded); floats shortest (1e-06), ints whole."
     lo, hi = (f"{x:g}" if isinstance(x, float) else x for x in (lo, hi))
-    if lo is not None and hi is not None: return f" in {'(' if open_lo else '['}{lo}, {hi}]"
+    if lo is not None and hi is not None: return f" in {'(' if open_lo else '['}{lo}, {hi}{')' if open_hi else ']'}"
     if lo is not None: return f" {'>' if open_lo else '>='} {lo}"
-    return f" <= {hi}" if hi is not None else ""
+    return f" {'<' if open_hi else '<='} {hi}" if hi is not None else ""
 
 # %% ../nbs/01_core.ipynb 12
 def check_int(name: str, v, lo: int | None = None, hi: int | None = None, optional: bool = False, rule: str | None = None,
@@ -76,15 +76,15 @@ def check_int(name: str, v, lo: int | None = None, hi: int | None = None, option
 
 # %% ../nbs/01_core.ipynb 14
 def check_number(name: str, v, lo: float | None = None, hi: float | None = None, open_lo: bool = False, optional: bool = False,
-                 rule: str | None = None, error=ValueError) -> float | None:
-    """`v` as a finite Python float (-0.0 as 0.0) if it is a real number (not a bool) in `[lo, hi]` (`(lo, hi]` with `open_lo`);
+                 rule: str | None = None, error=ValueError, open_hi: bool = False) -> float | None:
+    """`v` as a finite Python float (-0.0 as 0.0) if it is a real number (not a bool) in `[lo, hi]` (an end excluded with `open_lo` / `open_hi`);
     None if `optional` and `v` is None. NaN and infinities never pass, nor an integer too large for a float. Else `error` as in
     `check_int`."""
     if v is None and optional: return None
     try: f = float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else math.nan
     except OverflowError: f = math.nan
-    if not math.isfinite(f) or (lo is not None and not (f > lo if open_lo else f >= lo)) or (hi is not None and f > hi):
-        _refuse(error, name, (rule or f"a finite number{_bounds(lo, hi, open_lo)}") + (" or None" if optional else ""), v)
+    if not math.isfinite(f) or (lo is not None and not (f > lo if open_lo else f >= lo)) or (hi is not None and not (f < hi if open_hi else f <= hi)):
+        _refuse(error, name, (rule or f"a finite number{_bounds(lo, hi, open_lo, open_hi)}") + (" or None" if optional else ""), v)
     return f + 0.0
 
 # %% ../nbs/01_core.ipynb 16
@@ -181,7 +181,7 @@ class LlamaConfig:
         if self.head_dim <= 0 or self.head_dim % 2: raise self._error(f"config: head_dim must be a positive even integer, got {self.head_dim!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise self._error(f"config: num_key_value_heads {self.num_key_value_heads} does not divide num_attention_heads {self.num_attention_heads}")
-        check_number("config: rms_norm_eps", self.rms_norm_eps, 0, 1, open_lo=True, error=self._error)
+        check_number("config: rms_norm_eps", self.rms_norm_eps, 0, 1, open_lo=True, open_hi=True, error=self._error)
         check_number("config: rope_theta", self.rope_theta, lo=1, open_lo=True, error=self._error)
         _check_rope_scaling(self.rope_scaling, self.source)
         for k in "tie_word_embeddings attention_bias mlp_bias".split(): check_bool(f"config: {k}", getattr(self, k), "true or false", self._error)
