@@ -1,7 +1,7 @@
 """Shared by the device tests: a tiny random Llama (GQA, head_dim 24), a relative-error measure and greedy decoding."""
 import torch
 from xllm.core import LlamaConfig
-from xllm.model import Llama
+from xllm.model import Llama, random_llama
 
 
 def tiny_config(**kw) -> LlamaConfig:
@@ -13,11 +13,8 @@ def tiny_config(**kw) -> LlamaConfig:
 
 
 def random_weights(cfg: LlamaConfig, seed: int = 0, scale: float = 1.5) -> dict:
-    "HF-named random weights for `cfg`: norms in [0.7, 1.3), embeddings N(0, 0.3), matrices N(0, scale/sqrt(fan_in))."
-    g = torch.Generator().manual_seed(seed)
-    with torch.device("meta"): shapes = {k: v.shape for k, v in Llama(cfg).state_dict().items()}
-    return {k: (torch.rand(s, generator=g) * 0.6 + 0.7 if "norm" in k else torch.randn(s, generator=g) * (0.3 if "embed" in k else scale / s[-1] ** 0.5))
-            for k, s in shapes.items()}
+    "HF-named random weights for `cfg` (`xllm.model.random_llama`'s): norms in [0.7, 1.3), embeddings N(0, 0.3), matrices N(0, scale/sqrt(fan_in))."
+    return dict(random_llama(cfg, seed, scale).state_dict())
 
 
 def rel(a, b) -> float:
