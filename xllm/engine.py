@@ -33,6 +33,7 @@ class StepOutput:
     finish_reason: str | None = None       # 'stop', 'length', 'abort', 'error', or the caller's reason
     error: str | None = None               # the message when finish_reason == 'error'
     new_logprobs: list[dict[int, float]] | None = None   # per new token: {token: logprob, top alternatives...} when params.logprobs is set
+    prompt_logprobs: list[dict[int, float] | None] | None = None   # with the first new token, when params.prompt_logprobs is set
 
 @dataclass
 class EngineResult:
@@ -43,6 +44,7 @@ class EngineResult:
     finish_reason: str | None
     error: str | None = None
     logprobs: list[dict[int, float]] | None = None
+    prompt_logprobs: list[dict[int, float] | None] | None = None
 
 def _logprobs(params, r) -> dict | None:
     "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
@@ -53,6 +55,8 @@ class _Request:
         self.request_id, self.seq, self.params, self.generator = request_id, seq, params, generator
         self.logits_processors, self.stop_checker = list(logits_processors or []), stop_checker
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
+        self.prompt_lps = [None] if params.prompt_logprobs is not None else None   # per prompt token; the first has no context
+        self.prompt_sent = False
 
 # %% ../nbs/14_engine.ipynb 7
 class Engine:
@@ -115,6 +119,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
     if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
     seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
+    if params.prompt_logprobs is not None: seq.reuse_prefix = False      # every prompt position computed: its logits are wanted
     gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
     return request_id
@@ -187,7 +192,9 @@ def _step(self: Engine) -> list[StepOutput]:
     for seq in out.finished:                                     #    sequences the scheduler ended (context or pool full)
         if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
     if out.chunks:
-        logits = self.runner(self._batch(out.chunks))            # 2. one forward over every chunk (prefill chunks write K/V)
+        rows, scored, samp = self._logit_rows(out.chunks)
+        logits = self.runner(self._batch(out.chunks, rows))      # 2. one forward over every chunk (prefill chunks write K/V)
+        if scored: logits = self._score_prompts(scored, logits, samp)   # prompt log-probabilities taken; the sampling rows left
         new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
         self.scheduler.update(out, new, fin)                     # 4. tokens appended, finished sequences' blocks freed
         outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 5. what each request gained
@@ -196,20 +203,38 @@ def _step(self: Engine) -> list[StepOutput]:
 
 # %% ../nbs/14_engine.ipynb 16
 @patch
-def _batch(self: Engine, chunks) -> PagedBatch:
-    "The step's chunks as one batch, with logits for the last row of every chunk that reaches its sequence's end."
+def _batch(self: Engine, chunks, rows) -> PagedBatch:
+    "The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them)."
     bm = self.block_manager
-    rows = [r1 - 1 for c, r1 in zip(chunks, itertools.accumulate(c.num_tokens for c in chunks)) if c.samples]
     return PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks], bm.block_size,
                             self.pool.null_slot, rows, self.model.device)
+
+@patch
+def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
+    """Which of the step's token rows need logits: the last row of every chunk that reaches its sequence's end (it samples), and
+    every row of a chunk whose request still wants its prompt's log-probabilities. Returns the rows, the scoring chunks with the
+    index of their first row among the logits, and the indices of the sampling rows among the logits."""
+    rows, scored, samp, r0 = [], [], [], 0
+    for c in chunks:
+        r1 = r0 + c.num_tokens
+        if c.start < c.seq.num_prompt_tokens - 1 and (lps := self.requests[c.seq.seq_id].prompt_lps) is not None and len(lps) < c.seq.num_prompt_tokens:
+            scored.append((c, len(rows))); rows.extend(range(r0, r1))
+            if c.samples: samp.append(len(rows) - 1)
+        elif c.samples: samp.append(len(rows)); rows.append(r1 - 1)
+        r0 = r1
+    return rows, scored, samp
+
 
 # %% ../nbs/14_engine.ipynb 17
 @patch
 def _output(self: Engine, sid, tok: int, lp: dict | None) -> StepOutput:
-    seq = self.requests[sid].seq
+    req = self.requests[sid]
+    seq = req.seq
     done = seq.status is SequenceStatus.FINISHED
     if done: self.requests.pop(sid)
-    return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None)
+    plp = None
+    if req.prompt_lps is not None and not req.prompt_sent: plp, req.prompt_sent = req.prompt_lps, True   # with the first token
+    return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
 
 # %% ../nbs/14_engine.ipynb 18
 @patch
@@ -303,6 +328,33 @@ def _stop_reason(self: Engine, req: _Request, tok: int) -> str | None:
 
 # %% ../nbs/14_engine.ipynb 26
 @patch
+def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) -> torch.Tensor:
+    """Record the prompt log-probabilities of the `scored` chunks (chunk, index of its first row among `logits`); return the
+    sampling rows `samp` of `logits`."""
+    idx, targets, owners = [], [], []
+    for c, i0 in scored:
+        req, seq = self.requests[c.seq.seq_id], c.seq
+        lo, hi = max(c.start, len(req.prompt_lps) - 1), min(c.start + c.num_tokens, seq.num_prompt_tokens - 1)   # positions p scoring token p + 1
+        idx += range(i0 + lo - c.start, i0 + hi - c.start); targets += seq.token_ids[lo + 1:hi + 1]; owners += [req] * max(0, hi - lo)
+    if idx:
+        nd = self.num_decodable
+        lp = torch.log_softmax(logits[idx, :nd].float(), -1)         # the raw distribution over what the tokenizer can write
+        t = torch.tensor(targets, device=lp.device)
+        own = lp.gather(1, t.clamp(max=nd - 1)[:, None])[:, 0].masked_fill(t >= nd, float("-inf")).tolist()
+        tops = {}
+        for k in {r.params.prompt_logprobs for r in owners} - {0}:  # top-k once per k asked for, over the rows of this step
+            v, j = torch.topk(lp, min(k, nd), -1)
+            tops[k] = (j.tolist(), v.tolist())
+        for n, (req, tok, l) in enumerate(zip(owners, targets, own)):
+            k = req.params.prompt_logprobs
+            req.prompt_lps.append({tok: l, **(dict(zip(tops[k][0][n], tops[k][1][n])) if k else {})})
+    for c, _ in scored:                                              # scored whole: a recompute may reuse cached blocks again
+        if len(self.requests[c.seq.seq_id].prompt_lps) == c.seq.num_prompt_tokens: c.seq.reuse_prefix = True
+    return logits if len(samp) == logits.shape[0] else logits[samp]
+
+
+# %% ../nbs/14_engine.ipynb 28
+@patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
     a request that cannot run (bad prompt) or fails gets finish_reason 'error' and the message, the others run normally. If the
@@ -326,6 +378,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
                 if r is None: continue
                 r.token_ids += o.new_token_ids
                 if r.logprobs is not None and o.new_logprobs: r.logprobs += o.new_logprobs
+                if o.prompt_logprobs is not None: r.prompt_logprobs = o.prompt_logprobs
                 if o.finished:
                     r.finish_reason, r.error = o.finish_reason, o.error
                     if bar is not None: bar.update(1)
@@ -336,7 +389,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 62
+# %% ../nbs/14_engine.ipynb 66
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):

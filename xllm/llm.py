@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_llm.ipynb 3
 from __future__ import annotations
-import collections, numbers, warnings
+import collections, dataclasses, numbers, warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -53,6 +53,7 @@ class RequestOutput:
     prompt_token_ids: list[int]
     outputs: list[CompletionOutput]
     finished: bool = True
+    prompt_logprobs: list[dict[int, float] | None] | None = None   # per prompt token (None for the first) when params.prompt_logprobs is set
 
 # %% ../nbs/17_llm.ipynb 7
 class OutputProcessor:
@@ -72,6 +73,7 @@ class OutputProcessor:
         self.token_ids: list[int] = []
         self.text, self.held = "", ""
         self.logprobs = [] if params.logprobs is not None else None
+        self.prompt_logprobs = None       # the engine's, with the first token, when params.prompt_logprobs is set
         self.cumulative_logprob = 0.0
         self.finish_reason = self.stop_reason = self.error = None
         self.pending = ""                 # text released but not yet handed to the caller (`LLM.stream`)
@@ -354,6 +356,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
     out = ""
+    if o.prompt_logprobs is not None: seq.prompt_logprobs = o.prompt_logprobs
     for k, tok in enumerate(o.new_token_ids):
         out += seq.append(tok, o.new_logprobs[k] if o.new_logprobs else None)
         if seq.finished: break
@@ -380,6 +383,7 @@ def _pump(self):
 # %% ../nbs/17_llm.ipynb 25
 def _add(self, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
+    if index and p.prompt_logprobs is not None: p = dataclasses.replace(p, prompt_logprobs=None)   # the prompt is scored once, by completion 0
     get_engine(self).add_request(ids, p, request_id=rid, generator=_engine_generator(self, p, index))
     self._live[rid] = seq = OutputProcessor(self.tokenizer, ids, p, index, self.eos_ids, self.max_model_len)
     return seq
@@ -426,7 +430,7 @@ def _run(self, requests: list[tuple[str | None, list[int]]], params: list[Sampli
     finally:                                                        # an error, Ctrl-C: what was added is aborted
         if bar is not None: bar.close()
         _settle(self, seqs)
-    return [RequestOutput(str(base + r), prompt, ids, [seqs[("llm", base + r, i)].output() for i in range(p.n)], True)
+    return [RequestOutput(str(base + r), prompt, ids, [seqs[("llm", base + r, i)].output() for i in range(p.n)], True, seqs[("llm", base + r, 0)].prompt_logprobs)
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 LLM._run, LLM.get_engine = _run, get_engine

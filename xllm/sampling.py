@@ -36,6 +36,7 @@ class SamplingParams:
     stop_token_ids: list[int] | None = None  # token ids that end the completion, besides EOS
     ignore_eos: bool = False            # keep generating past EOS
     logprobs: int | None = None         # return the log-prob of each sampled token and this many top alternatives
+    prompt_logprobs: int | None = None  # return the log-prob of each prompt token (None for the first) and this many top alternatives
 
     def __post_init__(self): self.check()
 
@@ -65,6 +66,7 @@ class SamplingParams:
         self.stop_token_ids = [check_int("SamplingParams.stop_token_ids", t, 0, rule="None or a list of integers >= 0") for t in self.stop_token_ids]
         check_bool("SamplingParams.ignore_eos", self.ignore_eos)
         integer("logprobs", 0, optional=True)
+        integer("prompt_logprobs", 0, optional=True)
 
     @property
     def greedy(self) -> bool:

@@ -170,9 +170,9 @@ def schedule(self: Scheduler) -> SchedulerOutput:
         seq = self.waiting[0]
         if bm.blocks_needed(len(seq)) > bm.num_blocks:              # (a preempted one that grew to the whole pool)
             self._finish(seq, "length"); out.finished.append(seq); continue
-        if not bm.can_allocate(seq): break                           # head of line waits; nobody overtakes it
+        if not bm.can_allocate(seq, seq.reuse_prefix): break     # head of line waits; nobody overtakes it
         self.waiting.popleft()
-        seq.num_computed_tokens = seq.num_cached_tokens = bm.allocate(seq)
+        seq.num_computed_tokens = seq.num_cached_tokens = bm.allocate(seq, seq.reuse_prefix)
         seq.status = SequenceStatus.RUNNING
         self.running.append(seq)
         n = min(len(seq) - seq.num_computed_tokens, budget)

@@ -29,6 +29,7 @@ class Sequence:
         self.num_cached_tokens = 0       # of those, found in the prefix cache at the last admission
         self.num_preemptions = 0
         self.finish_reason: str | None = None   # 'stop', 'length', 'abort', ...
+        self.reuse_prefix = True         # admission may take cached prefix blocks; False: every position is computed (prompt logprobs)
 
     @property
     def prompt_token_ids(self) -> list[int]:
