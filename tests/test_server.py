@@ -41,7 +41,7 @@ def llm(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(llm):
-    srv = start_server(llm, api_key=KEY)
+    srv = start_server(llm, api_key=KEY, model_name="m")
     yield srv
     srv.stop()
 
@@ -77,7 +77,9 @@ def _chunked(server, path, parts, key=KEY):
             s.sendall(b"0\r\n\r\n")
         except OSError: pass                                            # the server may answer and close before the end
         data = b""
-        while chunk := s.recv(65536): data += chunk
+        try:
+            while chunk := s.recv(65536): data += chunk
+        except ConnectionResetError: pass    # closed with our unsent body unread: the answer read before the reset stands
     head, _, body = data.partition(b"\r\n\r\n")
     if b"transfer-encoding: chunked" in head.lower():                  # a chunked reply: join its chunks
         out, rest = b"", body
@@ -288,7 +290,7 @@ def test_cancel_frees_everything(server, client, slow_steps):
 
 
 def test_overload_503(llm, monkeypatch):
-    srv = start_server(llm, max_num_seqs=1, max_waiting=0)
+    srv = start_server(llm, max_num_seqs=1, max_waiting=0, model_name="m")
     slow_down(srv, monkeypatch)                                  # the first request's 100 steps take >= 2 s: still running below
     try:
         c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
@@ -306,7 +308,7 @@ def test_random_model_server(tmp_path):
     "The same checks on a tiny random transformers model with a SentencePiece tokenizer trained here (no shared data needed)."
     llm = _random_llm(tmp_path)
     ref = _greedy(llm, "the cat", 12)
-    with start_server(llm) as srv:
+    with start_server(llm, model_name="m") as srv:
         c = openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0)
         r = c.completions.create(model="m", prompt="the cat", max_tokens=12, temperature=0)
         assert r.choices[0].text == ref.text and r.usage.completion_tokens == len(ref.token_ids)
@@ -391,10 +393,10 @@ def test_special_tokens_in_completion_prompts(llm, client):
     prompt = f"Once upon a time{eos} The cat"
     want = llm.encode_prompt(prompt)[1]
     assert tok.eos_id in want and tok.eos_id not in tok.encode(prompt, add_bos=tok.add_bos_token)
-    r = client.completions.create(model="xllm", prompt=prompt, max_tokens=1, temperature=0)
+    r = client.completions.create(model="m", prompt=prompt, max_tokens=1, temperature=0)
     assert r.usage.prompt_tokens == len(want)
     text_ids = llm.encode_chat([{"role": "user", "content": prompt}])[1]
-    c = client.chat.completions.create(model="xllm", messages=[{"role": "user", "content": prompt}], max_tokens=1, temperature=0)
+    c = client.chat.completions.create(model="m", messages=[{"role": "user", "content": prompt}], max_tokens=1, temperature=0)
     assert c.usage.prompt_tokens == len(text_ids) and text_ids.count(tok.eos_id) <= llm.encode_chat([{"role": "user", "content": "x"}])[1].count(tok.eos_id)
 
 
@@ -490,7 +492,6 @@ def test_unsupported_options_refused_by_name(server):
     chat = lambda **kw: {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **kw}
     for path, body, param in (("/v1/completions", {"prompt": "a", "suffix": "b"}, "suffix"),
                               ("/v1/completions", {"prompt": "a", "best_of": 3}, "best_of"),
-                              ("/v1/completions", {"prompt": "a", "echo": True, "logprobs": 2}, "echo"),
                               ("/v1/chat/completions", chat(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="required"), "tools"),
                               ("/v1/chat/completions", chat(response_format={"type": "json_object"}), "response_format"),
                               ("/v1/chat/completions", chat(logit_bias={"not-an-id": 3}), "logit_bias"),
@@ -524,6 +525,43 @@ def test_echo_and_logit_bias(llm, server, client):
     assert ctrl.choices[0].logprobs.tokens[0] == piece(plain[0])
 
 
+def test_echo_logprobs_scores_the_prompt(llm, server, client):
+    """`echo` + `logprobs` (what lm-eval sends to score a text): the prompt's tokens come back with their log-probabilities (null for
+    the first) equal to `LLM.logits` in float64, then the completion's; `max_tokens: 0` scores the prompt and generates nothing;
+    streamed, the echoed prompt comes in one chunk with its log-probabilities."""
+    tok = llm.tokenizer
+    ids = tok.encode("Once upon a time there was a little", add_bos=tok.add_bos_token)
+    ref = torch.log_softmax(llm.logits(ids).double(), -1)
+    gen = _greedy(llm, {"prompt_token_ids": ids}, 3)
+    for mt in (0, 3):
+        r = client.completions.create(model="m", prompt=ids, max_tokens=mt, temperature=0, echo=True, logprobs=2)
+        c, lp = r.choices[0], r.choices[0].logprobs
+        assert len(lp.tokens) == len(ids) + mt and r.usage.completion_tokens == mt and c.finish_reason == "length"
+        assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+        for t in range(1, len(ids)):
+            assert abs(lp.token_logprobs[t] - ref[t - 1, ids[t]].item()) < 1e-4, t
+            assert abs(max(lp.top_logprobs[t].values()) - ref[t - 1].max().item()) < 1e-4 and len(lp.top_logprobs[t]) <= 2
+        assert c.text == tok.decode(ids, skip_special=True) + (gen.text if mt else "")
+        from xllm.server import _token_bytes
+        assert lp.tokens[len(ids):] == [_token_bytes(tok, t).decode("utf-8", "replace") for t in gen.token_ids[:mt]]
+    chunks = list(client.completions.create(model="m", prompt=ids, max_tokens=2, temperature=0, echo=True, logprobs=1, stream=True))
+    first = chunks[0].choices[0]
+    assert first.text == tok.decode(ids, skip_special=True) and first.logprobs.token_logprobs[0] is None and len(first.logprobs.tokens) == len(ids)
+    assert abs(first.logprobs.token_logprobs[-1] - ref[-2, ids[-1]].item()) < 1e-4
+    assert _raw(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0})[0] == 400   # chat: >= 1
+
+
+def test_unknown_model_is_404(server, client):
+    "A `model` other than the served name is a 404 `model_not_found` (as vLLM answers), on every endpoint that takes one; none is fine."
+    for path, body in (("/v1/completions", {"prompt": "a", "max_tokens": 1}), ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 1}),
+                       ("/tokenize", {"prompt": "a"}), ("/detokenize", {"tokens": [5]})):
+        s, b = _raw(server, path, {**body, "model": "gpt-4o"})
+        assert s == 404 and b["error"]["code"] == "model_not_found" and "'m'" in b["error"]["message"], (path, b)
+        assert _raw(server, path, body)[0] == 200 and _raw(server, path, {**body, "model": "m"})[0] == 200
+    with pytest.raises(openai.NotFoundError): client.completions.create(model="m2", prompt="a", max_tokens=1)
+    assert [m.id for m in client.models.list().data] == ["m"]
+
+
 def test_context_limit_is_the_pool_when_smaller(llm):
     """With a K/V pool smaller than the model's context, /v1/models reports the pool's limit, a prompt or prompt + max_tokens
     beyond it is a 400 before anything runs (never a 500, never an answer cut short), and a request at the limit gets every token."""
@@ -531,7 +569,7 @@ def test_context_limit_is_the_pool_when_smaller(llm):
     from xllm.llm import _kv_block_bytes
     small = copy.copy(llm)                                                       # the same model, its own engine settings
     small.kv_cache_memory, small._engine = 12 * _kv_block_bytes(llm), None          # 12 blocks of 16 = 192 tokens < 512
-    with start_server(small) as srv:
+    with start_server(small, model_name="m") as srv:
         C = srv.app.state.xllm.max_len
         assert C == 192 < llm.max_model_len
         assert _raw(srv, "/v1/models", key=None)[1]["data"][0]["max_model_len"] == C

@@ -31,7 +31,8 @@ CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conform
 # body (its free-form `Any` fields) and most answers are 400s, so completions get most of the budget: with the coverage phase
 # (about 700 cases) and the explicit cases the run sends about 2,100 requests in about 35 s of one CPU core.
 EXAMPLES = {"GET /health": (1, 0), "GET /v1/models": (1, 0), "GET /v1/models/{model_id}": (200, 0), "POST /v1/completions": (600, 250),
-            "POST /v1/chat/completions": (200, 100), "POST /tokenize": (150, 60), "POST /detokenize": (100, 40), "GET /metrics": (1, 0)}
+            "POST /v1/chat/completions": (200, 100), "POST /tokenize": (150, 60), "POST /detokenize": (100, 40), "GET /metrics": (1, 0),
+            "GET /tokenizer_info": (1, 0)}
 TIMEOUT = 30          # seconds one request may take (in-process; a hang fails the case instead of the run)
 ROLES = ("user", "assistant")
 
@@ -55,6 +56,9 @@ EXPLICIT = [
     ("/v1/completions", {"prompt": "hi", "logprobs": 20, "max_tokens": 4, "top_p": 0.01, "stream": True}, AUTH),
     ("/v1/completions", {"prompt": "hi", "logprobs": 5, "max_tokens": 4, "logit_bias": {"5": -100, "6": 100}}, AUTH),
     ("/v1/completions", {"prompt": [5], "logprobs": 3, "max_tokens": 4, "min_p": 1}, AUTH),
+    ("/v1/completions", {"prompt": [5, 6, 7], "echo": True, "logprobs": 20, "max_tokens": 0}, AUTH),
+    ("/v1/completions", {"prompt": ["\ud800", "hi"], "echo": True, "logprobs": 0, "max_tokens": 0, "n": 2, "stream": True}, AUTH),
+    ("/v1/completions", {"prompt": "hi", "echo": True, "logprobs": 1, "max_tokens": 2, "logit_bias": {"5": -100}}, AUTH),
     ("/v1/chat/completions", _M(logprobs=True, top_logprobs=20, top_k=1), AUTH),
     ("/v1/chat/completions", _M(logprobs=True, top_logprobs=20, top_p=0.01, stream=True), AUTH),
     ("/v1/chat/completions", _M("\udc80"), AUTH),

@@ -275,7 +275,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
-    body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": n, "temperature": 0, "stream": True, "ignore_eos": True}).encode()
+    body = json.dumps({"prompt": prompt, "max_tokens": n, "temperature": 0, "stream": True, "ignore_eos": True}).encode()
     parts = []
     with urllib.request.urlopen(urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"}), timeout=600) as r:
         for line in r:

@@ -82,6 +82,7 @@ def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
         best_of: int | None = Field(None, ge=1)                           # accepted only as n (xllm returns every choice)
     class CompletionRequest(_Req):
         prompt: str | list[str] | list[StrictInt] | list[list[StrictInt]]     # text(s) or token ids, as OpenAI accepts
+        max_tokens: int | None = Field(None, ge=0)                        # 0: score the prompt only (with echo and logprobs)
         logprobs: int | None = Field(None, ge=0, le=20)
         echo: bool = False
         suffix: str | None = None
@@ -131,7 +132,13 @@ class APIError(Exception):
 # %% ../nbs/19_server.ipynb 10
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
-    return getattr(req, "max_completion_tokens", None) or req.max_tokens
+    m = getattr(req, "max_completion_tokens", None)
+    m = m if m is not None else req.max_tokens
+    return 1 if m == 0 else m       # 0 (a completion that scores its prompt only): one step runs, its token is not returned
+
+def _score_only(req) -> bool:
+    "Whether a completion request asks for no new tokens (`max_tokens: 0`): the prompt is scored (with `echo` and `logprobs`), nothing generated."
+    return getattr(req, "echo", None) is not None and req.max_tokens == 0
 
 def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     "The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid."
@@ -146,22 +153,22 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
         check_bool("stream_options.include_usage", req.stream_options.get("include_usage", False), "true or false", lambda m: APIError(400, m, param="stream_options"))
     mt = _asked_tokens(req) or default_max_tokens
     lp = req.logprobs if not isinstance(req.logprobs, bool) else ((req.top_logprobs or 0) if req.logprobs else None)
+    plp = lp if getattr(req, "echo", False) else None       # echo with logprobs: the prompt's tokens are scored too
     try:
         return SamplingParams(n=req.n, max_tokens=mt, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
                               seed=req.seed, stop=req.stop, presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                              repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos, logprobs=lp)
+                              repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos, logprobs=lp, prompt_logprobs=plp)
     except ValueError as e:
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
 def check_supported(req, vocab_size: int) -> dict[int, float]:
     """Refuse with a 400 naming the field the OpenAI options xllm does not implement, rather than answer as if they had been
-    honoured: `suffix`, `best_of` other than `n`, `echo` with `logprobs`, function calling, `response_format` other than text.
+    honoured: `suffix`, `best_of` other than `n`, function calling, `response_format` other than text.
     Returns `logit_bias` as {token id: bias}, checked (ids in the vocabulary, biases in [-100, 100])."""
     def no(param, why): raise APIError(400, f"{param}: {why}", param=param)
     if getattr(req, "suffix", None): no("suffix", "text after the insertion point is not supported")
     if req.best_of is not None and req.best_of != req.n: no("best_of", f"only best_of equal to n ({req.n}) is supported: every choice generated is returned")
-    if getattr(req, "echo", False) and req.logprobs is not None: no("echo", "echo with logprobs is not supported (the prompt's log-probabilities are not computed)")
     for f in ("tools", "functions"):
         if getattr(req, f, None): no(f, "function calling is not supported")
     if getattr(req, "tool_choice", None) not in (None, "none", "auto"): no("tool_choice", "function calling is not supported")
@@ -181,20 +188,27 @@ def logit_bias_processor(bias: dict[int, float]):
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
 # %% ../nbs/19_server.ipynb 15
-async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0, processors=None):
+async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0, processors=None,
+                      score_only: bool = False):
     """`index`: the choice's place in the response; `choice`: its number among its prompt's `n` (picks its seeded random stream, as in
-    `LLM.generate`); `processors`: its logits processors (`logit_bias`)."""
+    `LLM.generate`); `processors`: its logits processors (`logit_bias`); `score_only`: the prompt runs (scored when
+    `params.prompt_logprobs` is set) but its one new token is not returned (`max_tokens: 0`)."""
     from xllm.llm import OutputProcessor
     llm = state.llm
     seq = OutputProcessor(llm.tokenizer, ids, params, index, llm.eos_ids, llm.max_model_len)
     agen = state.engine.generate(ids, params, index=choice, logits_processors=processors)
     lps = []                  # (token id, {id: logprob}) of the tokens not yet sent, when logprobs are asked for
+    prompt = []               # the prompt's log-probabilities, until sent (with the next item)
     async def put(d, fin=None, ntok=None):
-        await out.put((index, d, fin, ntok, lps[:])); lps.clear()
+        await out.put((index, d, fin, ntok, lps[:], prompt.pop() if prompt else None)); lps.clear()
     m, t0, last, ended = state.metrics, time.perf_counter(), None, "abort"     # ended: as vLLM counts it (a client gone: abort)
     m.prompt_tokens.inc(len(ids))
     try:
         async for o in agen:
+            if o.prompt_logprobs is not None: prompt.append(o.prompt_logprobs)
+            if score_only:                     # the prompt has run: its new token is not wanted
+                if o.finished and o.finish_reason not in ("stop", "length"): raise RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
+                seq.finish_reason = "length"; break
             now = time.perf_counter()
             for _ in o.new_token_ids:          # one a step: the first token's latency from the start, each other's from the previous one
                 if last is None: m.ttft.observe(now - t0)
@@ -217,17 +231,18 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
         m.e2e.observe(time.perf_counter() - t0)
     except Exception as e:
         ended = "error"
-        await out.put((index, "", "error", f"{type(e).__name__}: {e}", [])); return
+        await out.put((index, "", "error", f"{type(e).__name__}: {e}", [], None)); return
     finally:
         m.success.labels(m.name, ended).inc()
         await agen.aclose()
-    await put("", seq.finish_reason, len(seq.token_ids))
+    await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
 # %% ../nbs/19_server.ipynb 16
 async def _run_all(state, jobs):
-    "Run every `(ids, params, index, choice, processors)` concurrently; items `(index, text, finish_reason, completion_tokens, logprobs)`; as they come; cancel the rest on exit (e.g. a client gone)."
+    """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
+    completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone)."""
     out = asyncio.Queue()
-    tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out, j, f)) for ids, p, i, j, f in jobs]
+    tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out, j, f, so)) for ids, p, i, j, f, so in jobs]
     left = len(tasks)
     try:
         while left:
@@ -389,7 +404,8 @@ def _token_bytes(tok, i: int) -> bytes:
     except Exception: return tok.id_to_piece(int(i)).encode()
 
 def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
-    "OpenAI's logprobs object for `lps` [(token id, {id: logprob})] with the `k` most likely alternatives: chat's `{'content': [...]}` or completions' parallel lists."
+    """OpenAI's logprobs object for `lps` [(token id, {id: logprob})] with the `k` most likely alternatives: chat's `{'content': [...]}`
+    or completions' parallel lists (where an echoed prompt's first token, {id: logprob} None, has null for both, as in OpenAI's)."""
     def t(i): return _token_bytes(tok, i).decode("utf-8", "replace")
     def top(d, k): return sorted(d.items(), key=lambda x: -x[1])[:k]
     if chat:
@@ -402,7 +418,8 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
         out = {}
         for j, v in top(d, k): out.setdefault(t(j), _lp(v))
         return out
-    return {"tokens": toks, "token_logprobs": [_lp(d[i]) for i, d in lps], "top_logprobs": [by_text(d) for _, d in lps],
+    return {"tokens": toks, "token_logprobs": [None if d is None else _lp(d[i]) for i, d in lps],
+            "top_logprobs": [None if d is None else by_text(d) for _, d in lps],
             "text_offset": offs}
 
 def _prompt_list(p) -> list:
@@ -485,9 +502,10 @@ def _stream_class(StreamingResponse):
     return Stream
 
 # %% ../nbs/19_server.ipynb 36
-def _openapi(app, keyed: bool) -> dict:
+def _openapi(app, keyed: bool, model_name: str) -> dict:
     """The OpenAPI schema of what the server really answers: 400 (not FastAPI's 422) for invalid requests, 401 when a key is set,
-    404, 413 and 503 where they happen, each as OpenAI's error JSON, and SSE (`text/event-stream`) beside JSON for the completions."""
+    404 (another model's name, an unknown path), 413 and 503 where they happen, each as OpenAI's error JSON, and SSE
+    (`text/event-stream`) beside JSON for the completions. `model` names the one model served (`model_name`) or is left out."""
     from fastapi.openapi.utils import get_openapi
     s = get_openapi(title=app.title, version=app.version, routes=app.routes)
     comps = s.setdefault("components", {}).setdefault("schemas", {})
@@ -497,6 +515,8 @@ def _openapi(app, keyed: bool) -> dict:
                                      "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}}
     err = lambda why: {"description": why, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     sse = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}   # one event: a JSON chunk or [DONE]
+    for name in ("CompletionRequest", "ChatRequest", "TokenizeRequest", "DetokenizeRequest"):
+        if "model" in comps.get(name, {}).get("properties", {}): comps[name]["properties"]["model"] = {"anyOf": [{"enum": [model_name]}, {"type": "null"}]}
     for name in ("CompletionRequest", "ChatRequest"):              # null means the default for every option (`_nulls`)
         schema = comps.get(name, {})
         for f, prop in schema.get("properties", {}).items():
@@ -508,7 +528,8 @@ def _openapi(app, keyed: bool) -> dict:
             r = op.setdefault("responses", {})
             r.pop("422", None)
             if keyed and path.startswith("/v1"): r["401"] = err("missing or wrong API key")
-            if path == "/v1/models/{model_id}": r["404"] = err("not the model served here")
+            if path == "/v1/models/{model_id}" or "model" in json.dumps(op.get("requestBody", {})) or path in ("/tokenize", "/detokenize"):
+                r["404"] = err("not the model served here")
             if method == "post":
                 if path.startswith("/v1/"): r["200"]["content"]["text/event-stream"] = {"schema": sse}     # when stream is true
                 r["400"] = err("invalid request: types, values, a prompt beyond the context, an unsupported option")
@@ -551,7 +572,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
 
     @app.exception_handler(HTTPException)          # FastAPI's own: unknown route, wrong method, a body that is not UTF-8 JSON
     async def _http(request, e: HTTPException):
-        msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /metrics and /health",
+        msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics and /health",
                405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
         return JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
 
@@ -595,9 +616,14 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    def served(name):
+        "A 404 `model_not_found` (as vLLM answers) unless `name` is the served model's name (or None: the one model served)."
+        if name is not None and name != st.model_name:
+            raise APIError(404, f"model {name!r} is not served here; this server serves {st.model_name!r}", param="model", code="model_not_found")
+
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str):
-        if model_id != st.model_name: raise APIError(404, f"model {model_id!r} is not served here; this server serves {st.model_name!r}", param="model", code="model_not_found")
+        served(model_id)
         return card()
 
     async def encode(fs, param, req, params):
@@ -615,10 +641,15 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         return prompts, ps
 
     async def respond(kind, request, req, prompts, ps, params, bias, echo=False):
-        "prompts: list of (text, ids), `ps` their SamplingParams (`encode`). Non-streaming JSON or an SSE stream; `kind` is 'text_completion' or 'chat.completion'."
-        n = params.n
+        """prompts: list of (text, ids), `ps` their SamplingParams (`encode`). Non-streaming JSON or an SSE stream; `kind` is
+        'text_completion' or 'chat.completion'. With `echo`, each choice's text starts with its prompt, and with logprobs its
+        logprobs start with the prompt's tokens (computed in the prefill: `SamplingParams.prompt_logprobs`)."""
+        n, score_only = params.n, _score_only(req)
         procs = [logit_bias_processor(bias)] if bias else None
-        jobs = [(ids, ps[k], k * n + j, j, procs) for k, (_, ids) in enumerate(prompts) for j in range(n)]
+        jobs = [(ids, ps[k], k * n + j, j, procs, score_only) for k, (_, ids) in enumerate(prompts) for j in range(n)]
+        pids = [ids for _, ids in prompts for _ in range(n)]       # each choice's prompt ids
+        scored = echo and params.prompt_logprobs is not None
+        def prompt_lps(i, plp): return list(zip(pids[i], plp)) if plp is not None else []
         st.admit(len(jobs))
         rid = ("cmpl-" if kind == "text_completion" else "chatcmpl-") + uuid.uuid4().hex
         created, ptoks = int(time.time()), sum(len(ids) for _, ids in prompts)
@@ -628,9 +659,9 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             texts, reasons, lps = dict(enumerate(head)), {}, {}
             async def collect():
                 ctoks = 0
-                async for i, d, fin, nt, lp in _run_all(st, jobs):
+                async for i, d, fin, nt, lp, plp in _run_all(st, jobs):
                     texts[i] += d
-                    lps.setdefault(i, []).extend(lp)
+                    lps.setdefault(i, []).extend(prompt_lps(i, plp) + lp)
                     if fin is not None: reasons[i], ctoks = fin, ctoks + nt
                 return ctoks
             try: ctoks = await _unless_disconnected(request, collect())
@@ -658,8 +689,12 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
                 if chat:
                     yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None} for i in range(len(jobs))])
                 for i, h in enumerate(head):
-                    if h: yield chunk([{"index": i, "text": h, "logprobs": None, "finish_reason": None}])
-                async for i, d, fin, nt, lp in results:
+                    if h and not scored: yield chunk([{"index": i, "text": h, "logprobs": None, "finish_reason": None}])
+                async for i, d, fin, nt, lp, plp in results:
+                    if scored and plp is not None:    # the echoed prompt, once its log-probabilities have come
+                        L = _logprobs(llm.tokenizer, prompt_lps(i, plp), chat, params.logprobs)
+                        offs[i] = sum(map(len, L["tokens"]))
+                        yield chunk([{"index": i, "text": head[i], "logprobs": L, "finish_reason": None}])
                     if fin is not None: ctoks += nt
                     if not d and fin is None and not lp: continue
                     L = _logprobs(llm.tokenizer, lp, chat, params.logprobs, offs.get(i, 0)) if params.logprobs is not None else None
@@ -681,6 +716,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request):
+        served(req.model)
         params, bias = to_sampling_params(req, 16), check_supported(req, llm.config.vocab_size)
         ps = _prompt_list(req.prompt)
         st.check_choices(len(ps) * params.n)                # before any tokenizing: a request that can never run costs nothing
@@ -691,6 +727,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request):
+        served(req.model)
         params, bias = to_sampling_params(req, None), check_supported(req, llm.config.vocab_size)
         msgs = _chat_messages(req.messages)
         st.check_choices(params.n)
@@ -701,6 +738,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     @app.post("/tokenize")
     async def tokenize(req: TokenizeRequest):
         "vLLM's /tokenize: the ids a completion prompt (special tokens read as tokens) or a chat (the template applied) gives."
+        served(req.model)
         if (req.prompt is None) == (req.messages is None): raise APIError(400, "tokenize: send either prompt or messages", param="prompt")
         if req.prompt is not None:
             st.check_chars(len(req.prompt), "prompt")
@@ -718,11 +756,20 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     @app.post("/detokenize")
     async def detokenize(req: DetokenizeRequest):
         "vLLM's /detokenize: the text of token ids (special tokens written out)."
+        served(req.model)
         ids = check_token_ids(req.tokens, llm.tokenizer.vocab_size, "tokens", error=lambda m: APIError(400, m, param="tokens"))
         async with st.tokenizing: return {"prompt": await asyncio.to_thread(llm.tokenizer.decode, ids)}
 
+    @app.get("/tokenizer_info")
+    async def tokenizer_info():
+        """vLLM's /tokenizer_info: what a client needs to tokenize through `/tokenize` and format chats as the server does (lm-eval's
+        `tokenizer_backend=remote` reads it): the special tokens, the chat template, the context."""
+        t = llm.tokenizer
+        return {"tokenizer_class": type(t).__name__, "bos_token": t.bos_token, "eos_token": t.eos_token, "pad_token": None,
+                "add_bos_token": t.add_bos_token, "chat_template": t.chat_template, "model_max_length": st.max_len, "vocab_size": t.vocab_size}
+
     def openapi():
-        if app.openapi_schema is None: app.openapi_schema = _openapi(app, api_key is not None)
+        if app.openapi_schema is None: app.openapi_schema = _openapi(app, api_key is not None, st.model_name)
         return app.openapi_schema
     app.openapi = openapi
     return app
@@ -810,4 +857,5 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     import signal
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):     # a closed terminal: as SIGTERM
         signal.signal(signal.SIGHUP, lambda sig, frame: server.handle_exit(signal.SIGTERM, frame))
-    server.run(sockets=[_socket(server.config)])     # uvicorn re-raises the signal it stopped for, once it is done
+    try: server.run(sockets=[_socket(server.config)])     # uvicorn re-raises the signal it stopped for, once it is done
+    except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
