@@ -38,3 +38,18 @@ def test_torchrun_serve_two_ranks(tmp_path):
         except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); out, _ = p.communicate(); raise AssertionError("torchrun did not stop")
     assert "runner tp" in out.decode() and "Traceback" not in out.decode().split("Finished server process")[0], out.decode()[-3000:]
     with pytest.raises(ProcessLookupError): os.killpg(p.pid, 0)   # no process of the group is left
+
+
+def test_cli_generate_spawns_two_ranks(tmp_path):
+    "`xllm generate --tensor-parallel-size 2` (workers started by xllm itself) prints the single-process greedy text and exits 0; -tp 3 is refused by name."
+    from xllm.stand_ins import stand_in_model
+    from xllm.llm import LLM
+    from xllm.sampling import SamplingParams
+    model = stand_in_model(tmp_path / "m")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "xllm", "generate", "The cat", "-m", str(model), "--max-tokens", "16", "--temperature", "0", "--ignore-eos"]
+    r = subprocess.run(cmd + ["--tensor-parallel-size", "2"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    ref = LLM(model, runner="torch").generate("The cat", SamplingParams(temperature=0, max_tokens=16, ignore_eos=True), use_tqdm=False)[0].outputs[0]
+    assert r.returncode == 0 and r.stdout == ref.text + "\n", r.stderr[-2000:]
+    r = subprocess.run(cmd + ["-tp", "3"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert r.returncode != 0 and "tensor_parallel_size 3 does not divide the model's num_attention_heads" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
