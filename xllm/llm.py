@@ -202,7 +202,7 @@ class LLM:
         if check_int("tensor_parallel_size", tensor_parallel_size, lo=1) > 1:   # rank 0 of a group: its shard (notebook 13a)
             from .parallel import llm_shard
             qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner), "tp"
-            quantization, self.checkpoint = None, (ckpt := Checkpoint(qmodel.config, {}, "hf", path))
+            quantization, self.checkpoint = None, (ckpt := Checkpoint(qmodel.config, {}, "gguf" if path.is_file() else "hf", path))
         if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
             if (g := _packed_gguf(path)) is None:
                 raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses, datetime, importlib, os, socket, sys, traceback, weakref
 from pathlib import Path
+import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 import torch.distributed as dist
 from fastcore.basics import patch
@@ -17,9 +18,9 @@ from .runner import ModelRunner
 
 # %% auto 0
 __all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'tp_config', 'shard_slice', 'shard_tensor', 'AllReduce',
-           'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'TPError', 'free_port', 'TPGroup',
-           'encode_batch', 'decode_batch', 'TPRunner', 'worker_loop', 'rank_device', 'build_shard', 'start_tp',
-           'serve_worker', 'llm_shard', 'allreduce_cost']
+           'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard', 'TPError',
+           'free_port', 'TPGroup', 'encode_batch', 'decode_batch', 'TPRunner', 'worker_loop', 'rank_device',
+           'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'allreduce_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 6
 def tp_config(config: LlamaConfig, world: int) -> LlamaConfig:
@@ -88,7 +89,8 @@ class VocabEmbedding(nn.Module):
         "This rank's part: the rows of the ids in its slice, zeros for the others."
         local = ids - self.start
         mine = (local >= 0) & (local < self.n)
-        return self.inner(torch.where(mine, local, 0)) * mine[:, None].to(self.inner.weight.dtype)
+        x = self.inner(torch.where(mine, local, 0))
+        return x * mine[:, None].to(x.dtype)
     def forward(self, ids):
         x = self.local(ids)
         dist.all_reduce(x, group=self.group)
@@ -131,8 +133,8 @@ def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None)
     d, dtype = Path(path).expanduser(), resolve_dtype(dtype)
     if d.is_file() and (d.name == "config.json" or d.suffix == ".safetensors"): d = d.parent
     if not d.is_dir():
-        raise ValueError(f"tensor parallelism loads a Hugging Face safetensors directory slice by slice; {d} is not one "
-                         "(GGUF and llama2.c files are not sharded yet)")
+        raise ValueError(f"load_shard reads a Hugging Face safetensors directory slice by slice; {d} is not one "
+                         "(a GGUF file: load_gguf_shard; llama2.c files are not sharded)")
     if not (d / "config.json").is_file(): raise ModelFormatError(d, "not a model directory: no config.json")
     gen = _read_json(d / "generation_config.json") if (d / "generation_config.json").is_file() else {}
     config = config_from_hf(_read_json(d / "config.json"), d / "config.json", gen if isinstance(gen, dict) else {})
@@ -162,6 +164,63 @@ def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     return parallelize(Llama.from_weights(tp_config(c, world), w, model.dtype).to(model.device), c, rank, world, group)
 
 # %% ../nbs/13a_tensor_parallel.ipynb 26
+_GGUF_BLOCK = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}   # values, bytes a block
+
+def _gguf_piece(g, t, dim: int, a: int, b: int):
+    """Rows `a:b` (dim 0) or columns `a:b` (dim 1) of the quantized GGUF tensor `t` as (raw bytes, torch-order shape): blocks cut out of
+    the memory-mapped file, columns only on block boundaries (a ValueError naming the tensor otherwise)."""
+    vals, nbytes = _GGUF_BLOCK[t.type_name]
+    out, n_in = t.shape
+    blocks = np.asarray(g.raw(t.name)).reshape(out, n_in // vals, nbytes)
+    if dim == 0: return np.ascontiguousarray(blocks[a:b]), (b - a, n_in)
+    if a % vals or b % vals:
+        raise ValueError(f"tensor {t.name} ({t.type_name}, blocks of {vals}) cannot be split at columns {a}:{b}: "
+                         f"tensor_parallel_size must cut its {n_in} input features on block boundaries")
+    return np.ascontiguousarray(blocks[:, a // vals:b // vals]), (out, b - a)
+
+# %% ../nbs/13a_tensor_parallel.ipynb 27
+def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llama:
+    """Rank `rank`'s shard of a GGUF file, as `quant.load_quantized_gguf` would build the whole model: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layer
+    weights stay packed (`quantized`), their blocks cut from the memory-mapped file (row-parallel layers on block boundaries), a Q8_0
+    embedding stays INT8 (its vocabulary slice); other tensors are dequantized one at a time and cut. Float32, parallelized."""
+    from xllm.gguf import GGUFFile
+    from xllm.weights import config_from_gguf, gguf_to_hf_name, hf_to_gguf_name, hf_weight_shapes, unpermute_rope_rows
+    from xllm import quant
+    g = GGUFFile(Path(path))
+    rope_freqs = g.dequantize("rope_freqs.weight").numpy() if "rope_freqs.weight" in g.tensors else None
+    config = config_from_gguf(g.metadata, g.path, g.tensors, rope_freqs)
+    local = tp_config(config, world)
+    names = {h: n for n in g.tensors if (h := gguf_to_hf_name(n)) is not None}
+    heads = lambda h, c: c.num_attention_heads if ".q_proj." in h else c.num_key_value_heads if ".k_proj." in h else None
+    floats, modules, per = {}, {}, local.vocab_size
+    for h, shape in hf_weight_shapes(config).items():
+        if h not in names: raise ModelFormatError(g.path, f"missing tensor {hf_to_gguf_name(h)} ({h})")
+        t = g.tensors[names[h]]
+        dim, a, b = shard_slice(h, shape, rank, world)
+        if quantized and h == "model.embed_tokens.weight" and t.type_name == "Q8_0":
+            q, sc = quant.repack_q8_0(*_gguf_piece(g, t, 0, a, b))
+            q, sc = torch.cat([q, q.new_zeros(per - q.shape[0], q.shape[1])]), torch.cat([sc, sc.new_zeros(per - sc.shape[0], sc.shape[1])])
+            modules["model.embed_tokens"] = emb = quant.Int8Embedding(q, sc)
+            if config.tie_word_embeddings: modules["lm_head"] = quant.Int8Linear(emb.qweight, emb.scales, None)
+            continue
+        mod = None
+        if quantized and dim is not None and h != "lm_head.weight" and quant._is_linear_weight(h) and t.type_name in quant.GGUF_REPACKABLE:
+            try:
+                raw, piece_shape = _gguf_piece(g, t, dim, a, b)
+                mod = quant.repack_gguf(raw, t.type_name, piece_shape)
+            except ValueError as e:
+                if t.type_name not in quant.GGUF_K_TYPES or "cannot be split" in str(e): raise ModelFormatError(g.path, str(e)) from None
+        if mod is not None: modules[h[:-len(".weight")]] = quant._permute_rows(mod, heads(h, local)) if heads(h, local) else mod
+        else:
+            w = g.dequantize(t.name)                       # one tensor at a time, then cut
+            floats[h] = shard_tensor(h, unpermute_rope_rows(w, heads(h, config)) if heads(h, config) else w, rank, world).clone()
+    for name, mod in modules.items():
+        if name + ".bias" in floats: mod.bias = floats.pop(name + ".bias").float()
+    m = parallelize(quant._assemble(local, floats, modules, g.path), config, rank, world)
+    m.quantization_config = {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()}), "tensor_parallel": world}
+    return m
+
+# %% ../nbs/13a_tensor_parallel.ipynb 31
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
@@ -169,7 +228,7 @@ def free_port() -> int:
     "A TCP port free on the loopback now (for a group's rendezvous)."
     with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 27
+# %% ../nbs/13a_tensor_parallel.ipynb 32
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP = 0, 1, 2
 
@@ -205,11 +264,11 @@ class TPGroup:
             host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
             store = dist.TCPStore(host, int(port), world, is_master=rank == 0, timeout=t, wait_for_workers=False)
             if rank: store.set(f"xllm_tp_up_{rank}", "1")
-            else: _wait_joined(store, world, procs, timeout)
+            else: _wait_joined(store, world, procs, max(timeout, 300))   # starting python and torch may take a while; a death is seen at once
             dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=t)
         return cls(rank, world, device, timeout, procs)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 29
+# %% ../nbs/13a_tensor_parallel.ipynb 34
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -244,7 +303,7 @@ def fail(self: TPGroup, e: BaseException) -> TPError:
 def check(self: TPGroup):
     if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 31
+# %% ../nbs/13a_tensor_parallel.ipynb 36
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -265,7 +324,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     if h[1]: p = torch.empty(int(h[1]), dtype=torch.int64); dist.broadcast(p, 0, group=self.ctrl)
     return int(h[0]), h[2:].tolist(), p
 
-# %% ../nbs/13a_tensor_parallel.ipynb 33
+# %% ../nbs/13a_tensor_parallel.ipynb 38
 @patch
 def kill_workers(self: TPGroup):
     for p in self.procs:
@@ -285,7 +344,7 @@ def shutdown(self: TPGroup):
     if dist.is_initialized(): dist.destroy_process_group()
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 35
+# %% ../nbs/13a_tensor_parallel.ipynb 40
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -293,7 +352,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 36
+# %% ../nbs/13a_tensor_parallel.ipynb 41
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -305,7 +364,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 39
+# %% ../nbs/13a_tensor_parallel.ipynb 44
 class TPRunner(ModelRunner):
     """Rank 0's runner: each step's batch broadcast to the workers, then this rank's shard of the forward (the workers run theirs,
     the all-reduces meet), the gathered logits returned. The torch forward on every rank: the compiled CPU and CUDA runners read
@@ -330,7 +389,7 @@ class TPRunner(ModelRunner):
         try: return self.model(batch, self.pool)
         except Exception as e: raise g.fail(e) from None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 40
+# %% ../nbs/13a_tensor_parallel.ipynb 45
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool, a step, stop), each step this rank's shard of the forward."
     pool = None
@@ -344,26 +403,30 @@ def worker_loop(model: Llama, group: TPGroup):
         elif cmd == CMD_STEP: model(decode_batch(ints, p, model.device), pool)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 42
+# %% ../nbs/13a_tensor_parallel.ipynb 47
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 43
+# %% ../nbs/13a_tensor_parallel.ipynb 48
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
-    """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`load_shard`), or `("random", hf_config_dict,
+    """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`load_shard`), `("gguf", path, dtype, quantized)`
+    slices of a GGUF file (`load_gguf_shard`), or `("random", hf_config_dict,
     seed, dtype)` a `random_llama` drawn whole and cut (tests only: small models)."""
     kind = spec[0]
     if kind == "hf": return load_shard(spec[1], rank, world, spec[2], device).to(device)
+    if kind == "gguf":
+        m = load_gguf_shard(spec[1], rank, world, spec[3])
+        return (m if spec[2] == torch.float32 else m.to(spec[2])).to(device)
     if kind == "random":
         from xllm.weights import config_from_hf
         from xllm.model import random_llama
         return shard_model(random_llama(config_from_hf(spec[1], "random"), spec[2], dtype=spec[3]), rank, world).to(device)
     raise ValueError(f"unknown shard spec {kind!r}")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 49
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -382,7 +445,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 45
+# %% ../nbs/13a_tensor_parallel.ipynb 50
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -392,7 +455,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 46
+# %% ../nbs/13a_tensor_parallel.ipynb 51
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker processes are spawned here (loopback rendezvous on a free port).
@@ -425,38 +488,49 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 52
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 55
+def _is_gguf(p: Path) -> bool:
+    with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
+
+# %% ../nbs/13a_tensor_parallel.ipynb 56
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0) -> Llama:
-    """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of the HF checkpoint `path`, its workers started (or,
-    under torchrun, on ranks > 0: this process serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there).
-    Float weights and the torch forward only: a ValueError names `quantization` or `runner` otherwise."""
-    if quantization not in ("auto", None, "none"):
-        raise ValueError(f"quantization: {quantization!r} is not supported with tensor_parallel_size > 1 (shards hold float weights)")
+    """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
+    packed layers stay packed unless `quantization` is None/'none'), its workers started (or, under torchrun, on ranks > 0: this process
+    serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). The torch forward only: a ValueError names
+    `quantization`, `runner` or the size that `world` does not divide, before any process starts."""
+    from xllm.core import read_json
+    from xllm.weights import config_from_hf, config_from_gguf
     if runner not in (None, "tp", "torch"):
         raise ValueError(f"runner: {runner!r} cannot run a tensor-parallel shard (the compiled runners skip the shards' collectives); "
                          "tensor_parallel_size > 1 uses the torch forward")
     p = Path(path).expanduser()
     if p.is_file() and (p.name == "config.json" or p.suffix == ".safetensors"): p = p.parent
-    if not p.is_dir():
-        raise ValueError(f"tensor_parallel_size > 1 needs a Hugging Face safetensors directory, read slice by slice; {p} is not one "
-                         "(GGUF and llama2.c files are not sharded)")
-    from xllm.weights import config_from_hf
-    from xllm.core import read_json
-    if (p / "config.json").is_file(): tp_config(config_from_hf(read_json(p / "config.json"), p / "config.json"), world)   # before any process starts
-    spec = ("hf", str(p), dtype)
+    if p.is_file() and _is_gguf(p):
+        if quantization not in ("auto", "gguf", None, "none"):
+            raise ValueError(f"quantization: {quantization!r} is not supported with tensor_parallel_size > 1 (a GGUF's own blocks are split)")
+        from xllm.gguf import GGUFFile
+        g = GGUFFile(p)
+        tp_config(config_from_gguf(g.metadata, p, g.tensors), world)                       # before any process starts
+        spec = ("gguf", str(p), dtype, quantization in ("auto", "gguf"))
+    elif p.is_dir():
+        if quantization not in ("auto", None, "none"):
+            raise ValueError(f"quantization: {quantization!r} is not supported with tensor_parallel_size > 1 for a safetensors directory (float shards)")
+        if (p / "config.json").is_file(): tp_config(config_from_hf(read_json(p / "config.json"), p / "config.json"), world)
+        spec = ("hf", str(p), dtype)
+    else: raise ValueError(f"tensor_parallel_size > 1 needs a Hugging Face safetensors directory or a GGUF file; {p} is neither (llama2.c files are not sharded)")
     threads = max(1, torch.get_num_threads() // world)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["RANK"]) != 0:
         serve_worker(spec, device, timeout, threads)
         raise SystemExit(0)
     return start_tp(spec, world, device, timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 56
+# %% ../nbs/13a_tensor_parallel.ipynb 62
 def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
@@ -473,7 +547,7 @@ def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 63
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes: {shape: seconds}."""
@@ -483,7 +557,14 @@ def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     target = importlib.import_module("xllm.parallel")._allreduce_worker
     ps = [ctx.Process(target=target, args=(r, world, init, [tuple(s) for s in shapes], reps, q), daemon=True) for r in range(world)]
     for p in ps: p.start()
-    try: return q.get(timeout=300)
+    import queue, time
+    end = time.monotonic() + 300
+    try:
+        while True:
+            try: return q.get(timeout=0.1)
+            except queue.Empty:
+                if any(p.exitcode not in (None, 0) for p in ps) or time.monotonic() > end:
+                    raise TPError(f"the all-reduce measurement failed (exit codes {[p.exitcode for p in ps]}); the error is above") from None
     finally:
         for p in ps: p.join(30)
         for p in ps:
