@@ -84,7 +84,9 @@ class VocabEmbedding(nn.Module):
     def __init__(self, inner: nn.Embedding, start: int, n: int, group=None):
         super().__init__(); self.inner, self.start, self.n, self.group = inner, start, n, group
     @property
-    def weight(self): return self.inner.weight
+    def weight(self):
+        "The slice's table (what `Llama.dtype` and `device` read)."
+        return self.inner.weight
     def local(self, ids):
         "This rank's part: the rows of the ids in its slice, zeros for the others."
         local = ids - self.start
@@ -102,7 +104,9 @@ class VocabHead(nn.Module):
     def __init__(self, inner: nn.Module, vocab_size: int, world: int, group=None):
         super().__init__(); self.inner, self.vocab_size, self.world, self.group = inner, vocab_size, world, group
     @property
-    def weight(self): return self.inner.weight
+    def weight(self):
+        "The head's slice of the vocabulary."
+        return self.inner.weight
     def forward(self, x):
         y = self.inner(x).contiguous()
         parts = [torch.empty_like(y) for _ in range(self.world)]
@@ -301,6 +305,7 @@ def fail(self: TPGroup, e: BaseException) -> TPError:
 
 @patch
 def check(self: TPGroup):
+    "Raise `TPError` if the group has failed or was shut down."
     if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
 # %% ../nbs/13a_tensor_parallel.ipynb 36
@@ -327,6 +332,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
 # %% ../nbs/13a_tensor_parallel.ipynb 38
 @patch
 def kill_workers(self: TPGroup):
+    "Rank 0: kill the worker processes it started that are still alive, and reap them."
     for p in self.procs:
         if p.is_alive(): p.kill()
     for p in self.procs: p.join(5)
@@ -379,6 +385,7 @@ class TPRunner(ModelRunner):
 
     @classmethod
     def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
+        "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
         return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
 
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
