@@ -391,6 +391,8 @@ class TPRunner(ModelRunner):
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
         g = self.group
         if self.gen != g.pool_gen: raise TPError("this engine's K/V pool on the workers was replaced by a newer engine's (one engine per tensor-parallel group at a time)")
+        if any(p.exitcode is not None for p in g.procs):      # a worker we started is gone: say so before a collective waits for it
+            g.check(); raise g.fail(RuntimeError("a worker process exited"))
         ints, payload = encode_batch(batch)
         g.send(CMD_STEP, ints, payload)
         try: return self.model(batch, self.pool)
