@@ -528,6 +528,8 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
         tp_config(config_from_gguf(g.metadata, p, g.tensors), world)                       # before any process starts
         spec = ("gguf", str(p), dtype, quantization in ("auto", "gguf"))
     elif p.is_dir():
+        from xllm import quant
+        if quant.is_quantized_dir(p): raise ValueError(f"{p} was written by `xllm quantize`: such directories are not sharded (use the float checkpoint or a GGUF)")
         if quantization not in ("auto", None, "none"):
             raise ValueError(f"quantization: {quantization!r} is not supported with tensor_parallel_size > 1 for a safetensors directory (float shards)")
         if (p / "config.json").is_file(): tp_config(config_from_hf(read_json(p / "config.json"), p / "config.json"), world)
