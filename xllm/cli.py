@@ -56,7 +56,7 @@ def cmd_bench(args, out=None) -> int:
     if args.random_weights is not None:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
-        if args.tensor_parallel_size != 1: raise _CLIError("--tensor-parallel-size needs a Hugging Face directory (-m); --random-weights has none")
+        if args.tensor_parallel_size != 1: raise _CLIError("--tensor-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
     def load():
         if args.random_weights is None: return _load(args)
         from xllm.llm import random_llm
@@ -106,7 +106,7 @@ def _model_opts(p):
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
                    help="split the model over N processes (Megatron-style, torch.distributed: gloo on cpu, NCCL on cuda), started here "
-                        "or by torchrun --nproc-per-node N; needs a Hugging Face safetensors directory (default 1)")
+                        "or by torchrun --nproc-per-node N; needs a Hugging Face safetensors directory or a GGUF file (default 1)")
     g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
                    help="float32, bfloat16 or float16 (default: float32)")
     g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
