@@ -56,6 +56,7 @@ def cmd_bench(args, out=None) -> int:
     if args.random_weights is not None:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
+        if args.tensor_parallel_size != 1: raise _CLIError("--tensor-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
     def load():
         if args.random_weights is None: return _load(args)
         from xllm.llm import random_llm
@@ -103,6 +104,9 @@ def _model_opts(p):
     g.add_argument("-m", "--model", help="a .gguf file, a Hugging Face model directory, a directory written by `xllm quantize` or a llama2.c .bin (default: SmolLM2-135M-Instruct, fetched once)")
     g.add_argument("--tokenizer", help="tokenizer file, when the model does not carry one (llama2.c .bin)")
     g.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
+                   help="split the model over N processes (Megatron-style, torch.distributed: gloo on cpu, NCCL on cuda), started here "
+                        "or by torchrun --nproc-per-node N; needs a Hugging Face safetensors directory or a GGUF file (default 1)")
     g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
                    help="float32, bfloat16 or float16 (default: float32)")
     g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
@@ -199,6 +203,7 @@ def _template_note(llm):
 def _load(args):
     from xllm.llm import LLM
     kw = {k: getattr(args, k) for k in _ENGINE_ARGS if getattr(args, k, None) is not None}
+    if getattr(args, "tensor_parallel_size", 1) != 1: kw["tensor_parallel_size"] = args.tensor_parallel_size   # notebook 13a
     try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
 

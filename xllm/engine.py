@@ -67,8 +67,9 @@ class Engine:
                  kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None):
         c = self.config = model.config
         self.model, self.tokenizer = model, tokenizer
-        if num_blocks is not None: self.pool = PagedKVPool(c, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
-        else: self.pool = PagedKVPool.from_budget(c, block_size, default_kv_cache_memory(model.device) if kv_cache_memory is None else kv_cache_memory,
+        kc = getattr(model, "kv_config", c)          # a tensor-parallel shard stores only its K/V heads (notebook 13a)
+        if num_blocks is not None: self.pool = PagedKVPool(kc, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
+        else: self.pool = PagedKVPool.from_budget(kc, block_size, default_kv_cache_memory(model.device) if kv_cache_memory is None else kv_cache_memory,
                                                   model.dtype, model.device, kv_cache_dtype)
         self.block_manager = BlockManager(self.pool.num_blocks, block_size, enable_prefix_caching)
         ctx = c.max_position_embeddings

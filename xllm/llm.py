@@ -166,7 +166,7 @@ def _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce
 
 def _kv_block_bytes(llm, block_size=16) -> int:
     "Bytes of one paged K/V block of `llm`'s engine (int8 counts its scales)."
-    return block_size * kv_cache_bytes_per_token(llm.config, llm.model.dtype, llm.kv_cache_dtype)
+    return block_size * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, llm.kv_cache_dtype)
 
 # %% ../nbs/17_llm.ipynb 13
 def _packed_gguf(path: Path):
@@ -190,7 +190,8 @@ class LLM:
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
                  quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
-                 enforce_eager: bool = False, max_num_batched_tokens: int | None = None, runner: str | None = None):
+                 enforce_eager: bool = False, max_num_batched_tokens: int | None = None, runner: str | None = None,
+                 tensor_parallel_size: int = 1):
         self.device = _resolve_device(device)
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
         if quantization == "none": quantization = None      # as the CLI spells it
@@ -200,6 +201,10 @@ class LLM:
         if not path.exists(): raise FileNotFoundError(f"model not found: {path}")
         dtype = resolve_dtype(dtype)
         qmodel = None
+        if check_int("tensor_parallel_size", tensor_parallel_size, lo=1) > 1:   # rank 0 of a group: its shard (notebook 13a)
+            from .parallel import llm_shard
+            qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner), "tp"
+            quantization, self.checkpoint = None, (ckpt := Checkpoint(qmodel.config, {}, "gguf" if path.is_file() else "hf", path))
         if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
             if (g := _packed_gguf(path)) is None:
                 raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")

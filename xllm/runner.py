@@ -37,7 +37,8 @@ class ModelRunner:
 
 
 # %% ../nbs/13_runner.ipynb 7
-RUNNERS = {"torch": ("xllm.runner", "ModelRunner"), "cpu": ("xllm.cpu_kernels", "CpuRunner"), "cuda": ("xllm.cuda_runner", "CudaRunner")}
+RUNNERS = {"torch": ("xllm.runner", "ModelRunner"), "cpu": ("xllm.cpu_kernels", "CpuRunner"), "cuda": ("xllm.cuda_runner", "CudaRunner"),
+           "tp": ("xllm.parallel", "TPRunner")}   # rank 0 of a tensor-parallel group (notebook 13a)
 
 def runner_class(name: str) -> type:
     "The runner class called `name` ('torch', 'cpu' or 'cuda'); its module is imported only now."

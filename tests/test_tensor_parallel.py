@@ -1,0 +1,55 @@
+"""Tensor parallelism launched by torchrun (notebook 13a): two processes on the loopback, `xllm serve --tensor-parallel-size 2`
+answering the `openai` client with the tokens of the single-process model; both processes gone when the server is stopped."""
+import os, shutil, signal, socket, subprocess, sys, time
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _port() -> int:
+    with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not installed")
+def test_torchrun_serve_two_ranks(tmp_path):
+    openai = pytest.importorskip("openai")
+    from xllm.stand_ins import stand_in_model
+    from xllm.llm import LLM
+    from xllm.sampling import SamplingParams
+    model = stand_in_model(tmp_path / "m")
+    port = _port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    cmd = ["torchrun", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(_port()), "-m", "xllm",
+           "serve", "-m", str(model), "--tensor-parallel-size", "2", "--port", str(port)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=60)
+        for _ in range(240):
+            try: client.models.list(); break
+            except openai.APIConnectionError: assert p.poll() is None, p.stdout.read().decode()[-3000:]; time.sleep(0.5)
+        else: raise AssertionError("the server did not come up in 120 s")
+        r = client.completions.create(model=client.models.list().data[0].id, prompt="Once upon a time", max_tokens=12, temperature=0)
+        ref = LLM(model, runner="torch").generate("Once upon a time", SamplingParams(temperature=0, max_tokens=12), use_tqdm=False)[0].outputs[0]
+        assert r.choices[0].text == ref.text and r.usage.completion_tokens == len(ref.token_ids)
+    finally:
+        os.killpg(p.pid, signal.SIGINT)            # as Ctrl-C in the terminal reaches torchrun and both ranks
+        try: out, _ = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); out, _ = p.communicate(); raise AssertionError("torchrun did not stop")
+    assert "runner tp" in out.decode() and "Traceback" not in out.decode().split("Finished server process")[0], out.decode()[-3000:]
+    with pytest.raises(ProcessLookupError): os.killpg(p.pid, 0)   # no process of the group is left
+
+
+def test_cli_generate_spawns_two_ranks(tmp_path):
+    "`xllm generate --tensor-parallel-size 2` (workers started by xllm itself) prints the single-process greedy text and exits 0; -tp 3 is refused by name."
+    from xllm.stand_ins import stand_in_model
+    from xllm.llm import LLM
+    from xllm.sampling import SamplingParams
+    model = stand_in_model(tmp_path / "m")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "xllm", "generate", "The cat", "-m", str(model), "--max-tokens", "16", "--temperature", "0", "--ignore-eos"]
+    r = subprocess.run(cmd + ["--tensor-parallel-size", "2"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    ref = LLM(model, runner="torch").generate("The cat", SamplingParams(temperature=0, max_tokens=16, ignore_eos=True), use_tqdm=False)[0].outputs[0]
+    assert r.returncode == 0 and r.stdout == ref.text + "\n", r.stderr[-2000:]
+    r = subprocess.run(cmd + ["-tp", "3"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert r.returncode != 0 and "tensor_parallel_size 3 does not divide the model's num_attention_heads" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
