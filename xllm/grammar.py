@@ -30,18 +30,20 @@ _TOK_LOCK = threading.Lock()
 def grammar_tokenizer(tokenizer):
     """llguidance's `LLTokenizer` for an xllm `Tokenizer`, made once per tokenizer (about 0.2 s for 50k tokens) and cached: every
     token's bytes as it stands in the middle of a text (`Tokenizer.token_bytes`), special tokens marked as llguidance expects
-    (a 0xFF byte before their text, so no text can spell them), the tokenizer's EOS ids, and its vocabulary size."""
+    (a 0xFF byte before their text, so no text can spell them), the tokenizer's EOS ids, and its vocabulary size (one more, for a stand-in EOS, when it has none)."""
     with _TOK_LOCK:
         t = _TOKENIZERS.get(tokenizer)
         if t is not None: return t
         llg = _llg()
         special = set(getattr(tokenizer, "special_tokens", {}).values())
         toks = [b"\xff" + tokenizer.id_to_piece(i).encode() if i in special else tokenizer.token_bytes(i) for i in range(tokenizer.vocab_size)]
-        eos = list(tokenizer.eos_ids or []) or [0]
+        eos = list(tokenizer.eos_ids or [])
+        if not eos:                       # no EOS (a byte tokenizer): a stand-in one past the vocabulary, never sampled (the engine masks it)
+            toks.append(b"\xff<|xllm-no-eos|>"); eos = [len(toks) - 1]
         class _Wrapped:
             eos_token_id, bos_token_id, tokens, special_token_ids = eos[0], tokenizer.bos_id, toks, sorted(special)
             def __call__(self, s): return tokenizer.encode(s.decode("utf-8", "replace") if isinstance(s, bytes) else s)
-        t = _TOKENIZERS[tokenizer] = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=tokenizer.vocab_size, eos_token=eos)
+        t = _TOKENIZERS[tokenizer] = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=len(toks), eos_token=eos)
         return t
 
 
@@ -92,7 +94,7 @@ class GrammarCache:
 
     def get(self, tokenizer, so: StructuredOutputsParams) -> "Grammar":
         "A new `Grammar` (a request's own state) for `so`."
-        return Grammar(self.compiled(tokenizer, so).deep_copy(), so.kind)
+        return Grammar(self.compiled(tokenizer, so).deep_copy(), so.kind, grammar_tokenizer(tokenizer).vocab_size)
 
     def __len__(self): return len(self._d)
 
@@ -105,7 +107,7 @@ grammar_cache = GrammarCache()
 class Grammar:
     """One request's place in its grammar: `fill_mask` (the tokens allowed next, as a row of a bitmask), `advance(token)`,
     `rollback(n)` (undo the last n tokens, for a verifier of speculated tokens), `done` (the grammar can take nothing more)."""
-    def __init__(self, matcher, kind: str = "grammar"): self.m, self.kind = matcher, kind
+    def __init__(self, matcher, kind: str = "grammar", vocab_size: int | None = None): self.m, self.kind, self.vocab_size = matcher, kind, vocab_size
 
     def _check(self):
         if self.m.is_error(): raise GrammarError(f"structured_outputs.{self.kind}: {_short(self.m.get_error())}")

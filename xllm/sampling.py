@@ -11,11 +11,75 @@ import torch
 from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
-__all__ = ['F32_MAX', 'REPETITION_PENALTY_MAX', 'MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'CPU_SAMPLE_ELEMENTS', 'SamplingParams',
-           'StructuredOutputsParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
+__all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'CPU_SAMPLE_ELEMENTS',
+           'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
            'NonFiniteLogitsError', 'SampleResult', 'Sampler']
 
 # %% ../nbs/08_sampling.ipynb 6
+MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
+MAX_CHOICES = 1024              # strings a `choice` may list
+_SO_FIELDS = {"json", "regex", "choice", "grammar", "json_object"}
+
+def _bad_so(v):
+    raise ValueError(f"SamplingParams.structured_outputs must be None, a StructuredOutputsParams or a dict with one of the keys "
+                     f"{', '.join(sorted(_SO_FIELDS))}, got {v!r:.80}")
+
+@dataclass
+class StructuredOutputsParams:
+    "What the output must match (vLLM's names); exactly one field is set. Compiled by `xllm.grammar` into a token mask."
+    json: dict | str | None = None        # a JSON schema (a dict, or its JSON text)
+    regex: str | None = None              # a regular expression the whole output matches
+    choice: list[str] | None = None       # the output is exactly one of these strings
+    grammar: str | None = None            # a context-free grammar: Lark syntax or llama.cpp's GBNF
+    json_object: bool | None = None       # True: any JSON object
+
+    def __post_init__(self): self.check()
+
+    def check(self):
+        "A `ValueError` naming the field unless exactly one is set, of the right type and at most `MAX_GRAMMAR_CHARS` of text."
+        name = lambda f: f"StructuredOutputsParams.{f}"
+        set_ = [f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False)]
+        if len(set_) != 1:
+            raise ValueError(f"StructuredOutputsParams: exactly one of json, regex, choice, grammar, json_object must be set, got {set_ or 'none'}")
+        (f,) = set_
+        v = getattr(self, f)
+        if f == "json":
+            if isinstance(v, str):
+                import json as _json
+                try: v = self.json = _json.loads(v)
+                except ValueError as e: raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text): {e}") from None
+            if not isinstance(v, (dict, bool)): raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text), got {type(v).__name__}")
+            size = len(_canonical(v))
+        elif f == "choice":
+            if not isinstance(v, (list, tuple)) or not v or not all(isinstance(c, str) and c for c in v):
+                raise ValueError(f"{name(f)} must be a non-empty list of non-empty strings, got {v!r:.80}")
+            if len(v) > MAX_CHOICES: raise ValueError(f"{name(f)} lists {len(v)} strings; at most {MAX_CHOICES}")
+            self.choice = list(v); size = sum(map(len, v))
+        elif f == "json_object":
+            check_bool(name(f), v, "None or True"); size = 0
+        else:
+            if not isinstance(v, str) or not v: raise ValueError(f"{name(f)} must be a non-empty string, got {v!r:.80}")
+            size = len(v)
+        if size > MAX_GRAMMAR_CHARS: raise ValueError(f"{name(f)} is {size} characters long; at most {MAX_GRAMMAR_CHARS}")
+
+    @property
+    def kind(self) -> str:
+        "The field that is set: 'json', 'regex', 'choice', 'grammar' or 'json_object'."
+        return next(f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False))
+
+    def key(self) -> tuple:
+        "A hashable key that is equal for equal constraints (the compiled-grammar cache's key)."
+        k = self.kind
+        v = getattr(self, k)
+        return (k, _canonical(v) if k in ("json", "choice") else v)
+
+def _canonical(v) -> str:
+    import json as _json
+    try: return _json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e: raise ValueError(f"StructuredOutputsParams.json must be plain JSON data: {e}") from None
+
+
+# %% ../nbs/08_sampling.ipynb 7
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
@@ -80,70 +144,6 @@ class SamplingParams:
     def has_penalties(self) -> bool:
         "Whether any repetition, presence or frequency penalty is active."
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
-
-
-# %% ../nbs/08_sampling.ipynb 9
-MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
-MAX_CHOICES = 1024              # strings a `choice` may list
-_SO_FIELDS = {"json", "regex", "choice", "grammar", "json_object"}
-
-def _bad_so(v):
-    raise ValueError(f"SamplingParams.structured_outputs must be None, a StructuredOutputsParams or a dict with one of the keys "
-                     f"{', '.join(sorted(_SO_FIELDS))}, got {v!r:.80}")
-
-@dataclass
-class StructuredOutputsParams:
-    "What the output must match (vLLM's names); exactly one field is set. Compiled by `xllm.grammar` into a token mask."
-    json: dict | str | None = None        # a JSON schema (a dict, or its JSON text)
-    regex: str | None = None              # a regular expression the whole output matches
-    choice: list[str] | None = None       # the output is exactly one of these strings
-    grammar: str | None = None            # a context-free grammar: Lark syntax or llama.cpp's GBNF
-    json_object: bool | None = None       # True: any JSON object
-
-    def __post_init__(self): self.check()
-
-    def check(self):
-        "A `ValueError` naming the field unless exactly one is set, of the right type and at most `MAX_GRAMMAR_CHARS` of text."
-        name = lambda f: f"StructuredOutputsParams.{f}"
-        set_ = [f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False)]
-        if len(set_) != 1:
-            raise ValueError(f"StructuredOutputsParams: exactly one of json, regex, choice, grammar, json_object must be set, got {set_ or 'none'}")
-        (f,) = set_
-        v = getattr(self, f)
-        if f == "json":
-            if isinstance(v, str):
-                import json as _json
-                try: v = self.json = _json.loads(v)
-                except ValueError as e: raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text): {e}") from None
-            if not isinstance(v, (dict, bool)): raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text), got {type(v).__name__}")
-            size = len(_canonical(v))
-        elif f == "choice":
-            if not isinstance(v, (list, tuple)) or not v or not all(isinstance(c, str) and c for c in v):
-                raise ValueError(f"{name(f)} must be a non-empty list of non-empty strings, got {v!r:.80}")
-            if len(v) > MAX_CHOICES: raise ValueError(f"{name(f)} lists {len(v)} strings; at most {MAX_CHOICES}")
-            self.choice = list(v); size = sum(map(len, v))
-        elif f == "json_object":
-            check_bool(name(f), v, "None or True"); size = 0
-        else:
-            if not isinstance(v, str) or not v: raise ValueError(f"{name(f)} must be a non-empty string, got {v!r:.80}")
-            size = len(v)
-        if size > MAX_GRAMMAR_CHARS: raise ValueError(f"{name(f)} is {size} characters long; at most {MAX_GRAMMAR_CHARS}")
-
-    @property
-    def kind(self) -> str:
-        "The field that is set: 'json', 'regex', 'choice', 'grammar' or 'json_object'."
-        return next(f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False))
-
-    def key(self) -> tuple:
-        "A hashable key that is equal for equal constraints (the compiled-grammar cache's key)."
-        k = self.kind
-        v = getattr(self, k)
-        return (k, _canonical(v) if k in ("json", "choice") else v)
-
-def _canonical(v) -> str:
-    import json as _json
-    try: return _json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as e: raise ValueError(f"StructuredOutputsParams.json must be plain JSON data: {e}") from None
 
 
 # %% ../nbs/08_sampling.ipynb 15
