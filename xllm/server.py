@@ -96,6 +96,8 @@ def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
         role: str
         content: str | list[dict[str, Any]] | None = None
         tool_calls: list[Any] | None = None
+        tool_call_id: str | None = None
+        name: str | None = None
     class ChatRequest(_Req):
         messages: list[ChatMessage] = Field(min_length=1)
         max_completion_tokens: int | None = Field(None, ge=1)
@@ -161,15 +163,13 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
 
 def check_supported(req, vocab_size: int) -> dict[int, float]:
     """Refuse with a 400 naming the field the OpenAI options xllm does not implement, rather than answer as if they had been
-    honoured: `suffix`, `best_of` other than `n`, `echo` with `logprobs`, function calling.
+    honoured: `suffix`, `best_of` other than `n`, `echo` with `logprobs`, the deprecated `functions`.
     Returns `logit_bias` as {token id: bias}, checked (ids in the vocabulary, biases in [-100, 100])."""
     def no(param, why): raise APIError(400, f"{param}: {why}", param=param)
     if getattr(req, "suffix", None): no("suffix", "text after the insertion point is not supported")
     if req.best_of is not None and req.best_of != req.n: no("best_of", f"only best_of equal to n ({req.n}) is supported: every choice generated is returned")
     if getattr(req, "echo", False) and req.logprobs is not None: no("echo", "echo with logprobs is not supported (the prompt's log-probabilities are not computed)")
-    for f in ("tools", "functions"):
-        if getattr(req, f, None): no(f, "function calling is not supported")
-    if getattr(req, "tool_choice", None) not in (None, "none", "auto"): no("tool_choice", "function calling is not supported")
+    if getattr(req, "functions", None): no("functions", "OpenAI's deprecated function calling is not supported: use tools")
     bias = {}
     for k, v in (req.logit_bias or {}).items():
         if not (k.isascii() and k.isdigit()): no("logit_bias", f"keys must be token ids (decimal digits), got {k!r}")
@@ -417,14 +417,24 @@ def _content(c) -> str:
 
 def _chat_messages(messages) -> list[dict]:
     """A chat request's messages as the chat template takes them ("developer" is OpenAI's newer name for "system"); a 400 naming
-    the message for a role xllm does not know, a missing content, or function calling."""
+    the message for a role xllm does not know, a missing content, or a malformed tool call. Tool results (`role: tool`) and the
+    assistant's `tool_calls` are kept, for `xllm.tools.tool_messages`."""
     out = []
     for i, m in enumerate(messages):
-        if m.role in ("tool", "function") or m.tool_calls:
-            raise APIError(400, f"messages[{i}]: tool calls and tool results are not supported (no function calling)", param="messages")
-        if m.role not in _ROLES: raise APIError(400, f"messages[{i}].role: expected one of {', '.join(_ROLES)}, got {m.role!r}", param="messages")
+        if m.role not in _ROLES + ("tool",): raise APIError(400, f"messages[{i}].role: expected one of {', '.join(_ROLES + ('tool',))}, got {m.role!r}", param="messages")
         if m.content is None and m.role != "assistant": raise APIError(400, f"messages[{i}].content: required in a {m.role} message", param="messages")
-        out.append({"role": "system" if m.role == "developer" else m.role, "content": _content(m.content)})
+        d = {"role": "system" if m.role == "developer" else m.role, "content": _content(m.content)}
+        if m.role == "tool": d["tool_call_id"] = m.tool_call_id or ""
+        if m.tool_calls:
+            if m.role != "assistant": raise APIError(400, f"messages[{i}].tool_calls: only an assistant message makes tool calls", param="messages")
+            calls = []
+            for k, c in enumerate(m.tool_calls):
+                f = c.get("function") if isinstance(c, dict) else None
+                if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not isinstance(f.get("arguments", ""), str):
+                    raise APIError(400, f"messages[{i}].tool_calls[{k}]: expected {{'id', 'type': 'function', 'function': {{'name', 'arguments' (JSON text)}}}}", param="messages")
+                calls.append({"id": str(c.get("id") or ""), "type": "function", "function": {"name": f["name"], "arguments": f.get("arguments", "")}})
+            d["tool_calls"] = calls
+        out.append(d)
     return out
 
 def _token_bytes(tok, i: int) -> bytes:
@@ -652,6 +662,24 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         await compile_structured(llm.tokenizer, so, field)
         return dataclasses.replace(params, structured_outputs=so)
 
+    async def with_tools(req, msgs, params):
+        """The messages for the template, the tools it is given, (tools, format) to read the answer with (None: not read), and
+        `params`, constrained to one valid call for tool_choice 'required' or a named function (notebook 19a)."""
+        from xllm.tools import check_tools, tool_format, tool_messages, tool_call_constraint
+        try: tools, choice = check_tools(req.tools, req.tool_choice)
+        except ValueError as e: raise APIError(400, str(e), param="tool_choice" if str(e).startswith("tool_choice") else "tools") from None
+        fmt = tool_format(getattr(llm.tokenizer, "chat_template", None))
+        shown = tools if choice != "none" else []
+        try: msgs = tool_messages(msgs, shown, fmt)
+        except (KeyError, TypeError) as e: raise APIError(400, f"messages: a malformed tool call ({e})", param="messages") from None
+        so = tool_call_constraint(shown, choice, fmt)
+        if so is not None:
+            if params.structured_outputs is not None:
+                raise APIError(400, "tool_choice: 'required' or a named function cannot be combined with response_format or structured outputs", param="tool_choice")
+            await compile_structured(llm.tokenizer, so, "tools")
+            params = dataclasses.replace(params, structured_outputs=so)
+        return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
+
     async def encode(fs, param, req, params):
         """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
         event loop (other clients' streams), and hold it to the per-request limit before the next one is tokenized. Returns the
@@ -666,7 +694,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field)))
         return prompts, ps
 
-    async def respond(kind, request, req, prompts, ps, params, bias, echo=False):
+    async def respond(kind, request, req, prompts, ps, params, bias, echo=False, tools=None):
         "prompts: list of (text, ids), `ps` their SamplingParams (`encode`). Non-streaming JSON or an SSE stream; `kind` is 'text_completion' or 'chat.completion'."
         n = params.n
         procs = [logit_bias_processor(bias)] if bias else None
@@ -693,6 +721,13 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             LP = lambda i: _logprobs(llm.tokenizer, lps.get(i, []), chat, params.logprobs) if params.logprobs is not None else None
             ch = [({"index": i, "message": {"role": "assistant", "content": texts[i]}, "logprobs": LP(i), "finish_reason": reasons[i]} if chat else
                    {"index": i, "text": texts[i], "logprobs": LP(i), "finish_reason": reasons[i]}) for i in range(len(jobs))]
+            if tools:                                              # the answers read for tool calls
+                from xllm.tools import parse_tool_calls, openai_tool_calls
+                for c in ch:
+                    content, calls = parse_tool_calls(c["message"]["content"], *tools)
+                    if calls:
+                        c["message"] = {"role": "assistant", "content": content, "tool_calls": openai_tool_calls(calls)}
+                        if c["finish_reason"] == "stop": c["finish_reason"] = "tool_calls"
             return JSON({"id": rid, "object": kind, "created": created, "model": st.model_name, "choices": ch, "usage": _usage(ptoks, ctoks)})
         include_usage = bool((req.stream_options or {}).get("include_usage"))
         obj = kind + ".chunk" if chat else kind
@@ -706,6 +741,9 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         async def events():
             ctoks, offs = 0, {}
             results = _run_all(st, jobs)
+            if tools:
+                from xllm.tools import ToolStream, openai_tool_calls
+                held = {i: ToolStream(*tools) for i in range(len(jobs))}
             try:
                 if chat:
                     yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None} for i in range(len(jobs))])
@@ -713,6 +751,16 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
                     if h: yield chunk([{"index": i, "text": h, "logprobs": None, "finish_reason": None}])
                 async for i, d, fin, nt, lp in results:
                     if fin is not None: ctoks += nt
+                    if tools:                              # text that may be a tool call waits; the calls come at the end
+                        d = held[i].feed(d)
+                        if fin is not None:
+                            rest, calls = held[i].finish()
+                            d += rest
+                            if calls:
+                                if d: yield chunk([{"index": i, "delta": {"content": d}, "logprobs": None, "finish_reason": None}]); d = ""
+                                for k, tc in enumerate(openai_tool_calls(calls)):
+                                    yield chunk([{"index": i, "delta": {"tool_calls": [{"index": k, **tc}]}, "logprobs": None, "finish_reason": None}])
+                                if fin == "stop": fin = "tool_calls"
                     if not d and fin is None and not lp: continue
                     L = _logprobs(llm.tokenizer, lp, chat, params.logprobs, offs.get(i, 0)) if params.logprobs is not None else None
                     if L is not None and not chat: offs[i] = offs.get(i, 0) + sum(map(len, L["tokens"]))
@@ -748,9 +796,10 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         params = await constrained(req, params)
         msgs = _chat_messages(req.messages)
         st.check_choices(params.n)
-        st.check_chars(sum(len(m["content"]) for m in msgs), "messages")
-        prompts, limits = await encode([lambda: llm.encode_chat(msgs)], "messages", req, params)
-        return await respond("chat.completion", request, req, prompts, limits, params, bias)
+        st.check_chars(sum(len(m["content"]) + len(json.dumps(m.get("tool_calls", ""))) for m in msgs) + len(json.dumps(req.tools or "")), "messages")
+        msgs, template_tools, tools, params = await with_tools(req, msgs, params)
+        prompts, limits = await encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
+        return await respond("chat.completion", request, req, prompts, limits, params, bias, tools=tools)
 
     @app.post("/tokenize")
     async def tokenize(req: TokenizeRequest):
