@@ -321,19 +321,15 @@ def _make_grammar(self: Engine, params: SamplingParams):
 # %% ../nbs/14_engine.ipynb 27
 @patch
 def _constrain(self: Engine, sampling, logits):
-    """`logits` with each constrained row's refused tokens at -inf (a copy; the same tensor when no row is constrained), and
+    """`logits` with each constrained row's refused tokens at -inf (a new tensor; the same one when no row is constrained), and
     {seq id: GrammarError} for the rows whose grammar failed (their requests end with reason 'error')."""
-    from xllm.grammar import GrammarError, apply_masks
+    from xllm.grammar import fill_masks, masked_logits
     rows = [(i, r.grammar, c.seq.seq_id) for i, c in enumerate(sampling) if (r := self.requests[c.seq.seq_id]).grammar is not None]
     if not rows: return logits, {}
-    bits = torch.zeros(len(rows), (rows[0][1].vocab_size + 31) // 32, dtype=torch.int32)
-    broken, ok = {}, []
-    for k, (i, g, sid) in enumerate(rows):
-        try: g.fill_mask(bits[k]); ok.append(k)
-        except GrammarError as e: broken[sid] = e
-    logits = logits.clone()                        # the runner's output stays as it was (it may be a reused buffer)
-    apply_masks(logits, [rows[k][0] for k in ok], bits[ok])
-    return logits, broken
+    bits, errors = fill_masks([g for _, g, _ in rows], rows[0][1].vocab_size)     # all the rows' masks at once
+    ok = [k for k in range(len(rows)) if k not in errors]
+    masked = masked_logits(logits, [rows[k][0] for k in ok], bits[ok])    # a new tensor: the runner's output stays as it was
+    return masked, {rows[k][2]: e for k, e in errors.items()}
 
 # %% ../nbs/14_engine.ipynb 29
 @patch

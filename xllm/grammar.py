@@ -4,16 +4,17 @@
 
 # %% ../nbs/08a_grammar.ipynb 4
 from __future__ import annotations
-import threading, weakref
+import sys, threading, weakref
 from collections import OrderedDict
 
+import numpy as np
 import torch
 from .sampling import StructuredOutputsParams
 
 
 # %% auto 0
 __all__ = ['JSON_OPTIONS', 'grammar_cache', 'GrammarError', 'grammar_tokenizer', 'grammar_source', 'parser_limits',
-           'GrammarCache', 'Grammar', 'grammar_masks', 'unpack_mask', 'apply_masks']
+           'GrammarCache', 'Grammar', 'fill_masks', 'grammar_masks', 'unpack_mask', 'masked_logits']
 
 # %% ../nbs/08a_grammar.ipynb 6
 def _llg():
@@ -133,24 +134,51 @@ class Grammar:
 
 
 # %% ../nbs/08a_grammar.ipynb 14
-def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
-    "The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`."
+def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
+    """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, several at
+    once on llguidance's thread pool (it drops the GIL), and {index: GrammarError} for the grammars that failed (their rows: 0)."""
     bits = torch.zeros(len(grammars), (vocab_size + 31) // 32, dtype=torch.int32)
-    for g, row in zip(grammars, bits): g.fill_mask(row)
+    errors = {}
+    def check(k, g):
+        try: g._check()
+        except GrammarError as e: errors[k] = e
+    for k, g in enumerate(grammars): check(k, g)
+    live = [(g.m, k) for k, g in enumerate(grammars) if k not in errors]
+    if len(live) == 1: grammars[live[0][1]].m.unsafe_compute_mask_ptr(bits[live[0][1]].data_ptr(), bits.shape[1] * 4)
+    elif live: _executor().unsafe_compute_mask_ptr(live, bits.data_ptr(), bits.shape[1] * 4, len(grammars))
+    for _, k in live: check(k, grammars[k])
+    for k in errors: bits[k] = 0
+    return bits, errors
+
+def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
+    "`fill_masks`' bitmask; `GrammarError` for the first grammar that failed."
+    bits, errors = fill_masks(grammars, vocab_size)
+    if errors: raise errors[min(errors)]
     return bits
 
+_EXEC = []
+def _executor():
+    if not _EXEC: _EXEC.append(_llg().LLExecutor())
+    return _EXEC[0]
+
 def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
-    """A bitmask `[B, W]` (int32, any device) as a bool tensor `[B, width]`: True where the token is allowed. Columns past the
-    bitmask's `32 * W` (rows of the model's vocabulary the tokenizer does not have) are False."""
-    shifts = torch.arange(32, device=bits.device, dtype=torch.int32)
-    m = ((bits[:, :, None] >> shifts) & 1).bool().reshape(bits.shape[0], -1)
+    """A bitmask `[B, W]` (int32) as a CPU bool tensor `[B, width]`: True where the token is allowed. Columns past the bitmask's
+    `32 * W` (rows of the model's vocabulary the tokenizer does not have) are False. numpy's `unpackbits` on the words' bytes
+    (little-endian: byte k of word w holds tokens 32w + 8k ... 32w + 8k + 7), viewed as bools without a copy."""
+    B, W = bits.shape
+    if sys.byteorder == "little":
+        m = torch.from_numpy(np.unpackbits(bits.cpu().contiguous().numpy().view(np.uint8), axis=1, bitorder="little")).view(torch.bool)
+    else: m = ((bits.cpu()[:, :, None] >> torch.arange(32, dtype=torch.int32)) & 1).bool().reshape(B, -1)
     if m.shape[1] >= width: return m[:, :width]
-    return torch.cat([m, m.new_zeros(m.shape[0], width - m.shape[1])], 1)
+    return torch.cat([m, m.new_zeros(B, width - m.shape[1])], 1)
 
-def apply_masks(logits: torch.Tensor, rows: list[int], bits: torch.Tensor) -> None:
-    "Set to -inf, in place, the logits of `rows` that their bitmask rows (`bits`, on the CPU) do not allow; on the logits' device."
-    if not rows: return
-    b = bits.to(logits.device, non_blocking=True)
-    idx = torch.tensor(rows, device=logits.device)
-    logits[idx] = logits[idx].masked_fill(~unpack_mask(b, logits.shape[1]), float("-inf"))
-
+def masked_logits(logits: torch.Tensor, rows: list[int], bits: torch.Tensor) -> torch.Tensor:
+    """`logits` with the tokens of `rows` that their bitmask rows (`bits`, on the CPU) do not allow at -inf: a new tensor (`logits`
+    itself is not changed; the other rows are copied as they are). The mask is unpacked on the CPU and moved to the logits' device
+    as one bool tensor; when `rows` are all the rows, in order, it is one `torch.where` pass."""
+    if not rows: return logits
+    allowed = unpack_mask(bits, logits.shape[1]).to(logits.device, non_blocking=True)
+    if rows == list(range(logits.shape[0])): return torch.where(allowed, logits, float("-inf"))
+    out, idx = logits.clone(), torch.tensor(rows, device=logits.device)
+    out[idx] = torch.where(allowed, logits[idx], float("-inf"))
+    return out
