@@ -28,6 +28,29 @@ class GrammarError(ValueError):
 _TOKENIZERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _TOK_LOCK = threading.Lock()
 
+def _byte_encoder(tokenizer, toks, special):
+    """Bytes -> token ids whose bytes are exactly those bytes, as llguidance needs (it tokenizes the text a grammar forces): the
+    tokenizer's own encoding when it is exact; a SentencePiece model's adds its dummy-prefix space, so then the longest tokens
+    that match, left to right (bytes no token holds are skipped)."""
+    by = {}
+    for i, b in enumerate(toks[:tokenizer.vocab_size]):
+        if i not in special and b: by.setdefault(b, i)
+    longest = max(map(len, by), default=1)
+    def greedy(data: bytes) -> list[int]:
+        out, i = [], 0
+        while i < len(data):
+            for k in range(min(longest, len(data) - i), 0, -1):
+                t = by.get(data[i:i + k])
+                if t is not None: out.append(t); i += k; break
+            else: i += 1
+        return out
+    def encode(s) -> list[int]:
+        data = s if isinstance(s, bytes) else s.encode()
+        try: ids = tokenizer.encode(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError): return greedy(data)
+        return ids if b"".join(toks[i] for i in ids) == data else greedy(data)
+    return encode
+
 def grammar_tokenizer(tokenizer):
     """llguidance's `LLTokenizer` for an xllm `Tokenizer`, made once per tokenizer (about 0.2 s for 50k tokens) and cached: every
     token's bytes as it stands in the middle of a text (`Tokenizer.token_bytes`), special tokens marked as llguidance expects
@@ -41,9 +64,10 @@ def grammar_tokenizer(tokenizer):
         eos = list(tokenizer.eos_ids or [])
         if not eos:                       # no EOS (a byte tokenizer): a stand-in one past the vocabulary, never sampled (the engine masks it)
             toks.append(b"\xff<|xllm-no-eos|>"); eos = [len(toks) - 1]
+        encode = _byte_encoder(tokenizer, toks, special)
         class _Wrapped:
             eos_token_id, bos_token_id, tokens, special_token_ids = eos[0], tokenizer.bos_id, toks, sorted(special)
-            def __call__(self, s): return tokenizer.encode(s.decode("utf-8", "replace") if isinstance(s, bytes) else s)
+            def __call__(self, s): return encode(s)
         t = _TOKENIZERS[tokenizer] = llg.LLTokenizer(llg.TokenizerWrapper(_Wrapped()), n_vocab=len(toks), eos_token=eos)
         return t
 
