@@ -343,15 +343,21 @@ BENCH_SCHEMA = {"type": "object", "properties": {
 def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, temperature: float = 0.8, schema: dict | None = None,
                      chars: int | None = None) -> dict:
     """`n` chat requests at once through `llm`'s engine, each with the JSON schema `schema` (default `BENCH_SCHEMA`) as structured
-    outputs, against the same requests without it (EOS ignored, so every one decodes `max_tokens` tokens), in `rounds` interleaved
-    rounds. Per mode, medians: seconds per engine step, output tok/s; for the constrained runs, the milliseconds per step spent
-    building and applying the masks (`Engine._constrain`) and how many outputs parse as JSON. `chars`: cut each question to this many characters."""
+    outputs, against the same load without it: the same prompts and seeds, each request made to decode exactly as many tokens as
+    its constrained twin did (EOS ignored), so both modes run the same batch shapes step for step and differ only by the
+    constraint. A first constrained run (not timed) finds the lengths and compiles the schema; then `rounds` interleaved rounds.
+    Per mode, medians: wall seconds, seconds per engine step, output tok/s, and the milliseconds per step spent building and
+    applying the masks (`Engine._constrain`); how many constrained outputs parse as JSON. `chars`: cut each question to this many characters."""
     import statistics
     from xllm.sampling import SamplingParams, StructuredOutputsParams
     from xllm.llm import get_engine
     lines = [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
     prompts = [{"prompt_token_ids": llm.encode_chat([{"role": "user", "content": f"{lines[i % len(lines)][:chars]} Answer as a JSON object."}])[1]} for i in range(n)]
     so = StructuredOutputsParams(json=schema or BENCH_SCHEMA)
+    constrained = [SamplingParams(temperature=temperature, seed=i, max_tokens=max_tokens, structured_outputs=so) for i in range(n)]
+    first = llm.generate(prompts, constrained, use_tqdm=False)
+    lengths = [max(1, len(o.outputs[0].token_ids)) for o in first]
+    plain = [SamplingParams(temperature=temperature, seed=i, max_tokens=k, ignore_eos=True) for i, k in enumerate(lengths)]
     eng = get_engine(llm)
     spent, plain_constrain = [], eng._constrain
     def timed(*a):
@@ -362,10 +368,8 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     try:
         for r in range(rounds):
             for mode in ("plain", "schema") if r % 2 == 0 else ("schema", "plain"):
-                ps = [SamplingParams(temperature=temperature, seed=1000 * r + i, max_tokens=max_tokens, ignore_eos=mode == "plain",
-                                     structured_outputs=so if mode == "schema" else None) for i in range(n)]
                 spent.clear(); s0 = eng.num_steps; t = time.perf_counter()
-                outs = llm.generate(prompts, ps, use_tqdm=False)
+                outs = llm.generate(prompts, constrained if mode == "schema" else plain, use_tqdm=False)
                 wall, steps = time.perf_counter() - t, eng.num_steps - s0
                 toks = sum(len(o.outputs[0].token_ids) for o in outs)
                 d = {"wall_s": wall, "steps": steps, "tokens": toks, "s_per_step": wall / steps, "tok_s": toks / wall, "mask_ms_per_step": 1e3 * sum(spent) / steps}
@@ -379,7 +383,8 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     finally: del eng._constrain
     for mode, rs in runs.items():
         for k in rs[0]: res[f"{mode}_{k}"] = statistics.median(x[k] for x in rs)
-    res["step_time_ratio"] = res["schema_s_per_step"] / res["plain_s_per_step"]
+    res["same_tokens"] = res["schema_tokens"] == res["plain_tokens"]
+    res["wall_ratio"] = res["schema_wall_s"] / res["plain_wall_s"]
     res["tok_s_ratio"] = res["schema_tok_s"] / res["plain_tok_s"]
     res["ok"] = all(x["parsed"] == n for x in runs["schema"])
     return res
