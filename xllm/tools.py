@@ -168,6 +168,7 @@ class ToolStream:
         return len(t)
 
     def feed(self, delta: str) -> str:
+        "Take the next piece of text; return what may be sent as content now."
         self.text += delta
         if self.held: return ""
         n = max(self.sent, self._safe())
@@ -177,6 +178,7 @@ class ToolStream:
         return out
 
     def finish(self) -> tuple[str, list[dict]]:
+        "At the end: (the content not sent yet, the calls `{'name', 'arguments'}` read from the text held back)."
         tail = self.text[self.sent:]
         content, calls = parse_tool_calls(tail, self.tools, self.fmt)
         if not calls: return tail, []
