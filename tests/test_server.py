@@ -492,12 +492,14 @@ def test_unsupported_options_refused_by_name(server):
     chat = lambda **kw: {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **kw}
     for path, body, param in (("/v1/completions", {"prompt": "a", "suffix": "b"}, "suffix"),
                               ("/v1/completions", {"prompt": "a", "best_of": 3}, "best_of"),
-                              ("/v1/chat/completions", chat(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice="required"), "tools"),
-                              ("/v1/chat/completions", chat(response_format={"type": "json_object"}), "response_format"),
+                              ("/v1/chat/completions", chat(functions=[{"name": "f"}]), "functions"),
+                              ("/v1/chat/completions", chat(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice={"type": "function", "function": {"name": "g"}}), "tool_choice"),
+                              ("/v1/chat/completions", chat(tools=[{"type": "function", "function": {"name": "bad name"}}]), "tools"),
+                              ("/v1/chat/completions", chat(response_format={"type": "xml"}), "response_format"),
                               ("/v1/chat/completions", chat(logit_bias={"not-an-id": 3}), "logit_bias"),
                               ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
                               ("/v1/chat/completions", {"messages": [{"role": "user", "content": None}]}, "messages"),
-                              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "content": "1"}]}, "messages")):
+                              ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}, {"role": "tool"}]}, "messages")):
         s, b = _raw(server, path, body)
         assert s == 400 and b["error"]["param"] == param, (body, b)
     s, b = _raw(server, "/v1/chat/completions", {"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"}], "max_tokens": 2})

@@ -8,9 +8,9 @@ import json, os, platform, subprocess, sys, time
 from pathlib import Path
 
 # %% auto 0
-__all__ = ['ISA_FLAGS', 'SCHEMA', 'WORKLOADS', 'SUITES', 'environment', 'record', 'save_results', 'results_path', 'load_results',
-           'workload_path', 'sample_text_path', 'workload', 'run_bench', 'throughput', 'stream_runner', 'decode_rate',
-           'prefill_rate', 'host_step', 'step_prep', 'server_bench', 'bench_command']
+__all__ = ['ISA_FLAGS', 'SCHEMA', 'WORKLOADS', 'BENCH_SCHEMA', 'SUITES', 'environment', 'record', 'save_results', 'results_path',
+           'load_results', 'workload_path', 'sample_text_path', 'workload', 'run_bench', 'throughput', 'stream_runner',
+           'decode_rate', 'prefill_rate', 'host_step', 'step_prep', 'server_bench', 'structured_bench', 'bench_command']
 
 # %% ../nbs/20_bench.ipynb 6
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8")   # what the CPU kernels can use
@@ -335,6 +335,61 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     return res
 
 # %% ../nbs/20_bench.ipynb 40
+BENCH_SCHEMA = {"type": "object", "properties": {
+    "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
+    "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3}, "score": {"type": "number", "minimum": 0, "maximum": 10}},
+    "required": ["title", "year", "tags", "score"], "additionalProperties": False}
+
+def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, temperature: float = 0.8, schema: dict | None = None,
+                     chars: int | None = None) -> dict:
+    """`n` chat requests at once through `llm`'s engine, each with the JSON schema `schema` (default `BENCH_SCHEMA`) as structured
+    outputs, against the same load without it: the same prompts and seeds, each request made to decode exactly as many tokens as
+    its constrained twin did (EOS ignored), so both modes run the same batch shapes step for step and differ only by the
+    constraint. A first constrained run (not timed) finds the lengths and compiles the schema; then `rounds` interleaved rounds.
+    Per mode, medians: wall seconds, seconds per engine step, output tok/s, and the milliseconds per step spent building and
+    applying the masks (`Engine._constrain`); how many constrained outputs parse as JSON. `chars`: cut each question to this many characters."""
+    import statistics
+    from xllm.sampling import SamplingParams, StructuredOutputsParams
+    from xllm.llm import get_engine
+    lines = [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
+    prompts = [{"prompt_token_ids": llm.encode_chat([{"role": "user", "content": f"{lines[i % len(lines)][:chars]} Answer as a JSON object."}])[1]} for i in range(n)]
+    so = StructuredOutputsParams(json=schema or BENCH_SCHEMA)
+    constrained = [SamplingParams(temperature=temperature, seed=i, max_tokens=max_tokens, structured_outputs=so) for i in range(n)]
+    first = llm.generate(prompts, constrained, use_tqdm=False)
+    lengths = [max(1, len(o.outputs[0].token_ids)) for o in first]
+    plain = [SamplingParams(temperature=temperature, seed=i, max_tokens=k, ignore_eos=True) for i, k in enumerate(lengths)]
+    eng = get_engine(llm)
+    spent, plain_constrain = [], eng._constrain
+    def timed(*a):
+        t = time.perf_counter(); r = plain_constrain(*a); spent.append(time.perf_counter() - t); return r
+    eng._constrain = timed                                     # measured on this engine only, removed at the end
+    res = {"requests": n, "max_tokens": max_tokens, "temperature": temperature, "rounds": rounds}
+    runs = {"plain": [], "schema": []}
+    try:
+        for r in range(rounds):
+            for mode in ("plain", "schema") if r % 2 == 0 else ("schema", "plain"):
+                spent.clear(); s0 = eng.num_steps; t = time.perf_counter()
+                outs = llm.generate(prompts, constrained if mode == "schema" else plain, use_tqdm=False)
+                wall, steps = time.perf_counter() - t, eng.num_steps - s0
+                toks = sum(len(o.outputs[0].token_ids) for o in outs)
+                d = {"wall_s": wall, "steps": steps, "tokens": toks, "s_per_step": wall / steps, "tok_s": toks / wall, "mask_ms_per_step": 1e3 * sum(spent) / steps}
+                if mode == "schema":
+                    ok = 0
+                    for o in outs:
+                        try: json.loads(o.outputs[0].text); ok += 1
+                        except ValueError: pass
+                    d["parsed"] = ok
+                runs[mode].append(d)
+    finally: del eng._constrain
+    for mode, rs in runs.items():
+        for k in rs[0]: res[f"{mode}_{k}"] = statistics.median(x[k] for x in rs)
+    res["same_tokens"] = res["schema_tokens"] == res["plain_tokens"]
+    res["wall_ratio"] = res["schema_wall_s"] / res["plain_wall_s"]
+    res["tok_s_ratio"] = res["schema_tok_s"] / res["plain_tok_s"]
+    res["ok"] = all(x["parsed"] == n for x in runs["schema"])
+    return res
+
+# %% ../nbs/20_bench.ipynb 44
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -354,7 +409,7 @@ def _summary(r: dict) -> str:
             + ("" if r["peak_kv_blocks"] is None else f"peak KV blocks {r['peak_kv_blocks']}/{r['kv_blocks_total']}; ")
             + f"peak RSS {r['peak_rss_mb']:.0f} MiB\n")
 
-# %% ../nbs/20_bench.ipynb 41
+# %% ../nbs/20_bench.ipynb 45
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

@@ -57,6 +57,8 @@ class _Request:
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
         self.prompt_lps = [None] if params.prompt_logprobs is not None else None   # per prompt token; the first has no context
         self.prompt_sent = False
+        self.grammar = None        # an xllm.grammar.Grammar when params.structured_outputs is set
+
 
 # %% ../nbs/14_engine.ipynb 7
 class Engine:
@@ -119,10 +121,12 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
         raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
     ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
     if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
+    grammar = self._make_grammar(params)        # ValueError: a schema or grammar the grammar engine refuses
     seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
     if params.prompt_logprobs is not None: seq.reuse_prefix = False      # every prompt position computed: its logits are wanted
     gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
+    self.requests[request_id].grammar = grammar
     return request_id
 
 # %% ../nbs/14_engine.ipynb 10
@@ -253,17 +257,20 @@ def _next_tokens(self: Engine, chunks, logits, outputs: list) -> tuple[dict, dic
     one by one) and stop reason; a request whose row cannot be sampled is ended here with reason 'error', reported in `outputs`."""
     sampling = [c for c in chunks if c.samples]
     new, fin, lps = {}, {}, {}
+    logits, broken = self._constrain(sampling, logits)              # structured outputs: refused tokens at -inf
     greedy = self._greedy_rows(sampling, logits)
     batched = self._sampled_rows(sampling, logits, greedy)
     for c, row in zip(sampling, logits):
         sid = c.seq.seq_id
         req = self.requests[sid]
         try:
+            if sid in broken: raise broken[sid]
             if sid in greedy: tok, lps[sid] = greedy[sid], None
             elif sid in batched:
                 if isinstance(batched[sid], Exception): raise batched[sid]
                 tok, lps[sid] = batched[sid]
             else: tok, lps[sid] = self._sample(req, row)                 # a row with logits processors
+            if req.grammar is not None: req.grammar.advance(tok)
             reason = self._stop_reason(req, tok)
         except Exception as e:                                 # this request only
             self.requests.pop(sid); self.scheduler.abort(sid); c.seq.finish_reason = "error"
@@ -323,6 +330,7 @@ def _sample(self: Engine, req: _Request, row: torch.Tensor):
 @patch
 def _stop_reason(self: Engine, req: _Request, tok: int) -> str | None:
     if tok in req.stop_ids: return "stop"
+    if req.grammar is not None and req.grammar.done: return "stop"        # the structured output is complete
     if req.params.max_tokens is not None and req.seq.num_output_tokens + 1 >= req.params.max_tokens: return "length"
     if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + [tok]) or None
     return None
@@ -355,6 +363,29 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
 
 
 # %% ../nbs/14_engine.ipynb 28
+@patch
+def _make_grammar(self: Engine, params: SamplingParams):
+    "The request's `Grammar` for `params.structured_outputs` (None without one), from the compiled-grammar cache."
+    so = params.structured_outputs
+    if so is None: return None
+    if self.tokenizer is None: raise ValueError("SamplingParams.structured_outputs: the engine has no tokenizer to build a grammar from")
+    from xllm.grammar import grammar_cache
+    return grammar_cache.get(self.tokenizer, so)
+
+# %% ../nbs/14_engine.ipynb 29
+@patch
+def _constrain(self: Engine, sampling, logits):
+    """`logits` with each constrained row's refused tokens at -inf (a new tensor; the same one when no row is constrained), and
+    {seq id: GrammarError} for the rows whose grammar failed (their requests end with reason 'error')."""
+    from xllm.grammar import fill_masks, masked_logits
+    rows = [(i, r.grammar, c.seq.seq_id) for i, c in enumerate(sampling) if (r := self.requests[c.seq.seq_id]).grammar is not None]
+    if not rows: return logits, {}
+    bits, errors = fill_masks([g for _, g, _ in rows], rows[0][1].vocab_size)     # all the rows' masks at once
+    ok = [k for k in range(len(rows)) if k not in errors]
+    masked = masked_logits(logits, [rows[k][0] for k in ok], bits[ok])    # a new tensor: the runner's output stays as it was
+    return masked, {rows[k][2]: e for k, e in errors.items()}
+
+# %% ../nbs/14_engine.ipynb 31
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -390,7 +421,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 66
+# %% ../nbs/14_engine.ipynb 72
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):

@@ -321,13 +321,15 @@ def chat_template_note(self) -> str | None:
     return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 # %% ../nbs/17_llm.ipynb 19
-def encode_chat(self, messages, chat_template=None, add_generation_prompt=True) -> tuple[str, list[int]]:
+def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
-    one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose)."""
+    one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose). `tools`: OpenAI-style tool
+    definitions, given to the template as Hugging Face gives them (as `tools`)."""
     if chat_template is None and (note := chat_template_note(self)):
         warnings.warn(f"{note} (pass chat_template= to choose)", stacklevel=3)
-    parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template)
+    parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template,
+                                       **({"tools": tools} if tools is not None else {}))
     return "".join(t for t, _ in parts), _check_ids(self, self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
 LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = encode_prompt, encode_chat, chat_template_note, _check_ids

@@ -11,10 +11,75 @@ import torch
 from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
-__all__ = ['F32_MAX', 'REPETITION_PENALTY_MAX', 'CPU_SAMPLE_ELEMENTS', 'SamplingParams', 'apply_penalties', 'apply_top_k',
-           'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError', 'SampleResult', 'Sampler']
+__all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'CPU_SAMPLE_ELEMENTS',
+           'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
+           'NonFiniteLogitsError', 'SampleResult', 'Sampler']
 
 # %% ../nbs/08_sampling.ipynb 6
+MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
+MAX_CHOICES = 1024              # strings a `choice` may list
+_SO_FIELDS = {"json", "regex", "choice", "grammar", "json_object"}
+
+def _bad_so(v):
+    raise ValueError(f"SamplingParams.structured_outputs must be None, a StructuredOutputsParams or a dict with one of the keys "
+                     f"{', '.join(sorted(_SO_FIELDS))}, got {v!r:.80}")
+
+@dataclass
+class StructuredOutputsParams:
+    "What the output must match (vLLM's names); exactly one field is set. Compiled by `xllm.grammar` into a token mask."
+    json: dict | str | None = None        # a JSON schema (a dict, or its JSON text)
+    regex: str | None = None              # a regular expression the whole output matches
+    choice: list[str] | None = None       # the output is exactly one of these strings
+    grammar: str | None = None            # a context-free grammar: Lark syntax or llama.cpp's GBNF
+    json_object: bool | None = None       # True: any JSON object
+
+    def __post_init__(self): self.check()
+
+    def check(self):
+        "A `ValueError` naming the field unless exactly one is set, of the right type and at most `MAX_GRAMMAR_CHARS` of text."
+        name = lambda f: f"StructuredOutputsParams.{f}"
+        set_ = [f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False)]
+        if len(set_) != 1:
+            raise ValueError(f"StructuredOutputsParams: exactly one of json, regex, choice, grammar, json_object must be set, got {set_ or 'none'}")
+        (f,) = set_
+        v = getattr(self, f)
+        if f == "json":
+            if isinstance(v, str):
+                import json as _json
+                try: v = self.json = _json.loads(v)
+                except ValueError as e: raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text): {e}") from None
+            if not isinstance(v, (dict, bool)): raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text), got {type(v).__name__}")
+            size = len(_canonical(v))
+        elif f == "choice":
+            if not isinstance(v, (list, tuple)) or not v or not all(isinstance(c, str) and c for c in v):
+                raise ValueError(f"{name(f)} must be a non-empty list of non-empty strings, got {v!r:.80}")
+            if len(v) > MAX_CHOICES: raise ValueError(f"{name(f)} lists {len(v)} strings; at most {MAX_CHOICES}")
+            self.choice = list(v); size = sum(map(len, v))
+        elif f == "json_object":
+            check_bool(name(f), v, "None or True"); size = 0
+        else:
+            if not isinstance(v, str) or not v: raise ValueError(f"{name(f)} must be a non-empty string, got {v!r:.80}")
+            size = len(v)
+        if size > MAX_GRAMMAR_CHARS: raise ValueError(f"{name(f)} is {size} characters long; at most {MAX_GRAMMAR_CHARS}")
+
+    @property
+    def kind(self) -> str:
+        "The field that is set: 'json', 'regex', 'choice', 'grammar' or 'json_object'."
+        return next(f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False))
+
+    def key(self) -> tuple:
+        "A hashable key that is equal for equal constraints (the compiled-grammar cache's key)."
+        k = self.kind
+        v = getattr(self, k)
+        return (k, _canonical(v) if k in ("json", "choice") else v)
+
+def _canonical(v) -> str:
+    import json as _json
+    try: return _json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e: raise ValueError(f"StructuredOutputsParams.json must be plain JSON data: {e}") from None
+
+
+# %% ../nbs/08_sampling.ipynb 7
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
@@ -37,6 +102,7 @@ class SamplingParams:
     ignore_eos: bool = False            # keep generating past EOS
     logprobs: int | None = None         # return the log-prob of each sampled token and this many top alternatives
     prompt_logprobs: int | None = None  # return the log-prob of each prompt token (None for the first) and this many top alternatives
+    structured_outputs: StructuredOutputsParams | dict | None = None   # constrain the output to a JSON schema, regex, choice or grammar
 
     def __post_init__(self): self.check()
 
@@ -67,6 +133,10 @@ class SamplingParams:
         check_bool("SamplingParams.ignore_eos", self.ignore_eos)
         integer("logprobs", 0, optional=True)
         integer("prompt_logprobs", 0, optional=True)
+        so = self.structured_outputs
+        if isinstance(so, dict): self.structured_outputs = so = StructuredOutputsParams(**so) if set(so) <= _SO_FIELDS else _bad_so(so)
+        if so is not None and not isinstance(so, StructuredOutputsParams): _bad_so(so)
+        if so is not None: so.check()
 
     @property
     def greedy(self) -> bool:
@@ -78,7 +148,7 @@ class SamplingParams:
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
 
-# %% ../nbs/08_sampling.ipynb 12
+# %% ../nbs/08_sampling.ipynb 15
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(ids if ids is not None else [], dtype=torch.long, device=device).reshape(-1)
     if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size): check_token_ids(t, vocab_size, name)   # raises, naming the first bad id
@@ -99,7 +169,7 @@ def apply_penalties(logits: torch.Tensor, output_token_ids=(), prompt_token_ids=
         logits -= frequency_penalty * counts + presence_penalty * (counts > 0).to(logits.dtype)
     return logits
 
-# %% ../nbs/08_sampling.ipynb 15
+# %% ../nbs/08_sampling.ipynb 18
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     "Mask to -inf every logit below the k-th largest (k <= 0 or k >= vocab: unchanged)."
     if k <= 0 or k >= logits.shape[-1]: return logits
@@ -132,7 +202,7 @@ def apply_min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     probs = torch.softmax(logits, dim=-1)
     return logits.masked_fill(probs < p * probs.max(dim=-1, keepdim=True).values, float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 23
+# %% ../nbs/08_sampling.ipynb 26
 class NonFiniteLogitsError(ValueError):
     """A row that cannot be sampled: the logits hold NaN or +inf (a numerical failure in the model or a logits processor), no finite
     value at all, or they overflow float32 under the request's penalties and temperature. The message says which."""
@@ -144,7 +214,7 @@ class SampleResult:
     logprob: float
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
-# %% ../nbs/08_sampling.ipynb 24
+# %% ../nbs/08_sampling.ipynb 27
 def _check_finite(logits: torch.Tensor, source: str | None = None):
     "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
@@ -156,7 +226,7 @@ def _check_finite(logits: torch.Tensor, source: str | None = None):
     if not bool(torch.isfinite(logits).any()):
         raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
 
-# %% ../nbs/08_sampling.ipynb 25
+# %% ../nbs/08_sampling.ipynb 28
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
     """Why a row `x` whose raw logits passed `_check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
@@ -166,7 +236,7 @@ def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str
              if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
     return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
 
-# %% ../nbs/08_sampling.ipynb 27
+# %% ../nbs/08_sampling.ipynb 30
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
@@ -187,7 +257,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     return int(_draw_rows(probs[None], [generator])[0])
 
 
-# %% ../nbs/08_sampling.ipynb 28
+# %% ../nbs/08_sampling.ipynb 31
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:

@@ -1,0 +1,136 @@
+"""Structured outputs end to end on the default model (SmolLM2-135M-Instruct): the official `openai` client's
+`chat.completions.parse(response_format=PydanticModel)` against `xllm serve`, sampled, for a dozen schemas."""
+import json
+from enum import Enum
+from typing import Literal, Optional
+
+import pytest
+
+openai = pytest.importorskip("openai")
+pydantic = pytest.importorskip("pydantic")
+pytest.importorskip("llguidance")
+from pydantic import BaseModel, Field
+
+from xllm.llm import LLM
+from xllm.sampling import SamplingParams, StructuredOutputsParams
+from xllm.server import start_server
+
+KEY = "k"
+
+
+class Color(str, Enum):
+    red = "red"; green = "green"; blue = "blue"
+
+class Person(BaseModel):
+    name: str = Field(max_length=24)
+    age: int = Field(ge=0, le=120)
+
+class Address(BaseModel):
+    street: str = Field(max_length=30)
+    city: str = Field(max_length=20)
+    zip_code: str = Field(pattern=r"^[0-9]{5}$")
+
+class Contact(BaseModel):
+    person: Person
+    address: Address
+
+class Shopping(BaseModel):
+    items: list[str] = Field(max_length=4)
+    total: float = Field(ge=0, le=1000)
+
+class Paint(BaseModel):
+    color: Color
+    coats: int = Field(ge=1, le=5)
+
+class Review(BaseModel):
+    title: str = Field(max_length=30)
+    stars: int = Field(ge=1, le=5)
+    comment: Optional[str] = Field(default=None, max_length=40)
+
+class Flag(BaseModel):
+    enabled: bool
+    level: Literal["low", "medium", "high"]
+
+class Point(BaseModel):
+    x: float = Field(ge=-100, le=100)
+    y: float = Field(ge=-100, le=100)
+
+class Polygon(BaseModel):
+    name: str = Field(max_length=16)
+    points: list[Point] = Field(min_length=3, max_length=4)
+
+class Team(BaseModel):
+    team: str = Field(max_length=20)
+    members: list[Person] = Field(min_length=1, max_length=3)
+    lead: Optional[Person] = None
+
+class Weather(BaseModel):
+    city: str = Field(max_length=20)
+    temperature_c: float = Field(ge=-50, le=60)
+    conditions: list[Literal["sunny", "cloudy", "rain", "snow", "wind"]] = Field(max_length=3)
+
+class Book(BaseModel):
+    title: str = Field(max_length=30)
+    year: int = Field(ge=1450, le=2030)
+    isbn: Optional[str] = Field(default=None, pattern=r"^[0-9]{10}$")
+    genres: list[Color] = Field(max_length=2)
+
+SCHEMAS = [(Person, "Invent a person."), (Contact, "Give the contact details of a shop owner."), (Shopping, "Write a shopping list."),
+           (Paint, "How should I paint my door?"), (Review, "Review a film you like."), (Flag, "Describe the alert level."),
+           (Point, "Give a point on a plane."), (Polygon, "Describe a triangle."), (Team, "Describe a small team."),
+           (Weather, "What is the weather in Paris?"), (Book, "Recommend a book.")]
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return LLM()          # the default model (downloaded once into ~/.cache/xllm)
+
+
+@pytest.fixture(scope="module")
+def client(llm):
+    srv = start_server(llm, api_key=KEY)
+    yield openai.OpenAI(base_url=srv.url + "/v1", api_key=KEY, max_retries=0, timeout=300)
+    srv.stop()
+
+
+@pytest.mark.parametrize("model,question", SCHEMAS, ids=[m.__name__ for m, _ in SCHEMAS])
+def test_parse_sampled(client, model, question):
+    "Sampled (temperature 0.8, three seeds) and greedy: every answer parses and validates against its pydantic model."
+    for seed in (0, 1, 2, None):
+        kw = dict(temperature=0.0) if seed is None else dict(temperature=0.8, seed=seed)
+        r = client.chat.completions.parse(model="m", messages=[{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": question}],
+                                          response_format=model, max_tokens=400, **kw)
+        ch = r.choices[0]
+        assert ch.finish_reason == "stop", (seed, ch)
+        assert isinstance(ch.message.parsed, model), (seed, ch.message.content)
+        model.model_validate_json(ch.message.content)          # the text itself, validated again
+
+
+def test_stream_and_fields(client, llm):
+    "Streaming with a schema gives the same text as not streaming (greedy); json_object, guided_choice, guided_regex and a bad schema."
+    msgs = [{"role": "user", "content": "Invent a person."}]
+    rf = {"type": "json_schema", "json_schema": {"name": "p", "schema": {**Person.model_json_schema(), "additionalProperties": False}, "strict": True}}
+    full = client.chat.completions.create(model="m", messages=msgs, response_format=rf, temperature=0, max_tokens=200).choices[0].message.content
+    parts = [c.choices[0].delta.content or "" for c in client.chat.completions.create(model="m", messages=msgs, response_format=rf, temperature=0,
+                                                                                        max_tokens=200, stream=True) if c.choices]
+    assert "".join(parts) == full
+    Person.model_validate_json(full)
+    # any JSON object: nothing bounds its strings, so a sampled one may run to max_tokens; it is then a prefix of an object
+    for seed in (None, 3):
+        kw = dict(temperature=0) if seed is None else dict(temperature=0.8, seed=seed)
+        obj = client.chat.completions.create(model="m", messages=msgs, response_format={"type": "json_object"}, max_tokens=300, **kw).choices[0]
+        assert obj.message.content.startswith("{"), obj
+        if obj.finish_reason == "stop": assert isinstance(json.loads(obj.message.content), dict), obj
+        else: assert obj.finish_reason == "length", obj
+    c = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Is the sky blue?"}], extra_body={"guided_choice": ["yes", "no"]},
+                                       temperature=1.0, seed=0, max_tokens=10)
+    assert c.choices[0].message.content in ("yes", "no") and c.choices[0].finish_reason == "stop"
+    c = client.completions.create(model="m", prompt="The year was", extra_body={"structured_outputs": {"regex": " [12][0-9]{3}"}}, temperature=1.0, seed=0, max_tokens=10)
+    assert len(c.choices[0].text) == 5 and c.choices[0].text[1:].isdigit(), c.choices[0].text
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=msgs, extra_body={"guided_regex": "[0-9"}, max_tokens=5)
+    assert e.value.body["param"] == "guided_regex"
+    # the Python API: the same constraint through SamplingParams
+    out = llm.generate(["Name a colour:"], SamplingParams(temperature=0.9, seed=1, max_tokens=10,
+                                                           structured_outputs=StructuredOutputsParams(choice=["red", "green", "blue"])), use_tqdm=False)
+    assert out[0].outputs[0].text in ("red", "green", "blue")
