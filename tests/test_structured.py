@@ -88,7 +88,7 @@ def llm():
 
 @pytest.fixture(scope="module")
 def client(llm):
-    srv = start_server(llm, api_key=KEY)
+    srv = start_server(llm, api_key=KEY, model_name="m")
     yield openai.OpenAI(base_url=srv.url + "/v1", api_key=KEY, max_retries=0, timeout=300)
     srv.stop()
 

@@ -34,7 +34,7 @@ def _valid(name, args: str):
 
 @pytest.fixture(scope="module")
 def client():
-    srv = start_server(LLM(), api_key=KEY)
+    srv = start_server(LLM(), api_key=KEY, model_name="m")
     yield openai.OpenAI(base_url=srv.url + "/v1", api_key=KEY, max_retries=0, timeout=300)
     srv.stop()
 
