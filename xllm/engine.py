@@ -19,6 +19,7 @@ from .runner import choose_runner
 from .sequence import Sequence, SequenceStatus
 from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
+from .speculative import SpeculativeConfig, SpecStats, propose_drafts, verify_drafts
 
 # %% auto 0
 __all__ = ['StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
@@ -53,6 +54,7 @@ class _Request:
         self.request_id, self.seq, self.params, self.generator = request_id, seq, params, generator
         self.logits_processors, self.stop_checker = list(logits_processors or []), stop_checker
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
+        self.spec = None                                   # speculative decoding's per-request state (notebook 14a), made on first use
 
 # %% ../nbs/14_engine.ipynb 7
 class Engine:
@@ -60,7 +62,8 @@ class Engine:
     def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
                  kv_cache_memory: int | None = None, enable_prefix_caching: bool = True, max_model_len: int | None = None,
                  num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False,
-                 kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None):
+                 kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None,
+                 speculative: dict | SpeculativeConfig | None = None):
         c = self.config = model.config
         self.model, self.tokenizer = model, tokenizer
         if num_blocks is not None: self.pool = PagedKVPool(c, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
@@ -77,6 +80,8 @@ class Engine:
         tv = getattr(tokenizer, "vocab_size", None)
         self.num_decodable = min(tv, c.vocab_size) if tv else c.vocab_size   # logits rows past the tokenizer are never sampled
         self.sampler = Sampler()
+        self.speculative = SpeculativeConfig.make(speculative)        # None: no speculative decoding (notebook 14a)
+        self.spec_stats = SpecStats()
         self.requests: dict[Any, _Request] = {}
         self._pending: list[StepOutput] = []         # final outputs of requests ended between steps (abort, finish_request)
         self._stepping, self._deferred = False, []   # inside step(): requests ended meanwhile, ended when it returns
@@ -187,8 +192,10 @@ def _step(self: Engine) -> list[StepOutput]:
     for seq in out.finished:                                     #    sequences the scheduler ended (context or pool full)
         if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
     if out.chunks:
+        drafted = propose_drafts(self, out) if self.speculative is not None else 0   #    speculative: proposals after decode chunks (14a)
         logits = self.runner(self._batch(out.chunks))            # 2. one forward over every chunk (prefill chunks write K/V)
-        new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
+        if drafted: new, fin, lps = verify_drafts(self, out.chunks, logits, outputs)   # 3'. proposals verified, the rest sampled (14a)
+        else: new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
         self.scheduler.update(out, new, fin)                     # 4. tokens appended, finished sequences' blocks freed
         outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 5. what each request gained
     self._record(out)
@@ -197,18 +204,24 @@ def _step(self: Engine) -> list[StepOutput]:
 # %% ../nbs/14_engine.ipynb 16
 @patch
 def _batch(self: Engine, chunks) -> PagedBatch:
-    "The step's chunks as one batch, with logits for the last row of every chunk that reaches its sequence's end."
+    """The step's chunks as one batch, with logits for the last row of every chunk that reaches its sequence's end. A chunk's
+    `draft` (speculative decoding) follows its tokens, with a logits row for each of them too."""
     bm = self.block_manager
-    rows = [r1 - 1 for c, r1 in zip(chunks, itertools.accumulate(c.num_tokens for c in chunks)) if c.samples]
-    return PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks], bm.block_size,
-                            self.pool.null_slot, rows, self.model.device)
+    rows = [r for c, r1 in zip(chunks, itertools.accumulate(c.num_tokens + len(c.draft) for c in chunks)) if c.samples
+            for r in range(r1 - 1 - len(c.draft), r1)]
+    return PagedBatch.build([(c.token_ids + c.draft if c.draft else c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks],
+                            bm.block_size, self.pool.null_slot, rows, self.model.device)
 
 # %% ../nbs/14_engine.ipynb 17
 @patch
-def _output(self: Engine, sid, tok: int, lp: dict | None) -> StepOutput:
-    seq = self.requests[sid].seq
+def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
+    "A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs)."
+    req = self.requests[sid]; seq = req.seq
     done = seq.status is SequenceStatus.FINISHED
     if done: self.requests.pop(sid)
+    if isinstance(tok, list):                       # a verified run, which the scheduler may have cut (context or pool end)
+        m = len(seq.token_ids) - req.spec.num_tokens_before
+        return StepOutput(sid, tok[:m], done, seq.finish_reason if done else None, None, lp[:m] if lp is not None else None)
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None)
 
 # %% ../nbs/14_engine.ipynb 18
@@ -295,10 +308,11 @@ def _sample(self: Engine, req: _Request, row: torch.Tensor):
 
 # %% ../nbs/14_engine.ipynb 24
 @patch
-def _stop_reason(self: Engine, req: _Request, tok: int) -> str | None:
+def _stop_reason(self: Engine, req: _Request, tok: int, pending: list[int] = ()) -> str | None:
+    "Why a request ends with `tok` as its next token (after `pending` ones not yet appended: a speculative run), or None."
     if tok in req.stop_ids: return "stop"
-    if req.params.max_tokens is not None and req.seq.num_output_tokens + 1 >= req.params.max_tokens: return "length"
-    if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + [tok]) or None
+    if req.params.max_tokens is not None and req.seq.num_output_tokens + len(pending) + 1 >= req.params.max_tokens: return "length"
+    if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + list(pending) + [tok]) or None
     return None
 
 # %% ../nbs/14_engine.ipynb 26
