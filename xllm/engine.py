@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_engine.ipynb 4
 from __future__ import annotations
-import asyncio, itertools, queue, sys, threading
+import asyncio, itertools, queue, sys, threading, time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence as Seq
 
@@ -193,7 +193,9 @@ def _step(self: Engine) -> list[StepOutput]:
         if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
     if out.chunks:
         drafted = propose_drafts(self, out) if self.speculative is not None else 0   #    speculative: proposals after decode chunks (14a)
+        t0 = time.perf_counter()
         logits = self.runner(self._batch(out.chunks))            # 2. one forward over every chunk (prefill chunks write K/V)
+        if self.speculative is not None: self.spec_stats.observe(out.num_batched_tokens + drafted, time.perf_counter() - t0)   # its cost model
         if drafted: new, fin, lps = verify_drafts(self, out.chunks, logits, outputs)   # 3'. proposals verified, the rest sampled (14a)
         else: new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
         self.scheduler.update(out, new, fin)                     # 4. tokens appended, finished sequences' blocks freed

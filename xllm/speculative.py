@@ -5,14 +5,14 @@
 # %% ../nbs/14a_speculative.ipynb 4
 from __future__ import annotations
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 import torch
 
 from .core import check_int, check_bool
 from .sampling import Sampler, _check_finite, _draw
 
 # %% auto 0
-__all__ = ['SpeculativeConfig', 'SpecStats', 'NgramProposer', 'accept_token', 'propose_drafts', 'verify_drafts']
+__all__ = ['SpeculativeConfig', 'SpecStats', 'NgramProposer', 'accept_token', 'choose_k', 'propose_drafts', 'verify_drafts']
 
 # %% ../nbs/14a_speculative.ipynb 6
 @dataclass
@@ -22,13 +22,14 @@ class SpeculativeConfig:
     the longest and shortest n-grams matched (longest first). `adaptive`: shrink k after a rejection and pause a sequence's
     speculation after proposals that all failed (so a request whose output does not copy its input pays almost nothing).
     `max_batch_size`: speculate only in steps with at most this many decoding sequences (a larger batch is compute-bound: the
-    extra rows would cost more than they save)."""
+    extra rows would cost more than they save). Below it, with `adaptive`, each proposal's length is chosen by the cost model
+    (`SpecStats.cost`, `choose_k`), so a step that is compute-bound already gets short proposals or none."""
     method: str = "ngram"
     num_tokens: int = 8
     prompt_lookup_max: int = 4
     prompt_lookup_min: int = 1
     adaptive: bool = True
-    max_batch_size: int = 4
+    max_batch_size: int = 8
 
     def check(self) -> "SpeculativeConfig":
         "ValueError naming the field that is wrong."
@@ -55,11 +56,30 @@ class SpeculativeConfig:
 
 @dataclass
 class SpecStats:
-    "An engine's speculative-decoding counters (`Engine.spec_stats`)."
+    """An engine's speculative-decoding counters (`Engine.spec_stats`), and its model of a step's cost: the runner's seconds for a
+    batch of `T` tokens, a moving average per `T` (`observe`, called by `Engine._step`), read by `cost(T)`."""
     num_verifications: int = 0   # speculating sequences verified (one per sequence per step)
     num_proposed: int = 0        # tokens proposed
     num_accepted: int = 0        # of those, accepted
     num_emitted: int = 0         # tokens the verifications produced: the accepted ones and the one sampled after them
+    step_time: dict = field(default_factory=dict)   # batch tokens -> seconds of the runner (exponential moving average)
+
+    def observe(self, num_tokens: int, seconds: float, weight: float = 0.2):
+        "Record that a forward of `num_tokens` tokens took `seconds`."
+        old = self.step_time.get(num_tokens)
+        self.step_time[num_tokens] = seconds if old is None else (1 - weight) * old + weight * seconds
+
+    def cost(self, num_tokens: int, slope: float = 0.15) -> float:
+        """Estimated runner seconds for `num_tokens` tokens: the measured average, else linear between the nearest measured sizes,
+        else from the nearest one with a prior of `slope` of its time per token of its size more (optimistic, so that untried
+        sizes get tried and measured); 1.0 per token-step when nothing is measured yet."""
+        d = self.step_time
+        if num_tokens in d: return d[num_tokens]
+        lo = max((t for t in d if t < num_tokens), default=None); hi = min((t for t in d if t > num_tokens), default=None)
+        if lo is not None and hi is not None: return d[lo] + (d[hi] - d[lo]) * (num_tokens - lo) / (hi - lo)
+        t0 = lo if lo is not None else hi
+        if t0 is None: return 1.0 + slope * (num_tokens - 1)
+        return max(d[t0] * (1 + slope * (num_tokens - t0) / t0), 1e-9)
     @property
     def acceptance_rate(self) -> float:
         "Accepted / proposed tokens."
@@ -105,17 +125,36 @@ def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, gen
 
 # %% ../nbs/14a_speculative.ipynb 17
 class _SpecState:
-    "One request's speculation: proposer, current k, pause after failures, and its token count before the last verification."
+    "One request's speculation: proposer, acceptance estimate, pause after failures, and its token count before the last verification."
     def __init__(self, cfg: SpeculativeConfig):
         self.proposer = NgramProposer(cfg.prompt_lookup_min, cfg.prompt_lookup_max)
-        self.k, self.pause, self.misses, self.num_tokens_before = cfg.num_tokens, 0, 0, 0
+        self.acc, self.rej = 3.0, 1.0              # decayed counts of accepted / rejected proposals (the prior: alpha = 0.75)
+        self.pause, self.misses, self.num_tokens_before = 0, 0, 0
 
-    def adapt(self, cfg: SpeculativeConfig, proposed: int, accepted: int):
-        "Update k and the pause after a verification that accepted `accepted` of `proposed` tokens."
+    @property
+    def alpha(self) -> float:
+        "Estimated probability that a proposed token is accepted, given that the ones before it were."
+        return self.acc / (self.acc + self.rej)
+
+    def adapt(self, cfg: SpeculativeConfig, proposed: int, accepted: int, decay: float = 0.7):
+        "Update the estimate and the pause after a verification that accepted `accepted` of `proposed` tokens."
         if not cfg.adaptive: return
-        self.k = min(cfg.num_tokens, 2 * self.k) if accepted == proposed else max(1, accepted + 1)
+        self.acc = decay * self.acc + accepted
+        self.rej = decay * self.rej + (accepted < proposed)
         if accepted: self.misses = 0
         else: self.misses += 1; self.pause = 2 ** min(self.misses, 6) - 1
+
+def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -> int:
+    """The proposal length in `0..kmax` with the largest expected net gain in a step of `num_tokens` tokens that samples
+    `num_sampled` of them, given the acceptance estimate `alpha` and the step cost function `cost(T)` (0: do not speculate)."""
+    c0 = cost(num_tokens)
+    rate = num_sampled / c0 if c0 > 0 else 0.0
+    best, best_gain, e, a = 0, 0.0, 0.0, 1.0
+    for k in range(1, kmax + 1):
+        a *= alpha; e += a
+        gain = e - rate * (cost(num_tokens + k) - c0)
+        if gain > best_gain + 1e-12: best, best_gain = k, gain
+    return best
 
 # %% ../nbs/14a_speculative.ipynb 20
 def propose_drafts(engine, out) -> int:
@@ -124,6 +163,7 @@ def propose_drafts(engine, out) -> int:
     decodes = [c for c in out.chunks if c.num_tokens == 1 and c.samples]
     if not decodes or len(decodes) > cfg.max_batch_size: return 0
     budget, total = engine.scheduler.max_num_batched_tokens - out.num_batched_tokens, 0
+    T, sampled, cost = out.num_batched_tokens, sum(c.samples for c in out.chunks), engine.spec_stats.cost
     for c in decodes:
         req = engine.requests.get(c.seq.seq_id)
         if req is None: continue
@@ -132,10 +172,11 @@ def propose_drafts(engine, out) -> int:
         if st.pause: st.pause -= 1; continue
         seq, p = c.seq, req.params
         n = len(seq.token_ids)
-        k = min(st.k, budget, engine.max_model_len - n - 1)
+        k = min(cfg.num_tokens, budget, engine.max_model_len - n - 1)
         if p.max_tokens is not None: k = min(k, p.max_tokens - seq.num_output_tokens - 1)
         if k <= 0: continue
         draft = st.proposer.propose(seq.token_ids, k)
+        if cfg.adaptive and draft: draft = draft[:choose_k(st.alpha, len(draft), cost, T + total, sampled)]
         if not draft: continue
         table = bm.block_tables[seq.seq_id]
         if bm.blocks_needed(n + len(draft)) - len(table) > bm.num_free_blocks: draft = draft[:len(table) * bm.block_size - n]
