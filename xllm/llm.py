@@ -521,7 +521,8 @@ LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat
 
 # %% ../nbs/17_llm.ipynb 36
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
-               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None):
+               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None,
+               speculative: dict | None = None):
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
     else `byte_tokenizer()`; its vocabulary must fit the model's. `quantization` "int8" / "int4": its layers quantized in place
     (groups of `group_size`), as `LLM(..., quantization=...)` does. Built the way `LLM.__init__` builds one from a checkpoint."""
@@ -541,5 +542,5 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
         if dev.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
     return LLM.from_model(model, tok, f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}", seed=seed, source="random",
                           runner=runner, kv_cache_dtype=kv_cache_dtype, kv_cache_memory=kv_cache_memory, max_num_seqs=max_num_seqs,
-                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens)
+                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, speculative=speculative)
 
