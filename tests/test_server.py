@@ -265,6 +265,8 @@ def test_metrics_under_32_clients(llm, server, client, slow_steps):
     assert d("vllm:inter_token_latency_seconds_count") == n_gen - 32
     assert d("vllm:request_success_total[stop]") + d("vllm:request_success_total[length]") == 32
     assert d("vllm:prefix_cache_queries_total") >= d("vllm:prefix_cache_hits_total") >= 0
+    after = _metrics(server)                                  # this server does not speculate: its counters are there, at 0
+    assert after["vllm:spec_decode_num_draft_tokens_total"] == after["vllm:spec_decode_num_accepted_tokens_total"] == after["vllm:spec_decode_num_drafts_total"] == 0
 
 
 def test_cancel_frees_everything(server, client, slow_steps):

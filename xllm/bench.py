@@ -79,10 +79,12 @@ def load_results(path, **match) -> list[dict]:
     return [r for r in recs if all(r.get(k) == v for k, v in match.items())]
 
 # %% ../nbs/20_bench.ipynb 14
-WORKLOADS = {"hello": "hello.txt", "prompts": "prompts.txt"}   # the seed's two workloads (xLLM's benchmark), shipped in xllm/workloads/
+WORKLOADS = {"hello": "hello.txt", "prompts": "prompts.txt",   # the seed's two workloads (xLLM's benchmark), shipped in xllm/workloads/
+             "grounded": "grounded.txt"}                        # input-grounded requests (edit, summarize, refactor a given text): speculative decoding
 
 def workload_path(name: str) -> Path:
-    "The prompts file of a shipped workload: 'hello' (one short greeting) or 'prompts' (20 questions and requests)."
+    """The prompts file of a shipped workload: 'hello' (one short greeting), 'prompts' (20 questions and requests) or
+    'grounded' (8 requests to edit, summarize or refactor a passage or code given in the prompt, where prompt lookup pays)."""
     if name not in WORKLOADS: raise ValueError(f"unknown workload {name!r}: expected one of {', '.join(WORKLOADS)}")
     from importlib.resources import files
     return Path(str(files("xllm") / "workloads" / WORKLOADS[name]))
@@ -122,6 +124,17 @@ def _peak_rss_mb() -> float:
     return r / 2**20 if sys.platform == "darwin" else r / 1024
 
 # %% ../nbs/20_bench.ipynb 19
+def _spec_figures(eng, before: dict) -> dict:
+    """Speculative decoding's figures of a run (from the engine's `spec_stats` and their values `before` it): the settings, the
+    acceptance rate (accepted / proposed tokens) and the mean accepted length (tokens per verifying forward of a sequence)."""
+    if eng.speculative is None: return {"speculative": None}
+    s = eng.spec_stats
+    d = {k: getattr(s, k) - before.get(k, 0) for k in ("num_verifications", "num_proposed", "num_accepted", "num_emitted")}
+    return {"speculative": dict(vars(eng.speculative)), "spec_verifications": d["num_verifications"], "spec_proposed": d["num_proposed"],
+            "spec_accepted": d["num_accepted"], "spec_acceptance_rate": d["num_accepted"] / d["num_proposed"] if d["num_proposed"] else None,
+            "spec_mean_accepted_length": d["num_emitted"] / d["num_verifications"] if d["num_verifications"] else None}
+
+# %% ../nbs/20_bench.ipynb 20
 def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
               progress: bool = True, temperature: float = 0.0) -> dict:
     "Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures."
@@ -138,6 +151,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
         bar.update(k)
     eng = llm.get_engine()
     h0, todo, first, live = len(eng.history), list(reqs), set(), set()
+    s0 = dict(vars(eng.spec_stats))                                  # speculative decoding's counters before the run
     def submit(): live.add(eng.add_request(todo.pop(0), params))
     t0 = time.perf_counter()
     while todo and (not sequential or not live): submit()             # all at t=0, or one (the next when it ends)
@@ -167,9 +181,9 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "peak_kv_blocks": max(h[0] for h in eng.history[h0:]), "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
             "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.kv_cache_dtype or "auto", "kv_cache_memory": llm.kv_cache_memory,
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None),
-            "quantization": llm.quantization_label}
+            "quantization": llm.quantization_label, **_spec_figures(eng, s0)}
 
-# %% ../nbs/20_bench.ipynb 23
+# %% ../nbs/20_bench.ipynb 26
 def _weight_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in {id(t): t for t in model.state_dict().values()}.values())
 
@@ -189,7 +203,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
         out.append(r)
     return out
 
-# %% ../nbs/20_bench.ipynb 26
+# %% ../nbs/20_bench.ipynb 29
 def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     "(a runner for `model` over a pool of one block of `n` slots, K/V stored as `kv_dtype`; a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
@@ -208,7 +222,7 @@ def _median_rate(n: int, reps: int, once) -> float:
         if r: rates.append(n / (time.perf_counter() - t))
     return statistics.median(rates)
 
-# %% ../nbs/20_bench.ipynb 27
+# %% ../nbs/20_bench.ipynb 30
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
@@ -224,7 +238,7 @@ def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None
     run, batch = stream_runner(model, len(ids), runner, kv_dtype)
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
-# %% ../nbs/20_bench.ipynb 30
+# %% ../nbs/20_bench.ipynb 33
 def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, temperature: float = 0.0, vocab: int = 512, reps: int = 3) -> dict:
     "Milliseconds per engine step with the model taken out (best of `reps`), and the tok/s that would give."
     import torch
@@ -247,7 +261,7 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
     ms, steps = min(once() for _ in range(reps))
     return {"step_ms": ms, "steps": steps, "model_free_tok_s": batch * max_tokens / (ms * steps / 1e3)}
 
-# %% ../nbs/20_bench.ipynb 32
+# %% ../nbs/20_bench.ipynb 35
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     "Milliseconds of `PagedBatch.build` and of `CudaRunner`'s `_load` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
@@ -271,7 +285,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
     return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: _load(runner, b, batch))}
 
-# %% ../nbs/20_bench.ipynb 35
+# %% ../nbs/20_bench.ipynb 38
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
@@ -287,7 +301,7 @@ def _health(url: str) -> dict:
     import urllib.request
     with urllib.request.urlopen(url + "/health", timeout=5) as r: return json.loads(r.read())
 
-# %% ../nbs/20_bench.ipynb 36
+# %% ../nbs/20_bench.ipynb 39
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     import threading
@@ -334,7 +348,7 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 40
+# %% ../nbs/20_bench.ipynb 43
 BENCH_SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
     "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3}, "score": {"type": "number", "minimum": 0, "maximum": 10}},
@@ -389,13 +403,15 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     res["ok"] = all(x["parsed"] == n for x in runs["schema"])
     return res
 
-# %% ../nbs/20_bench.ipynb 44
+# %% ../nbs/20_bench.ipynb 47
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
     "The model and engine options of `args` as `xllm serve` arguments (for the server's subprocess)."
-    keys = ("model", "tokenizer", "device", "dtype", "quantization", "kv_cache_dtype", "kv_cache_memory", "max_num_batched_tokens", "runner")
-    return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), str(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
+    import json
+    keys = ("model", "tokenizer", "device", "dtype", "quantization", "kv_cache_dtype", "kv_cache_memory", "max_num_batched_tokens", "runner", "speculative")
+    val = lambda v: json.dumps(v) if isinstance(v, dict) else str(v)
+    return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
 def _summary(r: dict) -> str:
     "The printed lines of a record."
@@ -407,9 +423,11 @@ def _summary(r: dict) -> str:
             f"  prefill {f(r['prefill_tok_s'], '.1f')} tok/s, decode {f(r['decode_tok_s'], '.1f')} tok/s, end-to-end output {f(r['output_tok_s'], '.1f')} tok/s\n"
             f"  TTFT p50 {f(r['ttft_p50_s'], '.3f')} s, p95 {f(r['ttft_p95_s'], '.3f')} s; "
             + ("" if r["peak_kv_blocks"] is None else f"peak KV blocks {r['peak_kv_blocks']}/{r['kv_blocks_total']}; ")
-            + f"peak RSS {r['peak_rss_mb']:.0f} MiB\n")
+            + f"peak RSS {r['peak_rss_mb']:.0f} MiB\n"
+            + ("" if not r.get("speculative") else f"  speculative {r['speculative']['method']}: {r['spec_proposed']} tokens proposed in {r['spec_verifications']} "
+               f"verifications, acceptance rate {f(r['spec_acceptance_rate'], '.2f')}, mean accepted length {f(r['spec_mean_accepted_length'], '.2f')}\n"))
 
-# %% ../nbs/20_bench.ipynb 45
+# %% ../nbs/20_bench.ipynb 48
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

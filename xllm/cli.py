@@ -9,8 +9,8 @@ from pathlib import Path
 from .stand_ins import RANDOM_CONFIGS   # (torch is imported only where a command needs it: main sets OMP_WAIT_POLICY first)
 
 # %% auto 0
-__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'cmd_bench', 'parse_bytes', 'build_parser',
-           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'cmd_bench', 'parse_bytes',
+           'parse_speculative', 'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/21_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -81,7 +81,17 @@ def parse_bytes(s: str) -> int:
     if n <= 0: raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {s!r}")
     return n
 
-_ENGINE_ARGS = ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager", "max_num_batched_tokens", "runner")   # what _engine_opts adds, as LLM takes it
+def parse_speculative(s: str) -> dict:
+    "`--speculative`: a method name ('ngram') or a JSON object of `SpeculativeConfig` fields -> the dict `LLM(speculative=...)` takes (checked)."
+    import json
+    from xllm.speculative import SpeculativeConfig
+    try: spec = json.loads(s) if s.lstrip().startswith("{") else {"method": s}
+    except json.JSONDecodeError as e: raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
+    try: SpeculativeConfig.make(spec)
+    except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
+    return spec
+
+_ENGINE_ARGS = ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager", "max_num_batched_tokens", "runner", "speculative")   # what _engine_opts adds, as LLM takes it
 
 # %% ../nbs/21_cli.ipynb 11
 def _engine_opts(p, max_num_seqs_default=None):
@@ -94,6 +104,10 @@ def _engine_opts(p, max_num_seqs_default=None):
                    help="tokens one engine step may take, prompt chunks and decode rows together (default: max(512, --max-num-seqs)); "
                         "longer prompts are prefilled in chunks")
     g.add_argument("--enforce-eager", action="store_true", help="on a GPU: run decode steps without CUDA graphs (xllm's kernels still run)")
+    g.add_argument("--speculative", type=parse_speculative, default=None, metavar="METHOD|JSON",
+                   help="speculative decoding: 'ngram' (prompt lookup: proposals copied from the prompt and earlier output, verified by the model "
+                        "in the same step; greedy output unchanged, sampled output the same distribution), or a JSON object of its options, "
+                        "e.g. '{\"method\": \"ngram\", \"num_tokens\": 8}' (num_tokens, prompt_lookup_min/max, adaptive, max_batch_size)")
     g.add_argument("--runner", choices=["torch", "cpu", "cuda"], default=None,
                    help="what computes the engine's steps: torch (the reference forward), cpu (compiled CPU kernels), cuda (xllm's CUDA kernels); "
                         "default: the compiled one of the device when it can run the model, else torch (the start-up line says which and why)")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_engine.ipynb 4
 from __future__ import annotations
-import asyncio, itertools, queue, sys, threading
+import asyncio, itertools, queue, sys, threading, time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence as Seq
 
@@ -19,6 +19,7 @@ from .runner import choose_runner
 from .sequence import Sequence, SequenceStatus
 from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
+from .speculative import SpeculativeConfig, SpecStats, propose_drafts, verify_drafts
 
 # %% auto 0
 __all__ = ['StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
@@ -58,6 +59,7 @@ class _Request:
         self.prompt_lps = [None] if params.prompt_logprobs is not None else None   # per prompt token; the first has no context
         self.prompt_sent = False
         self.grammar = None        # an xllm.grammar.Grammar when params.structured_outputs is set
+        self.spec = None                                   # speculative decoding's per-request state (notebook 14a), made on first use
 
 
 # %% ../nbs/14_engine.ipynb 7
@@ -66,7 +68,8 @@ class Engine:
     def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
                  kv_cache_memory: int | None = None, enable_prefix_caching: bool = True, max_model_len: int | None = None,
                  num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False,
-                 kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None):
+                 kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None,
+                 speculative: dict | SpeculativeConfig | None = None):
         c = self.config = model.config
         self.model, self.tokenizer = model, tokenizer
         kc = getattr(model, "kv_config", c)          # a tensor-parallel shard stores only its K/V heads (notebook 13a)
@@ -84,6 +87,8 @@ class Engine:
         tv = getattr(tokenizer, "vocab_size", None)
         self.num_decodable = min(tv, c.vocab_size) if tv else c.vocab_size   # logits rows past the tokenizer are never sampled
         self.sampler = Sampler()
+        self.speculative = SpeculativeConfig.make(speculative)        # None: no speculative decoding (notebook 14a)
+        self.spec_stats = SpecStats()
         self.requests: dict[Any, _Request] = {}
         self._pending: list[StepOutput] = []         # final outputs of requests ended between steps (abort, finish_request)
         self._stepping, self._deferred = False, []   # inside step(): requests ended meanwhile, ended when it returns
@@ -197,10 +202,14 @@ def _step(self: Engine) -> list[StepOutput]:
     for seq in out.finished:                                     #    sequences the scheduler ended (context or pool full)
         if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
     if out.chunks:
+        drafted = propose_drafts(self, out) if self.speculative is not None else 0   #    speculative: proposals after decode chunks (14a)
         rows, scored, samp = self._logit_rows(out.chunks)
+        t0 = time.perf_counter()
         logits = self.runner(self._batch(out.chunks, rows))      # 2. one forward over every chunk (prefill chunks write K/V)
+        if self.speculative is not None: self.spec_stats.observe(out.num_batched_tokens + drafted, time.perf_counter() - t0)   # its cost model
         if scored: logits = self._score_prompts(scored, logits, samp)   # prompt log-probabilities taken; the sampling rows left
-        new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
+        if drafted: new, fin, lps = verify_drafts(self, out.chunks, logits, outputs)   # 3'. proposals verified, the rest sampled (14a)
+        else: new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
         self.scheduler.update(out, new, fin)                     # 4. tokens appended, finished sequences' blocks freed
         outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 5. what each request gained
     self._record(out)
@@ -209,37 +218,45 @@ def _step(self: Engine) -> list[StepOutput]:
 # %% ../nbs/14_engine.ipynb 16
 @patch
 def _batch(self: Engine, chunks, rows) -> PagedBatch:
-    "The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them)."
+    """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them). A chunk's
+    `draft` (speculative decoding) follows its tokens."""
     bm = self.block_manager
-    return PagedBatch.build([(c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks], bm.block_size,
-                            self.pool.null_slot, rows, self.model.device)
+    return PagedBatch.build([(c.token_ids + c.draft if c.draft else c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks],
+                            bm.block_size, self.pool.null_slot, rows, self.model.device)
 
 @patch
 def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
-    """Which of the step's token rows need logits: the last row of every chunk that reaches its sequence's end (it samples), and
-    every row of a chunk whose request still wants its prompt's log-probabilities. Returns the rows, the scoring chunks with the
-    index of their first row among the logits, and the indices of the sampling rows among the logits."""
+    """Which of the step's token rows need logits: the last row of every chunk that reaches its sequence's end (it samples) and the
+    rows of its `draft` (speculative decoding: each proposal is verified), and every row of a chunk whose request still wants its
+    prompt's log-probabilities. Returns the rows, the scoring chunks with the index of their first row among the logits, and the
+    indices of the sampling (and verifying) rows among the logits."""
     rows, scored, samp, r0 = [], [], [], 0
     for c in chunks:
-        r1 = r0 + c.num_tokens
+        r1 = r0 + c.num_tokens + len(c.draft)
         if c.start < c.seq.num_prompt_tokens - 1 and (lps := self.requests[c.seq.seq_id].prompt_lps) is not None and len(lps) < c.seq.num_prompt_tokens:
-            scored.append((c, len(rows))); rows.extend(range(r0, r1))
+            scored.append((c, len(rows))); rows.extend(range(r0, r1))     # (a prefill chunk: never a draft)
             if c.samples: samp.append(len(rows) - 1)
-        elif c.samples: samp.append(len(rows)); rows.append(r1 - 1)
+        elif c.samples:
+            samp.extend(range(len(rows), len(rows) + 1 + len(c.draft))); rows.extend(range(r1 - 1 - len(c.draft), r1))
         r0 = r1
     return rows, scored, samp
 
 
 # %% ../nbs/14_engine.ipynb 17
 @patch
-def _output(self: Engine, sid, tok: int, lp: dict | None) -> StepOutput:
-    req = self.requests[sid]
-    seq = req.seq
+def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
+    """A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs); the
+    prompt's log-probabilities come with the first."""
+    req = self.requests[sid]; seq = req.seq
     done = seq.status is SequenceStatus.FINISHED
     if done: self.requests.pop(sid)
     plp = None
-    if req.prompt_lps is not None and not req.prompt_sent: plp, req.prompt_sent = req.prompt_lps, True   # with the first token
+    if req.prompt_lps is not None and not req.prompt_sent: plp, req.prompt_sent = req.prompt_lps, True
+    if isinstance(tok, list):                       # a verified run, which the scheduler may have cut (context or pool end)
+        m = len(seq.token_ids) - req.spec.num_tokens_before
+        return StepOutput(sid, tok[:m], done, seq.finish_reason if done else None, None, lp[:m] if lp is not None else None, plp)
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
+
 
 # %% ../nbs/14_engine.ipynb 18
 @patch
@@ -328,11 +345,12 @@ def _sample(self: Engine, req: _Request, row: torch.Tensor):
 
 # %% ../nbs/14_engine.ipynb 24
 @patch
-def _stop_reason(self: Engine, req: _Request, tok: int) -> str | None:
+def _stop_reason(self: Engine, req: _Request, tok: int, pending: list[int] = ()) -> str | None:
+    "Why a request ends with `tok` as its next token (after `pending` ones not yet appended: a speculative run), or None."
     if tok in req.stop_ids: return "stop"
     if req.grammar is not None and req.grammar.done: return "stop"        # the structured output is complete
-    if req.params.max_tokens is not None and req.seq.num_output_tokens + 1 >= req.params.max_tokens: return "length"
-    if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + [tok]) or None
+    if req.params.max_tokens is not None and req.seq.num_output_tokens + len(pending) + 1 >= req.params.max_tokens: return "length"
+    if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + list(pending) + [tok]) or None
     return None
 
 # %% ../nbs/14_engine.ipynb 26

@@ -139,10 +139,12 @@ def can_append(self: BlockManager, seq) -> bool:
     return need <= self.num_free_blocks
 
 @patch
-def append_slot(self: BlockManager, seq) -> list[int]:
-    "Reserve slots for the tokens `seq` gained since the last call (normally one), taking a new block when needed. Returns the new block ids."
+def append_slot(self: BlockManager, seq, num_tokens: int | None = None) -> list[int]:
+    """Reserve slots for the tokens `seq` gained since the last call (normally one), taking a new block when needed. Returns the new
+    block ids. `num_tokens` reserves room for that many tokens instead of `len(seq.token_ids)` (speculative decoding writes the K/V of
+    proposed tokens past the sequence's end; `trim` gives back what was not accepted)."""
     sid = seq.seq_id
-    table, n = self.block_tables[sid], len(seq.token_ids)
+    table, n = self.block_tables[sid], len(seq.token_ids) if num_tokens is None else num_tokens
     if n < self.num_slots[sid]: raise ValueError(f"sequence {sid!r} shrank from {self.num_slots[sid]} to {n} tokens")
     need = -(-n // self.block_size) - len(table)
     if need <= 0: self.num_slots[sid] = n; return []              # room left in its last block: most decode steps
@@ -153,6 +155,24 @@ def append_slot(self: BlockManager, seq) -> list[int]:
     return new
 
 # %% ../nbs/10_kv_cache.ipynb 15
+@patch
+def trim(self: BlockManager, seq, num_tokens: int) -> list[int]:
+    """Shrink `seq`'s reservation to `num_tokens` slots (no-op when it holds fewer): the blocks past them go back to the free list.
+    Speculative decoding calls it after verification, for the slots of rejected proposals. Only blocks with no computed-and-cached
+    tokens can go (their K/V was never final, so no prefix-cache entry points at them). Returns the freed block ids."""
+    sid = seq.seq_id
+    table = self.block_tables[sid]
+    num_tokens = check_int("num_tokens", num_tokens, lo=len(self.seq_hashes[sid]) * self.block_size,
+                           rule=f"an integer >= the {len(self.seq_hashes[sid]) * self.block_size} tokens of its cached full blocks")
+    if num_tokens >= self.num_slots[sid]: return []
+    keep = self.blocks_needed(num_tokens)
+    gone = table[keep:]; del table[keep:]
+    for b in reversed(gone): self._release_block(b)
+    self.num_slots[sid] = num_tokens
+    return gone
+
+
+# %% ../nbs/10_kv_cache.ipynb 16
 @patch
 def mark_computed(self: BlockManager, seq, num_computed_tokens: int):
     "Tell the manager that K/V of the first `num_computed_tokens` tokens of `seq` is written: its full blocks enter the prefix cache."
@@ -170,7 +190,7 @@ def mark_computed(self: BlockManager, seq, num_computed_tokens: int):
         if h not in self.cached and self.block_hash[b] is None:  # else: an identical block is cached already; ours stays private
             self.cached[h], self.block_hash[b], self.block_key[b] = b, h, (parent, toks)
 
-# %% ../nbs/10_kv_cache.ipynb 16
+# %% ../nbs/10_kv_cache.ipynb 17
 @patch
 def free(self: BlockManager, seq_or_id):
     "Drop a sequence's references to its blocks (last blocks first, so they are evicted before the shared prefix)."
@@ -179,7 +199,7 @@ def free(self: BlockManager, seq_or_id):
     for b in reversed(table): self._release_block(b)
     for d in (self.num_slots, self.seq_hashes, self.num_cached_tokens): d.pop(sid, None)
 
-# %% ../nbs/10_kv_cache.ipynb 17
+# %% ../nbs/10_kv_cache.ipynb 18
 @patch
 def fork(self: BlockManager, parent, child) -> list[tuple[int, int]]:
     "Let `child` (same tokens as `parent`) share the parent's full blocks; its partial last block is fresh. Returns `(src, dst)` block copies the caller must do."
@@ -200,7 +220,7 @@ def fork(self: BlockManager, parent, child) -> list[tuple[int, int]]:
     self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
     return copies
 
-# %% ../nbs/10_kv_cache.ipynb 19
+# %% ../nbs/10_kv_cache.ipynb 20
 @patch
 def get_num_cached_tokens(self: BlockManager, seq_or_id) -> int:
     "Prefix-cache hit tokens when this sequence was allocated (prefill skips them)."
@@ -212,7 +232,7 @@ def slot(self: BlockManager, seq_or_id, pos: int) -> tuple[int, int]:
     table = self.block_tables[getattr(seq_or_id, "seq_id", seq_or_id)]
     return table[pos // self.block_size], pos % self.block_size
 
-# %% ../nbs/10_kv_cache.ipynb 20
+# %% ../nbs/10_kv_cache.ipynb 21
 @patch(as_prop=True)
 def hit_rate(self: BlockManager) -> float:
     "Fraction of full prompt blocks found in the prefix cache so far."
@@ -239,7 +259,7 @@ def check_invariants(self: BlockManager):
     assert sum(h is not None for h in self.block_hash) == len(self.cached)
     if not self.enable_prefix_caching: assert not self.cached and not ev
 
-# %% ../nbs/10_kv_cache.ipynb 39
+# %% ../nbs/10_kv_cache.ipynb 42
 def _dtype_size(dtype) -> int:
     if isinstance(dtype, torch.dtype): return torch.empty((), dtype=dtype).element_size()
     raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")
@@ -253,7 +273,7 @@ def kv_storage_dtype(kv_dtype, dtype):
     if kv_dtype == dtype: return dtype
     raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or the model's dtype {dtype}, got {kv_dtype!r}")
 
-# %% ../nbs/10_kv_cache.ipynb 40
+# %% ../nbs/10_kv_cache.ipynb 43
 def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=None) -> int:
     """Bytes of K and V for one token over all layers (only the KV heads are stored), in the model's `dtype` or as int8 codes
     (`kv_dtype='int8'`) plus one float32 scale per token, head, K or V."""
@@ -269,7 +289,7 @@ def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_
     if n < 1: raise ValueError(f"kv_cache_memory of {int(kv_cache_memory_bytes)} bytes is less than one KV block ({per_block} bytes = {block_size} tokens)")
     return n
 
-# %% ../nbs/10_kv_cache.ipynb 41
+# %% ../nbs/10_kv_cache.ipynb 44
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB": return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

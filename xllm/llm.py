@@ -22,6 +22,7 @@ from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
 from .runner import choose_runner, runner_class
 from .engine import Engine
+from .speculative import SpeculativeConfig
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputProcessor', 'LLM', 'encode_prompt',
@@ -191,8 +192,9 @@ class LLM:
                  quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None, runner: str | None = None,
-                 tensor_parallel_size: int = 1):
+                 tensor_parallel_size: int = 1, speculative: dict | None = None):
         self.device = _resolve_device(device)
+        spec = SpeculativeConfig.make(speculative)  # checked before the model loads: a ValueError names the field
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
         if quantization == "none": quantization = None      # as the CLI spells it
         if quantization not in ("auto", None, "int8", "int4", "gguf"):
@@ -237,11 +239,13 @@ class LLM:
         ckpt.weights = {}   # the module holds them now
         self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
                     max_num_batched_tokens)
+        self.speculative = spec                     # speculative decoding in the engine (notebook 14a), None: off
 
     @classmethod
     def from_model(cls, model: Llama, tokenizer: Tokenizer, name: str = "model", source: str = "in memory", max_model_len: int | None = None, seed: int | None = None,
                    runner: str | None = None, kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None,
-                   max_num_seqs: int | None = None, enforce_eager: bool = False, max_num_batched_tokens: int | None = None) -> LLM:
+                   max_num_seqs: int | None = None, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
+                   speculative: dict | None = None) -> LLM:
         "An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file, `source` for its format."
         self = cls.__new__(cls)
         self.device, self.config, self.quantization, self.tokenizer = model.device, model.config, getattr(model, "quantization_config", None), tokenizer
@@ -249,7 +253,9 @@ class LLM:
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, more than the model's vocabulary of {model.config.vocab_size}")
         self.checkpoint, self.model_path = Checkpoint(model.config, {}, source, None), Path(name)
+        spec = SpeculativeConfig.make(speculative)
         self._setup(model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        self.speculative = spec
         return self
 
     def _setup(self, model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens):
@@ -344,7 +350,8 @@ def build_engine(llm, max_num_seqs: int | None = None):
     eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=bs,
                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
                  eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=runner_class(llm.runner_name),
-                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name == "cuda" else None)
+                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name == "cuda" else None,
+                 speculative=getattr(llm, "speculative", None))
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
 
@@ -524,7 +531,8 @@ LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat
 
 # %% ../nbs/17_llm.ipynb 36
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
-               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None):
+               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None,
+               speculative: dict | None = None):
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
     else `byte_tokenizer()`; its vocabulary must fit the model's. `quantization` "int8" / "int4": its layers quantized in place
     (groups of `group_size`), as `LLM(..., quantization=...)` does. Built the way `LLM.__init__` builds one from a checkpoint."""
@@ -544,5 +552,5 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
         if dev.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
     return LLM.from_model(model, tok, f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}", seed=seed, source="random",
                           runner=runner, kv_cache_dtype=kv_cache_dtype, kv_cache_memory=kv_cache_memory, max_num_seqs=max_num_seqs,
-                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens)
+                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, speculative=speculative)
 

@@ -24,6 +24,7 @@ class ScheduledChunk:
     seq: Sequence
     start: int
     num_tokens: int
+    draft: list[int] = field(default_factory=list)   # speculative decoding: proposed tokens after a decode chunk, verified in the same forward
     @property
     def token_ids(self) -> list[int]:
         "The tokens this chunk feeds to the model."
@@ -184,7 +185,9 @@ def schedule(self: Scheduler) -> SchedulerOutput:
 @patch
 def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
     """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
-    sequences after their new token. Returns the sequences that finished in this update."""
+    sequences after their new token. Returns the sequences that finished in this update.
+    A chunk with a `draft` (speculative decoding) may get a list of tokens: the accepted proposals, then the token sampled after
+    them; the proposals' K/V counts as computed, the slots of the rejected ones are given back (`BlockManager.trim`)."""
     if not isinstance(finished, Mapping): finished = {sid: "stop" for sid in finished}
     done = []
     for ch in out.chunks:
@@ -192,6 +195,7 @@ def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int],
         if seq.status is not SequenceStatus.RUNNING: continue       # aborted since schedule()
         if seq.num_computed_tokens != ch.start:
             raise RuntimeError(f"sequence {seq.seq_id!r}: stale step output (chunk starts at {ch.start}, {seq.num_computed_tokens} computed)")
+        if ch.draft: self._update_run(seq, ch, new_tokens, finished, done); continue   # speculative decoding: a run of tokens
         samples = ch.start + ch.num_tokens == len(seq.token_ids)    # ch.samples, inline: this loop runs for every row of every step
         seq.num_computed_tokens += ch.num_tokens
         self.bm.mark_computed(seq, seq.num_computed_tokens)
@@ -209,3 +213,31 @@ def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int],
             reason = "length"                                        # no room for this token's K/V: context or whole pool full
         if reason is not None: self._finish(seq, reason); done.append(seq)
     return done
+
+# %% ../nbs/11_scheduler.ipynb 20
+@patch
+def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: Mapping, finished: Mapping, done: list):
+    """`update` for a chunk with a `draft`: `toks` (a token or a list) are appended one by one with the plain path's checks, so
+    a run that reaches the context or the pool's end stops exactly where decoding one token a step would have. The first
+    `len(toks) - 1` of them were the chunk's accepted proposals: their K/V, written by the step, is final."""
+    if ch.start + ch.num_tokens != len(seq.token_ids): raise ValueError(f"sequence {seq.seq_id!r}: a draft on a chunk that does not reach its end")
+    if seq.seq_id not in new_tokens: raise ValueError(f"no new token for sequence {seq.seq_id!r}, whose chunk reached its end")
+    toks = new_tokens[seq.seq_id]
+    toks = [toks] if not isinstance(toks, (list, tuple)) else list(toks)
+    if not toks or len(toks) > len(ch.draft) + 1 or toks[:-1] != ch.draft[:len(toks) - 1]:
+        raise ValueError(f"sequence {seq.seq_id!r}: {toks!r} is not an accepted prefix of the draft {ch.draft!r} and one more token")
+    for t in toks:
+        if (type(t) is not int and (not isinstance(t, numbers.Integral) or isinstance(t, bool))) or t < 0:
+            raise ValueError(f"sequence {seq.seq_id!r}: bad new token {t!r}")
+    reason = None
+    for k, t in enumerate(toks):
+        seq.token_ids.append(int(t))
+        n = len(seq.token_ids)
+        if k == len(toks) - 1: reason = finished.get(seq.seq_id)
+        if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks): reason = "length"
+        if reason is not None: break
+    seq.num_computed_tokens = min(len(seq.token_ids) - 1, ch.start + ch.num_tokens + len(ch.draft))   # accepted proposals: computed
+    if reason is not None: self._finish(seq, reason); done.append(seq); return
+    self.bm.trim(seq, len(seq.token_ids))                            # the rejected proposals' slots go back
+    self.bm.mark_computed(seq, seq.num_computed_tokens)
+

@@ -342,7 +342,8 @@ class Metrics:
         r.register(_EngineCollector(state))
 
 class _EngineCollector:
-    "The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens."
+    """The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens,
+    speculative decoding's proposals, proposed and accepted tokens (0 when it is off)."""
     def __init__(self, state): self.state = state
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
@@ -352,7 +353,10 @@ class _EngineCollector:
                                 (GaugeMetricFamily, "vllm:num_requests_waiting", "Requests waiting for the engine.", len(sched.waiting)),
                                 (GaugeMetricFamily, "vllm:kv_cache_usage_perc", "Fraction of the K/V cache's blocks in use (0-1).", bm.num_used_blocks / bm.num_blocks),
                                 (CounterMetricFamily, "vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", bm.num_queried_blocks * bm.block_size),
-                                (CounterMetricFamily, "vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", bm.num_hit_blocks * bm.block_size)):
+                                (CounterMetricFamily, "vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", bm.num_hit_blocks * bm.block_size),
+                                (CounterMetricFamily, "vllm:spec_decode_num_drafts", "Speculative decoding: proposals verified (one per sequence per step).", core.spec_stats.num_verifications),
+                                (CounterMetricFamily, "vllm:spec_decode_num_draft_tokens", "Speculative decoding: tokens proposed.", core.spec_stats.num_proposed),
+                                (CounterMetricFamily, "vllm:spec_decode_num_accepted_tokens", "Speculative decoding: proposed tokens accepted.", core.spec_stats.num_accepted)):
             m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
 
 # %% ../nbs/19_server.ipynb 28
