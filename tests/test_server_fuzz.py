@@ -57,6 +57,9 @@ EXPLICIT = [
     ("/v1/completions", {"prompt": "hi", "logprobs": 5, "max_tokens": 4, "logit_bias": {"5": -100, "6": 100}}, AUTH),
     ("/v1/completions", {"prompt": [5], "logprobs": 3, "max_tokens": 4, "min_p": 1}, AUTH),
     ("/v1/completions", {"prompt": [5, 6, 7], "echo": True, "logprobs": 20, "max_tokens": 0}, AUTH),
+    ("/v1/completions", {"prompt": "hi", "model": "not-served"}, AUTH),                # 404 model_not_found, documented
+    ("/v1/chat/completions", _M(model="not-served"), AUTH),
+    ("/tokenize", {"prompt": "hi", "model": ""}, AUTH),
     ("/v1/completions", {"prompt": ["\ud800", "hi"], "echo": True, "logprobs": 0, "max_tokens": 0, "n": 2, "stream": True}, AUTH),
     ("/v1/completions", {"prompt": "hi", "echo": True, "logprobs": 1, "max_tokens": 2, "logit_bias": {"5": -100}}, AUTH),
     ("/v1/chat/completions", _M(logprobs=True, top_logprobs=20, top_k=1), AUTH),

@@ -585,7 +585,7 @@ def _openapi(app, keyed: bool, model_name: str) -> dict:
             r = op.setdefault("responses", {})
             r.pop("422", None)
             if keyed and path.startswith("/v1"): r["401"] = err("missing or wrong API key")
-            if path == "/v1/models/{model_id}" or "model" in json.dumps(op.get("requestBody", {})) or path in ("/tokenize", "/detokenize"):
+            if path in ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"):
                 r["404"] = err("not the model served here")
             if method == "post":
                 if path.startswith("/v1/"): r["200"]["content"]["text/event-stream"] = {"schema": sse}     # when stream is true
