@@ -13,10 +13,11 @@ from .core import cache_dir, read_source
 from .runner import ModelRunner
 
 # %% auto 0
-__all__ = ['ABI_VERSION', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS', 'ENABLED', 'abi_signatures',
-           'compile_library', 'build', 'available', 'status', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear',
-           'linear_multi', 'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention',
-           'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'CpuRunner']
+__all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS',
+           'ENABLED', 'ACTIVATIONS', 'abi_signatures', 'compile_library', 'build', 'available', 'status', 'isa',
+           'cpu_has', 'build_variant', 'library', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
+           'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8',
+           'module_spec', 'disabled', 'ModelPlan', 'activation_mode', 'CpuRunner']
 
 # %% ../nbs/15_cpu_kernels.ipynb 25
 def _flag_sets(native: bool = True) -> list[list[str]]:
@@ -35,8 +36,9 @@ def _cpu_tag() -> str:
     return f"{platform.machine()} {flags}"
 
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
+_USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 2      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 3      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 # %% ../nbs/15_cpu_kernels.ipynb 26
@@ -107,7 +109,8 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
                     errors.append(f"{' '.join(flags)}: {e}")
                 else:                                                            # a wrong ABI version raises: not a fallback
                     _LIB = _bind(lib)
-                    _STATUS = f"{so.name} ({' '.join(f for f in flags if f.startswith(('-march', '-fopenmp'))) or 'portable'})"
+                    _STATUS = (f"{so.name} ({' '.join(f for f in flags if f.startswith(('-march', '-fopenmp'))) or 'portable'}; "
+                               f"int8 dot products: {ISA_NAMES[_LIB.xk_isa()]})")
                     return _LIB
         _STATUS = "build failed: " + "; ".join(errors)
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
@@ -116,14 +119,53 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
 # %% ../nbs/15_cpu_kernels.ipynb 30
 def available() -> bool:
     "Whether the compiled kernels are loaded (building them at first call)."
-    return build() is not None
+    return _active() is not None
 
 def status() -> str:
     "What `build` did: the library loaded, or why the torch path is used."
     build()
     return _STATUS
 
-# %% ../nbs/15_cpu_kernels.ipynb 37
+# %% ../nbs/15_cpu_kernels.ipynb 32
+ISA_NAMES = {0: "none (portable row path)", 1: "AVX2 (vpmaddubsw)", 2: "AVX-VNNI (256-bit vpdpbusd)", 3: "AVX512-VNNI (512-bit vpdpbusd)"}
+ISA_VARIANTS = {   # flags that select each level (on top of the portable set), and the /proc/cpuinfo flags it needs to run
+    "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
+    "avx_vnni": (["-mavx2", "-mfma", "-mf16c", "-mavxvnni"], ["avx2", "fma", "f16c", "avx_vnni"]),
+    "avx512_vnni": (["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"],
+                    ["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"]),
+}
+
+def _active():
+    "The library `linear` and the plans call: the one `library()` swapped in on this thread, else `build()`'s."
+    return getattr(_USING, "lib", None) or build()
+
+def isa() -> str:
+    "The integer dot product of the loaded library's int8-activation GEMM (`ISA_NAMES`), or why there is none."
+    lib = _active()
+    return ISA_NAMES[lib.xk_isa()] if lib is not None else f"none ({_STATUS})"
+
+def cpu_has(variant: str) -> bool:
+    "Whether this CPU has the instructions of `ISA_VARIANTS[variant]` (from /proc/cpuinfo)."
+    flags = set(_cpu_tag().split())
+    return all(f in flags for f in ISA_VARIANTS[variant][1])
+
+def build_variant(variant: str, compiler: str | None = None):
+    """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the library.
+    Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises RuntimeError on failure."""
+    if variant not in ISA_VARIANTS: raise ValueError(f"variant: expected one of {', '.join(ISA_VARIANTS)}, got {variant!r}")
+    cxx = compiler or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    if cxx is None: raise RuntimeError("no C++ compiler found")
+    so = compile_library(read_source("cpu/xllm_cpu.cpp"), f"xllm_cpu_{variant}", _flag_sets(False)[0] + ISA_VARIANTS[variant][0], cxx)
+    return _bind(ctypes.CDLL(str(so)))
+
+@contextmanager
+def library(lib):
+    "Inside the block, `linear`, `linear_multi` and new `ModelPlan`s on this thread call `lib` (a `build_variant` library)."
+    old = getattr(_USING, "lib", None); _USING.lib = lib
+    try: yield lib
+    finally: _USING.lib = old
+
+# %% ../nbs/15_cpu_kernels.ipynb 40
 F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -181,9 +223,10 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
            method: str = "auto") -> torch.Tensor:
     """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel. `method`: `"rows"` reads each row of W once for all T
     (rows split over threads), `"gemm"` is the cache-blocked GEMM, `"auto"` takes the GEMM from `gemm_min_rows()` rows on (AVX2).
-    `a8` (row path only): quantize x to int8 per block of 32 and use integer dot products (quantized weights, AVX2, K % 32 == 0)."""
+    `a8`: quantize x to int8 per block of 32 and use integer dot products, on the row path and in the int8 GEMM (quantized
+    weights, AVX2, K % 32 == 0, groups of a multiple of 32; otherwise the float path)."""
     if method not in LINEAR_METHODS: raise ValueError(f"method: expected one of {', '.join(LINEAR_METHODS)}, got {method!r}")
-    lib = build()
+    lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     x = _f32(x, "x")
     if x.dim() != 2 or x.shape[1] != spec.K: raise ValueError(f"x: expected [T, {spec.K}], got {tuple(x.shape)}")
@@ -192,10 +235,11 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None) -> list[torch.Tensor]:
+def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: bool = False) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows on, `x` is
-    packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up); below, each takes the row path."""
-    lib = build()
+    packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up); below, each takes the row path.
+    `a8`: int8 activations for every weight that allows them (see `linear`); the int8 GEMM when all of them do."""
+    lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     if not specs: return []
     x = _f32(x, "x")
@@ -204,20 +248,22 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
     outs = [torch.empty(x.shape[0], s.N) for s in specs]
     n, P = len(specs), ctypes.c_void_p
     arr = lambda typ, vals: (typ * n)(*vals)
-    lib.xk_linear_multi(n, arr(ctypes.c_int, [s.kind for s in specs]), arr(ctypes.c_int64, [s.N for s in specs]), K,
+    lib.xk_linear_multi(n, int(a8), arr(ctypes.c_int, [s.kind for s in specs]), arr(ctypes.c_int64, [s.N for s in specs]), K,
                         arr(ctypes.c_int64, [s.G for s in specs]), arr(P, [_ptr(s.w) for s in specs]), arr(P, [_ptr(s.scales) for s in specs]),
                         arr(P, [_ptr(s.mins) for s in specs]), arr(P, [_ptr(s.bias) for s in specs]), x.data_ptr(), x.shape[0],
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
-def gemm_min_rows() -> int:
-    "Input rows from which `linear(method=\"auto\")` takes the GEMM (a very large number when the build has no AVX2)."
-    lib = build()
-    return int(lib.xk_gemm_min_rows()) if lib is not None and lib.xk_has_avx2() else 2**62
+def gemm_min_rows(a8: bool = False) -> int:
+    """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number when the
+    build has no AVX2)."""
+    lib = _active()
+    if lib is None or not lib.xk_has_avx2(): return 2**62
+    return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 54
+# %% ../nbs/15_cpu_kernels.ipynb 57
 def _lib():
-    lib = build()
+    lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     return lib
 
@@ -229,7 +275,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 55
+# %% ../nbs/15_cpu_kernels.ipynb 58
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3: raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
@@ -239,7 +285,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 56
+# %% ../nbs/15_cpu_kernels.ipynb 59
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -248,7 +294,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 57
+# %% ../nbs/15_cpu_kernels.ipynb 60
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -259,7 +305,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 58
+# %% ../nbs/15_cpu_kernels.ipynb 61
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool` `[rows, kv_heads, d]`
@@ -282,7 +328,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
 
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
-# %% ../nbs/15_cpu_kernels.ipynb 59
+# %% ../nbs/15_cpu_kernels.ipynb 62
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     "float32 `W @ x` by one of the `GEMV_VARIANTS` (the matrix-vector story)."
     W, x = _f32(W, "W"), _f32(x, "x")
@@ -292,7 +338,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 69
+# %% ../nbs/15_cpu_kernels.ipynb 72
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
     Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
@@ -305,7 +351,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 70
+# %% ../nbs/15_cpu_kernels.ipynb 73
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -323,7 +369,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
 
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
-# %% ../nbs/15_cpu_kernels.ipynb 71
+# %% ../nbs/15_cpu_kernels.ipynb 74
 @contextmanager
 def disabled():
     "Inside the block the compiled kernels count as off: `CpuRunner.unsupported` says so, and `LLM(quantization='auto')` loads floats."
@@ -332,7 +378,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 74
+# %% ../nbs/15_cpu_kernels.ipynb 77
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
@@ -340,9 +386,11 @@ def _version(t: torch.Tensor) -> int | None:
 
 class ModelPlan:
     """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight (kept
-    quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no longer holds the tensors it was built from."""
-    def __init__(self, model):
+    quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no longer holds the tensors it was built from.
+    `a8`: int8 activations (quantized per block of 32) and integer dot products wherever the weight allows them."""
+    def __init__(self, model, a8: bool = False):
         c, lib = model.config, _lib()
+        self.a8 = bool(a8)      # int8 activations for every linear whose weight allows them (`linear(a8=True)`)
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
         self.n_layers, self.vocab = c.num_hidden_layers, c.vocab_size
@@ -364,7 +412,7 @@ class ModelPlan:
             spec = module_spec(mod, exact_float)
             if spec is None: raise ValueError(f"{type(mod).__name__} {name} is not supported by the CPU kernels")
             self.specs.append(spec)
-            return lib.xk_plan_add_linear(h, *spec.args(), 0)
+            return lib.xk_plan_add_linear(h, *spec.args(), int(self.a8))
         try:
             layers = track(model.model._modules, "layers")
             for i, blk in enumerate(layers):
@@ -442,19 +490,37 @@ class ModelPlan:
         n = int(buf[7])
         return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 76
+# %% ../nbs/15_cpu_kernels.ipynb 79
+ACTIVATIONS = ("float", "int8")
+
+def activation_mode(activations: str | None = None) -> str:
+    """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`, else
+    "float" (float32 activations, the reference). "int8": each input row quantized per block of 32 and integer dot products."""
+    a = activations if activations is not None else os.environ.get("XLLM_CPU_ACTIVATIONS", "float")
+    if a not in ACTIVATIONS: raise ValueError(f"activations: expected one of {', '.join(ACTIVATIONS)}, got {a!r}"
+                                              + ("" if activations is not None else " (from XLLM_CPU_ACTIVATIONS)"))
+    return a
+
+# %% ../nbs/15_cpu_kernels.ipynb 80
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
-    def __init__(self, model, pool, threads: int | None = None, **options):
+    def __init__(self, model, pool, threads: int | None = None, activations: str | None = None, **options):
         super().__init__(model, pool)
-        self.plan = None if (why := self._unsupported_before_plan(model, pool.kv_dtype)) else ModelPlan(model)   # built once
+        self.activations = activation_mode(activations)
+        self.plan = None if (why := self._unsupported_before_plan(model, pool.kv_dtype)) else ModelPlan(model, a8=self.activations == "int8")   # built once
         if why := why or self.plan.reason: raise ValueError(f"the CPU runner cannot run this model: {why}")
         c = model.config
         if len(pool.k_flat) != c.num_hidden_layers or any(t.shape[1:] != (c.num_key_value_heads, c.head_dim) or not t.is_contiguous()
                                                            for t in pool.k_flat + pool.v_flat):
             raise ValueError("the K/V pool does not have this model's layers and heads")
         self.threads = threads
+
+    @property
+    def description(self) -> str:
+        "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
+        return "cpu, float32 activations" if self.activations == "float" else f"cpu, int8 activations ({isa()})"
+    def __repr__(self): return f"CpuRunner({self.description})"
 
     @classmethod
     def unsupported(cls, model, kv_dtype=None) -> str | None:
@@ -480,7 +546,7 @@ class CpuRunner(ModelRunner):
         return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                                  batch.key_slots, batch.key_offsets, self.threads)
 
-# %% ../nbs/15_cpu_kernels.ipynb 77
+# %% ../nbs/15_cpu_kernels.ipynb 81
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output rows
     than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must cover."""

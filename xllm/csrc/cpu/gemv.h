@@ -28,11 +28,16 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
     }
 }
 
-// Linears of one input, any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0), or as asked (1: rows, 2: GEMM;
-// without AVX2 always rows). ys[l] is [T, N_l].
+// Linears of one input, any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0; the int8 GEMM from
+// QGEMM_MIN_ROWS), or as asked (1: rows, 2: GEMM;
+// without AVX2 always rows); the int8 GEMM when every linear has int8 activations (a8). ys[l] is [T, N_l].
 static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt, int method) {
 #if XK_AVX2
-    if (method == 2 || (method == 0 && T >= GEMM_MIN_ROWS)) { gemm_multi(Ls, nl, x, T, ys, nt); return; }
+    const bool a8 = all_a8(Ls, nl);
+    if (method == 2 || (method == 0 && T >= (a8 ? QGEMM_MIN_ROWS : GEMM_MIN_ROWS))) {
+        if (a8) qgemm_multi(Ls, nl, x, T, ys, nt); else gemm_multi(Ls, nl, x, T, ys, nt);
+        return;
+    }
 #endif
 #pragma omp parallel num_threads(nthreads_ok(nt))
     {
