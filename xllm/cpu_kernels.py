@@ -219,12 +219,14 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
 
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
-def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: bool = False,
+def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
            method: str = "auto") -> torch.Tensor:
     """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel. `method`: `"rows"` reads each row of W once for all T
     (rows split over threads), `"gemm"` is the cache-blocked GEMM, `"auto"` takes the GEMM from `gemm_min_rows()` rows on (AVX2).
-    `a8`: quantize x to int8 per block of 32 and use integer dot products, on the row path and in the int8 GEMM (quantized
-    weights, AVX2, K % 32 == 0, groups of a multiple of 32; otherwise the float path)."""
+    `a8` (1 or True): quantize x to int8 per block of 32 and use integer dot products, on the row path and in the int8 GEMM
+    (quantized weights, AVX2, K % 32 == 0, groups of a power-of-two number of 32-blocks; otherwise the float path). `a8=2`: in the GEMM, a
+    second int8 pass over the rounding residual `x - d q` (the row path then runs float)."""
+    if a8 not in (0, 1, 2): raise ValueError(f"a8: expected 0, 1 or 2 (or a bool), got {a8!r}")
     if method not in LINEAR_METHODS: raise ValueError(f"method: expected one of {', '.join(LINEAR_METHODS)}, got {method!r}")
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -235,7 +237,7 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: bool = False) -> list[torch.Tensor]:
+def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows on, `x` is
     packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up); below, each takes the row path.
     `a8`: int8 activations for every weight that allows them (see `linear`); the int8 GEMM when all of them do."""
@@ -261,7 +263,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 57
+# %% ../nbs/15_cpu_kernels.ipynb 65
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -275,7 +277,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 58
+# %% ../nbs/15_cpu_kernels.ipynb 66
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3: raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
@@ -285,7 +287,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 59
+# %% ../nbs/15_cpu_kernels.ipynb 67
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -294,7 +296,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 60
+# %% ../nbs/15_cpu_kernels.ipynb 68
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -305,7 +307,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 61
+# %% ../nbs/15_cpu_kernels.ipynb 69
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool` `[rows, kv_heads, d]`
@@ -328,7 +330,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
 
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
-# %% ../nbs/15_cpu_kernels.ipynb 62
+# %% ../nbs/15_cpu_kernels.ipynb 70
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     "float32 `W @ x` by one of the `GEMV_VARIANTS` (the matrix-vector story)."
     W, x = _f32(W, "W"), _f32(x, "x")
@@ -338,7 +340,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 72
+# %% ../nbs/15_cpu_kernels.ipynb 80
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
     Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
@@ -351,7 +353,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 73
+# %% ../nbs/15_cpu_kernels.ipynb 81
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -369,7 +371,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
 
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
-# %% ../nbs/15_cpu_kernels.ipynb 74
+# %% ../nbs/15_cpu_kernels.ipynb 82
 @contextmanager
 def disabled():
     "Inside the block the compiled kernels count as off: `CpuRunner.unsupported` says so, and `LLM(quantization='auto')` loads floats."
@@ -378,7 +380,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 77
+# %% ../nbs/15_cpu_kernels.ipynb 85
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
@@ -387,10 +389,12 @@ def _version(t: torch.Tensor) -> int | None:
 class ModelPlan:
     """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight (kept
     quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no longer holds the tensors it was built from.
-    `a8`: int8 activations (quantized per block of 32) and integer dot products wherever the weight allows them."""
-    def __init__(self, model, a8: bool = False):
+    `a8`: 1, int8 activations (quantized per block of 32) and integer dot products wherever the weight allows them; 2, with
+    a second int8 pass over the activations' rounding residual in the GEMM."""
+    def __init__(self, model, a8: int = 0):
         c, lib = model.config, _lib()
-        self.a8 = bool(a8)      # int8 activations for every linear whose weight allows them (`linear(a8=True)`)
+        if a8 not in (0, 1, 2): raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
+        self.a8 = int(a8)       # int8 activations for every linear whose weight allows them (`linear(a8=...)`)
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
         self.n_layers, self.vocab = c.num_hidden_layers, c.vocab_size
@@ -412,7 +416,7 @@ class ModelPlan:
             spec = module_spec(mod, exact_float)
             if spec is None: raise ValueError(f"{type(mod).__name__} {name} is not supported by the CPU kernels")
             self.specs.append(spec)
-            return lib.xk_plan_add_linear(h, *spec.args(), int(self.a8))
+            return lib.xk_plan_add_linear(h, *spec.args(), self.a8)
         try:
             layers = track(model.model._modules, "layers")
             for i, blk in enumerate(layers):
@@ -490,25 +494,27 @@ class ModelPlan:
         n = int(buf[7])
         return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 79
-ACTIVATIONS = ("float", "int8")
+# %% ../nbs/15_cpu_kernels.ipynb 87
+ACTIVATIONS = {"float": 0, "int8": 1, "int8x2": 2}   # the activations' form -> ModelPlan's a8 level
 
 def activation_mode(activations: str | None = None) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`, else
-    "float" (float32 activations, the reference). "int8": each input row quantized per block of 32 and integer dot products."""
+    "float" (float32 activations, the reference). "int8": each input row quantized per block of 32 and integer dot products
+    (the numerics of llama.cpp's Q8 activations); "int8x2": the same plus a second int8 pass over the rounding residual in
+    the GEMM (about 15 bits of each activation; a few rows take the float row path)."""
     a = activations if activations is not None else os.environ.get("XLLM_CPU_ACTIVATIONS", "float")
     if a not in ACTIVATIONS: raise ValueError(f"activations: expected one of {', '.join(ACTIVATIONS)}, got {a!r}"
                                               + ("" if activations is not None else " (from XLLM_CPU_ACTIVATIONS)"))
     return a
 
-# %% ../nbs/15_cpu_kernels.ipynb 80
+# %% ../nbs/15_cpu_kernels.ipynb 88
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
     def __init__(self, model, pool, threads: int | None = None, activations: str | None = None, **options):
         super().__init__(model, pool)
         self.activations = activation_mode(activations)
-        self.plan = None if (why := self._unsupported_before_plan(model, pool.kv_dtype)) else ModelPlan(model, a8=self.activations == "int8")   # built once
+        self.plan = None if (why := self._unsupported_before_plan(model, pool.kv_dtype)) else ModelPlan(model, a8=ACTIVATIONS[self.activations])   # built once
         if why := why or self.plan.reason: raise ValueError(f"the CPU runner cannot run this model: {why}")
         c = model.config
         if len(pool.k_flat) != c.num_hidden_layers or any(t.shape[1:] != (c.num_key_value_heads, c.head_dim) or not t.is_contiguous()
@@ -519,7 +525,8 @@ class CpuRunner(ModelRunner):
     @property
     def description(self) -> str:
         "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
-        return "cpu, float32 activations" if self.activations == "float" else f"cpu, int8 activations ({isa()})"
+        if self.activations == "float": return "cpu, float32 activations"
+        return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
     def __repr__(self): return f"CpuRunner({self.description})"
 
     @classmethod
@@ -546,7 +553,7 @@ class CpuRunner(ModelRunner):
         return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                                  batch.key_slots, batch.key_offsets, self.threads)
 
-# %% ../nbs/15_cpu_kernels.ipynb 81
+# %% ../nbs/15_cpu_kernels.ipynb 89
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output rows
     than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must cover."""

@@ -7,6 +7,7 @@ struct Lin {
     const float* bias = nullptr;
     int bshift = 0;    // log2(group size / 32), for the integer path
     bool a8 = false;   // int8 activations (per 32-value block) with integer dot products; set only where the layout allows it
+    bool a8r = false;  // and a second int8 pass over the rounding residual of the activations (int8 GEMM; the row path then runs float)
 };
 
 // An input vector prepared for one kind of weight: Q4 needs x split into even/odd columns and per-group sums.

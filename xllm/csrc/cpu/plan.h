@@ -36,6 +36,7 @@ struct Plan {
 #if XK_AVX2
     QScratch QS; QAct QA{};   // the int8 GEMM's quantized input (sized for the widest input, K = max(H, nq, I))
 #endif
+    bool a8r = false;          // some linear takes the int8 GEMM's residual pass (set as linears are added)
     std::atomic<int64_t> task{0};   // the GEMM's next block of rows
     static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
@@ -43,6 +44,7 @@ struct Plan {
 #if XK_AVX2
         if (T >= QGEMM_MIN_ROWS && all_a8(ls, nl)) {     // int8 activations: rows quantized by their threads, then the integer GEMM
             QAct A = QA; A.K = ls[0].K; A.nb = A.K / 32;
+            if (!any_a8r(ls, nl)) A.q2 = nullptr;
             int64_t t0, t1; split(T, tid, n, t0, t1, 1);
             quantize_rows(x, t0, t1, A);
             if (tid == 0) task.store(0);
@@ -78,7 +80,7 @@ struct Plan {
         grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
         grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
 #if XK_AVX2
-        QA = QS.get(N, std::max(std::max(H, nq), I));
+        QA = QS.get(N, std::max(std::max(H, nq), I), a8r);
 #endif
         const bool small = N <= SMALL_ROWS && M <= N;
         if ((int)priv.size() < nt) { priv.resize(nt); privX.resize(nt); }

@@ -57,33 +57,50 @@ constexpr bool QG_OFFSET = XK_ISA >= 2;        // INT8 codes stored as w + 128 (
 constexpr int64_t QG_ROWS = QG_NR * QG_MR;     // weight rows per task
 
 // x [T, K] quantized: codes q[T][K], and per (row, block) the scale d, the float sum of x and 128 * the sum of the codes
-struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; };
+// With q2 set, the rounding residual x - d q quantized again the same way: codes q2, scales d2, offsets o2 (a second pass).
+struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* q2 = nullptr; float* d2 = nullptr; int32_t* o2 = nullptr; };
 
-// Rows t0..t1 of x quantized into A (vectorized: 4 x 8 floats a block)
-static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
+// 32 floats v[0..3] quantized: codes to q, returns the scale; *isum: the sum of the codes
+static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum) {
     const __m256 signbit = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v[0]), _mm256_andnot_ps(signbit, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(signbit, v[2]), _mm256_andnot_ps(signbit, v[3])));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h)); h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    // round to nearest even, as nearbyint and torch.round
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
+    __m256i is = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    _mm256_storeu_si256((__m256i*)q, _mm256_permutevar8x32_epi32(p, perm));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(is), _mm256_extracti128_si256(is, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e)); s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    *isum = _mm_cvtsi128_si32(s4);
+    return d;
+}
+
+// Rows t0..t1 of x quantized into A (and the residual, when A.q2 is set)
+static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
     for (int64_t t = t0; t < t1; t++)
         for (int64_t b = 0; b < A.nb; b++) {
-            const float* xb = x + t * A.K + b * 32;
-            __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8), v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
-            __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v0), _mm256_andnot_ps(signbit, v1)),
-                                     _mm256_max_ps(_mm256_andnot_ps(signbit, v2), _mm256_andnot_ps(signbit, v3)));
-            __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-            h = _mm_max_ps(h, _mm_movehl_ps(h, h)); h = _mm_max_ss(h, _mm_movehdup_ps(h));
-            const float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-            const __m256 vid = _mm256_set1_ps(id);
-            // round to nearest even, as nearbyint and torch.round
-            __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
-            __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-            __m256i isum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-            _mm256_storeu_si256((__m256i*)(A.q + t * A.K + b * 32), _mm256_permutevar8x32_epi32(p, perm));
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(isum), _mm256_extracti128_si256(isum, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e)); s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-            const int64_t i = t * A.nb + b;
-            A.d[i] = d; A.o[i] = 128 * _mm_cvtsi128_si32(s4);
-            A.s[i] = hsum(_mm256_add_ps(_mm256_add_ps(v0, v1), _mm256_add_ps(v2, v3)));
+            const float* xb = x + t * A.K + b * 32; const int64_t i = t * A.nb + b;
+            __m256 v[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24)};
+            int32_t isum; int8_t* q = A.q + t * A.K + b * 32;
+            const float d = quantize_block(v, q, &isum);
+            A.d[i] = d; A.o[i] = 128 * isum;
+            A.s[i] = hsum(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+            if (!A.q2) continue;
+            const __m256 vd = _mm256_set1_ps(d);
+            __m256 r[4];
+            for (int k = 0; k < 4; k++) {   // x - d q, rounded twice as the reference computes it: the barrier keeps it from becoming one FMA
+                __m256 dq = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(q + 8 * k)))), vd);
+                __asm__("" : "+x"(dq));
+                r[k] = _mm256_sub_ps(v[k], dq);
+            }
+            A.d2[i] = quantize_block(r, A.q2 + t * A.K + b * 32, &isum); A.o2[i] = 128 * isum;
         }
 }
 
@@ -127,22 +144,22 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
 
 // One tile: the QG_MR groups of QG_NR repacked rows (a task) times activation rows j0..j0+RN; y rows are [N] apart, bias added,
 // outputs n0.. up to N (a partial last group is written through a small buffer).
-template <bool Q4, int RN>
+template <bool Q4, int RN, bool R2>
 static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QAct& A, int64_t j0, float* y, int64_t N, int64_t n0, const float* bias) {
     const int64_t nb = A.nb, K = A.K;
     qvf acc[QG_MR][RN];
     for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) acc[m][j] = qf_zero();
     for (int64_t b = 0; b < nb; b++) {
-        qvi ia[QG_MR][RN];
-        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) ia[m][j] = qi_zero();
-        const int8_t* xb = A.q + j0 * K + b * 32;
+        qvi ia[QG_MR][RN], ib[QG_MR][R2 ? RN : 1];
+        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) { ia[m][j] = qi_zero(); if (R2) ib[m][j] = qi_zero(); }
+        const int8_t* xb = A.q + j0 * K + b * 32; const int8_t* xb2 = R2 ? A.q2 + j0 * K + b * 32 : nullptr;
 #pragma GCC unroll 8
         for (int k4 = 0; k4 < 8; k4++) {
-            int32_t x4[RN];
-            for (int j = 0; j < RN; j++) std::memcpy(&x4[j], xb + j * K + 4 * k4, 4);
+            int32_t x4[RN], x42[RN];
+            for (int j = 0; j < RN; j++) { std::memcpy(&x4[j], xb + j * K + 4 * k4, 4); if (R2) std::memcpy(&x42[j], xb2 + j * K + 4 * k4, 4); }
             for (int m = 0; m < QG_MR; m++) {
                 const qvi w = qi_load(wq + ((m * nb + b) * 8 + k4) * QG_NR * 4);
-                for (int j = 0; j < RN; j++) ia[m][j] = q_dot<Q4>(ia[m][j], w, x4[j]);
+                for (int j = 0; j < RN; j++) { ia[m][j] = q_dot<Q4>(ia[m][j], w, x4[j]); if (R2) ib[m][j] = q_dot<Q4>(ib[m][j], w, x42[j]); }
             }
         }
         for (int m = 0; m < QG_MR; m++) {
@@ -152,6 +169,11 @@ static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QA
                 qvi v = ia[m][j];
                 if (!Q4 && QG_OFFSET) v = qi_sub1(v, A.o[i]);
                 acc[m][j] = qf_fma(qf_cvt(v), qf_mul(sv, qf_set1(A.d[i])), acc[m][j]);
+                if (R2) {
+                    qvi v2 = ib[m][j];
+                    if (!Q4 && QG_OFFSET) v2 = qi_sub1(v2, A.o2[i]);
+                    acc[m][j] = qf_fma(qf_cvt(v2), qf_mul(sv, qf_set1(A.d2[i])), acc[m][j]);
+                }
                 if (Q4) acc[m][j] = qf_fma(qf_load(wm + (m * nb + b) * QG_NR), qf_set1(A.s[i]), acc[m][j]);
             }
         }
@@ -167,13 +189,13 @@ static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QA
         }
     }
 }
-template <bool Q4>
+template <bool Q4, bool R2>
 static void qmicro_rn(int rn, const uint8_t* wq, const float* ws, const float* wm, const QAct& A, int64_t j0, float* y, int64_t N, int64_t n0, const float* bias) {
     switch (rn) {
-    case 4: qmicro<Q4, 4>(wq, ws, wm, A, j0, y, N, n0, bias); break;
-    case 3: qmicro<Q4, 3>(wq, ws, wm, A, j0, y, N, n0, bias); break;
-    case 2: qmicro<Q4, 2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
-    default: qmicro<Q4, 1>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 4: qmicro<Q4, 4, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 3: qmicro<Q4, 3, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 2: qmicro<Q4, 2, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    default: qmicro<Q4, 1, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
     }
 }
 
@@ -194,29 +216,35 @@ static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* c
         qrepack(L, n0, wq, ws, wm);
         for (int64_t j0 = 0; j0 < T; j0 += 4) {
             const int rn = (int)std::min<int64_t>(4, T - j0);
-            if (L.kind == Q4) qmicro_rn<true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias);
-            else qmicro_rn<false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias);
+            const bool r2 = L.a8r && A.q2;
+            if (L.kind == Q4) { if (r2) qmicro_rn<true, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<true, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); }
+            else if (r2) qmicro_rn<false, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<false, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias);
         }
     }
 }
 
 // Scratch for a quantized input of T rows of K (K % 32 == 0)
 struct QScratch {
-    std::vector<int8_t> q; std::vector<float> d, s; std::vector<int32_t> o;
-    QAct get(int64_t T, int64_t K) {
+    std::vector<int8_t> q, q2; std::vector<float> d, s, d2; std::vector<int32_t> o, o2;
+    QAct get(int64_t T, int64_t K, bool two) {   // two: room for the residual pass too
         const int64_t nb = K / 32;
         if ((int64_t)q.size() < T * K) q.resize(T * K);
         if ((int64_t)d.size() < T * nb) { d.resize(T * nb); s.resize(T * nb); o.resize(T * nb); }
-        return QAct{q.data(), d.data(), s.data(), o.data(), K, nb};
+        if (two && (int64_t)q2.size() < T * K) q2.resize(T * K);
+        if (two && (int64_t)d2.size() < T * nb) { d2.resize(T * nb); o2.resize(T * nb); }
+        QAct A{q.data(), d.data(), s.data(), o.data(), K, nb};
+        if (two) { A.q2 = q2.data(); A.d2 = d2.data(); A.o2 = o2.data(); }
+        return A;
     }
 };
 static QScratch qact_buf;
 
 static inline bool all_a8(const Lin* Ls, int nl) { for (int l = 0; l < nl; l++) if (!Ls[l].a8) return false; return true; }
+static inline bool any_a8r(const Lin* Ls, int nl) { for (int l = 0; l < nl; l++) if (Ls[l].a8r) return true; return false; }
 
 // The whole int8 GEMM: x quantized once, then one parallel region
 static void qgemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
-    QAct A = qact_buf.get(T, Ls[0].K);
+    QAct A = qact_buf.get(T, Ls[0].K, any_a8r(Ls, nl));
     quantize_rows(x, 0, T, A);
     std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nthreads_ok(nt))
