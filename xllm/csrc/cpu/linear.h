@@ -18,18 +18,20 @@ static inline bool a8_ok(const Lin& L) {   // integer path: AVX2, blocks of 32 i
     return XK_AVX2 && L.kind != F32 && L.K % 32 == 0 && (L.kind == Q8_ROW || (L.gs % 32 == 0 && (bpg & (bpg - 1)) == 0));
 }
 // floats of scratch one prepared input takes (int8 codes are stored in the same buffer)
-static inline int64_t prep_floats(const Lin& L) { return (L.kind == Q4 ? L.K + L.G : 0) + (L.a8 ? L.K / 32 + L.K / 4 + 16 : 0); }
+static inline int64_t prep_floats(const Lin& L) { return (L.kind == Q4 ? L.K + L.G : 0) + (L.a8 ? 2 * (L.K / 32) + L.K / 4 + 16 : 0); }
 
 // Quantize 32-value blocks of x to int8 (scale amax/127 per block). Q4 wants each pair of blocks as
 // [even columns of b, even of b+1, odd of b, odd of b+1] (a lone last block: [even, odd]) to meet its packed nibbles.
-static void quantize_blocks(const Lin& L, const float* x, int8_t* xq, float* dx) {
+// qsum[b]: d_b * sum of block b's codes, the block's sum as the integer product sees it (for the INT4 minimums).
+static void quantize_blocks(const Lin& L, const float* x, int8_t* xq, float* dx, float* qsum) {
     const int64_t nb = L.K / 32;
     for (int64_t b = 0; b < nb; b++) {
         const float* xb = x + b * 32; float amax = 0;
         for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(xb[i]));
         float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f; dx[b] = d;
-        int8_t tmp[32];
-        for (int i = 0; i < 32; i++) tmp[i] = (int8_t)std::nearbyint(xb[i] * id);
+        int8_t tmp[32]; int32_t isum = 0;
+        for (int i = 0; i < 32; i++) { tmp[i] = (int8_t)std::nearbyint(xb[i] * id); isum += tmp[i]; }
+        qsum[b] = d * (float)isum;
         if (L.kind != Q4) { std::memcpy(xq + b * 32, tmp, 32); continue; }
         bool pair = (b % 2 == 0 && b + 1 < nb) || b % 2 == 1;
         int8_t* base = xq + (b / 2) * 64;
@@ -51,9 +53,11 @@ static void prepare(const Lin& L, const float* x, float* scratch, Prep& p) {
         p.xe = xe; p.xo = xo; p.gsum = gs; next = gs + L.G;
     }
     if (L.a8) {
-        float* dx = next; int8_t* xq = (int8_t*)(dx + L.K / 32);
+        float* dx = next; float* qs = dx + L.K / 32; int8_t* xq = (int8_t*)(qs + L.K / 32);
         xq = (int8_t*)(((uintptr_t)xq + 31) & ~(uintptr_t)31);
-        quantize_blocks(L, x, xq, dx); p.xq = xq; p.dx = dx;
+        quantize_blocks(L, x, xq, dx, qs); p.xq = xq; p.dx = dx;
+        if (L.kind == Q4)   // the minimums meet the quantized activations too: y = W . x_hat exactly (as llama.cpp's Q8_1 sums)
+            for (int64_t g = 0; g < L.G; g++) { float s = 0; for (int64_t b = g * L.gs / 32; b < (g + 1) * L.gs / 32; b++) s += qs[b]; ((float*)p.gsum)[g] = s; }
     }
 }
 

@@ -1,9 +1,9 @@
 // ---------------------------------------------------------------- int8 activations: a GEMM of integer dot products
 // y[T, N] = x[T, K] @ W^T with x quantized per block of 32 values (d = max|x| / 127, q = round(x / d), as GGUF's Q8_0) and the
-// products summed in integers, one block at a time:
-//   INT4 (code c in 0..15, value s c + m):  y = sum_b s_b d_b (c . q)_b + sum_b m_b xsum_b   (xsum_b: the exact float sum of x)
+// products summed in integers, one block at a time: y = W . x_hat, with x_hat = d q the dequantized activations,
+//   INT4 (code c in 0..15, value s c + m):  y = sum_b s_b d_b (c . q)_b + sum_b m_b d_b sum(q)_b
 //   INT8 (code w in -127..127, value s w):  y = sum_b s_b d_b (w . q)_b
-// - x is quantized once per call: codes q[T][K] in column order, and per (row, block) d, xsum and 128 * sum(q).
+// - x is quantized once per call: codes q[T][K] in column order, and per (row, block) d, d sum(q) and 128 * sum(q).
 // - The weights are repacked once per call, QG_MR x QG_NR rows at a time (a task), so that one vector holds 4 consecutive
 //   codes of each of QG_NR rows: wq[group][block][k4][row][4]. One dot-product instruction then adds, in lane r, 4 products
 //   of row r with 4 activations broadcast to every lane; 8 of them cover a block for QG_NR rows, and the block's int32 sums
@@ -56,7 +56,7 @@ constexpr int64_t QGEMM_MIN_ROWS = 3;         // this many input rows or more ta
 constexpr bool QG_OFFSET = XK_ISA >= 2;        // INT8 codes stored as w + 128 (the vpdpbusd builds)
 constexpr int64_t QG_ROWS = QG_NR * QG_MR;     // weight rows per task
 
-// x [T, K] quantized: codes q[T][K], and per (row, block) the scale d, the float sum of x and 128 * the sum of the codes
+// x [T, K] quantized: codes q[T][K], and per (row, block) the scale d, the block's dequantized sum and 128 * the sum of the codes
 // With q2 set, the rounding residual x - d q quantized again the same way: codes q2, scales d2, offsets o2 (a second pass).
 struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* q2 = nullptr; float* d2 = nullptr; int32_t* o2 = nullptr; };
 
@@ -90,8 +90,7 @@ static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
             __m256 v[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24)};
             int32_t isum; int8_t* q = A.q + t * A.K + b * 32;
             const float d = quantize_block(v, q, &isum);
-            A.d[i] = d; A.o[i] = 128 * isum;
-            A.s[i] = hsum(_mm256_add_ps(_mm256_add_ps(v[0], v[1]), _mm256_add_ps(v[2], v[3])));
+            A.d[i] = d; A.o[i] = 128 * isum; A.s[i] = d * (float)isum;   // the block's sum as the integer product sees it
             if (!A.q2) continue;
             const __m256 vd = _mm256_set1_ps(d);
             __m256 r[4];
@@ -100,7 +99,8 @@ static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
                 __asm__("" : "+x"(dq));
                 r[k] = _mm256_sub_ps(v[k], dq);
             }
-            A.d2[i] = quantize_block(r, A.q2 + t * A.K + b * 32, &isum); A.o2[i] = 128 * isum;
+            const float d2 = quantize_block(r, A.q2 + t * A.K + b * 32, &isum);
+            A.d2[i] = d2; A.o2[i] = 128 * isum; A.s[i] += d2 * (float)isum;
         }
 }
 
