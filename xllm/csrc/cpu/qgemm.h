@@ -29,6 +29,7 @@ static inline qvf qf_cvt(qvi a) { return _mm512_cvtepi32_ps(a); }
 static inline qvi qi_sub1(qvi a, int32_t v) { return _mm512_sub_epi32(a, _mm512_set1_epi32(v)); }
 static inline void qf_store(float* p, qvf v) { _mm512_storeu_ps(p, v); }
 template <bool Q4> static inline qvi q_dot(qvi acc, qvi w, int32_t x4) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4)); }
+template <bool Q4> static inline qvi q_block_end(qvi acc) { return acc; }
 #else
 constexpr int QG_NR = 8, QG_MR = 1;
 typedef __m256i qvi; typedef __m256 qvf;
@@ -44,12 +45,16 @@ static inline qvi qi_sub1(qvi a, int32_t v) { return _mm256_sub_epi32(a, _mm256_
 static inline void qf_store(float* p, qvf v) { _mm256_storeu_ps(p, v); }
 #if XK_ISA == 2
 template <bool Q4> static inline qvi q_dot(qvi acc, qvi w, int32_t x4) { return _mm256_dpbusd_avx_epi32(acc, w, _mm256_set1_epi32(x4)); }
+template <bool Q4> static inline qvi q_block_end(qvi acc) { return acc; }
 #else
 template <bool Q4> static inline qvi q_dot(qvi acc, qvi w, int32_t x4) {
     const __m256i x = _mm256_set1_epi32(x4), ones = _mm256_set1_epi16(1);
-    const __m256i p = Q4 ? _mm256_maddubs_epi16(w, x) : _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+    if (Q4) return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));   // int16 sums: see q_block_end
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones));
 }
+// AVX2, INT4: a vpmaddubsw pair sum is at most 2 * 15 * 127 = 3810, so the 8 of a block add up in int16 lanes (<= 30480)
+// and are widened once per block; INT8 pairs reach 2 * 127 * 127 and are widened every time.
+template <bool Q4> static inline qvi q_block_end(qvi acc) { return Q4 ? _mm256_madd_epi16(acc, _mm256_set1_epi16(1)) : acc; }
 #endif
 #endif
 constexpr int64_t QGEMM_MIN_ROWS = 3;         // this many input rows or more take the int8 GEMM (a8 linears, AVX2 builds)
@@ -166,11 +171,11 @@ static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QA
             const qvf sv = qf_load(ws + (m * nb + b) * QG_NR);
             for (int j = 0; j < RN; j++) {
                 const int64_t i = (j0 + j) * nb + b;
-                qvi v = ia[m][j];
+                qvi v = q_block_end<Q4>(ia[m][j]);
                 if (!Q4 && QG_OFFSET) v = qi_sub1(v, A.o[i]);
                 acc[m][j] = qf_fma(qf_cvt(v), qf_mul(sv, qf_set1(A.d[i])), acc[m][j]);
                 if (R2) {
-                    qvi v2 = ib[m][j];
+                    qvi v2 = q_block_end<Q4>(ib[m][j]);
                     if (!Q4 && QG_OFFSET) v2 = qi_sub1(v2, A.o2[i]);
                     acc[m][j] = qf_fma(qf_cvt(v2), qf_mul(sv, qf_set1(A.d2[i])), acc[m][j]);
                 }
