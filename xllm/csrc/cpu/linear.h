@@ -62,14 +62,23 @@ static void prepare(const Lin& L, const float* x, float* scratch, Prep& p) {
 }
 
 #if XK_AVX2
+// u8 x s8 products of 32 bytes summed in groups of 4 into 8 int32 lanes: one vpdpbusd where the build has VNNI, else
+// vpmaddubsw then vpmaddwd (exact here: the unsigned side is a nibble or |w| <= 127, so a pair sum stays under 2^15)
+static inline __m256i dp4(__m256i acc, __m256i u, __m256i s) {
+#if XK_ISA >= 3
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif XK_ISA == 2
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
 // W8A8: sum over blocks of scale_w(block) * dx(block) * (int8 w . int8 x); per-row scale: applied by the caller (ws == nullptr)
 static inline float dot_q8_a8(const int8_t* q, const uint16_t* ws, int bshift, const Prep& p, int64_t nb) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i w = _mm256_loadu_si256((const __m256i*)(q + b * 32)), xv = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32));
-        __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
-        __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+        __m256 f = _mm256_cvtepi32_ps(dp4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w)));
         float c = p.dx[b] * (ws ? _cvtsh_ss(ws[b >> bshift]) : 1.0f);
         acc = _mm256_fmadd_ps(f, _mm256_set1_ps(c), acc);
     }
@@ -85,9 +94,15 @@ static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         __m256i lo2 = _mm256_and_si256(v2, m4), hi2 = _mm256_and_si256(_mm256_srli_epi16(v2, 4), m4);
         const int8_t* xb = p.xq + b * 32;
+#if XK_ISA >= 2
+        const __m256i z = _mm256_setzero_si256();
+        __m256 f = _mm256_cvtepi32_ps(dp4(dp4(z, lo, _mm256_loadu_si256((const __m256i*)xb)), hi, _mm256_loadu_si256((const __m256i*)(xb + 32))));
+        __m256 f2 = _mm256_cvtepi32_ps(dp4(dp4(z, lo2, _mm256_loadu_si256((const __m256i*)(xb + 64))), hi2, _mm256_loadu_si256((const __m256i*)(xb + 96))));
+#else
         __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i*)xb)), _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i*)(xb + 32))));
         __m256i s16b = _mm256_add_epi16(_mm256_maddubs_epi16(lo2, _mm256_loadu_si256((const __m256i*)(xb + 64))), _mm256_maddubs_epi16(hi2, _mm256_loadu_si256((const __m256i*)(xb + 96))));
         __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), f2 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16b, ones));
+#endif
         __m128 s4 = bshift == 0 ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + b)))       // groups of 32: 4 scales in one load
                                 : _mm_set_ps(_cvtsh_ss(sc[(b + 3) >> bshift]), _cvtsh_ss(sc[(b + 2) >> bshift]), _cvtsh_ss(sc[(b + 1) >> bshift]), _cvtsh_ss(sc[b >> bshift]));
         __m128 sd = _mm_mul_ps(s4, _mm_loadu_ps(p.dx + b));

@@ -242,7 +242,7 @@ struct QScratch {
         return A;
     }
 };
-static QScratch qact_buf;
+static thread_local QScratch qact_buf;   // the calling thread's (concurrent linear() calls from several Python threads)
 
 static inline bool all_a8(const Lin* Ls, int nl) { for (int l = 0; l < nl; l++) if (!Ls[l].a8) return false; return true; }
 static inline bool any_a8r(const Lin* Ls, int nl) { for (int l = 0; l < nl; l++) if (Ls[l].a8r) return true; return false; }
