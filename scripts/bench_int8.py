@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vs_llamacpp as vs                                          # its llama.cpp runners and our engine workload
-for k in [k for k in vs.LLAMA_ENV if k.startswith("XLLM_")]: vs.LLAMA_ENV.pop(k)   # nothing of xllm's reaches llama.cpp
+for k in [k for k in vs.LLAMA_ENV if k.startswith("XLLM_") or k == "PYTHONPATH"]: vs.LLAMA_ENV.pop(k)   # nothing of xllm's reaches llama.cpp
 import torch
 from xllm.bench import decode_rate, environment, prefill_rate, save_results
 
@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--json", default="bench/results/int8_activations.json")
     ap.add_argument("--skip", default="", help="comma list: ppl, engine, llama")
+    ap.add_argument("--max-load", type=float, default=1.0, help="before each round, wait (up to --max-wait s) for the 1-minute load average to fall below this")
+    ap.add_argument("--max-wait", type=float, default=120)
     a = ap.parse_args()
     skip = set(filter(None, a.skip.split(",")))
     torch.set_num_threads(a.threads)
@@ -73,8 +75,10 @@ def main():
         if have_llama: res["ppl"]["llama.cpp Q4_1"] = vs.llama_ppl(bin_dir, q41, text, a.threads, a.ctx)
 
     for i in range(a.rounds):
+        t0 = time.perf_counter()
+        while os.getloadavg()[0] >= a.max_load and time.perf_counter() - t0 < a.max_wait: time.sleep(5)
         load = [round(x, 2) for x in os.getloadavg()]
-        r = {"load_avg": load}
+        r = {"load_avg": load, "waited_s": round(time.perf_counter() - t0), "quiet": load[0] < a.max_load}
         vs.log(f"round {i + 1}: load average {load}")
         if have_llama:
             lb = vs.best_policy(vs.llama_bench, ("tg64", "pp128"), bin_dir, q41, a.threads, 1)
@@ -110,7 +114,7 @@ def main():
     R = res["rounds"]
     med = lambda k: statistics.median(r[k] for r in R) if R and all(r.get(k) for r in R) else None
     mratio = lambda k1, k2: statistics.median(r[k1] / r[k2] for r in R) if R and all(r.get(k1) and r.get(k2) for r in R) else None
-    keys = [k for k in (R[0] if R else {}) if k != "load_avg" and not k.endswith("_omp")]
+    keys = [k for k in (R[0] if R else {}) if k not in ("load_avg", "waited_s", "quiet") and not k.endswith("_omp")]
     res["median"] = {k: med(k) for k in keys}
     table = []
     for what, ours, llama in (("prefill pp128", "_pp128", "llama_pp128"), ("decode tg64", "_tg64", "llama_tg64"),
