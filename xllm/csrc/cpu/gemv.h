@@ -29,9 +29,9 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
     }
 }
 
-// Linears of one input, any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0; the int8 GEMM from
-// QGEMM_MIN_ROWS), or as asked (1: rows, 2: GEMM;
-// without AVX2 always rows); the int8 GEMM when every linear has int8 activations (a8). ys[l] is [T, N_l].
+// Linears of one input, any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0), or as asked (1: rows, 2: GEMM;
+// without AVX2 always rows). When every linear has int8 activations (a8) the GEMM is the int8 one, from QGEMM_MIN_ROWS rows.
+// ys[l] is [T, N_l].
 static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt, int method) {
 #if XK_AVX2
     const bool a8 = all_a8(Ls, nl);

@@ -43,13 +43,13 @@ struct Plan {
     void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
 #if XK_AVX2
         if (T >= QGEMM_MIN_ROWS && all_a8(ls, nl)) {     // int8 activations: rows quantized by their threads, then the integer GEMM
-            QAct A = QA; A.K = ls[0].K; A.nb = A.K / 32;
-            if (!any_a8r(ls, nl)) A.q2 = nullptr;
+            QAct qa = QA; qa.K = ls[0].K; qa.nb = qa.K / 32;
+            if (!any_a8r(ls, nl)) qa.q2 = nullptr;
             int64_t t0, t1; split(T, tid, n, t0, t1, 1);
-            quantize_rows(x, t0, t1, A);
+            quantize_rows(x, t0, t1, qa);
             if (tid == 0) task.store(0);
             bar.wait();
-            qgemm_part(ls, nl, A, T, ys, task);
+            qgemm_part(ls, nl, qa, T, ys, task);
             bar.wait(); return;
         }
         if (T >= GEMM_MIN_ROWS) {
