@@ -5,7 +5,7 @@ static Lin make_lin(int kind, int64_t N, int64_t K, int64_t G, const void* w, co
     else if (kind == Q8_ROW) { L.w8 = (const int8_t*)w; L.srow = (const float*)scales; }
     else if (kind == Q8_GROUP) { L.w8 = (const int8_t*)w; L.sg = (const uint16_t*)scales; }
     else { L.w4 = (const uint8_t*)w; L.sg = (const uint16_t*)scales; L.mg = (const uint16_t*)mins; }
-    L.a8 = a8 && a8_ok(L);
+    L.a8 = a8 && a8_ok(L); L.a8r = L.a8 && a8 >= 2;
     while (L.a8 && (32 << L.bshift) < L.gs) L.bshift++;
     return L;
 }
@@ -19,7 +19,8 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
     int64_t r0, r1; split(Ntot, tid, n, r0, r1);
     if ((int64_t)prep_vec.size() < T) prep_vec.resize(T);
     for (int64_t l = 0, off = 0; l < nl; off += Ls[l].N, l++) {
-        const Lin& L = Ls[l]; const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + L.N) - off;
+        Lin L = Ls[l]; const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + L.N) - off;
+        if (L.a8r) L.a8 = false;     // two int8 passes are for the GEMM; a few rows take the float dot products instead
         if (a >= b) continue;
         const int64_t pf = prep_floats(L); float* scratch = prep_buf.get(pf * T + 1);
         for (int64_t t = 0; t < T; t++) prepare(L, x + t * L.K, scratch + t * pf, prep_vec[t]);
@@ -29,10 +30,15 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
 }
 
 // Linears of one input, any number of rows: the GEMM from GEMM_MIN_ROWS rows on (method 0), or as asked (1: rows, 2: GEMM;
-// without AVX2 always rows). ys[l] is [T, N_l].
+// without AVX2 always rows). When every linear has int8 activations (a8) the GEMM is the int8 one, from QGEMM_MIN_ROWS rows.
+// ys[l] is [T, N_l].
 static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt, int method) {
 #if XK_AVX2
-    if (method == 2 || (method == 0 && T >= GEMM_MIN_ROWS)) { gemm_multi(Ls, nl, x, T, ys, nt); return; }
+    const bool a8 = all_a8(Ls, nl);
+    if (method == 2 || (method == 0 && T >= (a8 ? QGEMM_MIN_ROWS : GEMM_MIN_ROWS))) {
+        if (a8) qgemm_multi(Ls, nl, x, T, ys, nt); else gemm_multi(Ls, nl, x, T, ys, nt);
+        return;
+    }
 #endif
 #pragma omp parallel num_threads(nthreads_ok(nt))
     {

@@ -7,6 +7,7 @@ struct Lin {
     const float* bias = nullptr;
     int bshift = 0;    // log2(group size / 32), for the integer path
     bool a8 = false;   // int8 activations (per 32-value block) with integer dot products; set only where the layout allows it
+    bool a8r = false;  // and a second int8 pass over the rounding residual of the activations (int8 GEMM; the row path then runs float)
 };
 
 // An input vector prepared for one kind of weight: Q4 needs x split into even/odd columns and per-group sums.
@@ -17,18 +18,20 @@ static inline bool a8_ok(const Lin& L) {   // integer path: AVX2, blocks of 32 i
     return XK_AVX2 && L.kind != F32 && L.K % 32 == 0 && (L.kind == Q8_ROW || (L.gs % 32 == 0 && (bpg & (bpg - 1)) == 0));
 }
 // floats of scratch one prepared input takes (int8 codes are stored in the same buffer)
-static inline int64_t prep_floats(const Lin& L) { return (L.kind == Q4 ? L.K + L.G : 0) + (L.a8 ? L.K / 32 + L.K / 4 + 16 : 0); }
+static inline int64_t prep_floats(const Lin& L) { return (L.kind == Q4 ? L.K + L.G : 0) + (L.a8 ? 2 * (L.K / 32) + L.K / 4 + 16 : 0); }
 
 // Quantize 32-value blocks of x to int8 (scale amax/127 per block). Q4 wants each pair of blocks as
 // [even columns of b, even of b+1, odd of b, odd of b+1] (a lone last block: [even, odd]) to meet its packed nibbles.
-static void quantize_blocks(const Lin& L, const float* x, int8_t* xq, float* dx) {
+// qsum[b]: d_b * sum of block b's codes, the block's sum as the integer product sees it (for the INT4 minimums).
+static void quantize_blocks(const Lin& L, const float* x, int8_t* xq, float* dx, float* qsum) {
     const int64_t nb = L.K / 32;
     for (int64_t b = 0; b < nb; b++) {
         const float* xb = x + b * 32; float amax = 0;
         for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(xb[i]));
         float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f; dx[b] = d;
-        int8_t tmp[32];
-        for (int i = 0; i < 32; i++) tmp[i] = (int8_t)std::nearbyint(xb[i] * id);
+        int8_t tmp[32]; int32_t isum = 0;
+        for (int i = 0; i < 32; i++) { tmp[i] = (int8_t)std::nearbyint(xb[i] * id); isum += tmp[i]; }
+        qsum[b] = d * (float)isum;
         if (L.kind != Q4) { std::memcpy(xq + b * 32, tmp, 32); continue; }
         bool pair = (b % 2 == 0 && b + 1 < nb) || b % 2 == 1;
         int8_t* base = xq + (b / 2) * 64;
@@ -50,21 +53,32 @@ static void prepare(const Lin& L, const float* x, float* scratch, Prep& p) {
         p.xe = xe; p.xo = xo; p.gsum = gs; next = gs + L.G;
     }
     if (L.a8) {
-        float* dx = next; int8_t* xq = (int8_t*)(dx + L.K / 32);
+        float* dx = next; float* qs = dx + L.K / 32; int8_t* xq = (int8_t*)(qs + L.K / 32);
         xq = (int8_t*)(((uintptr_t)xq + 31) & ~(uintptr_t)31);
-        quantize_blocks(L, x, xq, dx); p.xq = xq; p.dx = dx;
+        quantize_blocks(L, x, xq, dx, qs); p.xq = xq; p.dx = dx;
+        if (L.kind == Q4)   // the minimums meet the quantized activations too: y = W . x_hat exactly (as llama.cpp's Q8_1 sums)
+            for (int64_t g = 0; g < L.G; g++) { float s = 0; for (int64_t b = g * L.gs / 32; b < (g + 1) * L.gs / 32; b++) s += qs[b]; ((float*)p.gsum)[g] = s; }
     }
 }
 
 #if XK_AVX2
+// u8 x s8 products of 32 bytes summed in groups of 4 into 8 int32 lanes: one vpdpbusd where the build has VNNI, else
+// vpmaddubsw then vpmaddwd (exact here: the unsigned side is a nibble or |w| <= 127, so a pair sum stays under 2^15)
+static inline __m256i dp4(__m256i acc, __m256i u, __m256i s) {
+#if XK_ISA >= 3
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif XK_ISA == 2
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
 // W8A8: sum over blocks of scale_w(block) * dx(block) * (int8 w . int8 x); per-row scale: applied by the caller (ws == nullptr)
 static inline float dot_q8_a8(const int8_t* q, const uint16_t* ws, int bshift, const Prep& p, int64_t nb) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i w = _mm256_loadu_si256((const __m256i*)(q + b * 32)), xv = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32));
-        __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
-        __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+        __m256 f = _mm256_cvtepi32_ps(dp4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w)));
         float c = p.dx[b] * (ws ? _cvtsh_ss(ws[b >> bshift]) : 1.0f);
         acc = _mm256_fmadd_ps(f, _mm256_set1_ps(c), acc);
     }
@@ -80,9 +94,15 @@ static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         __m256i lo2 = _mm256_and_si256(v2, m4), hi2 = _mm256_and_si256(_mm256_srli_epi16(v2, 4), m4);
         const int8_t* xb = p.xq + b * 32;
+#if XK_ISA >= 2
+        const __m256i z = _mm256_setzero_si256();
+        __m256 f = _mm256_cvtepi32_ps(dp4(dp4(z, lo, _mm256_loadu_si256((const __m256i*)xb)), hi, _mm256_loadu_si256((const __m256i*)(xb + 32))));
+        __m256 f2 = _mm256_cvtepi32_ps(dp4(dp4(z, lo2, _mm256_loadu_si256((const __m256i*)(xb + 64))), hi2, _mm256_loadu_si256((const __m256i*)(xb + 96))));
+#else
         __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i*)xb)), _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i*)(xb + 32))));
         __m256i s16b = _mm256_add_epi16(_mm256_maddubs_epi16(lo2, _mm256_loadu_si256((const __m256i*)(xb + 64))), _mm256_maddubs_epi16(hi2, _mm256_loadu_si256((const __m256i*)(xb + 96))));
         __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), f2 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16b, ones));
+#endif
         __m128 s4 = bshift == 0 ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + b)))       // groups of 32: 4 scales in one load
                                 : _mm_set_ps(_cvtsh_ss(sc[(b + 3) >> bshift]), _cvtsh_ss(sc[(b + 2) >> bshift]), _cvtsh_ss(sc[(b + 1) >> bshift]), _cvtsh_ss(sc[b >> bshift]));
         __m128 sd = _mm_mul_ps(s4, _mm_loadu_ps(p.dx + b));

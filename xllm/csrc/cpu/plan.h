@@ -33,11 +33,25 @@ struct Plan {
     std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;
     std::vector<int64_t> blk;   // attention blocks: rows blk[b]..blk[b+1]-1, consecutive positions of one sequence
     Scratch XP;   // packed panels: 32-byte aligned (the GEMM's aligned loads)
+#if XK_AVX2
+    QScratch QS; QAct QA{};   // the int8 GEMM's quantized input (sized for the widest input, K = max(H, nq, I))
+#endif
+    bool a8r = false;          // some linear takes the int8 GEMM's residual pass (set as linears are added)
     std::atomic<int64_t> task{0};   // the GEMM's next block of rows
     static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
     void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
 #if XK_AVX2
+        if (T >= QGEMM_MIN_ROWS && all_a8(ls, nl)) {     // int8 activations: rows quantized by their threads, then the integer GEMM
+            QAct qa = QA; qa.K = ls[0].K; qa.nb = qa.K / 32;
+            if (!any_a8r(ls, nl)) qa.q2 = nullptr;
+            int64_t t0, t1; split(T, tid, n, t0, t1, 1);
+            quantize_rows(x, t0, t1, qa);
+            if (tid == 0) task.store(0);
+            bar.wait();
+            qgemm_part(ls, nl, qa, T, ys, task);
+            bar.wait(); return;
+        }
         if (T >= GEMM_MIN_ROWS) {
             const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
             pack_panels(x, T, ls[0].K, XP.p, p0, p1);
@@ -65,6 +79,9 @@ struct Plan {
         const int64_t nblk = (int64_t)blk.size() - 1;
         grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
         grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
+#if XK_AVX2
+        QA = QS.get(N, std::max(std::max(H, nq), I), a8r);
+#endif
         const bool small = N <= SMALL_ROWS && M <= N;
         if ((int)priv.size() < nt) { priv.resize(nt); privX.resize(nt); }
         for (int t = 0; t < nt; t++) { grow(priv[t], QB * grp * maxlen + 16); if (small) grow(privX[t], 2 * N * H); }

@@ -20,6 +20,17 @@
 #else
 #define XK_AVX2 0
 #endif
+// The integer dot product the int8-activation GEMM uses, chosen when the library is compiled (from the CPU's flags under
+// -march=native): 3 AVX512-VNNI (512-bit vpdpbusd), 2 AVX-VNNI (256-bit vpdpbusd), 1 AVX2 (vpmaddubsw + vpmaddwd), 0 none.
+#if XK_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define XK_ISA 3
+#elif XK_AVX2 && defined(__AVXVNNI__)
+#define XK_ISA 2
+#elif XK_AVX2
+#define XK_ISA 1
+#else
+#define XK_ISA 0
+#endif
 
 #include "xllm_cpu.h"
 
@@ -29,6 +40,7 @@ namespace {
 #include "ops.h"
 #include "threads.h"
 #include "gemm.h"
+#include "qgemm.h"
 #include "gemv.h"
 #include "plan.h"
 }  // namespace
@@ -39,6 +51,7 @@ namespace {
 extern "C" {
 int xk_abi_version(void) { return XLLM_CPU_ABI_VERSION; }
 int xk_has_avx2() { return XK_AVX2; }
+int xk_isa() { return XK_ISA; }
 int xk_max_threads() {
 #ifdef _OPENMP
     return omp_get_max_threads();
@@ -51,11 +64,18 @@ void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const v
     linear_any(&L, 1, x, T, &y, nt, method);
 }
 int64_t xk_gemm_min_rows() { return GEMM_MIN_ROWS; }
+int64_t xk_qgemm_min_rows() {
+#if XK_AVX2
+    return QGEMM_MIN_ROWS;
+#else
+    return 1 << 30;
+#endif
+}
 // several linears of one input x [T, K]: layer l is (kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], bs[l]); output ys[l] [T, Ns[l]]
-void xk_linear_multi(int nl, const int* kinds, const int64_t* Ns, int64_t K, const int64_t* Gs, void* const* ws, void* const* ss, void* const* ms,
+void xk_linear_multi(int nl, int a8, const int* kinds, const int64_t* Ns, int64_t K, const int64_t* Gs, void* const* ws, void* const* ss, void* const* ms,
                      void* const* bs, const float* x, int64_t T, float* const* ys, int nt) {
     std::vector<Lin> Ls;
-    for (int l = 0; l < nl; l++) Ls.push_back(make_lin(kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], (const float*)bs[l], 0));
+    for (int l = 0; l < nl; l++) Ls.push_back(make_lin(kinds[l], Ns[l], K, Gs[l], ws[l], ss[l], ms[l], (const float*)bs[l], a8));
     linear_any(Ls.data(), nl, x, T, ys, nt, 0);
 }
 void xk_gemv_variant(const float* w, const float* x, float* y, int64_t N, int64_t K, int variant, int nt) { gemv_variant(w, x, y, N, K, variant, nt); }
@@ -89,7 +109,7 @@ void xk_paged_attention(const float* q, const float* kp, const float* vp, const 
 void* xk_plan_new(int64_t L, int64_t H, int64_t nh, int64_t nkv, int64_t hd, int64_t I, int64_t V, double eps) { return new Plan(L, H, nh, nkv, hd, I, V, eps); }
 void xk_plan_free(void* p) { delete (Plan*)p; }
 int xk_plan_add_linear(void* p, int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8) {
-    Plan* P = (Plan*)p; P->lins.push_back(make_lin(kind, N, K, G, w, s, m, b, a8)); return (int)P->lins.size() - 1;
+    Plan* P = (Plan*)p; P->lins.push_back(make_lin(kind, N, K, G, w, s, m, b, a8)); P->a8r |= P->lins.back().a8r; return (int)P->lins.size() - 1;
 }
 void xk_plan_set_layer(void* p, int64_t l, const float* an, int q, int k, int v, int o, const float* fn, int g, int u, int d) {
     ((Plan*)p)->layers[l] = LayerIdx{an, fn, q, k, v, o, g, u, d};

@@ -4,16 +4,18 @@
 #ifndef XLLM_CPU_H
 #define XLLM_CPU_H
 #include <stdint.h>
-#define XLLM_CPU_ABI_VERSION 2
+#define XLLM_CPU_ABI_VERSION 3
 #ifdef __cplusplus
 extern "C" {
 #endif
 int xk_abi_version(void);
 int xk_has_avx2(void);
+int xk_isa(void);
 int xk_max_threads(void);
 void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8, const float* x, int64_t T, float* y, int nt, int method);
 int64_t xk_gemm_min_rows(void);
-void xk_linear_multi(int nl, const int* kinds, const int64_t* Ns, int64_t K, const int64_t* Gs, void* const* ws, void* const* ss, void* const* ms, void* const* bs, const float* x, int64_t T, float* const* ys, int nt);
+int64_t xk_qgemm_min_rows(void);
+void xk_linear_multi(int nl, int a8, const int* kinds, const int64_t* Ns, int64_t K, const int64_t* Gs, void* const* ws, void* const* ss, void* const* ms, void* const* bs, const float* x, int64_t T, float* const* ys, int nt);
 void xk_gemv_variant(const float* w, const float* x, float* y, int64_t N, int64_t K, int variant, int nt);
 void xk_rmsnorm(const float* x, const float* w, float eps, int64_t rows, int64_t n, float* out);
 void xk_rope(float* x, const float* cs, const float* sn, int64_t T, int64_t heads, int64_t d);

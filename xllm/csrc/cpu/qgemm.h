@@ -1,0 +1,258 @@
+// ---------------------------------------------------------------- int8 activations: a GEMM of integer dot products
+// y[T, N] = x[T, K] @ W^T with x quantized per block of 32 values (d = max|x| / 127, q = round(x / d), as GGUF's Q8_0) and the
+// products summed in integers, one block at a time: y = W . x_hat, with x_hat = d q the dequantized activations,
+//   INT4 (code c in 0..15, value s c + m):  y = sum_b s_b d_b (c . q)_b + sum_b m_b d_b sum(q)_b
+//   INT8 (code w in -127..127, value s w):  y = sum_b s_b d_b (w . q)_b
+// - x is quantized once per call: codes q[T][K] in column order, and per (row, block) d, d sum(q) and 128 * sum(q).
+// - The weights are repacked once per call, QG_MR x QG_NR rows at a time (a task), so that one vector holds 4 consecutive
+//   codes of each of QG_NR rows: wq[group][block][k4][row][4]. One dot-product instruction then adds, in lane r, 4 products
+//   of row r with 4 activations broadcast to every lane; 8 of them cover a block for QG_NR rows, and the block's int32 sums
+//   meet their scales (a vector of QG_NR row scales times the activation's scale) in one float FMA.
+// - A register tile of QG_MR x QG_NR weight rows x up to 4 activation rows: per 4 columns, QG_MR weight loads, 4 broadcasts
+//   and 4 QG_MR dot products. Its outputs are contiguous in y (lanes = weight rows): no transpose.
+// The dot product by ISA level: AVX512-VNNI `vpdpbusd` on 16 rows (512 bits), AVX-VNNI `vpdpbusd` on 8 rows (256 bits), AVX2
+// `vpmaddubsw` + `vpmaddwd` on 8 rows. `vpdpbusd` multiplies unsigned by signed bytes: INT4 codes are unsigned already; INT8
+// codes are stored as w + 128 and 128 * sum(q) is subtracted per block (exact, in int32). AVX2's `vpmaddubsw` would saturate
+// its int16 pair sums on those, so there INT8 takes |w| times q with w's sign (`vpsignb`) instead.
+#if XK_AVX2
+#if XK_ISA >= 3
+constexpr int QG_NR = 16, QG_MR = 2;
+typedef __m512i qvi; typedef __m512 qvf;
+static inline qvi qi_zero() { return _mm512_setzero_si512(); }
+static inline qvi qi_load(const uint8_t* p) { return _mm512_loadu_si512((const void*)p); }
+static inline qvf qf_zero() { return _mm512_setzero_ps(); }
+static inline qvf qf_load(const float* p) { return _mm512_loadu_ps(p); }
+static inline qvf qf_set1(float v) { return _mm512_set1_ps(v); }
+static inline qvf qf_fma(qvf a, qvf b, qvf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline qvf qf_mul(qvf a, qvf b) { return _mm512_mul_ps(a, b); }
+static inline qvf qf_cvt(qvi a) { return _mm512_cvtepi32_ps(a); }
+static inline qvi qi_sub1(qvi a, int32_t v) { return _mm512_sub_epi32(a, _mm512_set1_epi32(v)); }
+static inline void qf_store(float* p, qvf v) { _mm512_storeu_ps(p, v); }
+template <bool Q4> static inline qvi q_dot(qvi acc, qvi w, int32_t x4) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(x4)); }
+template <bool Q4> static inline qvi q_block_end(qvi acc) { return acc; }
+#else
+constexpr int QG_NR = 8, QG_MR = 1;
+typedef __m256i qvi; typedef __m256 qvf;
+static inline qvi qi_zero() { return _mm256_setzero_si256(); }
+static inline qvi qi_load(const uint8_t* p) { return _mm256_loadu_si256((const __m256i*)p); }
+static inline qvf qf_zero() { return _mm256_setzero_ps(); }
+static inline qvf qf_load(const float* p) { return _mm256_loadu_ps(p); }
+static inline qvf qf_set1(float v) { return _mm256_set1_ps(v); }
+static inline qvf qf_fma(qvf a, qvf b, qvf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline qvf qf_mul(qvf a, qvf b) { return _mm256_mul_ps(a, b); }
+static inline qvf qf_cvt(qvi a) { return _mm256_cvtepi32_ps(a); }
+static inline qvi qi_sub1(qvi a, int32_t v) { return _mm256_sub_epi32(a, _mm256_set1_epi32(v)); }
+static inline void qf_store(float* p, qvf v) { _mm256_storeu_ps(p, v); }
+#if XK_ISA == 2
+template <bool Q4> static inline qvi q_dot(qvi acc, qvi w, int32_t x4) { return _mm256_dpbusd_avx_epi32(acc, w, _mm256_set1_epi32(x4)); }
+template <bool Q4> static inline qvi q_block_end(qvi acc) { return acc; }
+#else
+template <bool Q4> static inline qvi q_dot(qvi acc, qvi w, int32_t x4) {
+    const __m256i x = _mm256_set1_epi32(x4), ones = _mm256_set1_epi16(1);
+    if (Q4) return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));   // int16 sums: see q_block_end
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones));
+}
+// AVX2, INT4: a vpmaddubsw pair sum is at most 2 * 15 * 127 = 3810, so the 8 of a block add up in int16 lanes (<= 30480)
+// and are widened once per block; INT8 pairs reach 2 * 127 * 127 and are widened every time.
+template <bool Q4> static inline qvi q_block_end(qvi acc) { return Q4 ? _mm256_madd_epi16(acc, _mm256_set1_epi16(1)) : acc; }
+#endif
+#endif
+constexpr int64_t QGEMM_MIN_ROWS = 3;         // this many input rows or more take the int8 GEMM (a8 linears, AVX2 builds)
+constexpr bool QG_OFFSET = XK_ISA >= 2;        // INT8 codes stored as w + 128 (the vpdpbusd builds)
+constexpr int64_t QG_ROWS = QG_NR * QG_MR;     // weight rows per task
+
+// x [T, K] quantized: codes q[T][K], and per (row, block) the scale d, the block's dequantized sum and 128 * the sum of the codes
+// With q2 set, the rounding residual x - d q quantized again the same way: codes q2, scales d2, offsets o2 (a second pass).
+struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* q2 = nullptr; float* d2 = nullptr; int32_t* o2 = nullptr; };
+
+// 32 floats v[0..3] quantized: codes to q, returns the scale; *isum: the sum of the codes
+static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum) {
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v[0]), _mm256_andnot_ps(signbit, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(signbit, v[2]), _mm256_andnot_ps(signbit, v[3])));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h)); h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    // round to nearest even, as nearbyint and torch.round
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
+    __m256i is = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    _mm256_storeu_si256((__m256i*)q, _mm256_permutevar8x32_epi32(p, perm));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(is), _mm256_extracti128_si256(is, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e)); s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    *isum = _mm_cvtsi128_si32(s4);
+    return d;
+}
+
+// Rows t0..t1 of x quantized into A (and the residual, when A.q2 is set)
+static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t b = 0; b < A.nb; b++) {
+            const float* xb = x + t * A.K + b * 32; const int64_t i = t * A.nb + b;
+            __m256 v[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24)};
+            int32_t isum; int8_t* q = A.q + t * A.K + b * 32;
+            const float d = quantize_block(v, q, &isum);
+            A.d[i] = d; A.o[i] = 128 * isum; A.s[i] = d * (float)isum;   // the block's sum as the integer product sees it
+            if (!A.q2) continue;
+            const __m256 vd = _mm256_set1_ps(d);
+            __m256 r[4];
+            for (int k = 0; k < 4; k++) {   // x - d q, rounded twice as the reference computes it: the barrier keeps it from becoming one FMA
+                __m256 dq = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(q + 8 * k)))), vd);
+                __asm__("" : "+x"(dq));
+                r[k] = _mm256_sub_ps(v[k], dq);
+            }
+            const float d2 = quantize_block(r, A.q2 + t * A.K + b * 32, &isum);
+            A.d2[i] = d2; A.o2[i] = 128 * isum; A.s[i] += d2 * (float)isum;
+        }
+}
+
+// Rows n0..n0+QG_ROWS of L (zero scales past N) repacked: codes wq[m][b][k4][r][4], scales ws[m][b][r], INT4 minimums wm[m][b][r]
+static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm) {
+    const int64_t nb = L.K / 32;
+    const __m128i m4 = _mm_set1_epi8(0x0f), flip = _mm_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < QG_ROWS; i++) {
+        const int64_t m = i / QG_NR, r = i % QG_NR, row = n0 + i;
+        uint8_t* gq = wq + m * nb * 32 * QG_NR; float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
+        if (row >= L.N) {
+            for (int64_t b = 0; b < nb; b++) {
+                gs[b * QG_NR + r] = gm[b * QG_NR + r] = 0.0f;
+                for (int k4 = 0; k4 < 8; k4++) std::memset(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, 0, 4);
+            }
+            continue;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            alignas(16) uint8_t c[32];
+            if (L.kind == Q4) {     // byte j holds column 2j (low nibble) and 2j+1 (high): 16 bytes -> 32 codes in column order
+                __m128i v = _mm_loadu_si128((const __m128i*)(L.w4 + row * (L.K / 2) + b * 16));
+                __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+                _mm_store_si128((__m128i*)c, _mm_unpacklo_epi8(lo, hi)); _mm_store_si128((__m128i*)(c + 16), _mm_unpackhi_epi8(lo, hi));
+            } else {
+                const int8_t* q = L.w8 + row * L.K + b * 32;
+                __m128i a = _mm_loadu_si128((const __m128i*)q), a2 = _mm_loadu_si128((const __m128i*)(q + 16));
+                if (QG_OFFSET) { a = _mm_xor_si128(a, flip); a2 = _mm_xor_si128(a2, flip); }
+                _mm_store_si128((__m128i*)c, a); _mm_store_si128((__m128i*)(c + 16), a2);
+            }
+            for (int k4 = 0; k4 < 8; k4++) std::memcpy(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, c + 4 * k4, 4);
+            float s, mn = 0.0f;
+            if (L.kind == Q8_ROW) s = L.srow[row];
+            else {
+                const int64_t g = b * 32 / L.gs; s = h2f(L.sg[row * L.G + g]);
+                if (L.kind == Q4) mn = L.mg ? h2f(L.mg[row * L.G + g]) : -8.0f * s;   // the group's minimum, met by each of its blocks' sums
+            }
+            gs[b * QG_NR + r] = s; gm[b * QG_NR + r] = mn;
+        }
+    }
+}
+
+// One tile: the QG_MR groups of QG_NR repacked rows (a task) times activation rows j0..j0+RN; y rows are [N] apart, bias added,
+// outputs n0.. up to N (a partial last group is written through a small buffer).
+template <bool Q4, int RN, bool R2>
+static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QAct& A, int64_t j0, float* y, int64_t N, int64_t n0, const float* bias) {
+    const int64_t nb = A.nb, K = A.K;
+    qvf acc[QG_MR][RN];
+    for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) acc[m][j] = qf_zero();
+    for (int64_t b = 0; b < nb; b++) {
+        qvi ia[QG_MR][RN], ib[QG_MR][R2 ? RN : 1];
+        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) { ia[m][j] = qi_zero(); if (R2) ib[m][j] = qi_zero(); }
+        const int8_t* xb = A.q + j0 * K + b * 32; const int8_t* xb2 = R2 ? A.q2 + j0 * K + b * 32 : nullptr;
+#pragma GCC unroll 8
+        for (int k4 = 0; k4 < 8; k4++) {
+            int32_t x4[RN], x42[RN];
+            for (int j = 0; j < RN; j++) { std::memcpy(&x4[j], xb + j * K + 4 * k4, 4); if (R2) std::memcpy(&x42[j], xb2 + j * K + 4 * k4, 4); }
+            for (int m = 0; m < QG_MR; m++) {
+                const qvi w = qi_load(wq + ((m * nb + b) * 8 + k4) * QG_NR * 4);
+                for (int j = 0; j < RN; j++) { ia[m][j] = q_dot<Q4>(ia[m][j], w, x4[j]); if (R2) ib[m][j] = q_dot<Q4>(ib[m][j], w, x42[j]); }
+            }
+        }
+        for (int m = 0; m < QG_MR; m++) {
+            const qvf sv = qf_load(ws + (m * nb + b) * QG_NR);
+            for (int j = 0; j < RN; j++) {
+                const int64_t i = (j0 + j) * nb + b;
+                qvi v = q_block_end<Q4>(ia[m][j]);
+                if (!Q4 && QG_OFFSET) v = qi_sub1(v, A.o[i]);
+                acc[m][j] = qf_fma(qf_cvt(v), qf_mul(sv, qf_set1(A.d[i])), acc[m][j]);
+                if (R2) {
+                    qvi v2 = q_block_end<Q4>(ib[m][j]);
+                    if (!Q4 && QG_OFFSET) v2 = qi_sub1(v2, A.o2[i]);
+                    acc[m][j] = qf_fma(qf_cvt(v2), qf_mul(sv, qf_set1(A.d2[i])), acc[m][j]);
+                }
+                if (Q4) acc[m][j] = qf_fma(qf_load(wm + (m * nb + b) * QG_NR), qf_set1(A.s[i]), acc[m][j]);
+            }
+        }
+    }
+    for (int m = 0; m < QG_MR; m++) {
+        const int64_t c0 = n0 + m * QG_NR, nv = std::min<int64_t>(QG_NR, N - c0);
+        if (nv <= 0) break;
+        for (int j = 0; j < RN; j++) {
+            float* yr = y + (j0 + j) * N + c0;
+            alignas(64) float t[QG_NR];
+            qf_store(t, acc[m][j]);
+            for (int64_t r = 0; r < nv; r++) yr[r] = t[r] + (bias ? bias[c0 + r] : 0.0f);
+        }
+    }
+}
+template <bool Q4, bool R2>
+static void qmicro_rn(int rn, const uint8_t* wq, const float* ws, const float* wm, const QAct& A, int64_t j0, float* y, int64_t N, int64_t n0, const float* bias) {
+    switch (rn) {
+    case 4: qmicro<Q4, 4, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 3: qmicro<Q4, 3, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 2: qmicro<Q4, 2, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    default: qmicro<Q4, 1, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    }
+}
+
+static thread_local std::vector<uint8_t> qw_buf;
+static thread_local std::vector<float> qs_buf;
+
+// One thread's share of several linears (all with a8 set) of the quantized input A: tasks of QG_ROWS weight rows taken from `next`
+static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
+    const int64_t nb = A.nb;
+    if ((int64_t)qw_buf.size() < QG_ROWS * nb * 32 + 64) qw_buf.resize(QG_ROWS * nb * 32 + 64);
+    if ((int64_t)qs_buf.size() < 2 * QG_ROWS * nb) qs_buf.resize(2 * QG_ROWS * nb);
+    uint8_t* wq = qw_buf.data(); float* ws = qs_buf.data(); float* wm = ws + QG_ROWS * nb;
+    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + QG_ROWS - 1) / QG_ROWS;
+    for (int64_t task = next.fetch_add(1); task < ntask; task = next.fetch_add(1)) {
+        int l = 0; int64_t tk = task;
+        while (tk >= (Ls[l].N + QG_ROWS - 1) / QG_ROWS) { tk -= (Ls[l].N + QG_ROWS - 1) / QG_ROWS; l++; }
+        const Lin& L = Ls[l]; const int64_t n0 = tk * QG_ROWS;
+        qrepack(L, n0, wq, ws, wm);
+        for (int64_t j0 = 0; j0 < T; j0 += 4) {
+            const int rn = (int)std::min<int64_t>(4, T - j0);
+            const bool r2 = L.a8r && A.q2;
+            if (L.kind == Q4) { if (r2) qmicro_rn<true, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<true, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); }
+            else if (r2) qmicro_rn<false, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<false, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias);
+        }
+    }
+}
+
+// Scratch for a quantized input of T rows of K (K % 32 == 0)
+struct QScratch {
+    std::vector<int8_t> q, q2; std::vector<float> d, s, d2; std::vector<int32_t> o, o2;
+    QAct get(int64_t T, int64_t K, bool two) {   // two: room for the residual pass too
+        const int64_t nb = K / 32;
+        if ((int64_t)q.size() < T * K) q.resize(T * K);
+        if ((int64_t)d.size() < T * nb) { d.resize(T * nb); s.resize(T * nb); o.resize(T * nb); }
+        if (two && (int64_t)q2.size() < T * K) q2.resize(T * K);
+        if (two && (int64_t)d2.size() < T * nb) { d2.resize(T * nb); o2.resize(T * nb); }
+        QAct A{q.data(), d.data(), s.data(), o.data(), K, nb};
+        if (two) { A.q2 = q2.data(); A.d2 = d2.data(); A.o2 = o2.data(); }
+        return A;
+    }
+};
+static thread_local QScratch qact_buf;   // the calling thread's (concurrent linear() calls from several Python threads)
+
+static inline bool all_a8(const Lin* Ls, int nl) { for (int l = 0; l < nl; l++) if (!Ls[l].a8) return false; return true; }
+static inline bool any_a8r(const Lin* Ls, int nl) { for (int l = 0; l < nl; l++) if (Ls[l].a8r) return true; return false; }
+
+// The whole int8 GEMM: x quantized once, then one parallel region
+static void qgemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
+    QAct A = qact_buf.get(T, Ls[0].K, any_a8r(Ls, nl));
+    quantize_rows(x, 0, T, A);
+    std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    qgemm_part(Ls, nl, A, T, ys, next);
+}
+#endif
