@@ -289,13 +289,16 @@ def _next_tokens(self: Engine, chunks, logits, outputs: list) -> tuple[dict, dic
             else: tok, lps[sid] = self._sample(req, row)                 # a row with logits processors
             if req.grammar is not None: req.grammar.advance(tok)
             reason = self._stop_reason(req, tok)
-        except Exception as e:                                 # this request only
-            self.requests.pop(sid); self.scheduler.abort(sid); c.seq.finish_reason = "error"
-            outputs.append(StepOutput(sid, [], True, "error", f"{type(e).__name__}: {e}"))
-            continue
+        except Exception as e: self._fail(c.seq, e, outputs); continue   # this request only
         new[sid] = tok
         if reason is not None: fin[sid] = reason
     return new, fin, lps
+
+@patch
+def _fail(self: Engine, seq, e: Exception, outputs: list):
+    "End `seq`'s request with reason 'error' and `e`'s message (reported in `outputs`): a failure of one row ends only its request."
+    self.requests.pop(seq.seq_id); self.scheduler.abort(seq.seq_id); seq.finish_reason = "error"
+    outputs.append(StepOutput(seq.seq_id, [], True, "error", f"{type(e).__name__}: {e}"))
 
 # %% ../nbs/14_engine.ipynb 21
 @patch
@@ -328,14 +331,20 @@ def _sampled_rows(self: Engine, sampling, logits, done) -> dict:
 
 # %% ../nbs/14_engine.ipynb 23
 @patch
-def _sample(self: Engine, req: _Request, row: torch.Tensor):
-    seq, p = req.seq, req.params
-    if self.num_decodable < row.shape[-1]: row = row.clone(); row[self.num_decodable:] = float("-inf")
-    out_ids, x = seq.output_token_ids, row
+def _apply_processors(self: Engine, req: _Request, out_ids: list[int], x: torch.Tensor) -> torch.Tensor:
+    "`x` through the request's logits processors in turn, given its output so far; a ValueError names one that breaks the shape."
     for f in req.logits_processors:
         shape, x = x.shape, f(out_ids, x)
         if not isinstance(x, torch.Tensor) or x.shape != shape:
             raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}, expected a tensor of shape {tuple(shape)}")
+    return x
+
+@patch
+def _sample(self: Engine, req: _Request, row: torch.Tensor):
+    seq, p = req.seq, req.params
+    if self.num_decodable < row.shape[-1]: row = row.clone(); row[self.num_decodable:] = float("-inf")
+    out_ids = seq.output_token_ids
+    x = self._apply_processors(req, out_ids, row)
     try: r = self.sampler.sample(x, p, req.generator, out_ids, seq.prompt_token_ids)
     except NonFiniteLogitsError:          # the model's row was fine (a finite max): name the processors that broke it
         if req.logits_processors and bool(torch.isfinite(row.amax())):

@@ -195,10 +195,7 @@ def _verify_run(engine, req, c, rows: torch.Tensor) -> tuple[list[int], list | N
         x = rows[j]
         if V < x.shape[-1]: x = x.clone(); x[V:] = float("-inf")
         hist = out_ids + toks
-        for f in req.logits_processors:
-            shape, x = x.shape, f(hist, x)
-            if not isinstance(x, torch.Tensor) or x.shape != shape:
-                raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}, expected a tensor of shape {tuple(shape)}")
+        x = engine._apply_processors(req, hist, x)
         _check_finite(x, "the logits processors" if req.logits_processors else None)
         d = draft[j] if j < len(draft) else None
         y = Sampler.process(x, p, hist, prompt)
@@ -219,7 +216,6 @@ def _verify_run(engine, req, c, rows: torch.Tensor) -> tuple[list[int], list | N
 def verify_drafts(engine, chunks, logits, outputs: list) -> tuple[dict, dict, dict]:
     """`Engine._next_tokens` for a step with proposals: seq id -> token (plain rows) or list of tokens (speculating sequences),
     stop reasons, logprobs; failures reported in `outputs`."""
-    from xllm.engine import StepOutput
     plain_rows, runs, r = [], [], 0
     for c in chunks:
         if not c.samples: continue
@@ -232,10 +228,7 @@ def verify_drafts(engine, chunks, logits, outputs: list) -> tuple[dict, dict, di
         sid = c.seq.seq_id
         req = engine.requests[sid]
         try: toks, lp, reason, acc = _verify_run(engine, req, c, logits[r:r + 1 + len(c.draft)])
-        except Exception as e:                                 # this request only, as in _next_tokens
-            engine.requests.pop(sid); engine.scheduler.abort(sid); c.seq.finish_reason = "error"
-            outputs.append(StepOutput(sid, [], True, "error", f"{type(e).__name__}: {e}"))
-            continue
+        except Exception as e: engine._fail(c.seq, e, outputs); continue   # this request only, as in _next_tokens
         req.spec.num_tokens_before = len(c.seq.token_ids)
         req.spec.adapt(cfg, len(c.draft), acc)
         stats.num_verifications += 1; stats.num_proposed += len(c.draft); stats.num_accepted += acc; stats.num_emitted += len(toks)
