@@ -64,3 +64,55 @@ def test_seeded_sampling_reproducible(llms):
     p = SamplingParams(temperature=0.8, top_p=0.95, seed=7, max_tokens=48, repetition_penalty=1.1)
     a, b = (on.chat(_chat(on, GROUNDED), p, use_tqdm=False)[0].outputs[0] for _ in range(2))
     assert a.token_ids == b.token_ids and len(a.token_ids) > 0
+
+
+@pytest.fixture(scope="module")
+def drafted(llms):
+    "The default model with a draft model: itself, loaded again from its path (a draft that agrees except at float32 near-ties)."
+    from xllm.llm import LLM
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    path = _default_model()
+    yield LLM(path, max_num_seqs=4, speculative={"method": "draft", "model": str(path), "num_tokens": 4, "adaptive": False})
+    torch.set_num_threads(n)
+
+
+def test_draft_model_greedy_identical(llms, drafted):
+    off, on = llms[0], drafted
+    eng = on.get_engine()
+    assert eng.drafter is not None and "draft model 30 layers" in repr(eng)
+    for text in (GROUNDED, OPEN):
+        p = SamplingParams(temperature=0, max_tokens=64, logprobs=1)
+        a, b = off.chat(_chat(off, text), p, use_tqdm=False)[0].outputs[0], on.chat(_chat(on, text), p, use_tqdm=False)[0].outputs[0]
+        assert (b.token_ids, b.text, b.finish_reason) == (a.token_ids, a.text, a.finish_reason)
+        for x, y in zip(a.logprobs, b.logprobs): assert list(x) == list(y) and max(abs(x[t] - y[t]) for t in x) < 1e-3
+    s = eng.spec_stats
+    assert s.acceptance_rate > 0.8 and s.mean_accepted_length > 3, s
+    assert eng.block_manager.num_used_blocks == 0
+
+
+def test_draft_model_sampled_seeded_and_batched(llms, drafted):
+    "Seeded sampled requests through a draft are reproducible, and a batch of them (each drafting and verifying) all complete."
+    p = SamplingParams(temperature=0.8, top_p=0.95, seed=11, max_tokens=40, repetition_penalty=1.1)
+    a, b = (drafted.chat(_chat(drafted, OPEN), p, use_tqdm=False)[0].outputs[0] for _ in range(2))
+    assert a.token_ids == b.token_ids and len(a.token_ids) > 0
+    outs = drafted.generate(["Count from one to ten.", "Name three colours.", "Say hello.", "Write a haiku."],
+                            SamplingParams(temperature=0.7, max_tokens=24, seed=3), use_tqdm=False)
+    assert all(o.outputs[0].finish_reason in ("stop", "length") and o.outputs[0].token_ids for o in outs)
+
+
+def test_structured_outputs_speculate(llms, drafted):
+    "A JSON-schema request speculates (prompt lookup and a draft) and gives the tokens it gives without speculation."
+    import json
+    from xllm.sampling import StructuredOutputsParams
+    off, on = llms
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "total": {"type": "integer"}}, "required": ["name", "total"]}
+    text = GROUNDED + " Then answer as JSON with the function's name and the number of loops."
+    p = SamplingParams(temperature=0, max_tokens=64, structured_outputs=StructuredOutputsParams(json=schema))
+    ref = off.chat(_chat(off, text), p, use_tqdm=False)[0].outputs[0]
+    json.loads(ref.text)
+    for llm in (on, drafted):
+        s0 = llm.get_engine().spec_stats.num_verifications
+        got = llm.chat(_chat(llm, text), p, use_tqdm=False)[0].outputs[0]
+        assert (got.token_ids, got.text, got.finish_reason) == (ref.token_ids, ref.text, ref.finish_reason)
+        assert llm.get_engine().spec_stats.num_verifications > s0           # it did speculate

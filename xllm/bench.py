@@ -130,7 +130,7 @@ def _spec_figures(eng, before: dict) -> dict:
     if eng.speculative is None: return {"speculative": None}
     s = eng.spec_stats
     d = {k: getattr(s, k) - before.get(k, 0) for k in ("num_verifications", "num_proposed", "num_accepted", "num_emitted")}
-    return {"speculative": dict(vars(eng.speculative)), "spec_verifications": d["num_verifications"], "spec_proposed": d["num_proposed"],
+    return {"speculative": eng.speculative.describe(), "spec_verifications": d["num_verifications"], "spec_proposed": d["num_proposed"],
             "spec_accepted": d["num_accepted"], "spec_acceptance_rate": d["num_accepted"] / d["num_proposed"] if d["num_proposed"] else None,
             "spec_mean_accepted_length": d["num_emitted"] / d["num_verifications"] if d["num_verifications"] else None}
 

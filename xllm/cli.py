@@ -104,13 +104,18 @@ def _engine_opts(p, max_num_seqs_default=None):
                    help="tokens one engine step may take, prompt chunks and decode rows together (default: max(512, --max-num-seqs)); "
                         "longer prompts are prefilled in chunks")
     g.add_argument("--enforce-eager", action="store_true", help="on a GPU: run decode steps without CUDA graphs (xllm's kernels still run)")
-    g.add_argument("--speculative", type=parse_speculative, default=None, metavar="METHOD|JSON",
-                   help="speculative decoding: 'ngram' (prompt lookup: proposals copied from the prompt and earlier output, verified by the model "
-                        "in the same step; greedy output unchanged, sampled output the same distribution), or a JSON object of its options, "
-                        "e.g. '{\"method\": \"ngram\", \"num_tokens\": 8}' (num_tokens, prompt_lookup_min/max, adaptive, max_batch_size)")
+    _speculative_opt(g)
     g.add_argument("--runner", choices=["torch", "cpu", "cuda"], default=None,
                    help="what computes the engine's steps: torch (the reference forward), cpu (compiled CPU kernels), cuda (xllm's CUDA kernels); "
                         "default: the compiled one of the device when it can run the model, else torch (the start-up line says which and why)")
+
+def _speculative_opt(g):
+    g.add_argument("--speculative", type=parse_speculative, default=None, metavar="METHOD|JSON",
+                   help="speculative decoding: 'ngram' (prompt lookup: proposals copied from the prompt and earlier output, verified by the model "
+                        "in the same step; greedy output unchanged, sampled output the same distribution), or a JSON object of its options, "
+                        "e.g. '{\"method\": \"ngram\", \"num_tokens\": 8}' (num_tokens, prompt_lookup_min/max, adaptive, max_batch_size), "
+                        "or a draft model sharing the tokenizer: '{\"method\": \"draft\", \"model\": \"PATH\", \"num_tokens\": 5}'")
+
 
 # %% ../nbs/21_cli.ipynb 12
 def _model_opts(p):
@@ -149,10 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("prompt", help="the prompt text ('-' reads it from stdin)")
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the model's chat template")
     g.add_argument("--system", default=None, help="system message (with --chat)")
-    _common(g)
+    _common(g); _speculative_opt(g)
     c = sub.add_parser("chat", help="interactive chat (/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply)")
     c.add_argument("--system", default=None, help="system message")
-    _common(c)
+    _common(c); _speculative_opt(c)
     q = sub.add_parser("quantize", help="quantize a model's linear layers to int8/int4 and save it to a directory")
     q.add_argument("input", help="the model (.gguf, HF directory, llama2.c .bin), or 'default' for the default model")
     q.add_argument("output", help="the directory to write (config.json, model.safetensors, tokenizer)")

@@ -19,7 +19,7 @@ from .runner import choose_runner
 from .sequence import Sequence, SequenceStatus
 from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
-from .speculative import SpeculativeConfig, SpecStats, propose_drafts, verify_drafts
+from .speculative import SpeculativeConfig, SpecStats, draft_proposer, propose_drafts, verify_drafts
 
 # %% auto 0
 __all__ = ['StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
@@ -100,10 +100,15 @@ class Engine:
         else: cls, self.runner_reason = choose_runner(model, self.pool.kv_dtype, runner)   # once: every step goes to this runner
         self.runner = cls(model, self.pool, max_batch=max_num_seqs, max_model_len=self.max_model_len, **(runner_options or {}))
         self.runner.warm_up()
-        if verbose: print(f"{self.kv_cache_report}\nrunner: {self.runner_reason}", file=sys.stderr)
+        spec = self.speculative                       # a draft model: its own pool and runner (ValueError when it does not fit)
+        self.drafter = draft_proposer(spec, self) if spec is not None and spec.method == "draft" else None
+        if verbose: print(f"{self.kv_cache_report}\nrunner: {self.runner_reason}" + self._draft_note(), file=sys.stderr)
 
+    def _draft_note(self) -> str:
+        d = self.drafter
+        return "" if d is None else f"; draft model {d.model.config.num_hidden_layers} layers, runner {d.runner_reason}, K/V pool {d.pool.report()}"
     def __repr__(self):
-        return f"Engine({self.kv_cache_report}; runner {self.runner.name}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
+        return f"Engine({self.kv_cache_report}; runner {self.runner.name}{self._draft_note()}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
 
 # %% ../nbs/14_engine.ipynb 9
 @patch
