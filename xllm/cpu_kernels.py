@@ -38,7 +38,7 @@ def _cpu_tag() -> str:
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 3      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 4      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 # %% ../nbs/15_cpu_kernels.ipynb 26
@@ -386,30 +386,42 @@ def _version(t: torch.Tensor) -> int | None:
     try: return t._version
     except RuntimeError: return None
 
+_REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
+
 class ModelPlan:
     """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight (kept
     quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no longer holds the tensors it was built from.
     `a8`: 1, int8 activations (quantized per block of 32) and integer dot products wherever the weight allows them; 2, with
-    a second int8 pass over the activations' rounding residual in the GEMM."""
+    a second int8 pass over the activations' rounding residual in the GEMM.
+    A tensor-parallel shard (notebook 13a: o/down in `AllReduce`, the embedding and head on vocabulary slices) runs too: the
+    plan gets the rank's heads and columns, the library calls back into `dist.all_reduce` for the embeddings and after o and
+    down (the `reduce` of `xk_plan_set_tp`), and `forward` gathers the head's slices as `VocabHead` does."""
     def __init__(self, model, a8: int = 0):
         c, lib = model.config, _lib()
+        kc = getattr(model, "kv_config", c)       # a tensor-parallel shard: this rank's heads and columns (the same config otherwise)
+        self.tp = None                            # a shard's (group, world, error of the last call), set below
         if a8 not in (0, 1, 2): raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
         self.a8 = int(a8)       # int8 activations for every linear whose weight allows them (`linear(a8=...)`)
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
         self.n_layers, self.vocab = c.num_hidden_layers, c.vocab_size
+        self.out_width = c.vocab_size             # logits columns the library writes (a shard: its vocabulary slice)
         self._lib, self._h = lib, None
         self.dtype_ok = model.dtype == torch.float32 and model.device.type == "cpu"
         if not self.dtype_ok: self.reason = f"model is {model.dtype} on {model.device} (the kernels run float32 on the CPU)"; return
         head_dim = c.head_dim
-        h = lib.xk_plan_new(c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.num_key_value_heads, head_dim,
-                            c.intermediate_size, c.vocab_size, float(c.rms_norm_eps))
+        head_mod = model._modules.get("lm_head")
+        if type(head_mod).__name__ == "VocabHead": self.out_width = -(-c.vocab_size // head_mod.world)   # its slice (the last one padded)
+        h = lib.xk_plan_new(c.num_hidden_layers, c.hidden_size, kc.num_attention_heads, kc.num_key_value_heads, head_dim,
+                            kc.intermediate_size, self.out_width, float(c.rms_norm_eps))
         self._h = h
         def track(owner: dict, key: str):
             obj = owner[key]; self.checks.append((owner, key, obj)); return obj
         def norm(mod): return _f32(track(mod._parameters, "weight"), "norm weight")
+        groups = []                               # the process groups of a shard's collectives (all the same one)
         def lin(parent, name, exact_float=False):
             mod = track(parent._modules, name)
+            if type(mod).__name__ in ("AllReduce", "VocabHead"): groups.append(mod.group); mod = track(mod._modules, "inner")
             for d in (mod._parameters, mod._buffers):
                 for k in d:
                     if d[k] is not None: track(d, k)
@@ -427,27 +439,46 @@ class ModelPlan:
                 self.specs += [an, fn]
                 lib.xk_plan_set_layer(h, i, an.data_ptr(), *ids[:4], fn.data_ptr(), *ids[4:])
             emod = track(model.model._modules, "embed_tokens")
+            if type(emod).__name__ == "VocabEmbedding":
+                groups.append(emod.group); emb_slice = (emod.start, emod.n); emod = track(emod._modules, "inner")
+            else: emb_slice = None
+            vocab_rows = c.vocab_size if emb_slice is None else self.out_width      # a shard's slice: as many rows as its head's
             nw = norm(track(model.model._modules, "norm"))
             head = lin(model, "lm_head", exact_float=True)
             if isinstance(emod, nn.Embedding):
                 emb = _f32(track(emod._parameters, "weight"), "embedding")
-                if emb.shape != (c.vocab_size, c.hidden_size): raise ValueError(f"embedding of shape {tuple(emb.shape)}")
+                if emb.shape != (vocab_rows, c.hidden_size): raise ValueError(f"embedding of shape {tuple(emb.shape)}")
                 self.specs += [emb, nw]
                 lib.xk_plan_set_final(h, emb.data_ptr(), nw.data_ptr(), head)
             elif getattr(emod, "qweight", None) is not None:       # an INT8 embedding (codes + scales per row or per group)
                 es = spec_q8(track(emod._buffers, "qweight"), track(emod._buffers, "scales"))
-                if (es.N, es.K) != (c.vocab_size, c.hidden_size): raise ValueError(f"embedding of shape {(es.N, es.K)}")
+                if (es.N, es.K) != (vocab_rows, c.hidden_size): raise ValueError(f"embedding of shape {(es.N, es.K)}")
                 self.specs += [es, nw]
                 lib.xk_plan_set_final(h, None, nw.data_ptr(), head)
                 lib.xk_plan_set_embed_q8(h, es.kind, es.G, es.w.data_ptr(), es.scales.data_ptr())
             else: raise ValueError(f"embedding {type(emod).__name__} is not supported by the CPU kernels")
             self.head_kind = self.specs[-3].kind
+            if groups or emb_slice is not None: self._set_tp(h, groups, emb_slice, getattr(head_mod, "world", 1), 2 * c.num_hidden_layers + 2)
         except (ValueError, KeyError, AttributeError) as e:
             self.reason = str(e)
         self.versions = [_version(t) for t in self._float_sources(model)]
         tensors = [(d, k, o) for d, k, o in self.checks if isinstance(o, torch.Tensor)]
         self.sample = [(d, k, o, o.data_ptr()) for d, k, o in tensors[:24] + tensors[-24:]]
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
+
+    def _set_tp(self, h, groups: list, emb_slice, world: int, expected: int):
+        "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
+        import torch.distributed as dist
+        if emb_slice is None or len(groups) != expected or any(g is not groups[0] for g in groups):
+            raise ValueError("a partly tensor-parallel model (every o/down all-reducing, the embedding and the head on vocabulary slices, or none)")
+        group, state = groups[0], {"error": None}
+        def reduce(ptr, n):
+            if state["error"] is not None: return            # one collective failed: the rest of the call is garbage, not a wait each
+            try: dist.all_reduce(torch.frombuffer((ctypes.c_float * n).from_address(ptr), dtype=torch.float32), group=group)
+            except BaseException as e: state["error"] = e
+        self._reduce = _REDUCE_FN(reduce)
+        self.tp = (group, world, state)
+        self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
     def _float_sources(self, model):
         lm = model._modules.get("lm_head")
@@ -478,11 +509,20 @@ class ModelPlan:
         tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: the caller
         (`CpuRunner`) checks them first."""
         L, M = self.n_layers, out_rows.shape[0]
-        out = torch.empty(M, self.vocab)
+        out = torch.empty(M, self.out_width)
         ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
         self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
                                   _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(), _threads(threads))
-        return out
+        return out if self.tp is None else self._gather(out)
+
+    def _gather(self, out: torch.Tensor) -> torch.Tensor:
+        "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
+        import torch.distributed as dist
+        group, world, state = self.tp
+        if (e := state["error"]) is not None: state["error"] = None; raise e
+        parts = [torch.empty_like(out) for _ in range(world)]
+        dist.all_gather(parts, out, group=group)
+        return torch.cat(parts, -1)[:, :self.vocab]
 
     PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
 
@@ -516,7 +556,7 @@ class CpuRunner(ModelRunner):
         self.activations = activation_mode(activations)
         self.plan = None if (why := self._unsupported_before_plan(model, pool.kv_dtype)) else ModelPlan(model, a8=ACTIVATIONS[self.activations])   # built once
         if why := why or self.plan.reason: raise ValueError(f"the CPU runner cannot run this model: {why}")
-        c = model.config
+        c = getattr(model, "kv_config", model.config)     # a tensor-parallel shard's pool holds its K/V heads
         if len(pool.k_flat) != c.num_hidden_layers or any(t.shape[1:] != (c.num_key_value_heads, c.head_dim) or not t.is_contiguous()
                                                            for t in pool.k_flat + pool.v_flat):
             raise ValueError("the K/V pool does not have this model's layers and heads")

@@ -240,6 +240,9 @@ class LLM:
         self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
                     max_num_batched_tokens)
         self.speculative = spec                     # speculative decoding in the engine (notebook 14a), None: off
+        if tensor_parallel_size > 1:                # which runner computes every rank's shard, and why (notebook 13a)
+            from .parallel import shard_runner
+            self.runner_reason = f"tp ({tensor_parallel_size} ranks, each {shard_runner(self.model, kv_storage_dtype(kv_cache_dtype, self.model.dtype))[1]})"
 
     @classmethod
     def from_model(cls, model: Llama, tokenizer: Tokenizer, name: str = "model", source: str = "in memory", max_model_len: int | None = None, seed: int | None = None,

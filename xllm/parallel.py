@@ -17,10 +17,10 @@ from .kv_pool import PagedKVPool
 from .runner import ModelRunner
 
 # %% auto 0
-__all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'tp_config', 'shard_slice', 'shard_tensor', 'AllReduce',
-           'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard', 'TPError',
-           'free_port', 'TPGroup', 'encode_batch', 'decode_batch', 'TPRunner', 'worker_loop', 'rank_device',
-           'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'allreduce_cost']
+__all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'SHARD_RUNNERS', 'tp_config', 'shard_slice', 'shard_tensor',
+           'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard',
+           'TPError', 'free_port', 'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop',
+           'rank_device', 'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'allreduce_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 6
 def tp_config(config: LlamaConfig, world: int) -> LlamaConfig:
@@ -371,22 +371,38 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
 # %% ../nbs/13a_tensor_parallel.ipynb 44
+def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
+    """The runner class every rank uses for its shard, and why: `model.tp_runner` when set ('torch' or 'cpu': a ValueError if the
+    compiled one cannot run the shard), else the compiled CPU runner when it can, else the torch forward."""
+    from xllm.runner import runner_class
+    want = getattr(model, "tp_runner", None)
+    if want == "torch": return ModelRunner, "torch (asked for)"
+    why = runner_class("cpu").unsupported(model, kv_dtype)
+    if why is None: return runner_class("cpu"), "cpu" + (" (asked for)" if want == "cpu" else "")
+    if want == "cpu": raise ValueError(f"runner 'cpu' cannot run this tensor-parallel shard: {why}")
+    return ModelRunner, f"torch (cpu runner: {why})"
+
+SHARD_RUNNERS = ("torch", "cpu")      # the code a CMD_POOL carries for the runner of every rank
+
 class TPRunner(ModelRunner):
-    """Rank 0's runner: each step's batch broadcast to the workers, then this rank's shard of the forward (the workers run theirs,
-    the all-reduces meet), the gathered logits returned. The torch forward on every rank: the compiled CPU and CUDA runners read
-    the layers' weights into their own kernels and would skip the swapped layers' collectives, so they are not used under TP."""
+    """Rank 0's runner: each step's batch broadcast to the workers, then this rank's shard of the forward through the runner every
+    rank uses (`shard_runner`: the compiled CPU runner or the torch forward; the all-reduces meet inside it), the gathered logits
+    returned."""
     name = "tp"
     def __init__(self, model: Llama, pool: PagedKVPool, **options):
         super().__init__(model, pool)
         self.group = g = model.tp_group
+        cls, self.inner_reason = shard_runner(model, pool.kv_dtype if pool.quantized else None)
+        self.inner = cls(model, pool)
         g.pool_gen += 1; self.gen = g.pool_gen           # the workers hold one pool: the newest runner's
         kvd = {None: 0, torch.int8: 1}.get(pool.kv_dtype if pool.quantized else None)
-        g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen])
+        g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen, SHARD_RUNNERS.index(cls.name)])
 
     @classmethod
     def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
         "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
         return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
+    def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
         g = self.group
@@ -395,21 +411,23 @@ class TPRunner(ModelRunner):
             g.check(); raise g.fail(RuntimeError("a worker process exited"))
         ints, payload = encode_batch(batch)
         g.send(CMD_STEP, ints, payload)
-        try: return self.model(batch, self.pool)
+        try: return self.inner(batch)
         except Exception as e: raise g.fail(e) from None
 
 # %% ../nbs/13a_tensor_parallel.ipynb 45
 def worker_loop(model: Llama, group: TPGroup):
-    "A worker's life: the commands of rank 0 (a new pool, a step, stop), each step this rank's shard of the forward."
-    pool = None
+    "A worker's life: the commands of rank 0 (a new pool and runner, a step, stop), each step this rank's shard of the forward."
+    from xllm.runner import runner_class
+    pool = runner = None
     while True:
         cmd, ints, p = group.recv()
         if cmd == CMD_STOP: return
         if cmd == CMD_POOL:
-            nb, bs, kvd, _ = ints[:4]
-            pool = None
+            nb, bs, kvd, _, kind = ints[:5]
+            pool = runner = None
             pool = PagedKVPool(model.kv_config, nb, bs, model.dtype, model.device, "int8" if kvd == 1 else None)
-        elif cmd == CMD_STEP: model(decode_batch(ints, p, model.device), pool)
+            runner = runner_class(SHARD_RUNNERS[kind])(model, pool)     # the runner rank 0 chose, on this rank's shard
+        elif cmd == CMD_STEP: runner(decode_batch(ints, p, model.device))
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
 # %% ../nbs/13a_tensor_parallel.ipynb 47
@@ -511,13 +529,14 @@ def _is_gguf(p: Path) -> bool:
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
     packed layers stay packed unless `quantization` is None/'none'), its workers started (or, under torchrun, on ranks > 0: this process
-    serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). The torch forward only: a ValueError names
-    `quantization`, `runner` or the size that `world` does not divide, before any process starts."""
+    serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). `runner`: None (the compiled CPU runner
+    when it can run the shards, else torch), 'cpu' or 'torch'; a ValueError names `quantization`, `runner` or the size that `world`
+    does not divide, before any process starts."""
     from xllm.core import read_json
     from xllm.weights import config_from_hf, config_from_gguf
-    if runner not in (None, "tp", "torch"):
-        raise ValueError(f"runner: {runner!r} cannot run a tensor-parallel shard (the compiled runners skip the shards' collectives); "
-                         "tensor_parallel_size > 1 uses the torch forward")
+    if runner not in (None, "tp", "torch", "cpu"):
+        raise ValueError(f"runner: {runner!r} cannot run a tensor-parallel shard (the CUDA runner would skip the shards' collectives); "
+                         "tensor_parallel_size > 1 runs the compiled CPU runner or the torch forward")
     p = Path(path).expanduser()
     if p.is_file() and (p.name == "config.json" or p.suffix == ".safetensors"): p = p.parent
     if p.is_file() and _is_gguf(p):
@@ -539,7 +558,9 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["RANK"]) != 0:
         serve_worker(spec, device, timeout, threads)
         raise SystemExit(0)
-    return start_tp(spec, world, device, timeout, threads)
+    m = start_tp(spec, world, device, timeout, threads)
+    m.tp_runner = runner if runner in ("torch", "cpu") else None     # `shard_runner` chooses when the engine is built
+    return m
 
 # %% ../nbs/13a_tensor_parallel.ipynb 62
 def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int, q):

@@ -1,8 +1,13 @@
 // ---------------------------------------------------------------- a whole model in one call: the engine's step
 struct LayerIdx { const float *attn_norm, *ffn_norm; int q, k, v, o, gate, up, down; };
 
+typedef void (*ReduceFn)(float* buf, int64_t n);   // tensor parallelism: sums buf[0..n) over the group, in place (the caller's collective)
+
 struct Plan {
     int64_t L, H, nh, nkv, hd, I, V; float eps;
+    // a tensor-parallel shard (notebook 13a): nh, nkv, I and V are this rank's; the embedding holds vocabulary rows
+    // emb_start..emb_start+emb_n (others embed as zeros); `reduce` sums the embeddings and the o/down products over the group
+    ReduceFn reduce = nullptr; int64_t emb_start = 0, emb_n = -1;
     std::vector<Lin> lins; std::vector<LayerIdx> layers;
     const float *embed = nullptr, *norm = nullptr; int head = -1;
     Lin emb_q; bool emb_quant = false;   // an INT8 embedding (rows dequantized on lookup)
@@ -16,6 +21,10 @@ struct Plan {
     Plan(int64_t L_, int64_t H_, int64_t nh_, int64_t nkv_, int64_t hd_, int64_t I_, int64_t V_, double eps_)
         : L(L_), H(H_), nh(nh_), nkv(nkv_), hd(hd_), I(I_), V(V_), eps((float)eps_), layers(L_) {}
     void embed_row(int64_t token, float* out) const {
+        if (emb_n >= 0) {                                   // a vocabulary slice: rows of other ranks' tokens are zero here
+            token -= emb_start;
+            if (token < 0 || token >= emb_n) { std::memset(out, 0, H * sizeof(float)); return; }
+        }
         if (!emb_quant) { std::memcpy(out, embed + token * H, H * sizeof(float)); return; }
         for (int64_t i = 0; i < H; i++)
             out[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
@@ -101,7 +110,13 @@ struct Plan {
             float* x = small ? privX[tid].data() : X.data();             // the residual stream (this thread's copy when small)
             float* xn = small ? x + N * H : XN.data();
             const int64_t x0 = small ? 0 : r0, x1 = small ? N : r1;     // the rows of x this thread updates
-            for (int64_t r = x0; r < x1; r++) embed_row(ids[r], x + r * H);
+            if (reduce) {           // tensor parallel: each rank embeds the tokens of its slice, the sum has every row
+                for (int64_t r = r0; r < r1; r++) embed_row(ids[r], X.data() + r * H);
+                bar.wait();
+                if (tid == 0) reduce(X.data(), N * H);
+                bar.wait();
+                if (small) std::memcpy(x, X.data(), N * H * sizeof(float));
+            } else for (int64_t r = x0; r < x1; r++) embed_row(ids[r], x + r * H);
             for (int64_t l = 0; l < L; l++) {
                 const LayerIdx& ly = layers[l];
                 // 1. norm, then q|k|v as one product
@@ -130,6 +145,7 @@ struct Plan {
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
                 { float* y = Tmp.data(); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); }
+                if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }   // tensor parallel: the ranks' partial products summed
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(3);
                 // 5. norm, gate|up as one product, silu(gate) * up
@@ -140,6 +156,7 @@ struct Plan {
                 bar.wait(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
                 { float* y = Tmp.data(); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); }
+                if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(5);
             }

@@ -118,6 +118,9 @@ void xk_plan_set_final(void* p, const float* emb, const float* nw, int head) { P
 void xk_plan_set_embed_q8(void* p, int kind, int64_t G, const int8_t* q, const void* s) {   // after set_final: an INT8 embedding instead
     Plan* P = (Plan*)p; P->emb_q = make_lin(kind, P->V, P->H, G, q, s, nullptr, nullptr, 0); P->emb_quant = true;
 }
+void xk_plan_set_tp(void* p, int64_t emb_start, int64_t emb_n, void* reduce) {   // a tensor-parallel shard: its embedding slice, the group's sum
+    Plan* P = (Plan*)p; P->emb_start = emb_start; P->emb_n = emb_n; P->reduce = (ReduceFn)reduce;
+}
 void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds per phase since the last call, out[7]: steps; then reset
     Plan* P = (Plan*)p;
     for (int i = 0; i < 7; i++) { out[i] = P->phase[i]; P->phase[i] = 0; }
