@@ -14,16 +14,24 @@ static Lin make_lin(int kind, int64_t N, int64_t K, int64_t G, const void* w, co
 // each row read once for all T inputs. Each thread prepares the inputs itself (O(T K), small next to the products): no barrier.
 static thread_local Scratch prep_buf;
 static thread_local std::vector<Prep> prep_vec;
+// Whether an input prepared for linear a serves linear b as it is (q|k|v, gate|up: one input, one layout).
+static inline bool same_prep(const Lin& a, const Lin& b) {
+    return (a.kind == Q4) == (b.kind == Q4) && a.K == b.K && a.a8 == b.a8 && (a.kind != Q4 || a.G == b.G);
+}
 static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
     int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
     int64_t r0, r1; split(Ntot, tid, n, r0, r1);
     if ((int64_t)prep_vec.size() < T) prep_vec.resize(T);
+    Lin prev; bool have = false;      // the layout of the input prepared last (prepared once for the linears that share it)
     for (int64_t l = 0, off = 0; l < nl; off += Ls[l].N, l++) {
         Lin L = Ls[l]; const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + L.N) - off;
         if (L.a8r) L.a8 = false;     // two int8 passes are for the GEMM; a few rows take the float dot products instead
         if (a >= b) continue;
-        const int64_t pf = prep_floats(L); float* scratch = prep_buf.get(pf * T + 1);
-        for (int64_t t = 0; t < T; t++) prepare(L, x + t * L.K, scratch + t * pf, prep_vec[t]);
+        if (!have || !same_prep(prev, L)) {
+            const int64_t pf = prep_floats(L); float* scratch = prep_buf.get(pf * T + 1);
+            for (int64_t t = 0; t < T; t++) prepare(L, x + t * L.K, scratch + t * pf, prep_vec[t]);
+            prev = L; have = true;
+        }
         for (int64_t r = a; r < b; r++)
             for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row_dot(L, r, prep_vec[t]);
     }

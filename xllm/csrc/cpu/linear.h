@@ -48,8 +48,10 @@ static void prepare(const Lin& L, const float* x, float* scratch, Prep& p) {
     if (L.kind == Q4) {
         int64_t h = L.K / 2;
         float* xe = scratch; float* xo = scratch + h; float* gs = scratch + 2 * h;
-        for (int64_t j = 0; j < h; j++) { xe[j] = x[2 * j]; xo[j] = x[2 * j + 1]; }
-        for (int64_t g = 0; g < L.G; g++) { float s = 0; for (int64_t i = 0; i < L.gs; i++) s += x[g * L.gs + i]; gs[g] = s; }
+        if (!L.a8) {           // the float dot products' split and sums (int8 ones take the quantized blocks' sums below)
+            for (int64_t j = 0; j < h; j++) { xe[j] = x[2 * j]; xo[j] = x[2 * j + 1]; }
+            for (int64_t g = 0; g < L.G; g++) { float s = 0; for (int64_t i = 0; i < L.gs; i++) s += x[g * L.gs + i]; gs[g] = s; }
+        }
         p.xe = xe; p.xo = xo; p.gsum = gs; next = gs + L.G;
     }
     if (L.a8) {
@@ -88,6 +90,7 @@ static inline float dot_q8_a8(const int8_t* q, const uint16_t* ws, int bshift, c
 static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16_t* mn, int bshift, int64_t G, const Prep& p, int64_t nb) {
     const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f);
     __m256 acc = _mm256_setzero_ps(), acc2 = acc;
+    __m128 accm = _mm_setzero_ps();  // groups of 32 (bshift 0): the minimums' terms, 4 blocks at a time in the same loop
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {   // two pairs of blocks, two accumulators
         __m256i v = _mm256_loadu_si256((const __m256i*)(q + b * 16)), v2 = _mm256_loadu_si256((const __m256i*)(q + b * 16 + 32));
@@ -106,6 +109,8 @@ static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16
         __m128 s4 = bshift == 0 ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + b)))       // groups of 32: 4 scales in one load
                                 : _mm_set_ps(_cvtsh_ss(sc[(b + 3) >> bshift]), _cvtsh_ss(sc[(b + 2) >> bshift]), _cvtsh_ss(sc[(b + 1) >> bshift]), _cvtsh_ss(sc[b >> bshift]));
         __m128 sd = _mm_mul_ps(s4, _mm_loadu_ps(p.dx + b));
+        if (bshift == 0) accm = _mm_fmadd_ps(mn ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(mn + b))) : _mm_mul_ps(s4, _mm_set1_ps(-8.0f)),
+                                             _mm_loadu_ps(p.gsum + b), accm);
         acc = _mm256_fmadd_ps(f, _mm256_set_m128(_mm_shuffle_ps(sd, sd, 0x55), _mm_shuffle_ps(sd, sd, 0x00)), acc);
         acc2 = _mm256_fmadd_ps(f2, _mm256_set_m128(_mm_shuffle_ps(sd, sd, 0xff), _mm_shuffle_ps(sd, sd, 0xaa)), acc2);
     }
@@ -130,13 +135,19 @@ static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16
         s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4e)); s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xb1));
         y += (float)_mm_cvtsi128_si32(s32) * _cvtsh_ss(sc[b >> bshift]) * p.dx[b];
     }
-    __m256 accm = _mm256_setzero_ps();
+    if (bshift == 0) {          // the blocks the 4-block loop left: their minimums one by one
+        __m128 s = _mm_add_ps(accm, _mm_movehl_ps(accm, accm)); s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        float ym = _mm_cvtss_f32(s);
+        for (int64_t g = nb & ~(int64_t)3; g < G; g++) ym += (mn ? _cvtsh_ss(mn[g]) : -8.0f * _cvtsh_ss(sc[g])) * p.gsum[g];
+        return y + ym;
+    }
+    __m256 accg = _mm256_setzero_ps();
     for (int64_t g0 = 0; g0 < G; g0 += 8) {
         const int64_t ng = std::min<int64_t>(8, G - g0);
         __m256 m8 = mn ? load8h(mn + g0, ng) : _mm256_mul_ps(load8h(sc + g0, ng), _mm256_set1_ps(-8.0f));
-        accm = _mm256_fmadd_ps(m8, load8f(p.gsum + g0, ng), accm);
+        accg = _mm256_fmadd_ps(m8, load8f(p.gsum + g0, ng), accg);
     }
-    return y + hsum(accm);
+    return y + hsum(accg);
 }
 #endif
 
