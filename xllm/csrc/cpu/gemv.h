@@ -5,7 +5,7 @@ static Lin make_lin(int kind, int64_t N, int64_t K, int64_t G, const void* w, co
     else if (kind == Q8_ROW) { L.w8 = (const int8_t*)w; L.srow = (const float*)scales; }
     else if (kind == Q8_GROUP) { L.w8 = (const int8_t*)w; L.sg = (const uint16_t*)scales; }
     else { L.w4 = (const uint8_t*)w; L.sg = (const uint16_t*)scales; L.mg = (const uint16_t*)mins; }
-    L.a8 = a8 && a8_ok(L); L.a8r = L.a8 && a8 >= 2;
+    L.a8 = a8 && a8_ok(L); L.a8r = L.a8 && a8 >= 2; L.half = L.a8 && kind == Q8_GROUP && L.gs == 16;
     while (L.a8 && (32 << L.bshift) < L.gs) L.bshift++;
     return L;
 }

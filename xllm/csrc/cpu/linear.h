@@ -8,14 +8,16 @@ struct Lin {
     int bshift = 0;    // log2(group size / 32), for the integer path
     bool a8 = false;   // int8 activations (per 32-value block) with integer dot products; set only where the layout allows it
     bool a8r = false;  // and a second int8 pass over the rounding residual of the activations (int8 GEMM; the row path then runs float)
+    bool half = false; // INT8 in groups of 16 (GGUF Q6_K repacked): two scales a block of 32, each meeting its half's int32 sum
 };
 
 // An input vector prepared for one kind of weight: Q4 needs x split into even/odd columns and per-group sums.
 struct Prep { const float* x; const float* xe; const float* xo; const float* gsum; const int8_t* xq; const float* dx; };
 
-static inline bool a8_ok(const Lin& L) {   // integer path: AVX2, blocks of 32 inputs inside one scale group (a power-of-two count of blocks)
-    int64_t bpg = L.gs / 32;
-    return XK_AVX2 && L.kind != F32 && L.K % 32 == 0 && (L.kind == Q8_ROW || (L.gs % 32 == 0 && (bpg & (bpg - 1)) == 0));
+static inline bool a8_ok(const Lin& L) {   // integer path: AVX2, blocks of 32 inputs inside one scale group (a power-of-two count of
+    int64_t bpg = L.gs / 32;                  // blocks), or INT8 groups of 16 (two per block)
+    return XK_AVX2 && L.kind != F32 && L.K % 32 == 0 &&
+           (L.kind == Q8_ROW || (L.kind == Q8_GROUP && L.gs == 16) || (L.gs % 32 == 0 && (bpg & (bpg - 1)) == 0));
 }
 // floats of scratch one prepared input takes (int8 codes are stored in the same buffer)
 static inline int64_t prep_floats(const Lin& L) { return (L.kind == Q4 ? L.K + L.G : 0) + (L.a8 ? 2 * (L.K / 32) + L.K / 4 + 16 : 0); }
@@ -75,12 +77,17 @@ static inline __m256i dp4(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
-// W8A8: sum over blocks of scale_w(block) * dx(block) * (int8 w . int8 x); per-row scale: applied by the caller (ws == nullptr)
-static inline float dot_q8_a8(const int8_t* q, const uint16_t* ws, int bshift, const Prep& p, int64_t nb) {
+// W8A8: sum over blocks of scale_w(block) * dx(block) * (int8 w . int8 x); per-row scale: applied by the caller (ws == nullptr).
+// `half`: groups of 16, two scales a block: lanes 0-3 of the 4-byte sums hold its first 16 columns, lanes 4-7 the other 16.
+static inline float dot_q8_a8(const int8_t* q, const uint16_t* ws, int bshift, const Prep& p, int64_t nb, bool half = false) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i w = _mm256_loadu_si256((const __m256i*)(q + b * 32)), xv = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32));
         __m256 f = _mm256_cvtepi32_ps(dp4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w)));
+        if (half) {
+            acc = _mm256_fmadd_ps(f, _mm256_set_m128(_mm_set1_ps(p.dx[b] * _cvtsh_ss(ws[2 * b + 1])), _mm_set1_ps(p.dx[b] * _cvtsh_ss(ws[2 * b]))), acc);
+            continue;
+        }
         float c = p.dx[b] * (ws ? _cvtsh_ss(ws[b >> bshift]) : 1.0f);
         acc = _mm256_fmadd_ps(f, _mm256_set1_ps(c), acc);
     }
@@ -194,7 +201,7 @@ static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
     if (L.a8) {
         const int64_t nb = L.K / 32;
         if (L.kind == Q8_ROW) y = L.srow[n] * dot_q8_a8(L.w8 + n * L.K, nullptr, 0, p, nb);
-        else if (L.kind == Q8_GROUP) y = dot_q8_a8(L.w8 + n * L.K, L.sg + n * L.G, L.bshift, p, nb);
+        else if (L.kind == Q8_GROUP) y = dot_q8_a8(L.w8 + n * L.K, L.sg + n * L.G, L.bshift, p, nb, L.half);
         else y = dot_q4_a8(L.w4 + n * (L.K / 2), L.sg + n * L.G, L.mg ? L.mg + n * L.G : nullptr, L.bshift, L.G, p, nb);
         return L.bias ? y + L.bias[n] : y;
     }

@@ -63,10 +63,17 @@ constexpr int64_t QG_ROWS = QG_NR * QG_MR;     // weight rows per task
 
 // x [T, K] quantized: codes q[T][K], and per (row, block) the scale d, the block's dequantized sum and 128 * the sum of the codes
 // With q2 set, the rounding residual x - d q quantized again the same way: codes q2, scales d2, offsets o2 (a second pass).
-struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* q2 = nullptr; float* d2 = nullptr; int32_t* o2 = nullptr; };
+// oh, oh2: 128 * the sums of each block's two halves of codes (for INT8 weights in groups of 16, whose halves have their own scales)
+struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* q2 = nullptr; float* d2 = nullptr; int32_t* o2 = nullptr;
+              int32_t* oh = nullptr; int32_t* oh2 = nullptr; };
 
-// 32 floats v[0..3] quantized: codes to q, returns the scale; *isum: the sum of the codes
-static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum) {
+// 32 floats v[0..3] quantized: codes to q, returns the scale; *isum: the sum of the codes, hs[0..1] (if given): of each half
+static inline int32_t hsum_i32(__m256i v) {
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e)); s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    return _mm_cvtsi128_si32(s4);
+}
+static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum, int32_t* hs = nullptr) {
     const __m256 signbit = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v[0]), _mm256_andnot_ps(signbit, v[1])),
@@ -78,12 +85,11 @@ static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isu
     // round to nearest even, as nearbyint and torch.round
     __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));
     __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
-    __m256i is = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
     __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
     _mm256_storeu_si256((__m256i*)q, _mm256_permutevar8x32_epi32(p, perm));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(is), _mm256_extracti128_si256(is, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e)); s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-    *isum = _mm_cvtsi128_si32(s4);
+    const int32_t lo = hsum_i32(_mm256_add_epi32(i0, i1)), hi = hsum_i32(_mm256_add_epi32(i2, i3));
+    *isum = lo + hi;
+    if (hs) { hs[0] = lo; hs[1] = hi; }
     return d;
 }
 
@@ -93,9 +99,10 @@ static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
         for (int64_t b = 0; b < A.nb; b++) {
             const float* xb = x + t * A.K + b * 32; const int64_t i = t * A.nb + b;
             __m256 v[4] = {_mm256_loadu_ps(xb), _mm256_loadu_ps(xb + 8), _mm256_loadu_ps(xb + 16), _mm256_loadu_ps(xb + 24)};
-            int32_t isum; int8_t* q = A.q + t * A.K + b * 32;
-            const float d = quantize_block(v, q, &isum);
+            int32_t isum, hs[2]; int8_t* q = A.q + t * A.K + b * 32;
+            const float d = quantize_block(v, q, &isum, hs);
             A.d[i] = d; A.o[i] = 128 * isum; A.s[i] = d * (float)isum;   // the block's sum as the integer product sees it
+            if (A.oh) { A.oh[2 * i] = 128 * hs[0]; A.oh[2 * i + 1] = 128 * hs[1]; }
             if (!A.q2) continue;
             const __m256 vd = _mm256_set1_ps(d);
             __m256 r[4];
@@ -104,12 +111,14 @@ static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
                 __asm__("" : "+x"(dq));
                 r[k] = _mm256_sub_ps(v[k], dq);
             }
-            const float d2 = quantize_block(r, A.q2 + t * A.K + b * 32, &isum);
+            const float d2 = quantize_block(r, A.q2 + t * A.K + b * 32, &isum, hs);
             A.d2[i] = d2; A.o2[i] = 128 * isum; A.s[i] += d2 * (float)isum;
+            if (A.oh2) { A.oh2[2 * i] = 128 * hs[0]; A.oh2[2 * i + 1] = 128 * hs[1]; }
         }
 }
 
 // Rows n0..n0+QG_ROWS of L (zero scales past N) repacked: codes wq[m][b][k4][r][4], scales ws[m][b][r], INT4 minimums wm[m][b][r]
+// (INT8 in groups of 16: ws holds the scale of each block's first half, wm of its second)
 static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm) {
     const int64_t nb = L.K / 32;
     const __m128i m4 = _mm_set1_epi8(0x0f), flip = _mm_set1_epi8((char)0x80);
@@ -138,6 +147,7 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
             for (int k4 = 0; k4 < 8; k4++) std::memcpy(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, c + 4 * k4, 4);
             float s, mn = 0.0f;
             if (L.kind == Q8_ROW) s = L.srow[row];
+            else if (L.half) { s = h2f(L.sg[row * L.G + 2 * b]); mn = h2f(L.sg[row * L.G + 2 * b + 1]); }
             else {
                 const int64_t g = b * 32 / L.gs; s = h2f(L.sg[row * L.G + g]);
                 if (L.kind == Q4) mn = L.mg ? h2f(L.mg[row * L.G + g]) : -8.0f * s;   // the group's minimum, met by each of its blocks' sums
@@ -149,14 +159,17 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
 
 // One tile: the QG_MR groups of QG_NR repacked rows (a task) times activation rows j0..j0+RN; y rows are [N] apart, bias added,
 // outputs n0.. up to N (a partial last group is written through a small buffer).
-template <bool Q4, int RN, bool R2>
+template <bool Q4, bool H, int RN, bool R2>
 static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QAct& A, int64_t j0, float* y, int64_t N, int64_t n0, const float* bias) {
     const int64_t nb = A.nb, K = A.K;
     qvf acc[QG_MR][RN];
     for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) acc[m][j] = qf_zero();
     for (int64_t b = 0; b < nb; b++) {
-        qvi ia[QG_MR][RN], ib[QG_MR][R2 ? RN : 1];
-        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) { ia[m][j] = qi_zero(); if (R2) ib[m][j] = qi_zero(); }
+        qvi ia[QG_MR][RN], ib[QG_MR][R2 ? RN : 1], ja[QG_MR][H ? RN : 1], jb[QG_MR][H && R2 ? RN : 1];   // ja, jb: second halves (H)
+        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) {
+            ia[m][j] = qi_zero(); if (R2) ib[m][j] = qi_zero();
+            if (H) { ja[m][j] = qi_zero(); if (R2) jb[m][j] = qi_zero(); }
+        }
         const int8_t* xb = A.q + j0 * K + b * 32; const int8_t* xb2 = R2 ? A.q2 + j0 * K + b * 32 : nullptr;
 #pragma GCC unroll 8
         for (int k4 = 0; k4 < 8; k4++) {
@@ -164,13 +177,27 @@ static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QA
             for (int j = 0; j < RN; j++) { std::memcpy(&x4[j], xb + j * K + 4 * k4, 4); if (R2) std::memcpy(&x42[j], xb2 + j * K + 4 * k4, 4); }
             for (int m = 0; m < QG_MR; m++) {
                 const qvi w = qi_load(wq + ((m * nb + b) * 8 + k4) * QG_NR * 4);
-                for (int j = 0; j < RN; j++) { ia[m][j] = q_dot<Q4>(ia[m][j], w, x4[j]); if (R2) ib[m][j] = q_dot<Q4>(ib[m][j], w, x42[j]); }
+                if (H && k4 >= 4) for (int j = 0; j < RN; j++) { ja[m][j] = q_dot<Q4>(ja[m][j], w, x4[j]); if (R2) jb[m][j] = q_dot<Q4>(jb[m][j], w, x42[j]); }
+                else for (int j = 0; j < RN; j++) { ia[m][j] = q_dot<Q4>(ia[m][j], w, x4[j]); if (R2) ib[m][j] = q_dot<Q4>(ib[m][j], w, x42[j]); }
             }
         }
         for (int m = 0; m < QG_MR; m++) {
             const qvf sv = qf_load(ws + (m * nb + b) * QG_NR);
             for (int j = 0; j < RN; j++) {
                 const int64_t i = (j0 + j) * nb + b;
+                if (H) {             // two groups of 16: each half's sum meets its own scale (and offset)
+                    const qvf sv2 = qf_load(wm + (m * nb + b) * QG_NR), dd = qf_set1(A.d[i]);
+                    qvi v = ia[m][j], v1 = ja[m][j];
+                    if (QG_OFFSET) { v = qi_sub1(v, A.oh[2 * i]); v1 = qi_sub1(v1, A.oh[2 * i + 1]); }
+                    acc[m][j] = qf_fma(qf_cvt(v1), qf_mul(sv2, dd), qf_fma(qf_cvt(v), qf_mul(sv, dd), acc[m][j]));
+                    if (R2) {
+                        const qvf d2 = qf_set1(A.d2[i]);
+                        qvi u = ib[m][j], u1 = jb[m][j];
+                        if (QG_OFFSET) { u = qi_sub1(u, A.oh2[2 * i]); u1 = qi_sub1(u1, A.oh2[2 * i + 1]); }
+                        acc[m][j] = qf_fma(qf_cvt(u1), qf_mul(sv2, d2), qf_fma(qf_cvt(u), qf_mul(sv, d2), acc[m][j]));
+                    }
+                    continue;
+                }
                 qvi v = q_block_end<Q4>(ia[m][j]);
                 if (!Q4 && QG_OFFSET) v = qi_sub1(v, A.o[i]);
                 acc[m][j] = qf_fma(qf_cvt(v), qf_mul(sv, qf_set1(A.d[i])), acc[m][j]);
@@ -194,13 +221,13 @@ static void qmicro(const uint8_t* wq, const float* ws, const float* wm, const QA
         }
     }
 }
-template <bool Q4, bool R2>
+template <bool Q4, bool H, bool R2>
 static void qmicro_rn(int rn, const uint8_t* wq, const float* ws, const float* wm, const QAct& A, int64_t j0, float* y, int64_t N, int64_t n0, const float* bias) {
     switch (rn) {
-    case 4: qmicro<Q4, 4, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
-    case 3: qmicro<Q4, 3, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
-    case 2: qmicro<Q4, 2, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
-    default: qmicro<Q4, 1, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 4: qmicro<Q4, H, 4, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 3: qmicro<Q4, H, 3, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    case 2: qmicro<Q4, H, 2, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
+    default: qmicro<Q4, H, 1, R2>(wq, ws, wm, A, j0, y, N, n0, bias); break;
     }
 }
 
@@ -222,23 +249,25 @@ static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* c
         for (int64_t j0 = 0; j0 < T; j0 += 4) {
             const int rn = (int)std::min<int64_t>(4, T - j0);
             const bool r2 = L.a8r && A.q2;
-            if (L.kind == Q4) { if (r2) qmicro_rn<true, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<true, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); }
-            else if (r2) qmicro_rn<false, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<false, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias);
+            if (L.kind == Q4) { if (r2) qmicro_rn<true, false, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<true, false, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); }
+            else if (L.half) { if (r2) qmicro_rn<false, true, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<false, true, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); }
+            else if (r2) qmicro_rn<false, false, true>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias); else qmicro_rn<false, false, false>(rn, wq, ws, wm, A, j0, ys[l], L.N, n0, L.bias);
         }
     }
 }
 
 // Scratch for a quantized input of T rows of K (K % 32 == 0)
 struct QScratch {
-    std::vector<int8_t> q, q2; std::vector<float> d, s, d2; std::vector<int32_t> o, o2;
+    std::vector<int8_t> q, q2; std::vector<float> d, s, d2; std::vector<int32_t> o, o2, oh, oh2;
     QAct get(int64_t T, int64_t K, bool two) {   // two: room for the residual pass too
         const int64_t nb = K / 32;
         if ((int64_t)q.size() < T * K) q.resize(T * K);
-        if ((int64_t)d.size() < T * nb) { d.resize(T * nb); s.resize(T * nb); o.resize(T * nb); }
+        if ((int64_t)d.size() < T * nb) { d.resize(T * nb); s.resize(T * nb); o.resize(T * nb); oh.resize(2 * T * nb); }
         if (two && (int64_t)q2.size() < T * K) q2.resize(T * K);
-        if (two && (int64_t)d2.size() < T * nb) { d2.resize(T * nb); o2.resize(T * nb); }
+        if (two && (int64_t)d2.size() < T * nb) { d2.resize(T * nb); o2.resize(T * nb); oh2.resize(2 * T * nb); }
         QAct A{q.data(), d.data(), s.data(), o.data(), K, nb};
-        if (two) { A.q2 = q2.data(); A.d2 = d2.data(); A.o2 = o2.data(); }
+        A.oh = oh.data();
+        if (two) { A.q2 = q2.data(); A.d2 = d2.data(); A.o2 = o2.data(); A.oh2 = oh2.data(); }
         return A;
     }
 };
