@@ -32,6 +32,14 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
             for (int64_t t = 0; t < T; t++) prepare(L, x + t * L.K, scratch + t * pf, prep_vec[t]);
             prev = L; have = true;
         }
+#if XK_AVX2
+        if (L.a8) {                  // int8 activations: the GEMM's arithmetic (rows4_a8), so either path gives the same bits
+            int64_t r = a;
+            for (; r + 4 <= b; r += 4) for (int64_t t = 0; t < T; t++) rows4_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
+            for (; r < b; r++) for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row1_a8(L, r, prep_vec[t]);
+            continue;
+        }
+#endif
         for (int64_t r = a; r < b; r++)
             for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row_dot(L, r, prep_vec[t]);
     }

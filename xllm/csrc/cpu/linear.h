@@ -12,7 +12,7 @@ struct Lin {
 };
 
 // An input vector prepared for one kind of weight: Q4 needs x split into even/odd columns and per-group sums.
-struct Prep { const float* x; const float* xe; const float* xo; const float* gsum; const int8_t* xq; const float* dx; };
+struct Prep { const float* x; const float* xe; const float* xo; const float* gsum; const int8_t* xq; const float* dx; const float* qs; };
 
 static inline bool a8_ok(const Lin& L) {   // integer path: AVX2, blocks of 32 inputs inside one scale group (a power-of-two count of
     int64_t bpg = L.gs / 32;                  // blocks), or INT8 groups of 16 (two per block)
@@ -45,7 +45,7 @@ static void quantize_blocks(const Lin& L, const float* x, int8_t* xq, float* dx,
 }
 
 static void prepare(const Lin& L, const float* x, float* scratch, Prep& p) {
-    p.x = x; p.xe = p.xo = p.gsum = p.dx = nullptr; p.xq = nullptr;
+    p.x = x; p.xe = p.xo = p.gsum = p.dx = p.qs = nullptr; p.xq = nullptr;
     float* next = scratch;
     if (L.kind == Q4) {
         int64_t h = L.K / 2;
@@ -59,9 +59,7 @@ static void prepare(const Lin& L, const float* x, float* scratch, Prep& p) {
     if (L.a8) {
         float* dx = next; float* qs = dx + L.K / 32; int8_t* xq = (int8_t*)(qs + L.K / 32);
         xq = (int8_t*)(((uintptr_t)xq + 31) & ~(uintptr_t)31);
-        quantize_blocks(L, x, xq, dx, qs); p.xq = xq; p.dx = dx;
-        if (L.kind == Q4)   // the minimums meet the quantized activations too: y = W . x_hat exactly (as llama.cpp's Q8_1 sums)
-            for (int64_t g = 0; g < L.G; g++) { float s = 0; for (int64_t b = g * L.gs / 32; b < (g + 1) * L.gs / 32; b++) s += qs[b]; ((float*)p.gsum)[g] = s; }
+        quantize_blocks(L, x, xq, dx, qs); p.xq = xq; p.dx = dx; p.qs = qs;   // qs: what the INT4 minimums meet (y = W . x_hat exactly)
     }
 }
 
@@ -77,84 +75,123 @@ static inline __m256i dp4(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 #endif
 }
-// W8A8: sum over blocks of scale_w(block) * dx(block) * (int8 w . int8 x); per-row scale: applied by the caller (ws == nullptr).
-// `half`: groups of 16, two scales a block: lanes 0-3 of the 4-byte sums hold its first 16 columns, lanes 4-7 the other 16.
-static inline float dot_q8_a8(const int8_t* q, const uint16_t* ws, int bshift, const Prep& p, int64_t nb, bool half = false) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i w = _mm256_loadu_si256((const __m256i*)(q + b * 32)), xv = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32));
-        __m256 f = _mm256_cvtepi32_ps(dp4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w)));
-        if (half) {
-            acc = _mm256_fmadd_ps(f, _mm256_set_m128(_mm_set1_ps(p.dx[b] * _cvtsh_ss(ws[2 * b + 1])), _mm_set1_ps(p.dx[b] * _cvtsh_ss(ws[2 * b]))), acc);
-            continue;
-        }
-        float c = p.dx[b] * (ws ? _cvtsh_ss(ws[b >> bshift]) : 1.0f);
-        acc = _mm256_fmadd_ps(f, _mm256_set1_ps(c), acc);
-    }
-    return hsum(acc);
+// The row path with the int8 GEMM's arithmetic, 4 rows at a time (a decode step, a few rows): each block's int32 sum (exact)
+// meets its float scales in the GEMM's order -- y = fma(sum_b, s_b d_b, y), then for INT4 y = fma(m_b, d_b sum(q)_b, y),
+// block after block, the bias last -- so a row's output has the same bits on either path, whatever the batch (greedy text
+// does not depend on how many requests share a step). The 4 rows' sums of a block come out of two hadds as one vector.
+static inline __m128i hsum4_lo(__m256i r0, __m256i r1, __m256i r2, __m256i r3, __m128i* hi) {   // lanes 0-3 and 4-7 of each row
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(r0, r1), _mm256_hadd_epi32(r2, r3));
+    *hi = _mm256_extracti128_si256(h, 1);
+    return _mm256_castsi256_si128(h);
 }
-// W4A8: packed nibbles (16 bytes a block of 32 columns) times the block-paired int8 activations
-static inline float dot_q4_a8(const uint8_t* q, const uint16_t* sc, const uint16_t* mn, int bshift, int64_t G, const Prep& p, int64_t nb) {
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps(), acc2 = acc;
-    __m128 accm = _mm_setzero_ps();  // groups of 32 (bshift 0): the minimums' terms, 4 blocks at a time in the same loop
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) {   // two pairs of blocks, two accumulators
-        __m256i v = _mm256_loadu_si256((const __m256i*)(q + b * 16)), v2 = _mm256_loadu_si256((const __m256i*)(q + b * 16 + 32));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        __m256i lo2 = _mm256_and_si256(v2, m4), hi2 = _mm256_and_si256(_mm256_srli_epi16(v2, 4), m4);
-        const int8_t* xb = p.xq + b * 32;
+static inline float sc_of(const Lin& L, int64_t n, int64_t g) { return L.kind == Q8_ROW ? L.srow[n] : _cvtsh_ss(L.sg[n * L.G + g]); }
+static inline __m128 sc4(const Lin& L, int64_t n, int64_t g) {
+    return _mm_set_ps(sc_of(L, n + 3, g), sc_of(L, n + 2, g), sc_of(L, n + 1, g), sc_of(L, n, g));
+}
+static inline float mn_of(const Lin& L, int64_t n, int64_t g) { return L.mg ? _cvtsh_ss(L.mg[n * L.G + g]) : -8.0f * _cvtsh_ss(L.sg[n * L.G + g]); }
+static inline __m128 mn4(const Lin& L, int64_t n, int64_t g) {
+    return _mm_set_ps(mn_of(L, n + 3, g), mn_of(L, n + 2, g), mn_of(L, n + 1, g), mn_of(L, n, g));
+}
+// int32 lanes of row n's block pair b, b+1 (INT4: lanes 0-3 block b, 4-7 block b+1) or block b (INT8: 8 lanes, 4 per half)
+static inline __m256i q4_pair(const Lin& L, int64_t n, int64_t b, const Prep& p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i v = _mm256_loadu_si256((const __m256i*)(L.w4 + n * (L.K / 2) + b * 16));
+    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    const int8_t* xb = p.xq + b * 32;
 #if XK_ISA >= 2
-        const __m256i z = _mm256_setzero_si256();
-        __m256 f = _mm256_cvtepi32_ps(dp4(dp4(z, lo, _mm256_loadu_si256((const __m256i*)xb)), hi, _mm256_loadu_si256((const __m256i*)(xb + 32))));
-        __m256 f2 = _mm256_cvtepi32_ps(dp4(dp4(z, lo2, _mm256_loadu_si256((const __m256i*)(xb + 64))), hi2, _mm256_loadu_si256((const __m256i*)(xb + 96))));
+    return dp4(dp4(_mm256_setzero_si256(), lo, _mm256_loadu_si256((const __m256i*)xb)), hi, _mm256_loadu_si256((const __m256i*)(xb + 32)));
 #else
-        __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i*)xb)), _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i*)(xb + 32))));
-        __m256i s16b = _mm256_add_epi16(_mm256_maddubs_epi16(lo2, _mm256_loadu_si256((const __m256i*)(xb + 64))), _mm256_maddubs_epi16(hi2, _mm256_loadu_si256((const __m256i*)(xb + 96))));
-        __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones)), f2 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16b, ones));
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i*)xb)),
+                                              _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i*)(xb + 32)))), _mm256_set1_epi16(1));
 #endif
-        __m128 s4 = bshift == 0 ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(sc + b)))       // groups of 32: 4 scales in one load
-                                : _mm_set_ps(_cvtsh_ss(sc[(b + 3) >> bshift]), _cvtsh_ss(sc[(b + 2) >> bshift]), _cvtsh_ss(sc[(b + 1) >> bshift]), _cvtsh_ss(sc[b >> bshift]));
-        __m128 sd = _mm_mul_ps(s4, _mm_loadu_ps(p.dx + b));
-        if (bshift == 0) accm = _mm_fmadd_ps(mn ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i*)(mn + b))) : _mm_mul_ps(s4, _mm_set1_ps(-8.0f)),
-                                             _mm_loadu_ps(p.gsum + b), accm);
-        acc = _mm256_fmadd_ps(f, _mm256_set_m128(_mm_shuffle_ps(sd, sd, 0x55), _mm_shuffle_ps(sd, sd, 0x00)), acc);
-        acc2 = _mm256_fmadd_ps(f2, _mm256_set_m128(_mm_shuffle_ps(sd, sd, 0xff), _mm_shuffle_ps(sd, sd, 0xaa)), acc2);
+}
+static inline int32_t q4_last(const Lin& L, int64_t n, int64_t b, const Prep& p) {   // a lone last block: [even, odd] halves
+    const __m128i m4s = _mm_set1_epi8(0x0f), ones8 = _mm_set1_epi16(1);
+    __m128i v = _mm_loadu_si128((const __m128i*)(L.w4 + n * (L.K / 2) + b * 16));
+    __m128i lo = _mm_and_si128(v, m4s), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4s);
+    __m128i s32 = _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i*)(p.xq + b * 32))),
+                                               _mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i*)(p.xq + b * 32 + 16)))), ones8);
+    s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4e)); s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xb1));
+    return _mm_cvtsi128_si32(s32);
+}
+static inline __m256i q8_block(const Lin& L, int64_t n, int64_t b, const Prep& p) {
+    __m256i w = _mm256_loadu_si256((const __m256i*)(L.w8 + n * L.K + b * 32)), xv = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32));
+    return dp4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+}
+static inline int32_t hsum8_i32(__m256i v, int32_t* lo = nullptr) {
+    __m128i a = _mm256_castsi256_si128(v), h = _mm256_extracti128_si256(v, 1);
+    auto h4 = [](__m128i s) { s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e)); s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)); return _mm_cvtsi128_si32(s); };
+    const int32_t x = h4(a), y = h4(h);
+    if (lo) { lo[0] = x; lo[1] = y; }
+    return x + y;
+}
+// rows n..n+3 (all < N) of an a8 linear times one prepared input: y[0..3], the GEMM's bits
+static void rows4_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
+    const int64_t nb = L.K / 32;
+    __m128 acc = _mm_setzero_ps();
+    if (L.kind == Q4) {
+        int64_t b = 0;
+        const char* next = (const char*)(L.w4 + (n + 4) * (L.K / 2));   // the next 4 rows (contiguous): fetched while these compute
+        for (; b + 2 <= nb; b += 2) {
+            if (n + 8 <= L.N) { _mm_prefetch(next + b * 64, _MM_HINT_T0); _mm_prefetch(next + b * 64 + 64, _MM_HINT_T0); }
+            __m128i hi, lo = hsum4_lo(q4_pair(L, n, b, p), q4_pair(L, n + 1, b, p), q4_pair(L, n + 2, b, p), q4_pair(L, n + 3, b, p), &hi);
+            for (int k = 0; k < 2; k++) {
+                const int64_t bb = b + k, g = bb >> L.bshift;
+                const __m128 d = _mm_set1_ps(p.dx[bb]);
+                acc = _mm_fmadd_ps(_mm_cvtepi32_ps(k ? hi : lo), _mm_mul_ps(sc4(L, n, g), d), acc);
+                acc = _mm_fmadd_ps(mn4(L, n, g), _mm_set1_ps(p.qs[bb]), acc);       // qs: d_b sum(q)_b, the block's sum as integers see it
+            }
+        }
+        if (b < nb) {
+            const int64_t g = b >> L.bshift;
+            __m128i v = _mm_set_epi32(q4_last(L, n + 3, b, p), q4_last(L, n + 2, b, p), q4_last(L, n + 1, b, p), q4_last(L, n, b, p));
+            acc = _mm_fmadd_ps(_mm_cvtepi32_ps(v), _mm_mul_ps(sc4(L, n, g), _mm_set1_ps(p.dx[b])), acc);
+            acc = _mm_fmadd_ps(mn4(L, n, g), _mm_set1_ps(p.qs[b]), acc);
+        }
+    } else {
+        const char* next = (const char*)(L.w8 + (n + 4) * L.K);
+        for (int64_t b = 0; b < nb; b++) {
+            if (n + 8 <= L.N) { _mm_prefetch(next + b * 128, _MM_HINT_T0); _mm_prefetch(next + b * 128 + 64, _MM_HINT_T0); }
+            __m128i hi, lo = hsum4_lo(q8_block(L, n, b, p), q8_block(L, n + 1, b, p), q8_block(L, n + 2, b, p), q8_block(L, n + 3, b, p), &hi);
+            const __m128 d = _mm_set1_ps(p.dx[b]);
+            if (L.half) {
+                acc = _mm_fmadd_ps(_mm_cvtepi32_ps(lo), _mm_mul_ps(sc4(L, n, 2 * b), d), acc);
+                acc = _mm_fmadd_ps(_mm_cvtepi32_ps(hi), _mm_mul_ps(sc4(L, n, 2 * b + 1), d), acc);
+            } else acc = _mm_fmadd_ps(_mm_cvtepi32_ps(_mm_add_epi32(lo, hi)), _mm_mul_ps(sc4(L, n, b >> L.bshift), d), acc);
+        }
     }
-    acc = _mm256_add_ps(acc, acc2);
-    for (; b + 2 <= nb; b += 2) {
-        __m256i v = _mm256_loadu_si256((const __m256i*)(q + b * 16));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        __m256i xe = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32)), xo = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32 + 32));
-        __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-        __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
-        float c0 = _cvtsh_ss(sc[b >> bshift]) * p.dx[b], c1 = _cvtsh_ss(sc[(b + 1) >> bshift]) * p.dx[b + 1];
-        acc = _mm256_fmadd_ps(f, _mm256_set_m128(_mm_set1_ps(c1), _mm_set1_ps(c0)), acc);
+    _mm_storeu_ps(y, acc);
+    if (L.bias) for (int r = 0; r < 4; r++) y[r] += L.bias[n + r];
+}
+// one row the same way (the rows left over from fours)
+static float row1_a8(const Lin& L, int64_t n, const Prep& p) {
+    const int64_t nb = L.K / 32;
+    float acc = 0.0f;
+    if (L.kind == Q4) {
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            int32_t two[2]; hsum8_i32(q4_pair(L, n, b, p), two);
+            for (int k = 0; k < 2; k++) {
+                const int64_t bb = b + k, g = bb >> L.bshift;
+                acc = std::fmaf((float)two[k], sc_of(L, n, g) * p.dx[bb], acc);
+                acc = std::fmaf(mn_of(L, n, g), p.qs[bb], acc);
+            }
+        }
+        if (b < nb) {
+            const int64_t g = b >> L.bshift;
+            acc = std::fmaf((float)q4_last(L, n, b, p), sc_of(L, n, g) * p.dx[b], acc);
+            acc = std::fmaf(mn_of(L, n, g), p.qs[b], acc);
+        }
+    } else {
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t two[2]; const int32_t s = hsum8_i32(q8_block(L, n, b, p), two);
+            if (L.half) {
+                acc = std::fmaf((float)two[0], sc_of(L, n, 2 * b) * p.dx[b], acc);
+                acc = std::fmaf((float)two[1], sc_of(L, n, 2 * b + 1) * p.dx[b], acc);
+            } else acc = std::fmaf((float)s, sc_of(L, n, b >> L.bshift) * p.dx[b], acc);
+        }
     }
-    float y = hsum(acc);
-    if (b < nb) {
-        const __m128i m4s = _mm_set1_epi8(0x0f), ones8 = _mm_set1_epi16(1);
-        __m128i v = _mm_loadu_si128((const __m128i*)(q + b * 16));
-        __m128i lo = _mm_and_si128(v, m4s), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4s);
-        __m128i s16 = _mm_add_epi16(_mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i*)(p.xq + b * 32))),
-                                    _mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i*)(p.xq + b * 32 + 16))));
-        __m128i s32 = _mm_madd_epi16(s16, ones8);
-        s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4e)); s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xb1));
-        y += (float)_mm_cvtsi128_si32(s32) * _cvtsh_ss(sc[b >> bshift]) * p.dx[b];
-    }
-    if (bshift == 0) {          // the blocks the 4-block loop left: their minimums one by one
-        __m128 s = _mm_add_ps(accm, _mm_movehl_ps(accm, accm)); s = _mm_add_ss(s, _mm_movehdup_ps(s));
-        float ym = _mm_cvtss_f32(s);
-        for (int64_t g = nb & ~(int64_t)3; g < G; g++) ym += (mn ? _cvtsh_ss(mn[g]) : -8.0f * _cvtsh_ss(sc[g])) * p.gsum[g];
-        return y + ym;
-    }
-    __m256 accg = _mm256_setzero_ps();
-    for (int64_t g0 = 0; g0 < G; g0 += 8) {
-        const int64_t ng = std::min<int64_t>(8, G - g0);
-        __m256 m8 = mn ? load8h(mn + g0, ng) : _mm256_mul_ps(load8h(sc + g0, ng), _mm256_set1_ps(-8.0f));
-        accg = _mm256_fmadd_ps(m8, load8f(p.gsum + g0, ng), accg);
-    }
-    return y + hsum(accg);
+    return L.bias ? acc + L.bias[n] : acc;
 }
 #endif
 
@@ -194,18 +231,9 @@ static inline float dot_i8(const int8_t* q, const float* x, int64_t K) {
     return s;
 }
 
-// One output of a linear layer: row n of W times the prepared input.
+// One output of a linear layer: row n of W times the prepared input (float activations; int8 ones: rows4_a8, row1_a8).
 static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
     float y;
-#if XK_AVX2
-    if (L.a8) {
-        const int64_t nb = L.K / 32;
-        if (L.kind == Q8_ROW) y = L.srow[n] * dot_q8_a8(L.w8 + n * L.K, nullptr, 0, p, nb);
-        else if (L.kind == Q8_GROUP) y = dot_q8_a8(L.w8 + n * L.K, L.sg + n * L.G, L.bshift, p, nb, L.half);
-        else y = dot_q4_a8(L.w4 + n * (L.K / 2), L.sg + n * L.G, L.mg ? L.mg + n * L.G : nullptr, L.bshift, L.G, p, nb);
-        return L.bias ? y + L.bias[n] : y;
-    }
-#endif
     switch (L.kind) {
     case F32: y = dot_f32(L.wf + n * L.K, p.x, L.K); break;
     case Q8_ROW: y = L.srow[n] * dot_i8(L.w8 + n * L.K, p.x, L.K); break;
