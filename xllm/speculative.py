@@ -235,8 +235,6 @@ class DraftProposer:
             t0 = time.perf_counter()
             rows = self.runner(PagedBatch.build([(*feed[i], self.bm.block_tables[s.seq_id]) for i, s, _, _ in live], self.bm.block_size,
                                                 self.pool.null_slot, "last", self.model.device))
-            if not first: self.stats.observe(len(live), time.perf_counter() - t0)   # a round of one token each (not a catch-up)
-            first = False
             going = []
             for (i, s, toks, k), row in zip(live, rows):
                 ids, start = feed[i]; s.token_ids.extend(ids)            # their K/V is written now
@@ -244,7 +242,8 @@ class DraftProposer:
                 if choice is None: continue
                 got[i][0].append(choice[0]); got[i][1].append(choice[1])
                 if len(got[i][0]) < k: feed[i] = ([choice[0]], start + len(ids)); going.append((i, s, toks, k))
-            live = going
+            if not first: self.stats.observe(len(live), time.perf_counter() - t0)   # a round of one token each (not a catch-up), picks included
+            first, live = False, going
         return {asks[i][0]: v for i, v in got.items() if v[0]}
 
 # %% ../nbs/14a_speculative.ipynb 23
