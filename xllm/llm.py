@@ -205,7 +205,7 @@ class LLM:
         qmodel = None
         if check_int("tensor_parallel_size", tensor_parallel_size, lo=1) > 1:   # rank 0 of a group: its shard (notebook 13a)
             from .parallel import llm_shard
-            qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner), "tp"
+            qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner, group_size=group_size), "tp"
             quantization, self.checkpoint = None, (ckpt := Checkpoint(qmodel.config, {}, "gguf" if path.is_file() else "hf", path))
         if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
             if (g := _packed_gguf(path)) is None:

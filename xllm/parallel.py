@@ -439,11 +439,17 @@ def rank_device(device, rank: int) -> torch.device:
 
 # %% ../nbs/13a_tensor_parallel.ipynb 48
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
-    """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`load_shard`), `("gguf", path, dtype, quantized)`
+    """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`load_shard`; `("hf", path, dtype, "int8"|"int4",
+    group_size)`: then quantized), `("gguf", path, dtype, quantized)`
     slices of a GGUF file (`load_gguf_shard`), or `("random", hf_config_dict,
     seed, dtype)` a `random_llama` drawn whole and cut (tests only: small models)."""
     kind = spec[0]
-    if kind == "hf": return load_shard(spec[1], rank, world, spec[2], device).to(device)
+    if kind == "hf":
+        m = load_shard(spec[1], rank, world, spec[2], None if len(spec) > 3 and spec[3] else device)
+        if len(spec) > 3 and spec[3]:           # ("hf", path, dtype, mode, group): this rank's slices quantized as the whole model's would be
+            from xllm.quant import quantize_model
+            quantize_model(m, spec[3], spec[4], progress=False)
+        return m.to(device)
     if kind == "gguf":
         m = load_gguf_shard(spec[1], rank, world, spec[3])
         return (m if spec[2] == torch.float32 else m.to(spec[2])).to(device)
@@ -521,12 +527,12 @@ def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 55
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 56
-def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0) -> Llama:
+# %% ../nbs/13a_tensor_parallel.ipynb 58
+def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
     packed layers stay packed unless `quantization` is None/'none'), its workers started (or, under torchrun, on ranks > 0: this process
     serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). `runner`: None (the compiled CPU runner
@@ -549,10 +555,15 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     elif p.is_dir():
         from xllm import quant
         if quant.is_quantized_dir(p): raise ValueError(f"{p} was written by `xllm quantize`: such directories are not sharded (use the float checkpoint or a GGUF)")
-        if quantization not in ("auto", None, "none"):
-            raise ValueError(f"quantization: {quantization!r} is not supported with tensor_parallel_size > 1 for a safetensors directory (float shards)")
-        if (p / "config.json").is_file(): tp_config(config_from_hf(read_json(p / "config.json"), p / "config.json"), world)
-        spec = ("hf", str(p), dtype)
+        if quantization not in ("auto", None, "none", "int8", "int4"):
+            raise ValueError(f"quantization: expected 'auto', None, 'int8' or 'int4' with tensor_parallel_size > 1, got {quantization!r}")
+        if (p / "config.json").is_file():
+            c = tp_config(config_from_hf(read_json(p / "config.json"), p / "config.json"), world)
+            if quantization in ("int8", "int4"):           # a rank's rows quantize as the whole model's only if its columns hold whole groups
+                for what, k in (("o_proj", c.num_attention_heads * c.head_dim), ("down_proj", c.intermediate_size)):
+                    if k % group_size: raise ValueError(f"quantization {quantization!r} with tensor_parallel_size {world}: group_size {group_size} "
+                                                        f"does not divide a rank's {k} input columns of {what} (use a group size that does)")
+        spec = ("hf", str(p), dtype) + ((quantization, group_size) if quantization in ("int8", "int4") else ())
     else: raise ValueError(f"tensor_parallel_size > 1 needs a Hugging Face safetensors directory or a GGUF file; {p} is neither (llama2.c files are not sharded)")
     threads = max(1, torch.get_num_threads() // world)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["RANK"]) != 0:
@@ -562,7 +573,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     m.tp_runner = runner if runner in ("torch", "cpu") else None     # `shard_runner` chooses when the engine is built
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 62
+# %% ../nbs/13a_tensor_parallel.ipynb 64
 def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
@@ -579,7 +590,7 @@ def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 63
+# %% ../nbs/13a_tensor_parallel.ipynb 65
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes: {shape: seconds}."""

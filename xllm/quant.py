@@ -286,6 +286,7 @@ def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None 
     from tqdm.auto import tqdm
     for name in tqdm(names, desc=f"quantizing to {mode}", unit="layer", leave=False, disable=not progress):
         lin = model.get_submodule(name)
+        if isinstance(getattr(lin, "inner", None), nn.Linear): name, lin = name + ".inner", lin.inner   # a tensor-parallel shard's wrapper (notebook 13a)
         if isinstance(lin, nn.Linear): _set_module(model, name, convert(lin))
     emb = model.model.embed_tokens
     if (lm_head and mode == "int8" and getattr(model, "config", None) is not None and model.config.tie_word_embeddings
