@@ -116,3 +116,14 @@ def test_structured_outputs_speculate(llms, drafted):
         got = llm.chat(_chat(llm, text), p, use_tqdm=False)[0].outputs[0]
         assert (got.token_ids, got.text, got.finish_reason) == (ref.token_ids, ref.text, ref.finish_reason)
         assert llm.get_engine().spec_stats.num_verifications > s0           # it did speculate
+
+
+def test_draft_model_fails_when_the_llm_is_built(tmp_path):
+    "A draft path that is not a model fails in LLM(...), with the loader's message, not at the first request."
+    from xllm.core import ModelFormatError
+    from xllm.llm import LLM
+    junk = tmp_path / "junk.gguf"; junk.write_bytes(b"GGUF but nothing else")
+    with pytest.raises(ModelFormatError, match="junk.gguf"):
+        LLM(_default_model(), speculative={"method": "draft", "model": str(junk)})
+    with pytest.raises(ValueError, match="speculative model: not found"):
+        LLM(_default_model(), speculative={"method": "draft", "model": str(tmp_path / "missing.gguf")})

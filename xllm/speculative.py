@@ -74,9 +74,9 @@ class SpeculativeConfig:
         return cls(**spec).check()
 
     def describe(self) -> dict:
-        "The settings as JSON values (a draft model given as an object: its class name)."
-        d = dict(vars(self))
-        if d["model"] is not None and not isinstance(d["model"], str): d["model"] = str(d["model"]) if isinstance(d["model"], os.PathLike) else type(d["model"]).__name__
+        "The settings as JSON values (a draft model given as an object: its file, else its class name)."
+        d, m = dict(vars(self)), self.model
+        if m is not None and not isinstance(m, str): d["model"] = str(m) if isinstance(m, os.PathLike) else str(getattr(m, "model_path", type(m).__name__))
         return d
 
 @dataclass
