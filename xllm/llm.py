@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_llm.ipynb 3
 from __future__ import annotations
-import collections, dataclasses, numbers, os, warnings
+import collections, dataclasses, numbers, warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,7 +22,7 @@ from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
 from .runner import choose_runner, runner_class
 from .engine import Engine
-from .speculative import SpeculativeConfig
+from .speculative import SpeculativeConfig, load_draft
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputProcessor', 'LLM', 'encode_prompt',
@@ -186,15 +186,6 @@ def _cpu_kernels_run() -> bool:
     from xllm import cpu_kernels
     return cpu_kernels.ENABLED and cpu_kernels.available()
 
-def _with_draft(spec, llm):
-    """`spec` with a draft model given by path loaded now, as an `LLM` on `llm`'s device and dtype, and its tokenizer checked against
-    `llm`'s: a wrong file or another tokenizer fails when the LLM is built, not at its first request, and every engine shares it."""
-    if spec is None or spec.method != "draft" or not isinstance(spec.model, (str, os.PathLike)): return spec
-    from .speculative import _same_tokenizer
-    draft = LLM(spec.model, device=llm.device, dtype=llm.model.dtype)
-    _same_tokenizer(draft.tokenizer, llm.tokenizer)
-    return dataclasses.replace(spec, model=draft)
-
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
@@ -248,7 +239,7 @@ class LLM:
         ckpt.weights = {}   # the module holds them now
         self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
                     max_num_batched_tokens)
-        self.speculative = _with_draft(spec, self)  # speculative decoding in the engine (notebook 14a), None: off; a draft loaded now
+        self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)  # speculative decoding (notebook 14a), None: off; a draft loaded now
         if tensor_parallel_size > 1:                # which runner computes every rank's shard, and why (notebook 13a)
             from .parallel import shard_runner
             self.runner_reason = f"tp ({tensor_parallel_size} ranks, each {shard_runner(self.model, kv_storage_dtype(kv_cache_dtype, self.model.dtype))[1]})"
@@ -267,7 +258,7 @@ class LLM:
         self.checkpoint, self.model_path = Checkpoint(model.config, {}, source, None), Path(name)
         spec = SpeculativeConfig.make(speculative)
         self._setup(model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
-        self.speculative = _with_draft(spec, self)
+        self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)
         return self
 
     def _setup(self, model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens):

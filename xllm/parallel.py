@@ -392,10 +392,11 @@ class TPRunner(ModelRunner):
     def __init__(self, model: Llama, pool: PagedKVPool, **options):
         super().__init__(model, pool)
         self.group = g = model.tp_group
-        cls, self.inner_reason = shard_runner(model, pool.kv_dtype if pool.quantized else None)
+        kv = pool.kv_dtype if pool.quantized else None
+        cls, self.inner_reason = shard_runner(model, kv)
         self.inner = cls(model, pool)
         g.pool_gen += 1; self.gen = g.pool_gen           # the workers hold one pool: the newest runner's
-        kvd = {None: 0, torch.int8: 1}.get(pool.kv_dtype if pool.quantized else None)
+        kvd = {None: 0, torch.int8: 1}.get(kv)
         g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen, SHARD_RUNNERS.index(cls.name)])
 
     @classmethod

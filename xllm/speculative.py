@@ -4,7 +4,7 @@
 
 # %% ../nbs/14a_speculative.ipynb 4
 from __future__ import annotations
-import math, os, time
+import dataclasses, math, os, time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,8 @@ from .sequence import Sequence
 from .sampling import Sampler, _check_finite, _draw
 
 # %% auto 0
-__all__ = ['SpeculativeConfig', 'SpecStats', 'NgramProposer', 'accept_token', 'choose_k', 'DraftProposer', 'draft_proposer',
-           'propose_drafts', 'verify_drafts']
+__all__ = ['SpeculativeConfig', 'SpecStats', 'NgramProposer', 'accept_token', 'choose_k', 'DraftProposer', 'load_draft',
+           'draft_proposer', 'propose_drafts', 'verify_drafts']
 
 # %% ../nbs/14a_speculative.ipynb 6
 @dataclass
@@ -255,19 +255,28 @@ def _same_tokenizer(a, b):
         if a.token_bytes(i) != b.token_bytes(i):
             raise ValueError(f"speculative model: its tokenizer differs from the target's at token {i} ({a.token_bytes(i)!r} vs {b.token_bytes(i)!r})")
 
+def load_draft(cfg: SpeculativeConfig | None, device, dtype, tokenizer) -> SpeculativeConfig | None:
+    """`cfg` with a draft model given by path loaded, as an `LLM` on `device` in `dtype` (xllm's default quantization), its tokenizer
+    checked against `tokenizer` (ValueError where they differ); any other `cfg` as it is. `LLM` calls it when it is built (a wrong
+    file fails there, and the engines it builds share the draft), `draft_proposer` for an engine given a path."""
+    if cfg is None or cfg.method != "draft" or not isinstance(cfg.model, (str, os.PathLike)): return cfg
+    from xllm.llm import LLM
+    draft = LLM(cfg.model, device=device, dtype=dtype)
+    if tokenizer is not None: _same_tokenizer(draft.tokenizer, tokenizer)
+    draft.draft_for = tokenizer                 # checked against this one: `draft_proposer` does not compare them again
+    return dataclasses.replace(cfg, model=draft)
+
 def draft_proposer(cfg: SpeculativeConfig, engine, block_size: int = 16) -> DraftProposer:
-    """The `DraftProposer` of an engine for `cfg.model`: loaded from its path (on the target's device, in its dtype, xllm's default
-    quantization) or taken as given. ValueError when its tokenizer, vocabulary or device does not fit the target. Its pool holds
-    `max_batch_size` sequences of the whole context, or as many tokens as the target's pool if that is less."""
-    m, tok = cfg.model, None
-    if isinstance(m, (str, os.PathLike)):
-        from xllm.llm import LLM
-        m = LLM(m, device=engine.model.device, dtype=engine.model.dtype)
-    if not isinstance(m, Llama): m, tok = m.model, m.tokenizer
+    """The `DraftProposer` of an engine for `cfg.model`: loaded from its path (`load_draft`) or taken as given. ValueError when its
+    tokenizer, vocabulary or device does not fit the target. Its pool holds `max_batch_size` sequences of the whole context, or as
+    many tokens as the target's pool if that is less."""
+    m = load_draft(cfg, engine.model.device, engine.model.dtype, engine.tokenizer).model
+    tok = None if isinstance(m, Llama) else m.tokenizer
+    if tok is not None and engine.tokenizer is not None and getattr(m, "draft_for", None) is not engine.tokenizer: _same_tokenizer(tok, engine.tokenizer)
+    if not isinstance(m, Llama): m = m.model
     if m.device != engine.model.device: raise ValueError(f"speculative model: it is on {m.device}, the target on {engine.model.device}")
     if m.config.vocab_size < engine.num_decodable:
         raise ValueError(f"speculative model: its vocabulary has {m.config.vocab_size} tokens, fewer than the target's {engine.num_decodable}")
-    if tok is not None and engine.tokenizer is not None: _same_tokenizer(tok, engine.tokenizer)
     per_seq = -(-(engine.max_model_len + cfg.num_tokens) // block_size)
     blocks = min(cfg.max_batch_size * per_seq, max(per_seq, engine.pool.num_tokens // block_size))
     return DraftProposer(m, blocks, block_size, cfg.max_batch_size, engine.max_model_len + cfg.num_tokens)

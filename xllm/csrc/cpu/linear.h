@@ -79,11 +79,22 @@ static inline __m256i dp4(__m256i acc, __m256i u, __m256i s) {
 // meets its float scales in the GEMM's order -- y = fma(sum_b, s_b d_b, y), then for INT4 y = fma(m_b, d_b sum(q)_b, y),
 // block after block, the bias last -- so a row's output has the same bits on either path, whatever the batch (greedy text
 // does not depend on how many requests share a step). The 4 rows' sums of a block come out of two hadds as one vector.
+static inline int32_t hsum4_i32(__m128i s) {
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e)); s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+// the sum of 8 int32 lanes; halves[0..1] (if given): of lanes 0-3 and 4-7
+static inline int32_t hsum8_i32(__m256i v, int32_t* halves = nullptr) {
+    const int32_t x = hsum4_i32(_mm256_castsi256_si128(v)), y = hsum4_i32(_mm256_extracti128_si256(v, 1));
+    if (halves) { halves[0] = x; halves[1] = y; }
+    return x + y;
+}
 static inline __m128i hsum4_lo(__m256i r0, __m256i r1, __m256i r2, __m256i r3, __m128i* hi) {   // lanes 0-3 and 4-7 of each row
     __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(r0, r1), _mm256_hadd_epi32(r2, r3));
     *hi = _mm256_extracti128_si256(h, 1);
     return _mm256_castsi256_si128(h);
 }
+// row n's scale (minimum) of group g, as the int8 GEMM's repacking takes them too (qrepack): one source, the same floats
 static inline float sc_of(const Lin& L, int64_t n, int64_t g) { return L.kind == Q8_ROW ? L.srow[n] : _cvtsh_ss(L.sg[n * L.G + g]); }
 static inline __m128 sc4(const Lin& L, int64_t n, int64_t g) {
     return _mm_set_ps(sc_of(L, n + 3, g), sc_of(L, n + 2, g), sc_of(L, n + 1, g), sc_of(L, n, g));
@@ -109,21 +120,12 @@ static inline int32_t q4_last(const Lin& L, int64_t n, int64_t b, const Prep& p)
     const __m128i m4s = _mm_set1_epi8(0x0f), ones8 = _mm_set1_epi16(1);
     __m128i v = _mm_loadu_si128((const __m128i*)(L.w4 + n * (L.K / 2) + b * 16));
     __m128i lo = _mm_and_si128(v, m4s), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4s);
-    __m128i s32 = _mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i*)(p.xq + b * 32))),
-                                               _mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i*)(p.xq + b * 32 + 16)))), ones8);
-    s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4e)); s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xb1));
-    return _mm_cvtsi128_si32(s32);
+    return hsum4_i32(_mm_madd_epi16(_mm_add_epi16(_mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i*)(p.xq + b * 32))),
+                                                  _mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i*)(p.xq + b * 32 + 16)))), ones8));
 }
 static inline __m256i q8_block(const Lin& L, int64_t n, int64_t b, const Prep& p) {
     __m256i w = _mm256_loadu_si256((const __m256i*)(L.w8 + n * L.K + b * 32)), xv = _mm256_loadu_si256((const __m256i*)(p.xq + b * 32));
     return dp4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
-}
-static inline int32_t hsum8_i32(__m256i v, int32_t* lo = nullptr) {
-    __m128i a = _mm256_castsi256_si128(v), h = _mm256_extracti128_si256(v, 1);
-    auto h4 = [](__m128i s) { s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e)); s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)); return _mm_cvtsi128_si32(s); };
-    const int32_t x = h4(a), y = h4(h);
-    if (lo) { lo[0] = x; lo[1] = y; }
-    return x + y;
 }
 // rows n..n+3 (all < N) of an a8 linear times one prepared input: y[0..3], the GEMM's bits
 static void rows4_a8(const Lin& L, int64_t n, const Prep& p, float* y) {

@@ -68,11 +68,6 @@ struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* 
               int32_t* oh = nullptr; int32_t* oh2 = nullptr; };
 
 // 32 floats v[0..3] quantized: codes to q, returns the scale; *isum: the sum of the codes, hs[0..1] (if given): of each half
-static inline int32_t hsum_i32(__m256i v) {
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e)); s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-    return _mm_cvtsi128_si32(s4);
-}
 static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum, int32_t* hs = nullptr) {
     const __m256 signbit = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -87,7 +82,7 @@ static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isu
     __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
     __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
     _mm256_storeu_si256((__m256i*)q, _mm256_permutevar8x32_epi32(p, perm));
-    const int32_t lo = hsum_i32(_mm256_add_epi32(i0, i1)), hi = hsum_i32(_mm256_add_epi32(i2, i3));
+    const int32_t lo = hsum8_i32(_mm256_add_epi32(i0, i1)), hi = hsum8_i32(_mm256_add_epi32(i2, i3));
     *isum = lo + hi;
     if (hs) { hs[0] = lo; hs[1] = hi; }
     return d;
@@ -145,13 +140,9 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
                 _mm_store_si128((__m128i*)c, a); _mm_store_si128((__m128i*)(c + 16), a2);
             }
             for (int k4 = 0; k4 < 8; k4++) std::memcpy(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, c + 4 * k4, 4);
-            float s, mn = 0.0f;
-            if (L.kind == Q8_ROW) s = L.srow[row];
-            else if (L.half) { s = h2f(L.sg[row * L.G + 2 * b]); mn = h2f(L.sg[row * L.G + 2 * b + 1]); }
-            else {
-                const int64_t g = b * 32 / L.gs; s = h2f(L.sg[row * L.G + g]);
-                if (L.kind == Q4) mn = L.mg ? h2f(L.mg[row * L.G + g]) : -8.0f * s;   // the group's minimum, met by each of its blocks' sums
-            }
+            const int64_t g = L.half ? 2 * b : b >> L.bshift;      // the block's group (groups of 16: its first half's)
+            const float s = sc_of(L, row, g),                         // the INT4 minimum, met by each of its group's blocks' sums
+                        mn = L.half ? sc_of(L, row, g + 1) : L.kind == Q4 ? mn_of(L, row, g) : 0.0f;
             gs[b * QG_NR + r] = s; gm[b * QG_NR + r] = mn;
         }
     }
