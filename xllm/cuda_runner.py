@@ -6,12 +6,13 @@
 from __future__ import annotations
 import copy, warnings
 import numpy as np
-import torch, torch.nn as nn, torch.nn.functional as F
+import torch, torch.nn as nn, torch.nn.functional as F, torch.distributed as dist
 from .model import PagedBatch, chunk_attention, table_slots
 from .kv_pool import PagedKVPool
 from .runner import ModelRunner
 from .core import check_int
 from .model import Llama, rope_tables
+from .parallel import AllReduce, VocabEmbedding, VocabHead
 import xllm.cuda_kernels as ck
 
 # %% auto 0
@@ -199,10 +200,13 @@ class CudaRunner(ModelRunner):
     where `int8_kv_supported` is False) is refused when the runner is built.
     `kernel_chunk_tokens`: prompt chunks of at most this many tokens attend through the paged-attention kernel, longer ones
     through `scaled_dot_product_attention` over their gathered keys. Quantized linears (`Int8Linear`, `Int4Linear`) go through
-    `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above."""
+    `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above.
+    A tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, the all-reduces of `AllReduce`
+    and `VocabEmbedding` and the gather of `VocabHead` issued on the runner's own buffers, inside the captured graphs."""
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
                  graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, **options):
         c = model.config
+        self.shard = kc = getattr(model, "kv_config", c)    # a tensor-parallel shard: this rank's heads and columns (else the model's)
         check_int("max_batch", max_batch, lo=1)
         check_int("kernel_chunk_tokens", kernel_chunk_tokens, lo=1)
         self.kernel_chunk_tokens = kernel_chunk_tokens
@@ -212,8 +216,8 @@ class CudaRunner(ModelRunner):
         self.max_model_len = max_model_len or c.max_position_embeddings
         if not 0 < self.max_model_len <= c.max_position_embeddings: raise ValueError(f"max_model_len must be in [1, {c.max_position_embeddings}], got {max_model_len!r}")
         self.ops = ops if ops is not None else (CudaOps if dev.type == "cuda" and ck.cupy_available() else TorchOps)
-        if pool.quantized and self.ops is CudaOps and not int8_kv_supported(c):
-            raise ValueError(f"int8 K/V at head_dim {c.head_dim}: no CUDA kernel attends over it (see int8_kv_supported)")
+        if pool.quantized and self.ops is CudaOps and not int8_kv_supported(kc):
+            raise ValueError(f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it (see int8_kv_supported)")
         self.max_blocks = -(-self.max_model_len // pool.block_size)
         self.cos, self.sin = (t.to(dev) for t in rope_tables(model.inv_freq, self.max_model_len, torch.float32))
         stacks = [([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj], [l.mlp.gate_proj, l.mlp.up_proj]) for l in model.model.layers]
@@ -237,8 +241,9 @@ class CudaRunner(ModelRunner):
         "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
         if model.device.type != "cuda": return f"the model is on {model.device.type} (the CUDA runner needs a GPU)"
         if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)"
-        if kv_dtype == torch.int8 and not int8_kv_supported(model.config): return f"int8 K/V at head_dim {model.config.head_dim}: no CUDA kernel attends over it"
-        try: ck.load_kernels(model.device, ck.model_kernel_names(model.config))   # this model's part of the source, built once
+        kc = getattr(model, "kv_config", model.config)
+        if kv_dtype == torch.int8 and not int8_kv_supported(kc): return f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it"
+        try: ck.load_kernels(model.device, ck.model_kernel_names(kc))   # this model's part of the source, built once
         except RuntimeError as e: return f"xllm's CUDA kernels do not build here: {e}"
         return None
 
@@ -249,8 +254,8 @@ class CudaRunner(ModelRunner):
     def _buffers(self, n: int, decode: bool = True) -> dict:
         """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
         context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading it)."""
-        c, dev, dt = self.config, self.device, self.model.dtype
-        nh, nkv, hd, H, I = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size, c.intermediate_size
+        c, kc, dev, dt = self.config, self.shard, self.device, self.model.dtype
+        nh, nkv, hd, H, I = kc.num_attention_heads, kc.num_key_value_heads, kc.head_dim, c.hidden_size, kc.intermediate_size
         e = lambda *s, dtype=dt: (torch.zeros if decode else torch.empty)(*s, dtype=dtype, device=dev)
         b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
                  res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
@@ -264,7 +269,8 @@ class CudaRunner(ModelRunner):
     def _dequant_workspace(self) -> torch.Tensor:
         """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or stack; a
         larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or kernels."""
-        lm = self.quant.get(id(self.model.lm_head))
+        head = self.model.lm_head
+        lm = self.quant.get(id(head.inner if isinstance(head, VocabHead) else head))
         qws = [*self.quant.values(), *(f for pair in self.fused for f in pair if isinstance(f, ck.QuantWeight))]
         n = max((qw.shape[0] * qw.shape[1] for qw in qws if qw is not lm), default=0)
         if lm is not None: n = max(n, min(lm.shape[0], 256) * lm.shape[1])   # a quantized head alone: slices of 256 rows
@@ -272,7 +278,7 @@ class CudaRunner(ModelRunner):
 
     def _attention_workspace(self, n: int) -> torch.Tensor:
         "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
-        c, ws = self.config, 0
+        c, ws = self.shard, 0
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         if self.ops is CudaOps and _pa2(nh, nkv, hd):
             ctx, sms = self.max_blocks * self.pool.block_size, ck._num_sms(self.device)
@@ -291,7 +297,12 @@ class CudaRunner(ModelRunner):
 # %% ../nbs/16b_cuda_runner.ipynb 15
 def _linear(self, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
-    `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction)."""
+    `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction). A shard's row-parallel layer (`AllReduce`):
+    its partial product, summed over the group in `out`; its head (`VocabHead`): its vocabulary slice, every rank's gathered."""
+    if isinstance(mod, AllReduce):
+        dist.all_reduce(_linear(self, mod.inner, x, out), group=mod.group)
+        return out
+    if isinstance(mod, VocabHead): return _gather_head(self, mod, x, out)
     if fused is None and type(mod) is not nn.Linear: fused = self.quant.get(id(mod))
     if isinstance(fused, ck.QuantWeight): return self.ops.quant_linear(x, fused, out, self.dequant_ws, self.quant_gemv_rows)
     if fused is not None: W, b = fused
@@ -302,6 +313,17 @@ def _linear(self, mod, x, out, fused=None):
     return out
 
 # %% ../nbs/16b_cuda_runner.ipynb 16
+def _gather_head(self, head: VocabHead, x, out):
+    """`out` = the full logits of a shard's `head`: this rank's slice into a buffer, every rank's slices gathered
+    (`all_gather_single`: one launch, capturable), the last slice's padding cut."""
+    n, w = x.shape[0], head.inner.out_features
+    local = torch.empty(n, w, dtype=out.dtype, device=out.device)
+    parts = torch.empty(head.world * n, w, dtype=out.dtype, device=out.device)
+    dist.all_gather_single(parts, _linear(self, head.inner, x, local), group=head.group)
+    out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
+    return out
+
+# %% ../nbs/16b_cuda_runner.ipynb 17
 def _parts(self, mods, x, out, part):
     """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
     q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a Q6_K v)."""
@@ -313,18 +335,18 @@ def _parts(self, mods, x, out, part):
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 17
+# %% ../nbs/16b_cuda_runner.ipynb 18
 def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
     layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool) into `out`.
     Returns the last layer's MLP output; `bf['res']` holds the residual stream before it is added."""
-    m, c, o, pool = self.model, self.config, self.ops, self.pool
+    m, c, o, pool = self.model, self.shard, self.ops, self.pool
     nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     nq, nk = nh * hd, nkv * hd
     res = bf["res"]
     emb = m.model.embed_tokens
     if type(emb) is nn.Embedding: torch.index_select(emb.weight, 0, bf["ids"], out=res)
-    else: res.copy_(emb(bf["ids"]))                                         # e.g. an Int8Embedding: its own lookup
+    else: res.copy_(emb(bf["ids"]))             # an Int8Embedding, or a shard's VocabEmbedding (its slice, then an all-reduce)
     h = None                                                              # what the next norm adds to the residual first
     for i, layer in enumerate(m.model.layers):
         a, mlp = layer.self_attn, layer.mlp
@@ -346,7 +368,7 @@ def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
         h = _linear(self, mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
-# %% ../nbs/16b_cuda_runner.ipynb 18
+# %% ../nbs/16b_cuda_runner.ipynb 19
 def _decode(self, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
     m, c, o, pool, bf = self.model, self.config, self.ops, self.pool, {k: v[:n] for k, v in self.buf.items()}
@@ -360,7 +382,7 @@ def _decode(self, n: int) -> torch.Tensor:
 
 CudaRunner._decode = _decode
 
-# %% ../nbs/16b_cuda_runner.ipynb 20
+# %% ../nbs/16b_cuda_runner.ipynb 21
 def _supports(self, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
     B = batch.num_tokens
@@ -375,7 +397,7 @@ def _load(self, batch: PagedBatch, n: int):
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
-# %% ../nbs/16b_cuda_runner.ipynb 21
+# %% ../nbs/16b_cuda_runner.ipynb 22
 def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
     B = batch.num_tokens
@@ -394,7 +416,7 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
-# %% ../nbs/16b_cuda_runner.ipynb 22
+# %% ../nbs/16b_cuda_runner.ipynb 23
 def _supports_ragged(self, batch: PagedBatch) -> bool:
     "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
     return (max(batch.context_lens) <= self.max_model_len
@@ -416,7 +438,7 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
     tab = batch.table_array()
     tables = torch.from_numpy(tab).to(dev)                              # one row per chunk
     chunks = [(int(cu[i]), int(n[i]), int(i), int(ctx[i] - n[i])) for i in np.flatnonzero(short)]   # (first row, tokens, table row, start)
-    plan = o.chunk_plan(tables, chunks, c.num_attention_heads, c.num_key_value_heads, c.head_dim) if chunks else None   # once per step
+    plan = o.chunk_plan(tables, chunks, self.shard.num_attention_heads, self.shard.num_key_value_heads, c.head_dim) if chunks else None   # once per step
     long = []                                                           # (row range, start, key slots) of the longer chunks
     for i in np.flatnonzero(~short):
         long.append((int(cu[i]), int(cu[i + 1]), int(ctx[i] - n[i]), torch.from_numpy(table_slots(tab[i], int(ctx[i]), bs)).to(dev)))
@@ -432,7 +454,7 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
     logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
     return _linear(self, m.lm_head, x, logits).float()
 
-# %% ../nbs/16b_cuda_runner.ipynb 23
+# %% ../nbs/16b_cuda_runner.ipynb 24
 def _call(self, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
     if self.supports(batch): return self.step(batch)
@@ -443,7 +465,7 @@ def _call(self, batch: PagedBatch) -> torch.Tensor:
 CudaRunner.supports, CudaRunner.step, CudaRunner.__call__ = _supports, _step, _call
 CudaRunner.supports_ragged, CudaRunner.ragged = _supports_ragged, _ragged
 
-# %% ../nbs/16b_cuda_runner.ipynb 25
+# %% ../nbs/16b_cuda_runner.ipynb 26
 def _capture(self, batch_sizes=None) -> list[int]:
     "Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager)."
     if self.enforce_eager: return []
@@ -462,6 +484,8 @@ def _capture(self, batch_sizes=None) -> list[int]:
             self.graphs[n] = (graph, out)
         torch.cuda.synchronize(self.device)
     except Exception as e:
+        if self.shard is not self.config:       # a shard's ranks must all replay graphs or all run eagerly (the same padded collectives)
+            raise RuntimeError(f"CUDA graph capture failed on a tensor-parallel shard ({type(e).__name__}: {e}); run with enforce_eager=True") from e
         warnings.warn(f"CUDA graph capture failed ({type(e).__name__}: {e}); running eagerly")
         self.graphs, self.enforce_eager = {}, True
         return []
@@ -469,7 +493,7 @@ def _capture(self, batch_sizes=None) -> list[int]:
 
 CudaRunner.capture = _capture
 
-# %% ../nbs/16b_cuda_runner.ipynb 27
+# %% ../nbs/16b_cuda_runner.ipynb 28
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None) -> tuple[list[list[int]], list[torch.Tensor]]:
     """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward,

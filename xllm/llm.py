@@ -353,7 +353,7 @@ def build_engine(llm, max_num_seqs: int | None = None):
     eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=bs,
                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
                  eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=runner_class(llm.runner_name),
-                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name == "cuda" else None,
+                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name in ("cuda", "tp") else None,
                  speculative=getattr(llm, "speculative", None))
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng

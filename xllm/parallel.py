@@ -17,10 +17,11 @@ from .kv_pool import PagedKVPool
 from .runner import ModelRunner
 
 # %% auto 0
-__all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'SHARD_RUNNERS', 'tp_config', 'shard_slice', 'shard_tensor',
-           'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard',
-           'TPError', 'free_port', 'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop',
-           'rank_device', 'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'allreduce_cost']
+__all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'tp_config',
+           'shard_slice', 'shard_tensor', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard',
+           'shard_model', 'load_gguf_shard', 'TPError', 'free_port', 'TPGroup', 'encode_batch', 'decode_batch',
+           'shard_runner', 'TPRunner', 'worker_loop', 'rank_device', 'build_shard', 'start_tp', 'serve_worker',
+           'llm_shard', 'allreduce_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 6
 def tp_config(config: LlamaConfig, world: int) -> LlamaConfig:
@@ -234,7 +235,7 @@ def free_port() -> int:
 
 # %% ../nbs/13a_tensor_parallel.ipynb 32
 _ERR_KEY = "xllm_tp_error_"
-CMD_STOP, CMD_POOL, CMD_STEP = 0, 1, 2
+CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
 
 def _wait_joined(store, world: int, procs, timeout: float):
     "Rank 0: wait until every worker has reached the store, failing at once (naming it) if one exits first."
@@ -372,32 +373,31 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
 
 # %% ../nbs/13a_tensor_parallel.ipynb 44
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
-    """The runner class every rank uses for its shard, and why: `model.tp_runner` when set ('torch' or 'cpu': a ValueError if the
-    compiled one cannot run the shard), else the compiled CPU runner when it can, else the torch forward."""
-    from xllm.runner import runner_class
-    want = getattr(model, "tp_runner", None)
-    if want == "torch": return ModelRunner, "torch (asked for)"
-    why = runner_class("cpu").unsupported(model, kv_dtype)
-    if why is None: return runner_class("cpu"), "cpu" + (" (asked for)" if want == "cpu" else "")
-    if want == "cpu": raise ValueError(f"runner 'cpu' cannot run this tensor-parallel shard: {why}")
-    return ModelRunner, f"torch (cpu runner: {why})"
+    """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
+    on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
+    ('torch', 'cpu' or 'cuda', from `LLM(..., runner=...)`) forcing one."""
+    from xllm.runner import choose_runner
+    return choose_runner(model, kv_dtype, getattr(model, "tp_runner", None))
 
-SHARD_RUNNERS = ("torch", "cpu")      # the code a CMD_POOL carries for the runner of every rank
+SHARD_RUNNERS = ("torch", "cpu", "cuda")      # the code a CMD_POOL carries for the runner of every rank
+RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (0: its default)
 
 class TPRunner(ModelRunner):
     """Rank 0's runner: each step's batch broadcast to the workers, then this rank's shard of the forward through the runner every
-    rank uses (`shard_runner`: the compiled CPU runner or the torch forward; the all-reduces meet inside it), the gathered logits
-    returned."""
+    rank uses (`inner`, default `shard_runner`'s choice; the all-reduces meet inside it), the gathered logits returned.
+    `RUNNER_OPTIONS` from the engine go to every rank's runner: the CUDA runner's buffers and graph buckets, hence the padded
+    collectives of a decode step, are then the same on every rank."""
     name = "tp"
-    def __init__(self, model: Llama, pool: PagedKVPool, **options):
+    def __init__(self, model: Llama, pool: PagedKVPool, inner: type | None = None, **options):
         super().__init__(model, pool)
         self.group = g = model.tp_group
         kv = pool.kv_dtype if pool.quantized else None
-        cls, self.inner_reason = shard_runner(model, kv)
-        self.inner = cls(model, pool)
+        cls, self.inner_reason = (inner, f"{inner.name} (given)") if inner is not None else shard_runner(model, kv)
+        opts = [int(options.get(k) or 0) for k in RUNNER_OPTIONS]
+        self.inner = cls(model, pool, **{k: v for k, v in zip(RUNNER_OPTIONS, opts) if v})
         g.pool_gen += 1; self.gen = g.pool_gen           # the workers hold one pool: the newest runner's
         kvd = {None: 0, torch.int8: 1}.get(kv)
-        g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen, SHARD_RUNNERS.index(cls.name)])
+        g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen, SHARD_RUNNERS.index(cls.name)], torch.tensor(opts))
 
     @classmethod
     def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
@@ -405,19 +405,26 @@ class TPRunner(ModelRunner):
         return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
     def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
-    def __call__(self, batch: PagedBatch) -> torch.Tensor:
+    def _run(self, f, cmd: int, ints=(), payload=None):
+        "Send `cmd` to the workers, then run `f()` here; an error on any rank fails the group, naming it."
         g = self.group
         if self.gen != g.pool_gen: raise TPError("this engine's K/V pool on the workers was replaced by a newer engine's (one engine per tensor-parallel group at a time)")
         if any(p.exitcode is not None for p in g.procs):      # a worker we started is gone: say so before a collective waits for it
             g.check(); raise g.fail(RuntimeError("a worker process exited"))
-        ints, payload = encode_batch(batch)
-        g.send(CMD_STEP, ints, payload)
-        try: return self.inner(batch)
+        g.send(cmd, ints, payload)
+        try: return f()
         except Exception as e: raise g.fail(e) from None
+
+    def warm_up(self):
+        "Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank)."
+        self._run(self.inner.warm_up, CMD_WARM)
+
+    def __call__(self, batch: PagedBatch) -> torch.Tensor:
+        return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
 # %% ../nbs/13a_tensor_parallel.ipynb 45
 def worker_loop(model: Llama, group: TPGroup):
-    "A worker's life: the commands of rank 0 (a new pool and runner, a step, stop), each step this rank's shard of the forward."
+    "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     from xllm.runner import runner_class
     pool = runner = None
     while True:
@@ -427,8 +434,10 @@ def worker_loop(model: Llama, group: TPGroup):
             nb, bs, kvd, _, kind = ints[:5]
             pool = runner = None
             pool = PagedKVPool(model.kv_config, nb, bs, model.dtype, model.device, "int8" if kvd == 1 else None)
-            runner = runner_class(SHARD_RUNNERS[kind])(model, pool)     # the runner rank 0 chose, on this rank's shard
+            opts = {k: v for k, v in zip(RUNNER_OPTIONS, p.tolist()) if v}
+            runner = runner_class(SHARD_RUNNERS[kind])(model, pool, **opts)     # the runner rank 0 chose, on this rank's shard
         elif cmd == CMD_STEP: runner(decode_batch(ints, p, model.device))
+        elif cmd == CMD_WARM: runner.warm_up()
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
 # %% ../nbs/13a_tensor_parallel.ipynb 47
@@ -536,14 +545,14 @@ def _is_gguf(p: Path) -> bool:
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
     packed layers stay packed unless `quantization` is None/'none'), its workers started (or, under torchrun, on ranks > 0: this process
-    serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). `runner`: None (the compiled CPU runner
-    when it can run the shards, else torch), 'cpu' or 'torch'; a ValueError names `quantization`, `runner` or the size that `world`
-    does not divide, before any process starts."""
+    serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). `runner`: None (`shard_runner`
+    chooses: the CUDA runner on GPUs, the compiled CPU runner on CPUs, else torch), 'torch', 'cpu' (CPU only) or 'cuda' (GPUs only);
+    a ValueError names `quantization`, `runner` or the size that `world` does not divide, before any process starts."""
     from xllm.core import read_json
     from xllm.weights import config_from_hf, config_from_gguf
-    if runner not in (None, "tp", "torch", "cpu"):
-        raise ValueError(f"runner: {runner!r} cannot run a tensor-parallel shard (the CUDA runner would skip the shards' collectives); "
-                         "tensor_parallel_size > 1 runs the compiled CPU runner or the torch forward")
+    if runner not in (None, "tp", *SHARD_RUNNERS): raise ValueError(f"runner: expected one of {', '.join(map(repr, SHARD_RUNNERS))}, got {runner!r}")
+    if runner in ("cpu", "cuda") and torch.device(device).type != runner:
+        raise ValueError(f"runner {runner!r} cannot run the shards on device {str(device)!r} (the {runner} runner runs on {runner.upper()}s)")
     p = Path(path).expanduser()
     if p.is_file() and (p.name == "config.json" or p.suffix == ".safetensors"): p = p.parent
     if p.is_file() and _is_gguf(p):
@@ -571,7 +580,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
         serve_worker(spec, device, timeout, threads)
         raise SystemExit(0)
     m = start_tp(spec, world, device, timeout, threads)
-    m.tp_runner = runner if runner in ("torch", "cpu") else None     # `shard_runner` chooses when the engine is built
+    m.tp_runner = runner if runner in SHARD_RUNNERS else None     # `shard_runner` chooses when the engine is built
     return m
 
 # %% ../nbs/13a_tensor_parallel.ipynb 64
