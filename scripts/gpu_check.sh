@@ -2,7 +2,7 @@
 # xllm's GPU checks in one call (target: under 8 minutes on an H200; GPU_CHECK_BUDGET seconds, default 450).
 # Installs nothing but CuPy (cupy-cuda13x for a CUDA 13 driver, else cupy-cuda12x) when it is missing. Sections, in priority
 # order, each with its own time limit; a failing or timed-out section is reported and the next one runs:
-#   env, pytest GPU tests, correctness (cuda vs cpu), speed (`xllm bench` with the CUDA runner, transformers generate, roofline, the
+#   env, pytest GPU tests, correctness (cuda vs cpu), tensor parallelism (TP=1 through the TP path on NCCL, TP=2 with 2 GPUs), speed (`xllm bench` with the CUDA runner, transformers generate, roofline, the
 #   CLI), the engine's host work per step (`xllm bench host`), the cuda cells of the kernel/runner notebooks, kernel timings, the
 #   engine on the torch runner, the CUDA runner over an int8 K/V pool, the CUDA runner on int4 weights (GEMV kernels in decode,
 #   dequantize + cuBLAS in prefill). Every speed result is a record of xllm.bench's schema (notebook 20).
@@ -74,6 +74,7 @@ export PY
 section env 150 bash -c env_check
 section pytest_gpu 130 $PY -m pytest -q -s -p no:cacheprovider -k "not emulated" tests/test_cuda_kernels.py tests/test_cuda_runner.py tests/test_cuda_compile.py   # CI runs the emulated ones
 section correctness 90 $PY scripts/gpu_correctness.py
+section tensor_parallel 100 $PY scripts/gpu_tp_check.py --device "$DEV"
 section xllm_graphs 110 $PY "${BENCH[@]}" "${CUDA_RUNNER[@]}" "${WL[@]}" --json "$RES/xllm_graphs.jsonl"
 section transformers 100 $PY scripts/bench_hf_generate.py --random-weights $CFG --device $DEV "${WL[@]}" --json "$RES/hf.jsonl"
 section roofline 20 bash -c "$PY scripts/bench_roofline.py $CFG > '$RES/roofline.json' && cat '$RES/roofline.json'"
