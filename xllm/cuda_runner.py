@@ -201,15 +201,16 @@ class CudaRunner(ModelRunner):
     `kernel_chunk_tokens`: prompt chunks of at most this many tokens attend through the paged-attention kernel, longer ones
     through `scaled_dot_product_attention` over their gathered keys. Quantized linears (`Int8Linear`, `Int4Linear`) go through
     `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above.
-    A tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, the all-reduces of `AllReduce`
-    and `VocabEmbedding` and the gather of `VocabHead` issued on the runner's own buffers, inside the captured graphs."""
+    A tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, o and down all-reduced in place
+    in the runner's buffers, `VocabEmbedding`'s all-reduce and `VocabHead`'s gather on tensors of their own, all inside the captured graphs; `agree`
+    (`TPGroup.agree`: this rank's success in, every rank's out) makes the ranks capture each graph together or fall back together."""
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
-                 graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, **options):
+                 graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, agree=None, **options):
         c = model.config
         self.shard = kc = getattr(model, "kv_config", c)    # a tensor-parallel shard: this rank's heads and columns (else the model's)
         check_int("max_batch", max_batch, lo=1)
         check_int("kernel_chunk_tokens", kernel_chunk_tokens, lo=1)
-        self.kernel_chunk_tokens = kernel_chunk_tokens
+        self.kernel_chunk_tokens, self.agree = kernel_chunk_tokens, agree
         if pool.dtype != model.dtype: raise ValueError(f"pool dtype {pool.dtype} differs from the model's {model.dtype}")
         self.model, self.pool, self.config, self.max_batch = model, pool, c, max_batch
         self.device = dev = model.device
@@ -313,13 +314,15 @@ def _linear(self, mod, x, out, fused=None):
     return out
 
 # %% ../nbs/16b_cuda_runner.ipynb 16
+_all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor    # renamed in torch 2.13
+
 def _gather_head(self, head: VocabHead, x, out):
     """`out` = the full logits of a shard's `head`: this rank's slice into a buffer, every rank's slices gathered
     (`all_gather_single`: one launch, capturable), the last slice's padding cut."""
     n, w = x.shape[0], head.inner.out_features
     local = torch.empty(n, w, dtype=out.dtype, device=out.device)
     parts = torch.empty(head.world * n, w, dtype=out.dtype, device=out.device)
-    dist.all_gather_single(parts, _linear(self, head.inner, x, local), group=head.group)
+    _all_gather(parts, _linear(self, head.inner, x, local), group=head.group)
     out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
     return out
 
@@ -467,13 +470,13 @@ CudaRunner.supports_ragged, CudaRunner.ragged = _supports_ragged, _ragged
 
 # %% ../nbs/16b_cuda_runner.ipynb 26
 def _capture(self, batch_sizes=None) -> list[int]:
-    "Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager)."
+    """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager). A
+    capture that fails leaves the runner eager, with a warning. A tensor-parallel shard's ranks agree after each size (`agree`):
+    all replay graphs or all run eagerly, so their decode steps pad alike and issue the same collectives."""
     if self.enforce_eager: return []
-    sizes = sorted(set(batch_sizes or self.graph_batch_sizes), reverse=True)
-    bf = self.buf
-    mempool = torch.cuda.graph_pool_handle()
-    try:
-        for n in sizes:
+    bf, mempool, err = self.buf, torch.cuda.graph_pool_handle(), None
+    for n in sorted(set(batch_sizes or self.graph_batch_sizes), reverse=True):
+        try:
             bf["ids"][:n].zero_(); bf["pos"][:n].zero_(); bf["slots"][:n].fill_(-1); bf["lens"][:n].zero_(); bf["tables"][:n].zero_()
             s = torch.cuda.Stream(self.device)
             s.wait_stream(torch.cuda.current_stream(self.device))
@@ -482,13 +485,13 @@ def _capture(self, batch_sizes=None) -> list[int]:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=mempool): out = self._decode(n)
             self.graphs[n] = (graph, out)
-        torch.cuda.synchronize(self.device)
-    except Exception as e:
-        if self.shard is not self.config:       # a shard's ranks must all replay graphs or all run eagerly (the same padded collectives)
-            raise RuntimeError(f"CUDA graph capture failed on a tensor-parallel shard ({type(e).__name__}: {e}); run with enforce_eager=True") from e
-        warnings.warn(f"CUDA graph capture failed ({type(e).__name__}: {e}); running eagerly")
-        self.graphs, self.enforce_eager = {}, True
-        return []
+        except Exception as e: err = f"{type(e).__name__}: {e}"
+        if self.agree is not None and not self.agree(err is None): err = err or "it failed on another tensor-parallel rank"
+        if err is not None:
+            warnings.warn(f"CUDA graph capture failed ({err}); running eagerly")
+            self.graphs, self.enforce_eager = {}, True
+            return []
+    torch.cuda.synchronize(self.device)
     return sorted(self.graphs)
 
 CudaRunner.capture = _capture

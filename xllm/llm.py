@@ -205,7 +205,8 @@ class LLM:
         qmodel = None
         if check_int("tensor_parallel_size", tensor_parallel_size, lo=1) > 1:   # rank 0 of a group: its shard (notebook 13a)
             from .parallel import llm_shard
-            qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner, group_size=group_size), "tp"
+            qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner, group_size=group_size,
+                                       kv_dtype=kv_storage_dtype(kv_cache_dtype, dtype)), "tp"
             quantization, self.checkpoint = None, (ckpt := Checkpoint(qmodel.config, {}, "gguf" if path.is_file() else "hf", path))
         if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
             if (g := _packed_gguf(path)) is None:
@@ -241,8 +242,7 @@ class LLM:
                     max_num_batched_tokens)
         self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)  # speculative decoding (notebook 14a), None: off; a draft loaded now
         if tensor_parallel_size > 1:                # which runner computes every rank's shard, and why (notebook 13a)
-            from .parallel import shard_runner
-            self.runner_reason = f"tp ({tensor_parallel_size} ranks, each {shard_runner(self.model, kv_storage_dtype(kv_cache_dtype, self.model.dtype))[1]})"
+            self.runner_reason = f"tp ({tensor_parallel_size} ranks, each {self.model.tp_runner_reason})"
 
     @classmethod
     def from_model(cls, model: Llama, tokenizer: Tokenizer, name: str = "model", source: str = "in memory", max_model_len: int | None = None, seed: int | None = None,

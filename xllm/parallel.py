@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .core import LlamaConfig, ModelFormatError, check_int
 from .model import Llama, PagedBatch
 from .kv_pool import PagedKVPool
-from .runner import ModelRunner
+from .runner import ModelRunner, choose_runner, runner_class
 
 # %% auto 0
 __all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'tp_config',
@@ -309,6 +309,13 @@ def check(self: TPGroup):
     "Raise `TPError` if the group has failed or was shut down."
     if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
+@patch
+def agree(self: TPGroup, ok: bool) -> bool:
+    "Whether `ok` holds on every rank (a minimum over the control group, waiting at most `timeout` s): how ranks decide together."
+    t = torch.tensor([int(ok)])
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.ctrl, async_op=True).wait(datetime.timedelta(seconds=self.timeout))
+    return bool(t.item())
+
 # %% ../nbs/13a_tensor_parallel.ipynb 36
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
@@ -376,25 +383,28 @@ def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
     ('torch', 'cpu' or 'cuda', from `LLM(..., runner=...)`) forcing one."""
-    from xllm.runner import choose_runner
     return choose_runner(model, kv_dtype, getattr(model, "tp_runner", None))
 
 SHARD_RUNNERS = ("torch", "cpu", "cuda")      # the code a CMD_POOL carries for the runner of every rank
-RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (0: its default)
+RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (sent as ints, 0: its default)
 
 class TPRunner(ModelRunner):
     """Rank 0's runner: each step's batch broadcast to the workers, then this rank's shard of the forward through the runner every
     rank uses (`inner`, default `shard_runner`'s choice; the all-reduces meet inside it), the gathered logits returned.
     `RUNNER_OPTIONS` from the engine go to every rank's runner: the CUDA runner's buffers and graph buckets, hence the padded
-    collectives of a decode step, are then the same on every rank."""
+    collectives of a decode step, are then the same on every rank; any other option is refused by name."""
     name = "tp"
     def __init__(self, model: Llama, pool: PagedKVPool, inner: type | None = None, **options):
         super().__init__(model, pool)
         self.group = g = model.tp_group
         kv = pool.kv_dtype if pool.quantized else None
+        if extra := sorted(set(options) - set(RUNNER_OPTIONS)):
+            raise ValueError(f"runner options {extra}: a tensor-parallel group passes only {', '.join(RUNNER_OPTIONS)} to every rank's runner")
         cls, self.inner_reason = (inner, f"{inner.name} (given)") if inner is not None else shard_runner(model, kv)
+        if getattr(cls, "name", None) not in SHARD_RUNNERS or runner_class(cls.name) is not cls:
+            raise ValueError(f"inner: expected one of the runners every rank can build ({', '.join(SHARD_RUNNERS)}), got {cls!r}")
+        self.inner = cls(model, pool, agree=g.agree, **options)        # the options checked here, by the runner itself
         opts = [int(options.get(k) or 0) for k in RUNNER_OPTIONS]
-        self.inner = cls(model, pool, **{k: v for k, v in zip(RUNNER_OPTIONS, opts) if v})
         g.pool_gen += 1; self.gen = g.pool_gen           # the workers hold one pool: the newest runner's
         kvd = {None: 0, torch.int8: 1}.get(kv)
         g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen, SHARD_RUNNERS.index(cls.name)], torch.tensor(opts))
@@ -416,8 +426,12 @@ class TPRunner(ModelRunner):
         except Exception as e: raise g.fail(e) from None
 
     def warm_up(self):
-        "Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank)."
-        self._run(self.inner.warm_up, CMD_WARM)
+        """Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank), then
+        they agree that all of them did: a worker that failed fails the group now, naming it, not at the first step."""
+        def both():
+            self.inner.warm_up()
+            if not self.group.agree(True): raise RuntimeError("a worker's runner failed to warm up")
+        self._run(both, CMD_WARM)
 
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
         return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
@@ -425,7 +439,6 @@ class TPRunner(ModelRunner):
 # %% ../nbs/13a_tensor_parallel.ipynb 45
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
-    from xllm.runner import runner_class
     pool = runner = None
     while True:
         cmd, ints, p = group.recv()
@@ -435,9 +448,12 @@ def worker_loop(model: Llama, group: TPGroup):
             pool = runner = None
             pool = PagedKVPool(model.kv_config, nb, bs, model.dtype, model.device, "int8" if kvd == 1 else None)
             opts = {k: v for k, v in zip(RUNNER_OPTIONS, p.tolist()) if v}
-            runner = runner_class(SHARD_RUNNERS[kind])(model, pool, **opts)     # the runner rank 0 chose, on this rank's shard
+            runner = runner_class(SHARD_RUNNERS[kind])(model, pool, agree=group.agree, **opts)     # the runner rank 0 chose, on this rank's shard
         elif cmd == CMD_STEP: runner(decode_batch(ints, p, model.device))
-        elif cmd == CMD_WARM: runner.warm_up()
+        elif cmd == CMD_WARM:
+            try: runner.warm_up()
+            except BaseException: group.agree(False); raise        # rank 0 hears of it now; the error itself is reported on the way out
+            group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
 # %% ../nbs/13a_tensor_parallel.ipynb 47
@@ -537,22 +553,26 @@ def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 59
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 58
-def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32) -> Llama:
+# %% ../nbs/13a_tensor_parallel.ipynb 60
+def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
+              kv_dtype=None) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
     packed layers stay packed unless `quantization` is None/'none'), its workers started (or, under torchrun, on ranks > 0: this process
     serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). `runner`: None (`shard_runner`
     chooses: the CUDA runner on GPUs, the compiled CPU runner on CPUs, else torch), 'torch', 'cpu' (CPU only) or 'cuda' (GPUs only);
-    a ValueError names `quantization`, `runner` or the size that `world` does not divide, before any process starts."""
+    a ValueError names `quantization`, `runner` or the size that `world` does not divide, before any process starts. A runner that
+    cannot run the shard with K/V stored as `kv_dtype` (e.g. 'cpu' over int8 K/V) is refused once it is loaded, the group stopped.
+    Sets `tp_runner` and `tp_runner_reason` (`shard_runner`'s choice) on the shard."""
     from xllm.core import read_json
     from xllm.weights import config_from_hf, config_from_gguf
-    if runner not in (None, "tp", *SHARD_RUNNERS): raise ValueError(f"runner: expected one of {', '.join(map(repr, SHARD_RUNNERS))}, got {runner!r}")
+    if runner not in (None, "tp", *SHARD_RUNNERS): raise ValueError(f"runner: expected None or one of {', '.join(map(repr, SHARD_RUNNERS))}, got {runner!r}")
     if runner in ("cpu", "cuda") and torch.device(device).type != runner:
-        raise ValueError(f"runner {runner!r} cannot run the shards on device {str(device)!r} (the {runner} runner runs on {runner.upper()}s)")
+        raise ValueError(f"runner {runner!r} cannot run the shards on device {str(device)!r} ("
+                         + ("the CUDA runner needs a GPU" if runner == "cuda" else "the compiled CPU runner runs on the CPU") + ")")
     p = Path(path).expanduser()
     if p.is_file() and (p.name == "config.json" or p.suffix == ".safetensors"): p = p.parent
     if p.is_file() and _is_gguf(p):
@@ -580,10 +600,12 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
         serve_worker(spec, device, timeout, threads)
         raise SystemExit(0)
     m = start_tp(spec, world, device, timeout, threads)
-    m.tp_runner = runner if runner in SHARD_RUNNERS else None     # `shard_runner` chooses when the engine is built
+    m.tp_runner = runner if runner in SHARD_RUNNERS else None     # `shard_runner` chooses, now and when an engine is built
+    try: m.tp_runner_reason = shard_runner(m, kv_dtype)[1]
+    except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 64
+# %% ../nbs/13a_tensor_parallel.ipynb 66
 def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
@@ -600,7 +622,7 @@ def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 65
+# %% ../nbs/13a_tensor_parallel.ipynb 67
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes: {shape: seconds}."""
