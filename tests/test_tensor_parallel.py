@@ -1,6 +1,6 @@
 """Tensor parallelism launched by torchrun (notebook 13a): two processes on the loopback, `xllm serve --tensor-parallel-size 2`
 answering the `openai` client with the tokens of the single-process model; both processes gone when the server is stopped. Plus
-`xllm generate -tp 2` spawning its worker, and scripts/gpu_tp_check.py (gpu_check.sh's tensor-parallel section) as a dry run on gloo."""
+`xllm generate -tp 2` spawning its worker, a draft model speculating for a two-rank target, and scripts/gpu_tp_check.py (gpu_check.sh's tensor-parallel section) as a dry run on gloo."""
 import os, shutil, signal, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -66,3 +66,26 @@ def test_gpu_tp_check_dry_run_on_cpu():
     assert r.returncode == 0 and len(rows) == 4, r.stdout[-2000:] + r.stderr[-3000:]
     assert rows[0]["max_rel_logits"] == 0.0 and rows[0]["tokens_equal"] and rows[1]["max_rel_logits"] < 1e-5 and rows[1]["tokens_equal"]
     assert all(row["tp1_ms"] > 0 and row["tp2_ms"] > 0 for row in rows[2:])
+
+
+def test_speculative_decoding_over_two_ranks(tmp_path):
+    """Speculation over a tensor-parallel target: a draft model (here the target's own checkpoint, so every proposal is right) runs
+    on rank 0 alone, its proposals verified by both ranks in one multi-token step; greedy tokens equal the single-process engine's,
+    and proposals were made and accepted. (N-gram proposals go through the same verification; the stand-in's output copies too
+    rarely to count on them.)"""
+    import torch
+    from xllm.stand_ins import stand_in_model
+    from xllm.llm import LLM, build_engine
+    from xllm.sampling import SamplingParams
+    torch.set_num_threads(1)
+    model = stand_in_model(tmp_path / "m")
+    g = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+    single = LLM(model, runner="cpu")
+    reqs = [(single.tokenizer.encode(p), g) for p in ("Once upon a time", "The cat sat on the mat. The cat sat on the")]
+    ref = [r.token_ids for r in build_engine(single).generate(reqs)]
+    tp = LLM(model, tensor_parallel_size=2, speculative={"method": "draft", "model": str(model), "num_speculative_tokens": 3})
+    try:
+        eng = build_engine(tp)
+        assert [r.token_ids for r in eng.generate(reqs)] == ref
+        assert tp.runner_reason == "tp (2 ranks, each cpu)" and eng.spec_stats.num_accepted > 0, eng.spec_stats
+    finally: tp.model.tp_group.shutdown()

@@ -27,7 +27,7 @@ __all__ = ['SpeculativeConfig', 'SpecStats', 'NgramProposer', 'accept_token', 'c
 class SpeculativeConfig:
     """How an `Engine` speculates (`Engine(..., speculative={...})`, `LLM(..., speculative={...})`).
     `method`: 'ngram' (prompt lookup) or 'draft' (a draft model, `model`). `num_tokens`: the most tokens proposed per step (k;
-    default 16 for 'ngram', 5 for 'draft'). `prompt_lookup_max` / `prompt_lookup_min`: the longest and shortest n-grams matched
+    default 16 for 'ngram', 5 for 'draft'; `num_speculative_tokens`, vLLM's name, is taken for it in a dict). `prompt_lookup_max` / `prompt_lookup_min`: the longest and shortest n-grams matched
     (longest first). `model` ('draft' only): the draft model, a checkpoint path xllm loads (GGUF, Hugging Face folder, llama2.c
     file...), an `LLM`, or a `Llama` taken to use the target's tokenizer; it must share the target's tokenizer. `adaptive`: shrink
     k after a rejection and pause a sequence's speculation after proposals that all failed (so a request whose output does not copy
@@ -69,7 +69,10 @@ class SpeculativeConfig:
         if spec is None: return None
         if isinstance(spec, cls): return spec.check()
         if not isinstance(spec, dict): raise ValueError(f"speculative: expected None, a dict or a SpeculativeConfig, got {type(spec).__name__}")
-        names = {f.name for f in fields(cls)}
+        names, spec = {f.name for f in fields(cls)}, dict(spec)
+        if "num_speculative_tokens" in spec:           # vLLM's speculative_config spells num_tokens so
+            if "num_tokens" in spec: raise ValueError("speculative: num_tokens and num_speculative_tokens (vLLM's name for it) both given")
+            spec["num_tokens"] = spec.pop("num_speculative_tokens")
         if (bad := [k for k in spec if k not in names]): raise ValueError(f"speculative: unknown option {bad[0]!r} (known: {', '.join(sorted(names))})")
         return cls(**spec).check()
 
