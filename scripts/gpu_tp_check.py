@@ -15,25 +15,11 @@ from xllm.stand_ins import RANDOM_CONFIGS
 from xllm.weights import config_from_hf
 from xllm.model import random_llama, PagedBatch
 from xllm.kv_pool import PagedKVPool
-from xllm.cuda_runner import CudaRunner
+from xllm.cuda_runner import CudaRunner, greedy_paged
 from xllm.parallel import start_tp, TPRunner
 
 TINY = dict(vocab_size=257, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             max_position_embeddings=256)
-
-
-def greedy(runner, pool, prompts, n, dev):
-    "Greedy-decode `n` tokens after each prompt through `runner` alone (prefill included): tokens per prompt, each step's logits."
-    bs, tables, nxt = pool.block_size, [], 0
-    for p in prompts:
-        k = -(-(len(p) + n) // bs); tables.append(list(range(nxt, nxt + k))); nxt += k
-    logits = runner(PagedBatch.build([(list(p), 0, t) for p, t in zip(prompts, tables)], bs, pool.null_slot, "last", dev))
-    out, hist = [[int(t)] for t in logits.argmax(-1).tolist()], [logits.float().cpu()]
-    for i in range(1, n):
-        logits = runner(PagedBatch.build([([o[-1]], len(p) + i - 1, t) for p, o, t in zip(prompts, out, tables)], bs, pool.null_slot, "last", dev))
-        hist.append(logits.float().cpu())
-        for o, t in zip(out, logits.argmax(-1).tolist()): o.append(int(t))
-    return out, hist
 
 
 def step_ms(runner, pool, batch: int, dev, steps: int = 30) -> float:
@@ -68,15 +54,15 @@ def main():
         ref_pool = PagedKVPool(cfg, 32, 16, torch.float32, dev)
         ref = CudaRunner(ref_model, ref_pool, max_batch=4, max_model_len=256)
         ref.warm_up()
-        t_ref, h_ref = greedy(ref, ref_pool, prompts, 8, dev)
+        t_ref, h_ref = greedy_paged(ref_model, ref_pool, prompts, 8, step=ref, prefill=True)
         m = start_tp(spec, world, device=dev, timeout=120, threads=1 if dev.type == "cpu" else None)
         try:
             pool = PagedKVPool(m.kv_config, 32, 16, torch.float32, m.device)
             tp = TPRunner(m, pool, inner=CudaRunner, max_batch=4, max_model_len=256)
             tp.warm_up()
-            t_tp, h_tp = greedy(tp, pool, prompts, 8, m.device)
+            t_tp, h_tp = greedy_paged(m, pool, prompts, 8, step=tp, prefill=True)
         finally: m.tp_group.shutdown()
-        err = max(float((x.double() - y.double()).abs().max() / y.double().abs().max()) for x, y in zip(h_tp, h_ref))
+        err = max(float((x.cpu().double() - y.cpu().double()).abs().max() / y.cpu().double().abs().max()) for x, y in zip(h_tp, h_ref))
         tol = 0.0 if world == 1 else 1e-5
         report(case=f"TP={world} CUDA runner ({'graphs' if tp.inner.graphs else 'eager'}) vs the single-process CUDA runner, float32",
                tokens_equal=t_tp == t_ref, max_rel_logits=err, tolerance=tol, graph_steps=tp.inner.num_graph_steps,

@@ -498,9 +498,10 @@ CudaRunner.capture = _capture
 
 # %% ../nbs/16b_cuda_runner.ipynb 28
 @torch.inference_mode()
-def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None) -> tuple[list[list[int]], list[torch.Tensor]]:
-    """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward,
-    decode via `step(batch)` (default the torch forward). Returns the new tokens per sequence and each step's logits."""
+def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None, prefill: bool = False) -> tuple[list[list[int]], list[torch.Tensor]]:
+    """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward
+    (via `step` too with `prefill`: a tensor-parallel shard's runner, whose ranks must all see every batch), decode via
+    `step(batch)` (default the torch forward). Returns the new tokens per sequence and each step's logits."""
     step = step or (lambda b: model(b, pool))
     bs = pool.block_size
     tables, nxt = [], 0
@@ -509,7 +510,8 @@ def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None) ->
         if nxt + nb > pool.num_blocks: raise ValueError(f"the pool's {pool.num_blocks} blocks cannot hold the prompts and {n} new tokens each")
         tables.append(list(range(nxt, nxt + nb))); nxt += nb
     dev = model.device
-    logits = model(PagedBatch.build([(list(p), 0, t) for p, t in zip(prompts, tables)], bs, pool.null_slot, "last", dev), pool)
+    first = PagedBatch.build([(list(p), 0, t) for p, t in zip(prompts, tables)], bs, pool.null_slot, "last", dev)
+    logits = step(first) if prefill else model(first, pool)
     out, history = [[int(t)] for t in logits.argmax(-1).tolist()], [logits]
     for i in range(1, n):
         b = PagedBatch.build([([o[-1]], len(p) + i - 1, t) for p, o, t in zip(prompts, out, tables)], bs, pool.null_slot, "last", dev)
