@@ -94,6 +94,8 @@ class _QuantLinear(nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None, kernel: str):
         super().__init__()
         self.in_features, self.out_features, self.kernel = in_features, out_features, _check_kernel(kernel)
+        if bias is not None and (bias.shape != (out_features,) or not bias.is_floating_point()):
+            raise ValueError(f"bias: expected a float vector of {out_features}, got {bias.dtype} {tuple(bias.shape)}")
         self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
         self._kcache: dict = {}
 
@@ -133,6 +135,7 @@ class Int8Linear(_QuantLinear):
         out, n_in = weight.shape
         super().__init__(n_in, out, bias, kernel)
         if weight.dtype != torch.int8: raise ValueError(f"weight must be int8, got {weight.dtype}")
+        if not scales.is_floating_point(): raise ValueError(f"scales must be a float tensor, got {scales.dtype}")
         if scales.dim() == 1 and scales.shape[0] != out or scales.dim() == 2 and (scales.shape[0] != out or n_in % scales.shape[1]) or scales.dim() > 2:
             raise ValueError(f"scales of shape {tuple(scales.shape)} do not fit a weight of shape {tuple(weight.shape)}")
         self.register_buffer("weight", weight.contiguous())
@@ -175,6 +178,7 @@ class Int4Linear(_QuantLinear):
         if scales.dim() != 2 or scales.shape[0] != out or n_in % scales.shape[1]:
             raise ValueError(f"scales of shape {tuple(scales.shape)} do not fit {out} rows of {n_in} values")
         if mins is not None and mins.shape != scales.shape: raise ValueError(f"mins shape {tuple(mins.shape)} != scales shape {tuple(scales.shape)}")
+        if not scales.is_floating_point() or mins is not None and not mins.is_floating_point(): raise ValueError("scales and mins must be float tensors")
         self.register_buffer("qweight", qweight.contiguous())
         self.register_buffer("scales", scales.contiguous())
         self.register_buffer("mins", None if mins is None else mins.contiguous())
@@ -243,6 +247,7 @@ class Int8Embedding(nn.Module):
     def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32):
         super().__init__()
         if qweight.dtype != torch.int8 or qweight.dim() != 2: raise ValueError(f"qweight: expected int8 [vocab, hidden], got {qweight.dtype} {tuple(qweight.shape)}")
+        if not scales.is_floating_point(): raise ValueError(f"scales must be a float tensor, got {scales.dtype}")
         V, H = qweight.shape
         if not (scales.dim() == 1 and scales.shape[0] == V or scales.dim() == 2 and scales.shape[0] == V and H % scales.shape[1] == 0):
             raise ValueError(f"scales of shape {tuple(scales.shape)} do not fit an embedding of shape {tuple(qweight.shape)}")
@@ -573,6 +578,19 @@ def is_quantized_dir(path) -> bool:
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
+def _quant_config(cd, cfg_path) -> dict:
+    "The `quantization_config` of a saved directory's config.json, checked: xllm's method, format 1, a bits entry (4 or 8) per module."
+    qc = cd.get("quantization_config") if isinstance(cd, dict) else None
+    _expect(isinstance(qc, dict) and qc.get("quant_method") == QUANT_METHOD, cfg_path,
+            f"quantization_config.quant_method must be {QUANT_METHOD!r}" + (f", got {qc.get('quant_method')!r} (not supported)" if isinstance(qc, dict) else ""))
+    _expect(qc.get("format_version") == 1, cfg_path, f"quantization_config.format_version is {qc.get('format_version')!r}; this xllm reads format 1")
+    mods = qc.get("modules")
+    _expect(isinstance(mods, dict) and all(isinstance(v, dict) and v.get("bits") in (4, 8) and isinstance(v.get("zero_point", False), bool)
+                                           for v in mods.values()), cfg_path, "quantization_config.modules: expected {name: {bits: 4|8, zero_point, group_size}}")
+    bits = sorted({v["bits"] for v in mods.values()})
+    _expect(qc.get("bits") == (bits[0] if len(bits) == 1 else bits), cfg_path, f"quantization_config.bits is {qc.get('bits')!r}, its modules have {bits}")
+    return qc
+
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
     from safetensors import safe_open
@@ -583,8 +601,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     _expect(cfg_path.is_file(), d, "not a quantized model directory: no config.json")
     _expect(st_path.is_file(), d, "no model.safetensors")
     cd = read_json(cfg_path)
-    qc = cd.get("quantization_config") if isinstance(cd, dict) else None
-    _expect(isinstance(qc, dict) and qc.get("quant_method") == QUANT_METHOD, cfg_path, f"quantization_config.quant_method must be {QUANT_METHOD!r}")
+    qc = _quant_config(cd, cfg_path)
     gen_path = d / "generation_config.json"
     gen = read_json(gen_path) if gen_path.is_file() else {}
     _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
@@ -598,6 +615,8 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     expected = hf_weight_shapes(config)
     wanted = list(expected)
     if config.tie_word_embeddings and ("lm_head.qweight" in keys or "lm_head.scales" in keys): wanted.append("lm_head.weight")
+    allowed = set(wanted) | {h[:-len("weight")] + s for h in wanted if _is_linear_weight(h) or h == "model.embed_tokens.weight" for s in ("qweight", "scales", "mins")}
+    _expect(keys <= allowed, st_path, f"tensor {min(keys - allowed, default='')} is not part of the model config.json describes")
     for h in wanted:
         base = h[:-len(".weight")]
         if h == "model.embed_tokens.weight" and base + ".qweight" in keys:      # an Int8Embedding (tied: also the head)
@@ -612,7 +631,12 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
             out, n_in = expected.get(h, (config.vocab_size, config.hidden_size))
             sc = shape(base + ".scales")
             _expect(len(sc) in (1, 2) and sc[0] == out and (len(sc) == 1 or (sc[1] > 0 and n_in % sc[1] == 0)), st_path, f"{base}.scales has shape {list(sc)}, which does not fit [{out}, {n_in}]")
-            bias = get(base + ".bias") if base + ".bias" in keys else None
+            b = base + ".bias"
+            _expect(b not in expected or b in keys and shape(b) == expected[b], st_path, f"{b} missing or not of shape {list(expected.get(b, ()))}")
+            bias = get(b) if b in expected else None
+            info = qc["modules"].get(base)
+            _expect(info is not None and info["bits"] == (4 if base + ".qweight" in keys else 8) and info.get("zero_point", False) == (base + ".mins" in keys),
+                    st_path, f"{base}: its tensors do not match quantization_config.modules[{base!r}] = {info}")
             if base + ".qweight" in keys:
                 _expect(shape(base + ".qweight") == (out, n_in // 2) and len(sc) == 2, st_path, f"{base}.qweight has shape {list(shape(base + '.qweight'))}, expected {[out, n_in // 2]}")
                 mins = get(base + ".mins") if base + ".mins" in keys else None
@@ -629,8 +653,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
         t = get(h)
         _expect(t.is_floating_point(), st_path, f"tensor {h} has dtype {t.dtype}; expected a float dtype (or .scales beside it)")
         floats[h] = t.float()
-    for k in keys:                                       # biases of float layers
-        if k.endswith(".bias") and k[:-5] not in modules: floats[k] = get(k).float()
+    _expect(set(qc["modules"]) <= set(modules), st_path, f"quantization_config.modules names {min(set(qc['modules']) - set(modules), default='')}, which has no .scales")
     m = _assemble(config, floats, modules, st_path)
     m.quantization_config = qc
     return config, m

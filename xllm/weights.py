@@ -304,7 +304,11 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     gen_path = d / "generation_config.json"
     gen = _read_json(gen_path) if gen_path.is_file() else {}
     if not isinstance(gen, dict): raise ModelFormatError(gen_path, "expected a JSON object")
-    config = config_from_hf(_read_json(cfg_path), cfg_path, gen)
+    cd = _read_json(cfg_path)
+    if isinstance(cd, dict) and isinstance(qc := cd.get("quantization_config"), dict):
+        raise ModelFormatError(cfg_path, f"quantization_config: quant_method {qc.get('quant_method')!r} is not supported; xllm loads float checkpoints, "
+                               "GGUF files and directories written by `xllm quantize`")
+    config = config_from_hf(cd, cfg_path, gen)
     expected = hf_weight_shapes(config)
     wmap, files = _safetensors_shards(d)
     handles = {p: _open_safetensors(p) for p in files}
