@@ -8,7 +8,7 @@ import heapq, json, unicodedata, warnings
 from pathlib import Path
 import regex
 from functools import partial
-from .core import ModelFormatError, check_int
+from .core import ModelFormatError, check_int, piece_bytes
 
 # %% auto 0
 __all__ = ['BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'PAT_GPT2', 'PAT_LLAMA3', 'PAT_QWEN2', 'PRE_TOKENIZERS', 'GGUF_PRE_NAMES',
@@ -39,7 +39,7 @@ def byte_decode(piece: str) -> bytes:
     out = bytearray()
     for ch in piece:
         b = UNICODE_TO_BYTE.get(ch)
-        if b is None: out += ch.encode("utf-8")
+        if b is None: out += piece_bytes(ch)
         else: out.append(b)
     return bytes(out)
 
@@ -262,7 +262,7 @@ def _token_bytes(self, id: int) -> bytes:
     b = self._tb[id]
     if b is None:
         p = self.pieces[id]
-        b = self._tb[id] = p.encode("utf-8") if id in self._added_ids else byte_decode(p)
+        b = self._tb[id] = piece_bytes(p) if id in self._added_ids else byte_decode(p)
     return b
 
 def _decode_bytes(self, ids) -> bytes:

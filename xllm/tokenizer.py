@@ -7,7 +7,7 @@ from __future__ import annotations
 import codecs, heapq, json, re, struct, unicodedata
 from pathlib import Path
 from functools import partial
-from .core import ModelFormatError, check_int, check_token_ids, read_json
+from .core import ModelFormatError, check_int, check_token_ids, piece_bytes, read_json
 
 # %% auto 0
 __all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE',
@@ -253,8 +253,8 @@ def _spm_token_bytes(self, i: int) -> bytes:
     t, p = self.types[i], self.pieces[i]
     if t == BYTE: return bytes([_byte_piece_value(p)])
     if t == UNKNOWN: return self.unk_surface.encode()
-    if t == CONTROL: return p.encode()
-    return p.replace(SPACE, " ").encode() if self.escape_whitespaces else p.encode()
+    if t == CONTROL: return piece_bytes(p)
+    return piece_bytes(p.replace(SPACE, " ") if self.escape_whitespaces else p)
 
 def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
@@ -271,7 +271,7 @@ def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
 
 SentencePieceBPE.token_bytes, SentencePieceBPE.start_token_bytes = _spm_token_bytes, _spm_start_token_bytes
 
-# %% ../nbs/03_tokenizer.ipynb 23
+# %% ../nbs/03_tokenizer.ipynb 24
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -280,7 +280,7 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
-# %% ../nbs/03_tokenizer.ipynb 24
+# %% ../nbs/03_tokenizer.ipynb 25
 def _from_model_proto(cls, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
     except ImportError: raise ImportError("reading a SentencePiece .model needs the `sentencepiece` package") from None
@@ -301,7 +301,7 @@ def _from_model_proto(cls, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 25
+# %% ../nbs/03_tokenizer.ipynb 26
 @classmethod
 def _from_model_file(cls, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
@@ -309,7 +309,7 @@ def _from_model_file(cls, path):
     return _from_model_proto(cls, path.read_bytes(), path)
 SentencePieceBPE.from_model_file = _from_model_file
 
-# %% ../nbs/03_tokenizer.ipynb 26
+# %% ../nbs/03_tokenizer.ipynb 27
 @classmethod
 def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -337,7 +337,7 @@ def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 SentencePieceBPE.from_llama2c_bin = _from_llama2c_bin
 
-# %% ../nbs/03_tokenizer.ipynb 28
+# %% ../nbs/03_tokenizer.ipynb 29
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -382,7 +382,7 @@ def _from_tokenizer_json(cls, d: dict, path=None):
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 SentencePieceBPE.from_tokenizer_json = _from_tokenizer_json
 
-# %% ../nbs/03_tokenizer.ipynb 29
+# %% ../nbs/03_tokenizer.ipynb 30
 @classmethod
 def _from_gguf_metadata(cls, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -402,12 +402,12 @@ def _from_gguf_metadata(cls, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 SentencePieceBPE.from_gguf_metadata = _from_gguf_metadata
 
-# %% ../nbs/03_tokenizer.ipynb 31
+# %% ../nbs/03_tokenizer.ipynb 32
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
         self.tok, self.skip_special, self.ids = tok, skip_special, []
-        self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")("xllm_bytewise")
+        self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
 
     def put(self, i) -> str:
         "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
@@ -423,13 +423,16 @@ class StreamDecoder:
         self._dec.reset()
         return out
 
-# %% ../nbs/03_tokenizer.ipynb 32
+# %% ../nbs/03_tokenizer.ipynb 33
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
                  add_eos_token=False, chat_template=None, bos_token=None, eos_token=None, extra_tokens=None, path=None):
         self.model, self.path = model, (str(path) if path else None)
         self.kind = "spm" if isinstance(model, SentencePieceBPE) else "bpe"
+        # bytes that are not UTF-8 decode as the reference does: sentencepiece, one U+FFFD a byte; HF's byte-level decoder (Rust's
+        # from_utf8_lossy), one U+FFFD for each maximal ill-formed sequence, as Python's "replace"
+        self._errors = "xllm_bytewise" if self.kind == "spm" else "replace"
         self._extra = dict(extra_tokens or {})        # id -> text for added tokens beyond the model's vocabulary
         self.vocab_size = max([model.vocab_size, *(i + 1 for i in self._extra)])
         self.special_tokens = dict(special_tokens or {})   # text -> id, recognised in text only with allow_special
@@ -489,7 +492,7 @@ class Tokenizer:
 
     def _token_bytes(self, i: int, start: bool):
         "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
-        if i >= self.model.vocab_size: return self._extra[i].encode(), start
+        if i >= self.model.vocab_size: return piece_bytes(self._extra[i]), start
         if not start or self._start_bytes is None: return self.model.token_bytes(i), False
         if i in self._keeps_start: return self.model.token_bytes(i), True
         return self._start_bytes(i)
@@ -509,7 +512,7 @@ class Tokenizer:
             b, start = self._token_bytes(i, start)
             cur.append(b)
         chunks.append(b"".join(cur))
-        return "".join(c.decode("utf-8", "xllm_bytewise") for c in chunks)
+        return "".join(c.decode("utf-8", self._errors) for c in chunks)
 
     def stream_decoder(self, skip_special: bool = False) -> StreamDecoder:
         "A `StreamDecoder` that turns token ids one at a time into text."
@@ -529,7 +532,7 @@ class Tokenizer:
         if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
         return self._p2id[s]
 
-# %% ../nbs/03_tokenizer.ipynb 34
+# %% ../nbs/03_tokenizer.ipynb 35
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -537,7 +540,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 35
+# %% ../nbs/03_tokenizer.ipynb 36
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -546,7 +549,7 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 36
+# %% ../nbs/03_tokenizer.ipynb 37
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
@@ -580,7 +583,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
         kw["special_tokens"] = {**sp["special_tokens"], **special}
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 37
+# %% ../nbs/03_tokenizer.ipynb 38
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -596,7 +599,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=md.get("tokenizer.ggml.add_bos_token", kind == "llama"),
                 add_eos_token=md.get("tokenizer.ggml.add_eos_token", False), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 38
+# %% ../nbs/03_tokenizer.ipynb 39
 def _token_text(v):
     "A token given in tokenizer_config.json as a string or as an AddedToken dict."
     return v.get("content") if isinstance(v, dict) else v
@@ -638,7 +641,7 @@ def _apply_model_dir(kw: dict, d: Path):
     kw["eos_ids"] = eos
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 39
+# %% ../nbs/03_tokenizer.ipynb 40
 @classmethod
 def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c

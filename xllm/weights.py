@@ -290,6 +290,8 @@ def _safetensors_shards(d: Path) -> tuple[dict[str, Path] | None, list[Path]]:
 def _open_safetensors(p: Path):
     from safetensors import safe_open
     if p.stat().st_size == 0: raise ModelFormatError(p, "empty file (0 bytes)")
+    try: open(p, "rb").close()
+    except OSError as e: raise ModelFormatError(p, f"cannot read it: {e.strerror or e}") from None   # not "not a valid safetensors file"
     try: return safe_open(str(p), framework="pt")
     except Exception as e: raise ModelFormatError(p, f"not a valid safetensors file: {e}") from None
 
