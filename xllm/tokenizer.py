@@ -606,13 +606,16 @@ def _token_text(v):
 
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
-    cfg = _read_json(d / "tokenizer_config.json", required=False) or {}
+    cfg_path = d / "tokenizer_config.json"
+    cfg = _read_json(cfg_path, required=False) or {}
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("added_tokens_decoder") or {}, dict):
+        raise ModelFormatError(cfg_path, "expected a JSON object whose added_tokens_decoder is an object {id: {content, special}}")
     special, added, extra = dict(kw.get("special_tokens") or {}), dict(kw.get("added_tokens") or {}), dict(kw.get("extra_tokens") or {})
     for k, t in (cfg.get("added_tokens_decoder") or {}).items():
         try: i = int(k)
-        except ValueError: raise ModelFormatError(d / "tokenizer_config.json", f"added_tokens_decoder key {k!r} is not an id") from None
+        except ValueError: raise ModelFormatError(cfg_path, f"added_tokens_decoder key {k!r} is not an id") from None
         if not isinstance(t, dict) or not isinstance(t.get("content"), str):
-            raise ModelFormatError(d / "tokenizer_config.json", f"added_tokens_decoder[{k}] has no 'content'")
+            raise ModelFormatError(cfg_path, f"added_tokens_decoder[{k}] has no 'content'")
         (special if t.get("special") else added)[t["content"]] = i
         if i >= kw["model"].vocab_size: extra[i] = t["content"]
     kw.update(special_tokens=special, added_tokens=added, extra_tokens=extra)
@@ -620,9 +623,10 @@ def _apply_model_dir(kw: dict, d: Path):
     def tid(tok):
         if tok in text2id: return text2id[tok]
         try: return kw["model"].pieces.index(tok)
-        except ValueError: raise ModelFormatError(d / "tokenizer_config.json", f"token {tok!r} is not in the vocabulary") from None
+        except ValueError: raise ModelFormatError(cfg_path, f"token {tok!r} is not in the vocabulary") from None
     ct = cfg.get("chat_template")
-    if isinstance(ct, list): ct = next((x.get("template") for x in ct if x.get("name") == "default"), None)
+    if isinstance(ct, list) and all(isinstance(x, dict) for x in ct): ct = next((x.get("template") for x in ct if x.get("name") == "default"), None)
+    if ct is not None and not isinstance(ct, str): raise ModelFormatError(cfg_path, "chat_template must be a string or a list of {name, template}")
     if ct is None and (d / "chat_template.jinja").exists(): ct = (d / "chat_template.jinja").read_text(encoding="utf-8")
     if ct is not None: kw["chat_template"] = ct
     for key in ("add_bos_token", "add_eos_token"):
@@ -634,6 +638,7 @@ def _apply_model_dir(kw: dict, d: Path):
         kw["eos_token"] = _token_text(cfg["eos_token"]); eos = [tid(kw["eos_token"])]
     for name in ("generation_config.json", "config.json"):
         c = _read_json(d / name, required=False) or {}
+        if not isinstance(c, dict): raise ModelFormatError(d / name, "expected a JSON object")
         e = c.get("eos_token_id")
         e = [e] if isinstance(e, int) else e if isinstance(e, list) else []
         eos += [x for x in e if isinstance(x, int) and x not in eos]
@@ -642,13 +647,19 @@ def _apply_model_dir(kw: dict, d: Path):
     return kw
 
 # %% ../nbs/03_tokenizer.ipynb 40
+def _json_tokenizer(p: Path) -> dict:
+    "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
+    d = _read_json(p)
+    try: return _tokenizer_from_json(d, p)
+    except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
+
 @classmethod
 def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c
     `tokenizer.bin` (`vocab_size` from the checkpoint header; None reads to the end) or a model directory."""
     p = Path(path)
     if p.is_dir():
-        if (p / "tokenizer.json").exists(): kw = _tokenizer_from_json(_read_json(p / "tokenizer.json"), p / "tokenizer.json")
+        if (p / "tokenizer.json").exists(): kw = _json_tokenizer(p / "tokenizer.json")
         elif (p / "tokenizer.model").exists():
             m = SentencePieceBPE.from_model_file(p / "tokenizer.model"); kw = dict(model=m, **_spm_kwargs(m))
         elif (p / "tokenizer.bin").exists():
@@ -662,7 +673,7 @@ def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer
             try: from xllm.gguf import GGUFFile
             except ImportError: raise ImportError("reading a .gguf tokenizer needs xllm.gguf") from None
             kw = _tokenizer_from_gguf_metadata(GGUFFile(p).metadata, p)
-        elif p.suffix == ".json" or head.lstrip()[:1] == b"{": kw = _tokenizer_from_json(_read_json(p), p)
+        elif p.suffix == ".json" or head.lstrip()[:1] == b"{": kw = _json_tokenizer(p)
         elif p.suffix == ".bin":
             m = SentencePieceBPE.from_llama2c_bin(p, vocab_size); kw = dict(model=m, **_spm_kwargs(m))
         else:
