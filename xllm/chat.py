@@ -276,7 +276,7 @@ def _guard_filter(name, f):
     skip = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0   # the context/environment jinja passes first
     @wraps(f)
     def g(*args, **kwargs):
-        _check_args(f"the {name} filter", args, kwargs)
+        _check_args(f"the {name} filter", args[skip + 1:], kwargs)       # the value itself may be any number (`{{ 2000000|abs }}`)
         if name == "format" and len(args) > skip: _check_format(args[skip])
         if name == "sum" and not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
             _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
@@ -332,7 +332,8 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
             _sized(_pct_size(left, right), "a % format")
         return _checked(super().call_binop(context, operator, left, right), f"the {operator} operator")
     def call(__self, __context, __obj, *args, **kwargs):
-        _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
+        if __obj in (_loop, _concat, _out): _tick()        # xllm's own marks size what they are given themselves (any number may be printed)
+        else: _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
         args = _check_method(__obj, args, kwargs)
         return _checked(super().call(__context, __obj, *args, **kwargs), getattr(__obj, "__name__", "a call"))
     def getattr(self, obj, attribute):
