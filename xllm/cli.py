@@ -239,11 +239,23 @@ def _write(out, text):
     out.write(text); out.flush()
 
 # %% ../nbs/21_cli.ipynb 18
+def _utf8(s: str, what: str) -> str:
+    "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
+    try: s.encode("utf-8")
+    except UnicodeEncodeError as e: raise _CLIError(f"{what} is not UTF-8 text (at character {e.start})") from None
+    return s
+
+def _prompt(args) -> str:
+    "The prompt of `xllm generate`: its argument, or all of standard input for '-'; UTF-8 text either way."
+    try: return _utf8(sys.stdin.read() if args.prompt == "-" else args.prompt, "the prompt")
+    except UnicodeDecodeError as e: raise _CLIError(f"standard input is not UTF-8 text ({e.reason} at byte {e.start})") from None
+
 def cmd_generate(args, out=None) -> int:
     "Stream the completion of `args.prompt` to stdout."
     out = out or sys.stdout
     params = _sampling_params(args, 256)
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    prompt = _prompt(args)
+    if args.system is not None: _utf8(args.system, "--system")
     if args.system is not None and not args.chat: raise _CLIError("--system needs --chat (a system message only exists in a chat template)")
     llm = _load(args)
     if args.chat:
@@ -288,16 +300,18 @@ def cmd_chat(args, inp=None, out=None) -> int:
     params = _sampling_params(args, 512)
     llm = _load(args)
     _template_note(llm)
-    system = [{"role": "system", "content": args.system}] if args.system else []
+    system = [{"role": "system", "content": _utf8(args.system, "--system")}] if args.system else []
     history = list(system)
     print(f"xllm chat: {llm.model_path.name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}, runner {llm.runner_reason}). "
           "/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply.", file=sys.stderr)
     while True:
         try:
             _write(out, "> ")
-            line = inp.readline()
+            line = _utf8(inp.readline(), "the line")
         except KeyboardInterrupt:
             _write(out, "\n"); return 0
+        except (UnicodeDecodeError, _CLIError) as e:                   # a line of other bytes: said, and the chat goes on
+            print(f"xllm: error: {e if isinstance(e, _CLIError) else 'the line is not UTF-8 text'}", file=sys.stderr); continue
         if not line: _write(out, "\n"); return 0      # EOF
         line = line.strip()
         if not line: continue
