@@ -286,13 +286,16 @@ def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None 
     def convert(lin):
         if mode == "int8": return Int8Linear.from_float(lin, group_size if group_size and lin.in_features % group_size == 0 else None, kernel)
         return Int4Linear.from_float(lin, group_size, zero_point, kernel)
-    names = [f"model.layers.{i}.{n}" for i in range(len(model.model.layers)) for n in LINEAR_NAMES]
-    if lm_head: names.append("lm_head")
+    names = [f"model.layers.{i}.{n}" for i in range(len(model.model.layers)) for n in LINEAR_NAMES] + (["lm_head"] if lm_head else [])
+    todo = [(n + ".inner", m.inner) if isinstance(getattr(m, "inner", None), nn.Linear) else (n, m)   # a tensor-parallel shard's wrapper (13a)
+            for n, m in ((n, model.get_submodule(n)) for n in names)]
+    todo = [(n, m) for n, m in todo if isinstance(m, nn.Linear)]
+    if mode == "int4" and (bad := next(((n, m.in_features) for n, m in todo if m.in_features % group_size), None)):   # before any layer changes
+        fits = [g for g in (32, 64, 128) if all(m.in_features % g == 0 for _, m in todo)]
+        raise ValueError(f"group_size: int4 groups of {group_size} do not divide the {bad[1]} input features of {bad[0]}; "
+                         + (f"group_size={fits[0]} fits every layer of this model" if fits else "no int4 group size (32, 64, 128) fits this model: use int8"))
     from tqdm.auto import tqdm
-    for name in tqdm(names, desc=f"quantizing to {mode}", unit="layer", leave=False, disable=not progress):
-        lin = model.get_submodule(name)
-        if isinstance(getattr(lin, "inner", None), nn.Linear): name, lin = name + ".inner", lin.inner   # a tensor-parallel shard's wrapper (notebook 13a)
-        if isinstance(lin, nn.Linear): _set_module(model, name, convert(lin))
+    for name, lin in tqdm(todo, desc=f"quantizing to {mode}", unit="layer", leave=False, disable=not progress): _set_module(model, name, convert(lin))
     emb = model.model.embed_tokens
     if (lm_head and mode == "int8" and getattr(model, "config", None) is not None and model.config.tie_word_embeddings
             and isinstance(model.lm_head, Int8Linear) and isinstance(emb, nn.Embedding)):
