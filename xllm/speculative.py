@@ -310,7 +310,7 @@ def _picker(engine, reqs: list):
         y = Sampler.process(x, p, seq.output_token_ids + drafted, seq.prompt_token_ids)
         m, t = y.max(-1)
         if not math.isfinite(float(m)): return None                   # the target's own path will sample this position
-        if p.greedy: return int(t), None
+        if p.greedy or p.seed is not None: return int(t), None         # a seeded request is verified by coupling: its likeliest token
         q = torch.softmax(y, -1)
         return _draw(q, req.generator), q
     return pick
@@ -377,6 +377,7 @@ def _verify_run(engine, req, c, rows: torch.Tensor) -> tuple[list[int], list | N
         m, t = y.max(-1)
         if not math.isfinite(float(m)): tok, ok, d = engine.sampler.sample(x, p, g, hist, prompt).token_id, False, None   # float64 path
         elif p.greedy: tok = int(t); ok = tok == d
+        elif p.seed is not None: tok = engine.sampler.sample(x, p, g, hist, prompt).token_id; ok = tok == d   # coupled: the plain draw
         elif d is None: tok, ok = _draw(torch.softmax(y, -1), g), False
         else: tok, ok = accept_token(torch.softmax(y, -1), d, qs[j] if qs else None, g)
         if lps is not None:
