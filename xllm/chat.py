@@ -14,9 +14,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
 # %% auto 0
-__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'TemplateError',
-           'plain_data', 'validate_messages', 'ChatTemplate', 'default_template_name', 'apply_chat_template',
-           'apply_chat_template_parts']
+__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'MAX_DATA_DEPTH',
+           'TemplateError', 'plain_data', 'validate_messages', 'ChatTemplate', 'default_template_name',
+           'apply_chat_template', 'apply_chat_template_parts']
 
 # %% ../nbs/04_chat.ipynb 6
 class TemplateError(ValueError):
@@ -376,9 +376,14 @@ def _compile(source: str) -> jinja2.Template:
         raise TemplateError(f"chat template does not compile: nested too deeply ({type(e).__name__})") from None
 
 # %% ../nbs/04_chat.ipynb 32
-def plain_data(v, where: str):
-    "A copy of `v` built only from str/int/float/bool/None/list/tuple/dict; `ValueError` naming `where` otherwise."
+MAX_DATA_DEPTH = 100   # nesting of messages, tools and template variables (a chat's real data nests under 10)
+_TOP = re.compile(r"[^\[]*(\[\d+\])?")   # 'messages[3]' of "messages[3]['tool_calls'][0]..."
+
+def plain_data(v, where: str, _depth: int = 0):
+    "A copy of `v` built only from str/int/float/bool/None/list/tuple/dict, nested at most `MAX_DATA_DEPTH` deep; `ValueError` naming `where` otherwise."
     if v is None or type(v) in (str, int, float, bool): return v
+    if _depth >= MAX_DATA_DEPTH and isinstance(v, (dict, list, tuple)):
+        raise ValueError(f"{_TOP.match(where).group()} is nested more than {MAX_DATA_DEPTH} deep")
     if isinstance(v, bool): return bool(v)
     if isinstance(v, str): return str.__str__(v)     # str subclasses (enums...) lose their extra methods
     if isinstance(v, numbers.Integral): return int(v)   # numpy integers too
@@ -386,9 +391,9 @@ def plain_data(v, where: str):
     if isinstance(v, dict):
         for k in v:
             if not isinstance(k, str): raise ValueError(f"{where} has a non-string key {k!r}")
-        return {str.__str__(k): plain_data(x, f"{where}[{k!r}]") for k, x in v.items()}
-    if isinstance(v, list): return [plain_data(x, f"{where}[{i}]") for i, x in enumerate(v)]
-    if isinstance(v, tuple): return tuple(plain_data(x, f"{where}[{i}]") for i, x in enumerate(v))
+        return {str.__str__(k): plain_data(x, f"{where}[{k!r}]", _depth + 1) for k, x in v.items()}
+    if isinstance(v, list): return [plain_data(x, f"{where}[{i}]", _depth + 1) for i, x in enumerate(v)]
+    if isinstance(v, tuple): return tuple(plain_data(x, f"{where}[{i}]", _depth + 1) for i, x in enumerate(v))
     raise ValueError(f"{where} must be JSON-like data (str, number, bool, None, list, dict), got {type(v).__name__}")
 
 def validate_messages(messages) -> list[dict]:
