@@ -383,6 +383,12 @@ def _from_tokenizer_json(cls, d: dict, path=None):
 SentencePieceBPE.from_tokenizer_json = _from_tokenizer_json
 
 # %% ../nbs/03_tokenizer.ipynb 30
+def _md_flag(md: dict, key: str, default: bool, path) -> bool:
+    "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
+    v = md.get(key, default)
+    if not isinstance(v, bool): raise ModelFormatError(path, f"{key} must be a bool, got {v!r:.40}")
+    return v
+
 @classmethod
 def _from_gguf_metadata(cls, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -397,8 +403,8 @@ def _from_gguf_metadata(cls, md: dict, path=None):
     byte_pieces = {t for t, ty in zip(toks, types) if ty == BYTE}
     byte_fb = all(f"<0x{b:02X}>" in byte_pieces for b in range(256))
     cm = md.get("tokenizer.ggml.precompiled_charsmap")
-    return cls(list(toks), list(scores), types, add_dummy_prefix=bool(md.get("tokenizer.ggml.add_space_prefix", True)),
-               remove_extra_whitespaces=bool(md.get("tokenizer.ggml.remove_extra_whitespaces", False)), byte_fallback=byte_fb,
+    return cls(list(toks), list(scores), types, add_dummy_prefix=_md_flag(md, "tokenizer.ggml.add_space_prefix", True, path),
+               remove_extra_whitespaces=_md_flag(md, "tokenizer.ggml.remove_extra_whitespaces", False, path), byte_fallback=byte_fb,
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 SentencePieceBPE.from_gguf_metadata = _from_gguf_metadata
 
@@ -595,9 +601,10 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     special = {t: i for i, (t, ty) in reversed(list(enumerate(zip(toks, types)))) if ty in (CONTROL, UNKNOWN) and t}
     added = {t: i for i, (t, ty) in reversed(list(enumerate(zip(toks, types)))) if ty == USER_DEFINED and t}
     eos = [md[k] for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id") if isinstance(md.get(k), int)]
+    if not isinstance(md.get("tokenizer.chat_template", ""), str): raise ModelFormatError(path, "tokenizer.chat_template must be a string")
     return dict(model=model, special_tokens=special, added_tokens=added, bos_id=md.get("tokenizer.ggml.bos_token_id"),
-                eos_ids=list(dict.fromkeys(eos)), add_bos_token=md.get("tokenizer.ggml.add_bos_token", kind == "llama"),
-                add_eos_token=md.get("tokenizer.ggml.add_eos_token", False), chat_template=md.get("tokenizer.chat_template"))
+                eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
+                add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
 # %% ../nbs/03_tokenizer.ipynb 39
 def _token_text(v):
