@@ -69,3 +69,18 @@ def test_chat_greedy_stops_at_im_end(llm, ref):
     assert c.text == case["greedy_until_eos_text"].replace("<|im_end|>", "")
     streamed = "".join(llm.stream([{"role": "user", "content": case["user_prompt"]}], SamplingParams(temperature=0, max_tokens=32)))
     assert streamed == c.text
+
+
+def test_default_context_is_what_the_pool_holds(llm):
+    """The CPU's default K/V pool (256 MiB) holds fewer tokens of the default model's float32 K/V than its 8192 positions: as vLLM
+    requires, the context is then what the pool holds, and `repr` says so; asking for the model's whole context with that pool is
+    refused when the LLM is built. (Checked to fail before: repr said 'context 8192' while a request without max_tokens stopped
+    at the pool's 5824 tokens with finish_reason 'length'.)"""
+    from xllm.llm import LLM, _kv_block_bytes
+    cap = llm.kv_cache_memory // _kv_block_bytes(llm) * 16
+    assert llm.max_model_len == cap == llm.get_engine().pool.num_tokens < llm.config.max_position_embeddings == 8192
+    assert f"context {cap} (all the K/V pool holds; the model's is 8192)" in repr(llm)
+    with pytest.raises(ValueError, match=rf"prompt has {cap} tokens; the model's context is {cap} tokens"):
+        llm.generate({"prompt_token_ids": [504] * cap}, use_tqdm=False)
+    with pytest.raises(ValueError, match=rf"max_model_len=8192 is more than the K/V pool holds: kv_cache_memory={llm.kv_cache_memory} bytes is {cap} tokens"):
+        LLM(_default_model(), max_model_len=8192)

@@ -26,7 +26,8 @@ FIELDS = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "repetiti
 # ---------------------------------------------------------------- the accepted values, written from the documented ranges
 FLOAT_RANGES = {"temperature": (0.0, F32_MAX, False), "top_p": (0.0, 1.0, True), "min_p": (0.0, 1.0, False),
                 "repetition_penalty": (1e-6, 1e6, False), "presence_penalty": (-2.0, 2.0, False), "frequency_penalty": (-2.0, 2.0, False)}
-INT_MIN = {"n": 1, "max_tokens": 1, "top_k": -1, "seed": None, "logprobs": 0}
+INT_MIN = {"n": 1, "max_tokens": 1, "top_k": -1, "seed": -2**63, "logprobs": 0}
+INT_MAX = {"seed": 2**64 - 1}                      # a seed is a signed or unsigned 64-bit integer
 OPTIONAL = {"max_tokens", "seed", "logprobs"}
 
 
@@ -45,7 +46,7 @@ def accepted(name, v) -> bool:
     if name in INT_MIN:
         if v is None: return name in OPTIONAL
         if not isinstance(v, numbers.Integral) or isinstance(v, (bool, np.bool_)): return False
-        return INT_MIN[name] is None or v >= INT_MIN[name]
+        return v >= INT_MIN[name] and v <= INT_MAX.get(name, v)
     if name == "stop":
         if v is None: return True
         if isinstance(v, str): return v != ""
@@ -163,7 +164,7 @@ def test_every_extreme_value_of_every_field(name):
     "The dense grid: each special value alone in each numeric field, and with the most extreme accepted values of the others."
     n_ok = 0
     for v in SPECIAL:
-        for base in ({}, dict(temperature=1e-5, repetition_penalty=1e-6, presence_penalty=-2.0, frequency_penalty=-2.0, logprobs=40, seed=-2**70),
+        for base in ({}, dict(temperature=1e-5, repetition_penalty=1e-6, presence_penalty=-2.0, frequency_penalty=-2.0, logprobs=40, seed=-2**63),
                      dict(temperature=F32_MAX, repetition_penalty=1e6, top_p=5e-324, min_p=1.0, top_k=1)):
             p = make({**base, name: v})
             if p is not None: sample_everywhere(p, 0); n_ok += 1
@@ -229,14 +230,14 @@ def model():
 
 def test_engine_hostile_settings_and_processors(model):
     V = model.config.vocab_size
-    ok = [SamplingParams(temperature=1e-5, repetition_penalty=1e-6, presence_penalty=-2, max_tokens=6, ignore_eos=True, seed=-2**70, logprobs=40),
+    ok = [SamplingParams(temperature=1e-5, repetition_penalty=1e-6, presence_penalty=-2, max_tokens=6, ignore_eos=True, seed=-2**63, logprobs=40),
           SamplingParams(temperature=F32_MAX, top_p=5e-324, min_p=1.0, top_k=10**30, repetition_penalty=1e6, frequency_penalty=2, max_tokens=6, ignore_eos=True),
           SamplingParams(temperature=0, repetition_penalty=1e-6, max_tokens=6, ignore_eos=True, logprobs=0),
           SamplingParams(temperature=0.5, max_tokens=6, ignore_eos=True, seed=np.int64(2**63 - 1))]
     all_masked = lambda out, row: torch.full_like(row, -inf)
     nan_after_2 = lambda out, row: row * nan if len(out) == 2 else row
     huge = lambda out, row: row * 1e37                          # finite, but overflows under the temperature: computed in float64
-    eng = Engine(model, block_size=4, num_blocks=64, max_num_seqs=8)
+    eng = Engine(model, block_size=4, num_blocks=64, max_num_seqs=8, max_logprobs=40)     # logprobs=40: above vLLM's default limit of 20
     prompt = [1, 5, 9, 13]
     rids = [eng.add_request(prompt, p) for p in ok]
     rids += [eng.add_request(prompt, SamplingParams(max_tokens=6, ignore_eos=True), logits_processors=[f]) for f in (all_masked, nan_after_2)]

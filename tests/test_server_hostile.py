@@ -133,6 +133,85 @@ def test_masked_logprobs_are_json(llm):
     with pytest.raises(ValueError): json.dumps({"x": float("-inf")}, allow_nan=False)     # what failed before: starlette's JSON is strict
 
 
+def _events(srv, path, body):
+    "POST `body` streamed; (status, its events' data: parsed JSON, or '[DONE]')."
+    c = http.client.HTTPConnection(srv.host, srv.port, timeout=60)
+    c.request("POST", path, body=json.dumps({**body, "stream": True}), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = [e.removeprefix("data: ") for e in r.read().decode().split("\n\n") if e]
+    return r.status, [d if d == "[DONE]" else json.loads(d) for d in data]
+
+
+def test_a_bug_in_a_stream_ends_it_with_an_error_event(server, monkeypatch):
+    """An unexpected exception while a stream is answered (here where its tool calls are read) is logged, and the stream ends as a
+    non-streaming request's 500 would answer: an error event (server_error, no internals), then [DONE]; the next request is served."""
+    import logging
+    from xllm import tools
+    monkeypatch.setattr(tools.ToolStream, "finish", lambda self: 1 / 0)
+    logged = []
+    h = logging.Handler(); h.emit = logged.append
+    logging.getLogger("uvicorn.error").addHandler(h)
+    try: s, ev = _events(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+                                                          "tools": [{"type": "function", "function": {"name": "f"}}]})
+    finally: logging.getLogger("uvicorn.error").removeHandler(h)
+    assert s == 200 and ev[-1] == "[DONE]" and ev[-2] == {"error": {"message": "internal server error (logged on the server)", "type": "server_error",
+                                                                    "param": None, "code": None}}, ev[-3:]
+    assert [r.exc_info[0] for r in logged] == [ZeroDivisionError]
+    monkeypatch.undo()
+    assert _post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 1})[0] == 200
+
+
+def test_grammar_failures_are_client_errors(server, monkeypatch):
+    """A regex llguidance compiles but cannot run (its lexer over the limits at the first token) is a 400 naming the field before
+    the engine runs it; a constraint that fails mid-output (the engine reports a GrammarError) is a 400 too, not a 500, and in a
+    stream an error event, then [DONE]."""
+    core = server.app.state.xllm.core
+    steps = core.num_steps
+    s, b = _post(server, "/v1/completions", {"prompt": "hi", "max_tokens": 3, "guided_regex": "a{1000}{1000}"})
+    assert (s, b["error"]["param"], b["error"]["message"]) == (400, "guided_regex", "guided_regex: structured_outputs.regex: lexer error: too many expressions constructed"), b
+    assert core.num_steps == steps
+    from xllm.grammar import Grammar, GrammarError
+    def failing(self, token): raise GrammarError(f"structured_outputs.{self.kind}: lexer error: too many expressions constructed")
+    monkeypatch.setattr(Grammar, "advance", failing)
+    want = ("invalid_request_error", "structured_outputs", "structured_outputs: structured_outputs.regex: lexer error: too many expressions constructed")
+    body = {"prompt": "hi", "max_tokens": 5, "structured_outputs": {"regex": "[a-z ]+"}}
+    s, b = _post(server, "/v1/completions", body)
+    assert s == 400 and (b["error"]["type"], b["error"]["param"], b["error"]["message"]) == want, b
+    s, ev = _events(server, "/v1/completions", body)
+    assert s == 200 and ev[-1] == "[DONE]" and (ev[-2]["error"]["type"], ev[-2]["error"]["param"], ev[-2]["error"]["message"]) == want, ev[-3:]
+    s, b = _post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "tool_choice": "required",
+                                                  "tools": [{"type": "function", "function": {"name": "f"}}]})
+    assert s == 400 and b["error"]["param"] == "tools", b          # the tools' own constraint (tool_choice required) names tools
+
+
+def test_json_nested_too_deeply_is_refused(server, llm, monkeypatch):
+    """JSON nested deeper than Python's parser goes (a RecursionError there) is a 400 naming the field, not a 500: a tool call's
+    arguments in the history, the template's walk of them (a template that takes tool calls as data), guided_json and
+    structured_outputs.json (the latter two are read by `StructuredOutputsParams`, notebook 08)."""
+    msgs = lambda args: [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None,
+                         "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": args}}]}]
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    s, b = _post(server, "/v1/chat/completions", {"messages": msgs("[" * 1200 + "]" * 1200), "tools": tools, "max_tokens": 1})
+    assert (s, b["error"]["param"], b["error"]["message"]) == (400, "messages", "messages[1].tool_calls[0].function.arguments: JSON nested too deeply to read"), b
+    hermes = ("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% for c in m.tool_calls or [] %}<tool_call>{{ {'name': c.function.name, "
+              "'arguments': c.function.arguments} | tojson }}</tool_call>{% endfor %}</{{ m.role }}>{% endfor %}")
+    monkeypatch.setattr(llm.tokenizer, "chat_template", hermes)       # a model whose template takes the arguments as data
+    s, b = _post(server, "/v1/chat/completions", {"messages": msgs('{"a": ' + "[" * 700 + "]" * 700 + "}"), "tools": tools, "max_tokens": 1})
+    assert s == 400 and b["error"]["param"] == "messages", b
+    monkeypatch.undo()
+    deep = '{"a":' * 1000 + "1" + "}" * 1000
+    for body, param in (({"guided_json": deep}, "guided_json"), ({"structured_outputs": {"json": deep}}, "structured_outputs")):
+        s, b = _post(server, "/v1/completions", {"prompt": "hi", "max_tokens": 1, **body})
+        assert s == 400 and b["error"]["param"] == param, (param, s, b)
+
+
+@pytest.mark.parametrize("seed, status", [(2**63, 400), (-(2**63) - 1, 400), (2**70, 400), (2**63 - 1, 200), (-(2**63), 200)])
+def test_seed_is_a_signed_64_bit_integer(server, seed, status):
+    "vLLM's range for `seed`: a signed 64-bit integer; outside it a 400 naming seed."
+    s, b = _post(server, "/v1/completions", {"prompt": "Once", "max_tokens": 1, "seed": seed})
+    assert s == status and (s == 200 or b["error"]["param"] == "seed"), b
+
+
 @pytest.mark.parametrize("field, value", [("temperature", True), ("top_p", False), ("max_tokens", 2.0), ("n", "2"), ("ignore_eos", 1),
                                           ("seed", 1.5), ("logprobs", True), ("stream", "yes"), ("presence_penalty", "0")])
 def test_types_are_strict(server, field, value):

@@ -15,7 +15,7 @@ from jinja2.visitor import NodeTransformer
 
 # %% auto 0
 __all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'MAX_DATA_DEPTH',
-           'TemplateError', 'plain_data', 'validate_messages', 'ChatTemplate', 'default_template_name',
+           'TemplateError', 'plain_data', 'text_content', 'validate_messages', 'ChatTemplate', 'default_template_name',
            'apply_chat_template', 'apply_chat_template_parts']
 
 # %% ../nbs/04_chat.ipynb 6
@@ -396,14 +396,29 @@ def plain_data(v, where: str, _depth: int = 0):
     if isinstance(v, tuple): return tuple(plain_data(x, f"{where}[{i}]", _depth + 1) for i, x in enumerate(v))
     raise ValueError(f"{where} must be JSON-like data (str, number, bool, None, list, dict), got {type(v).__name__}")
 
+def text_content(content, where: str = "content"):
+    """A chat message's `content` as the template takes it: a string as it is, OpenAI's content parts (`[{'type': 'text',
+    'text': ...}, ...]`) as their texts joined by newlines, as vLLM joins them. A part of another type (an image, audio) is a
+    ValueError naming it at `where`; anything else is left for the template's checks to refuse."""
+    if not isinstance(content, (list, tuple)): return content
+    texts = []
+    for k, p in enumerate(content):
+        if not (isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)):
+            got = f"type {p.get('type')!r:.40}" if isinstance(p, dict) else type(p).__name__
+            raise ValueError(f"{where}[{k}]: only text parts {{'type': 'text', 'text': ...}} are supported, got {got}")
+        texts.append(p["text"])
+    return "\n".join(texts)
+
 def validate_messages(messages) -> list[dict]:
-    "Check `messages` is a non-empty list of dicts with str `role` and `content`; return plain copies. Raises `ValueError` naming the problem."
+    """Check `messages` is a non-empty list of dicts with str `role` and `content` (or OpenAI's text parts, joined: `text_content`);
+    return plain copies. Raises `ValueError` naming the problem."""
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple)):
         raise ValueError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {type(messages).__name__}")
     if not messages: raise ValueError("messages is empty: a chat needs at least one message")
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict): raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content', got {type(m).__name__}")
+        if isinstance(m.get("content"), (list, tuple)): m = {**m, "content": text_content(m["content"], f"messages[{i}]['content']")}
         for k in ("role", "content"):
             if k not in m: raise ValueError(f"messages[{i}] has no {k!r} key")
             if not isinstance(m[k], str): raise ValueError(f"messages[{i}][{k!r}] must be a str, got {type(m[k]).__name__}")

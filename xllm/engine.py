@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_engine.ipynb 4
 from __future__ import annotations
-import asyncio, itertools, queue, sys, threading, time
+import asyncio, copy, itertools, queue, sys, threading, time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence as Seq
 
@@ -69,8 +69,9 @@ class Engine:
                  kv_cache_memory: int | None = None, enable_prefix_caching: bool = True, max_model_len: int | None = None,
                  num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False,
                  kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None,
-                 speculative: dict | SpeculativeConfig | None = None):
+                 speculative: dict | SpeculativeConfig | None = None, max_logprobs: int = 20):
         c = self.config = model.config
+        self.max_logprobs = check_int("max_logprobs", max_logprobs, 0)   # logprobs / prompt_logprobs a request may ask for (vLLM's 20)
         self.model, self.tokenizer = model, tokenizer
         kc = getattr(model, "kv_config", c)          # a tensor-parallel shard stores only its K/V heads (notebook 13a)
         if num_blocks is not None: self.pool = PagedKVPool(kc, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
@@ -117,10 +118,19 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
     `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
     `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
-    One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`."""
+    One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`. `logprobs` and
+    `prompt_logprobs` above `max_logprobs` are refused; with `min_tokens`, the request keeps a copy of `params` that lists the
+    stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids)."""
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
     params.check()                        # again: a field may have been changed since it was made (ValueError naming it)
+    for k in ("logprobs", "prompt_logprobs"):
+        if (v := getattr(params, k)) is not None and v > self.max_logprobs:
+            raise ValueError(f"SamplingParams.{k}={v} is more than max_logprobs={self.max_logprobs}, the most this engine returns "
+                             f"(raise it with LLM(max_logprobs=...) or Engine(max_logprobs=...))")
+    if params.min_tokens:                 # the stop tokens min_tokens holds back: the request's own and the model's EOS (vLLM's all_stop_token_ids)
+        params = copy.copy(params)
+        params._all_stop_token_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else frozenset(self.eos_token_ids))
     if request_id is None:
         while self._next_id in self.requests: self._next_id += 1
         request_id = self._next_id; self._next_id += 1
@@ -308,11 +318,11 @@ def _fail(self: Engine, seq, e: Exception, outputs: list):
 # %% ../nbs/14_engine.ipynb 21
 @patch
 def _greedy_rows(self: Engine, sampling, logits) -> dict:
-    """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors or logprobs; every sampleable
-    logit finite), found in one batched call. Other rows (and any row with a non-finite logit) take `_sampled_rows` or `_sample`,
-    which decide the same."""
+    """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors, logprobs or stop tokens held
+    back by `min_tokens`; every sampleable logit finite), found in one batched call. Other rows (and any row with a non-finite
+    logit) take `_sampled_rows` or `_sample`, which decide the same."""
     idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
-           and not r.logits_processors and p.logprobs is None]
+           and not r.logits_processors and p.logprobs is None and c.seq.num_output_tokens >= p.min_tokens]
     if not idx: return {}
     x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
     vals, toks = x[:, :self.num_decodable].max(1)            # one pass; a NaN or +inf anywhere in a row makes its max non-finite
@@ -364,7 +374,8 @@ def _stop_reason(self: Engine, req: _Request, tok: int, pending: list[int] = ())
     if tok in req.stop_ids: return "stop"
     if req.grammar is not None and req.grammar.done: return "stop"        # the structured output is complete
     if req.params.max_tokens is not None and req.seq.num_output_tokens + len(pending) + 1 >= req.params.max_tokens: return "length"
-    if req.stop_checker is not None: return req.stop_checker(req.seq.output_token_ids + list(pending) + [tok]) or None
+    if req.stop_checker is not None and req.seq.num_output_tokens + len(pending) + 1 > req.params.min_tokens:   # not before min_tokens
+        return req.stop_checker(req.seq.output_token_ids + list(pending) + [tok]) or None
     return None
 
 # %% ../nbs/14_engine.ipynb 26
@@ -453,7 +464,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 72
+# %% ../nbs/14_engine.ipynb 74
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):

@@ -109,8 +109,8 @@ class GrammarCache:
                 return m[1]
         llt = grammar_tokenizer(tokenizer)
         m = _llg().LLMatcher(llt, grammar_source(so), log_level=0, limits=parser_limits())   # drops the GIL while it compiles
-        if not m.is_error(): m.compute_bitmask()      # the first mask builds the lexer: a grammar over the limits fails here, not in a step
-        if m.is_error(): raise GrammarError(f"structured_outputs.{so.kind}: {_short(m.get_error())}")
+        err = m.get_error() if m.is_error() else _first_step_error(m, llt.eos_tokens)
+        if err: raise GrammarError(f"structured_outputs.{so.kind}: {_short(err)}")
         with self._lock:
             self.misses += 1
             self._d[key] = (weakref.ref(tokenizer), m); self._d.move_to_end(key)
@@ -123,7 +123,25 @@ class GrammarCache:
 
     def __len__(self): return len(self._d)
 
-def _short(msg: str, n: int = 500) -> str: return msg if len(msg) <= n else msg[:n] + "..."
+def _first_step_error(m, eos) -> str | None:
+    """llguidance's error (None if none) in the first mask of `m` and in one step after it, taken on a copy: the first mask builds the
+    lexer, but a regex over `parser_limits` can pass it and fail on the first token (its lexer's states are built lazily), so the
+    copy takes the first allowed token that is not EOS and computes the mask after it. A grammar over the limits is then refused
+    when it is compiled, before a request runs, rather than in the request's first step."""
+    mask = m.compute_bitmask()
+    if m.is_error(): return m.get_error()
+    words = np.frombuffer(mask, dtype=np.uint32)
+    bits = (words[:, None] >> np.arange(32, dtype=np.uint32)) & 1           # bit b of word w: token 32w + b
+    t = next((int(i) for i in np.flatnonzero(bits) if int(i) not in eos), None)
+    if t is None: return None                                               # only EOS may come: nothing to step on
+    c = m.deep_copy()
+    if c.consume_token(t) and not c.is_error(): c.compute_bitmask()
+    return c.get_error() if c.is_error() else None
+
+def _short(msg: str, n: int = 500) -> str:
+    "llguidance's message cut to `n` characters, without the marker it adds when verbose errors are off."
+    msg = msg.replace("\n<non-verbose/>", "")
+    return msg if len(msg) <= n else msg[:n] + "..."
 
 grammar_cache = GrammarCache()
 

@@ -17,7 +17,7 @@ from . import quant
 from .tokenizer import Tokenizer
 from .chat import apply_chat_template_parts
 from .model import Llama
-from .sampling import SamplingParams, Sampler
+from .sampling import SamplingParams, Sampler, seeded_generator
 from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
 from .runner import choose_runner, runner_class
@@ -34,7 +34,7 @@ __all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputP
 class CompletionOutput:
     "One generated completion of a request."
     index: int                              # which of the request's `n` samples
-    text: str                               # the generated text (without the stop string / EOS)
+    text: str                               # the generated text (without the stop string / EOS, unless include_stop_str_in_output)
     token_ids: list[int]                    # the generated ids (including a final EOS / stop token)
     finish_reason: str | None = None        # "stop" | "length" | None while running
     stop_reason: str | int | None = None    # the stop string or stop token id that ended it (None for EOS / length)
@@ -63,11 +63,13 @@ class OutputProcessor:
     front end (`LLM`, the CLI, the server, the widget) turns engine outputs into text through it."""
     def __init__(self, tokenizer, prompt_ids: list[int], params, index: int, eos_ids, context: int, prime: bool = True):
         self.prompt_ids, self.params, self.index, self.context = prompt_ids, params, index, context
-        self.decoder = tokenizer.stream_decoder(skip_special=True)   # as vLLM's default skip_special_tokens=True
+        self.decoder = tokenizer.stream_decoder(skip_special=params.skip_special_tokens)   # vLLM's default: True
         if prime:
             for t in prompt_ids:   # context for the first word's leading space; output discarded
                 if t < tokenizer.vocab_size: self.decoder.put(t)
         self.stops = [s for s in (params.stop or []) if s]
+        self.min_tokens, self.include_stop = params.min_tokens, params.include_stop_str_in_output
+        self.floor = 0                    # leading characters of `held` from the first `min_tokens` tokens' text: no stop string ends there
         self.stop_ids = set(params.stop_token_ids or [])
         self.eos_ids = set() if params.ignore_eos else set(eos_ids)
         self.max_tokens = params.max_tokens
@@ -90,20 +92,22 @@ class OutputProcessor:
         return self._release(self.decoder.flush(), final=True)
 
     def _release(self, new: str, final: bool = False) -> str:
-        "Add decoded text; cut at a completed stop string; hold back a tail that may start one."
+        """Add decoded text; cut at a completed stop string (after it with `include_stop_str_in_output`, else before it); hold
+        back a tail that may start one. As in vLLM, a stop string counts only once more than `min_tokens` tokens are out, and
+        only if it ends in text that came after them."""
         buf = self.held + new
         if self.stops:
-            hits = [(i, s) for s in self.stops if (i := buf.find(s)) >= 0]
+            live = len(self.token_ids) > self.min_tokens
+            hits = [(i, s) for s in self.stops if (i := buf.find(s, max(0, self.floor - len(s) + 1))) >= 0] if live else []
             if hits:
                 i, s = min(hits)
                 self.finish_reason, self.stop_reason = "stop", s
-                self.held, out = "", buf[:i]
+                self.held, out = "", buf[:i + len(s) if self.include_stop else i]
                 self.text += out
                 return out
-            if not final:
-                keep = max((k for s in self.stops for k in range(min(len(s) - 1, len(buf)), 0, -1) if buf.endswith(s[:k])), default=0)
-                self.held, buf = buf[len(buf) - keep:], buf[:len(buf) - keep]
-            else: self.held = ""
+            keep = 0 if final else max((k for s in self.stops for k in range(min(len(s) - 1, len(buf)), 0, -1) if buf.endswith(s[:k])), default=0)
+            self.floor = max(0, self.floor - (len(buf) - keep)) if live else keep
+            self.held, buf = buf[len(buf) - keep:], buf[:len(buf) - keep]
         self.text += buf
         return buf
 
@@ -115,8 +119,9 @@ class OutputProcessor:
             if self.logprobs is not None: self.logprobs.append(logprobs)
             self.cumulative_logprob += logprobs[token_id]
         n = len(self.token_ids)
-        if token_id in self.eos_ids: return self.finish("stop", None)
-        if token_id in self.stop_ids: return self.finish("stop", token_id)
+        if token_id in self.eos_ids or token_id in self.stop_ids:     # its text only with include_stop_str_in_output (as in vLLM)
+            if self.include_stop: self.held += self.decoder.put(token_id)
+            return self.finish("stop", None if token_id in self.eos_ids else token_id)
         out = self._release(self.decoder.put(token_id))
         if self.finished: return out   # a stop string completed
         if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
@@ -128,7 +133,7 @@ class OutputProcessor:
         return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
                                 self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
 
-# %% ../nbs/17_llm.ipynb 11
+# %% ../nbs/17_llm.ipynb 13
 def _resolve_device(device) -> torch.device:
     try: dev = torch.device(device)
     except (RuntimeError, TypeError): raise ValueError(f"device: {device!r} is not a valid device; use 'cpu', 'cuda' or 'cuda:N'") from None
@@ -139,10 +144,11 @@ def _resolve_device(device) -> torch.device:
     elif dev.type != "cpu": raise ValueError(f"device: {device!r} is not supported (use 'cpu' or 'cuda')")
     return dev
 
-# %% ../nbs/17_llm.ipynb 12
+# %% ../nbs/17_llm.ipynb 14
 DEFAULT_MAX_NUM_SEQS = 32   # sequences the batching engine runs at once when `max_num_seqs` is not given
 
-def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None):
+def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None,
+                       enable_prefix_caching=True, max_logprobs=20):
     "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
     if kv_cache_dtype not in (None, "auto", "int8"):
         raise ValueError(f"kv_cache_dtype: expected None (the model's dtype), 'auto' or 'int8', got {kv_cache_dtype!r}")
@@ -153,23 +159,42 @@ def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_ea
             raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs ({max_num_seqs or DEFAULT_MAX_NUM_SEQS}): "
                              "every running sequence decodes one token each step")
     check_bool("enforce_eager", enforce_eager)
+    check_bool("enable_prefix_caching", enable_prefix_caching)
+    check_int("max_logprobs", max_logprobs, lo=0)
 
 
-def _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None):
+def _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None,
+                     enable_prefix_caching=True, max_logprobs=20, max_model_len=None):
     """Store the batching engine's settings (checked by `_check_engine_args`) on `llm`, whose model is loaded: K/V storage (None =
-    the model's dtype, or "int8"), bytes of paged K/V (default: the device's), most sequences per step, CUDA graphs or not, and
-    tokens per step (None: max(512, max_num_seqs)). The engine is built at first use."""
+    the model's dtype, or "int8"), bytes of paged K/V (default: the device's), most sequences per step, CUDA graphs or not,
+    tokens per step (None: max(512, max_num_seqs)), prefix caching, the most logprobs a request may ask for; then fit the
+    context (`llm.max_model_len`; `max_model_len`: the one the user gave, or None) to the pool. The engine is built at first use."""
     llm.kv_cache_dtype, llm.max_num_seqs, llm._engine = kv_cache_dtype, max_num_seqs or DEFAULT_MAX_NUM_SEQS, None
     llm.enforce_eager, llm.max_num_batched_tokens = enforce_eager, max_num_batched_tokens
+    llm.enable_prefix_caching, llm.max_logprobs = enable_prefix_caching, max_logprobs
     llm.kv_cache_memory = default_kv_cache_memory(llm.model.device) if kv_cache_memory is None else int(kv_cache_memory)
     if llm.kv_cache_memory < (blk := _kv_block_bytes(llm)):
         raise ValueError(f"kv_cache_memory: {llm.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
+    _fit_context(llm, max_model_len)
+
+def _fit_context(llm, asked: int | None, block_size: int = 16):
+    """Make the pool hold one sequence of the whole context, as vLLM does: a context the pool (`kv_cache_memory`) cannot hold is
+    lowered to what it holds when the user gave no `max_model_len` (`asked` None; `llm.context_note` says so), and refused,
+    naming both numbers and the options, when they did."""
+    blk = _kv_block_bytes(llm, block_size)
+    cap, llm.context_note = llm.kv_cache_memory // blk * block_size, None
+    if cap >= llm.max_model_len: return
+    if asked is not None:
+        raise ValueError(f"max_model_len={asked} is more than the K/V pool holds: kv_cache_memory={llm.kv_cache_memory} bytes is {cap} tokens "
+                         f"of K/V; raise kv_cache_memory to at least {-(-asked // block_size) * blk} bytes or lower max_model_len to at most {cap}")
+    llm.context_note = f"all the K/V pool holds; the model's is {llm.max_model_len}"
+    llm.max_model_len = cap
 
 def _kv_block_bytes(llm, block_size=16) -> int:
     "Bytes of one paged K/V block of `llm`'s engine (int8 counts its scales)."
     return block_size * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, llm.kv_cache_dtype)
 
-# %% ../nbs/17_llm.ipynb 13
+# %% ../nbs/17_llm.ipynb 15
 def _packed_gguf(path: Path):
     "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
     if not path.is_file():
@@ -180,7 +205,7 @@ def _packed_gguf(path: Path):
     g = GGUFFile(path)
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
-# %% ../nbs/17_llm.ipynb 14
+# %% ../nbs/17_llm.ipynb 16
 def _cpu_kernels_run() -> bool:
     "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
     from xllm import cpu_kernels
@@ -192,10 +217,10 @@ class LLM:
                  quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None, runner: str | None = None,
-                 tensor_parallel_size: int = 1, speculative: dict | None = None):
+                 tensor_parallel_size: int = 1, speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20):
         self.device = _resolve_device(device)
         spec = SpeculativeConfig.make(speculative)  # checked before the model loads: a ValueError names the field
-        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
         if quantization == "none": quantization = None      # as the CLI spells it
         if quantization not in ("auto", None, "int8", "int4", "gguf"):
             raise ValueError(f"quantization: expected 'auto', None ('none'), 'int8', 'int4' or 'gguf', got {quantization!r}")
@@ -239,7 +264,7 @@ class LLM:
         else: m = qmodel if dtype == torch.float32 else qmodel.to(dtype)
         ckpt.weights = {}   # the module holds them now
         self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
-                    max_num_batched_tokens)
+                    max_num_batched_tokens, enable_prefix_caching, max_logprobs)
         self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)  # speculative decoding (notebook 14a), None: off; a draft loaded now
         if tensor_parallel_size > 1:                # which runner computes every rank's shard, and why (notebook 13a)
             self.runner_reason = f"tp ({tensor_parallel_size} ranks, each {self.model.tp_runner_reason})"
@@ -248,32 +273,34 @@ class LLM:
     def from_model(cls, model: Llama, tokenizer: Tokenizer, name: str = "model", source: str = "in memory", max_model_len: int | None = None, seed: int | None = None,
                    runner: str | None = None, kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None,
                    max_num_seqs: int | None = None, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
-                   speculative: dict | None = None) -> LLM:
+                   speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20) -> LLM:
         "An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file, `source` for its format."
         self = cls.__new__(cls)
         self.device, self.config, self.quantization, self.tokenizer = model.device, model.config, getattr(model, "quantization_config", None), tokenizer
-        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, more than the model's vocabulary of {model.config.vocab_size}")
         self.checkpoint, self.model_path = Checkpoint(model.config, {}, source, None), Path(name)
         spec = SpeculativeConfig.make(speculative)
-        self._setup(model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        self._setup(model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens,
+                    enable_prefix_caching, max_logprobs)
         self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)
         return self
 
-    def _setup(self, model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens):
-        "The part of building shared by `__init__` and `from_model`: context, seed, engine settings, the runner (chosen now, once)."
+    def _setup(self, model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens,
+               enable_prefix_caching=True, max_logprobs=20):
+        """The part of building shared by `__init__` and `from_model`: context (fitted to the K/V pool), seed, engine settings, the
+        runner (chosen now, once)."""
         ctx = self.config.max_position_embeddings
         if max_model_len is not None:
             ctx = check_int("max_model_len", max_model_len, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's max_position_embeddings)")
         self.max_model_len, self.model = ctx, model
-        check_int("seed", seed, optional=True)
-        self.generator = torch.Generator(device="cpu")   # draws of requests without their own seed
-        if seed is None: self.generator.seed()
-        else: self.generator.manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
+        if seed is None: self.generator = torch.Generator(device="cpu"); self.generator.seed()   # draws of requests without their own seed
+        else: self.generator = seeded_generator(seed, "LLM")    # every bit of the seed counts (ValueError outside 64 bits)
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
         self._next_id, self._live, self._unfed = 0, {}, collections.deque()
-        _set_engine_args(self, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+        _set_engine_args(self, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching,
+                         max_logprobs, max_model_len)
         cls, self.runner_reason = choose_runner(model, kv_storage_dtype(kv_cache_dtype, model.dtype), runner)
         self.runner_name = cls.name
 
@@ -289,14 +316,15 @@ class LLM:
     def __repr__(self):
         c = self.config
         q = f", {self.quantization_label}" if self.quantization else ""
+        ctx = f"{self.max_model_len} ({self.context_note})" if self.context_note else self.max_model_len   # lowered to the K/V pool: says so
         return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
-                f"vocab {c.vocab_size}, context {self.max_model_len}, {self.device}, runner {self.runner_name})")
+                f"vocab {c.vocab_size}, context {ctx}, {self.device}, runner {self.runner_name})")
 
     def get_tokenizer(self) -> Tokenizer:
         "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
         return self.tokenizer
 
-# %% ../nbs/17_llm.ipynb 16
+# %% ../nbs/17_llm.ipynb 18
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
@@ -308,7 +336,7 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 
-# %% ../nbs/17_llm.ipynb 17
+# %% ../nbs/17_llm.ipynb 19
 def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
     spelled in a text prompt are read as the tokens they name, as vLLM and llama.cpp's server read them (a chat message's are
@@ -320,7 +348,7 @@ def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
-# %% ../nbs/17_llm.ipynb 18
+# %% ../nbs/17_llm.ipynb 20
 def chat_template_note(self) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
     is asked (by `encode_chat`, which warns with it, or a front end that says it its own way); else None."""
@@ -329,12 +357,13 @@ def chat_template_note(self) -> str | None:
     self._template_noted = True
     return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
-# %% ../nbs/17_llm.ipynb 19
+# %% ../nbs/17_llm.ipynb 21
 def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
-    one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose). `tools`: OpenAI-style tool
-    definitions, given to the template as Hugging Face gives them (as `tools`)."""
+    one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose). A message's content may be
+    OpenAI's list of text parts (`xllm.chat.text_content`). `tools`: OpenAI-style tool definitions, given to the template as Hugging Face
+    gives them (as `tools`)."""
     if chat_template is None and (note := chat_template_note(self)):
         warnings.warn(f"{note} (pass chat_template= to choose)", stacklevel=3)
     parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template,
@@ -343,7 +372,7 @@ def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, 
 
 LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = encode_prompt, encode_chat, chat_template_note, _check_ids
 
-# %% ../nbs/17_llm.ipynb 21
+# %% ../nbs/17_llm.ipynb 23
 def build_engine(llm, max_num_seqs: int | None = None):
     """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`): its paged K/V pool (stored as
     `llm.kv_cache_dtype`) is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
@@ -354,11 +383,11 @@ def build_engine(llm, max_num_seqs: int | None = None):
                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
                  eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=runner_class(llm.runner_name),
                  runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name in ("cuda", "tp") else None,
-                 speculative=getattr(llm, "speculative", None))
+                 speculative=getattr(llm, "speculative", None), enable_prefix_caching=llm.enable_prefix_caching, max_logprobs=llm.max_logprobs)
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
 
-# %% ../nbs/17_llm.ipynb 22
+# %% ../nbs/17_llm.ipynb 24
 def get_engine(self):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
     if self._engine is None: self._engine = build_engine(self)
@@ -368,7 +397,7 @@ def _engine_generator(self, p: SamplingParams, index: int = 0):
     "The generator of one engine request: seeded per completion (`index`); unseeded: the LLM's, drawn in a fixed step order; greedy: none."
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
-# %% ../nbs/17_llm.ipynb 23
+# %% ../nbs/17_llm.ipynb 25
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -383,7 +412,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
         out += seq.finish(o.finish_reason)
     return out
 
-# %% ../nbs/17_llm.ipynb 24
+# %% ../nbs/17_llm.ipynb 26
 def _pump(self):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
     The step's outputs wait in `_unfed` until each is handed over: if handing one raises (Ctrl-C, a failing decoder), the
@@ -397,7 +426,7 @@ def _pump(self):
         seq.pending += _feed(eng, seq, o)
         if seq.finished: del self._live[o.request_id]
 
-# %% ../nbs/17_llm.ipynb 25
+# %% ../nbs/17_llm.ipynb 27
 def _add(self, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
     if index and p.prompt_logprobs is not None: p = dataclasses.replace(p, prompt_logprobs=None)   # the prompt is scored once, by completion 0
@@ -414,11 +443,12 @@ def _settle(self, seqs: dict):
     if not self._live:
         while eng.has_unfinished(): eng.step()
 
-# %% ../nbs/17_llm.ipynb 26
+# %% ../nbs/17_llm.ipynb 28
 def _check_pool(self, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
-    tokens, when that pool is smaller than the context (`kv_cache_memory`). Otherwise the answer would be cut short at the pool's
-    end; without `max_tokens` it may run to the context or the pool's end, whichever comes first."""
+    tokens, when that pool is smaller than the context. An `LLM` is built with a pool that holds its whole context
+    (`_fit_context`), so only an engine whose `kv_cache_memory` was lowered afterwards gets here; otherwise the answer would be
+    cut short at the pool's end. Without `max_tokens` it may run to the context or the pool's end, whichever comes first."""
     cap = eng.pool.num_tokens
     if cap >= self.max_model_len: return
     for r, (ids, p) in enumerate(zip(prompts, params)):
@@ -428,7 +458,7 @@ def _check_pool(self, eng, prompts, params):
             raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the engine's "
                              f"pool holds ({cap} tokens in kv_cache_memory={self.kv_cache_memory} bytes); raise kv_cache_memory or ask for fewer tokens")
 
-# %% ../nbs/17_llm.ipynb 27
+# %% ../nbs/17_llm.ipynb 29
 def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
     `n` completions is one engine request. A completion the engine failed raises, naming the error."""
@@ -452,7 +482,7 @@ def _run(self, requests: list[tuple[str | None, list[int]]], params: list[Sampli
 
 LLM._run, LLM.get_engine = _run, get_engine
 
-# %% ../nbs/17_llm.ipynb 29
+# %% ../nbs/17_llm.ipynb 31
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -463,7 +493,7 @@ def _params(params, n: int | None = None):
     params.check()                                     # again: a field may have been changed since it was made
     return params if n is None else [params] * n
 
-# %% ../nbs/17_llm.ipynb 30
+# %% ../nbs/17_llm.ipynb 32
 def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
     if isinstance(prompts, (str, dict)): prompts = [prompts]
@@ -479,7 +509,7 @@ def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
             raise ValueError(f"prompts[{i}]: {e}") from None
     return out
 
-# %% ../nbs/17_llm.ipynb 31
+# %% ../nbs/17_llm.ipynb 33
 def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
     prompts = _prompt_list(self, prompts)
@@ -489,7 +519,8 @@ def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isi
 
 def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
          add_generation_prompt: bool = True) -> list[RequestOutput]:
-    "Answer a conversation (a list of {'role', 'content'} dicts) or a list of conversations, using the model's chat template (or `chat_template`)."
+    """Answer a conversation (a list of {'role', 'content'} dicts; a content may be OpenAI's list of text parts) or a list of
+    conversations, using the model's chat template (or `chat_template`)."""
     convs = [messages] if _is_conversation(messages) and messages else list(messages)
     if not convs or not all(_is_conversation(c) and c for c in convs):
         if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, dict) for m in messages):   # one conversation, a role missing
@@ -499,7 +530,7 @@ def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = 
     params = _params(params, len(convs))
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
-# %% ../nbs/17_llm.ipynb 32
+# %% ../nbs/17_llm.ipynb 34
 def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
     params = _params(params)
@@ -507,7 +538,7 @@ def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
     return self._stream_ids(ids, params)
 
-# %% ../nbs/17_llm.ipynb 33
+# %% ../nbs/17_llm.ipynb 35
 def _stream_ids(self, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
     _check_pool(self, get_engine(self), [ids], [params])
@@ -522,7 +553,7 @@ def _stream_ids(self, ids, params) -> Iterator[str]:
     finally: _settle(self, {rid: seq})
     self.last_stream_output = seq.output()
 
-# %% ../nbs/17_llm.ipynb 34
+# %% ../nbs/17_llm.ipynb 36
 @torch.inference_mode()
 def logits(self, ids) -> torch.Tensor:
     "float32 logits [T, V] at every position of `ids` (no sampling), through the engine's runner."
@@ -532,10 +563,10 @@ def logits(self, ids) -> torch.Tensor:
 
 LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat, stream, _stream_ids, logits
 
-# %% ../nbs/17_llm.ipynb 36
+# %% ../nbs/17_llm.ipynb 38
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
                enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None,
-               speculative: dict | None = None):
+               speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20):
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
     else `byte_tokenizer()`; its vocabulary must fit the model's. `quantization` "int8" / "int4": its layers quantized in place
     (groups of `group_size`), as `LLM(..., quantization=...)` does. Built the way `LLM.__init__` builds one from a checkpoint."""
@@ -543,7 +574,7 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
     from xllm.stand_ins import RANDOM_CONFIGS, random_config, random_model, byte_tokenizer
     config = random_config(spec)
     dev = _resolve_device(device)
-    _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens)
+    _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
     dtype = resolve_dtype(dtype) if dtype is not None else torch.float16
     tok = Tokenizer.from_file(Path(tokenizer).expanduser(), vocab_size=config.vocab_size) if tokenizer is not None else byte_tokenizer()
     if tok.vocab_size > config.vocab_size:
@@ -555,5 +586,6 @@ def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 
         if dev.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
     return LLM.from_model(model, tok, f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}", seed=seed, source="random",
                           runner=runner, kv_cache_dtype=kv_cache_dtype, kv_cache_memory=kv_cache_memory, max_num_seqs=max_num_seqs,
-                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, speculative=speculative)
+                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, speculative=speculative,
+                          enable_prefix_caching=enable_prefix_caching, max_logprobs=max_logprobs)
 

@@ -4,16 +4,16 @@
 
 # %% ../nbs/08_sampling.ipynb 4
 from __future__ import annotations
-import math
-from dataclasses import dataclass
+import hashlib, math
+from dataclasses import dataclass, field
 
 import torch
 from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
-__all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'CPU_SAMPLE_ELEMENTS',
+__all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'SEED_MIN', 'SEED_MAX', 'CPU_SAMPLE_ELEMENTS',
            'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
-           'NonFiniteLogitsError', 'SampleResult', 'Sampler']
+           'NonFiniteLogitsError', 'SampleResult', 'seeded_generator', 'Sampler']
 
 # %% ../nbs/08_sampling.ipynb 6
 MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
@@ -48,6 +48,7 @@ class StructuredOutputsParams:
                 import json as _json
                 try: v = self.json = _json.loads(v)
                 except ValueError as e: raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text): {e}") from None
+                except RecursionError: raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text): nested too deeply to parse") from None
             if not isinstance(v, (dict, bool)): raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text), got {type(v).__name__}")
             size = len(_canonical(v))
         elif f == "choice":
@@ -77,12 +78,14 @@ def _canonical(v) -> str:
     import json as _json
     try: return _json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e: raise ValueError(f"StructuredOutputsParams.json must be plain JSON data: {e}") from None
+    except RecursionError: raise ValueError("StructuredOutputsParams.json must be plain JSON data: nested too deeply") from None
 
 
 # %% ../nbs/08_sampling.ipynb 7
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
+SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1   # a seed is a signed or an unsigned 64-bit integer; every bit of it counts
 
 @dataclass
 class SamplingParams:
@@ -97,12 +100,17 @@ class SamplingParams:
     presence_penalty: float = 0.0       # subtracted once from every token already in the output
     frequency_penalty: float = 0.0      # subtracted per occurrence in the output
     seed: int | None = None             # per-request random seed; None = nondeterministic
-    stop: list[str] | str | None = None # strings that end the completion (not included in the output)
+    stop: list[str] | str | None = None # strings that end the completion (not in the output unless include_stop_str_in_output)
     stop_token_ids: list[int] | None = None  # token ids that end the completion, besides EOS
     ignore_eos: bool = False            # keep generating past EOS
     logprobs: int | None = None         # return the log-prob of each sampled token and this many top alternatives
     prompt_logprobs: int | None = None  # return the log-prob of each prompt token (None for the first) and this many top alternatives
     structured_outputs: StructuredOutputsParams | dict | None = None   # constrain the output to a JSON schema, regex, choice or grammar
+    min_tokens: int = 0                 # no EOS, stop token or stop string ends the output before this many tokens
+    include_stop_str_in_output: bool = False   # keep the stop string that ended the output in its text
+    skip_special_tokens: bool = True    # leave special tokens (BOS, <|im_end|>, ...) out of the text
+    # the stop tokens `min_tokens` holds back: stop_token_ids and the model's EOS ids, filled in by the engine (vLLM's `all_stop_token_ids`)
+    _all_stop_token_ids: frozenset = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self): self.check()
 
@@ -120,7 +128,7 @@ class SamplingParams:
         real("min_p", 0.0, 1.0)
         real("repetition_penalty", 1 / REPETITION_PENALTY_MAX, REPETITION_PENALTY_MAX, rule=f"a number in [{1 / REPETITION_PENALTY_MAX:g}, {REPETITION_PENALTY_MAX:g}] (1 = off)")
         for k in ("presence_penalty", "frequency_penalty"): real(k, -2.0, 2.0)
-        integer("seed", optional=True)
+        integer("seed", SEED_MIN, hi=SEED_MAX, optional=True, rule="an integer in [-2**63, 2**64 - 1] (a signed or unsigned 64-bit integer)")
         if self.stop is None: self.stop = []
         elif isinstance(self.stop, str) and self.stop: self.stop = [self.stop]
         if not isinstance(self.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in self.stop):
@@ -133,6 +141,11 @@ class SamplingParams:
         check_bool("SamplingParams.ignore_eos", self.ignore_eos)
         integer("logprobs", 0, optional=True)
         integer("prompt_logprobs", 0, optional=True)
+        integer("min_tokens", 0)
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(f"SamplingParams.min_tokens ({self.min_tokens}) must be at most max_tokens ({self.max_tokens})")
+        check_bool("SamplingParams.include_stop_str_in_output", self.include_stop_str_in_output)
+        check_bool("SamplingParams.skip_special_tokens", self.skip_special_tokens)
         so = self.structured_outputs
         if isinstance(so, dict): self.structured_outputs = so = StructuredOutputsParams(**so) if set(so) <= _SO_FIELDS else _bad_so(so)
         if so is not None and not isinstance(so, StructuredOutputsParams): _bad_so(so)
@@ -227,16 +240,31 @@ def _check_finite(logits: torch.Tensor, source: str | None = None):
         raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
 
 # %% ../nbs/08_sampling.ipynb 28
+def _stop_ban(params, output_token_ids) -> list[int]:
+    """The token ids `params.min_tokens` forbids next (vLLM's `MinTokensLogitsProcessor`): while fewer than `min_tokens` tokens
+    are out, the stop tokens, i.e. `stop_token_ids` and the EOS ids the engine puts in `_all_stop_token_ids` (unless `ignore_eos`);
+    else none."""
+    if not params.min_tokens or len(output_token_ids) >= params.min_tokens: return []
+    return sorted(set(params.stop_token_ids) | params._all_stop_token_ids)
+
+def _banned(x: torch.Tensor, ban: list[int]) -> torch.Tensor:
+    "A copy of `x` (`[..., V]`) with the ids of `ban` inside the vocabulary at -inf."
+    return x.index_fill(-1, torch.tensor([t for t in ban if t < x.shape[-1]], dtype=torch.long, device=x.device), float("-inf"))
+
+# %% ../nbs/08_sampling.ipynb 29
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
     """Why a row `x` whose raw logits passed `_check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
     y = x.double()
     if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+    if bool(torch.isfinite(y.amax())) and (ban := _stop_ban(p, output_token_ids)) and not bool(torch.isfinite(_banned(y, ban).amax())):
+        return (f"min_tokens={p.min_tokens} holds back the stop tokens {ban} until {p.min_tokens} tokens are out, and no other token "
+                f"is left to sample (e.g. a structured output that only allows the end)")
     stage = (f"the penalties (repetition_penalty={p.repetition_penalty}, presence_penalty={p.presence_penalty}, frequency_penalty={p.frequency_penalty})"
              if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
     return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
 
-# %% ../nbs/08_sampling.ipynb 30
+# %% ../nbs/08_sampling.ipynb 31
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
@@ -257,7 +285,17 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     return int(_draw_rows(probs[None], [generator])[0])
 
 
-# %% ../nbs/08_sampling.ipynb 31
+# %% ../nbs/08_sampling.ipynb 32
+def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
+    """A `torch.Generator` seeded with a 64-bit hash of `seed` (an integer in [-2**63, 2**64 - 1]) and `salt` (e.g. which of a
+    request's completions), so that every bit of the seed counts: torch's CPU generator (MT19937) keeps the low 32 bits of what
+    `manual_seed` gets, and seeds 0, 2**32 and -2**63 would otherwise be one stream (after the hash two seeds share one with
+    probability 2**-32; a CUDA generator keeps all 64 bits)."""
+    seed = check_int("seed", seed, SEED_MIN, SEED_MAX, rule="an integer in [-2**63, 2**64 - 1] (a signed or unsigned 64-bit integer)")
+    h = hashlib.blake2b(repr((seed, *salt)).encode(), digest_size=8).digest()
+    return torch.Generator(device=device).manual_seed(int.from_bytes(h, "little"))
+
+# %% ../nbs/08_sampling.ipynb 33
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:
@@ -265,11 +303,12 @@ class Sampler:
 
     @staticmethod
     def make_generator(params: SamplingParams, device="cpu", index: int = 0) -> torch.Generator:
-        """A generator for one completion: seeded from `params.seed` (or OS entropy when it is None). Create it once and pass it
-        to every step. `index` tells the `n` completions of one seeded request apart (each gets its own reproducible stream)."""
+        """A generator for one completion: `seeded_generator(params.seed, index)` (or OS entropy when the seed is None). Create it
+        once and pass it to every step. `index` tells the `n` completions of one seeded request apart (each gets its own
+        reproducible stream)."""
+        if params.seed is not None: return seeded_generator(params.seed, index, device=device)
         g = torch.Generator(device=device)
-        if params.seed is None: g.seed()
-        else: g.manual_seed((params.seed + index * 0x9E37_79B9_7F4A_7C15) & 0xFFFF_FFFF_FFFF_FFFF)
+        g.seed()
         return g
 
     @staticmethod
@@ -280,10 +319,12 @@ class Sampler:
 
     @staticmethod
     def process(logits: torch.Tensor, params: SamplingParams, output_token_ids=(), prompt_token_ids=()) -> torch.Tensor:
-        "The logits the token is drawn from: penalized, then (unless greedy) tempered and filtered (dropped tokens at -inf)."
+        """The logits the token is drawn from: penalized, the stop tokens at -inf while `min_tokens` holds them back, then (unless
+        greedy) tempered and filtered (dropped tokens at -inf)."""
         x = logits.float()
         if params.has_penalties:
             x = apply_penalties(x, output_token_ids, prompt_token_ids, params.repetition_penalty, params.presence_penalty, params.frequency_penalty)
+        if (ban := _stop_ban(params, output_token_ids)): x = _banned(x, ban)     # min_tokens: no stop token yet
         return x if params.greedy else Sampler._filter(x, params)
 
     @staticmethod
@@ -294,6 +335,7 @@ class Sampler:
         the row's generator's next number. -1 if there is still no distribution. Rare, so one row at a time."""
         p, y = params, x.double()
         if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+        if (ban := _stop_ban(p, output_token_ids)): y = _banned(y, ban)
         m, t = y.max(-1)
         if p.greedy or not math.isfinite(float(m)): return int(t) if math.isfinite(float(m)) else -1
         y = apply_min_p(apply_top_p(apply_top_k((y - m) / p.temperature, p.top_k), p.top_p), p.min_p)
@@ -304,8 +346,9 @@ class Sampler:
         or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected): non-finite raw logits, or
         processed ones with no finite maximum (float32 overflow under the penalties or temperature), found on the device and read
         back with the tokens, so a good batch costs no extra synchronization.
-        The rows are sampled together: penalties row by row, then each group of rows with the same settings through one
-        filter pipeline and one inverse-CDF draw, and every result is read back to the host at once. A row gets the same
+        The rows are sampled together: penalties (and the stop tokens `min_tokens` holds back) row by row, then each group of
+        rows with the same settings through one filter pipeline and one inverse-CDF draw, and every result is read back to the
+        host at once. A row gets the same
         token as it would alone (its own generator's next number, the same float operations on its values)."""
         B, V = logits.shape
         if V == 0: raise ValueError("logits have no entries (a vocabulary of 0 tokens)")
@@ -317,10 +360,12 @@ class Sampler:
             except NonFiniteLogitsError as e: res[b] = e
         rows = [b for b in range(B) if res[b] is None]
         pen = [b for b in rows if params[b].has_penalties]
-        xp = x.clone() if pen else x                                   # penalized logits (the raw ones give the logprobs)
+        bans = {b: ban for b in rows if (ban := _stop_ban(params[b], output_token_ids[b]))}   # min_tokens: stop tokens held back
+        xp = x.clone() if pen or bans else x                           # penalized logits (the raw ones give the logprobs)
         for b in pen:
             p = params[b]
             xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+        for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
         tok = torch.zeros(B, dtype=torch.long, device=x.device)
         groups: dict = {}
         for b in rows:

@@ -9,12 +9,13 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'Metrics', 'create_app', 'free_port', 'BackgroundServer', 'start_server', 'serve']
 
 # %% ../nbs/19_server.ipynb 4
-import asyncio, dataclasses, hmac, json, math, re, socket, threading, time, uuid, weakref
+import asyncio, dataclasses, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
 from typing import Any, Literal, Union
 
 import torch
 from .core import check_bool, check_int, check_number, check_token_ids
 from .sampling import SamplingParams
+from .chat import text_content
 
 # %% ../nbs/19_server.ipynb 5
 def _pyd():
@@ -68,7 +69,7 @@ def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
         top_p: float = Field(1.0, gt=0, le=1)
         top_k: int = Field(-1, ge=-1)
         min_p: float = Field(0.0, ge=0, le=1)
-        seed: int | None = None
+        seed: int | None = Field(None, ge=-(1 << 63), le=(1 << 63) - 1)     # vLLM's range: a signed 64-bit integer
         stop: str | list[str] | None = None
         n: int = Field(1, ge=1, le=128)
         presence_penalty: float = Field(0.0, ge=-2, le=2)
@@ -76,6 +77,9 @@ def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
         repetition_penalty: float = Field(1.0, gt=0)
         logit_bias: dict[str, float] | None = None
         ignore_eos: bool = False
+        min_tokens: int = Field(0, ge=0)                                  # vLLM's extra sampling options
+        include_stop_str_in_output: bool = False
+        skip_special_tokens: bool = True
         stream: bool = False
         stream_options: dict[str, Any] | None = None
         user: str | None = None
@@ -136,6 +140,9 @@ class APIError(Exception):
         "OpenAI's error JSON: `{'error': {'message', 'type', 'param', 'code'}}`."
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
+_INTERNAL = APIError(500, "internal server error (logged on the server)", "server_error")   # a bug's answer: no internals
+_log = logging.getLogger("uvicorn.error")     # uvicorn logs a failed request's traceback here; a stream's bug is logged here too
+
 # %% ../nbs/19_server.ipynb 10
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
@@ -147,7 +154,7 @@ def _score_only(req) -> bool:
     "Whether a completion request asks for no new tokens (`max_tokens: 0`): the prompt is scored (with `echo` and `logprobs`), nothing generated."
     return getattr(req, "echo", None) is not None and req.max_tokens == 0
 
-def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
+def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 20) -> SamplingParams:
     "The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid."
     if req.stream_options is not None and not req.stream:
         raise APIError(400, "stream_options: only allowed when stream is true", param="stream_options")
@@ -161,10 +168,15 @@ def to_sampling_params(req, default_max_tokens: int | None) -> SamplingParams:
     mt = _asked_tokens(req) or default_max_tokens
     lp = req.logprobs if not isinstance(req.logprobs, bool) else ((req.top_logprobs or 0) if req.logprobs else None)
     plp = lp if getattr(req, "echo", False) else None       # echo with logprobs: the prompt's tokens are scored too
+    if lp is not None and lp > max_logprobs:                  # the LLM's own bound (LLM(max_logprobs=...)) may be below the API's 20
+        f = "top_logprobs" if isinstance(req.logprobs, bool) else "logprobs"
+        raise APIError(400, f"{f}: at most {max_logprobs} on this server, got {lp}", param=f)
     try:
         return SamplingParams(n=req.n, max_tokens=mt, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
                               seed=req.seed, stop=req.stop, presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                              repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos, logprobs=lp, prompt_logprobs=plp)
+                              repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos, logprobs=lp, prompt_logprobs=plp,
+                              min_tokens=req.min_tokens, include_stop_str_in_output=req.include_stop_str_in_output,
+                              skip_special_tokens=req.skip_special_tokens)
     except ValueError as e:
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
@@ -222,6 +234,12 @@ def structured_outputs(req):
         return StructuredOutputsParams(**kw)
     except ValueError as e: raise APIError(400, f"{field}: {e}", param=field) from None
 
+_SO_FIELDS = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
+
+def _structured_field(req) -> str | None:
+    "The field through which a request asks for structured outputs (None: none; `response_format` text asks for none)."
+    return next((f for f in _SO_FIELDS if getattr(req, f) is not None and (f != "response_format" or req.response_format.get("type") != "text")), None)
+
 async def compile_structured(tokenizer, so, field: str = "response_format", timeout: float | None = None):
     "Compile `so` for `tokenizer` into the grammar cache in a worker thread, waiting at most `timeout` s; `APIError(400)` if refused or too slow."
     from xllm.grammar import GrammarError, grammar_cache
@@ -231,6 +249,14 @@ async def compile_structured(tokenizer, so, field: str = "response_format", time
     except (asyncio.TimeoutError, TimeoutError): raise APIError(400, f"{field}: the schema or grammar took more than {timeout:g} s to compile", param=field) from None
 
 # %% ../nbs/19_server.ipynb 18
+def _ended(o) -> Exception:
+    """The failure of an engine request that ended with neither 'stop' nor 'length': a `GrammarError` when its structured output
+    could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
+    else a `RuntimeError`."""
+    from xllm.grammar import GrammarError
+    if o.finish_reason == "error" and (o.error or "").startswith("GrammarError: "): return GrammarError(o.error.removeprefix("GrammarError: "))
+    return RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
+
 async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0, processors=None,
                       score_only: bool = False):
     """`index`: the choice's place in the response; `choice`: its number among its prompt's `n` (picks its seeded random stream, as in
@@ -250,7 +276,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
         async for o in agen:
             if o.prompt_logprobs is not None: prompt.append(o.prompt_logprobs)
             if score_only:                     # the prompt has run: its new token is not wanted
-                if o.finished and o.finish_reason not in ("stop", "length"): raise RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
+                if o.finished and o.finish_reason not in ("stop", "length"): raise _ended(o)
                 seq.finish_reason = "length"; break
             now = time.perf_counter()
             for _ in o.new_token_ids:          # one a step: the first token's latency from the start, each other's from the previous one
@@ -266,7 +292,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                 if seq.finished: break
             if seq.finished: break
             if o.finished:
-                if o.finish_reason not in ("stop", "length"): raise RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
+                if o.finish_reason not in ("stop", "length"): raise _ended(o)
                 d = seq.finish(o.finish_reason)
                 if d: await put(d)
                 break
@@ -274,23 +300,33 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
         m.e2e.observe(time.perf_counter() - t0)
     except Exception as e:
         ended = "error"
-        await out.put((index, "", "error", f"{type(e).__name__}: {e}", [], None)); return
+        await out.put((index, "", "error", e, [], None)); return          # the exception itself: `_run_all` answers it
     finally:
         m.success.labels(m.name, ended).inc()
         await agen.aclose()
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
 # %% ../nbs/19_server.ipynb 19
-async def _run_all(state, jobs):
+def _choice_error(e: Exception, field: str | None) -> APIError:
+    """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
+    constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500."""
+    from xllm.grammar import GrammarError
+    if isinstance(e, GrammarError):
+        field = field or "structured_outputs"
+        return APIError(400, f"{field}: {e}", param=field)
+    return APIError(500, f"{type(e).__name__}: {e}", "server_error")
+
+async def _run_all(state, jobs, field: str | None = None):
     """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
-    completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone)."""
+    completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone). A choice that fails
+    raises `_choice_error` (`field`: the request's structured-outputs field)."""
     out = asyncio.Queue()
     tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out, j, f, so)) for ids, p, i, j, f, so in jobs]
     left = len(tasks)
     try:
         while left:
             item = await out.get()
-            if item[2] == "error": raise APIError(500, item[3], "server_error")
+            if item[2] == "error": raise _choice_error(item[3], field)
             if item[2] is not None: left -= 1
             yield item
     finally:
@@ -298,7 +334,7 @@ async def _run_all(state, jobs):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 21
+# %% ../nbs/19_server.ipynb 23
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -321,7 +357,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 26
+# %% ../nbs/19_server.ipynb 28
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
@@ -359,7 +395,7 @@ class _EngineCollector:
                                 (CounterMetricFamily, "vllm:spec_decode_num_accepted_tokens", "Speculative decoding: proposed tokens accepted.", core.spec_stats.num_accepted)):
             m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
 
-# %% ../nbs/19_server.ipynb 28
+# %% ../nbs/19_server.ipynb 30
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
@@ -425,14 +461,10 @@ class _State:
 
 _ROLES = ("system", "developer", "user", "assistant")
 
-def _content(c) -> str:
-    "A chat message's content: a string, or the text of its `{'type': 'text', 'text': ...}` parts."
-    if c is None or isinstance(c, str): return c or ""
-    parts = []
-    for p in c:
-        if p.get("type") != "text" or not isinstance(p.get("text"), str): raise APIError(400, "only text content parts are supported", param="messages")
-        parts.append(p["text"])
-    return "".join(parts)
+def _content(c, i: int) -> str:
+    "Message `i`'s content: a string, or the texts of its `{'type': 'text', 'text': ...}` parts joined as `LLM.chat` joins them."
+    try: return text_content(c or "", f"messages[{i}].content")
+    except ValueError as e: raise APIError(400, str(e), param="messages") from None
 
 def _chat_messages(messages) -> list[dict]:
     """A chat request's messages as the chat template takes them ("developer" is OpenAI's newer name for "system"); a 400 naming
@@ -442,7 +474,7 @@ def _chat_messages(messages) -> list[dict]:
     for i, m in enumerate(messages):
         if m.role not in _ROLES + ("tool",): raise APIError(400, f"messages[{i}].role: expected one of {', '.join(_ROLES + ('tool',))}, got {m.role!r}", param="messages")
         if m.content is None and m.role != "assistant": raise APIError(400, f"messages[{i}].content: required in a {m.role} message", param="messages")
-        d = {"role": "system" if m.role == "developer" else m.role, "content": _content(m.content)}
+        d = {"role": "system" if m.role == "developer" else m.role, "content": _content(m.content, i)}
         if m.role == "tool": d["tool_call_id"] = m.tool_call_id or ""
         if m.tool_calls:
             if m.role != "assistant": raise APIError(400, f"messages[{i}].tool_calls: only an assistant message makes tool calls", param="messages")
@@ -462,7 +494,9 @@ def _token_bytes(tok, i: int) -> bytes:
 
 def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
     """OpenAI's logprobs object for `lps` [(token id, {id: logprob})] with the `k` most likely alternatives: chat's `{'content': [...]}`
-    or completions' parallel lists (where an echoed prompt's first token, {id: logprob} None, has null for both, as in OpenAI's)."""
+    (`top_logprobs`: the k most likely) or completions' parallel lists, whose `top_logprobs` also hold the token itself, sampled or
+    prompt (up to k + 1 entries, as OpenAI's legacy API and vLLM give them), and where an echoed prompt's first token ({id: logprob}
+    None) has null for both."""
     def t(i): return _token_bytes(tok, i).decode("utf-8", "replace")
     def top(d, k): return sorted(d.items(), key=lambda x: -x[1])[:k]
     if chat:
@@ -471,12 +505,12 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
                             for i, d in lps]}
     toks = [t(i) for i, _ in lps]
     offs = [offset + sum(len(x) for x in toks[:k]) for k in range(len(toks))]
-    def by_text(d):                    # two ids can show as the same text ('\ufffd' for byte pieces): the likelier one is kept
+    def by_text(i, d):                 # the top k and token i, likeliest first; two ids can show as the same text ('\ufffd' for byte pieces): the likelier one is kept
         out = {}
-        for j, v in top(d, k): out.setdefault(t(j), _lp(v))
+        for j, v in sorted(top(d, k) + [(i, d[i])], key=lambda x: -x[1]): out.setdefault(t(j), _lp(v))
         return out
     return {"tokens": toks, "token_logprobs": [None if d is None else _lp(d[i]) for i, d in lps],
-            "top_logprobs": [None if d is None else by_text(d) for _, d in lps],
+            "top_logprobs": [None if d is None else by_text(i, d) for i, d in lps],
             "text_offset": offs}
 
 def _prompt_list(p) -> list:
@@ -489,7 +523,7 @@ def _prompt_list(p) -> list:
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
 
-# %% ../nbs/19_server.ipynb 34
+# %% ../nbs/19_server.ipynb 36
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time; more wait their turn
 
@@ -499,7 +533,7 @@ def _dumps(obj) -> str:
     "JSON text for a response: strict JSON (no NaN/Infinity: ValueError), lone surrogates replaced by U+FFFD, so it always encodes as UTF-8."
     return _SURROGATE.sub("\ufffd", json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
-# %% ../nbs/19_server.ipynb 35
+# %% ../nbs/19_server.ipynb 37
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -511,7 +545,7 @@ async def _send_error(send, e: APIError):
                 (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 36
+# %% ../nbs/19_server.ipynb 40
 class _BodyLimit:
     """ASGI middleware: a request whose body (Content-Length or chunked) passes `limit` bytes (None: `MAX_BODY_BYTES` when the
     request comes) gets 413; the rest is not read."""
@@ -539,7 +573,7 @@ class _BodyLimit:
         except Exception:
             if not refused: raise
 
-# %% ../nbs/19_server.ipynb 38
+# %% ../nbs/19_server.ipynb 42
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 def _stream_class(StreamingResponse):
@@ -558,7 +592,7 @@ def _stream_class(StreamingResponse):
                 await self.body_iterator.aclose()
     return Stream
 
-# %% ../nbs/19_server.ipynb 39
+# %% ../nbs/19_server.ipynb 43
 def _openapi(app, keyed: bool, model_name: str) -> dict:
     """The OpenAPI schema of what the server really answers: 400 (not FastAPI's 422) for invalid requests, 401 when a key is set,
     404 (another model's name, an unknown path), 413 and 503 where they happen, each as OpenAI's error JSON, and SSE
@@ -594,7 +628,7 @@ def _openapi(app, keyed: bool, model_name: str) -> dict:
                 r["503"] = err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")
     return s
 
-# %% ../nbs/19_server.ipynb 40
+# %% ../nbs/19_server.ipynb 44
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on /v1/*.
@@ -634,7 +668,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         return JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
 
     @app.exception_handler(Exception)              # a bug: logged by uvicorn; the client gets JSON without internals
-    async def _bug(request, e: Exception): return error(APIError(500, "internal server error (logged on the server)", "server_error"))
+    async def _bug(request, e: Exception): return error(_INTERNAL)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request, e: RequestValidationError):
@@ -687,9 +721,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
         so = structured_outputs(req)
         if so is None: return params
-        field = next(f for f in ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
-                     if getattr(req, f) is not None and (f != "response_format" or req.response_format.get("type") != "text"))
-        await compile_structured(llm.tokenizer, so, field)
+        await compile_structured(llm.tokenizer, so, _structured_field(req))
         return dataclasses.replace(params, structured_outputs=so)
 
     async def with_tools(req, msgs, params):
@@ -702,6 +734,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         shown = tools if choice != "none" else []
         try: msgs = tool_messages(msgs, shown, fmt)
         except (KeyError, TypeError) as e: raise APIError(400, f"messages: a malformed tool call ({e})", param="messages") from None
+        except ValueError as e: raise APIError(400, str(e), param="messages") from None     # arguments nested too deeply to read
         so = tool_call_constraint(shown, choice, fmt)
         if so is not None:
             if params.structured_outputs is not None:
@@ -721,6 +754,8 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             async with st.tokenizing:       # TOKENIZE_AT_ONCE at a time: concurrent big prompts queue instead of piling up in memory
                 try: prompts.append(await asyncio.to_thread(f))
                 except ValueError as e: raise APIError(400, str(e), param=param) from None
+                except RecursionError:     # the template walks the messages' data (tool calls' arguments, tools) recursively
+                    raise APIError(400, f"{param}: nested too deeply to format with the chat template", param=param) from None
             ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field)))
         return prompts, ps
 
@@ -729,6 +764,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         'text_completion' or 'chat.completion'. With `echo`, each choice's text starts with its prompt, and with logprobs its
         logprobs start with the prompt's tokens (computed in the prefill: `SamplingParams.prompt_logprobs`)."""
         n, score_only = params.n, _score_only(req)
+        field = _structured_field(req) or ("tools" if params.structured_outputs is not None else None)    # named by a grammar's failure
         procs = [logit_bias_processor(bias)] if bias else None
         jobs = [(ids, ps[k], k * n + j, j, procs, score_only) for k, (_, ids) in enumerate(prompts) for j in range(n)]
         pids = [ids for _, ids in prompts for _ in range(n)]       # each choice's prompt ids
@@ -743,7 +779,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             texts, reasons, lps = dict(enumerate(head)), {}, {}
             async def collect():
                 ctoks = 0
-                async for i, d, fin, nt, lp, plp in _run_all(st, jobs):
+                async for i, d, fin, nt, lp, plp in _run_all(st, jobs, field):
                     texts[i] += d
                     lps.setdefault(i, []).extend(prompt_lps(i, plp) + lp)
                     if fin is not None: reasons[i], ctoks = fin, ctoks + nt
@@ -775,11 +811,11 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             if not done: done.append(1); st.in_flight -= len(jobs)
         async def events():
             ctoks, offs = 0, {}
-            results = _run_all(st, jobs)
-            if tools:
-                from xllm.tools import ToolStream, openai_tool_calls
-                held = {i: ToolStream(*tools) for i in range(len(jobs))}
+            results = _run_all(st, jobs, field)
             try:
+                if tools:
+                    from xllm.tools import ToolStream, openai_tool_calls
+                    held = {i: ToolStream(*tools) for i in range(len(jobs))}
                 if chat:
                     yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None} for i in range(len(jobs))])
                 for i, h in enumerate(head):
@@ -808,6 +844,9 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
                     yield chunk([c])
                 if include_usage: yield chunk([], _usage(ptoks, ctoks))
             except APIError as e: yield f"data: {_dumps(e.body())}\n\n"
+            except Exception:                 # a bug: logged; the client gets the error event a non-streaming request would get as its 500, then [DONE]
+                _log.exception("stream %s failed", rid)
+                yield f"data: {_dumps(_INTERNAL.body())}\n\n"
             finally:
                 try: await results.aclose()  # its tasks cancelled, their engine requests aborted, now rather than at garbage collection
                 except RuntimeError: pass    # still running in a task being cancelled: its own finally does the same
@@ -821,7 +860,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request):
         served(req.model)
-        params, bias = to_sampling_params(req, 16), check_supported(req, llm.config.vocab_size)
+        params, bias = to_sampling_params(req, 16, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
         params = await constrained(req, params)
         ps = _prompt_list(req.prompt)
         st.check_choices(len(ps) * params.n)                # before any tokenizing: a request that can never run costs nothing
@@ -833,7 +872,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatRequest, request: Request):
         served(req.model)
-        params, bias = to_sampling_params(req, None), check_supported(req, llm.config.vocab_size)
+        params, bias = to_sampling_params(req, None, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
         params = await constrained(req, params)
         msgs = _chat_messages(req.messages)
         st.check_choices(params.n)
@@ -882,7 +921,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     app.openapi = openapi
     return app
 
-# %% ../nbs/19_server.ipynb 42
+# %% ../nbs/19_server.ipynb 46
 def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port that is free on `host` right now."
     with socket.socket() as s:
@@ -896,7 +935,7 @@ def _socket(config):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
     return sock
 
-# %% ../nbs/19_server.ipynb 43
+# %% ../nbs/19_server.ipynb 47
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -912,7 +951,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
             if on_stopped is not None: on_stopped()
     return Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=shutdown_timeout))
 
-# %% ../nbs/19_server.ipynb 44
+# %% ../nbs/19_server.ipynb 48
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread; `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -932,7 +971,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 45
+# %% ../nbs/19_server.ipynb 49
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -943,7 +982,7 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 46
+# %% ../nbs/19_server.ipynb 50
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, **llm_kw):

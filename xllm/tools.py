@@ -61,10 +61,14 @@ To call a tool, answer with nothing but <tool_call>{{"name": "tool name", "argum
 
 
 # %% ../nbs/19a_tool_calls.ipynb 12
+_UNREADABLE = (ValueError, RecursionError)     # what json.loads raises on text it cannot read: bad JSON, or nesting deeper than Python's stack
+
 def _arguments(v):
-    "A tool call's arguments as the template wants them (a dict; OpenAI sends a JSON string)."
+    """A tool call's arguments as the template wants them (a dict; OpenAI sends a JSON string; text that is not a JSON object stays
+    text). `ValueError` for JSON nested too deeply for Python's parser (a `RecursionError` there)."""
     if isinstance(v, str):
         try: d = json.loads(v)
+        except RecursionError: raise ValueError("arguments: JSON nested too deeply to read") from None
         except ValueError: return v
         return d if isinstance(d, dict) else v
     return v
@@ -73,11 +77,15 @@ def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dic
     """`messages` (OpenAI's shapes: assistant `tool_calls`, `role: tool` results) as the chat template takes them. 'hermes' and
     'llama3' templates read `tool_calls` ({'type', 'function': {'name', 'arguments' as a dict}}) and `tool` messages themselves;
     for 'generic', calls become `<tool_call>` text in the assistant's message, results become user messages in `<tool_response>`
-    tags (consecutive ones merged), and the tools are described in the system message (`GENERIC_TOOL_PROMPT`)."""
+    tags (consecutive ones merged), and the tools are described in the system message (`GENERIC_TOOL_PROMPT`). `ValueError` naming
+    the call whose arguments are JSON nested too deeply to read."""
     out = []
-    for m in messages:
-        calls = [{"type": "function", "function": {"name": c["function"]["name"], "arguments": _arguments(c["function"].get("arguments", {}))},
-                  **({"id": c["id"]} if c.get("id") else {})} for c in m.get("tool_calls") or []]
+    for i, m in enumerate(messages):
+        calls = []
+        for k, c in enumerate(m.get("tool_calls") or []):
+            try: args = _arguments(c["function"].get("arguments", {}))
+            except ValueError as e: raise ValueError(f"messages[{i}].tool_calls[{k}].function.{e}") from None
+            calls.append({"type": "function", "function": {"name": c["function"]["name"], "arguments": args}, **({"id": c["id"]} if c.get("id") else {})})
         if fmt != "generic":
             out.append({**{k: v for k, v in m.items() if k != "tool_calls"}, **({"tool_calls": calls} if calls else {})})
         elif m["role"] == "tool":
@@ -118,25 +126,23 @@ def _call(d, names, key_alts=("arguments", "parameters")):
     args = next((d[k] for k in key_alts if k in d), {})
     if isinstance(args, str):
         try: args = json.loads(args)
-        except ValueError: return None
+        except _UNREADABLE: return None
     if not isinstance(args, dict): return None
     return {"name": d["name"], "arguments": json.dumps(args, ensure_ascii=False)}
 
 def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None, list[dict]]:
     """The model's `text` as (content, calls): calls are `{'name', 'arguments'}` (arguments as JSON text, as OpenAI returns them) to
     tools of `tools`; content is the text outside the calls (None when empty and there are calls). Text that does not parse as a call
-    to a known tool stays content: nothing is lost."""
+    to a known tool stays content, JSON too deeply nested for Python's parser included: nothing is lost, nothing fails."""
     names = {t["function"]["name"] for t in tools}
     if fmt == "llama3":
-        s = text.replace("<|python_tag|>", "").strip()
-        try: d = json.loads(s)
-        except ValueError: return text, []
-        c = _call(d, names)
+        try: c = _call(json.loads(text.replace("<|python_tag|>", "").strip()), names)
+        except _UNREADABLE: c = None
         return (None, [c]) if c else (text, [])
     calls, rest, pos = [], [], 0
     for m in _BLOCK.finditer(text):
         try: c = _call(json.loads(m.group(1).strip()), names)
-        except ValueError: c = None
+        except _UNREADABLE: c = None
         if c is None: continue
         calls.append(c); rest.append(text[pos:m.start()]); pos = m.end()
     rest.append(text[pos:])
