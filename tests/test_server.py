@@ -593,6 +593,8 @@ def test_context_limit_is_the_pool_when_smaller(llm):
         assert s == 200 and b["usage"]["completion_tokens"] == C - 150 and b["choices"][0]["finish_reason"] == "length", b
         s, b = _raw(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "ignore_eos": True})   # no max_tokens: up to the limit
         assert s == 200 and b["usage"]["total_tokens"] == C, b
+        s, b = _raw(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "min_tokens": C})   # no max_tokens: min_tokens must fit
+        assert s == 400 and b["error"]["param"] == "min_tokens" and b["error"]["code"] == "context_length_exceeded", b
 
 
 def test_http_errors_are_openai_json(server, monkeypatch):

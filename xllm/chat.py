@@ -269,6 +269,8 @@ def _bound(sig, name, args, kwargs):
     return b, a
 
 # %% ../nbs/04_chat.ipynb 26
+_ANY_INT_ARGS = {"format", "default", "d"}   # filters whose arguments are values, not sizes (format's '*' widths are in its estimate)
+
 def _guard_filter(name, f):
     "A filter that counts as a step, refuses huge integer arguments, estimates the size of its result before it runs and checks it after."
     try: sig = inspect.signature(f)
@@ -276,7 +278,7 @@ def _guard_filter(name, f):
     skip = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0   # the context/environment jinja passes first
     @wraps(f)
     def g(*args, **kwargs):
-        _check_args(f"the {name} filter", args[skip + 1:], kwargs)       # the value itself may be any number (`{{ 2000000|abs }}`)
+        if name not in _ANY_INT_ARGS: _check_args(f"the {name} filter", args[skip + 1:], kwargs)   # the value itself may be any number (`{{ 2000000|abs }}`)
         if name == "format" and len(args) > skip: _check_format(args[skip])
         if name == "sum" and not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
             _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
@@ -327,12 +329,10 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         elif operator == "+" and isinstance(left, (str, list, tuple)) and type(left) is type(right): _sized(len(left) + len(right), "a + concatenation")
         elif operator == "%" and isinstance(left, str):
             _check_format(left)
-            for v in right if isinstance(right, tuple) else (right,):
-                if isinstance(v, int) and v > _max_chars(): _sized(v, "a % format argument")
-            _sized(_pct_size(left, right), "a % format")
+            _sized(_pct_size(left, right), "a % format")            # a '*' width or precision counts at its value
         return _checked(super().call_binop(context, operator, left, right), f"the {operator} operator")
     def call(__self, __context, __obj, *args, **kwargs):
-        if __obj in (_loop, _concat, _out): _tick()        # xllm's own marks size what they are given themselves (any number may be printed)
+        if __obj in (_loop, _concat, _out) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
         else: _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
         args = _check_method(__obj, args, kwargs)
         return _checked(super().call(__context, __obj, *args, **kwargs), getattr(__obj, "__name__", "a call"))
@@ -345,7 +345,7 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
                 m = args[0] if attribute == "format_map" and args and isinstance(args[0], Mapping) else kwargs
                 _sized(_brace_size(obj, args if attribute == "format" else (), m), f"str.{attribute}")
                 return r(*args, **kwargs)
-            fmt.__name__ = attribute
+            fmt.__name__, fmt.xllm_sized = attribute, True
             return fmt
         return r
     def getitem(self, obj, argument): _tick(); return super().getitem(obj, argument)

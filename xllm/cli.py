@@ -39,7 +39,8 @@ def cmd_perplexity(args, out=None) -> int:
     try: text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e: raise _CLIError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     llm = _load(args)
-    if args.ctx > llm.max_model_len: raise _CLIError(f"--ctx {args.ctx} is longer than the model's context ({llm.max_model_len})")
+    if args.ctx > llm.max_model_len: raise _CLIError(f"--ctx {args.ctx} is longer than the model's context ({llm.max_model_len}"
+                                                       + (f": {llm.context_note})" if getattr(llm, "context_note", None) else ")"))
     tok = llm.tokenizer
     ids = tok.encode(text)
     bos = tok.bos_id if tok.add_bos_token else None                # windows start with BOS when the model expects one
@@ -297,6 +298,7 @@ def _chat_reply(llm, history, params, out):
 def cmd_chat(args, inp=None, out=None) -> int:
     "Interactive chat on stdin/stdout."
     inp, out = inp or sys.stdin, out or sys.stdout
+    if hasattr(inp, "reconfigure"): inp.reconfigure(errors="surrogateescape")   # a strict stdin would drop the lines read with a bad one
     params = _sampling_params(args, 512)
     llm = _load(args)
     _template_note(llm)

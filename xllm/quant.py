@@ -611,7 +611,8 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     f = _open_safetensors(st_path)
     keys = set(f.keys())
     shape = lambda k: tuple(f.get_slice(k).get_shape())
-    get = lambda k: f.get_tensor(k)
+    used = set()                                                   # every tensor must be read: none is silently ignored
+    def get(k): used.add(k); return f.get_tensor(k)
     floats, modules = {}, {}
     expected = hf_weight_shapes(config)
     wanted = list(expected)
@@ -654,6 +655,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
         t = get(h)
         _expect(t.is_floating_point(), st_path, f"tensor {h} has dtype {t.dtype}; expected a float dtype (or .scales beside it)")
         floats[h] = t.float()
+    _expect(keys <= used, st_path, f"tensor {min(keys - used, default='')} does not go with its layer's other tensors (so it would be ignored)")
     _expect(set(qc["modules"]) <= set(modules), st_path, f"quantization_config.modules names {min(set(qc['modules']) - set(modules), default='')}, which has no .scales")
     m = _assemble(config, floats, modules, st_path)
     m.quantization_config = qc

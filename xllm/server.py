@@ -446,17 +446,22 @@ class _State:
                            "server_error", None, "overloaded", headers={"Retry-After": "1"})
         self.in_flight += n
 
-    def max_tokens(self, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens") -> int:
+    def max_tokens(self, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
         """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
         in `max_len`, else a 400 (as vLLM's); without one, `default` (None: all that fits) cut to what fits. Nothing is cut short
-        silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted)."""
+        silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted).
+        A `min_tokens` larger than what fits is a 400 too."""
         C, ctx = self.max_len, self.llm.max_model_len
-        lim = f"this server holds {C} tokens per request" + (f" (its K/V pool is smaller than the model's context of {ctx})" if C < ctx else "")
+        lim = f"this server holds {C} tokens per request" + (f" (its K/V pool is smaller than the model's context of {ctx}; --kv-cache-memory raises it)" if C < ctx
+              else f" ({self.llm.context_note}; --kv-cache-memory raises it)" if getattr(self.llm, "context_note", None) else "")
         if n_prompt >= C:
             raise APIError(400, f"prompt has {n_prompt} tokens; {lim}, which leaves no room to generate", param="prompt", code="context_length_exceeded")
         if asked is not None and n_prompt + asked > C:
             raise APIError(400, f"{field}: the prompt ({n_prompt} tokens) plus {field} ({asked}) is {n_prompt + asked} tokens; {lim}. "
                                 "Shorten the prompt or ask for fewer tokens", param=field, code="context_length_exceeded")
+        if n_prompt + min_tokens > C:
+            raise APIError(400, f"min_tokens: the prompt ({n_prompt} tokens) plus min_tokens ({min_tokens}) is {n_prompt + min_tokens} tokens; {lim}. "
+                                "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
         return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
 
 _ROLES = ("system", "developer", "user", "assistant")
@@ -756,7 +761,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
                 except ValueError as e: raise APIError(400, str(e), param=param) from None
                 except RecursionError:     # the template walks the messages' data (tool calls' arguments, tools) recursively
                     raise APIError(400, f"{param}: nested too deeply to format with the chat template", param=param) from None
-            ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field)))
+            ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
         return prompts, ps
 
     async def respond(kind, request, req, prompts, ps, params, bias, echo=False, tools=None):

@@ -607,9 +607,12 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
 # %% ../nbs/03_tokenizer.ipynb 39
-def _token_text(v):
-    "A token given in tokenizer_config.json as a string or as an AddedToken dict."
-    return v.get("content") if isinstance(v, dict) else v
+def _token_text(cfg: dict, key: str, path):
+    "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
+    v = cfg.get(key)
+    t = v.get("content") if isinstance(v, dict) else v
+    if t is not None and not isinstance(t, str): raise ModelFormatError(path, f"{key} must be a string or {{'content': string}}, got {v!r:.40}")
+    return t
 
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
@@ -638,11 +641,9 @@ def _apply_model_dir(kw: dict, d: Path):
     if ct is not None: kw["chat_template"] = ct
     for key in ("add_bos_token", "add_eos_token"):
         if isinstance(cfg.get(key), bool): kw[key] = cfg[key]
-    if _token_text(cfg.get("bos_token")):
-        kw["bos_token"] = _token_text(cfg["bos_token"]); kw["bos_id"] = tid(kw["bos_token"])
+    if bos := _token_text(cfg, "bos_token", cfg_path): kw["bos_token"], kw["bos_id"] = bos, tid(bos)
     eos = list(kw.get("eos_ids") or [])
-    if _token_text(cfg.get("eos_token")):
-        kw["eos_token"] = _token_text(cfg["eos_token"]); eos = [tid(kw["eos_token"])]
+    if e := _token_text(cfg, "eos_token", cfg_path): kw["eos_token"], eos = e, [tid(e)]
     for name in ("generation_config.json", "config.json"):
         c = _read_json(d / name, required=False) or {}
         if not isinstance(c, dict): raise ModelFormatError(d / name, "expected a JSON object")
