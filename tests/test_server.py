@@ -589,6 +589,9 @@ def test_context_limit_is_the_pool_when_smaller(llm):
             for stream in (False, True):
                 s, b = _raw(srv, "/v1/completions", {**body, "stream": stream})
                 assert s == 400 and b["error"]["param"] == param and b["error"]["code"] == "context_length_exceeded", b
+                assert "--kv-cache-memory raises it" in b["error"]["message"], b          # why the limit is lower, and what raises it
+        s, b = _raw(srv, "/v1/completions", {"prompt": "x" * (srv.app.state.xllm.max_chars + 1)})   # refused before tokenizing
+        assert s == 400 and b["error"]["code"] == "context_length_exceeded" and "--kv-cache-memory raises it" in b["error"]["message"], b
         s, b = _raw(srv, "/v1/completions", {"prompt": [5] * 150, "max_tokens": C - 150, "ignore_eos": True})
         assert s == 200 and b["usage"]["completion_tokens"] == C - 150 and b["choices"][0]["finish_reason"] == "length", b
         s, b = _raw(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "ignore_eos": True})   # no max_tokens: up to the limit

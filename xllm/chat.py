@@ -132,44 +132,38 @@ def _sized_str(x, what: str):
     "Before `str(x)` of a non-string: the estimated length must be within the bound."
     if not isinstance(x, str): _sized(_weight(x), what)
 
-def _fmt_fields_pct(fmt: str):
-    "printf conversions of `fmt`: (mapping key or None, width, precision; '*' where an argument gives it), %% excluded."
-    for m in re.finditer(r"%(?:\(([^)]*)\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d*))?[hlL]?(.)", fmt):
-        if m.group(4) != "%": yield m.group(1), m.group(2), m.group(3)
-
 # %% ../nbs/04_chat.ipynb 18
+def _numbers(s: str) -> int:
+    "The sum of the numbers written in `s` (each a possible width or precision; one of more than 9 digits counts as 10**9)."
+    return sum(int(d) if len(d) <= 9 else 10**9 for d in re.findall(r"\d+", s))
+
 def _pct_size(fmt, args) -> int:
-    "An upper bound (to a constant factor) of `len(fmt % args)`: every conversion prints its width, precision and argument."
+    """An upper bound (to a constant factor) of `len(fmt % args)`, without parsing conversions as Python does (mapping keys may nest
+    parentheses): every number in `fmt` may be a width, every `%` a conversion printing 320 characters (the longest float `%f`) plus
+    its argument: each of a tuple's once, a mapping's largest every time; with `*` in `fmt`, every integer argument may be a width."""
     fmt = fmt if isinstance(fmt, str) else str(fmt)
-    vals = list(args) if isinstance(args, tuple) else [args]
-    n, i = len(fmt), 0
-    for key, w, p in _fmt_fields_pct(fmt):
-        sizes = []
-        for x in (w, p):
-            if x == "*": sizes.append(vals[i] if i < len(vals) and isinstance(vals[i], int) else 0); i += 1
-            elif x: sizes.append(int(x))
-        if key is not None and isinstance(args, Mapping): v = args.get(key, "")
-        elif key is not None: v = args
-        else: v = vals[i] if i < len(vals) else ""; i += 1
-        n += sum(sizes) + 320 + _weight(v)                       # 320: the longest float %f prints
-        if n > _max_chars(): break
+    n = len(fmt) + _numbers(fmt) + 320 * fmt.count("%")
+    if isinstance(args, Mapping): return n + fmt.count("%") * max(map(_weight, args.values()), default=0)
+    vals = args if isinstance(args, tuple) else (args,)
+    n += sum(_weight(v) for v in vals)
+    if "*" in fmt: n += sum(abs(v) for v in vals if isinstance(v, int))     # '-N' is a left-aligned width N
     return n
 
 # %% ../nbs/04_chat.ipynb 19
 def _brace_size(fmt, args, kwargs) -> int:
-    "An upper bound (to a constant factor) of `len(fmt.format(*args, **kwargs))`: each field its argument's size plus its spec's numbers."
+    """An upper bound (to a constant factor) of `len(fmt.format(*args, **kwargs))`: each field its argument's size plus its spec's
+    numbers. A field inside a spec (`'{:{}}'`, a width or precision from an argument, a string, a float, an item...) is refused."""
     n, auto = len(fmt), 0
     try: fields = list(_string.Formatter().parse(fmt))
     except ValueError: return n                                  # format() itself will refuse it
     for _, name, spec, _ in fields:
         if name is None: continue
+        if "{" in (spec or ""): _over(f"a format field with a field inside its spec ({{{name}:{spec}}}); give widths as numbers")
         head = re.match(r"[^.\[]*", name).group()
         if head == "": v = args[auto] if auto < len(args) else ""; auto += 1
         elif head.isdigit(): v = args[int(head)] if int(head) < len(args) else ""
         else: v = kwargs.get(head, "")
-        nested = "{" in (spec or "")                             # a width from an argument: as wide as the widest integer given
-        widths = [int(d) for d in re.findall(r"\d+", spec or "")] + ([max([a for a in (*args, *kwargs.values()) if isinstance(a, int)], default=0)] if nested else [])
-        n += 320 + sum(widths) + _weight(v) * (2 if "," in (spec or "") or "_" in (spec or "") else 1)
+        n += 320 + _numbers(spec or "") + _weight(v) * (2 if "," in (spec or "") or "_" in (spec or "") else 1)
         if n > _max_chars(): break
     return n
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/21_cli.ipynb 3
 from __future__ import annotations
-import argparse, os, re, sys
+import argparse, io, os, re, sys
 from pathlib import Path
 from .stand_ins import RANDOM_CONFIGS   # (torch is imported only where a command needs it: main sets OMP_WAIT_POLICY first)
 
@@ -298,7 +298,8 @@ def _chat_reply(llm, history, params, out):
 def cmd_chat(args, inp=None, out=None) -> int:
     "Interactive chat on stdin/stdout."
     inp, out = inp or sys.stdin, out or sys.stdout
-    if hasattr(inp, "reconfigure"): inp.reconfigure(errors="surrogateescape")   # a strict stdin would drop the lines read with a bad one
+    try: inp.reconfigure(errors="surrogateescape")     # a strict stdin would drop the lines read with a bad one
+    except (AttributeError, io.UnsupportedOperation): pass  # not a text file, or one already read from: as it is
     params = _sampling_params(args, 512)
     llm = _load(args)
     _template_note(llm)

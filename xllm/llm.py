@@ -331,8 +331,10 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     ids = check_token_ids(ids, self.config.vocab_size, f"{what}_token_ids")
     if not ids: raise ValueError(f"{what} is empty (no tokens)")
     if limit is None and len(ids) >= self.max_model_len:
-        raise ValueError(f"{what} has {len(ids)} tokens; the model's context is {self.max_model_len} tokens, so a prompt may have at most "
-                         f"{self.max_model_len - 1} (one position is left for the first new token)")
+        ctx = (f"the context is {self.max_model_len} tokens ({self.context_note}; a larger kv_cache_memory raises it)"
+               if getattr(self, "context_note", None) else f"the model's context is {self.max_model_len} tokens")
+        raise ValueError(f"{what} has {len(ids)} tokens; {ctx}, so a prompt may have at most {self.max_model_len - 1} "
+                         "(one position is left for the first new token)")
     if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 

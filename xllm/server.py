@@ -28,31 +28,32 @@ MAX_STOP_STRINGS, MAX_STOP_CHARS = 32, 1024   # stop strings per request, charac
 class _TooLong(ValueError): "A list longer than the tokens a request holds (answered with code context_length_exceeded)."
 
 # %% ../nbs/19_server.ipynb 6
-def _shape(d, max_prompts: int, max_len: int):
+def _shape(d, max_prompts: int, max_len: int, why: str = ""):
     """Refuse, on the raw JSON and before pydantic builds anything, lists longer than a request can use: more prompts than the server
-    takes at once, token-id lists or conversations longer than `max_len` tokens, more stop strings than `MAX_STOP_STRINGS`."""
+    takes at once, token-id lists or conversations longer than `max_len` tokens (`why`: why that is the limit), more stop strings
+    than `MAX_STOP_STRINGS`."""
     if not isinstance(d, dict): return
     def no(param, why, cls=ValueError): raise cls(f"{param}: {why}")
     p = d.get("prompt")
     if isinstance(p, list):
         if p and type(p[0]) is int:                                         # one prompt of token ids
-            if len(p) > max_len: no("prompt", f"{len(p)} token ids do not fit in the context: a request holds at most {max_len} tokens", _TooLong)
+            if len(p) > max_len: no("prompt", f"{len(p)} token ids do not fit in the context: a request holds at most {max_len} tokens{why}", _TooLong)
         elif len(p) > max_prompts: no("prompt", f"{len(p)} prompts; this server takes at most {max_prompts} at once")
         else:
             for i, x in enumerate(p):
                 if isinstance(x, list) and len(x) > max_len:
-                    no("prompt", f"prompt[{i}] has {len(x)} token ids, which do not fit in the context: a request holds at most {max_len} tokens", _TooLong)
+                    no("prompt", f"prompt[{i}] has {len(x)} token ids, which do not fit in the context: a request holds at most {max_len} tokens{why}", _TooLong)
     m = d.get("messages")
     if isinstance(m, list):
-        if len(m) > max_len: no("messages", f"{len(m)} messages do not fit in the context: a request holds at most {max_len} tokens", _TooLong)
+        if len(m) > max_len: no("messages", f"{len(m)} messages do not fit in the context: a request holds at most {max_len} tokens{why}", _TooLong)
         for i, x in enumerate(m):
             c = x.get("content") if isinstance(x, dict) else None
-            if isinstance(c, list) and len(c) > max_len: no("messages", f"messages[{i}].content has {len(c)} parts; a request holds at most {max_len} tokens")
+            if isinstance(c, list) and len(c) > max_len: no("messages", f"messages[{i}].content has {len(c)} parts; a request holds at most {max_len} tokens{why}")
     s = d.get("stop")
     if isinstance(s, list) and len(s) > MAX_STOP_STRINGS: no("stop", f"{len(s)} stop strings; at most {MAX_STOP_STRINGS}")
 
 # %% ../nbs/19_server.ipynb 7
-def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
+def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30, why: str = ""):
     """The pydantic request models (`CompletionRequest`, `ChatRequest`, and vLLM's `TokenizeRequest`, `DetokenizeRequest`): types
     and ranges, and (`_shape`) list lengths against `max_prompts` and `max_len`; `to_sampling_params` and `check_supported` check the rest."""
     from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
@@ -61,7 +62,7 @@ def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30):
         @model_validator(mode="before")
         @classmethod
         def _nulls(cls, d):        # OpenAI's clients may send null for any option they leave unset: it means the default
-            _shape(d, max_prompts, max_len)
+            _shape(d, max_prompts, max_len, why)
             return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
         model: str | None = None
         max_tokens: int | None = Field(None, ge=1)
@@ -425,7 +426,7 @@ class _State:
     def check_chars(self, n: int, param: str):
         "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
         if n > self.max_chars:
-            raise APIError(400, f"{param}: {n} characters cannot fit in the {self.max_len} tokens a request may hold (a token of this "
+            raise APIError(400, f"{param}: {n} characters cannot fit in the {self.max_len} tokens a request may hold{self.why_max_len()} (a token of this "
                                 f"vocabulary covers at most {self.longest_token} characters); refused before tokenizing", param=param,
                            code="context_length_exceeded")
 
@@ -446,14 +447,20 @@ class _State:
                            "server_error", None, "overloaded", headers={"Retry-After": "1"})
         self.in_flight += n
 
+    def why_max_len(self) -> str:
+        "Why a request may hold `max_len` tokens when that is less than the model's context: said in every context error."
+        if self.max_len < self.llm.max_model_len: note = f"its K/V pool is smaller than the model's context of {self.llm.max_model_len}"
+        elif note := getattr(self.llm, "context_note", None): pass
+        else: return ""
+        return f" ({note}; --kv-cache-memory raises it)"
+
     def max_tokens(self, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
         """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
         in `max_len`, else a 400 (as vLLM's); without one, `default` (None: all that fits) cut to what fits. Nothing is cut short
         silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted).
         A `min_tokens` larger than what fits is a 400 too."""
-        C, ctx = self.max_len, self.llm.max_model_len
-        lim = f"this server holds {C} tokens per request" + (f" (its K/V pool is smaller than the model's context of {ctx}; --kv-cache-memory raises it)" if C < ctx
-              else f" ({self.llm.context_note}; --kv-cache-memory raises it)" if getattr(self.llm, "context_note", None) else "")
+        C = self.max_len
+        lim = f"this server holds {C} tokens per request{self.why_max_len()}"
         if n_prompt >= C:
             raise APIError(400, f"prompt has {n_prompt} tokens; {lim}, which leaves no room to generate", param="prompt", code="context_length_exceeded")
         if asked is not None and n_prompt + asked > C:
@@ -650,7 +657,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     check_int("max_num_seqs", max_num_seqs, lo=1)
     check_int("max_waiting", max_waiting, lo=0)
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_path.name)
-    CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len)
+    CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len, st.why_max_len())
 
     @asynccontextmanager
     async def lifespan(app):
