@@ -85,9 +85,23 @@ def _sized(n: int, what: str):
 
 def _len(x) -> int: return len(x) if isinstance(x, (str, list, tuple, dict)) else 0
 
+def _num(d: str) -> int: return int(d) if len(d) <= 9 else 10**9     # a width or precision as written (more than 9 digits: 10**9)
+
+def _pct_numbers(fmt: str) -> list[int]:
+    """The widths and precisions a `%` format may ask for: numbers right after `%` and its flags, or after a mapping key's `)` (found
+    without parsing keys as Python does, as they may nest parentheses), and after their `.`. Other digits are text (`'%s-20240101'`)."""
+    return [_num(d) for m in re.finditer(r"[%)][#0\- +]*(\d*)(?:\.(\d*))?", fmt) for d in m.groups() if d]
+
+def _spec_numbers(spec: str) -> list[int]: return [_num(d) for d in re.findall(r"\d+", spec or "")]
+
 def _check_format(fmt):
     "Format strings may not ask for huge widths or precisions (`'%99999999s'`, `'{:>99999999}'`)."
-    if isinstance(fmt, str) and (m := re.search(r"\d{7,}", fmt)) and re.search(r"[%{]", fmt): _sized(int(m.group()), "a format width")
+    if not isinstance(fmt, str): return
+    ws = _pct_numbers(fmt) if "%" in fmt else []
+    if "{" in fmt:
+        try: ws += [w for _, _, spec, _ in _string.Formatter().parse(fmt) for w in _spec_numbers(spec)]
+        except ValueError: pass                                  # format() itself will refuse it
+    if ws: _sized(max(ws), "a format width")
 
 # %% ../nbs/04_chat.ipynb 15
 import inspect, string as _string
@@ -133,19 +147,28 @@ def _sized_str(x, what: str):
     if not isinstance(x, str): _sized(_weight(x), what)
 
 # %% ../nbs/04_chat.ipynb 18
-def _numbers(s: str) -> int:
-    "The sum of the numbers written in `s` (each a possible width or precision; one of more than 9 digits counts as 10**9)."
-    return sum(int(d) if len(d) <= 9 else 10**9 for d in re.findall(r"\d+", s))
+def _weights(xs) -> int:
+    "The summed `_weight` of `xs`, stopping once past the size bound (each term costs up to ~bound/4 steps)."
+    n, cap = 0, _max_chars()
+    for x in xs:
+        n += _weight(x)
+        if n > cap: break
+    return n
 
 def _pct_size(fmt, args) -> int:
     """An upper bound (to a constant factor) of `len(fmt % args)`, without parsing conversions as Python does (mapping keys may nest
-    parentheses): every number in `fmt` may be a width, every `%` a conversion printing 320 characters (the longest float `%f`) plus
-    its argument: each of a tuple's once, a mapping's largest every time; with `*` in `fmt`, every integer argument may be a width."""
-    fmt = fmt if isinstance(fmt, str) else str(fmt)
-    n = len(fmt) + _numbers(fmt) + 320 * fmt.count("%")
-    if isinstance(args, Mapping): return n + fmt.count("%") * max(map(_weight, args.values()), default=0)
+    parentheses): every width and precision `_pct_numbers` finds, every `%` a conversion printing 320 characters (the longest float
+    `%f`) plus its argument: each of a tuple's once, a mapping's largest every time; with `*` in `fmt`, every integer argument may be a width."""
+    if not isinstance(fmt, str): _sized_str(fmt, "a % format's string"); fmt = str(fmt)
+    n = len(fmt) + sum(_pct_numbers(fmt)) + 320 * fmt.count("%")
+    if isinstance(args, Mapping):
+        w = 0
+        for v in args.values():
+            w = max(w, _weight(v))
+            if w > _max_chars(): break
+        return n + fmt.count("%") * w
     vals = args if isinstance(args, tuple) else (args,)
-    n += sum(_weight(v) for v in vals)
+    n += _weights(vals)
     if "*" in fmt: n += sum(abs(v) for v in vals if isinstance(v, int))     # '-N' is a left-aligned width N
     return n
 
@@ -163,7 +186,7 @@ def _brace_size(fmt, args, kwargs) -> int:
         if head == "": v = args[auto] if auto < len(args) else ""; auto += 1
         elif head.isdigit(): v = args[int(head)] if int(head) < len(args) else ""
         else: v = kwargs.get(head, "")
-        n += 320 + _numbers(spec or "") + _weight(v) * (2 if "," in (spec or "") or "_" in (spec or "") else 1)
+        n += 320 + sum(_spec_numbers(spec)) + _weight(v) * (2 if "," in (spec or "") or "_" in (spec or "") else 1)
         if n > _max_chars(): break
     return n
 
@@ -182,6 +205,11 @@ class _Counted:
 
 # %% ../nbs/04_chat.ipynb 21
 def _loop(it): return _Counted(it)
+
+def _slice(x, start, stop, step):
+    "`x[start:stop:step]`, a copy: a step, and sized and counted as all that a render makes."
+    _tick()
+    return _checked(x[start:stop:step], "a slice")
 
 def _counted_iter(it, what):
     "A lazy filter result (`map`, `batch`, `slice`, `select`...): each item it yields is a step, and sized."
@@ -218,7 +246,7 @@ def _check_method(f, args, kwargs):
     if not isinstance(s, str): return args
     if name == "join" and args:
         args = (_items(args[0]), *args[1:])
-        if hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + sum(map(_weight, args[0])), "str.join")
+        if hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + _weights(args[0]), "str.join")
     elif name == "replace" and len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
         _sized(len(s) + (len(s) // max(1, len(args[0])) + 1) * max(0, len(args[1]) - len(args[0])), "str.replace")
     elif name == "expandtabs": _sized(len(s) * (args[0] if args and isinstance(args[0], int) else kwargs.get("tabsize", 8)), "str.expandtabs")
@@ -230,6 +258,7 @@ def _check_method(f, args, kwargs):
 
 # %% ../nbs/04_chat.ipynb 24
 def _replace_size(a):
+    for k in ("old", "new"): _sized_str(a[k], "the replace filter")
     n, old, new = _weight(a["s"]), str(a["old"]), str(a["new"])
     k = n // max(1, len(old)) + 1
     if isinstance(a.get("count"), int) and a["count"] >= 0: k = min(k, a["count"])
@@ -241,7 +270,7 @@ def _indent_size(a):
     return n + ((s.count("\n") if isinstance(s, str) else n) + 1) * (w if isinstance(w, int) else _weight(w))
 
 _ESTIMATES = {   # filter -> an upper bound (to a constant factor) of the size of its result, from its bound arguments
-    "join": lambda a: _weight(a["d"]) * len(a["value"]) + sum(map(_weight, a["value"])) if hasattr(a["value"], "__len__") else 0,
+    "join": lambda a: _weight(a["d"]) * max(1, len(a["value"])) + _weights(a["value"]) if hasattr(a["value"], "__len__") else _weight(a["d"]),
     "replace": _replace_size, "indent": _indent_size,
     "format": lambda a: _pct_size(a["value"], a["kwargs"] or tuple(a["args"])),
     "center": lambda a: max(_weight(a["value"]), a["width"] if isinstance(a["width"], int) else 0),
@@ -301,6 +330,12 @@ class _Marks(NodeTransformer):
     def visit_Concat(self, node):
         node = self.generic_visit(node)
         return nodes.Call(nodes.EnvironmentAttribute("xllm_concat"), node.nodes, [], None, None, lineno=node.lineno)
+    def visit_Getitem(self, node):    # jinja compiles `x[a:b]` to a plain Python slice: a copy, so it goes through `_slice`
+        node = self.generic_visit(node)
+        if not isinstance(node.arg, nodes.Slice): return node
+        none = lambda: nodes.Const(None, lineno=node.lineno)
+        parts = [node.node] + [getattr(node.arg, k) or none() for k in ("start", "stop", "step")]
+        return nodes.Call(nodes.EnvironmentAttribute("xllm_slice"), parts, [], None, None, lineno=node.lineno)
     def visit_Output(self, node):
         node = self.generic_visit(node)
         node.nodes = [nodes.Call(nodes.EnvironmentAttribute("xllm_out"), [nodes.Const(n.data) if isinstance(n, nodes.TemplateData) else n],
@@ -311,7 +346,7 @@ class _Marks(NodeTransformer):
 class _LimitedEnvironment(ImmutableSandboxedEnvironment):
     "Jinja's immutable sandbox plus limits: operators, calls, lookups and loop items are steps; sizes are checked before they are made."
     intercepted_binops = frozenset({"*", "**", "+", "%"})   # not constant-folded at compile time: they run through call_binop
-    xllm_loop, xllm_concat, xllm_out = staticmethod(_loop), staticmethod(_concat), staticmethod(_out)
+    xllm_loop, xllm_concat, xllm_out, xllm_slice = staticmethod(_loop), staticmethod(_concat), staticmethod(_out), staticmethod(_slice)
     def call_binop(self, context, operator, left, right):
         _tick()
         if operator == "*":
@@ -326,10 +361,12 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
             _sized(_pct_size(left, right), "a % format")            # a '*' width or precision counts at its value
         return _checked(super().call_binop(context, operator, left, right), f"the {operator} operator")
     def call(__self, __context, __obj, *args, **kwargs):
-        if __obj in (_loop, _concat, _out) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
+        if __obj in (_loop, _concat, _out, _slice) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
         else: _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
         args = _check_method(__obj, args, kwargs)
-        return _checked(super().call(__context, __obj, *args, **kwargs), getattr(__obj, "__name__", "a call"))
+        r = super().call(__context, __obj, *args, **kwargs)
+        if isinstance(r, (bytes, bytearray)): _over(f"{getattr(__obj, '__name__', 'a call')} made bytes, which a chat template has no use for (and which its limits do not size)")
+        return _checked(r, getattr(__obj, "__name__", "a call"))
     def getattr(self, obj, attribute):
         _tick()
         r = super().getattr(obj, attribute)
@@ -342,7 +379,10 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
             fmt.__name__, fmt.xllm_sized = attribute, True
             return fmt
         return r
-    def getitem(self, obj, argument): _tick(); return super().getitem(obj, argument)
+    def getitem(self, obj, argument):
+        _tick()
+        r = super().getitem(obj, argument)
+        return _checked(r, "a slice") if isinstance(argument, slice) else r     # a slice is a copy: sized and counted
     def _parse(self, source, name, filename):
         tree = _Marks().visit(super()._parse(source, name, filename))
         tree.set_environment(self)
