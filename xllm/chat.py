@@ -71,13 +71,13 @@ def _over(what): raise TemplateError(f"chat template exceeds its limits: {what}"
 def _max_chars() -> int: return b.max_chars if (b := getattr(_LIMITS, "budget", None)) else MAX_CHARS
 
 # %% ../nbs/04_chat.ipynb 13
-def _tick():
-    "One step of the current render: counted, and the clock checked every 256 steps."
+def _tick(clock: bool = False):
+    "One step of the current render: counted, and the clock checked every 256 steps (or now: `clock`, after a step that may be long)."
     b = getattr(_LIMITS, "budget", None)
     if b is None: return
     b.steps += 1
     if b.steps > b.max_steps: _over(f"more than {b.max_steps} steps (loop iterations, calls, lookups, operators)")
-    if not b.steps & 255 and time.monotonic() > b.deadline: _over(f"rendering took more than {MAX_RENDER_SECONDS:g} s")
+    if (clock or not b.steps & 255) and time.monotonic() > b.deadline: _over(f"rendering took more than {MAX_RENDER_SECONDS:g} s")
 
 # %% ../nbs/04_chat.ipynb 14
 def _sized(n: int, what: str):
@@ -106,6 +106,7 @@ def _check_format(fmt):
 # %% ../nbs/04_chat.ipynb 15
 import inspect, string as _string
 from collections.abc import Iterator, ItemsView, KeysView, Mapping, ValuesView
+from jinja2.runtime import LoopContext
 from jinja2.utils import Namespace
 
 MADE_FACTOR = 64   # all strings and lists one render makes (captured output, namespace accumulations...): at most 64 x MAX_CHARS
@@ -126,11 +127,11 @@ def _weight(x, cap: int | None = None, _memo=None, _depth=0) -> int:
     if isinstance(x, (bytes, bytearray)): return 4 * len(x) + 3
     cap = _max_chars() if cap is None else cap
     memo = {} if _memo is None else _memo
-    if id(x) in memo: return memo[id(x)]
-    if _depth > 200: _over("a value is nested more than 200 deep")
     if isinstance(x, Namespace):
         try: x = object.__getattribute__(x, "_Namespace__attrs")
         except AttributeError: return 64
+    if id(x) in memo: return memo[id(x)]
+    if _depth > 200: _over("a value is nested more than 200 deep")
     if isinstance(x, (Mapping, ItemsView)): items = [y for kv in (x.items() if isinstance(x, Mapping) else x) for y in kv]
     elif isinstance(x, (list, tuple, set, frozenset, KeysView, ValuesView)): items = x
     else: return 64                                              # generators, ranges, macros, undefined...: a short repr
@@ -211,6 +212,14 @@ def _slice(x, start, stop, step):
     _tick()
     return _checked(x[start:stop:step], "a slice")
 
+def _compared(x, what: str = "a comparison or `in`"):
+    """An operand of `==`, `<`, `in`..., of a test, a sort or a search: C code compares a container item by item without a step,
+    so its weight (all it may compare) must be within the size bound, and the clock is checked after the step."""
+    if isinstance(x, (str, int, float, bool, type(None))): return x
+    if (w := _weight(x)) > _max_chars(): _over(f"{what} would compare {w} characters and items, more than {_max_chars()}")
+    _tick(clock=True)
+    return x
+
 def _counted_iter(it, what):
     "A lazy filter result (`map`, `batch`, `slice`, `select`...): each item it yields is a step, and sized."
     for x in it: _tick(); yield _checked(x, what)
@@ -243,6 +252,8 @@ def _items(v):
 def _check_method(f, args, kwargs):
     "Before a str method runs: the size of what it would make. Returns the arguments to call it with (a generator drawn into a list)."
     s, name = getattr(f, "__self__", None), getattr(f, "__name__", "")
+    if name in ("count", "index", "changed") and isinstance(s, (list, tuple, LoopContext)):   # they compare items in C
+        for a in (s, *args): _compared(a, f"{name}()")
     if not isinstance(s, str): return args
     if name == "join" and args:
         args = (_items(args[0]), *args[1:])
@@ -293,6 +304,7 @@ def _bound(sig, name, args, kwargs):
 
 # %% ../nbs/04_chat.ipynb 26
 _ANY_INT_ARGS = {"format", "default", "d"}   # filters whose arguments are values, not sizes (format's '*' widths are in its estimate)
+_COMPARING = {"sort", "unique", "min", "max", "dictsort", "groupby"}   # they compare (and, ignoring case, copy lowered) every item
 
 def _guard_filter(name, f):
     "A filter that counts as a step, refuses huge integer arguments, estimates the size of its result before it runs and checks it after."
@@ -303,6 +315,7 @@ def _guard_filter(name, f):
     def g(*args, **kwargs):
         if name not in _ANY_INT_ARGS: _check_args(f"the {name} filter", args[skip + 1:], kwargs)   # the value itself may be any number (`{{ 2000000|abs }}`)
         if name == "format" and len(args) > skip: _check_format(args[skip])
+        if name in _COMPARING and len(args) > skip: _compared(args[skip], f"the {name} filter")
         if name == "sum" and not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
             _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
         if sig is not None and (name in _ESTIMATES or name in _STRINGIFY) and (bound := _bound(sig, name, args, kwargs)):
@@ -315,38 +328,53 @@ def _guard_filter(name, f):
         return _checked(r, f"the {name} filter")
     return g
 
+def _guard_test(name, t):
+    "A test (`is eq`, `is in`..., also run by `select` and `reject`): its operands are bounded as `_compared` bounds them."
+    @wraps(t)
+    def g(*args, **kwargs):
+        for a in (*args, *kwargs.values()): _compared(a, f"the {name} test")
+        return t(*args, **kwargs)
+    return g
+
 # %% ../nbs/04_chat.ipynb 27
 def _checked(x, what):
     _sized(_len(x), what); _made(_len(x))
     return x
 
+def _env_call(name, args, lineno): return nodes.Call(nodes.EnvironmentAttribute(f"xllm_{name}"), args, [], None, None, lineno=lineno)
+
 class _Marks(NodeTransformer):
-    """Rewrite a parsed template so that every `{% for %}` loops over `_Counted` items, every `~` goes through `_concat` and every piece
-    of output through `_out` (attributes of the environment, which a template cannot rebind)."""
+    """Rewrite a parsed template so that every `{% for %}` loops over `_Counted` items, every `~` goes through `_concat`, every operand
+    of a comparison through `_compared`, and every piece of output through `_out` (attributes of the environment, which a template
+    cannot rebind)."""
     def visit_For(self, node):
         node = self.generic_visit(node)
-        node.iter = nodes.Call(nodes.EnvironmentAttribute("xllm_loop"), [node.iter], [], None, None, lineno=node.lineno)
+        node.iter = _env_call("loop", [node.iter], node.lineno)
         return node
     def visit_Concat(self, node):
         node = self.generic_visit(node)
-        return nodes.Call(nodes.EnvironmentAttribute("xllm_concat"), node.nodes, [], None, None, lineno=node.lineno)
+        return _env_call("concat", node.nodes, node.lineno)
+    def visit_Compare(self, node):    # `a == b < c`, `x in y`: each operand still evaluated once and in order
+        node = self.generic_visit(node)
+        node.expr = _env_call("compared", [node.expr], node.lineno)
+        for op in node.ops: op.expr = _env_call("compared", [op.expr], node.lineno)
+        return node
     def visit_Getitem(self, node):    # jinja compiles `x[a:b]` to a plain Python slice: a copy, so it goes through `_slice`
         node = self.generic_visit(node)
         if not isinstance(node.arg, nodes.Slice): return node
         none = lambda: nodes.Const(None, lineno=node.lineno)
         parts = [node.node] + [getattr(node.arg, k) or none() for k in ("start", "stop", "step")]
-        return nodes.Call(nodes.EnvironmentAttribute("xllm_slice"), parts, [], None, None, lineno=node.lineno)
+        return _env_call("slice", parts, node.lineno)
     def visit_Output(self, node):
         node = self.generic_visit(node)
-        node.nodes = [nodes.Call(nodes.EnvironmentAttribute("xllm_out"), [nodes.Const(n.data) if isinstance(n, nodes.TemplateData) else n],
-                                 [], None, None, lineno=n.lineno) for n in node.nodes]
+        node.nodes = [_env_call("out", [nodes.Const(n.data) if isinstance(n, nodes.TemplateData) else n], n.lineno) for n in node.nodes]
         return node
 
 # %% ../nbs/04_chat.ipynb 28
 class _LimitedEnvironment(ImmutableSandboxedEnvironment):
     "Jinja's immutable sandbox plus limits: operators, calls, lookups and loop items are steps; sizes are checked before they are made."
     intercepted_binops = frozenset({"*", "**", "+", "%"})   # not constant-folded at compile time: they run through call_binop
-    xllm_loop, xllm_concat, xllm_out, xllm_slice = staticmethod(_loop), staticmethod(_concat), staticmethod(_out), staticmethod(_slice)
+    xllm_loop, xllm_concat, xllm_out, xllm_slice, xllm_compared = map(staticmethod, (_loop, _concat, _out, _slice, _compared))
     def call_binop(self, context, operator, left, right):
         _tick()
         if operator == "*":
@@ -361,7 +389,7 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
             _sized(_pct_size(left, right), "a % format")            # a '*' width or precision counts at its value
         return _checked(super().call_binop(context, operator, left, right), f"the {operator} operator")
     def call(__self, __context, __obj, *args, **kwargs):
-        if __obj in (_loop, _concat, _out, _slice) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
+        if __obj in (_loop, _concat, _out, _slice, _compared) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
         else: _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
         args = _check_method(__obj, args, kwargs)
         r = super().call(__context, __obj, *args, **kwargs)
@@ -393,6 +421,7 @@ def _make_env() -> ImmutableSandboxedEnvironment:
     env = _LimitedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters.update(tojson=_tojson, pprint=_pprint)
     env.filters = {k: _guard_filter(k, f) for k, f in env.filters.items()}
+    env.tests = {k: _guard_test(k, t) for k, t in env.tests.items()}
     env.globals.pop("lipsum", None)     # generates text from a count: nothing a chat template needs
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, range=_safe_range)
     return env
