@@ -14,9 +14,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
 # %% auto 0
-__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'MAX_DATA_DEPTH',
-           'TemplateError', 'plain_data', 'text_content', 'validate_messages', 'ChatTemplate', 'default_template_name',
-           'apply_chat_template', 'apply_chat_template_parts']
+__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'MAX_INT_BITS',
+           'MAX_DATA_DEPTH', 'TemplateError', 'plain_data', 'text_content', 'validate_messages', 'ChatTemplate',
+           'default_template_name', 'apply_chat_template', 'apply_chat_template_parts']
 
 # %% ../nbs/04_chat.ipynb 6
 class TemplateError(ValueError):
@@ -53,7 +53,7 @@ def _strftime_now(fmt):
 
 
 # %% ../nbs/04_chat.ipynb 11
-MAX_TEMPLATE_CHARS = 1 << 20   # a template's source
+MAX_TEMPLATE_CHARS = 1 << 17   # a template's source (compiling costs ~50 us and ~2 KB a character; real ones: tens of KiB at most)
 MAX_RANGE = 10_000             # items of one range()
 MAX_STEPS = 1_000_000          # loop iterations, calls, lookups and operators of one render, plus 100 per message
 MAX_RENDER_SECONDS = 5.0       # wall-clock time of one render
@@ -117,6 +117,10 @@ def _made(n: int):
     b.made += n
     if b.made > MADE_FACTOR * b.max_chars: _over(f"it made more than {MADE_FACTOR * b.max_chars} characters and items in all")
 
+def _work(n: int, what: str):
+    "Work a call does in C without a step (about `n` character operations): at most `MADE_FACTOR` x the size bound, well under a second."
+    if n > MADE_FACTOR * _max_chars(): _over(f"{what} would take about {n} character operations, more than {MADE_FACTOR * _max_chars()}")
+
 # %% ../nbs/04_chat.ipynb 16
 def _weight(x, cap: int | None = None, _memo=None, _depth=0) -> int:
     """About how long `str(x)` is (to a small constant factor), without building it: strings, numbers, containers (a shared item counted
@@ -140,6 +144,7 @@ def _weight(x, cap: int | None = None, _memo=None, _depth=0) -> int:
         n += 4 + (len(y) if isinstance(y, str) else _weight(y, cap, memo, _depth + 1))
         if n > cap: break
     memo[id(x)] = n
+    if _memo is None: _tick(clock=True)                          # a walk of up to ~bound/4 items: the clock is read after it
     return n
 
 # %% ../nbs/04_chat.ipynb 17
@@ -255,6 +260,8 @@ def _check_method(f, args, kwargs):
     if name in ("count", "index", "changed") and isinstance(s, (list, tuple, LoopContext)):   # they compare items in C
         for a in (s, *args): _compared(a, f"{name}()")
     if not isinstance(s, str): return args
+    if name in ("startswith", "endswith") and args and isinstance(args[0], tuple): _compared(args[0], f"str.{name}")
+    if name in ("strip", "lstrip", "rstrip") and args and isinstance(args[0], str): _work(len(s) * len(args[0]), f"str.{name}")   # each char searched in the set
     if name == "join" and args:
         args = (_items(args[0]), *args[1:])
         if hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + _weights(args[0]), "str.join")
@@ -263,7 +270,8 @@ def _check_method(f, args, kwargs):
     elif name == "expandtabs": _sized(len(s) * (args[0] if args and isinstance(args[0], int) else kwargs.get("tabsize", 8)), "str.expandtabs")
     elif name == "format": _sized(_brace_size(s, args, kwargs), "str.format")
     elif name == "format_map" and args and isinstance(args[0], Mapping): _sized(_brace_size(s, (), args[0]), "str.format_map")
-    elif name == "translate" and args and isinstance(args[0], Mapping):
+    elif name == "translate" and args:
+        if not isinstance(args[0], Mapping): _over("str.translate takes a dict as its table here (a list's items are not sized)")
         _sized(len(s) * max([1, *(_weight(v) for v in args[0].values())]), "str.translate")
     return args
 
@@ -293,6 +301,23 @@ _ESTIMATES = {   # filter -> an upper bound (to a constant factor) of the size o
 }
 _STRINGIFY = {"string", "safe", "capitalize", "lower", "upper", "title", "trim", "striptags", "wordcount", "e", "int", "float", "filesizeformat", "reverse", "list"}
 
+def _sq_words(s) -> int: return sum((m.end() - m.start()) ** 2 for m in re.finditer(r"\S+", str(s)))
+
+def _nesting(x, memo) -> int:
+    "How deep lists, tuples and dicts nest in `x` (sized by `_weight` first, so at most 200 deep)."
+    items = x.values() if isinstance(x, Mapping) else x if isinstance(x, (list, tuple, set, frozenset)) else None
+    if items is None: return 0
+    if id(x) not in memo: memo[id(x)] = 0; memo[id(x)] = 1 + max((_nesting(y, memo) for y in items), default=0)
+    return memo[id(x)]
+
+_WORK = {   # filters that do more work in C than they make: about how many character operations, from their bound arguments
+    "striptags": lambda a: len(s := str(a["value"])) * (s.count("<") + 1),              # the text is rebuilt for each tag
+    "trim": lambda a: _weight(a["value"]) * (len(a["chars"]) if isinstance(a["chars"], str) else 1),
+    "urlize": lambda a: _sq_words(a["value"]),                                          # its trailing-punctuation regex backtracks per word
+    "wordwrap": lambda a: _sq_words(a["s"]) // max(1, a["width"] if isinstance(a["width"], int) else 1),   # textwrap re-slices a long word per line
+    "pprint": lambda a: _weight(a["value"]) * (_nesting(a["value"], {}) + 1),          # pprint reprints a value at each level it nests
+}
+
 # %% ../nbs/04_chat.ipynb 25
 def _bound(sig, name, args, kwargs):
     try: b = sig.bind(*args, **kwargs)
@@ -313,32 +338,44 @@ def _guard_filter(name, f):
     skip = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0   # the context/environment jinja passes first
     @wraps(f)
     def g(*args, **kwargs):
+        if getattr(_LIMITS, "budget", None) is None: raise nodes.Impossible()   # jinja folds constant filters while compiling: not outside the budget
         if name not in _ANY_INT_ARGS: _check_args(f"the {name} filter", args[skip + 1:], kwargs)   # the value itself may be any number (`{{ 2000000|abs }}`)
         if name == "format" and len(args) > skip: _check_format(args[skip])
         if name in _COMPARING and len(args) > skip: _compared(args[skip], f"the {name} filter")
+        if name == "round" and isinstance(p := kwargs.get("precision", args[skip + 1] if len(args) > skip + 1 else 0), int) and abs(p) > 20000:
+            _over(f"the round filter was given precision {p} (it computes 10 ** {abs(p)})")
         if name == "sum" and not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
             _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
         if sig is not None and (name in _ESTIMATES or name in _STRINGIFY) and (bound := _bound(sig, name, args, kwargs)):
             b, a = bound
             if name in _ESTIMATES: _sized(_ESTIMATES[name](a), f"the {name} filter")
             else: _sized_str(next(iter(a.values())) if not skip else list(a.values())[1], f"the {name} filter")
+            if name in _WORK: _work(_WORK[name](a), f"the {name} filter")
             args, kwargs = b.args, b.kwargs
         r = f(*args, **kwargs)
         if isinstance(r, Iterator) and not isinstance(r, (str, list, tuple, dict)): return _counted_iter(r, f"the {name} filter")
         return _checked(r, f"the {name} filter")
     return g
 
+_COMPARING_TESTS = {"in", "==", "eq", "equalto", "!=", "ne", ">", "gt", "greaterthan", ">=", "ge", "<", "lt", "lessthan", "<=", "le"}
+
 def _guard_test(name, t):
-    "A test (`is eq`, `is in`..., also run by `select` and `reject`): its operands are bounded as `_compared` bounds them."
+    "A comparing test (`is eq`, `is in`..., also run by `select` and `reject`): its operands are bounded as `_compared` bounds them."
+    if name not in _COMPARING_TESTS: return t
     @wraps(t)
     def g(*args, **kwargs):
+        if getattr(_LIMITS, "budget", None) is None: raise nodes.Impossible()   # not folded while compiling, where no budget holds
         for a in (*args, *kwargs.values()): _compared(a, f"the {name} test")
         return t(*args, **kwargs)
     return g
 
 # %% ../nbs/04_chat.ipynb 27
+MAX_INT_BITS = 1 << 16   # integers a render may make (~20,000 digits; literals compile up to 4,300): past that, // % str() are slow
+
 def _checked(x, what):
+    "What an operator, call or filter made: sized and counted; an integer of at most `MAX_INT_BITS` bits."
     _sized(_len(x), what); _made(_len(x))
+    if isinstance(x, int) and x.bit_length() > MAX_INT_BITS: _over(f"{what} made an integer of {x.bit_length()} bits, more than {MAX_INT_BITS}")
     return x
 
 def _env_call(name, args, lineno): return nodes.Call(nodes.EnvironmentAttribute(f"xllm_{name}"), args, [], None, None, lineno=lineno)
@@ -367,7 +404,8 @@ class _Marks(NodeTransformer):
         return _env_call("slice", parts, node.lineno)
     def visit_Output(self, node):
         node = self.generic_visit(node)
-        node.nodes = [_env_call("out", [nodes.Const(n.data) if isinstance(n, nodes.TemplateData) else n], n.lineno) for n in node.nodes]
+        node.nodes = [_env_call("out", [nodes.MarkSafeIfAutoescape(nodes.Const(n.data)) if isinstance(n, nodes.TemplateData) else n], n.lineno)
+                      for n in node.nodes]
         return node
 
 # %% ../nbs/04_chat.ipynb 28
@@ -391,8 +429,11 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
     def call(__self, __context, __obj, *args, **kwargs):
         if __obj in (_loop, _concat, _out, _slice, _compared) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
         else: _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
+        if __obj is dict or __obj is Namespace:                  # they hash every key in C
+            for a in args: _compared(a, f"{__obj.__name__}()")
         args = _check_method(__obj, args, kwargs)
         r = super().call(__context, __obj, *args, **kwargs)
+        if isinstance(getattr(__obj, "__self__", None), str) and isinstance(r, (list, tuple)): _made(sum(map(_len, r)))   # split() copies the text
         if isinstance(r, (bytes, bytearray)): _over(f"{getattr(__obj, '__name__', 'a call')} made bytes, which a chat template has no use for (and which its limits do not size)")
         return _checked(r, getattr(__obj, "__name__", "a call"))
     def getattr(self, obj, attribute):
@@ -437,6 +478,9 @@ def _compile(source: str) -> jinja2.Template:
         raise TemplateError(f"chat template does not compile (line {e.lineno}): {e.message}") from None
     except (RecursionError, MemoryError, SyntaxError) as e:   # nested deeper than the parser or Python's compiler can go
         raise TemplateError(f"chat template does not compile: nested too deeply ({type(e).__name__})") from None
+    except ValueError as e:                                   # a literal Python will not convert (an integer of 5,000 digits)
+        if isinstance(e, TemplateError): raise
+        raise TemplateError(f"chat template does not compile: {e}") from None
 
 # %% ../nbs/04_chat.ipynb 32
 MAX_DATA_DEPTH = 100   # nesting of messages, tools and template variables (a chat's real data nests under 10)
@@ -491,11 +535,11 @@ def validate_messages(messages) -> list[dict]:
 
 # %% ../nbs/04_chat.ipynb 35
 def _n_chars(v) -> int:
-    "Characters in the strings of plain data (the input size the render limits grow with)."
+    "Characters in the strings of plain data, 8 for a number, bool or None (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
     if isinstance(v, dict): return sum(len(k) + _n_chars(x) for k, x in v.items())
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
-    return 0
+    return 8
 
 # %% ../nbs/04_chat.ipynb 36
 class ChatTemplate:
