@@ -244,10 +244,12 @@ def _out(x):
     return x
 
 def _check_args(what, args, kwargs):
-    "Before a call: no integer argument above the size bound (widths, counts); str.join/replace/format sized first."
+    """Before a call: no integer argument above the size bound (widths, counts), no other argument estimated past it (an error
+    message may print it: `raise_exception([s] * 500)`); str.join/replace/format sized first."""
     _tick()
     for v in (*args, *kwargs.values()):
         if isinstance(v, int) and not isinstance(v, bool) and v > _max_chars(): _over(f"{what} was given {v}, more than {_max_chars()}")
+        _sized_str(v, what)
 
 # %% ../nbs/04_chat.ipynb 23
 def _items(v):
@@ -257,11 +259,13 @@ def _items(v):
 def _check_method(f, args, kwargs):
     "Before a str method runs: the size of what it would make. Returns the arguments to call it with (a generator drawn into a list)."
     s, name = getattr(f, "__self__", None), getattr(f, "__name__", "")
-    if name in ("count", "index", "changed") and isinstance(s, (list, tuple, LoopContext)):   # they compare items in C
-        for a in (s, *args): _compared(a, f"{name}()")
+    if isinstance(s, Mapping) or name in ("count", "index", "changed") and isinstance(s, (list, tuple, LoopContext)):
+        for a in (args if isinstance(s, Mapping) else (s, *args)): _compared(a, f"{name}()")   # they hash or compare in C
     if not isinstance(s, str): return args
     if name in ("startswith", "endswith") and args and isinstance(args[0], tuple): _compared(args[0], f"str.{name}")
-    if name in ("strip", "lstrip", "rstrip") and args and isinstance(args[0], str): _work(len(s) * len(args[0]), f"str.{name}")   # each char searched in the set
+    if name in ("strip", "lstrip", "rstrip", "rfind", "rindex", "rsplit", "rpartition") and args and isinstance(args[0], str):
+        _work(len(s) * len(args[0]), f"str.{name}")             # each char searched in the set; reverse searches are O(n m)
+    if name == "striptags": _work(_striptags_work(s), "Markup.striptags")
     if name == "join" and args:
         args = (_items(args[0]), *args[1:])
         if hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + _weights(args[0]), "str.join")
@@ -286,7 +290,8 @@ def _replace_size(a):
 def _indent_size(a):
     s, w = a["s"], a["width"]
     n = _weight(s)
-    return n + ((s.count("\n") if isinstance(s, str) else n) + 1) * (w if isinstance(w, int) else _weight(w))
+    lines = sum(map(s.count, "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")) if isinstance(s, str) else n   # what splitlines() splits on
+    return n + (lines + 1) * (w if isinstance(w, int) else _weight(w))
 
 _ESTIMATES = {   # filter -> an upper bound (to a constant factor) of the size of its result, from its bound arguments
     "join": lambda a: _weight(a["d"]) * max(1, len(a["value"])) + _weights(a["value"]) if hasattr(a["value"], "__len__") else _weight(a["d"]),
@@ -301,7 +306,9 @@ _ESTIMATES = {   # filter -> an upper bound (to a constant factor) of the size o
 }
 _STRINGIFY = {"string", "safe", "capitalize", "lower", "upper", "title", "trim", "striptags", "wordcount", "e", "int", "float", "filesizeformat", "reverse", "list"}
 
-def _sq_words(s) -> int: return sum((m.end() - m.start()) ** 2 for m in re.finditer(r"\S+", str(s)))
+def _sq_runs(s) -> int:
+    "The sum of squared lengths of the runs of ASCII whitespace and of everything else (textwrap's chunks; urlize's words are shorter)."
+    return sum((m.end() - m.start()) ** 2 for m in re.finditer(r"[\t\n\v\f\r ]+|[^\t\n\v\f\r ]+", str(s)))
 
 def _nesting(x, memo) -> int:
     "How deep lists, tuples and dicts nest in `x` (sized by `_weight` first, so at most 200 deep)."
@@ -310,12 +317,14 @@ def _nesting(x, memo) -> int:
     if id(x) not in memo: memo[id(x)] = 0; memo[id(x)] = 1 + max((_nesting(y, memo) for y in items), default=0)
     return memo[id(x)]
 
-_WORK = {   # filters that do more work in C than they make: about how many character operations, from their bound arguments
-    "striptags": lambda a: len(s := str(a["value"])) * (s.count("<") + 1),              # the text is rebuilt for each tag
+def _striptags_work(s) -> int: return len(s) * (s.count("<") + 1)   # markupsafe rebuilds the text for each tag
+
+_WORK = {   # filters that do more work than they make: about how many character operations (~1 ns each), from their bound arguments
+    "striptags": lambda a: _striptags_work(str(a["value"])),
     "trim": lambda a: _weight(a["value"]) * (len(a["chars"]) if isinstance(a["chars"], str) else 1),
-    "urlize": lambda a: _sq_words(a["value"]),                                          # its trailing-punctuation regex backtracks per word
-    "wordwrap": lambda a: _sq_words(a["s"]) // max(1, a["width"] if isinstance(a["width"], int) else 1),   # textwrap re-slices a long word per line
-    "pprint": lambda a: _weight(a["value"]) * (_nesting(a["value"], {}) + 1),          # pprint reprints a value at each level it nests
+    "urlize": lambda a: 64 * _sq_runs(a["value"]) + 512 * _weight(a["value"]) * len(a["extra_schemes"] or ()),   # regexes backtrack per word
+    "wordwrap": lambda a: _sq_runs(a["s"]) // max(1, a["width"] if isinstance(a["width"], int) else 1),   # textwrap re-slices a long chunk per line
+    "pprint": lambda a: 256 * _weight(a["value"]) * (_nesting(a["value"], {}) + 1),    # pprint reprints a value at each level it nests
 }
 
 # %% ../nbs/04_chat.ipynb 25
@@ -341,7 +350,8 @@ def _guard_filter(name, f):
         if getattr(_LIMITS, "budget", None) is None: raise nodes.Impossible()   # jinja folds constant filters while compiling: not outside the budget
         if name not in _ANY_INT_ARGS: _check_args(f"the {name} filter", args[skip + 1:], kwargs)   # the value itself may be any number (`{{ 2000000|abs }}`)
         if name == "format" and len(args) > skip: _check_format(args[skip])
-        if name in _COMPARING and len(args) > skip: _compared(args[skip], f"the {name} filter")
+        if name in _COMPARING and len(args) > skip: args = (*args[:skip], _compared(_items(args[skip]), f"the {name} filter"), *args[skip + 1:])
+        if name == "sum" and len(args) > skip: args = (*args[:skip], _counted_iter(iter(args[skip]), "the sum filter"), *args[skip + 1:])
         if name == "round" and isinstance(p := kwargs.get("precision", args[skip + 1] if len(args) > skip + 1 else 0), int) and abs(p) > 20000:
             _over(f"the round filter was given precision {p} (it computes 10 ** {abs(p)})")
         if name == "sum" and not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
@@ -350,7 +360,7 @@ def _guard_filter(name, f):
             b, a = bound
             if name in _ESTIMATES: _sized(_ESTIMATES[name](a), f"the {name} filter")
             else: _sized_str(next(iter(a.values())) if not skip else list(a.values())[1], f"the {name} filter")
-            if name in _WORK: _work(_WORK[name](a), f"the {name} filter")
+            if name in _WORK: _work(_WORK[name](a), f"the {name} filter"); _tick(clock=True)
             args, kwargs = b.args, b.kwargs
         r = f(*args, **kwargs)
         if isinstance(r, Iterator) and not isinstance(r, (str, list, tuple, dict)): return _counted_iter(r, f"the {name} filter")
@@ -360,12 +370,17 @@ def _guard_filter(name, f):
 _COMPARING_TESTS = {"in", "==", "eq", "equalto", "!=", "ne", ">", "gt", "greaterthan", ">=", "ge", "<", "lt", "lessthan", "<=", "le"}
 
 def _guard_test(name, t):
-    "A comparing test (`is eq`, `is in`..., also run by `select` and `reject`): its operands are bounded as `_compared` bounds them."
-    if name not in _COMPARING_TESTS: return t
+    """A test (also run by `select` and `reject`): a comparing one (`is eq`, `is in`...) has its operands bounded as `_compared`
+    bounds them; `is lower` sizes what it converts to text; `is filter`/`is test` look up a name; `is odd` is no `%` format."""
     @wraps(t)
     def g(*args, **kwargs):
         if getattr(_LIMITS, "budget", None) is None: raise nodes.Impossible()   # not folded while compiling, where no budget holds
-        for a in (*args, *kwargs.values()): _compared(a, f"the {name} test")
+        vals, what = (*args, *kwargs.values()), f"the {name} test"
+        if name in _COMPARING_TESTS:
+            for a in vals: _compared(a, what)
+        elif name in ("lower", "upper"): _sized_str(vals[0], what)
+        elif name in ("filter", "test") and not isinstance(vals[-1], str): return False
+        elif name in ("odd", "even", "divisibleby") and isinstance(vals[0], str): _over(f"{what} was given a string (a % format)")
         return t(*args, **kwargs)
     return g
 
@@ -382,7 +397,7 @@ def _env_call(name, args, lineno): return nodes.Call(nodes.EnvironmentAttribute(
 
 class _Marks(NodeTransformer):
     """Rewrite a parsed template so that every `{% for %}` loops over `_Counted` items, every `~` goes through `_concat`, every operand
-    of a comparison through `_compared`, and every piece of output through `_out` (attributes of the environment, which a template
+    of a comparison and key of a dict literal through `_compared`, and every piece of output through `_out` (attributes of the environment, which a template
     cannot rebind)."""
     def visit_For(self, node):
         node = self.generic_visit(node)
@@ -395,6 +410,10 @@ class _Marks(NodeTransformer):
         node = self.generic_visit(node)
         node.expr = _env_call("compared", [node.expr], node.lineno)
         for op in node.ops: op.expr = _env_call("compared", [op.expr], node.lineno)
+        return node
+    def visit_Pair(self, node):       # a dict literal's key is hashed in C
+        node = self.generic_visit(node)
+        node.key = _env_call("compared", [node.key], node.lineno)
         return node
     def visit_Getitem(self, node):    # jinja compiles `x[a:b]` to a plain Python slice: a copy, so it goes through `_slice`
         node = self.generic_visit(node)
@@ -450,6 +469,7 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         return r
     def getitem(self, obj, argument):
         _tick()
+        if not isinstance(argument, slice): _compared(argument, "a key")   # hashed in C (a tuple of tuples: exponentially), and printed if missing
         r = super().getitem(obj, argument)
         return _checked(r, "a slice") if isinstance(argument, slice) else r     # a slice is a copy: sized and counted
     def _parse(self, source, name, filename):
@@ -535,11 +555,11 @@ def validate_messages(messages) -> list[dict]:
 
 # %% ../nbs/04_chat.ipynb 35
 def _n_chars(v) -> int:
-    "Characters in the strings of plain data, 8 for a number, bool or None (the input size the render limits grow with)."
+    "Characters in the strings of plain data, an integer's digits, 6 for another number, bool or None (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
     if isinstance(v, dict): return sum(len(k) + _n_chars(x) for k, x in v.items())
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
-    return 8
+    return v.bit_length() * 10 // 33 + 1 if isinstance(v, int) and not isinstance(v, bool) else 6
 
 # %% ../nbs/04_chat.ipynb 36
 class ChatTemplate:
@@ -567,7 +587,7 @@ class ChatTemplate:
             return "".join(out)
         except TemplateError: raise
         except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, RecursionError, MemoryError...
-            raise TemplateError(f"chat template failed while rendering: {type(e).__name__}: {e}") from e
+            raise TemplateError(f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}") from e
         finally: _LIMITS.budget = prev
 
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
