@@ -83,7 +83,7 @@ def _tick(clock: bool = False):
 def _sized(n: int, what: str):
     if n > _max_chars(): _over(f"{what} would make {n} characters or items, more than {_max_chars()}")
 
-def _len(x) -> int: return len(x) if isinstance(x, (str, list, tuple, dict)) else 0
+def _len(x) -> int: return len(x) if isinstance(x, (str, list, tuple, dict, set, frozenset)) else 0
 
 def _num(d: str) -> int: return int(d) if len(d) <= 9 else 10**9     # a width or precision as written (more than 9 digits: 10**9)
 
@@ -388,8 +388,8 @@ def _guard_test(name, t):
 MAX_INT_BITS = 1 << 16   # integers a render may make (~20,000 digits; literals compile up to 4,300): past that, // % str() are slow
 
 def _checked(x, what):
-    "What an operator, call or filter made: sized and counted; an integer of at most `MAX_INT_BITS` bits."
-    _sized(_len(x), what); _made(_len(x))
+    "What an operator, call or filter made: sized and counted (a dict or set entry as 16: a hash table's slots take ~50 bytes an entry); an integer of at most `MAX_INT_BITS` bits."
+    _sized(_len(x), what); _made(_len(x) * (16 if isinstance(x, (dict, set, frozenset)) else 1))
     if isinstance(x, int) and x.bit_length() > MAX_INT_BITS: _over(f"{what} made an integer of {x.bit_length()} bits, more than {MAX_INT_BITS}")
     return x
 
@@ -430,7 +430,7 @@ class _Marks(NodeTransformer):
 # %% ../nbs/04_chat.ipynb 28
 class _LimitedEnvironment(ImmutableSandboxedEnvironment):
     "Jinja's immutable sandbox plus limits: operators, calls, lookups and loop items are steps; sizes are checked before they are made."
-    intercepted_binops = frozenset({"*", "**", "+", "%"})   # not constant-folded at compile time: they run through call_binop
+    intercepted_binops = frozenset({"*", "**", "+", "%", "-"})   # not constant-folded at compile time: they run through call_binop ('-' makes sets)
     xllm_loop, xllm_concat, xllm_out, xllm_slice, xllm_compared = map(staticmethod, (_loop, _concat, _out, _slice, _compared))
     def call_binop(self, context, operator, left, right):
         _tick()
