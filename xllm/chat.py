@@ -106,7 +106,6 @@ def _check_format(fmt):
 # %% ../nbs/04_chat.ipynb 15
 import inspect, string as _string
 from collections.abc import Iterator, ItemsView, KeysView, Mapping, ValuesView
-from jinja2.runtime import LoopContext
 from jinja2.utils import Namespace
 
 MADE_FACTOR = 64   # all strings and lists one render makes (captured output, namespace accumulations...): at most 64 x MAX_CHARS
@@ -245,7 +244,8 @@ def _out(x):
 
 def _check_args(what, args, kwargs):
     """Before a call: no integer argument above the size bound (widths, counts), no other argument estimated past it (an error
-    message may print it: `raise_exception([s] * 500)`); str.join/replace/format sized first."""
+    message may print it: `raise_exception([s] * 500)`; C code may compare or hash all of it: `dict(L)`, `d.get(t)`, `loop.changed(x)`,
+    `s.startswith(t)`, `l.count(x)`); str.join/replace/format sized first."""
     _tick()
     for v in (*args, *kwargs.values()):
         if isinstance(v, int) and not isinstance(v, bool) and v > _max_chars(): _over(f"{what} was given {v}, more than {_max_chars()}")
@@ -259,10 +259,8 @@ def _items(v):
 def _check_method(f, args, kwargs):
     "Before a str method runs: the size of what it would make. Returns the arguments to call it with (a generator drawn into a list)."
     s, name = getattr(f, "__self__", None), getattr(f, "__name__", "")
-    if isinstance(s, Mapping) or name in ("count", "index", "changed") and isinstance(s, (list, tuple, LoopContext)):
-        for a in (args if isinstance(s, Mapping) else (s, *args)): _compared(a, f"{name}()")   # they hash or compare in C
+    if name in ("count", "index") and isinstance(s, (list, tuple)): _compared(s, f"{name}()")   # compared item by item (the arguments: `_check_args`)
     if not isinstance(s, str): return args
-    if name in ("startswith", "endswith") and args and isinstance(args[0], tuple): _compared(args[0], f"str.{name}")
     if name in ("strip", "lstrip", "rstrip", "rfind", "rindex", "rsplit", "rpartition") and args and isinstance(args[0], str):
         _work(len(s) * len(args[0]), f"str.{name}")             # each char searched in the set; reverse searches are O(n m)
     if name == "striptags": _work(_striptags_work(s), "Markup.striptags")
@@ -351,11 +349,12 @@ def _guard_filter(name, f):
         if name not in _ANY_INT_ARGS: _check_args(f"the {name} filter", args[skip + 1:], kwargs)   # the value itself may be any number (`{{ 2000000|abs }}`)
         if name == "format" and len(args) > skip: _check_format(args[skip])
         if name in _COMPARING and len(args) > skip: args = (*args[:skip], _compared(_items(args[skip]), f"the {name} filter"), *args[skip + 1:])
-        if name == "sum" and len(args) > skip: args = (*args[:skip], _counted_iter(iter(args[skip]), "the sum filter"), *args[skip + 1:])
         if name == "round" and isinstance(p := kwargs.get("precision", args[skip + 1] if len(args) > skip + 1 else 0), int) and abs(p) > 20000:
             _over(f"the round filter was given precision {p} (it computes 10 ** {abs(p)})")
-        if name == "sum" and not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
-            _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
+        if name == "sum" and len(args) > skip:
+            if not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
+                _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
+            args = (*args[:skip], _counted_iter(iter(args[skip]), "the sum filter"), *args[skip + 1:])   # each item a step
         if sig is not None and (name in _ESTIMATES or name in _STRINGIFY) and (bound := _bound(sig, name, args, kwargs)):
             b, a = bound
             if name in _ESTIMATES: _sized(_ESTIMATES[name](a), f"the {name} filter")
@@ -448,8 +447,6 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
     def call(__self, __context, __obj, *args, **kwargs):
         if __obj in (_loop, _concat, _out, _slice, _compared) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
         else: _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
-        if __obj is dict or __obj is Namespace:                  # they hash every key in C
-            for a in args: _compared(a, f"{__obj.__name__}()")
         args = _check_method(__obj, args, kwargs)
         r = super().call(__context, __obj, *args, **kwargs)
         if isinstance(getattr(__obj, "__self__", None), str) and isinstance(r, (list, tuple)): _made(sum(map(_len, r)))   # split() copies the text
