@@ -356,3 +356,47 @@ def test_second_signal_exits_at_once(model_dir, tmp_path, second):
 def test_loopback_names():
     assert _loopback("127.0.0.1") and _loopback("localhost") and _loopback("::1") and _loopback("127.8.9.10")
     assert not _loopback("0.0.0.0") and not _loopback("192.0.2.1") and not _loopback("::") and not _loopback("example.org")
+
+
+def _token_gaps(srv, body):
+    "Stream a completion; the gaps (s) between the arrivals of its events, largest first."
+    c = http.client.HTTPConnection(srv.host, srv.port, timeout=120)
+    c.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}), headers={"Content-Type": "application/json"})
+    r, times = c.getresponse(), []
+    while (line := r.fp.readline()):
+        if line.startswith(b"data: "): times.append(time.perf_counter())
+        if line.startswith(b"data: [DONE]"): break
+    c.close()
+    return sorted((b - a for a, b in zip(times, times[1:])), reverse=True)
+
+
+def test_slow_templates_do_not_stall_other_streams(server, llm, monkeypatch):
+    """Chat templates render in worker processes: while four chat requests render templates that take their whole CPU budget (two
+    legal and slow, answered 200; two refused at the limit, a 400), an unrelated completion stream keeps producing tokens, its largest
+    gap under max(100 ms, 3x its largest gap without that load, same run). (Rendered in the server's process, behind its GIL, such
+    renders once stretched a stream's gaps from 6 ms to 583 ms.)"""
+    import xllm.chat as chat
+    slow_down(server, monkeypatch, 0.01)
+    body = {"prompt": "Once upon a time", "max_tokens": 250, "ignore_eos": True, "temperature": 0}
+    quiet = _token_gaps(server, body)[0]
+    monkeypatch.setattr(chat, "MAX_RENDER_SECONDS", 1.0)
+    loops = "{% for i in range(N) %}{% for j in range(N) %}{% endfor %}{% endfor %}"
+    n = 1000                                                     # a legal render: ~0.3 s of CPU on this machine
+    while n < 9000:
+        t0 = time.process_time(); chat.ChatTemplate(loops.replace("N", str(n)), in_process=True).render([{"role": "user", "content": "x"}])
+        if time.process_time() - t0 > 0.3: break
+        n = int(n * 1.3)
+    # one template for all four: a message asking for 'forever' loops until the CPU limit stops it
+    monkeypatch.setattr(llm.tokenizer, "chat_template", "{% set t = messages[0].content %}{% if t == 'forever' %}" + loops.replace("N", "9999")
+                        + "{% else %}" + loops.replace("N", str(n)) + "{% endif %}<|im_start|>user\n{{ t }}<|im_end|>\n", raising=False)
+    statuses = []
+    def one(text): statuses.append(_post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": text}], "max_tokens": 1}))
+    load = [threading.Thread(target=one, args=(t,)) for t in ("slow", "forever", "slow", "forever")]
+    for t in load: t.start()
+    time.sleep(0.2)                                              # the renders are under way
+    busy = _token_gaps(server, body)[0]
+    for t in load: t.join(120)
+    assert sorted(s for s, _ in statuses) == [200, 200, 400, 400], statuses
+    assert all("exceeds its limits" in json.dumps(b) for s, b in statuses if s == 400), statuses
+    print(f"largest gap between tokens: {quiet * 1e3:.0f} ms quiet, {busy * 1e3:.0f} ms while the templates render (n = {n})")
+    assert busy < max(0.100, 3 * quiet), (busy, quiet)

@@ -4,19 +4,19 @@
 
 # %% ../nbs/04_chat.ipynb 4
 from __future__ import annotations
-import itertools, json, numbers, re, threading, time
+import atexit, importlib.util, itertools, json, marshal, numbers, os, re, signal, subprocess, sys, threading
 from datetime import datetime
-from functools import lru_cache, wraps
+from functools import lru_cache
+from pathlib import Path
 
 import jinja2
-from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jinja2.visitor import NodeTransformer
 
 # %% auto 0
-__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_STEPS', 'MAX_RENDER_SECONDS', 'MAX_CHARS', 'MADE_FACTOR', 'MAX_INT_BITS',
-           'MAX_DATA_DEPTH', 'TemplateError', 'plain_data', 'text_content', 'validate_messages', 'ChatTemplate',
-           'default_template_name', 'apply_chat_template', 'apply_chat_template_parts']
+__all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_CHARS', 'MAX_RENDER_SECONDS', 'MAX_RENDER_MEMORY', 'TEMPLATE_WORKERS',
+           'IN_PROCESS', 'MAX_DATA_DEPTH', 'TemplateError', 'TemplateWorkers', 'template_workers', 'plain_data',
+           'text_content', 'validate_messages', 'ChatTemplate', 'default_template_name', 'apply_chat_template',
+           'apply_chat_template_parts']
 
 # %% ../nbs/04_chat.ipynb 6
 class TemplateError(ValueError):
@@ -27,479 +27,202 @@ def _raise_exception(message):
     raise TemplateError(f"chat template refused the conversation: {message}")
 
 def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    "JSON like `json.dumps` (templates use it to print tool schemas); not Jinja's HTML-escaping `tojson`. An indent of at most 64."
-    if isinstance(indent, (int, str)) and not isinstance(indent, bool) and (indent if isinstance(indent, int) else len(indent)) > 64:
-        raise TemplateError(f"chat template exceeds its limits: tojson indent {indent!r} is more than 64")
-    out = _Capped("tojson")
-    for chunk in json.JSONEncoder(ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys).iterencode(x): out.write(chunk)
-    return "".join(out.parts)   # written piece by piece and counted: a list of one string repeated a million times stops early
+    "JSON like `json.dumps`, as transformers gives it to templates (they print tool schemas with it); not Jinja's HTML-escaping `tojson`."
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-class _Capped:
-    "A stream that refuses to hold more than the size bound (`tojson` and `pprint` write into it piece by piece)."
-    def __init__(self, what): self.what, self.parts, self.n = what, [], 0
-    def write(self, s):
-        self.n += len(s)
-        if self.n > _max_chars(): _over(f"the {self.what} filter would make more than {_max_chars()} characters")
-        self.parts.append(s)
-
-def _pprint(value):
-    "Jinja's `pprint` (`pprint.pformat`), written into a `_Capped` stream."
-    import pprint
-    out = _Capped("pprint"); pprint.PrettyPrinter(stream=out).pprint(value)
-    return "".join(out.parts)[:-1]
-
-def _strftime_now(fmt):
-    return datetime.now().strftime(fmt)
-
-
-# %% ../nbs/04_chat.ipynb 11
-MAX_TEMPLATE_CHARS = 1 << 17   # a template's source (compiling costs ~50 us and ~2 KB a character; real ones: tens of KiB at most)
-MAX_RANGE = 10_000             # items of one range()
-MAX_STEPS = 1_000_000          # loop iterations, calls, lookups and operators of one render, plus 100 per message
-MAX_RENDER_SECONDS = 5.0       # wall-clock time of one render
-MAX_CHARS = 1 << 20            # the output, and any one string or list made while rendering, plus 4 per character of input
-
-_LIMITS = threading.local()    # the budget of the render running in this thread (None while compiling)
+def _strftime_now(fmt): return datetime.now().strftime(fmt)
 
 # %% ../nbs/04_chat.ipynb 12
-class _Budget:
-    def __init__(self, n_messages: int = 0, n_chars: int = 0):
-        self.steps, self.made, self.max_steps, self.max_chars = 0, 0, MAX_STEPS + 100 * n_messages, MAX_CHARS + 4 * n_chars
-        self.deadline = time.monotonic() + MAX_RENDER_SECONDS
+MAX_TEMPLATE_CHARS = 1 << 17   # a template's source (real ones: tens of KiB at most)
+MAX_RANGE = 10_000             # items of one range()
+MAX_CHARS = 1 << 20            # the rendered prompt, plus 4 per character of input
+MAX_RENDER_SECONDS = 2.0       # CPU time of one render in its worker; the wall clock allows twice that plus a second
+MAX_RENDER_MEMORY = 1 << 29    # memory a worker may take beyond what it holds at rest (its address space, RLIMIT_AS)
+TEMPLATE_WORKERS = 2           # worker processes, each rendering one request at a time
+IN_PROCESS = False             # True: render in this process (trusted templates only: no bound on time or memory)
 
-def _over(what): raise TemplateError(f"chat template exceeds its limits: {what}")
-def _max_chars() -> int: return b.max_chars if (b := getattr(_LIMITS, "budget", None)) else MAX_CHARS
+def _over(what) -> TemplateError: return TemplateError(f"chat template exceeds its limits: {what}")
 
-# %% ../nbs/04_chat.ipynb 13
-def _tick(clock: bool = False):
-    "One step of the current render: counted, and the clock checked every 256 steps (or now: `clock`, after a step that may be long)."
-    b = getattr(_LIMITS, "budget", None)
-    if b is None: return
-    b.steps += 1
-    if b.steps > b.max_steps: _over(f"more than {b.max_steps} steps (loop iterations, calls, lookups, operators)")
-    if (clock or not b.steps & 255) and time.monotonic() > b.deadline: _over(f"rendering took more than {MAX_RENDER_SECONDS:g} s")
-
-# %% ../nbs/04_chat.ipynb 14
-def _sized(n: int, what: str):
-    if n > _max_chars(): _over(f"{what} would make {n} characters or items, more than {_max_chars()}")
-
-def _len(x) -> int: return len(x) if isinstance(x, (str, list, tuple, dict, set, frozenset)) else 0
-
-def _num(d: str) -> int: return int(d) if len(d) <= 9 else 10**9     # a width or precision as written (more than 9 digits: 10**9)
-
-def _pct_numbers(fmt: str) -> list[int]:
-    """The widths and precisions a `%` format may ask for: numbers right after `%` and its flags, or after a mapping key's `)` (found
-    without parsing keys as Python does, as they may nest parentheses), and after their `.`. Other digits are text (`'%s-20240101'`)."""
-    return [_num(d) for m in re.finditer(r"[%)][#0\- +]*(\d*)(?:\.(\d*))?", fmt) for d in m.groups() if d]
-
-def _spec_numbers(spec: str) -> list[int]: return [_num(d) for d in re.findall(r"\d+", spec or "")]
-
-def _check_format(fmt):
-    "Format strings may not ask for huge widths or precisions (`'%99999999s'`, `'{:>99999999}'`)."
-    if not isinstance(fmt, str): return
-    ws = _pct_numbers(fmt) if "%" in fmt else []
-    if "{" in fmt:
-        try: ws += [w for _, _, spec, _ in _string.Formatter().parse(fmt) for w in _spec_numbers(spec)]
-        except ValueError: pass                                  # format() itself will refuse it
-    if ws: _sized(max(ws), "a format width")
-
-# %% ../nbs/04_chat.ipynb 15
-import inspect, string as _string
-from collections.abc import Iterator, ItemsView, KeysView, Mapping, ValuesView
-from jinja2.utils import Namespace
-
-MADE_FACTOR = 64   # all strings and lists one render makes (captured output, namespace accumulations...): at most 64 x MAX_CHARS
-
-def _made(n: int):
-    "Count `n` characters or items made by the current render; all it makes together may not pass `MADE_FACTOR` x its size bound."
-    if (b := getattr(_LIMITS, "budget", None)) is None: return
-    b.made += n
-    if b.made > MADE_FACTOR * b.max_chars: _over(f"it made more than {MADE_FACTOR * b.max_chars} characters and items in all")
-
-def _work(n: int, what: str):
-    "Work a call does in C without a step (about `n` character operations): at most `MADE_FACTOR` x the size bound, well under a second."
-    if n > MADE_FACTOR * _max_chars(): _over(f"{what} would take about {n} character operations, more than {MADE_FACTOR * _max_chars()}")
-
-# %% ../nbs/04_chat.ipynb 16
-def _weight(x, cap: int | None = None, _memo=None, _depth=0) -> int:
-    """About how long `str(x)` is (to a small constant factor), without building it: strings, numbers, containers (a shared item counted
-    every time it appears, computed once), namespaces. Stops counting past `cap` (default: the size bound), so it costs at most ~cap/4 steps."""
-    if isinstance(x, str): return len(x)
-    if x is None or isinstance(x, (bool, float)): return 24
-    if isinstance(x, int): return x.bit_length() * 10 // 33 + 2
-    if isinstance(x, (bytes, bytearray)): return 4 * len(x) + 3
-    cap = _max_chars() if cap is None else cap
-    memo = {} if _memo is None else _memo
-    if isinstance(x, Namespace):
-        try: x = object.__getattribute__(x, "_Namespace__attrs")
-        except AttributeError: return 64
-    if id(x) in memo: return memo[id(x)]
-    if _depth > 200: _over("a value is nested more than 200 deep")
-    if isinstance(x, (Mapping, ItemsView)): items = [y for kv in (x.items() if isinstance(x, Mapping) else x) for y in kv]
-    elif isinstance(x, (list, tuple, set, frozenset, KeysView, ValuesView)): items = x
-    else: return 64                                              # generators, ranges, macros, undefined...: a short repr
-    memo[id(x)], n = 0, 2                                        # a cycle (through a namespace) prints as `...`
-    for y in items:
-        n += 4 + (len(y) if isinstance(y, str) else _weight(y, cap, memo, _depth + 1))
-        if n > cap: break
-    memo[id(x)] = n
-    if _memo is None: _tick(clock=True)                          # a walk of up to ~bound/4 items: the clock is read after it
-    return n
-
-# %% ../nbs/04_chat.ipynb 17
-def _sized_str(x, what: str):
-    "Before `str(x)` of a non-string: the estimated length must be within the bound."
-    if not isinstance(x, str): _sized(_weight(x), what)
-
-# %% ../nbs/04_chat.ipynb 18
-def _weights(xs) -> int:
-    "The summed `_weight` of `xs`, stopping once past the size bound (each term costs up to ~bound/4 steps)."
-    n, cap = 0, _max_chars()
-    for x in xs:
-        n += _weight(x)
-        if n > cap: break
-    return n
-
-def _pct_size(fmt, args) -> int:
-    """An upper bound (to a constant factor) of `len(fmt % args)`, without parsing conversions as Python does (mapping keys may nest
-    parentheses): every width and precision `_pct_numbers` finds, every `%` a conversion printing 320 characters (the longest float
-    `%f`) plus its argument: each of a tuple's once, a mapping's largest every time; with `*` in `fmt`, every integer argument may be a width."""
-    if not isinstance(fmt, str): _sized_str(fmt, "a % format's string"); fmt = str(fmt)
-    n = len(fmt) + sum(_pct_numbers(fmt)) + 320 * fmt.count("%")
-    if isinstance(args, Mapping):
-        w = 0
-        for v in args.values():
-            w = max(w, _weight(v))
-            if w > _max_chars(): break
-        return n + fmt.count("%") * w
-    vals = args if isinstance(args, tuple) else (args,)
-    n += _weights(vals)
-    if "*" in fmt: n += sum(abs(v) for v in vals if isinstance(v, int))     # '-N' is a left-aligned width N
-    return n
-
-# %% ../nbs/04_chat.ipynb 19
-def _brace_size(fmt, args, kwargs) -> int:
-    """An upper bound (to a constant factor) of `len(fmt.format(*args, **kwargs))`: each field its argument's size plus its spec's
-    numbers. A field inside a spec (`'{:{}}'`, a width or precision from an argument, a string, a float, an item...) is refused."""
-    n, auto = len(fmt), 0
-    try: fields = list(_string.Formatter().parse(fmt))
-    except ValueError: return n                                  # format() itself will refuse it
-    for _, name, spec, _ in fields:
-        if name is None: continue
-        if "{" in (spec or ""): _over(f"a format field with a field inside its spec ({{{name}:{spec}}}); give widths as numbers")
-        head = re.match(r"[^.\[]*", name).group()
-        if head == "": v = args[auto] if auto < len(args) else ""; auto += 1
-        elif head.isdigit(): v = args[int(head)] if int(head) < len(args) else ""
-        else: v = kwargs.get(head, "")
-        n += 320 + sum(_spec_numbers(spec)) + _weight(v) * (2 if "," in (spec or "") or "_" in (spec or "") else 1)
-        if n > _max_chars(): break
-    return n
-
-# %% ../nbs/04_chat.ipynb 20
 def _safe_range(*args):
     r = range(*args)
-    if len(r) > MAX_RANGE: _over(f"range({', '.join(map(repr, args))}) has {len(r)} items, more than {MAX_RANGE}")
+    if len(r) > MAX_RANGE: raise _over(f"range({', '.join(map(repr, args))}) has {len(r)} items, more than {MAX_RANGE}")
     return r
 
-class _Counted:
-    "An iterable whose every item is a step of the render (what `{% for %}` loops over)."
-    def __init__(self, it): self.it = it
-    def __len__(self): return len(self.it)
-    def __iter__(self):
-        for x in self.it: _tick(); yield x
-
-# %% ../nbs/04_chat.ipynb 21
-def _loop(it): return _Counted(it)
-
-def _slice(x, start, stop, step):
-    "`x[start:stop:step]`, a copy: a step, and sized and counted as all that a render makes."
-    _tick()
-    return _checked(x[start:stop:step], "a slice")
-
-def _compared(x, what: str = "a comparison or `in`"):
-    """An operand of `==`, `<`, `in`..., of a test, a sort or a search: C code compares a container item by item without a step,
-    so its weight (all it may compare) must be within the size bound, and the clock is checked after the step."""
-    if isinstance(x, (str, int, float, bool, type(None))): return x
-    if (w := _weight(x)) > _max_chars(): _over(f"{what} would compare {w} characters and items, more than {_max_chars()}")
-    _tick(clock=True)
-    return x
-
-def _counted_iter(it, what):
-    "A lazy filter result (`map`, `batch`, `slice`, `select`...): each item it yields is a step, and sized."
-    for x in it: _tick(); yield _checked(x, what)
-
-def _concat(*parts) -> str:
-    "`a ~ b ~ c`, with the size of the result checked before it is built."
-    for p in parts: _sized_str(p, "a ~ concatenation")
-    parts = [str(p) for p in parts]
-    _sized(sum(map(len, parts)), "a ~ concatenation"); _made(sum(map(len, parts)))
-    return "".join(parts)
-
-# %% ../nbs/04_chat.ipynb 22
-def _out(x):
-    "Every piece of output (`{{ ... }}` and the template's own text, also inside `{% set %}` blocks, macros and `{% filter %}`): sized and counted."
-    _sized_str(x, "an output expression")
-    _made(_weight(x))
-    return x
-
-def _check_args(what, args, kwargs):
-    """Before a call: no integer argument above the size bound (widths, counts), no other argument estimated past it (an error
-    message may print it: `raise_exception([s] * 500)`; C code may compare or hash all of it: `dict(L)`, `d.get(t)`, `loop.changed(x)`,
-    `s.startswith(t)`, `l.count(x)`); str.join/replace/format sized first."""
-    _tick()
-    for v in (*args, *kwargs.values()):
-        if isinstance(v, int) and not isinstance(v, bool) and v > _max_chars(): _over(f"{what} was given {v}, more than {_max_chars()}")
-        _sized_str(v, what)
-
-# %% ../nbs/04_chat.ipynb 23
-def _items(v):
-    "An iterable argument as a list (a generator is drawn item by item, each a step), so that its size can be estimated."
-    return v if isinstance(v, (list, tuple, str, dict)) else list(_counted_iter(v, "an iterable")) if hasattr(v, "__iter__") else v
-
-def _check_method(f, args, kwargs):
-    "Before a str method runs: the size of what it would make. Returns the arguments to call it with (a generator drawn into a list)."
-    s, name = getattr(f, "__self__", None), getattr(f, "__name__", "")
-    if name in ("count", "index") and isinstance(s, (list, tuple)): _compared(s, f"{name}()")   # compared item by item (the arguments: `_check_args`)
-    if not isinstance(s, str): return args
-    if name in ("strip", "lstrip", "rstrip", "rfind", "rindex", "rsplit", "rpartition") and args and isinstance(args[0], str):
-        _work(len(s) * len(args[0]), f"str.{name}")             # each char searched in the set; reverse searches are O(n m)
-    if name == "striptags": _work(_striptags_work(s), "Markup.striptags")
-    if name == "join" and args:
-        args = (_items(args[0]), *args[1:])
-        if hasattr(args[0], "__len__"): _sized(len(s) * len(args[0]) + _weights(args[0]), "str.join")
-    elif name == "replace" and len(args) >= 2 and all(isinstance(a, str) for a in args[:2]):
-        _sized(len(s) + (len(s) // max(1, len(args[0])) + 1) * max(0, len(args[1]) - len(args[0])), "str.replace")
-    elif name == "expandtabs": _sized(len(s) * (args[0] if args and isinstance(args[0], int) else kwargs.get("tabsize", 8)), "str.expandtabs")
-    elif name == "format": _sized(_brace_size(s, args, kwargs), "str.format")
-    elif name == "format_map" and args and isinstance(args[0], Mapping): _sized(_brace_size(s, (), args[0]), "str.format_map")
-    elif name == "translate" and args:
-        if not isinstance(args[0], Mapping): _over("str.translate takes a dict as its table here (a list's items are not sized)")
-        _sized(len(s) * max([1, *(_weight(v) for v in args[0].values())]), "str.translate")
-    return args
-
-# %% ../nbs/04_chat.ipynb 24
-def _replace_size(a):
-    for k in ("old", "new"): _sized_str(a[k], "the replace filter")
-    n, old, new = _weight(a["s"]), str(a["old"]), str(a["new"])
-    k = n // max(1, len(old)) + 1
-    if isinstance(a.get("count"), int) and a["count"] >= 0: k = min(k, a["count"])
-    return n + k * max(0, len(new) - len(old))
-
-def _indent_size(a):
-    s, w = a["s"], a["width"]
-    n = _weight(s)
-    lines = sum(map(s.count, "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")) if isinstance(s, str) else n   # what splitlines() splits on
-    return n + (lines + 1) * (w if isinstance(w, int) else _weight(w))
-
-_ESTIMATES = {   # filter -> an upper bound (to a constant factor) of the size of its result, from its bound arguments
-    "join": lambda a: _weight(a["d"]) * max(1, len(a["value"])) + _weights(a["value"]) if hasattr(a["value"], "__len__") else _weight(a["d"]),
-    "replace": _replace_size, "indent": _indent_size,
-    "format": lambda a: _pct_size(a["value"], a["kwargs"] or tuple(a["args"])),
-    "center": lambda a: max(_weight(a["value"]), a["width"] if isinstance(a["width"], int) else 0),
-    "truncate": lambda a: _weight(a["s"]) + _weight(a["end"]),
-    "wordwrap": lambda a: (n := _weight(a["s"])) + (n + 1) * max(1, _weight(a["wrapstring"]) if a["wrapstring"] is not None else 1),
-    "urlize": lambda a: 10 * (n := _weight(a["value"])) + (n // 2 + 1) * (60 + sum(_weight(a[k]) for k in ("target", "rel") if a[k] is not None)),
-    "xmlattr": lambda a: 6 * _weight(a["d"]), "pprint": lambda a: _weight(a["value"]),
-    "escape": lambda a: _weight(a["s"]), "forceescape": lambda a: _weight(a["value"]), "urlencode": lambda a: _weight(a["value"]),
-}
-_STRINGIFY = {"string", "safe", "capitalize", "lower", "upper", "title", "trim", "striptags", "wordcount", "e", "int", "float", "filesizeformat", "reverse", "list"}
-
-def _sq_runs(s) -> int:
-    "The sum of squared lengths of the runs of ASCII whitespace and of everything else (textwrap's chunks; urlize's words are shorter)."
-    return sum((m.end() - m.start()) ** 2 for m in re.finditer(r"[\t\n\v\f\r ]+|[^\t\n\v\f\r ]+", str(s)))
-
-def _nesting(x, memo) -> int:
-    "How deep lists, tuples and dicts nest in `x` (sized by `_weight` first, so at most 200 deep)."
-    items = x.values() if isinstance(x, Mapping) else x if isinstance(x, (list, tuple, set, frozenset)) else None
-    if items is None: return 0
-    if id(x) not in memo: memo[id(x)] = 0; memo[id(x)] = 1 + max((_nesting(y, memo) for y in items), default=0)
-    return memo[id(x)]
-
-def _striptags_work(s) -> int: return len(s) * (s.count("<") + 1)   # markupsafe rebuilds the text for each tag
-
-_WORK = {   # filters that do more work than they make: about how many character operations (~1 ns each), from their bound arguments
-    "striptags": lambda a: _striptags_work(str(a["value"])),
-    "trim": lambda a: _weight(a["value"]) * (len(a["chars"]) if isinstance(a["chars"], str) else 1),
-    "urlize": lambda a: 64 * _sq_runs(a["value"]) + 512 * _weight(a["value"]) * len(a["extra_schemes"] or ()),   # regexes backtrack per word
-    "wordwrap": lambda a: _sq_runs(a["s"]) // max(1, a["width"] if isinstance(a["width"], int) else 1),   # textwrap re-slices a long chunk per line
-    "pprint": lambda a: 256 * _weight(a["value"]) * (_nesting(a["value"], {}) + 1),    # pprint reprints a value at each level it nests
-}
-
-# %% ../nbs/04_chat.ipynb 25
-def _bound(sig, name, args, kwargs):
-    try: b = sig.bind(*args, **kwargs)
-    except TypeError: return None                                # the filter itself will refuse the call
-    b.apply_defaults()
-    a = dict(b.arguments)
-    if name == "join": a["value"] = _items(a["value"])
-    return b, a
-
-# %% ../nbs/04_chat.ipynb 26
-_ANY_INT_ARGS = {"format", "default", "d"}   # filters whose arguments are values, not sizes (format's '*' widths are in its estimate)
-_COMPARING = {"sort", "unique", "min", "max", "dictsort", "groupby"}   # they compare (and, ignoring case, copy lowered) every item
-
-def _guard_filter(name, f):
-    "A filter that counts as a step, refuses huge integer arguments, estimates the size of its result before it runs and checks it after."
-    try: sig = inspect.signature(f)
-    except (TypeError, ValueError): sig = None
-    skip = 1 if getattr(f, "jinja_pass_arg", None) is not None else 0   # the context/environment jinja passes first
-    @wraps(f)
-    def g(*args, **kwargs):
-        if getattr(_LIMITS, "budget", None) is None: raise nodes.Impossible()   # jinja folds constant filters while compiling: not outside the budget
-        if name not in _ANY_INT_ARGS: _check_args(f"the {name} filter", args[skip + 1:], kwargs)   # the value itself may be any number (`{{ 2000000|abs }}`)
-        if name == "format" and len(args) > skip: _check_format(args[skip])
-        if name in _COMPARING and len(args) > skip: args = (*args[:skip], _compared(_items(args[skip]), f"the {name} filter"), *args[skip + 1:])
-        if name == "round" and isinstance(p := kwargs.get("precision", args[skip + 1] if len(args) > skip + 1 else 0), int) and abs(p) > 20000:
-            _over(f"the round filter was given precision {p} (it computes 10 ** {abs(p)})")
-        if name == "sum" and len(args) > skip:
-            if not isinstance(kwargs.get("start", args[skip + 2] if len(args) > skip + 2 else 0), (int, float)):
-                _over("the sum filter adds numbers only (a list, tuple or string start would copy the total at every item)")
-            args = (*args[:skip], _counted_iter(iter(args[skip]), "the sum filter"), *args[skip + 1:])   # each item a step
-        if sig is not None and (name in _ESTIMATES or name in _STRINGIFY) and (bound := _bound(sig, name, args, kwargs)):
-            b, a = bound
-            if name in _ESTIMATES: _sized(_ESTIMATES[name](a), f"the {name} filter")
-            else: _sized_str(next(iter(a.values())) if not skip else list(a.values())[1], f"the {name} filter")
-            if name in _WORK: _work(_WORK[name](a), f"the {name} filter"); _tick(clock=True)
-            args, kwargs = b.args, b.kwargs
-        r = f(*args, **kwargs)
-        if isinstance(r, Iterator) and not isinstance(r, (str, list, tuple, dict)): return _counted_iter(r, f"the {name} filter")
-        return _checked(r, f"the {name} filter")
-    return g
-
-_COMPARING_TESTS = {"in", "==", "eq", "equalto", "!=", "ne", ">", "gt", "greaterthan", ">=", "ge", "<", "lt", "lessthan", "<=", "le"}
-
-def _guard_test(name, t):
-    """A test (also run by `select` and `reject`): a comparing one (`is eq`, `is in`...) has its operands bounded as `_compared`
-    bounds them; `is lower` sizes what it converts to text; `is filter`/`is test` look up a name; `is odd` is no `%` format."""
-    @wraps(t)
-    def g(*args, **kwargs):
-        if getattr(_LIMITS, "budget", None) is None: raise nodes.Impossible()   # not folded while compiling, where no budget holds
-        vals, what = (*args, *kwargs.values()), f"the {name} test"
-        if name in _COMPARING_TESTS:
-            for a in vals: _compared(a, what)
-        elif name in ("lower", "upper"): _sized_str(vals[0], what)
-        elif name in ("filter", "test") and not isinstance(vals[-1], str): return False
-        elif name in ("odd", "even", "divisibleby") and isinstance(vals[0], str): _over(f"{what} was given a string (a % format)")
-        return t(*args, **kwargs)
-    return g
-
-# %% ../nbs/04_chat.ipynb 27
-MAX_INT_BITS = 1 << 16   # integers a render may make (~20,000 digits; literals compile up to 4,300): past that, // % str() are slow
-
-def _checked(x, what):
-    "What an operator, call or filter made: sized and counted (a dict or set entry as 16: a hash table's slots take ~50 bytes an entry); an integer of at most `MAX_INT_BITS` bits."
-    _sized(_len(x), what); _made(_len(x) * (16 if isinstance(x, (dict, set, frozenset)) else 1))
-    if isinstance(x, int) and x.bit_length() > MAX_INT_BITS: _over(f"{what} made an integer of {x.bit_length()} bits, more than {MAX_INT_BITS}")
-    return x
-
-def _env_call(name, args, lineno): return nodes.Call(nodes.EnvironmentAttribute(f"xllm_{name}"), args, [], None, None, lineno=lineno)
-
-class _Marks(NodeTransformer):
-    """Rewrite a parsed template so that every `{% for %}` loops over `_Counted` items, every `~` goes through `_concat`, every operand
-    of a comparison and key of a dict literal through `_compared`, and every piece of output through `_out` (attributes of the environment, which a template
-    cannot rebind)."""
-    def visit_For(self, node):
-        node = self.generic_visit(node)
-        node.iter = _env_call("loop", [node.iter], node.lineno)
-        return node
-    def visit_Concat(self, node):
-        node = self.generic_visit(node)
-        return _env_call("concat", node.nodes, node.lineno)
-    def visit_Compare(self, node):    # `a == b < c`, `x in y`: each operand still evaluated once and in order
-        node = self.generic_visit(node)
-        node.expr = _env_call("compared", [node.expr], node.lineno)
-        for op in node.ops: op.expr = _env_call("compared", [op.expr], node.lineno)
-        return node
-    def visit_Pair(self, node):       # a dict literal's key is hashed in C
-        node = self.generic_visit(node)
-        node.key = _env_call("compared", [node.key], node.lineno)
-        return node
-    def visit_Getitem(self, node):    # jinja compiles `x[a:b]` to a plain Python slice: a copy, so it goes through `_slice`
-        node = self.generic_visit(node)
-        if not isinstance(node.arg, nodes.Slice): return node
-        none = lambda: nodes.Const(None, lineno=node.lineno)
-        parts = [node.node] + [getattr(node.arg, k) or none() for k in ("start", "stop", "step")]
-        return _env_call("slice", parts, node.lineno)
-    def visit_Output(self, node):
-        node = self.generic_visit(node)
-        node.nodes = [_env_call("out", [nodes.MarkSafeIfAutoescape(nodes.Const(n.data)) if isinstance(n, nodes.TemplateData) else n], n.lineno)
-                      for n in node.nodes]
-        return node
-
-# %% ../nbs/04_chat.ipynb 28
-class _LimitedEnvironment(ImmutableSandboxedEnvironment):
-    "Jinja's immutable sandbox plus limits: operators, calls, lookups and loop items are steps; sizes are checked before they are made."
-    intercepted_binops = frozenset({"*", "**", "+", "%", "-"})   # not constant-folded at compile time: they run through call_binop ('-' makes sets)
-    xllm_loop, xllm_concat, xllm_out, xllm_slice, xllm_compared = map(staticmethod, (_loop, _concat, _out, _slice, _compared))
-    def call_binop(self, context, operator, left, right):
-        _tick()
-        if operator == "*":
-            for s, n in ((left, right), (right, left)):
-                if isinstance(s, (str, list, tuple)) and isinstance(n, int): _sized(len(s) * max(n, 0), "a * repetition")
-            if isinstance(left, int) and isinstance(right, int) and left.bit_length() + right.bit_length() > 1 << 16: _over("a product of huge integers")
-        elif operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1 \
-                and right * abs(left).bit_length() > 1 << 16: _over(f"{left} ** {right} is a huge integer")
-        elif operator == "+" and isinstance(left, (str, list, tuple)) and type(left) is type(right): _sized(len(left) + len(right), "a + concatenation")
-        elif operator == "%" and isinstance(left, str):
-            _check_format(left)
-            _sized(_pct_size(left, right), "a % format")            # a '*' width or precision counts at its value
-        return _checked(super().call_binop(context, operator, left, right), f"the {operator} operator")
-    def call(__self, __context, __obj, *args, **kwargs):
-        if __obj in (_loop, _concat, _out, _slice, _compared) or getattr(__obj, "xllm_sized", False): _tick()   # xllm's marks and str.format size what they are given (a number may be printed)
-        else: _check_args(getattr(__obj, "__name__", "a call"), args, kwargs)
-        args = _check_method(__obj, args, kwargs)
-        r = super().call(__context, __obj, *args, **kwargs)
-        if isinstance(getattr(__obj, "__self__", None), str) and isinstance(r, (list, tuple)): _made(sum(map(_len, r)))   # split() copies the text
-        if isinstance(r, (bytes, bytearray)): _over(f"{getattr(__obj, '__name__', 'a call')} made bytes, which a chat template has no use for (and which its limits do not size)")
-        return _checked(r, getattr(__obj, "__name__", "a call"))
-    def getattr(self, obj, attribute):
-        _tick()
-        r = super().getattr(obj, attribute)
-        if isinstance(obj, str) and attribute in ("format", "format_map") and callable(r):   # the sandbox wraps these two in functions
-            _check_format(obj)
-            def fmt(*args, **kwargs):
-                m = args[0] if attribute == "format_map" and args and isinstance(args[0], Mapping) else kwargs
-                _sized(_brace_size(obj, args if attribute == "format" else (), m), f"str.{attribute}")
-                return r(*args, **kwargs)
-            fmt.__name__, fmt.xllm_sized = attribute, True
-            return fmt
-        return r
-    def getitem(self, obj, argument):
-        _tick()
-        if not isinstance(argument, slice): _compared(argument, "a key")   # hashed in C (a tuple of tuples: exponentially), and printed if missing
-        r = super().getitem(obj, argument)
-        return _checked(r, "a slice") if isinstance(argument, slice) else r     # a slice is a copy: sized and counted
-    def _parse(self, source, name, filename):
-        tree = _Marks().visit(super()._parse(source, name, filename))
-        tree.set_environment(self)
-        return tree
-
-# %% ../nbs/04_chat.ipynb 29
+# %% ../nbs/04_chat.ipynb 14
 def _make_env() -> ImmutableSandboxedEnvironment:
-    env = _LimitedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters.update(tojson=_tojson, pprint=_pprint)
-    env.filters = {k: _guard_filter(k, f) for k, f in env.filters.items()}
-    env.tests = {k: _guard_test(k, t) for k, t in env.tests.items()}
+    "Jinja's immutable sandbox as transformers sets it up (`tojson`, `raise_exception`, `strftime_now`, loop controls), `range` capped."
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = _tojson
     env.globals.pop("lipsum", None)     # generates text from a count: nothing a chat template needs
     env.globals.update(raise_exception=_raise_exception, strftime_now=_strftime_now, range=_safe_range)
     return env
 
 _ENV = _make_env()
 
-# %% ../nbs/04_chat.ipynb 30
 @lru_cache(maxsize=64)
 def _compile(source: str) -> jinja2.Template:
-    if len(source) > MAX_TEMPLATE_CHARS: raise TemplateError(f"chat template is {len(source)} characters, more than {MAX_TEMPLATE_CHARS}")
     try: return _ENV.from_string(source)
     except jinja2.TemplateSyntaxError as e:
         raise TemplateError(f"chat template does not compile (line {e.lineno}): {e.message}") from None
-    except (RecursionError, MemoryError, SyntaxError) as e:   # nested deeper than the parser or Python's compiler can go
+    except (RecursionError, SyntaxError) as e:                # nested deeper than the parser or Python's compiler can go
         raise TemplateError(f"chat template does not compile: nested too deeply ({type(e).__name__})") from None
     except ValueError as e:                                   # a literal Python will not convert (an integer of 5,000 digits)
         if isinstance(e, TemplateError): raise
         raise TemplateError(f"chat template does not compile: {e}") from None
 
-# %% ../nbs/04_chat.ipynb 32
+# %% ../nbs/04_chat.ipynb 17
+def _render(source: str, variables: dict | None, max_chars: int) -> str:
+    "Compile `source` (cached) and render it with `variables` (None: only compile), stopping as soon as the output passes `max_chars`."
+    template = _compile(source)
+    if variables is None: return ""
+    out, size = [], 0
+    try:
+        for chunk in template.generate(**variables):
+            size += len(chunk)
+            if size > max_chars: raise _over(f"the rendered prompt is longer than {max_chars} characters")
+            out.append(chunk)
+        return "".join(out)
+    except (TemplateError, MemoryError): raise
+    except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, RecursionError...
+        raise TemplateError(f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}") from None
+
+# %% ../nbs/04_chat.ipynb 20
+class _Overrun(BaseException):
+    "Raised by the CPU timer's signal in a worker (a BaseException: neither jinja nor a template's code catches it)."
+
+def _read_msg(f, max_bytes: int) -> bytes | None:
+    "One length-prefixed message from the pipe `f` (None at its end); one longer than `max_bytes` is a ValueError, its body left unread."
+    head = f.read(4)
+    if len(head) < 4: return None
+    n = int.from_bytes(head, "little")
+    if n > max_bytes: raise ValueError(f"a message of {n} bytes, more than {max_bytes}")
+    body = f.read(n)
+    return body if len(body) == n else None
+
+def _write_msg(f, body: bytes): f.write(len(body).to_bytes(4, "little") + body); f.flush()
+
+# %% ../nbs/04_chat.ipynb 23
+_LIMITED = False   # set in a worker whose operating system has `resource` and CPU timers
+
+def _job(source, variables, max_chars, seconds: float) -> dict:
+    "One render in a worker, under a CPU timer (`ITIMER_PROF`, caught here) and `RLIMIT_CPU` two seconds later (which kills the worker)."
+    try:
+        try:
+            if _LIMITED:
+                used = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+                resource.setrlimit(resource.RLIMIT_CPU, (int(used + seconds) + 2, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+                signal.setitimer(signal.ITIMER_PROF, seconds)
+            return {"text": _render(source, variables, max_chars)}
+        finally:
+            if _LIMITED: signal.setitimer(signal.ITIMER_PROF, 0)
+    except _Overrun: return {"error": str(_over(f"rendering took more than {seconds:g} s of CPU time"))}
+    except MemoryError: return {"error": str(_over(f"rendering needed more than {MAX_RENDER_MEMORY >> 20} MiB of memory"))}
+    except TemplateError as e: return {"error": str(e)[:4000]}
+
+def _serve(memory: int):
+    """A worker's life (`TemplateWorkers` starts it in a child process): its limits set once, then requests read from stdin and
+    answered on stdout until stdin closes. Niced, so that a template burning CPU takes as little as it can from the engine."""
+    global MAX_RANGE, MAX_RENDER_MEMORY, _LIMITED, resource
+    signal.signal(signal.SIGINT, signal.SIG_IGN)                  # Ctrl-C is for the parent, which stops its workers
+    try: import resource
+    except ImportError: resource = None                           # Windows: only the parent's wall clock bounds a render
+    if resource is not None and hasattr(signal, "setitimer"):
+        def overrun(*_): raise _Overrun()
+        signal.signal(signal.SIGPROF, overrun)
+        os.nice(10)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            with open("/proc/self/statm") as f: at_rest = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            resource.setrlimit(resource.RLIMIT_AS, (at_rest + memory, at_rest + memory))
+        except OSError: pass                                      # no /proc (macOS, which does not enforce RLIMIT_AS anyway)
+        _LIMITED = True
+    MAX_RENDER_MEMORY, inp, out = memory, sys.stdin.buffer, sys.stdout.buffer
+    while (msg := _read_msg(inp, 1 << 31)) is not None:
+        job, seconds, MAX_RANGE = marshal.loads(msg)
+        ans = {**_job(*job, seconds), "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0}
+        _write_msg(out, json.dumps(ans).encode())
+
+# %% ../nbs/04_chat.ipynb 25
+_BOOT = ("import sys; del sys.path[0]; import importlib.util as u; s = u.spec_from_file_location('xllm_chat_worker', sys.argv[1]); "
+         "m = u.module_from_spec(s); s.loader.exec_module(m); m._serve(int(sys.argv[2]))")   # this file alone: no torch, no xllm package
+
+class TemplateWorkers:
+    """Warm worker processes that render chat templates under the operating system's limits (`_serve`). A request waits for a free
+    worker, sends its renders and waits at most `2 * seconds + 1` s of wall time for the answer; a worker that overruns that or dies
+    is killed, reaped and replaced. The answer is text or a `TemplateError` for each render."""
+    def __init__(self, n: int = TEMPLATE_WORKERS):
+        self.n, self.idle, self.live, self.cv, self.pid, self.replaced = n, [], 0, threading.Condition(), os.getpid(), 0
+
+    def _new(self) -> subprocess.Popen:
+        "A new worker, its place already counted in `live`."
+        src = Path(importlib.util.find_spec("xllm").origin).parent / "chat.py"
+        try: w = subprocess.Popen([sys.executable, "-c", _BOOT, str(src), str(MAX_RENDER_MEMORY)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except BaseException: self._drop(None); raise
+        w.memory = MAX_RENDER_MEMORY
+        return w
+
+    def _take(self) -> subprocess.Popen:
+        with self.cv:
+            if self.pid != os.getpid(): self.idle, self.live, self.pid = [], 0, os.getpid()   # a forked child starts its own
+            while not self.idle and self.live >= self.n: self.cv.wait()
+            if self.idle: return self.idle.pop()
+            self.live += 1
+        return self._new()
+
+    def _give(self, w):
+        with self.cv: self.idle.append(w); self.cv.notify()
+
+    def _drop(self, w):
+        "Kill and reap `w` (no zombie is left), and free its place."
+        if w is not None:
+            w.kill(); w.wait(); w.stdin.close(); w.stdout.close()
+        with self.cv: self.live -= 1; self.cv.notify()
+
+    def warm(self):
+        "Start the missing workers now, in the background: a first request does not wait for Python to start."
+        with self.cv: k, self.live = self.n - self.live, max(self.n, self.live)
+        for _ in range(k): self._give(self._new())
+
+    def run(self, job: tuple, seconds: float) -> str:
+        "Render `job` (source, variables, max_chars) in a worker with `seconds` of CPU time; a `TemplateError` if it fails."
+        payload, w, killed, msg = marshal.dumps((job, seconds, MAX_RANGE)), self._take(), [], None
+        if w.memory != MAX_RENDER_MEMORY: self._drop(w); w = self._take()      # the limit changed: a worker started with it
+        timer = threading.Timer(2 * seconds + 1, lambda: (killed.append(1), w.kill()))
+        try:
+            timer.start(); _write_msg(w.stdin, payload)
+            msg = _read_msg(w.stdout, 12 * job[2] + (1 << 16))       # JSON's escapes: at most 12 bytes a character
+        except (OSError, ValueError): pass                          # a broken pipe, or an answer longer than any honest one
+        except BaseException: self._drop(w); raise                  # interrupted mid-request: the worker's state is unknown
+        finally: timer.cancel()
+        if msg is not None and not killed: self._give(w)
+        else: self._drop(w); self.replaced += 1
+        if msg is not None: return self._answer(msg)                # (if the timer fired just after the answer, still the answer)
+        if killed: raise _over(f"rendering took more than {2 * seconds + 1:g} s, and its process was stopped")
+        if w.returncode == -getattr(signal, "SIGXCPU", -1): raise _over(f"rendering took more than {seconds:g} s of CPU time")
+        raise _over(f"the process rendering it ended (exit code {w.returncode})")
+
+    def _answer(self, msg: bytes) -> str:
+        ans = json.loads(msg)
+        self.maxrss_kib = ans["maxrss_kib"]                            # the worker's peak resident memory (tests read it)
+        if "error" in ans: raise TemplateError(ans["error"])
+        return ans["text"]
+
+    def close(self):
+        "Stop the idle workers (one busy with a request stops when the process exits)."
+        with self.cv: idle, self.idle = self.idle, []
+        for w in idle: self._drop(w)
+
+_POOL, _POOL_LOCK = None, threading.Lock()
+
+def template_workers() -> TemplateWorkers:
+    "The pool every `ChatTemplate` of this process renders in (made on first use, its workers stopped at exit)."
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None: _POOL = TemplateWorkers(); atexit.register(_POOL.close)
+        return _POOL
+
+# %% ../nbs/04_chat.ipynb 28
 MAX_DATA_DEPTH = 100   # nesting of messages, tools and template variables (a chat's real data nests under 10)
 _TOP = re.compile(r"[^\[]*(\[\d+\])?")   # 'messages[3]' of "messages[3]['tool_calls'][0]..."
 
@@ -550,7 +273,7 @@ def validate_messages(messages) -> list[dict]:
         out.append(plain_data(m, f"messages[{i}]"))
     return out
 
-# %% ../nbs/04_chat.ipynb 35
+# %% ../nbs/04_chat.ipynb 31
 def _n_chars(v) -> int:
     "Characters in the strings of plain data, an integer's digits, 6 for another number, bool or None (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
@@ -558,38 +281,41 @@ def _n_chars(v) -> int:
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
     return v.bit_length() * 10 // 33 + 1 if isinstance(v, int) and not isinstance(v, bool) else 6
 
-# %% ../nbs/04_chat.ipynb 36
+# %% ../nbs/04_chat.ipynb 32
+def _render_in(job: tuple, in_process: bool) -> str:
+    "`job` (source, variables, max_chars) rendered in a worker of `template_workers()`, or here when `in_process`."
+    if not in_process: return template_workers().run(job, MAX_RENDER_SECONDS)
+    try: return _render(*job)
+    except MemoryError: raise TemplateError("chat template failed while rendering: MemoryError") from None
+
+@lru_cache(maxsize=256)
+def _check_compiles(source: str, in_process: bool):
+    "Compile `source` where it will render: a `TemplateError` if it does not compile (success is cached, failure tried again)."
+    _render_in((source, None, 0), in_process)
+
 class ChatTemplate:
-    "A compiled chat template plus the BOS/EOS token strings it may print."
-    def __init__(self, source: str, bos_token: str = "", eos_token: str = ""):
+    """A chat template plus the BOS/EOS token strings it may print. It is compiled and rendered in a worker process bounded by the
+    operating system (`TemplateWorkers`), or in this process when `in_process` (default: `IN_PROCESS`), for templates you trust."""
+    def __init__(self, source: str, bos_token: str = "", eos_token: str = "", in_process: bool | None = None):
         if not isinstance(source, str) or not source.strip(): raise ValueError("chat template source must be a non-empty string")
+        if len(source) > MAX_TEMPLATE_CHARS: raise TemplateError(f"chat template is {len(source)} characters, more than {MAX_TEMPLATE_CHARS}")
         self.source, self.bos_token, self.eos_token = source, bos_token or "", eos_token or ""
-        self.template = _compile(source)
+        self.in_process = IN_PROCESS if in_process is None else bool(in_process)
+        _check_compiles(source, self.in_process)
 
     def render(self, messages, add_generation_prompt: bool = True, tools: list[dict] | None = None, **kwargs) -> str:
         "Render `messages` to prompt text. Extra keywords become template variables (e.g. `date_string`)."
         msgs = validate_messages(messages)
         if tools is not None and (not isinstance(tools, (list, tuple)) or not all(isinstance(t, dict) for t in tools)):
             raise ValueError("tools must be None or a list of dicts (JSON schemas)")
-        tools = plain_data(tools, "tools")
-        vars = dict(bos_token=self.bos_token, eos_token=self.eos_token, documents=None)
-        vars.update({k: plain_data(v, k) for k, v in kwargs.items()})
-        budget, prev = _Budget(len(msgs), _n_chars([msgs, tools, vars])), getattr(_LIMITS, "budget", None)
-        _LIMITS.budget, out, size = budget, [], 0
-        try:
-            for chunk in self.template.generate(messages=msgs, add_generation_prompt=bool(add_generation_prompt), tools=tools, **vars):
-                size += len(chunk); _tick()
-                if size > budget.max_chars: _over(f"the rendered prompt is longer than {budget.max_chars} characters")
-                out.append(chunk)
-            return "".join(out)
-        except TemplateError: raise
-        except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, RecursionError, MemoryError...
-            raise TemplateError(f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}") from e
-        finally: _LIMITS.budget = prev
+        variables = dict(bos_token=self.bos_token, eos_token=self.eos_token, documents=None)
+        variables.update({k: plain_data(v, k) for k, v in kwargs.items()})
+        variables.update(messages=msgs, add_generation_prompt=bool(add_generation_prompt), tools=plain_data(tools, "tools"))
+        return _render_in((self.source, variables, MAX_CHARS + 4 * _n_chars(variables)), self.in_process)
 
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
-# %% ../nbs/04_chat.ipynb 46
+# %% ../nbs/04_chat.ipynb 42
 _BUILTIN = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -630,7 +356,7 @@ _BUILTIN = {
 {%- endif %}""",
 }
 
-# %% ../nbs/04_chat.ipynb 47
+# %% ../nbs/04_chat.ipynb 43
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -638,7 +364,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 50
+# %% ../nbs/04_chat.ipynb 46
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -654,7 +380,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 54
+# %% ../nbs/04_chat.ipynb 50
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -665,7 +391,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
-# %% ../nbs/04_chat.ipynb 55
+# %% ../nbs/04_chat.ipynb 51
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -674,7 +400,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
-# %% ../nbs/04_chat.ipynb 56
+# %% ../nbs/04_chat.ipynb 52
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -683,7 +409,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
-# %% ../nbs/04_chat.ipynb 57
+# %% ../nbs/04_chat.ipynb 53
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -694,7 +420,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
-# %% ../nbs/04_chat.ipynb 58
+# %% ../nbs/04_chat.ipynb 54
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -702,7 +428,7 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-# %% ../nbs/04_chat.ipynb 59
+# %% ../nbs/04_chat.ipynb 55
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the
