@@ -22,7 +22,11 @@ requirements = shlex.split(cfg.get('requirements', ''))
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
-cuda_requirements = shlex.split(cfg.get('cuda_requirements', 'cupy-cuda12x'))
+# CuPy is built per CUDA major version; install the extra that matches the CUDA of your driver and torch (nvidia-smi's
+# "CUDA Version", torch.version.cuda): xllm[cuda13] for CUDA 13 (torch +cu130, as on the H200 image), xllm[cuda12] for CUDA 12.
+# xllm[cuda] is xllm[cuda12], as it always was. Install one of them: the two CuPy builds conflict.
+cuda12_requirements = shlex.split(cfg.get('cuda12_requirements', 'cupy-cuda12x'))
+cuda13_requirements = shlex.split(cfg.get('cuda13_requirements', 'cupy-cuda13x'))
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -39,7 +43,8 @@ setuptools.setup(
     package_data={'xllm': ['workloads/*.txt',          # the seed's benchmark workloads (`xllm bench --workload hello|prompts`)
                            'csrc/*/*']},               # the kernels' C++ and CUDA sources, compiled at first use
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'cuda': cuda_requirements, 'widgets': ['ipywidgets']},
+    extras_require={'dev': dev_requirements, 'cuda': cuda12_requirements, 'cuda12': cuda12_requirements, 'cuda13': cuda13_requirements,
+                    'widgets': ['ipywidgets']},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
