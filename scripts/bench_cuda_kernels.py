@@ -1,29 +1,43 @@
 #!/usr/bin/env python
 """Time each xllm.cuda_kernels kernel against its torch eager equivalent on the GPU (CUDA events around 50 queued calls),
 GPU time with the launch queue pre-filled, plus host time per call; Llama-2/3-7B-like shapes in fp16 (softmax on fp32 logits), and print one table.
-With a file argument, also writes one record of xllm.bench's schema per kernel row (name "kernels"). Not a test: numbers depend on the machine."""
-import math, statistics, sys, time
+Each row is printed, and with a file argument appended to it as one record of xllm.bench's schema (name "kernels"), as soon as
+it is measured: a run cut short keeps its rows. Not a test: numbers depend on the machine.
+`--device cpu` is gpu_check.sh's dry run: the first group of rows at tiny shapes, the kernels in the CUDA emulator (notebook
+16a), host timers; the rest need a GPU."""
+import argparse, json, math, statistics, sys, time
 import torch
 import torch.nn.functional as F
 import xllm.cuda_kernels as ck
 from xllm.bench import environment
 
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("out", nargs="?", help="append one JSON record per row to this file")
+ap.add_argument("--device", default="cuda", help="cuda (default), or cpu: a dry run in the emulator")
+A = ap.parse_args()
+DRY = A.device == "cpu"
 ENV = environment()                                  # the machine before the runs
 
-dev, dt = "cuda", torch.float16
+dev, dt = A.device, torch.float16
+if DRY:
+    from xllm.cuda_emu import emulate
+    _emu = emulate(); _emu.__enter__()               # xllm.cuda_kernels takes CPU tensors from here on, run by the emulator (kept referenced)
 g = torch.Generator(device=dev).manual_seed(0)
 rnd = lambda *s, dtype=dt: torch.randn(*s, generator=g, device=dev, dtype=torch.float32).to(dtype)
 
 
 def bench(fn, n=50, warm=5):
     """GPU microseconds per call with launch overhead hidden: the stream is held by a ~50 ms sleep kernel while the n calls
-    are queued, so the timed region is the kernels running back to back. Also returns host microseconds per call."""
+    are queued, so the timed region is the kernels running back to back. Also returns host microseconds per call (a dry
+    run: host time in both)."""
+    if DRY: n, warm = 2, 1
     for _ in range(warm): fn()
-    torch.cuda.synchronize()
+    if not DRY: torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(n): fn()
-    torch.cuda.synchronize()
+    if not DRY: torch.cuda.synchronize()
     host = (time.perf_counter() - t0) / n * 1e6
+    if DRY: return host, host
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda._sleep(100_000_000)
     a.record()
@@ -54,8 +68,21 @@ def eager_paged(q, kc, vc, bt, lens, maxlen):
     return F.scaled_dot_product_attention(q[:, :, None, :], K, V, attn_mask=mask, enable_gqa=True)[:, :, 0]
 
 
-rows = []
-T, Hd, I = 256, 4096, 11008
+class Rows(list):
+    "The rows so far; each one printed and written (with the file argument) as it is added."
+    def append(self, row):
+        super().append(row)
+        name, shape, (ours, ours_h), (eager, eager_h), nbytes = row
+        print(f"{name:22s} {shape:46s} {ours:11.1f} {eager:12.1f} {eager / ours:7.2f}x {nbytes / ours / 1e3:9.0f} {ours_h:12.1f} / {eager_h:8.1f}", flush=True)
+        if A.out:
+            with open(A.out, "a") as f:
+                f.write(json.dumps(dict(name="kernels", workload=f"{name} {shape}", runner="cuda", **ENV, kernel=name, shape=shape, xllm_us=ours, torch_us=eager,
+                                        speedup=eager / ours, gbps=nbytes / ours / 1e3, dry_run=DRY)) + "\n")
+
+print(f"GPU: {torch.cuda.get_device_name() if not DRY else 'none (dry run: the CUDA emulator on the CPU, tiny shapes, host times)'}  torch {torch.__version__}")
+print(f"{'kernel':22s} {'shape':46s} {'xllm gpu us':>11s} {'torch gpu us':>12s} {'speedup':>8s} {'xllm GB/s':>9s} {'host us/call xllm/torch':>24s}", flush=True)
+rows = Rows()
+T, Hd, I = (256, 4096, 11008) if not DRY else (4, 256, 512)
 x, r, w = rnd(T, Hd), rnd(T, Hd), rnd(Hd)
 rows.append(("rms_norm+residual", f"[{T},{Hd}] fp16", bench(lambda: ck.rms_norm(x, w, 1e-5, residual=r)), bench(lambda: eager_rms(x, w, 1e-5, r)), 4 * T * Hd * 2))
 cos, sin = rnd(4096, 128, dtype=torch.float32), rnd(4096, 128, dtype=torch.float32)
@@ -63,9 +90,10 @@ q, k, pos = rnd(T, 32, 128), rnd(T, 8, 128), torch.randint(0, 4096, (T,), device
 rows.append(("rope (q,k in place)", f"T={T} 32+8 heads x128", bench(lambda: ck.rope_(q, k, pos, cos, sin)), bench(lambda: eager_rope(q, k, pos, cos, sin)), 2 * T * 40 * 128 * 2))
 gu = rnd(T, 2 * I)
 rows.append(("silu_and_mul", f"[{T},2x{I}] fp16", bench(lambda: ck.silu_and_mul_fused(gu)), bench(lambda: F.silu(gu[:, :I]) * gu[:, I:]), 3 * T * I * 2))
-logits = rnd(64, 128256, dtype=torch.float32)
-rows.append(("softmax (online)", "[64,128256] fp32", bench(lambda: ck.softmax(logits)), bench(lambda: torch.softmax(logits, -1)), 3 * 64 * 128256 * 4))
-for B, L in ((1, 4096), (64, 1024), (256, 512)):
+V = 128256 if not DRY else 1024
+logits = rnd(64, V, dtype=torch.float32)
+rows.append(("softmax (online)", f"[64,{V}] fp32", bench(lambda: ck.softmax(logits)), bench(lambda: torch.softmax(logits, -1)), 3 * 64 * V * 4))
+for B, L in ((1, 4096), (64, 1024), (256, 512)) if not DRY else ((1, 64),):
     bs, nb_per = 16, (L + 15) // 16
     kc, vc = rnd(B * nb_per + 1, bs, 8, 128), rnd(B * nb_per + 1, bs, 8, 128)
     bt = torch.randperm(B * nb_per, device=dev).int().view(B, nb_per)
@@ -79,6 +107,9 @@ for B, L in ((1, 4096), (64, 1024), (256, 512)):
                      rows[-1][3], 2 * B * L * 8 * 128 * 2))
 
 
+if DRY:
+    print("dry run: the first group of rows only; the second-generation, prefill, int8 K/V, kv_append and int8/int4 weight rows need a GPU")
+    _emu.__exit__(None, None, None); sys.exit(0)
 # ---- second-generation kernels
 logits16 = rnd(4, 128256, dtype=torch.float32)
 rows.append(("softmax split (auto)", "[4,128256] fp32", bench(lambda: ck.softmax(logits16)), bench(lambda: torch.softmax(logits16, -1)), 3 * 4 * 128256 * 4))
@@ -103,7 +134,7 @@ def prefill_and_int8_rows(bench, rnd, dev):
     stop winning is the value kernel_chunk_tokens should have; (2) paged_attention_v2 over an int8 K/V cache against the same
     fp16 cache (torch column: the fp16 kernel)."""
     from xllm.kv_pool import quantize_kv
-    out = []
+    out = rows
     for n_kv in (32, 8):
         for T in (8, 32, 64, 128, 256, 512):
             nbp = (T + 15) // 16
@@ -137,7 +168,7 @@ def prefill_and_int8_rows(bench, rnd, dev):
                     bench(lambda: ck.paged_attention_v2(qa, kc, vc, bt, lens)), 2 * B * L * n_kv * 128 * (1 + 4 / 128)))
     return out
 
-try: rows.extend(prefill_and_int8_rows(bench, rnd, dev))
+try: prefill_and_int8_rows(bench, rnd, dev)                  # its rows are added (printed, written) one by one
 except Exception as e: print(f"prefill / int8 K/V rows failed: {type(e).__name__}: {e}")   # the other rows still print
 from xllm.kv_pool import PagedKVPool
 from xllm.core import LlamaConfig
@@ -152,7 +183,7 @@ def quant_rows(bench, rnd, dev, dt, shapes=((4096, 4096), (11008, 4096), (4096, 
     ops + matmul) at one row for every shape; for shapes[1], every M of `sweep` through the GEMV kernel and through
     dequantize_weight + torch.mm (against torch.mm on the fp16 weight): where they cross is what QUANT_GEMV_ROWS should be."""
     from xllm.quant import Int8Linear, Int4Linear
-    out = []
+    out = rows
     ws = torch.empty(max(o * i for o, i in shapes), dtype=dt, device=dev)   # quant_linear's dequantize workspace
     for kind, make in (("int8", Int8Linear.from_float), ("int4", lambda w: Int4Linear.from_float(w, 32))):
         for O, I in shapes:
@@ -170,18 +201,10 @@ def quant_rows(bench, rnd, dev, dt, shapes=((4096, 4096), (11008, 4096), (4096, 
             del mod, qw, wf
     return out
 
-try: rows.extend(quant_rows(bench, rnd, dev, dt))
+try: quant_rows(bench, rnd, dev, dt)
 except Exception as e: print(f"int8 / int4 weight rows failed: {type(e).__name__}: {e}")
 
-print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}")
-print(f"{'kernel':22s} {'shape':46s} {'xllm gpu us':>11s} {'torch gpu us':>12s} {'speedup':>8s} {'xllm GB/s':>9s} {'host us/call xllm/torch':>24s}")
-for name, shape, (ours, ours_h), (eager, eager_h), nbytes in rows:
-    print(f"{name:22s} {shape:46s} {ours:11.1f} {eager:12.1f} {eager / ours:7.2f}x {nbytes / ours / 1e3:9.0f} {ours_h:12.1f} / {eager_h:8.1f}")
 print("torch column: the same math in torch ops (paged attention: gather of the blocks + SDPA; kv_append: index_copy_; int8/int4_linear: the module's GPU path = dequantize in torch ops + matmul;")
 print("  deq+mm: quant_linear above gemv_rows = dequantize_weight + torch.mm, against torch.mm on the fp16 weight, i.e. what a float model pays).")
 print("GB/s = minimum bytes the kernel must move (paged attention: the K/V it reads; int8/int4_linear: the codes and activations; deq+mm: codes, fp16 weight written and read) / GPU time;")
 print("H200 copy bandwidth is about 4.3 TB/s. QUANT_GEMV_ROWS (16) should sit where the int8/int4_linear and deq+mm rows cross.")
-if len(sys.argv) > 1:
-    import json
-    with open(sys.argv[1], "w") as f:
-        for name, shape, (ours, _), (eager, _), nbytes in rows: f.write(json.dumps(dict(name="kernels", workload=f"{name} {shape}", runner="cuda", **ENV, kernel=name, shape=shape, xllm_us=ours, torch_us=eager, speedup=eager / ours, gbps=nbytes / ours / 1e3)) + "\n")
