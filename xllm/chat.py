@@ -257,8 +257,9 @@ def text_content(content, where: str = "content"):
     return "\n".join(texts)
 
 def validate_messages(messages) -> list[dict]:
-    """Check `messages` is a non-empty list of dicts with str `role` and `content` (or OpenAI's text parts, joined: `text_content`);
-    return plain copies. Raises `ValueError` naming the problem."""
+    """Check `messages` is a non-empty list of dicts with str `role` and `content` (or OpenAI's text parts, joined: `text_content`;
+    or None in an assistant message that makes `tool_calls`, as OpenAI and transformers allow); return plain copies. Raises
+    `ValueError` naming the problem."""
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple)):
         raise ValueError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {type(messages).__name__}")
     if not messages: raise ValueError("messages is empty: a chat needs at least one message")
@@ -268,7 +269,8 @@ def validate_messages(messages) -> list[dict]:
         if isinstance(m.get("content"), (list, tuple)): m = {**m, "content": text_content(m["content"], f"messages[{i}]['content']")}
         for k in ("role", "content"):
             if k not in m: raise ValueError(f"messages[{i}] has no {k!r} key")
-            if not isinstance(m[k], str): raise ValueError(f"messages[{i}][{k!r}] must be a str, got {type(m[k]).__name__}")
+            if not isinstance(m[k], str) and not (k == "content" and m[k] is None and m["role"] == "assistant" and m.get("tool_calls")):
+                raise ValueError(f"messages[{i}][{k!r}] must be a str, got {type(m[k]).__name__}")
         if not m["role"]: raise ValueError(f"messages[{i}]['role'] is empty")
         out.append(plain_data(m, f"messages[{i}]"))
     return out
@@ -445,7 +447,8 @@ def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool =
     neutral = (lambda s: rx.sub(lambda m: to_ph[m.group()], s)) if found else (lambda s: s)   # special strings -> placeholders
     msgs, kwargs = _map_strings(msgs, neutral, keep_role=True), _map_strings(kwargs, neutral)
     plain = ct.render(msgs, add_generation_prompt, **kwargs)
-    try: parts = _split_marked(ct.render([{**m, "content": _mark(m["content"], o, c)} for m in msgs], add_generation_prompt, **kwargs), o, c)
+    marked = [m if m["content"] is None else {**m, "content": _mark(m["content"], o, c)} for m in msgs]
+    try: parts = _split_marked(ct.render(marked, add_generation_prompt, **kwargs), o, c)
     except TemplateError: parts = None
     if parts is None or "".join(t for t, _ in parts) != plain: parts = [(plain, True)]   # the template reshaped content: placeholders only
     out = []

@@ -486,7 +486,8 @@ def _chat_messages(messages) -> list[dict]:
     for i, m in enumerate(messages):
         if m.role not in _ROLES + ("tool",): raise APIError(400, f"messages[{i}].role: expected one of {', '.join(_ROLES + ('tool',))}, got {m.role!r}", param="messages")
         if m.content is None and m.role != "assistant": raise APIError(400, f"messages[{i}].content: required in a {m.role} message", param="messages")
-        d = {"role": "system" if m.role == "developer" else m.role, "content": _content(m.content, i)}
+        calls_only = m.content is None and m.role == "assistant" and bool(m.tool_calls)     # content null: as the template is given it
+        d = {"role": "system" if m.role == "developer" else m.role, "content": None if calls_only else _content(m.content, i)}
         if m.role == "tool": d["tool_call_id"] = m.tool_call_id or ""
         if m.tool_calls:
             if m.role != "assistant": raise APIError(400, f"messages[{i}].tool_calls: only an assistant message makes tool calls", param="messages")
@@ -888,7 +889,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         params = await constrained(req, params)
         msgs = _chat_messages(req.messages)
         st.check_choices(params.n)
-        st.check_chars(sum(len(m["content"]) + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
+        st.check_chars(sum(len(m["content"] or "") + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
                        + (len(json.dumps(req.tools)) if req.tools else 0), "messages")
         msgs, template_tools, tools, params = await with_tools(req, msgs, params)
         prompts, limits = await encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
@@ -904,7 +905,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             f = lambda: llm.tokenizer.encode(req.prompt, add_bos=req.add_special_tokens and llm.tokenizer.add_bos_token, allow_special=True)
         else:
             msgs = _chat_messages(req.messages)
-            st.check_chars(sum(len(m["content"]) for m in msgs), "messages")
+            st.check_chars(sum(len(m["content"] or "") for m in msgs), "messages")
             from xllm.chat import apply_chat_template_parts      # the template's markup as special tokens, the messages as text
             f = lambda: llm.tokenizer.encode_parts(apply_chat_template_parts(llm.tokenizer, msgs, add_generation_prompt=req.add_generation_prompt))
         async with st.tokenizing:

@@ -94,7 +94,7 @@ def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dic
             else: out.append({"role": "user", "content": text, "_tool": True})
         else:
             text = "".join(f"<tool_call>{json.dumps({'name': c['function']['name'], 'arguments': c['function']['arguments']}, ensure_ascii=False)}</tool_call>" for c in calls)
-            out.append({"role": m["role"], "content": m["content"] + text})
+            out.append({"role": m["role"], "content": (m["content"] or "") + text})
     for m in out: m.pop("_tool", None)
     if fmt == "generic" and tools:
         prompt = GENERIC_TOOL_PROMPT.format(tools="\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools))
