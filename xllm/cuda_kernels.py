@@ -103,7 +103,7 @@ def module_source(key) -> str:
 def _kernel(name: str, device_index: int):
     try: import cupy
     except Exception as e:
-        raise ImportError("xllm's CUDA kernels need CuPy: pip install 'xllm[cuda]' (cupy-cuda12x), or cupy-cuda13x for CUDA 13") from e
+        raise ImportError("xllm's CUDA kernels need CuPy: pip install 'xllm[cuda12]' (cupy-cuda12x) or 'xllm[cuda13]' (cupy-cuda13x), the CUDA of your driver and torch") from e
     key = (device_index, module_key(name))
     mod = _modules.get(key)
     if mod is None:

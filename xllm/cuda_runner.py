@@ -241,7 +241,7 @@ class CudaRunner(ModelRunner):
     def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
         "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
         if model.device.type != "cuda": return f"the model is on {model.device.type} (the CUDA runner needs a GPU)"
-        if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda]' (cupy-cuda12x; cupy-cuda13x for a CUDA 13 driver)"
+        if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda12]' or 'xllm[cuda13]' (the CUDA of your driver and torch)"
         kc = getattr(model, "kv_config", model.config)
         if kv_dtype == torch.int8 and not int8_kv_supported(kc): return f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it"
         try: ck.load_kernels(model.device, ck.model_kernel_names(kc))   # this model's part of the source, built once
