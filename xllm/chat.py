@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_chat.ipynb 4
 from __future__ import annotations
-import atexit, importlib.util, itertools, json, marshal, numbers, os, re, signal, subprocess, sys, threading
+import atexit, importlib.util, itertools, json, marshal, numbers, os, re, signal, subprocess, sys, threading, time
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -118,12 +118,26 @@ def _job(source, variables, max_chars, seconds: float) -> dict:
     except _Overrun: return {"error": str(_over(f"rendering took more than {seconds:g} s of CPU time"))}
     except MemoryError: return {"error": str(_over(f"rendering needed more than {MAX_RENDER_MEMORY >> 20} MiB of memory"))}
     except TemplateError as e: return {"error": str(e)[:4000]}
+    except Exception as e: return {"error": f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}"}
+
+def _answer_bytes(ans: dict) -> bytes:
+    "A worker's answer: a JSON line (the error, the peak memory), then the text as UTF-8 (lone surrogates kept: at most 4 bytes a character)."
+    text = ans.pop("text", "")
+    return json.dumps(ans).encode() + b"\n" + text.encode("utf-8", "surrogatepass")
+
+def _watch_parent(ppid: int):
+    "A worker thread: exit when the parent is gone (a worker in a long C call is stopped by RLIMIT_CPU instead)."
+    while os.getppid() == ppid: time.sleep(0.5)
+    os._exit(0)
 
 def _serve(memory: int):
     """A worker's life (`TemplateWorkers` starts it in a child process): its limits set once, then requests read from stdin and
-    answered on stdout until stdin closes. Niced, so that a template burning CPU takes as little as it can from the engine."""
+    answered on stdout until stdin closes or the parent is gone. Niced, so that a template burning CPU takes as little as it can
+    from the engine."""
     global MAX_RANGE, MAX_RENDER_MEMORY, _LIMITED, resource
+    if hasattr(signal, "pthread_sigmask"): signal.pthread_sigmask(signal.SIG_SETMASK, [])   # not the starting thread's mask
     signal.signal(signal.SIGINT, signal.SIG_IGN)                  # Ctrl-C is for the parent, which stops its workers
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     try: import resource
     except ImportError: resource = None                           # Windows: only the parent's wall clock bounds a render
     if resource is not None and hasattr(signal, "setitimer"):
@@ -139,77 +153,111 @@ def _serve(memory: int):
     MAX_RENDER_MEMORY, inp, out = memory, sys.stdin.buffer, sys.stdout.buffer
     while (msg := _read_msg(inp, 1 << 31)) is not None:
         job, seconds, MAX_RANGE = marshal.loads(msg)
-        ans = {**_job(*job, seconds), "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0}
-        _write_msg(out, json.dumps(ans).encode())
+        ans = _job(*job, seconds)
+        ans["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
+        try: reply = _answer_bytes(ans)
+        except MemoryError: reply = _answer_bytes({"error": str(_over(f"its answer needed more than {memory >> 20} MiB of memory"))})
+        _write_msg(out, reply)
 
 # %% ../nbs/04_chat.ipynb 25
-_BOOT = ("import sys; del sys.path[0]; import importlib.util as u; s = u.spec_from_file_location('xllm_chat_worker', sys.argv[1]); "
-         "m = u.module_from_spec(s); s.loader.exec_module(m); m._serve(int(sys.argv[2]))")   # this file alone: no torch, no xllm package
+_BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[3]); import importlib.util as u; "   # the parent's path, not the cwd
+         "s = u.spec_from_file_location('xllm_chat_worker', sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m); "
+         "m._serve(int(sys.argv[2]))")                           # this file alone: no torch, no xllm package
+_ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHOME", "SYSTEMROOT")   # what a worker needs of the environment
+
+def _worker_file() -> str:
+    "This module's file (the worker runs it alone); in a notebook, the installed package's."
+    return globals().get("__file__") or str(Path(importlib.util.find_spec("xllm").origin).parent / "chat.py")
 
 class TemplateWorkers:
     """Warm worker processes that render chat templates under the operating system's limits (`_serve`). A request waits for a free
-    worker, sends its renders and waits at most `2 * seconds + 1` s of wall time for the answer; a worker that overruns that or dies
-    is killed, reaped and replaced. The answer is text or a `TemplateError` for each render."""
+    worker, sends its render and waits at most `2 * seconds + 1` s of wall time for the answer; a worker that overruns that, dies
+    or is interrupted is killed, reaped and replaced. The answer is the text, or a `TemplateError` naming what failed."""
     def __init__(self, n: int = TEMPLATE_WORKERS):
-        self.n, self.idle, self.live, self.cv, self.pid, self.replaced = n, [], 0, threading.Condition(), os.getpid(), 0
+        self.n, self.replaced, self.maxrss_kib = n, 0, 0
+        self._reset()
+        if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=self._reset)   # a forked child starts its own
+
+    def _reset(self):
+        "No workers (in a forked child: the parent's stay the parent's, their pipes closed here)."
+        for w in getattr(self, "idle", []):
+            for f in (w.stdin, w.stdout):
+                try: f.close()
+                except OSError: pass
+        self.idle, self.live, self.cv = [], 0, threading.Condition()
 
     def _new(self) -> subprocess.Popen:
         "A new worker, its place already counted in `live`."
-        src = Path(importlib.util.find_spec("xllm").origin).parent / "chat.py"
-        try: w = subprocess.Popen([sys.executable, "-c", _BOOT, str(src), str(MAX_RENDER_MEMORY)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        except BaseException: self._drop(None); raise
+        try:
+            path = [p for p in sys.path if p not in ("", os.getcwd())]
+            w = subprocess.Popen([sys.executable, "-c", _BOOT, _worker_file(), str(MAX_RENDER_MEMORY), json.dumps(path)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 env={k: os.environ[k] for k in _ENV_KEPT if k in os.environ})
+        except BaseException as e:
+            self._drop(None)
+            if isinstance(e, Exception): raise RuntimeError(f"cannot start a chat template worker process: {e}") from e
+            raise
         w.memory = MAX_RENDER_MEMORY
         return w
 
     def _take(self) -> subprocess.Popen:
-        with self.cv:
-            if self.pid != os.getpid(): self.idle, self.live, self.pid = [], 0, os.getpid()   # a forked child starts its own
-            while not self.idle and self.live >= self.n: self.cv.wait()
-            if self.idle: return self.idle.pop()
-            self.live += 1
-        return self._new()
+        "An idle worker that is alive and has today's memory limit, or a new one: waits while all `n` are busy."
+        while True:
+            with self.cv:
+                while not self.idle and self.live >= self.n: self.cv.wait(1.0)
+                w = self.idle.pop() if self.idle else None
+                if w is None: self.live += 1
+            if w is None: return self._new()
+            if w.poll() is None and w.memory == MAX_RENDER_MEMORY: return w
+            self._drop(w)                                           # died while idle (killed, out of memory), or an old limit
 
     def _give(self, w):
         with self.cv: self.idle.append(w); self.cv.notify()
 
     def _drop(self, w):
-        "Kill and reap `w` (no zombie is left), and free its place."
-        if w is not None:
-            w.kill(); w.wait(); w.stdin.close(); w.stdout.close()
-        with self.cv: self.live -= 1; self.cv.notify()
+        "Kill and reap `w` (no zombie is left), and free its place whatever happens."
+        try:
+            if w is not None:
+                w.kill(); w.wait()
+                for f in (w.stdin, w.stdout):
+                    try: f.close()
+                    except OSError: pass                            # a broken pipe's unsent bytes
+        finally:
+            with self.cv: self.live -= 1; self.cv.notify()
 
     def warm(self):
         "Start the missing workers now, in the background: a first request does not wait for Python to start."
-        with self.cv: k, self.live = self.n - self.live, max(self.n, self.live)
-        for _ in range(k): self._give(self._new())
+        while True:
+            with self.cv:
+                if self.live >= self.n: return
+                self.live += 1
+            self._give(self._new())
 
     def run(self, job: tuple, seconds: float) -> str:
         "Render `job` (source, variables, max_chars) in a worker with `seconds` of CPU time; a `TemplateError` if it fails."
-        payload, w, killed, msg = marshal.dumps((job, seconds, MAX_RANGE)), self._take(), [], None
-        if w.memory != MAX_RENDER_MEMORY: self._drop(w); w = self._take()      # the limit changed: a worker started with it
+        payload, self.maxrss_kib = marshal.dumps((job, seconds, MAX_RANGE)), 0
+        w, msg, killed = self._take(), None, []
         timer = threading.Timer(2 * seconds + 1, lambda: (killed.append(1), w.kill()))
         try:
             timer.start(); _write_msg(w.stdin, payload)
-            msg = _read_msg(w.stdout, 12 * job[2] + (1 << 16))       # JSON's escapes: at most 12 bytes a character
+            msg = _read_msg(w.stdout, 4 * job[2] + (1 << 16))
         except (OSError, ValueError): pass                          # a broken pipe, or an answer longer than any honest one
-        except BaseException: self._drop(w); raise                  # interrupted mid-request: the worker's state is unknown
-        finally: timer.cancel()
-        if msg is not None and not killed: self._give(w)
-        else: self._drop(w); self.replaced += 1
-        if msg is not None: return self._answer(msg)                # (if the timer fired just after the answer, still the answer)
-        if killed: raise _over(f"rendering took more than {2 * seconds + 1:g} s, and its process was stopped")
-        if w.returncode == -getattr(signal, "SIGXCPU", -1): raise _over(f"rendering took more than {seconds:g} s of CPU time")
-        raise _over(f"the process rendering it ended (exit code {w.returncode})")
-
-    def _answer(self, msg: bytes) -> str:
-        ans = json.loads(msg)
-        self.maxrss_kib = ans["maxrss_kib"]                            # the worker's peak resident memory (tests read it)
+        finally:
+            timer.cancel(); timer.join()                            # the timer cannot fire after this
+            if msg is not None and not killed: self._give(w)
+            else: self._drop(w); self.replaced += 1
+        if msg is None:
+            if killed: raise _over(f"rendering took more than {2 * seconds + 1:g} s, and its process was stopped")
+            if hasattr(signal, "SIGXCPU") and w.returncode == -signal.SIGXCPU: raise _over(f"rendering took more than {seconds:g} s of CPU time")
+            raise TemplateError(f"chat template failed while rendering: its worker process ended (exit code {w.returncode})")
+        head, _, text = msg.partition(b"\n")
+        ans = json.loads(head)
+        self.maxrss_kib = ans["maxrss_kib"]                         # the worker's peak resident memory (tests read it)
         if "error" in ans: raise TemplateError(ans["error"])
-        return ans["text"]
+        return text.decode("utf-8", "surrogatepass")
 
     def close(self):
-        "Stop the idle workers (one busy with a request stops when the process exits)."
+        "Stop the idle workers (one busy with a request stops when it is done, or when this process exits)."
         with self.cv: idle, self.idle = self.idle, []
         for w in idle: self._drop(w)
 
@@ -301,7 +349,9 @@ class ChatTemplate:
     def __init__(self, source: str, bos_token: str = "", eos_token: str = "", in_process: bool | None = None):
         if not isinstance(source, str) or not source.strip(): raise ValueError("chat template source must be a non-empty string")
         if len(source) > MAX_TEMPLATE_CHARS: raise TemplateError(f"chat template is {len(source)} characters, more than {MAX_TEMPLATE_CHARS}")
-        self.source, self.bos_token, self.eos_token = source, bos_token or "", eos_token or ""
+        for k, v in (("bos_token", bos_token), ("eos_token", eos_token)):
+            if v is not None and not isinstance(v, str): raise ValueError(f"{k} must be a str or None, got {type(v).__name__}")
+        self.source, self.bos_token, self.eos_token = (str.__str__(s) for s in (source, bos_token or "", eos_token or ""))   # plain str (numpy's, enums...)
         self.in_process = IN_PROCESS if in_process is None else bool(in_process)
         _check_compiles(source, self.in_process)
 
@@ -317,7 +367,7 @@ class ChatTemplate:
 
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
-# %% ../nbs/04_chat.ipynb 42
+# %% ../nbs/04_chat.ipynb 43
 _BUILTIN = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -358,7 +408,7 @@ _BUILTIN = {
 {%- endif %}""",
 }
 
-# %% ../nbs/04_chat.ipynb 43
+# %% ../nbs/04_chat.ipynb 44
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -366,7 +416,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 46
+# %% ../nbs/04_chat.ipynb 47
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -382,7 +432,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 50
+# %% ../nbs/04_chat.ipynb 51
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -393,7 +443,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
-# %% ../nbs/04_chat.ipynb 51
+# %% ../nbs/04_chat.ipynb 52
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -402,7 +452,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
-# %% ../nbs/04_chat.ipynb 52
+# %% ../nbs/04_chat.ipynb 53
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -411,7 +461,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
-# %% ../nbs/04_chat.ipynb 53
+# %% ../nbs/04_chat.ipynb 54
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -422,7 +472,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
-# %% ../nbs/04_chat.ipynb 54
+# %% ../nbs/04_chat.ipynb 55
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -430,7 +480,7 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-# %% ../nbs/04_chat.ipynb 55
+# %% ../nbs/04_chat.ipynb 56
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the

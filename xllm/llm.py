@@ -15,6 +15,7 @@ from .core import ModelFormatError, check_bool, check_int, check_number, check_t
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
 from . import quant
 from .tokenizer import Tokenizer
+from . import chat as chat_templates
 from .chat import apply_chat_template_parts, template_workers
 from .model import Llama
 from .sampling import SamplingParams, Sampler, seeded_generator
@@ -298,7 +299,9 @@ class LLM:
         if seed is None: self.generator = torch.Generator(device="cpu"); self.generator.seed()   # draws of requests without their own seed
         else: self.generator = seeded_generator(seed, "LLM")    # every bit of the seed counts (ValueError outside 64 bits)
         self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
-        template_workers().warm()     # chat templates render in worker processes (notebook 04): started now, in the background
+        if not chat_templates.IN_PROCESS:   # chat templates render in worker processes (notebook 04): started now, in the background
+            try: template_workers().warm()
+            except RuntimeError as e: warnings.warn(f"{e}; chat requests will try again", stacklevel=3)
         self._next_id, self._live, self._unfed = 0, {}, collections.deque()
         _set_engine_args(self, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching,
                          max_logprobs, max_model_len)
