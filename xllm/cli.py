@@ -105,6 +105,10 @@ def _engine_opts(p, max_num_seqs_default=None):
                    help="tokens one engine step may take, prompt chunks and decode rows together (default: max(512, --max-num-seqs)); "
                         "longer prompts are prefilled in chunks")
     g.add_argument("--enforce-eager", action="store_true", help="on a GPU: run decode steps without CUDA graphs (xllm's kernels still run)")
+    g.add_argument("--cpu-activations", choices=["float", "int8", "int8x2"], default=None,
+                   help="the compiled CPU runner's activations: int8 (quantized per block of 32, integer dot products; the default for "
+                        "weights kept quantized, as llama.cpp does), float (float32, the reference; the default for float weights) or "
+                        "int8x2 (int8 plus a residual pass); sets XLLM_CPU_ACTIVATIONS")
     _speculative_opt(g)
     g.add_argument("--runner", choices=["torch", "cpu", "cuda"], default=None,
                    help="what computes the engine's steps: torch (the reference forward), cpu (compiled CPU kernels), cuda (xllm's CUDA kernels); "
@@ -379,6 +383,7 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         if args.command is None: parser.print_help(sys.stderr); return 2
         if getattr(args, "max_tokens", None) is not None and args.max_tokens < 1: raise _CLIError(f"--max-tokens must be at least 1, got {args.max_tokens}")
+        if getattr(args, "cpu_activations", None): os.environ["XLLM_CPU_ACTIVATIONS"] = args.cpu_activations   # read where runners are built
         return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench, "serve": cmd_serve}[args.command](args)
     except SystemExit as e:        # --help
         return e.code if isinstance(e.code, int) else 0

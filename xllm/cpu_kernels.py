@@ -17,7 +17,7 @@ __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROU
            'ENABLED', 'ACTIVATIONS', 'abi_signatures', 'compile_library', 'build', 'available', 'status', 'isa',
            'cpu_has', 'build_variant', 'library', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
            'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8',
-           'module_spec', 'disabled', 'ModelPlan', 'activation_mode', 'CpuRunner']
+           'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode', 'CpuRunner']
 
 # %% ../nbs/15_cpu_kernels.ipynb 25
 def _flag_sets(native: bool = True) -> list[list[str]]:
@@ -537,12 +537,20 @@ class ModelPlan:
 # %% ../nbs/15_cpu_kernels.ipynb 87
 ACTIVATIONS = {"float": 0, "int8": 1, "int8x2": 2}   # the activations' form -> ModelPlan's a8 level
 
-def activation_mode(activations: str | None = None) -> str:
-    """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`, else
-    "float" (float32 activations, the reference). "int8": each input row quantized per block of 32 and integer dot products
-    (the numerics of llama.cpp's Q8 activations); "int8x2": the same plus a second int8 pass over the rounding residual in
-    the GEMM (about 15 bits of each activation; a few rows take the float row path)."""
-    a = activations if activations is not None else os.environ.get("XLLM_CPU_ACTIVATIONS", "float")
+def keeps_quantized(model) -> bool:
+    "Whether any linear layer of `model` keeps its weights quantized (int8/int4 layers, a GGUF's packed Q4/Q8 blocks)."
+    return any(getattr(m, "qweight", None) is not None or (getattr(m, "scales", None) is not None and
+               getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
+
+def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
+    """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`, else the
+    default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot product (as llama.cpp
+    quantizes activations for quantized weights), "float" otherwise. "float": float32 activations, the reference. "int8":
+    each input row quantized per block of 32 and integer dot products (the numerics of llama.cpp's Q8 activations); "int8x2":
+    the same plus a second int8 pass over the rounding residual in the GEMM (about 15 bits of each activation; a few rows take
+    the float row path)."""
+    default = "int8" if quantized and (lib := _active()) is not None and lib.xk_isa() > 0 else "float"
+    a = activations if activations is not None else os.environ.get("XLLM_CPU_ACTIVATIONS") or default
     if a not in ACTIVATIONS: raise ValueError(f"activations: expected one of {', '.join(ACTIVATIONS)}, got {a!r}"
                                               + ("" if activations is not None else " (from XLLM_CPU_ACTIVATIONS)"))
     return a
@@ -553,7 +561,7 @@ class CpuRunner(ModelRunner):
     name = "cpu"
     def __init__(self, model, pool, threads: int | None = None, activations: str | None = None, **options):
         super().__init__(model, pool)
-        self.activations = activation_mode(activations)
+        self.activations = activation_mode(activations, keeps_quantized(model))
         self.plan = None if (why := self._unsupported_before_plan(model, pool.kv_dtype)) else ModelPlan(model, a8=ACTIVATIONS[self.activations])   # built once
         if why := why or self.plan.reason: raise ValueError(f"the CPU runner cannot run this model: {why}")
         c = getattr(model, "kv_config", model.config)     # a tensor-parallel shard's pool holds its K/V heads

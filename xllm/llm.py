@@ -22,6 +22,7 @@ from .sampling import SamplingParams, Sampler, seeded_generator
 from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
 from .runner import choose_runner, runner_class
+from .cpu_kernels import ACTIVATIONS, activation_mode, keeps_quantized
 from .engine import Engine
 from .speculative import SpeculativeConfig, load_draft
 
@@ -148,6 +149,13 @@ def _resolve_device(device) -> torch.device:
 # %% ../nbs/17_llm.ipynb 14
 DEFAULT_MAX_NUM_SEQS = 32   # sequences the batching engine runs at once when `max_num_seqs` is not given
 
+def _check_activations(cpu_activations):
+    """`cpu_activations` checked: None (the compiled CPU runner's default: int8 for weights kept quantized, float for float
+    weights; `$XLLM_CPU_ACTIVATIONS` overrides it), 'float', 'int8' or 'int8x2' (notebook 15)."""
+    if cpu_activations is not None and cpu_activations not in ACTIVATIONS:
+        raise ValueError(f"cpu_activations: expected None, {', '.join(map(repr, ACTIVATIONS))}, got {cpu_activations!r}")
+    return cpu_activations
+
 def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None,
                        enable_prefix_caching=True, max_logprobs=20):
     "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
@@ -218,8 +226,10 @@ class LLM:
                  quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
                  enforce_eager: bool = False, max_num_batched_tokens: int | None = None, runner: str | None = None,
-                 tensor_parallel_size: int = 1, speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20):
+                 tensor_parallel_size: int = 1, speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20,
+                 cpu_activations: str | None = None):
         self.device = _resolve_device(device)
+        self.cpu_activations = _check_activations(cpu_activations)
         spec = SpeculativeConfig.make(speculative)  # checked before the model loads: a ValueError names the field
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
         if quantization == "none": quantization = None      # as the CLI spells it
@@ -274,10 +284,12 @@ class LLM:
     def from_model(cls, model: Llama, tokenizer: Tokenizer, name: str = "model", source: str = "in memory", max_model_len: int | None = None, seed: int | None = None,
                    runner: str | None = None, kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None,
                    max_num_seqs: int | None = None, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
-                   speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20) -> LLM:
+                   speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20,
+                   cpu_activations: str | None = None) -> LLM:
         "An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file, `source` for its format."
         self = cls.__new__(cls)
         self.device, self.config, self.quantization, self.tokenizer = model.device, model.config, getattr(model, "quantization_config", None), tokenizer
+        self.cpu_activations = _check_activations(cpu_activations)
         _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, more than the model's vocabulary of {model.config.vocab_size}")
@@ -307,6 +319,8 @@ class LLM:
                          max_logprobs, max_model_len)
         cls, self.runner_reason = choose_runner(model, kv_storage_dtype(kv_cache_dtype, model.dtype), runner)
         self.runner_name = cls.name
+        self.activations = activation_mode(self.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
+        if self.activations: self.runner_reason += f", {self.activations} activations"
 
     @property
     def quantization_label(self) -> str | None:
@@ -322,7 +336,8 @@ class LLM:
         q = f", {self.quantization_label}" if self.quantization else ""
         ctx = f"{self.max_model_len} ({self.context_note})" if self.context_note else self.max_model_len   # lowered to the K/V pool: says so
         return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
-                f"vocab {c.vocab_size}, context {ctx}, {self.device}, runner {self.runner_name})")
+                f"vocab {c.vocab_size}, context {ctx}, {self.device}, runner {self.runner_name}"
+                + (f", {self.activations} activations" if self.activations else "") + ")")
 
     def get_tokenizer(self) -> Tokenizer:
         "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
@@ -388,7 +403,8 @@ def build_engine(llm, max_num_seqs: int | None = None):
     eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=bs,
                  num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
                  eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=runner_class(llm.runner_name),
-                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name in ("cuda", "tp") else None,
+                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name in ("cuda", "tp") else
+                                {"activations": llm.activations} if llm.runner_name == "cpu" else None,
                  speculative=getattr(llm, "speculative", None), enable_prefix_caching=llm.enable_prefix_caching, max_logprobs=llm.max_logprobs)
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
