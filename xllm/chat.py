@@ -125,6 +125,12 @@ def _answer_bytes(ans: dict) -> bytes:
     text = ans.pop("text", "")
     return json.dumps(ans).encode() + b"\n" + text.encode("utf-8", "surrogatepass")
 
+def _peak_kib() -> int:
+    "This process's peak resident memory in KiB: VmHWM, counted from its start (ru_maxrss also keeps the forking parent's)."
+    try:
+        with open("/proc/self/status") as f: return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
+
 def _watch_parent(ppid: int):
     "A worker thread: exit when the parent is gone (a worker in a long C call is stopped by RLIMIT_CPU instead)."
     while os.getppid() == ppid: time.sleep(0.5)
@@ -154,7 +160,7 @@ def _serve(memory: int):
     while (msg := _read_msg(inp, 1 << 31)) is not None:
         job, seconds, MAX_RANGE = marshal.loads(msg)
         ans = _job(*job, seconds)
-        ans["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
+        ans["maxrss_kib"] = _peak_kib()
         try: reply = _answer_bytes(ans)
         except MemoryError: reply = _answer_bytes({"error": str(_over(f"its answer needed more than {memory >> 20} MiB of memory"))})
         _write_msg(out, reply)
