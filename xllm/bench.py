@@ -117,6 +117,12 @@ def _percentile(xs, q: float):
     k = (len(xs) - 1) * q; lo = int(k); hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
+def _cpu_figures(llm) -> dict:
+    "The compiled CPU runner's side of a record: its activations (int8 or float, notebook 15) and the integer dot product compiled in."
+    if getattr(llm, "runner_name", None) != "cpu": return {}
+    from xllm import cpu_kernels
+    return {"activations": llm.activations, "isa_kernel": cpu_kernels.isa()}
+
 def _peak_rss_mb() -> float:
     "The process's peak resident memory in MiB."
     import resource
@@ -181,7 +187,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "peak_kv_blocks": max(h[0] for h in eng.history[h0:]), "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
             "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.kv_cache_dtype or "auto", "kv_cache_memory": llm.kv_cache_memory,
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None),
-            "quantization": llm.quantization_label, **_spec_figures(eng, s0)}
+            "quantization": llm.quantization_label, **_cpu_figures(llm), **_spec_figures(eng, s0)}
 
 # %% ../nbs/20_bench.ipynb 26
 def _weight_bytes(model) -> int:
@@ -459,14 +465,14 @@ def bench_command(args, load, out=None) -> int:
         elif suite == "decode":
             if n + 2 > llm.max_model_len: raise ValueError(f"--max-tokens {n} does not fit the model's context ({llm.max_model_len}) with the prompt token")
             recs = [record("decode", f"tg{n}", lambda: {"tok_s": (r := decode_rate(llm.model, n, args.reps, llm.runner_name, llm.kv_cache_dtype)), "ms_per_token": 1e3 / r},
-                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto")]
+                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
         else:
             p = args.prompt_tokens or 128
             if p > llm.max_model_len: raise ValueError(f"--prompt-tokens {p} does not fit the model's context ({llm.max_model_len})")
             ids = llm.tokenizer.encode(sample_text_path().read_text(encoding="utf-8"))
             ids = (ids * -(-p // len(ids)))[:p]
             recs = [record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, llm.kv_cache_dtype)},
-                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto")]
+                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
     for r in recs: out.write(_summary(r)); out.flush()
     if args.json: save_results(recs, args.json)
     return 0 if all(r.get("ok", True) for r in recs) else 1
