@@ -110,7 +110,9 @@ def _job(source, variables, max_chars, seconds: float) -> dict:
         try:
             if _LIMITED:
                 used = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
-                resource.setrlimit(resource.RLIMIT_CPU, (int(used + seconds) + 2, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+                hard = resource.getrlimit(resource.RLIMIT_CPU)[1]       # a hard limit set by whoever started us stays the bound
+                soft = int(used + seconds) + 2
+                resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
                 signal.setitimer(signal.ITIMER_PROF, seconds)
             return {"text": _render(source, variables, max_chars)}
         finally:
