@@ -71,6 +71,9 @@ def _compile(source: str) -> jinja2.Template:
         raise TemplateError(f"chat template does not compile: {e}") from None
 
 # %% ../nbs/04_chat.ipynb 17
+def _failed(e: Exception) -> TemplateError:
+    return TemplateError(f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}")
+
 def _render(source: str, variables: dict | None, max_chars: int) -> str:
     "Compile `source` (cached) and render it with `variables` (None: only compile), stopping as soon as the output passes `max_chars`."
     template = _compile(source)
@@ -84,7 +87,7 @@ def _render(source: str, variables: dict | None, max_chars: int) -> str:
         return "".join(out)
     except (TemplateError, MemoryError): raise
     except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, RecursionError...
-        raise TemplateError(f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}") from None
+        raise _failed(e) from None
 
 # %% ../nbs/04_chat.ipynb 20
 class _Overrun(BaseException):
@@ -120,7 +123,7 @@ def _job(source, variables, max_chars, seconds: float) -> dict:
     except _Overrun: return {"error": str(_over(f"rendering took more than {seconds:g} s of CPU time"))}
     except MemoryError: return {"error": str(_over(f"rendering needed more than {MAX_RENDER_MEMORY >> 20} MiB of memory"))}
     except TemplateError as e: return {"error": str(e)[:4000]}
-    except Exception as e: return {"error": f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}"}
+    except Exception as e: return {"error": str(_failed(e))}
 
 def _answer_bytes(ans: dict) -> bytes:
     "A worker's answer: a JSON line (the error, the peak memory), then the text as UTF-8 (lone surrogates kept: at most 4 bytes a character)."
@@ -173,6 +176,11 @@ _BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[3]); import import
          "m._serve(int(sys.argv[2]))")                           # this file alone: no torch, no xllm package
 _ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONHOME", "SYSTEMROOT")   # what a worker needs of the environment
 
+def _close_pipes(w):
+    for f in (w.stdin, w.stdout):
+        try: f.close()
+        except OSError: pass                                        # a broken pipe's unsent bytes
+
 def _worker_file() -> str:
     "This module's file (the worker runs it alone); in a notebook, the installed package's."
     return globals().get("__file__") or str(Path(importlib.util.find_spec("xllm").origin).parent / "chat.py")
@@ -188,10 +196,7 @@ class TemplateWorkers:
 
     def _reset(self):
         "No workers (in a forked child: the parent's stay the parent's, their pipes closed here)."
-        for w in getattr(self, "idle", []):
-            for f in (w.stdin, w.stdout):
-                try: f.close()
-                except OSError: pass
+        for w in getattr(self, "idle", []): _close_pipes(w)
         self.idle, self.live, self.cv = [], 0, threading.Condition()
 
     def _new(self) -> subprocess.Popen:
@@ -225,11 +230,7 @@ class TemplateWorkers:
     def _drop(self, w):
         "Kill and reap `w` (no zombie is left), and free its place whatever happens."
         try:
-            if w is not None:
-                w.kill(); w.wait()
-                for f in (w.stdin, w.stdout):
-                    try: f.close()
-                    except OSError: pass                            # a broken pipe's unsent bytes
+            if w is not None: w.kill(); w.wait(); _close_pipes(w)
         finally:
             with self.cv: self.live -= 1; self.cv.notify()
 
