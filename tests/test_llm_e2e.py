@@ -71,30 +71,37 @@ def test_chat_greedy_stops_at_im_end(llm, ref):
     assert streamed == c.text
 
 
-def test_default_int8_activations_differ_only_at_near_ties(ref):
-    """The default (int8 activations for the packed weights, as llama.cpp): greedy from the fixture's prompts follows transformers'
-    tokens, and where it leaves them, transformers' top two logits there were a near tie (under 0.5 apart; measured: 0.08 for the
-    first case's first token); the last-position logits stay within 0.5 of the reference (logits ~25)."""
+def test_default_int8_activations_differ_only_at_near_ties():
+    """The default (int8 activations for the packed weights, as llama.cpp): greedy from three chat prompts follows the float
+    reference path's tokens (the one checked against transformers above), and where it leaves them, the reference's top two
+    logits there were a near tie (under 0.5 apart; measured: 0.082 for "What is the capital of France?" at its first token,
+    0.109 for the haiku at its fifth); the reference's top-5 last-position logits stay within 0.5 (logits ~25)."""
     from xllm.llm import LLM
     from xllm.sampling import SamplingParams
-    from xllm import cpu_kernels
     n = torch.get_num_threads(); torch.set_num_threads(1)
     try:
         llm = LLM(_default_model())
         if llm.activations != "int8": pytest.skip(f"the default here is {llm.activations} activations (no integer dot product compiled)")
         ref_llm = LLM(_default_model(), cpu_activations="float")
-        outs = llm.generate([{"prompt_token_ids": c["input_ids"]} for c in ref["cases"]], SamplingParams(temperature=0, max_tokens=32, ignore_eos=True), use_tqdm=False)
-        for case, out in zip(ref["cases"], outs):
-            got, want = out.outputs[0].token_ids, case["greedy_new_ids"][:32]
+        prompts = [ref_llm.encode_chat([{"role": "user", "content": q}])[1]
+                   for q in ("What is the capital of France?", "Write a haiku about the sea.", "Name three fruits.")]
+        g = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
+        got_all = llm.generate([{"prompt_token_ids": p} for p in prompts], g, use_tqdm=False)
+        want_all = ref_llm.generate([{"prompt_token_ids": p} for p in prompts], g, use_tqdm=False)
+        left = 0
+        for p, o, r in zip(prompts, got_all, want_all):
+            got, want = o.outputs[0].token_ids, r.outputs[0].token_ids
             k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
             if k is None: continue
-            lg = ref_llm.logits(case["input_ids"] + want[:k])[-1]
+            left += 1
+            lg = ref_llm.logits(p + want[:k])[-1]
             margin = float(lg[want[k]] - lg[got[k]])
-            print(f"{case['user_prompt']!r}: int8 leaves the reference at token {k}, where its margin was {margin:.3f}")
-            assert 0 <= margin < 0.5, (case["user_prompt"], k, margin)
-        lg = llm.logits(ref["cases"][0]["input_ids"])[-1]
-        ids, vals = zip(*ref["cases"][0]["top5_last"])
-        assert (lg[list(ids)] - torch.tensor(vals)).abs().max() < 0.5
+            print(f"int8 leaves the float reference at token {k}, where its margin was {margin:.3f}")
+            assert 0 <= margin < 0.5, (k, margin)
+        assert left < len(prompts)                               # most prompts do not meet a near tie
+        lg8, lgf = llm.logits(prompts[0])[-1], ref_llm.logits(prompts[0])[-1]
+        top5 = lgf.topk(5).indices
+        assert (lg8[top5] - lgf[top5]).abs().max() < 0.5
     finally: torch.set_num_threads(n)
 
 
