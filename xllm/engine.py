@@ -569,6 +569,12 @@ class AsyncEngine:
         self._cmds.put(("call", fn, loop, fut))
         return await fut
 
+    def health(self) -> str | None:
+        """None while the engine can run steps; else why not, in one line: its thread has stopped, or its runner cannot run
+        (`ModelRunner.health()`, e.g. a tensor-parallel worker died). Cheap and safe from any thread (a server asks every second)."""
+        if not self._thread.is_alive(): return "the engine was shut down" if self._stopped else "the engine's thread stopped"
+        return self.engine.runner.health()
+
     def shutdown(self, timeout: float | None = None):
         "Abort every request still running, stop the thread and wait for it."
         if not self._stopped:

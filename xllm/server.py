@@ -4,9 +4,10 @@
 
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
-           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SEND_BUFFER', 'APIError', 'to_sampling_params',
-           'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected',
-           'Metrics', 'create_app', 'free_port', 'BackgroundServer', 'start_server', 'serve']
+           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SEND_CHUNK', 'HEALTH_POLL', 'DEAD_LINGER',
+           'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError', 'to_sampling_params', 'check_supported',
+           'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics',
+           'ServerLimits', 'LimitCounts', 'create_app', 'BackgroundServer', 'start_server', 'serve']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -310,12 +311,14 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
 # %% ../nbs/19_server.ipynb 19
 def _choice_error(e: Exception, field: str | None) -> APIError:
     """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
-    constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500."""
+    constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
+    (a dead tensor-parallel worker's error names hosts and ports: it is logged, not sent)."""
     from xllm.grammar import GrammarError
     if isinstance(e, GrammarError):
         field = field or "structured_outputs"
         return APIError(400, f"{field}: {e}", param=field)
-    return APIError(500, f"{type(e).__name__}: {e}", "server_error")
+    _log.error("a request failed: %s: %s", type(e).__name__, e)      # the details stay in the server's log
+    return _INTERNAL
 
 async def _run_all(state, jobs, field: str | None = None):
     """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
@@ -413,6 +416,10 @@ class _State:
         self.longest_token = max(len(_token_bytes(llm.tokenizer, i)) for i in range(llm.tokenizer.vocab_size))
         self.max_chars = self.max_len * self.longest_token   # more characters than this cannot fit in max_len tokens
         self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
+        self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
+        self.limits, self.counts = ServerLimits(), LimitCounts()
+        self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
+        self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
         self.metrics = Metrics(self)
         self._closed = None
 
@@ -441,6 +448,7 @@ class _State:
         """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
         (retrying cannot help), with 503 (and Retry-After) when the choices already in flight leave no room for it now."""
         self.check_choices(n)
+        if self.dead: raise APIError(503, f"the engine cannot run ({self.dead}); the server is stopping", "server_error", None, "engine_dead")
         limit = self.max_num_seqs + self.max_waiting
         if self.in_flight + n > limit:
             raise APIError(503, f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting); retry later",
@@ -538,7 +546,7 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
 
 # %% ../nbs/19_server.ipynb 36
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
-TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time; more wait their turn
+TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -547,6 +555,23 @@ def _dumps(obj) -> str:
     return _SURROGATE.sub("\ufffd", json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
 # %% ../nbs/19_server.ipynb 37
+@dataclasses.dataclass
+class ServerLimits:
+    """What one client may hold of the server before it has even asked (connections, body bytes) and how slowly it may ask. The
+    defaults, stated in the README, fit a 1,024-descriptor limit and keep the bodies being read under 64 MiB together."""
+    max_connections: int = 1000          # open connections; past it the longest-idle one is closed for the newcomer (503 if none is idle)
+    header_timeout: float = 10.0         # seconds to send a request's headers, from the connection's opening or the previous answer
+    body_timeout: float = 10.0           # the longest pause inside a request body, in seconds
+    body_min_rate: int = 16 << 10        # bytes/s a body must average once it has taken longer than body_timeout
+    max_body_in_flight: int = 64 << 20   # bytes of request bodies being received at once, over all connections; past it 503
+    def __post_init__(self):
+        check_int("max_connections", self.max_connections, lo=1)
+        for f in ("header_timeout", "body_timeout"): check_number(f, getattr(self, f), lo=0, open_lo=True, rule="a number of seconds > 0")
+        check_int("body_min_rate", self.body_min_rate, lo=1, rule="a positive number of bytes per second")
+        check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
+
+
+# %% ../nbs/19_server.ipynb 39
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -558,36 +583,153 @@ async def _send_error(send, e: APIError):
                 (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 40
+# %% ../nbs/19_server.ipynb 42
 class _BodyLimit:
-    """ASGI middleware: a request whose body (Content-Length or chunked) passes `limit` bytes (None: `MAX_BODY_BYTES` when the
-    request comes) gets 413; the rest is not read."""
-    def __init__(self, app, limit: int | None = None): self.app, self.limit = app, limit
+    """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
+    by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds its bytes
+    (declared, or as they come) of `limits.max_body_in_flight`, shared by every request: past it the request gets 503. A body
+    that pauses longer than `limits.body_timeout` s, or falls below `limits.body_min_rate` bytes/s once it has taken longer than
+    that, gets 408. `counts` (optional) counts the refusals (`body_busy`, `body_timeouts`)."""
+    def __init__(self, app, limit: int | None = None, limits: ServerLimits | None = None, counts=None):
+        self.app, self.limit, self.limits, self.counts, self.in_flight = app, limit, limits or ServerLimits(), counts, 0
+    def _count(self, what: str):
+        if self.counts is not None: setattr(self.counts, what, getattr(self.counts, what) + 1)
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http": return await self.app(scope, receive, send)
-        limit = self.limit if self.limit is not None else MAX_BODY_BYTES
+        L, limit = self.limits, (self.limit if self.limit is not None else MAX_BODY_BYTES)
         too_big = lambda n: APIError(413, f"request body of {n} bytes is larger than the limit of {limit}", code="request_too_large")
+        busy = lambda: APIError(503, f"server busy: request bodies of {self.in_flight} bytes are being received (limit {L.max_body_in_flight}); retry later",
+                                "server_error", None, "overloaded", headers={"Retry-After": "1"})
         size = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if size.isdigit() and int(size) > limit: return await _send_error(send, too_big(int(size)))
-        seen, refused = 0, []
+        declared = int(size) if size.isdigit() else None
+        if declared is not None and declared > limit: return await _send_error(send, too_big(declared))
+        held = 0                                      # bytes of the shared budget this body holds
+        def hold(n: int) -> bool:
+            nonlocal held
+            if self.in_flight + n > L.max_body_in_flight: return False
+            self.in_flight += n; held += n; return True
+        def release():
+            nonlocal held
+            self.in_flight -= held; held = 0
+        if declared and not hold(declared): self._count("body_busy"); return await _send_error(send, busy())
+        seen, refused, done, t0 = 0, [], False, None
+        async def refuse(e: APIError, what: str):
+            refused.append(1); release(); self._count(what)
+            await _send_error(send, e)
+            return {"type": "http.disconnect"}          # the app stops reading; its reply, if any, is dropped
         async def counted():
-            nonlocal seen
+            nonlocal seen, done, t0
             if refused: return {"type": "http.disconnect"}
-            msg = await receive()
+            if done: return await receive()             # the body is in: what comes now is the client leaving
+            now = time.monotonic()
+            t0 = now if t0 is None else t0
+            wait = min(L.body_timeout, t0 + L.body_timeout + seen / L.body_min_rate - now)
+            try: msg = await asyncio.wait_for(receive(), max(wait, 0.0))
+            except asyncio.TimeoutError:
+                return await refuse(APIError(408, f"request body: {seen} bytes received in {now - t0 + max(wait, 0):.0f} s, then nothing for {max(wait, 0):.0f} s "
+                                                  f"(a body may pause at most {L.body_timeout:g} s and must average {L.body_min_rate} bytes/s after that)",
+                                             code="request_timeout"), "body_timeouts")
             if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > limit:
-                    refused.append(1); await _send_error(send, too_big(f"more than {seen}"))
-                    return {"type": "http.disconnect"}          # the app stops reading; its reply, if any, is dropped
+                n = len(msg.get("body", b""))
+                seen += n
+                if seen > limit: return await refuse(too_big(f"more than {seen}"), "body_too_large")
+                if declared is None and not hold(n): return await refuse(busy(), "body_busy")
+                if not msg.get("more_body"): done = True; release()
+            else: done = True; release()
             return msg
         async def guarded(msg):
             if not refused: await send(msg)
         try: await self.app(scope, counted, guarded)
         except Exception:
             if not refused: raise
+        finally: release()
 
-# %% ../nbs/19_server.ipynb 42
+
+# %% ../nbs/19_server.ipynb 47
+def _raw_answer(e: APIError) -> bytes:
+    "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
+    from http import HTTPStatus
+    body = _dumps(e.body()).encode()
+    head = [f"HTTP/1.1 {e.status} {HTTPStatus(e.status).phrase}", "content-type: application/json", f"content-length: {len(body)}",
+            "connection: close", *(f"{k.lower()}: {v}" for k, v in (e.headers or {}).items())]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+@dataclasses.dataclass
+class LimitCounts:
+    "How often a `ServerLimits` rule refused a client (shown by `/health` to those holding the key)."
+    evicted: int = 0              # idle connections closed for a newcomer
+    refused: int = 0              # connections answered 503: every one was inside a request
+    header_timeouts: int = 0      # connections closed for not sending their headers in time
+    body_timeouts: int = 0        # bodies that stopped arriving (408)
+    body_busy: int = 0            # bodies refused because the shared budget was taken (503)
+    body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
+
+def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None):
+    """uvicorn's h11 protocol class with the connection rules above (`max_connections`: the cap, default `limits.max_connections`)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    cap = max_connections or limits.max_connections
+    waiting = {}                     # connections waiting for a request's headers, longest-waiting first (a dict keeps insertion order)
+    full = _raw_answer(APIError(503, f"server busy: all {cap} connections are inside requests; retry later", "server_error", None, "overloaded",
+                                headers={"Retry-After": "1"}))
+    slow = _raw_answer(APIError(408, f"request headers not received within {limits.header_timeout:g} s", code="request_timeout"))
+    class Connection(H11Protocol):
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._timer, self._sent = None, False
+            if len(self.connections) > cap:
+                if not waiting:
+                    counts.refused += 1
+                    transport.write(full); transport.close(); return
+                counts.evicted += 1
+                next(iter(waiting))._drop()
+            self._await_headers()
+        def _await_headers(self):
+            "Wait for the next request's headers, for header_timeout s at most."
+            self._stop_waiting()
+            waiting[self], self._sent = None, False
+            self._timer = self.loop.call_later(limits.header_timeout, self._too_slow)
+        def _stop_waiting(self):
+            waiting.pop(self, None)
+            if self._timer is not None: self._timer.cancel(); self._timer = None
+        def _drop(self):
+            self._stop_waiting(); self.transport.abort()
+        def _too_slow(self):
+            self._timer = None
+            if self.conn.their_state is not h11.IDLE or self.transport.is_closing(): return
+            counts.header_timeouts += 1
+            if not self._sent: return self._drop()
+            self._stop_waiting(); self.transport.write(slow); self.transport.close()
+        def data_received(self, data):
+            self._sent = True
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE: self._stop_waiting()      # the headers are in: the request runs
+        def on_response_complete(self):
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE: self._await_headers()
+        def connection_lost(self, exc):
+            self._stop_waiting(); super().connection_lost(exc)
+    return Connection
+
+
+# %% ../nbs/19_server.ipynb 50
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
+
+SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
+
+def _timed(send, timeout: float):
+    "`send`, raising `_Stalled` when one message waits more than `timeout` s to go out (the client's buffers are full: it does not read)."
+    async def timed(msg):
+        try: await asyncio.wait_for(send(msg), timeout)
+        except asyncio.TimeoutError: raise _Stalled() from None
+    return timed
+
+async def _send_whole(send, status: int, headers, body: bytes, timeout: float):
+    "A whole answer, its body in `SEND_CHUNK` pieces each sent within `timeout` s (`_Stalled` if not): an unread answer is let go."
+    send = _timed(send, timeout)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    for k in range(0, max(len(body), 1), SEND_CHUNK):
+        await send({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
 def _stream_class(StreamingResponse):
     "The SSE response class (built on starlette's, imported lazily): a chunk that waits `stall_timeout` s to be sent ends the stream."
@@ -596,17 +738,14 @@ def _stream_class(StreamingResponse):
             super().__init__(gen, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             self.stall_timeout, self.on_stall = stall_timeout, on_stall
         async def stream_response(self, send):
-            async def timed(msg):
-                try: await asyncio.wait_for(send(msg), self.stall_timeout)
-                except asyncio.TimeoutError: raise _Stalled() from None
-            try: await super().stream_response(timed)
+            try: await super().stream_response(_timed(send, self.stall_timeout))
             except _Stalled:            # close the generator: its engine requests are aborted, their blocks freed
                 self.on_stall()
                 await self.body_iterator.aclose()
     return Stream
 
-# %% ../nbs/19_server.ipynb 43
-def _openapi(app, keyed: bool, model_name: str) -> dict:
+# %% ../nbs/19_server.ipynb 52
+def _openapi(app, keyed: bool, model_name: str, public=frozenset({"/health"})) -> dict:
     """The OpenAPI schema of what the server really answers: 400 (not FastAPI's 422) for invalid requests, 401 when a key is set,
     404 (another model's name, an unknown path), 413 and 503 where they happen, each as OpenAI's error JSON, and SSE
     (`text/event-stream`) beside JSON for the completions. `model` names the one model served (`model_name`) or is left out."""
@@ -631,7 +770,7 @@ def _openapi(app, keyed: bool, model_name: str) -> dict:
         for method, op in ops.items():
             r = op.setdefault("responses", {})
             r.pop("422", None)
-            if keyed and path.startswith("/v1"): r["401"] = err("missing or wrong API key")
+            if keyed and path not in public: r["401"] = err("missing or wrong API key")
             if path in ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"):
                 r["404"] = err("not the model served here")
             if method == "post":
@@ -641,13 +780,61 @@ def _openapi(app, keyed: bool, model_name: str) -> dict:
                 r["503"] = err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")
     return s
 
-# %% ../nbs/19_server.ipynb 44
+# %% ../nbs/19_server.ipynb 54
+HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
+DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
+
+def _public_paths(paths) -> frozenset:
+    "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/'."
+    if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
+    paths = list(paths or ())
+    for p in paths:
+        if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
+    return frozenset(paths)
+
+def _holds(request, key: str) -> bool:
+    "Whether `request` carries `Authorization: Bearer key` (compared in constant time)."
+    scheme, _, got = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode(), key.encode())
+
+def _quiet_accept_errors(inner=None, every: float = 10.0):
+    """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
+    traceback each time) into one log line every `every` s; anything else goes to `inner` (or asyncio's default)."""
+    last = [-math.inf]
+    def handler(loop, ctx):
+        if "socket.accept() out of system resource" not in ctx.get("message", ""):
+            return inner(loop, ctx) if inner is not None else loop.default_exception_handler(ctx)
+        if time.monotonic() - last[0] >= every:
+            last[0] = time.monotonic()
+            _log.warning("xllm: cannot accept connections: %s (out of file descriptors? --max-connections bounds what clients hold)", ctx.get("exception"))
+    return handler
+
+def _engine_health(st) -> str | None:
+    "`st.engine.health()`; a health check that raises is a bug, logged, and the engine is taken for dead (nothing fails silently)."
+    try: return st.engine.health()
+    except Exception:
+        _log.exception("xllm: the engine's health check failed")
+        return "the engine's health check failed"
+
+async def _watch_engine(st):
+    "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
+    while (why := _engine_health(st)) is None: await asyncio.sleep(HEALTH_POLL)
+    st.dead = why
+    _log.error("xllm: the engine cannot run any more (%s): stopping the server", why)
+    await asyncio.sleep(DEAD_LINGER)
+    if st.on_dead is not None: st.on_dead()
+
+
+# %% ../nbs/19_server.ipynb 56
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
-               stall_timeout: float = 30, docs: bool = False):
-    """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on /v1/*.
-    At most `max_num_seqs` choices run at once (default: the LLM's own `max_num_seqs`); `max_waiting` more may wait; beyond that
-    requests get 503. A stream whose client reads nothing for `stall_timeout` s is aborted. `docs`: serve /docs (Swagger UI,
-    whose scripts come from a CDN: off by default); /openapi.json is always there."""
+               stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
+               metrics_key: str | None = None):
+    """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on every
+    path but `public_endpoints` (default `/health`, which then tells a client without the key only whether the server is up);
+    `metrics_key`: a second key that opens `/metrics` alone (for a scraper). At most `max_num_seqs` choices run at once (default:
+    the LLM's own `max_num_seqs`); `max_waiting` more may wait; beyond that requests get 503. An answer (streamed or whole) whose
+    client reads nothing for `stall_timeout` s is let go. `limits`: `ServerLimits` (connections, bodies). `docs`: serve /docs
+    (Swagger UI, whose scripts come from a CDN: off by default); /openapi.json is always there."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -657,17 +844,30 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
     check_int("max_num_seqs", max_num_seqs, lo=1)
     check_int("max_waiting", max_waiting, lo=0)
+    if limits is not None and not isinstance(limits, ServerLimits): raise ValueError(f"limits must be a ServerLimits, got {type(limits).__name__}")
+    for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
+        if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
+    public = _public_paths(public_endpoints)
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_path.name)
+    st.limits = limits or st.limits
     CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len, st.why_max_len())
 
     @asynccontextmanager
     async def lifespan(app):
-        yield
-        st.close()
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(_quiet_accept_errors(loop.get_exception_handler()))
+        watch = asyncio.ensure_future(_watch_engine(st))
+        try: yield
+        finally:
+            watch.cancel()
+            st.close()
     app = FastAPI(title="xllm", lifespan=lifespan, docs_url="/docs" if docs else None, redoc_url=None)
     app.state.xllm = st
     class JSON(JSONResponse):
         def render(self, content) -> bytes: return _dumps(content).encode()
+        async def __call__(self, scope, receive, send):     # in pieces, each within the stall timeout: an unread answer is let go
+            try: await _send_whole(send, self.status_code, self.raw_headers, self.body, stall_timeout)
+            except _Stalled: st.stalled += 1
     def error(e: APIError): return JSON(e.body(), status_code=e.status, headers=e.headers)
     Stream = _stream_class(StreamingResponse)
 
@@ -695,21 +895,28 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         else: msg, param = f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid request')}", (loc[0] if loc else None)
         return error(APIError(400, msg, param=param))
 
-    app.add_middleware(_BodyLimit)          # inside the key check below: a stranger gets 401, not 413
+    app.add_middleware(_BodyLimit, limits=st.limits, counts=st.counts)   # inside the key check below: a stranger gets 401, not 413
     @app.middleware("http")
     async def _guard(request: Request, call_next):
-        if api_key is not None and request.url.path.startswith("/v1"):
-            scheme, _, key = request.headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(key.strip().encode(), api_key.encode()):
-                return error(APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
+        path = request.url.path
+        request.state.authenticated = authed = api_key is None or _holds(request, api_key)
+        if path in public: ok = True
+        elif path == "/metrics" and metrics_key is not None: ok = _holds(request, metrics_key) or (api_key is not None and authed)
+        else: ok = authed
+        if not ok: return error(APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
         return await call_next(request)
 
     @app.get("/health")
-    async def health():
-        c = st.core
-        return {"status": "ok", "in_flight": st.in_flight, "unfinished": c.num_unfinished, "running": len(c.scheduler.running),
-                "waiting": len(c.scheduler.waiting), "used_blocks": c.block_manager.num_used_blocks, "num_blocks": c.pool.num_blocks,
-                "disconnected": st.disconnected, "stalled": st.stalled}
+    async def health(request: Request):
+        "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
+        why = st.dead or _engine_health(st)
+        d = {"status": "ok"} if why is None else {"status": "unavailable", "reason": why}
+        if request.state.authenticated:
+            c = st.core
+            d.update(in_flight=st.in_flight, unfinished=c.num_unfinished, running=len(c.scheduler.running), waiting=len(c.scheduler.waiting),
+                     used_blocks=c.block_manager.num_used_blocks, num_blocks=c.pool.num_blocks, disconnected=st.disconnected, stalled=st.stalled,
+                     limits=dataclasses.asdict(st.counts))
+        return JSON(d, status_code=200 if why is None else 503)
 
     card = lambda: {"id": st.model_name, "object": "model", "created": 0, "owned_by": "xllm", "max_model_len": st.max_len}
     @app.get("/v1/models")
@@ -748,7 +955,8 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         try: msgs = tool_messages(msgs, shown, fmt)
         except (KeyError, TypeError) as e: raise APIError(400, f"messages: a malformed tool call ({e})", param="messages") from None
         except ValueError as e: raise APIError(400, str(e), param="messages") from None     # arguments nested too deeply to read
-        so = tool_call_constraint(shown, choice, fmt)
+        try: so = tool_call_constraint(shown, choice, fmt)
+        except ValueError as e: raise APIError(400, f"tools: the grammar of the tool call they ask for is too large: {e}", param="tools") from None
         if so is not None:
             if params.structured_outputs is not None:
                 raise APIError(400, "tool_choice: 'required' or a named function cannot be combined with response_format or structured outputs", param="tool_choice")
@@ -895,8 +1103,12 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         prompts, limits = await encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
         return await respond("chat.completion", request, req, prompts, limits, params, bias, tools=tools)
 
+    def tokenizing(request):
+        "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
+        return st.tokenizing if request.state.authenticated else st.public_tokenizing
+
     @app.post("/tokenize")
-    async def tokenize(req: TokenizeRequest):
+    async def tokenize(req: TokenizeRequest, request: Request):
         "vLLM's /tokenize: the ids a completion prompt (special tokens read as tokens) or a chat (the template applied) gives."
         served(req.model)
         if (req.prompt is None) == (req.messages is None): raise APIError(400, "tokenize: send either prompt or messages", param="prompt")
@@ -908,17 +1120,17 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
             st.check_chars(sum(len(m["content"] or "") for m in msgs), "messages")
             from xllm.chat import apply_chat_template_parts      # the template's markup as special tokens, the messages as text
             f = lambda: llm.tokenizer.encode_parts(apply_chat_template_parts(llm.tokenizer, msgs, add_generation_prompt=req.add_generation_prompt))
-        async with st.tokenizing:
+        async with tokenizing(request):
             try: ids = await asyncio.to_thread(f)
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return {"count": len(ids), "max_model_len": st.max_len, "tokens": ids}
 
     @app.post("/detokenize")
-    async def detokenize(req: DetokenizeRequest):
+    async def detokenize(req: DetokenizeRequest, request: Request):
         "vLLM's /detokenize: the text of token ids (special tokens written out)."
         served(req.model)
         ids = check_token_ids(req.tokens, llm.tokenizer.vocab_size, "tokens", error=lambda m: APIError(400, m, param="tokens"))
-        async with st.tokenizing: return {"prompt": await asyncio.to_thread(llm.tokenizer.decode, ids)}
+        async with tokenizing(request): return {"prompt": await asyncio.to_thread(llm.tokenizer.decode, ids)}
 
     @app.get("/tokenizer_info")
     async def tokenizer_info():
@@ -929,31 +1141,50 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
                 "add_bos_token": t.add_bos_token, "chat_template": t.chat_template, "model_max_length": st.max_len, "vocab_size": t.vocab_size}
 
     def openapi():
-        if app.openapi_schema is None: app.openapi_schema = _openapi(app, api_key is not None, st.model_name)
+        if app.openapi_schema is None: app.openapi_schema = _openapi(app, api_key is not None, st.model_name, public)
         return app.openapi_schema
     app.openapi = openapi
+    unknown = public - {r.path for r in app.routes} - {"/docs"}
+    if unknown: raise ValueError(f"public_endpoints: {sorted(unknown)} not served here; the paths are {sorted(r.path for r in app.routes)}")
     return app
 
-# %% ../nbs/19_server.ipynb 46
-def free_port(host: str = "127.0.0.1") -> int:
-    "A TCP port that is free on `host` right now."
-    with socket.socket() as s:
-        s.bind((host, 0)); return s.getsockname()[1]
-
+# %% ../nbs/19_server.ipynb 58
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
-    "The listening socket of uvicorn `config`, with SO_SNDBUF set (accepted connections inherit it, so autotuning cannot grow it to MBs)."
+    """The listening socket of uvicorn `config`, with SO_SNDBUF set (accepted connections inherit it, so autotuning cannot grow it
+    to MBs). Port 0 takes a free port as it binds (never one picked before and released): `sock.getsockname()[1]` is the port."""
     sock = config.bind_socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
     return sock
 
-# %% ../nbs/19_server.ipynb 47
+BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
+FD_RESERVE = 128           # descriptors kept beside the connections: the model's files, template workers, tensor-parallel groups, logs
+
+def _connection_cap(limits: ServerLimits) -> tuple[int, str | None]:
+    """The connections the server may hold open: `limits.max_connections`, the descriptor limit raised (up to its hard limit) to
+    fit them with `BACKLOG` and `FD_RESERVE` beside, else what fits; and a note saying so when it had to be less (None if not)."""
+    import resource
+    inf = resource.RLIM_INFINITY
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = limits.max_connections + BACKLOG + FD_RESERVE
+    if soft != inf and soft < need:
+        try: resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == inf else min(need, hard), hard))
+        except (ValueError, OSError): pass
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    cap = limits.max_connections if soft == inf else max(1, min(limits.max_connections, soft - BACKLOG - FD_RESERVE))
+    return cap, (None if cap == limits.max_connections else f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n)")
+
+# %% ../nbs/19_server.ipynb 59
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
-    Both ways the app's shutdown (`app.state.xllm.close()`, the engine's) runs, then `on_stopped()` if given."""
+    Both ways the app's shutdown (`app.state.xllm.close()`, the engine's) runs, then `on_stopped()` if given. Connections follow
+    `app.state.xllm.limits` (`_protocol`, capped by `_connection_cap`: its note, if any, is `server.cap_note`); when the engine
+    dies (`_watch_engine`) the server stops as on SIGTERM."""
     import uvicorn
+    st = app.state.xllm
+    cap, note = _connection_cap(st.limits)
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):
             if self.should_exit: self.force_exit = True      # uvicorn alone ignores a second SIGTERM
@@ -962,15 +1193,22 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
             await super().shutdown(sockets)
             if self.force_exit: app.state.xllm.close()       # uvicorn skips the lifespan shutdown when forced
             if on_stopped is not None: on_stopped()
-    return Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=shutdown_timeout))
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=shutdown_timeout,
+                                   http=_protocol(st.limits, st.counts, cap), backlog=BACKLOG))
+    server.cap_note = note
+    def stop(): server.should_exit = True
+    st.on_dead = stop
+    return server
 
-# %% ../nbs/19_server.ipynb 48
+# %% ../nbs/19_server.ipynb 60
 class BackgroundServer:
-    "A uvicorn server running `app` in a daemon thread; `.url` is its base URL, `.stop()` shuts it down."
+    "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
-        self.app, self.host, self.port = app, host, port or free_port(host)
-        self.server = _uvicorn_server(app, host, self.port, shutdown_timeout, "warning")
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [_socket(self.server.config)]}, name="xllm-server", daemon=True)
+        self.app, self.host = app, host
+        self.server = _uvicorn_server(app, host, port or 0, shutdown_timeout, "warning")
+        sock = _socket(self.server.config)                   # bound here: port None or 0 is a free port, taken as it binds
+        self.port = sock.getsockname()[1]
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, name="xllm-server", daemon=True)
         self.thread.start()
         t0 = time.time()
         while not self.server.started:
@@ -984,7 +1222,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 49
+# %% ../nbs/19_server.ipynb 61
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -995,27 +1233,33 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 50
+# %% ../nbs/19_server.ipynb 62
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
-          served_model_name: str | None = None, **llm_kw):
+          served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
+          metrics_key: str | None = None, **llm_kw):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
-    `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`."""
+    `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`.
+    `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`."""
     import sys
     if llm is None:
         from xllm.llm import LLM
         llm = LLM(model, **llm_kw)
     app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
-                     model_name=served_model_name)
+                     model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key)
     if api_key is None and not _loopback(host):
         print(f"xllm: warning: listening on {host}, beyond this machine, with no API key: anyone who can reach it can use it "
               "(--api-key, XLLM_API_KEY or --api-key-file)", file=sys.stderr, flush=True)
     core = app.state.xllm.core
-    print(f"xllm: serving {llm.model_path.name} as {app.state.xllm.model_name!r} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
     stopped = lambda: print(f"xllm: stopped ({app.state.xllm.close()} requests were unfinished)", flush=True)
     server = _uvicorn_server(app, host, port, shutdown_timeout, "info", stopped)
+    sock = _socket(server.config)
+    port = sock.getsockname()[1]
+    if server.cap_note: print(f"xllm: note: {server.cap_note}", file=sys.stderr, flush=True)
+    print(f"xllm: serving {llm.model_path.name} as {app.state.xllm.model_name!r} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
     import signal
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):     # a closed terminal: as SIGTERM
         signal.signal(signal.SIGHUP, lambda sig, frame: server.handle_exit(signal.SIGTERM, frame))
-    try: server.run(sockets=[_socket(server.config)])     # uvicorn re-raises the signal it stopped for, once it is done
+    try: server.run(sockets=[sock])     # uvicorn re-raises the signal it stopped for, once it is done
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
+    if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
