@@ -78,3 +78,32 @@ def test_speculative_decoding_over_two_ranks(tmp_path):
         assert [r.token_ids for r in eng.generate(reqs)] == ref
         assert tp.runner_reason == "tp (2 ranks, each cpu)" and eng.spec_stats.num_accepted > 0, eng.spec_stats
     finally: tp.model.tp_group.shutdown()
+
+
+def test_rendezvous_under_port_pressure():
+    """Issue #39: the rendezvous store binds port 0 itself (`rendezvous_store`), so a group forms however many ports other programs
+    hold. Held here: 500 ports on 127.0.0.1 and up to 5,000 on 127.0.0.2 (another loopback address: a port free on 127.0.0.1 may be
+    taken there, and torch's store listens on every interface). Picking a free port on 127.0.0.1 and binding it later failed 2 of 4
+    starts so (EADDRINUSE); every start must succeed."""
+    import resource, torch
+    from xllm.core import LlamaConfig
+    from xllm.parallel import start_tp
+    from xllm.quant import hf_config_dict
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    held = []
+    try:
+        for host, n in (("127.0.0.1", 500), ("127.0.0.2", 5000)):
+            for _ in range(max(0, min(n, soft - len(held) - 200))):
+                s = socket.socket()
+                try: s.bind((host, 0)); s.listen(1)
+                except OSError: s.close(); break         # no 127.0.0.2 here (not Linux): the 127.0.0.1 ports only
+                held.append(s)
+        cfg = hf_config_dict(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                         num_key_value_heads=2))
+        for _ in range(4):
+            m = start_tp(("random", cfg, 0, torch.float32), 2, threads=1, timeout=30)
+            g = m.tp_group
+            g.shutdown()
+            assert [p.exitcode for p in g.procs] == [0]
+    finally:
+        for s in held: s.close()

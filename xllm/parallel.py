@@ -4,7 +4,7 @@
 
 # %% ../nbs/13a_tensor_parallel.ipynb 4
 from __future__ import annotations
-import dataclasses, datetime, importlib, os, socket, sys, traceback, weakref
+import dataclasses, datetime, importlib, os, sys, traceback, weakref
 from pathlib import Path
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -19,7 +19,7 @@ from .runner import ModelRunner, choose_runner, runner_class
 # %% auto 0
 __all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'tp_config',
            'shard_slice', 'shard_tensor', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard',
-           'shard_model', 'load_gguf_shard', 'TPError', 'free_port', 'TPGroup', 'encode_batch', 'decode_batch',
+           'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store', 'TPGroup', 'encode_batch', 'decode_batch',
            'shard_runner', 'TPRunner', 'worker_loop', 'rank_device', 'build_shard', 'start_tp', 'serve_worker',
            'llm_shard', 'allreduce_cost']
 
@@ -229,11 +229,13 @@ def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llam
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
-def free_port() -> int:
-    "A TCP port free on the loopback now (for a group's rendezvous)."
-    with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+def rendezvous_store(world: int, timeout: float = 60.0) -> dist.TCPStore:
+    """The rendezvous store of a group whose workers this process starts: a TCP key/value server listening on a port the kernel
+    chose as it bound it (port 0), made before any worker starts; the workers are given its `port`. (Picking a free port, closing
+    it and binding it again later leaves a window in which another program may take it: under port pressure it did, EADDRINUSE.)"""
+    return dist.TCPStore("127.0.0.1", 0, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 32
+# %% ../nbs/13a_tensor_parallel.ipynb 34
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
 
@@ -258,22 +260,24 @@ class TPGroup:
         self.broken, self.pool_gen, self.closed = None, 0, False
 
     @classmethod
-    def init(cls, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=()) -> TPGroup:
-        "Join the group (`init_method` None: torchrun's environment) and return this process's `TPGroup`."
+    def init(cls, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
+        """Join the group and return this process's `TPGroup`. `init_method` None: torchrun's environment; else `tcp://host:port`,
+        the address of rank 0's store: rank 0 passes that store itself (`store`, from `rendezvous_store`, listening already)."""
         if dist.is_initialized(): raise TPError("a torch.distributed process group is already initialized in this process: one tensor-parallel group per process")
         backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
         if torch.device(device).type == "cuda": torch.cuda.set_device(torch.device(device))
         t = datetime.timedelta(seconds=timeout)
         if init_method is None: dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=t)
         else:                                                  # our own store: rank 0 sees a worker die before it joins
-            host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
-            store = dist.TCPStore(host, int(port), world, is_master=rank == 0, timeout=t, wait_for_workers=False)
+            if store is None:
+                host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
+                store = dist.TCPStore(host, int(port), world, is_master=rank == 0, timeout=t, wait_for_workers=False)
             if rank: store.set(f"xllm_tp_up_{rank}", "1")
             else: _wait_joined(store, world, procs, max(timeout, 300))   # starting python and torch may take a while; a death is seen at once
             dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=t)
         return cls(rank, world, device, timeout, procs)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 34
+# %% ../nbs/13a_tensor_parallel.ipynb 36
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -316,7 +320,7 @@ def agree(self: TPGroup, ok: bool) -> bool:
     dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.ctrl, async_op=True).wait(datetime.timedelta(seconds=self.timeout))
     return bool(t.item())
 
-# %% ../nbs/13a_tensor_parallel.ipynb 36
+# %% ../nbs/13a_tensor_parallel.ipynb 38
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -337,7 +341,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     if h[1]: p = torch.empty(int(h[1]), dtype=torch.int64); dist.broadcast(p, 0, group=self.ctrl)
     return int(h[0]), h[2:].tolist(), p
 
-# %% ../nbs/13a_tensor_parallel.ipynb 38
+# %% ../nbs/13a_tensor_parallel.ipynb 40
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -358,7 +362,7 @@ def shutdown(self: TPGroup):
     if dist.is_initialized(): dist.destroy_process_group()
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 40
+# %% ../nbs/13a_tensor_parallel.ipynb 42
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -366,7 +370,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 41
+# %% ../nbs/13a_tensor_parallel.ipynb 43
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -378,7 +382,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 46
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -436,7 +440,7 @@ class TPRunner(ModelRunner):
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
         return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 45
+# %% ../nbs/13a_tensor_parallel.ipynb 47
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     pool = runner = None
@@ -456,14 +460,14 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 49
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 50
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`load_shard`; `("hf", path, dtype, "int8"|"int4",
     group_size)`: then quantized), `("gguf", path, dtype, quantized)`
@@ -485,7 +489,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
         return shard_model(random_llama(config_from_hf(spec[1], "random"), spec[2], dtype=spec[3]), rank, world).to(device)
     raise ValueError(f"unknown shard spec {kind!r}")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 49
+# %% ../nbs/13a_tensor_parallel.ipynb 51
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -504,7 +508,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 52
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -514,10 +518,10 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+# %% ../nbs/13a_tensor_parallel.ipynb 53
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
-    (the others, rank > 0, call `serve_worker`); else `world - 1` worker processes are spawned here (loopback rendezvous on a free port).
+    (the others, rank > 0, call `serve_worker`); else `world - 1` worker processes are spawned here, meeting at a loopback store this process opens first (`rendezvous_store`).
     `timeout`: seconds before a collective that does not complete fails the group."""
     check_int("tensor_parallel_size", world, lo=1)
     import torch.multiprocessing as mp
@@ -527,13 +531,14 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
         if int(os.environ["RANK"]) != 0: raise TPError("start_tp runs on rank 0; the other ranks run serve_worker")
         g = TPGroup.init(0, world, None, rank_device(device, 0), timeout)
     else:
-        init = f"tcp://127.0.0.1:{free_port()}"
+        store = rendezvous_store(world, timeout)            # listening before any worker is told its port
+        init = f"tcp://127.0.0.1:{store.port}"
         ctx = mp.get_context("spawn")
         target = importlib.import_module("xllm.parallel")._worker_main    # importable by the child (not a notebook's __main__)
         procs = [ctx.Process(target=target, args=(r, world, init, spec, str(device), timeout, threads), daemon=True,
                              name=f"xllm-tp-rank{r}") for r in range(1, world)]
         for p in procs: p.start()
-        try: g = TPGroup.init(0, world, init, rank_device(device, 0), timeout, procs)
+        try: g = TPGroup.init(0, world, init, rank_device(device, 0), timeout, procs, store)
         except Exception as e:
             for p in procs: p.kill(); p.join(5)
             raise TPError(f"tensor-parallel group did not form: {e}") from None
@@ -547,17 +552,17 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 52
+# %% ../nbs/13a_tensor_parallel.ipynb 54
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 59
+# %% ../nbs/13a_tensor_parallel.ipynb 61
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 60
+# %% ../nbs/13a_tensor_parallel.ipynb 62
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -605,10 +610,11 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 66
-def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int, q):
+# %% ../nbs/13a_tensor_parallel.ipynb 68
+def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, q):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     import time
     out = {}
     for shape in shapes:
@@ -622,15 +628,15 @@ def _allreduce_worker(rank: int, world: int, init: str, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 67
+# %% ../nbs/13a_tensor_parallel.ipynb 69
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
-    measured in fresh processes: {shape: seconds}."""
+    measured in fresh processes (meeting at a store this process holds): {shape: seconds}."""
     import torch.multiprocessing as mp
-    ctx, init = mp.get_context("spawn"), f"tcp://127.0.0.1:{free_port()}"
+    ctx, store = mp.get_context("spawn"), rendezvous_store(world, 300)
     q = ctx.Queue()
     target = importlib.import_module("xllm.parallel")._allreduce_worker
-    ps = [ctx.Process(target=target, args=(r, world, init, [tuple(s) for s in shapes], reps, q), daemon=True) for r in range(world)]
+    ps = [ctx.Process(target=target, args=(r, world, store.port, [tuple(s) for s in shapes], reps, q), daemon=True) for r in range(world)]
     for p in ps: p.start()
     import queue, time
     end = time.monotonic() + 300
