@@ -107,3 +107,36 @@ def test_rendezvous_under_port_pressure():
             assert [p.exitcode for p in g.procs] == [0]
     finally:
         for s in held: s.close()
+
+
+def test_health_names_a_dead_worker():
+    """Issue #39: `TPRunner.health()` (what a server's /health asks every second, from its own thread) is None while the group
+    works and names the rank within 2 s of a worker's SIGKILL with no traffic at all, in one line without paths or ports."""
+    import threading, torch
+    from xllm.core import LlamaConfig
+    from xllm.kv_pool import PagedKVPool
+    from xllm.parallel import start_tp, TPRunner
+    from xllm.quant import hf_config_dict
+    cfg = hf_config_dict(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                     num_key_value_heads=2))
+    m = start_tp(("random", cfg, 0, torch.float32), 2, threads=1, timeout=10)
+    try:
+        runner = TPRunner(m, PagedKVPool(m.kv_config, 8, 4))
+        assert runner.health() is None
+        t = time.perf_counter()
+        for _ in range(1000): runner.health()
+        per_call = (time.perf_counter() - t) / 1000
+        seen = []
+        def watch():
+            end = time.monotonic() + 10
+            while time.monotonic() < end:
+                if (why := runner.health()) is not None: seen.append((time.monotonic(), why)); return
+                time.sleep(0.01)
+        w = threading.Thread(target=watch); w.start()
+        p = m.tp_group.procs[0]
+        os.kill(p.pid, signal.SIGKILL); killed = time.monotonic()
+        w.join(15)
+        print(f"health(): {per_call * 1e6:.1f} us a call; named {seen[0][0] - killed:.3f} s after the kill")
+        assert seen and seen[0][1] == "tensor-parallel rank 1 died (killed by signal 9)" and seen[0][0] - killed < 2
+    finally: m.tp_group.shutdown()
+    assert "rank 1 died (killed by signal 9)" in runner.health() and not m.tp_group.procs[0].is_alive()

@@ -257,7 +257,7 @@ class TPGroup:
         self.rank, self.world, self.device, self.timeout, self.procs = rank, world, torch.device(device), timeout, list(procs)
         self.ctrl = dist.new_group(backend="gloo", timeout=datetime.timedelta(days=365))
         self.store = dist.distributed_c10d._get_default_store()
-        self.broken, self.pool_gen, self.closed = None, 0, False
+        self.broken, self.reason, self.pool_gen, self.closed = None, None, 0, False    # reason: the failure in words fit for a client
 
     @classmethod
     def init(cls, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
@@ -284,26 +284,40 @@ def report_error(self: TPGroup, msg: str):
     try: self.store.set(f"{_ERR_KEY}{self.rank}", msg[-4000:])
     except Exception: pass
 
+def _ended(code: int) -> str:
+    "How a process ended: 'killed by signal 9' or 'exit code 1'."
+    return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+
 @patch
-def who_failed(self: TPGroup) -> str:
-    "What is known of the workers' failures: errors they reported, processes that exited."
+def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
+    """What is known of the workers' failures: `(rank, 'raised', the error it reported)` or `(rank, 'died', its exit code)` for a
+    process that exited without reporting one."""
     out = []
     for r in range(1, self.world):
         try:
-            if self.store.check([f"{_ERR_KEY}{r}"]): out.append(f"rank {r} raised: {self.store.get(f'{_ERR_KEY}{r}').decode(errors='replace').strip()}")
+            if self.store.check([f"{_ERR_KEY}{r}"]): out.append((r, "raised", self.store.get(f"{_ERR_KEY}{r}").decode(errors="replace").strip()))
         except Exception: pass
     for r, p in enumerate(self.procs, 1):
-        if p.exitcode is not None and not any(o.startswith(f"rank {r} ") for o in out):
-            out.append(f"rank {r} died (exit code {p.exitcode}{', killed by signal %d' % -p.exitcode if p.exitcode < 0 else ''})")
-    return "; ".join(out)
+        if (code := p.exitcode) is not None and all(f[0] != r for f in out): out.append((r, "died", code))
+    return out
+
+@patch
+def who_failed(self: TPGroup, found: list | None = None) -> str:
+    "The workers' failures (`failures`) as the error names them, their messages included."
+    return "; ".join(f"rank {r} raised: {x}" if what == "raised" else f"rank {r} died (exit code {x}{', killed by signal %d' % -x if x < 0 else ''})"
+                     for r, what, x in (self.failures() if found is None else found))
 
 @patch
 def fail(self: TPGroup, e: BaseException) -> TPError:
     "Mark the group broken after `e` on rank 0; stop the workers it started; the TPError to raise, naming the ranks that failed."
     import time
     deadline = time.monotonic() + 2
-    while not (who := self.who_failed()) and time.monotonic() < deadline: time.sleep(0.05)   # a dying worker's report may lag
+    while not (found := self.failures()) and time.monotonic() < deadline: time.sleep(0.05)   # a dying worker's report may lag
+    who = self.who_failed(found)
     if not who and "timed out" in str(e).lower(): who = f"a collective timed out after {self.timeout:g} s: a rank stopped answering"
+    said = [f"rank {r} raised an error" if what == "raised" else f"rank {r} died ({_ended(x)})" for r, what, x in found]   # no messages
+    self.reason = (f"tensor-parallel {'; '.join(said)}" if said else f"tensor-parallel group failed: {who}" if who
+                   else "tensor-parallel group failed")       # before `broken`: a health check that sees one sees both
     self.broken = f"tensor-parallel group failed: {who or 'no worker reported an error'} ({type(e).__name__} on rank 0: {str(e).strip()[:500]})"
     self.kill_workers()
     return TPError(self.broken)
@@ -439,6 +453,18 @@ class TPRunner(ModelRunner):
 
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
         return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
+
+    def health(self) -> str | None:
+        """None while the group can run a step; else why not, in one line without the workers' messages (`ModelRunner.health`): the
+        group failed or was shut down, or a worker process this one started has exited: seen at the next call, even with no traffic
+        (its exit code, polled without waiting). Changes nothing of the group's; safe from another thread. Under torchrun (no processes of its own) it
+        knows only what failed a step; torchrun itself stops every rank when one dies."""
+        g = self.group
+        if g.broken or g.closed: return g.reason or "the tensor-parallel group was shut down"
+        for r, p in enumerate(g.procs, 1):
+            if (code := p.exitcode) is not None: return f"tensor-parallel rank {r} died ({_ended(code)})"
+        if self.gen != g.pool_gen: return "a newer engine's K/V pool replaced this engine's on the tensor-parallel workers"
+        return None
 
 # %% ../nbs/13a_tensor_parallel.ipynb 47
 def worker_loop(model: Llama, group: TPGroup):
@@ -610,7 +636,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 68
+# %% ../nbs/13a_tensor_parallel.ipynb 70
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -628,7 +654,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 69
+# %% ../nbs/13a_tensor_parallel.ipynb 71
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes (meeting at a store this process holds): {shape: seconds}."""

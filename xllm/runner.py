@@ -33,6 +33,12 @@ class ModelRunner:
 
     def warm_up(self):
         "Anything to do once before the first step (the CUDA runner captures its graphs); nothing here."
+
+    def health(self) -> str | None:
+        """None while this runner can run a step; else why not, in one line fit to show a client (no paths, ports or tracebacks).
+        Cheap and read-only: a server asks every second, from another thread than the one running steps. A runner in this
+        process always can; rank 0 of a tensor-parallel group cannot once the group failed or a worker process died (13a)."""
+        return None
     def __repr__(self): return f"{type(self).__name__}({self.name})"
 
 
