@@ -4,17 +4,19 @@
 
 # %% ../nbs/08a_grammar.ipynb 4
 from __future__ import annotations
-import sys, threading, weakref
+import os, sys, threading, time, weakref
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 import torch
 from .sampling import StructuredOutputsParams
 
-
 # %% auto 0
-__all__ = ['JSON_OPTIONS', 'grammar_cache', 'GrammarError', 'grammar_tokenizer', 'grammar_source', 'parser_limits',
-           'GrammarCache', 'Grammar', 'fill_masks', 'grammar_masks', 'unpack_mask', 'masked_logits']
+__all__ = ['JSON_OPTIONS', 'MAX_GRAMMAR_SIZE', 'INITIAL_LEXER_FUEL', 'STEP_LEXER_FUEL', 'MAX_LEXER_STATES', 'STEP_MAX_ITEMS',
+           'MAX_ITEMS_IN_ROW', 'grammar_cache', 'GRAMMAR_TOKEN_MS', 'GRAMMAR_REQUEST_S', 'GrammarError',
+           'grammar_tokenizer', 'grammar_source', 'parser_limits', 'GrammarCache', 'Grammar', 'fill_masks',
+           'grammar_masks', 'mask_threads', 'unpack_mask', 'masked_logits']
 
 # %% ../nbs/08a_grammar.ipynb 6
 def _llg():
@@ -89,10 +91,22 @@ def grammar_source(so: StructuredOutputsParams) -> str:
 
 
 # %% ../nbs/08a_grammar.ipynb 11
-def parser_limits():
-    "Bounds on the work one grammar may cost (llguidance's `LLParserLimits`): a hostile schema fails to compile instead of taking the server's time."
-    return _llg().LLParserLimits(max_grammar_size=200_000, initial_lexer_fuel=1_000_000, step_lexer_fuel=200_000, max_lexer_states=50_000,
-                                 verbose_errors=False)
+# llguidance's own bounds on one grammar's work (its `LLParserLimits`); "Bounded work" below runs legitimate grammars under them
+MAX_GRAMMAR_SIZE = 200_000       # symbols in a compiled grammar (llguidance's default is 500,000)
+INITIAL_LEXER_FUEL = 1_000_000   # work to build the lexer's first regexes (llguidance's default)
+STEP_LEXER_FUEL = 200_000        # lexer work in one mask (llguidance's default)
+MAX_LEXER_STATES = 50_000        # lexer states built (lazily) for one grammar, 1-2 kB each (llguidance's default is 250,000)
+STEP_MAX_ITEMS = 20_000          # Earley items one mask may create (llguidance's default is 50,000): a C-like grammar needs the most
+                                 # of those below, and passes with a quarter of this; it bounds one mask's work before it is done
+MAX_ITEMS_IN_ROW = 2_000         # Earley items one row may hold (llguidance's default): a `choice` of n strings needs n + 1, and
+                                 # `xllm.sampling.MAX_CHOICES` strings must fit
+
+def parser_limits(**kw):
+    """Bounds on the work one grammar may cost (llguidance's `LLParserLimits`, from the constants above; keyword arguments override
+    them): a hostile schema fails to compile, and a mask past them fails, instead of taking the server's time."""
+    d = dict(max_grammar_size=MAX_GRAMMAR_SIZE, initial_lexer_fuel=INITIAL_LEXER_FUEL, step_lexer_fuel=STEP_LEXER_FUEL,
+             max_lexer_states=MAX_LEXER_STATES, step_max_items=STEP_MAX_ITEMS, max_items_in_row=MAX_ITEMS_IN_ROW, verbose_errors=False)
+    return _llg().LLParserLimits(**{**d, **kw})
 
 class GrammarCache:
     """Compiled grammars by `(tokenizer, StructuredOutputsParams.key())`, least recently used dropped past `size`. `get` returns a
@@ -145,50 +159,90 @@ def _short(msg: str, n: int = 500) -> str:
 
 grammar_cache = GrammarCache()
 
-
 # %% ../nbs/08a_grammar.ipynb 12
+GRAMMAR_TOKEN_MS = 50    # CPU (ms) one request's grammar may spend on one token: its mask and taking the token. The engine's step
+                         # waits for every constrained row's mask, so this bounds what one grammar adds to every request's token gap
+GRAMMAR_REQUEST_S = 30   # CPU (s) one request's grammar may spend over its whole output: how long a grammar just under the
+                         # per-token limit may go on slowing the batch
+
+def _ms(s: float) -> str: return f"{s * 1e3:.{2 if s < 0.01 else 1 if s < 0.1 else 0}f} ms"
+
 class Grammar:
     """One request's place in its grammar: `fill_mask` (the tokens allowed next, as a row of a bitmask), `advance(token)`,
-    `rollback(n)` (undo the last n tokens, for a verifier of speculated tokens), `done` (the grammar can take nothing more)."""
-    def __init__(self, matcher, kind: str = "grammar", vocab_size: int | None = None): self.m, self.kind, self.vocab_size = matcher, kind, vocab_size
+    `rollback(n)` (undo the last n tokens, for a verifier of speculated tokens), `done` (the grammar can take nothing more).
+    Each token's cost (its mask and taking it) is measured in CPU time: past `token_ms` for one token or `request_s` in all
+    (`GRAMMAR_TOKEN_MS` and `GRAMMAR_REQUEST_S` unless given), the grammar fails with a `GrammarError` naming the limit."""
+    def __init__(self, matcher, kind: str = "grammar", vocab_size: int | None = None, token_ms: float | None = None, request_s: float | None = None):
+        self.m, self.kind, self.vocab_size = matcher, kind, vocab_size
+        self.token_ms = GRAMMAR_TOKEN_MS if token_ms is None else token_ms
+        self.request_s = GRAMMAR_REQUEST_S if request_s is None else request_s
+        self.tokens, self.cpu_s = 0, 0.0          # tokens taken, and the CPU (s) the grammar spent on them
+        self._mask_s, self._over = 0.0, None      # the CPU of the mask for the next token; the message of a limit passed
 
     def _check(self):
+        if self._over: raise GrammarError(self._over)
         if self.m.is_error(): raise GrammarError(f"structured_outputs.{self.kind}: {_short(self.m.get_error())}")
+
+    def _spend(self, s: float, token_s: float, what: str):
+        "Count `s` seconds of CPU, `token_s` of them so far for the next token. Past a limit, the grammar is in error from now on."
+        self.cpu_s += s
+        if self._over: return
+        if token_s * 1e3 > self.token_ms:
+            self._over = f"structured_outputs.{self.kind}: {what} took {_ms(token_s)} at token {self.tokens + 1}, over the limit of {self.token_ms:g} ms a token"
+        elif self.cpu_s > self.request_s:
+            self._over = (f"structured_outputs.{self.kind}: the grammar took {self.cpu_s:.3g} s of CPU by token {self.tokens + 1}, "
+                          f"over the limit of {self.request_s:g} s a request")
+
+    def _fill(self, ptr: int, nbytes: int):
+        """The mask for the next token into the memory at `ptr`, timed in the CPU time of the thread that computes it: what this
+        grammar costs, however busy the machine is (llguidance computes a single mask on the calling thread, without the GIL)."""
+        t = time.thread_time()
+        self.m.unsafe_compute_mask_ptr(ptr, nbytes)
+        self._mask_s = s = time.thread_time() - t
+        self._spend(s, s, "computing the allowed tokens")
 
     def fill_mask(self, row: torch.Tensor):
         "Write the allowed next tokens into `row`, a contiguous CPU int32 tensor of `ceil(vocab / 32)` words (bit t of the vocabulary: token t)."
         self._check()
-        self.m.unsafe_compute_mask_ptr(row.data_ptr(), row.numel() * 4)
+        self._fill(row.data_ptr(), row.numel() * 4)
         self._check()
 
     def advance(self, token: int):
-        "Take `token` (sampled under the mask); `GrammarError` if the grammar cannot take it."
-        if not self.m.consume_token(int(token)): self._check(); raise GrammarError(f"structured_outputs.{self.kind}: token {token} is not allowed here")
+        "Take `token` (sampled under the mask); `GrammarError` if the grammar cannot take it, or if the token went past a limit."
+        self._check()
+        t = time.thread_time()
+        ok = self.m.consume_token(int(token))
+        s = time.thread_time() - t
+        self._spend(s, self._mask_s + s, "computing the allowed tokens and taking the token")
+        self._mask_s = 0.0
+        if not ok: self._check(); raise GrammarError(f"structured_outputs.{self.kind}: token {token} is not allowed here")
+        self.tokens += 1
+        self._check()
 
     def rollback(self, n: int):
         "Undo the last `n` tokens taken."
         if n and not self.m.rollback(int(n)): self._check()
+        self.tokens = max(0, self.tokens - int(n))
 
     @property
     def done(self) -> bool: "True when the grammar is complete and can take no more tokens (the request stops)."; return self.m.is_stopped()
     @property
     def accepting(self) -> bool: "True when the output so far is a complete match (EOS is allowed)."; return self.m.is_accepting()
 
-
 # %% ../nbs/08a_grammar.ipynb 14
 def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
-    """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, several at
-    once on llguidance's thread pool (it drops the GIL), and {index: GrammarError} for the grammars that failed (their rows: 0)."""
+    """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, computed on up
+    to `mask_threads()` threads at once and each timed against its grammar's limits, and {index: GrammarError} for the grammars that
+    failed or went past a limit (their rows: 0)."""
     bits = torch.zeros(len(grammars), (vocab_size + 31) // 32, dtype=torch.int32)
     errors = {}
     def check(k, g):
         try: g._check()
         except GrammarError as e: errors[k] = e
     for k, g in enumerate(grammars): check(k, g)
-    live = [(g.m, k) for k, g in enumerate(grammars) if k not in errors]
-    if len(live) == 1: grammars[live[0][1]].m.unsafe_compute_mask_ptr(bits[live[0][1]].data_ptr(), bits.shape[1] * 4)
-    elif live: _executor().unsafe_compute_mask_ptr(live, bits.data_ptr(), bits.shape[1] * 4, len(grammars))
-    for _, k in live: check(k, grammars[k])
+    live = [k for k in range(len(grammars)) if k not in errors]
+    _fill_all([(grammars[k], bits[k].data_ptr()) for k in live], bits.shape[1] * 4)
+    for k in live: check(k, grammars[k])
     for k in errors: bits[k] = 0
     return bits, errors
 
@@ -198,10 +252,28 @@ def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
     if errors: raise errors[min(errors)]
     return bits
 
-_EXEC = []
-def _executor():
-    if not _EXEC: _EXEC.append(_llg().LLExecutor())
-    return _EXEC[0]
+def mask_threads() -> int:
+    "Threads that compute masks at once: the CPUs this process may run on, at most 32."
+    try: n = len(os.sched_getaffinity(0))
+    except AttributeError: n = os.cpu_count() or 1
+    return max(1, min(32, n))
+
+_POOL: list = []
+def _fill_all(jobs, nbytes: int):
+    """`Grammar._fill(pointer, nbytes)` for each `(grammar, pointer)`: on this thread for one grammar (or one CPU), else on this
+    thread and up to `mask_threads() - 1` pool threads, each taking the next grammar when it is free. Returns when all are done."""
+    n = min(len(jobs), mask_threads())
+    if n <= 1:
+        for g, p in jobs: g._fill(p, nbytes)
+        return
+    if not _POOL: _POOL.append(ThreadPoolExecutor(31, thread_name_prefix="xllm-grammar"))
+    it = iter(jobs)                                   # shared by the threads: taking the next item holds the GIL
+    def work():
+        for g, p in it: g._fill(p, nbytes)
+    fs = [_POOL[0].submit(work) for _ in range(n - 1)]
+    try: work()
+    finally: wait(fs)                                 # never return while a thread still writes into the caller's memory
+    for f in fs: f.result()
 
 def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     """A bitmask `[B, W]` (int32) as a CPU bool tensor `[B, width]`: True where the token is allowed. Columns past the bitmask's
