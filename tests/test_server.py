@@ -103,7 +103,9 @@ def _idle(server, timeout=60):
 def test_models_and_health(server, client):
     assert [m.id for m in client.models.list().data] == ["stories260K.bin"] or len(client.models.list().data) == 1
     s, h = _raw(server, "/health", key=None)
-    assert s == 200 and h["status"] == "ok"
+    assert s == 200 and h == {"status": "ok"}                     # without the key: up or not, nothing more
+    s, h = _raw(server, "/health")
+    assert s == 200 and h["status"] == "ok" and h["num_blocks"] > 0
 
 
 def test_completion_matches_llm_generate(llm, client):
@@ -233,7 +235,7 @@ def test_load_32_streams_equal_generate(llm, server, client, record_property):
 def _metrics(server) -> dict:
     "GET /metrics parsed with prometheus-client's own parser: {sample name (+ finished_reason label): value}."
     from prometheus_client.parser import text_string_to_metric_families
-    with urllib.request.urlopen(server.url + "/metrics", timeout=30) as r:
+    with urllib.request.urlopen(urllib.request.Request(server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}), timeout=30) as r:
         assert r.headers["Content-Type"].startswith("text/plain"), r.headers["Content-Type"]
         text = r.read().decode()
     return {s.name + (f"[{s.labels['finished_reason']}]" if "finished_reason" in s.labels else ""): s.value

@@ -256,9 +256,13 @@ def test_openapi_describes_what_is_answered(server, llm):
     assert e.value.code == 404
     keyed = start_server(llm, api_key="k", docs=True)
     try:
-        with urllib.request.urlopen(keyed.url + "/docs", timeout=30) as r: assert r.status == 200
-        with urllib.request.urlopen(keyed.url + "/openapi.json", timeout=30) as r: spec = json.loads(r.read())
+        with pytest.raises(urllib.error.HTTPError) as e: urllib.request.urlopen(keyed.url + "/openapi.json", timeout=30)
+        assert e.value.code == 401                                                    # the schema, like every path but /health, needs the key
+        auth = {"Authorization": "Bearer k"}
+        with urllib.request.urlopen(urllib.request.Request(keyed.url + "/docs", headers=auth), timeout=30) as r: assert r.status == 200
+        with urllib.request.urlopen(urllib.request.Request(keyed.url + "/openapi.json", headers=auth), timeout=30) as r: spec = json.loads(r.read())
         assert "401" in spec["paths"]["/v1/models"]["get"]["responses"] and "401" not in spec["paths"]["/health"]["get"]["responses"]
+        assert "401" in spec["paths"]["/tokenize"]["post"]["responses"] and "401" in spec["paths"]["/metrics"]["get"]["responses"]
     finally: keyed.stop()
 
 
@@ -278,20 +282,13 @@ xs.serve(llm=LLM(sys.argv[1]), host=sys.argv[2], port=int(sys.argv[3]), shutdown
 
 
 class _Served:
-    "`xllm.server.serve` in a subprocess on the stand-in model (engine steps slowed to 50 ms), stdout and stderr collected."
+    "`xllm.server.serve` in a subprocess on the stand-in model (engine steps slowed to 50 ms) on a port taken as it binds, stdout and stderr collected."
     def __init__(self, model_dir, tmp, shutdown_timeout, host="127.0.0.1"):
-        from xllm.server import free_port
-        self.port = free_port()
+        from xllm.server import launch
         (tmp / "serve.py").write_text(_SERVE)
-        self.p = subprocess.Popen([sys.executable, str(tmp / "serve.py"), str(model_dir), host, str(self.port), str(shutdown_timeout)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        def up():
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5): return True
-            except OSError:
-                assert self.p.poll() is None, self.p.communicate()
-                return False
-        wait_for(up, 120, "the server to start")
+        self.p, url = launch([sys.executable, str(tmp / "serve.py"), str(model_dir), host, "0", str(shutdown_timeout)], timeout=120,
+                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        self.port = int(url.rsplit(":", 1)[1])
     def stream(self, max_tokens, out: list):
         "A streaming completion in a thread; `out` gets the event lines it received and whether [DONE] came."
         def run():
@@ -311,8 +308,10 @@ class _Served:
         for k, sig in enumerate(signals):
             if k: time.sleep(gap)
             self.p.send_signal(sig)
-        out, err = self.p.communicate(timeout=120)
-        return time.time() - t0, self.p.returncode, out, err
+        self.p.wait(timeout=120)
+        took = time.time() - t0
+        for t in self.p.readers: t.join(10)
+        return took, self.p.returncode, "".join(self.p.out), "".join(self.p.err)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])

@@ -312,22 +312,14 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     import threading
     from xllm.sampling import SamplingParams
-    from xllm.server import free_port
+    from xllm.server import launch
     lines = [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
     reqs = [(f"{lines[i % len(lines)]} (question {i + 1})", lo + (i * 37) % (hi - lo + 1)) for i in range(n)]
     t = time.perf_counter()
     refs = [o.outputs[0].text for o in llm.generate([p for p, _ in reqs], [SamplingParams(temperature=0, max_tokens=k, ignore_eos=True) for _, k in reqs], use_tqdm=False)]
     res = {"requests": n, "output_tokens": sum(k for _, k in reqs), "in_process_s": time.perf_counter() - t}
-    url = f"http://127.0.0.1:{(port := free_port())}"
-    proc = subprocess.Popen([sys.executable, "-m", "xllm", "serve", *serve_args, "--port", str(port), "--max-num-seqs", str(n)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc, url = launch([sys.executable, "-m", "xllm", "serve", *serve_args, "--port", "0", "--max-num-seqs", str(n)])   # its port: taken as it binds
     try:
-        t = time.time()
-        while True:
-            try: _health(url); break
-            except OSError:
-                if proc.poll() is not None or time.time() - t > 300: raise RuntimeError(f"the server did not start: {proc.stderr.read()[-2000:] if proc.poll() is not None else 'timeout'}")
-                time.sleep(0.3)
         _stream_completion(url, "Hello", 2)                                 # warm-up
         out = [None] * n
         def one(i):

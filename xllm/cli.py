@@ -196,9 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     _model_opts(b)
     v = sub.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, streaming) over the batching engine")
     v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    v.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    v.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: a free one, named in the start-up line)")
     k = v.add_mutually_exclusive_group()
-    k.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (default: $XLLM_API_KEY, else no key); "
+    k.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every path but --public-endpoints (default: $XLLM_API_KEY, else no key); "
                    "visible to other users in the process list: prefer XLLM_API_KEY or --api-key-file")
     k.add_argument("--api-key-file", default=None, metavar="FILE", help="read the API key from FILE (its first line)")
     v.add_argument("--shutdown-timeout", type=float, default=30, help="on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted; a second signal stops at once (default 30)")
@@ -206,6 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--docs", action="store_true", help="serve the interactive API docs at /docs (their scripts load from a CDN; /openapi.json is always served)")
     v.add_argument("--served-model-name", default=None, metavar="NAME", help="the model's id in /v1/models and in responses (default: the model file's name)")
     v.add_argument("--max-waiting", type=int, default=64, help="requests that may wait beyond those; more get HTTP 503 (default 64)")
+    v.add_argument("--public-endpoints", default="/health", metavar="PATHS", help="comma-separated paths that need no API key (default /health, "
+                   "which then says only whether the server is up)")
+    v.add_argument("--metrics-key", default=None, metavar="KEY", help="a second key that opens /metrics alone, for a scraper (default: $XLLM_METRICS_KEY, else none)")
+    from xllm.server import ServerLimits
+    d = ServerLimits()
+    v.add_argument("--max-connections", type=int, default=d.max_connections, help=f"open connections at most; past it the longest-idle one is closed, "
+                   f"or, if all are inside requests, the newcomer gets 503 (default {d.max_connections})")
+    v.add_argument("--header-timeout", type=float, default=d.header_timeout, help=f"seconds a connection may take to send a request's headers (default {d.header_timeout:g})")
+    v.add_argument("--body-timeout", type=float, default=d.body_timeout, help=f"seconds a request body may pause; it must also average --body-min-rate after that long (default {d.body_timeout:g})")
+    v.add_argument("--body-min-rate", type=parse_bytes, default=d.body_min_rate, metavar="BYTES", help=f"bytes/s a body must average once it has taken --body-timeout (default {d.body_min_rate // 1024}K)")
+    v.add_argument("--max-body-in-flight", type=parse_bytes, default=d.max_body_in_flight, metavar="BYTES",
+                   help=f"bytes of request bodies received at once over all connections; past it 503 (default {d.max_body_in_flight >> 20}M)")
     _engine_opts(v, 32)
     _model_opts(v)
     return p
@@ -362,14 +374,23 @@ def cmd_serve(args, out=None) -> int:
     from xllm import server
     if args.max_num_seqs < 1: raise _CLIError(f"--max-num-seqs must be at least 1, got {args.max_num_seqs}")
     if args.max_waiting < 0: raise _CLIError(f"--max-waiting must be at least 0, got {args.max_waiting}")
-    if not 0 < args.port < 65536: raise _CLIError(f"--port must be in 1..65535, got {args.port}")
+    if not 0 <= args.port < 65536: raise _CLIError(f"--port must be in 0..65535 (0: a free one), got {args.port}")
     for k in ("shutdown_timeout", "stall_timeout"):
         if not getattr(args, k) > 0: raise _CLIError(f"--{k.replace('_', '-')} must be more than 0 seconds, got {getattr(args, k)}")
     key = _api_key(args)
+    mkey = args.metrics_key if args.metrics_key is not None else os.environ.get("XLLM_METRICS_KEY")
+    if mkey is not None and not mkey.strip(): raise _CLIError("the metrics key is empty (--metrics-key or XLLM_METRICS_KEY)")
+    try:
+        limits = server.ServerLimits(args.max_connections, args.header_timeout, args.body_timeout, args.body_min_rate, args.max_body_in_flight)
+        public = server._public_paths(args.public_endpoints)
+    except ValueError as e:                             # "max_connections must be ...": named as its flag
+        name = str(e).split(" ")[0].rstrip(":")
+        raise _CLIError("--" + name.replace("_", "-") + str(e)[len(name):]) from None
     _check_listen(args.host, args.port)                 # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
     server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
-                 shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name)
+                 shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name,
+                 limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None)
     return 0
 
 # %% ../nbs/21_cli.ipynb 27

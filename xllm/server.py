@@ -5,9 +5,9 @@
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
            'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SEND_CHUNK', 'HEALTH_POLL', 'DEAD_LINGER',
-           'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError', 'to_sampling_params', 'check_supported',
+           'TRIM_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError', 'to_sampling_params', 'check_supported',
            'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics',
-           'ServerLimits', 'LimitCounts', 'create_app', 'BackgroundServer', 'start_server', 'serve']
+           'ServerLimits', 'LimitCounts', 'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -816,6 +816,24 @@ def _engine_health(st) -> str | None:
         _log.exception("xllm: the engine's health check failed")
         return "the engine's health check failed"
 
+TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
+
+def _malloc_trim():
+    "Give the C heap's free pages back to the system (glibc's `malloc_trim`; elsewhere nothing)."
+    import ctypes, ctypes.util
+    try: ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError): pass
+
+async def _trim_after_refusals(st):
+    """Refused clients (evicted, timed out, over the body budget) leave their buffers freed but kept by the C heap: every
+    `TRIM_EVERY` s after a refusal the heap is trimmed (in a thread), so the server's memory comes back near where it was."""
+    seen = lambda: (dataclasses.astuple(st.counts), st.stalled, st.disconnected)
+    last = seen()
+    while True:
+        await asyncio.sleep(TRIM_EVERY)
+        if (now := seen()) != last: await asyncio.to_thread(_malloc_trim)
+        last = now
+
 async def _watch_engine(st):
     "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
     while (why := _engine_health(st)) is None: await asyncio.sleep(HEALTH_POLL)
@@ -856,10 +874,10 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     async def lifespan(app):
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(_quiet_accept_errors(loop.get_exception_handler()))
-        watch = asyncio.ensure_future(_watch_engine(st))
+        tasks = [asyncio.ensure_future(_watch_engine(st)), asyncio.ensure_future(_trim_after_refusals(st))]
         try: yield
         finally:
-            watch.cancel()
+            for t in tasks: t.cancel()
             st.close()
     app = FastAPI(title="xllm", lifespan=lifespan, docs_url="/docs" if docs else None, redoc_url=None)
     app.state.xllm = st
@@ -1153,9 +1171,11 @@ SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a clie
 
 def _socket(config):
     """The listening socket of uvicorn `config`, with SO_SNDBUF set (accepted connections inherit it, so autotuning cannot grow it
-    to MBs). Port 0 takes a free port as it binds (never one picked before and released): `sock.getsockname()[1]` is the port."""
+    to MBs). Port 0 takes a free port as it binds (never one picked before and released): `sock.getsockname()[1]` is the port.
+    It listens at once: a client that connects before the server runs waits in the backlog instead of being refused."""
     sock = config.bind_socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+    sock.listen(config.backlog)
     return sock
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
@@ -1263,3 +1283,30 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     try: server.run(sockets=[sock])     # uvicorn re-raises the signal it stopped for, once it is done
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
+
+# %% ../nbs/19_server.ipynb 63
+_SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
+
+def launch(cmd: list[str], timeout: float = 300, **popen_kw):
+    """Start `cmd`, a server in a subprocess (`xllm serve ... --port 0`, or a script calling `serve(port=0)`), and return (the
+    process, its base URL) once its start-up line says where it listens: the port is taken as the socket binds, never picked
+    first and released. Its stdout and stderr are read on threads into `proc.out` / `proc.err` (lists of lines), so neither pipe fills;
+    `RuntimeError` with the end of its stderr if it exits first or says nothing for `timeout` s."""
+    import subprocess
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kw)
+    p.out, p.err, found = [], [], threading.Event()
+    def drain(pipe, into, watch):
+        for line in pipe:
+            into.append(line)
+            if watch and not found.is_set() and (m := _SERVING.search(line)): p.url = m.group(1); found.set()
+    p.readers = [threading.Thread(target=drain, args=a, daemon=True) for a in ((p.stdout, p.out, True), (p.stderr, p.err, False))]
+    for t in p.readers: t.start()
+    end = time.monotonic() + timeout
+    while not found.wait(0.1):
+        if p.poll() is not None or time.monotonic() > end:
+            if p.poll() is None: p.kill()
+            p.wait()
+            for t in p.readers: t.join(5)
+            raise RuntimeError(f"the server did not start (exit code {p.returncode}): {''.join(p.err)[-2000:]}")
+    return p, p.url
+

@@ -1,0 +1,223 @@
+"""What one client can hold of `xllm serve` before it asks (issue #39): idle connections, stalled bodies, unread answers; every
+path behind the key; /health from the engine. Each server runs in a subprocess on the stand-in model, on a port taken as it
+binds (`xllm.server.launch`); its memory is read from /proc (VmRSS). Counts are sized for CI; the note on the issue has the
+full-size runs."""
+import http.client, json, os, resource, signal, socket, sys, time, urllib.error, urllib.request
+import pytest
+
+pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
+from _waits import wait_for
+from xllm.stand_ins import stand_in_model
+from xllm.server import launch
+
+_SERVE = r"""
+import json, sys
+import xllm.server as xs
+from xllm.llm import LLM
+if __name__ == "__main__":                      # tensor-parallel workers are spawned: they import this file again
+    kw = json.loads(sys.argv[2])
+    kw["limits"] = xs.ServerLimits(**kw.pop("limits", {}))
+    xs.serve(llm=LLM(sys.argv[1], **kw.pop("llm", {})), port=0, **kw)
+"""
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory): return stand_in_model(tmp_path_factory.mktemp("stand-in"))
+
+
+class Served:
+    "`serve(port=0, **kw)` in a subprocess; `.get(path)` -> (status, JSON), `.rss()` its resident memory in MiB."
+    def __init__(self, model_dir, tmp, **kw):
+        (tmp / "serve.py").write_text(_SERVE)
+        self.p, self.url = launch([sys.executable, str(tmp / "serve.py"), str(model_dir), json.dumps(kw)], timeout=180,
+                                  env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"))
+        self.addr = ("127.0.0.1", int(self.url.rsplit(":", 1)[1]))
+    def get(self, path, key=None, method="GET", body=None, timeout=10):
+        h = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+        req = urllib.request.Request(self.url + path, None if body is None else json.dumps(body).encode(), h, method=method)
+        def parsed(b):
+            try: return json.loads(b or b"null")
+            except ValueError: return b.decode(errors="replace")       # /metrics, /docs: text
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r: return r.status, parsed(r.read())
+        except urllib.error.HTTPError as e: return e.code, parsed(e.read())
+    def rss(self) -> float:
+        for line in open(f"/proc/{self.p.pid}/status"):
+            if line.startswith("VmRSS:"): return int(line.split()[1]) / 1024
+    def timed_health(self):
+        t = time.perf_counter(); s, _ = self.get("/health", timeout=5); return s, time.perf_counter() - t
+    def stop(self):
+        if self.p.poll() is None: self.p.send_signal(signal.SIGTERM)
+        try: self.p.wait(30)
+        except Exception: self.p.kill(); self.p.wait()
+        for t in self.p.readers: t.join(5)
+        return "".join(self.p.err)
+
+
+def _room(n: int):
+    "Raise this process's descriptor limit to fit `n` more sockets, or skip when the hard limit cannot."
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = n + 256
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need: pytest.skip(f"the descriptor limit ({hard}) is below {need}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def test_idle_connections_leave_the_server_reachable(model_dir, tmp_path):
+    """2,000 connections that never send a byte (twice the cap of 1,000): /health answers within 1 s while they are held, the
+    oldest idle ones were closed for newcomers, the rest go after the header timeout (2 s here); the server's memory grows by
+    less than 64 MiB, and nothing is logged in a loop."""
+    _room(2100)
+    srv = Served(model_dir, tmp_path, limits={"header_timeout": 2.0})
+    try:
+        base = srv.rss()
+        conns = []
+        for _ in range(2000):
+            c = socket.socket(); c.settimeout(10); c.connect(srv.addr); conns.append(c)
+        s, took = srv.timed_health()
+        grown = srv.rss() - base
+        print(f"2,000 idle connections: /health {s} in {took * 1000:.0f} ms, RSS +{grown:.1f} MiB")
+        assert s == 200 and took < 1.0 and grown < 64, (s, took, grown)
+        time.sleep(3)                                      # past the header timeout: every idle connection was closed
+        closed = 0
+        for c in conns:
+            c.settimeout(0.01)
+            try: closed += c.recv(1) == b""
+            except (ConnectionResetError, BrokenPipeError): closed += 1
+            except socket.timeout: pass
+        assert closed == 2000, closed
+        s, h = srv.get("/health")
+        assert s == 200 and h["limits"]["evicted"] >= 900 and h["limits"]["header_timeouts"] >= 900, h
+    finally:
+        for c in conns: c.close()
+        err = srv.stop()
+    assert err.count("Traceback") == 0 and len(err.splitlines()) < 50, err[-3000:]
+
+
+def test_stalled_bodies_are_bounded(model_dir, tmp_path):
+    """300 connections each declaring an 8,000,000-byte body to /tokenize, sending 256 KiB of it, then stopping: at most 64 MiB of
+    bodies are accepted at once (the rest get 503 at once), the accepted ones get 408 after the body timeout (1 s here); /health
+    answers within 1 s meanwhile, the server's memory grows by less than 256 MiB and is back within 32 MiB of where it started."""
+    _room(400)
+    srv = Served(model_dir, tmp_path, limits={"body_timeout": 1.0, "header_timeout": 5.0})
+    conns = []
+    try:
+        base = srv.rss()
+        head = (f"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8000000\r\n\r\n").encode()
+        peak = 0.0
+        for i in range(300):
+            c = socket.socket(); c.settimeout(5); c.connect(srv.addr); conns.append(c)
+            try: c.sendall(head + b'{"prompt": "' + b"x" * (256 << 10))
+            except OSError: pass                           # refused and closed before the body went out
+            if i % 50 == 0: peak = max(peak, srv.rss())
+        s, took = srv.timed_health()
+        peak = max(peak, srv.rss())
+        answers = []
+        for c in conns:
+            c.settimeout(10)
+            try: answers.append(c.recv(200).split(b"\r\n")[0])
+            except OSError: answers.append(b"reset")
+        for c in conns: c.close()
+        t = time.time()                                    # the refused clients' buffers are given back (`_trim_after_refusals`)
+        while srv.rss() - base >= 32 and time.time() - t < 15: time.sleep(0.5)
+        after = srv.rss()
+        codes = {a: answers.count(a) for a in set(answers)}
+        print(f"300 stalled 8 MB bodies: /health {s} in {took * 1000:.0f} ms; RSS {base:.0f} -> peak {peak:.0f} -> {after:.0f} MiB; answers {codes}")
+        assert s == 200 and took < 1.0, (s, took)
+        assert peak - base < 256 and after - base < 32, (base, peak, after)
+        assert codes.get(b"HTTP/1.1 408 Request Timeout", 0) >= 1 and codes.get(b"HTTP/1.1 503 Service Unavailable", 0) >= 200, codes
+        assert codes.get(b"HTTP/1.1 408 Request Timeout", 0) <= (64 << 20) // 8_000_000, codes   # only what fits the budget was read
+        s, h = srv.get("/health")
+        assert h["limits"]["body_busy"] >= 200 and h["limits"]["body_timeouts"] >= 1, h
+    finally:
+        for c in conns: c.close()
+        srv.stop()
+
+
+def test_every_path_needs_the_key(model_dir, tmp_path):
+    """With a key: 401 on every path the app serves (and on unknown ones) but /health, which then says only whether the server is
+    up; the metrics key opens /metrics alone; a path made public answers without the key."""
+    from xllm.llm import LLM
+    from xllm.server import start_server
+    llm = LLM(model_dir)
+    with start_server(llm, api_key="k", metrics_key="m", docs=True) as srv:
+        paths = sorted({r.path.replace("{model_id:path}", "x") for r in srv.app.routes} | {"/nope", "/v1/nope"})
+        assert {"/tokenize", "/detokenize", "/tokenizer_info", "/metrics", "/openapi.json", "/docs", "/v1/models"} <= set(paths), paths
+        s = Served.__new__(Served); s.url = srv.url
+        for p in paths:
+            for method, body in (("GET", None), ("POST", {})):
+                code, e = s.get(p, method=method, body=body)
+                if p == "/health": assert code in (200, 405), (p, method, code); continue
+                assert code == 401 and e["error"]["code"] == "invalid_api_key", (p, method, code, e)
+        assert s.get("/health") == (200, {"status": "ok"})
+        assert s.get("/health", key="k")[1]["num_blocks"] > 0                # the details: to those holding the key
+        assert s.get("/metrics", key="m")[0] == 200 and s.get("/metrics", key="k")[0] == 200
+        assert s.get("/tokenize", key="m", method="POST", body={"prompt": "hi"})[0] == 401
+        assert s.get("/tokenize", key="k", method="POST", body={"prompt": "hi"})[0] == 200
+    with start_server(llm, api_key="k", public_endpoints=("/health", "/tokenize")) as srv:
+        s = Served.__new__(Served); s.url = srv.url
+        assert s.get("/tokenize", method="POST", body={"prompt": "hi"})[0] == 200
+        assert s.get("/detokenize", method="POST", body={"tokens": [1]})[0] == 401
+        st = srv.app.state.xllm
+        assert st.public_tokenizing is not st.tokenizing                    # public work never waits on keyed work's slots
+    with pytest.raises(ValueError, match="not served here"): start_server(llm, api_key="k", public_endpoints=("/nowhere",))
+
+
+def test_unread_answers_are_let_go(model_dir, tmp_path):
+    """A non-streaming answer of several MB whose client never reads it is dropped after the stall timeout (1 s here), as a stream's
+    is: counted as stalled, its memory freed, nothing left in flight."""
+    from xllm.llm import LLM
+    from xllm.server import start_server
+    with start_server(LLM(model_dir), stall_timeout=1) as srv:
+        st = srv.app.state.xllm
+        c = socket.socket(); c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096); c.connect((srv.host, srv.port))
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 8, "max_tokens": 300, "ignore_eos": True,
+                           "logprobs": True, "top_logprobs": 20}).encode()
+        c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        wait_for(lambda: st.stalled == 1, 120, "the unread answer to be let go")
+        assert st.in_flight == 0
+        c.close()
+
+
+def test_tool_schemas_over_the_grammar_limit_are_a_400(model_dir):
+    "tool_choice 'required' with a tool schema over MAX_GRAMMAR_CHARS: a 400 naming `tools` and the limit, not a 500."
+    from xllm.llm import LLM
+    from xllm.sampling import MAX_GRAMMAR_CHARS
+    from xllm.server import start_server
+    props = {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(MAX_GRAMMAR_CHARS // 100)}
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": props}}}
+    with start_server(LLM(model_dir)) as srv:
+        srv.app.state.xllm.max_chars = 1 << 30     # the stand-in's 512-token context would refuse the schema's text first (a 400 too)
+        s = Served.__new__(Served); s.url = srv.url
+        code, e = s.get("/v1/chat/completions", method="POST", body={"messages": [{"role": "user", "content": "hi"}], "tools": [tool],
+                                                                      "tool_choice": "required", "max_tokens": 4})
+    assert code == 400 and e["error"]["param"] == "tools" and str(MAX_GRAMMAR_CHARS) in e["error"]["message"], (code, e)
+
+
+def test_health_is_503_when_a_worker_dies_and_the_server_exits(model_dir, tmp_path):
+    """`serve` with two tensor-parallel ranks; SIGKILL the worker: /health is 503 naming rank 1 within 5 s, a completion is a 503
+    without internals, and the server exits with status 1 (for a supervisor to restart it)."""
+    srv = Served(model_dir, tmp_path, llm={"tensor_parallel_size": 2})
+    try:
+        assert srv.get("/v1/completions", method="POST", body={"prompt": "Once", "max_tokens": 2})[0] == 200
+        kids = [int(x) for x in open(f"/proc/{srv.p.pid}/task/{srv.p.pid}/children").read().split()]
+        workers = [k for k in kids if b"spawn_main" in open(f"/proc/{k}/cmdline", "rb").read()]     # the rank started by multiprocessing
+        assert workers, kids
+        t0 = time.time()
+        for k in workers: os.kill(k, signal.SIGKILL)
+        seen = []
+        while time.time() - t0 < 5:
+            try: seen.append(srv.get("/health", timeout=2))
+            except OSError: break                          # the server has stopped
+            if seen[-1][0] == 503: break
+            time.sleep(0.1)
+        assert seen and seen[-1][0] == 503 and "rank 1" in seen[-1][1]["reason"], seen[-3:]
+        try:
+            code, e = srv.get("/v1/completions", method="POST", body={"prompt": "Once", "max_tokens": 2})
+            assert code in (500, 503) and "127.0.0.1" not in json.dumps(e) and "/" not in e["error"]["message"], (code, e)
+        except OSError: pass                               # already stopped
+        srv.p.wait(30)
+        assert srv.p.returncode == 1, srv.p.returncode
+    finally:
+        err = srv.stop()
+    assert "the engine cannot run any more" in err, err[-3000:]
