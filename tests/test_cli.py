@@ -295,3 +295,62 @@ def test_serve_served_model_name(tiny):
     finally:
         p.terminate(); out, _ = p.communicate(timeout=60)
     assert "as 'my-model'" in out.decode()
+
+
+def _error_after_progress(r):
+    "The one `xllm: error:` line of a run that failed after its progress bar (which the terminal overwrites) was drawn."
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    said = [l for l in r.stderr.splitlines() if l.strip() and "quantizing to" not in l]
+    assert len(said) == 1 and said[0].startswith("xllm: error: "), r.stderr
+    return said[0]
+
+
+def test_quantize_write_failures_are_one_line(tiny, tmp_path):
+    """Issue #39: a write that fails is one line naming the output and the cause, exit 2, nothing left behind. Under a file-size
+    limit (RLIMIT_FSIZE: the kernel refuses the safetensors write with EFBIG; Python ignores SIGXFSZ) and with a full disk as
+    safetensors reports it (its save replaced in the process: a real ENOSPC needs a full filesystem)."""
+    import resource
+    out = tmp_path / "q"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "xllm", "quantize", str(tiny), str(out)], capture_output=True, text=True, timeout=240, cwd=ROOT,
+                       env=env, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384)))
+    assert _error_after_progress(r) == f"xllm: error: cannot write {out}: File too large (nothing was left behind)"
+    assert list(tmp_path.iterdir()) == []
+    full = ("import sys, safetensors.torch as st\nfrom safetensors import SafetensorError\n"
+            "def full(tensors, path, *a, **k): raise SafetensorError(f'Error while serializing: I/O error: No space left on device (os error 28) at path \"{path}.tmp\"')\n"
+            f"st.save_file = full\nfrom xllm.cli import main\nsys.exit(main(['quantize', {str(tiny)!r}, {str(out)!r}]))\n")
+    r = subprocess.run([sys.executable, "-c", full], capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+    assert _error_after_progress(r) == f"xllm: error: cannot write {out}: No space left on device (nothing was left behind)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_quantize_killed_run_is_cleaned_up(tiny, tmp_path):
+    """Issue #39: a quantize SIGKILLed while it writes leaves its hidden temporary directory (nothing of it runs after); the next run
+    to the same output removes it, saying so in one line on stderr, and writes the output. A temporary directory whose writer still
+    runs (here: this test's process) is left alone, silently."""
+    import json, signal, socket, time
+    out, ready = tmp_path / "q", tmp_path / "ready"
+    slow = ("import sys, time, pathlib, safetensors.torch as st\nreal = st.save_file\n"
+            f"def slow(*a, **k): real(*a, **k); pathlib.Path({str(ready)!r}).write_text('written'); time.sleep(600)\n"
+            f"st.save_file = slow\nfrom xllm.cli import main\nsys.exit(main(['quantize', {str(tiny)!r}, {str(out)!r}]))\n")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, "-c", slow], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + 240
+        while not ready.exists():
+            assert p.poll() is None and time.monotonic() < end, p.stderr.read().decode()[-2000:] if p.poll() is not None else "no write in 240 s"
+            time.sleep(0.1)
+        left = [d for d in tmp_path.iterdir() if d.name.startswith(".q.")]
+        assert len(left) == 1 and (left[0] / "model.safetensors").stat().st_size > 0
+        assert json.loads((left[0] / ".xllm-writer.json").read_text())["pid"] == p.pid
+    finally:
+        p.kill(); p.wait()
+    assert left[0].is_dir()                                   # SIGKILL: the directory stays
+    running = tmp_path / ".q.running1"; running.mkdir()      # a writer that runs: kept
+    (running / ".xllm-writer.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+    r = _run(["quantize", str(tiny), str(out)])
+    assert r.returncode == 0, r.stderr
+    notes = [l for l in r.stderr.splitlines() if l.startswith("xllm:")]
+    assert notes == [f"xllm: note: removed {left[0]}, left by a write of {out} that was killed (pid {p.pid})"], r.stderr
+    assert sorted(d.name for d in tmp_path.iterdir()) == [".q.running1", "q", "ready"]
+    assert ".xllm-writer.json" not in os.listdir(out)

@@ -671,23 +671,80 @@ def _check_output(inp: Path, out: Path):
         raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
 
 # %% ../nbs/07_quantization.ipynb 76
-def _write_dir(out: Path, write) -> Path:
-    "Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output."
-    import os, tempfile
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+def _write_error(out: Path, e: BaseException) -> OSError:
+    """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
+    cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
+    import os, re
+    code = getattr(e, "errno", None)
+    if isinstance(e, OSError) and e.strerror: cause = e.strerror
+    elif m := re.search(r"\(os error (\d+)\)", str(e)): code = int(m[1]); cause = os.strerror(code)
+    else: cause = " ".join(str(e).split()) or type(e).__name__
+    msg = f"cannot write {out}: {cause} (nothing was left behind)"
+    try: err = type(e)(msg) if isinstance(e, OSError) else OSError(msg)
+    except TypeError: err = OSError(msg)
+    err.errno = code
+    return err
+
+# %% ../nbs/07_quantization.ipynb 77
+_WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
+
+def _alive(pid: int) -> bool:
+    "Whether process `pid` runs on this machine (a zombie, dead but not yet reaped, does not; another user's does)."
+    import os
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
     try:
+        with open(f"/proc/{pid}/stat") as f: return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError): return True
+
+def _clean_stale(out: Path):
+    """Remove the temporary directories that runs writing `out` left when they were killed (SIGKILL, a lost machine: no `finally`
+    ran): those whose marker names a process of this machine that no longer runs, each said in one line on stderr. A directory
+    whose writer runs is never touched; one that names no writer, or one on another machine, is reported and left."""
+    import re, socket, sys
+    pat = re.compile(re.escape(f".{out.name}.") + r"[a-z0-9_]{8}")                # tempfile.mkdtemp's names
+    try: found = sorted(d for d in out.parent.iterdir() if pat.fullmatch(d.name) and d.is_dir() and not d.is_symlink())
+    except OSError: return
+    for d in found:
+        try: w = json.loads((d / _WRITER).read_text())
+        except (OSError, ValueError): w = None
+        pid = w.get("pid") if isinstance(w, dict) else None
+        if not (isinstance(pid, int) and pid > 0 and w.get("host") == socket.gethostname()):
+            print(f"xllm: note: {d} looks like the temporary directory of an interrupted write of {out}, by no process this machine can "
+                  "check; remove it if nothing is writing there", file=sys.stderr)
+        elif not _alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
+            print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
+                  f"(pid {pid})", file=sys.stderr)
+
+# %% ../nbs/07_quantization.ipynb 78
+def _write_dir(out: Path, write) -> Path:
+    """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
+    failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
+    (`_write_error`). Until the rename the directory holds a marker naming this process, so that if this one is killed the next
+    run to `out` removes it (`quantize_command` calls `_clean_stale` before anything else is done with `out`)."""
+    import os, socket, tempfile
+    from safetensors import SafetensorError
+    tmp = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        (tmp / _WRITER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
         write(tmp)
+        (tmp / _WRITER).unlink()                                     # the output holds the model's files only
         mask = os.umask(0); os.umask(mask)                           # files as a plain write would make them (mkdtemp's are private)
         for f in tmp.iterdir(): f.chmod(0o666 & ~mask)
         tmp.chmod(0o777 & ~mask)
         if out.is_dir(): out.rmdir()                                 # empty (checked)
         tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
+    except BaseException as e:
+        if tmp is not None: shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, (OSError, SafetensorError)): raise _write_error(out, e) from None
+        raise
     return out
 
-# %% ../nbs/07_quantization.ipynb 77
+# %% ../nbs/07_quantization.ipynb 79
 def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     if fmt == "gguf": return torch.float16
@@ -697,7 +754,7 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 
-# %% ../nbs/07_quantization.ipynb 78
+# %% ../nbs/07_quantization.ipynb 80
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
@@ -708,6 +765,7 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     inp, out = Path(inp).expanduser(), Path(out).expanduser()
     if not inp.exists(): raise FileNotFoundError(f"no such model file or directory: {inp}")
     if is_quantized_dir(inp): raise ValueError(f"{inp} is already quantized by xllm; quantize the original (float or GGUF) model instead")
+    _clean_stale(out)                                                  # what a killed run to `out` left
     _check_output(inp, out)
     if inp.is_file():
         with open(inp, "rb") as f: is_gguf = f.read(4) == b"GGUF"
@@ -720,7 +778,7 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
                                                     float_dtype=_float_dtype(inp, ck.format)))
 
-# %% ../nbs/07_quantization.ipynb 85
+# %% ../nbs/07_quantization.ipynb 89
 @torch.inference_mode()
 def perplexity(logits_fn, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
     """Perplexity on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored. `logits_fn(ids)` gives the
