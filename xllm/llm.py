@@ -4,7 +4,8 @@
 
 # %% ../nbs/17_llm.ipynb 3
 from __future__ import annotations
-import collections, dataclasses, numbers, warnings
+import collections, dataclasses, functools, numbers, warnings
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -27,9 +28,9 @@ from .engine import Engine
 from .speculative import SpeculativeConfig, load_draft
 
 # %% auto 0
-__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'OutputProcessor', 'LLM', 'encode_prompt',
-           'chat_template_note', 'encode_chat', 'build_engine', 'get_engine', 'generate', 'chat', 'stream', 'logits',
-           'random_llm']
+__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',
+           'encode_prompt', 'chat_template_note', 'encode_chat', 'build_engine', 'get_engine', 'generate', 'chat',
+           'stream', 'logits', 'random_llm']
 
 # %% ../nbs/17_llm.ipynb 5
 @dataclass
@@ -59,6 +60,73 @@ class RequestOutput:
     prompt_logprobs: list[dict[int, float] | None] | None = None   # per prompt token (None for the first) when params.prompt_logprobs is set
 
 # %% ../nbs/17_llm.ipynb 7
+class StopStrings:
+    """An Aho–Corasick automaton over stop strings. A state is a node of the trie of the stop strings: the longest tail of the
+    text read so far that begins one of them. `scan(state, text)` reads `text` and returns the new state and the completed stop
+    string that starts first (the shortest, of those that start at the same place), as (start relative to `text`, index in `stops`).
+    `keep[state]` is how many characters of the text may still become a stop string: the longest tail that is a proper beginning
+    of one. Each node keeps its one child in two arrays, or, at the few nodes where stop strings part (fewer than there are stop
+    strings), its children in a dict: about 20 bytes a character of the stop strings."""
+    def __init__(self, stops):
+        self.stops = stops = tuple(stops)
+        one_ch, one_to, wide, depth, end = [-1], [0], {}, [0], [-1]   # the child's character (-1: none, -2: see `wide`) and node
+        def child(n, o):
+            x = one_ch[n]
+            if x == o: return one_to[n]
+            return wide[n].get(o, -1) if x == -2 else -1
+        for k, s in enumerate(stops):                                   # the trie
+            n = 0
+            for c in s:
+                o = ord(c); nxt = child(n, o)
+                if nxt < 0:
+                    nxt = len(one_ch); one_ch.append(-1); one_to.append(0); depth.append(depth[n] + 1); end.append(-1)
+                    x = one_ch[n]
+                    if x == -1: one_ch[n], one_to[n] = o, nxt
+                    elif x == -2: wide[n][o] = nxt
+                    else: wide[n] = {x: one_to[n], o: nxt}; one_ch[n] = -2
+                n = nxt
+            if end[n] < 0: end[n] = k
+        N = len(one_ch)
+        fail, out, keep = [0] * N, [-1] * N, [0] * N    # longest proper tail that is a node; longest stop string ending here; keep
+        queue = [0]
+        for node in queue:                                              # breadth first: a node's tails are done before it
+            f = fail[node]
+            out[node] = end[node] if end[node] >= 0 else out[f]
+            keep[node] = depth[node] if one_ch[node] != -1 else keep[f]
+            x = one_ch[node]
+            for o, kid in (() if x == -1 else wide[node].items() if x == -2 else ((x, one_to[node]),)):
+                if node:
+                    g = f
+                    while (t := child(g, o)) < 0 and g: g = fail[g]
+                    fail[kid] = max(t, 0)
+                queue.append(kid)
+        self.one_ch, self.one_to, self.wide = array("i", one_ch), array("i", one_to), wide
+        self.fail, self.out, self.keep = array("i", fail), array("i", out), array("i", keep)
+
+    def scan(self, state: int, text: str, find: bool = True) -> tuple[int, tuple[int, int] | None]:
+        """Read `text` from `state`: the new state, and (unless `find` is False) the completed stop string that starts first, as
+        (start relative to `text`, which may be negative, index in `stops`), or None. Amortized O(1) a character."""
+        one_ch, one_to, wide, fail, out, stops = self.one_ch, self.one_to, self.wide, self.fail, self.out, self.stops
+        best = None
+        for p, c in enumerate(text):
+            o = ord(c)
+            while True:
+                x = one_ch[state]
+                if x == o: state = one_to[state]; break
+                if x == -2 and (nxt := wide[state].get(o)) is not None: state = nxt; break
+                if not state: break
+                state = fail[state]
+            if find and (k := out[state]) >= 0:                       # the longest stop string ending here starts first here
+                start = p - len(stops[k]) + 1
+                if best is None or start < best[0]: best = (start, k)  # an earlier end wins a tie: the shorter one
+        return state, best
+
+@functools.lru_cache(maxsize=16)
+def stop_strings(stops: tuple[str, ...]) -> StopStrings:
+    "The `StopStrings` of `stops`, made once for the `n` choices of a request and for requests that repeat them."
+    return StopStrings(stops)
+
+# %% ../nbs/17_llm.ipynb 9
 class OutputProcessor:
     """One completion being generated, as its caller sees it: ids in, text out (incremental detokenization), stop strings, EOS,
     stop ids, `max_tokens` and the context end, logprobs, the finish reason. `append(id)` returns the text it releases. Every
@@ -70,13 +138,14 @@ class OutputProcessor:
             for t in prompt_ids:   # context for the first word's leading space; output discarded
                 if t < tokenizer.vocab_size: self.decoder.put(t)
         self.stops = [s for s in (params.stop or []) if s]
+        self.stop_strings = stop_strings(tuple(self.stops)) if self.stops else None
+        self.stop_state = 0               # the automaton's state: the longest tail of the text that begins a stop string
         self.min_tokens, self.include_stop = params.min_tokens, params.include_stop_str_in_output
-        self.floor = 0                    # leading characters of `held` from the first `min_tokens` tokens' text: no stop string ends there
         self.stop_ids = set(params.stop_token_ids or [])
         self.eos_ids = set() if params.ignore_eos else set(eos_ids)
         self.max_tokens = params.max_tokens
         self.token_ids: list[int] = []
-        self.text, self.held = "", ""
+        self._text, self.held = [], ""     # the text released (in pieces, joined when read); the text held back
         self.logprobs = [] if params.logprobs is not None else None
         self.prompt_logprobs = None       # the engine's, with the first token, when params.prompt_logprobs is set
         self.cumulative_logprob = 0.0
@@ -88,30 +157,37 @@ class OutputProcessor:
         "Whether the completion has ended (`finish_reason` is set)."
         return self.finish_reason is not None
 
-    def finish(self, reason, stop_reason=None) -> str:
-        "End the sequence; release the held-back text and whatever the decoder still holds."
+    @property
+    def text(self) -> str:
+        "The text released so far."
+        if len(self._text) > 1: self._text[:] = ["".join(self._text)]
+        return self._text[0] if self._text else ""
+
+    def finish(self, reason, stop_reason=None, last: str = "") -> str:
+        "End the sequence; release the held-back text, `last` (a stop token's text) and whatever the decoder still holds."
         self.finish_reason, self.stop_reason = reason, stop_reason
-        return self._release(self.decoder.flush(), final=True)
+        return self._release(last + self.decoder.flush(), final=True)
 
     def _release(self, new: str, final: bool = False) -> str:
         """Add decoded text; cut at a completed stop string (after it with `include_stop_str_in_output`, else before it); hold
-        back a tail that may start one. As in vLLM, a stop string counts only once more than `min_tokens` tokens are out, and
-        only if it ends in text that came after them."""
-        buf = self.held + new
-        if self.stops:
+        back a tail that may start one. The automaton reads only `new`: a stop string it completes starts in the held-back text
+        at the earliest, and the held-back text is what its state says may still become one. As in vLLM, a stop string counts
+        only once more than `min_tokens` tokens are out, and only if it ends in text that came after them: in `new`."""
+        ss = self.stop_strings
+        if ss is not None:
             live = len(self.token_ids) > self.min_tokens
-            hits = [(i, s) for s in self.stops if (i := buf.find(s, max(0, self.floor - len(s) + 1))) >= 0] if live else []
-            if hits:
-                i, s = min(hits)
+            self.stop_state, hit = ss.scan(self.stop_state, new, live)
+            buf = self.held + new
+            if hit is not None:
+                start, k = hit
+                s, i = ss.stops[k], len(self.held) + start
                 self.finish_reason, self.stop_reason = "stop", s
-                self.held, out = "", buf[:i + len(s) if self.include_stop else i]
-                self.text += out
-                return out
-            keep = 0 if final else max((k for s in self.stops for k in range(min(len(s) - 1, len(buf)), 0, -1) if buf.endswith(s[:k])), default=0)
-            self.floor = max(0, self.floor - (len(buf) - keep)) if live else keep
-            self.held, buf = buf[len(buf) - keep:], buf[:len(buf) - keep]
-        self.text += buf
-        return buf
+                self.held, new = "", buf[:i + len(s) if self.include_stop else i]
+            else:
+                keep = 0 if final else ss.keep[self.stop_state]
+                self.held, new = buf[len(buf) - keep:], buf[:len(buf) - keep]
+        if new: self._text.append(new)
+        return new
 
     def append(self, token_id: int, logprobs: dict[int, float] | None = None) -> str:
         "Take one generated id; return the newly released text (possibly empty)."
@@ -122,8 +198,8 @@ class OutputProcessor:
             self.cumulative_logprob += logprobs[token_id]
         n = len(self.token_ids)
         if token_id in self.eos_ids or token_id in self.stop_ids:     # its text only with include_stop_str_in_output (as in vLLM)
-            if self.include_stop: self.held += self.decoder.put(token_id)
-            return self.finish("stop", None if token_id in self.eos_ids else token_id)
+            last = self.decoder.put(token_id) if self.include_stop else ""
+            return self.finish("stop", None if token_id in self.eos_ids else token_id, last)
         out = self._release(self.decoder.put(token_id))
         if self.finished: return out   # a stop string completed
         if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
@@ -135,7 +211,7 @@ class OutputProcessor:
         return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
                                 self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
 
-# %% ../nbs/17_llm.ipynb 13
+# %% ../nbs/17_llm.ipynb 19
 def _resolve_device(device) -> torch.device:
     try: dev = torch.device(device)
     except (RuntimeError, TypeError): raise ValueError(f"device: {device!r} is not a valid device; use 'cpu', 'cuda' or 'cuda:N'") from None
@@ -146,7 +222,7 @@ def _resolve_device(device) -> torch.device:
     elif dev.type != "cpu": raise ValueError(f"device: {device!r} is not supported (use 'cpu' or 'cuda')")
     return dev
 
-# %% ../nbs/17_llm.ipynb 14
+# %% ../nbs/17_llm.ipynb 20
 DEFAULT_MAX_NUM_SEQS = 32   # sequences the batching engine runs at once when `max_num_seqs` is not given
 
 def _check_activations(cpu_activations):
@@ -203,7 +279,7 @@ def _kv_block_bytes(llm, block_size=16) -> int:
     "Bytes of one paged K/V block of `llm`'s engine (int8 counts its scales)."
     return block_size * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, llm.kv_cache_dtype)
 
-# %% ../nbs/17_llm.ipynb 15
+# %% ../nbs/17_llm.ipynb 21
 def _packed_gguf(path: Path):
     "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
     if not path.is_file():
@@ -214,7 +290,7 @@ def _packed_gguf(path: Path):
     g = GGUFFile(path)
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
-# %% ../nbs/17_llm.ipynb 16
+# %% ../nbs/17_llm.ipynb 22
 def _cpu_kernels_run() -> bool:
     "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
     from xllm import cpu_kernels
@@ -343,7 +419,7 @@ class LLM:
         "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
         return self.tokenizer
 
-# %% ../nbs/17_llm.ipynb 18
+# %% ../nbs/17_llm.ipynb 24
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
@@ -357,7 +433,7 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 
-# %% ../nbs/17_llm.ipynb 19
+# %% ../nbs/17_llm.ipynb 25
 def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
     spelled in a text prompt are read as the tokens they name, as vLLM and llama.cpp's server read them (a chat message's are
@@ -369,7 +445,7 @@ def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
-# %% ../nbs/17_llm.ipynb 20
+# %% ../nbs/17_llm.ipynb 26
 def chat_template_note(self) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
     is asked (by `encode_chat`, which warns with it, or a front end that says it its own way); else None."""
@@ -378,7 +454,7 @@ def chat_template_note(self) -> str | None:
     self._template_noted = True
     return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
-# %% ../nbs/17_llm.ipynb 21
+# %% ../nbs/17_llm.ipynb 27
 def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
@@ -393,7 +469,7 @@ def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, 
 
 LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = encode_prompt, encode_chat, chat_template_note, _check_ids
 
-# %% ../nbs/17_llm.ipynb 23
+# %% ../nbs/17_llm.ipynb 29
 def build_engine(llm, max_num_seqs: int | None = None):
     """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`): its paged K/V pool (stored as
     `llm.kv_cache_dtype`) is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
@@ -409,7 +485,7 @@ def build_engine(llm, max_num_seqs: int | None = None):
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
 
-# %% ../nbs/17_llm.ipynb 24
+# %% ../nbs/17_llm.ipynb 30
 def get_engine(self):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
     if self._engine is None: self._engine = build_engine(self)
@@ -419,7 +495,7 @@ def _engine_generator(self, p: SamplingParams, index: int = 0):
     "The generator of one engine request: seeded per completion (`index`); unseeded: the LLM's, drawn in a fixed step order; greedy: none."
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
-# %% ../nbs/17_llm.ipynb 25
+# %% ../nbs/17_llm.ipynb 31
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -434,7 +510,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
         out += seq.finish(o.finish_reason)
     return out
 
-# %% ../nbs/17_llm.ipynb 26
+# %% ../nbs/17_llm.ipynb 32
 def _pump(self):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
     The step's outputs wait in `_unfed` until each is handed over: if handing one raises (Ctrl-C, a failing decoder), the
@@ -448,7 +524,7 @@ def _pump(self):
         seq.pending += _feed(eng, seq, o)
         if seq.finished: del self._live[o.request_id]
 
-# %% ../nbs/17_llm.ipynb 27
+# %% ../nbs/17_llm.ipynb 33
 def _add(self, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
     if index and p.prompt_logprobs is not None: p = dataclasses.replace(p, prompt_logprobs=None)   # the prompt is scored once, by completion 0
@@ -465,7 +541,7 @@ def _settle(self, seqs: dict):
     if not self._live:
         while eng.has_unfinished(): eng.step()
 
-# %% ../nbs/17_llm.ipynb 28
+# %% ../nbs/17_llm.ipynb 34
 def _check_pool(self, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
     tokens, when that pool is smaller than the context. An `LLM` is built with a pool that holds its whole context
@@ -480,7 +556,7 @@ def _check_pool(self, eng, prompts, params):
             raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the engine's "
                              f"pool holds ({cap} tokens in kv_cache_memory={self.kv_cache_memory} bytes); raise kv_cache_memory or ask for fewer tokens")
 
-# %% ../nbs/17_llm.ipynb 29
+# %% ../nbs/17_llm.ipynb 35
 def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
     `n` completions is one engine request. A completion the engine failed raises, naming the error."""
@@ -504,7 +580,7 @@ def _run(self, requests: list[tuple[str | None, list[int]]], params: list[Sampli
 
 LLM._run, LLM.get_engine = _run, get_engine
 
-# %% ../nbs/17_llm.ipynb 31
+# %% ../nbs/17_llm.ipynb 37
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -515,7 +591,7 @@ def _params(params, n: int | None = None):
     params.check()                                     # again: a field may have been changed since it was made
     return params if n is None else [params] * n
 
-# %% ../nbs/17_llm.ipynb 32
+# %% ../nbs/17_llm.ipynb 38
 def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
     if isinstance(prompts, (str, dict)): prompts = [prompts]
@@ -531,7 +607,7 @@ def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
             raise ValueError(f"prompts[{i}]: {e}") from None
     return out
 
-# %% ../nbs/17_llm.ipynb 33
+# %% ../nbs/17_llm.ipynb 39
 def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
     prompts = _prompt_list(self, prompts)
@@ -552,7 +628,7 @@ def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = 
     params = _params(params, len(convs))
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
-# %% ../nbs/17_llm.ipynb 34
+# %% ../nbs/17_llm.ipynb 40
 def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
     params = _params(params)
@@ -560,7 +636,7 @@ def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
     return self._stream_ids(ids, params)
 
-# %% ../nbs/17_llm.ipynb 35
+# %% ../nbs/17_llm.ipynb 41
 def _stream_ids(self, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
     _check_pool(self, get_engine(self), [ids], [params])
@@ -575,7 +651,7 @@ def _stream_ids(self, ids, params) -> Iterator[str]:
     finally: _settle(self, {rid: seq})
     self.last_stream_output = seq.output()
 
-# %% ../nbs/17_llm.ipynb 36
+# %% ../nbs/17_llm.ipynb 42
 @torch.inference_mode()
 def logits(self, ids) -> torch.Tensor:
     "float32 logits [T, V] at every position of `ids` (no sampling), through the engine's runner."
@@ -585,7 +661,7 @@ def logits(self, ids) -> torch.Tensor:
 
 LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat, stream, _stream_ids, logits
 
-# %% ../nbs/17_llm.ipynb 38
+# %% ../nbs/17_llm.ipynb 44
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
                enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None,
                speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20):
