@@ -258,7 +258,8 @@ def mask_threads() -> int:
     except AttributeError: n = os.cpu_count() or 1
     return max(1, min(32, n))
 
-_POOL: list = []
+_POOL: list = []                                      # the mask threads, made when first needed
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_POOL.clear)   # a forked child has none of its parent's threads
 def _fill_all(jobs, nbytes: int):
     """`Grammar._fill(pointer, nbytes)` for each `(grammar, pointer)`: on this thread for one grammar (or one CPU), else on this
     thread and up to `mask_threads() - 1` pool threads, each taking the next grammar when it is free. Returns when all are done."""
