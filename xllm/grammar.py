@@ -96,8 +96,8 @@ MAX_GRAMMAR_SIZE = 200_000       # symbols in a compiled grammar (llguidance's d
 INITIAL_LEXER_FUEL = 1_000_000   # work to build the lexer's first regexes (llguidance's default)
 STEP_LEXER_FUEL = 200_000        # lexer work in one mask (llguidance's default)
 MAX_LEXER_STATES = 50_000        # lexer states built (lazily) for one grammar, 1-2 kB each (llguidance's default is 250,000)
-STEP_MAX_ITEMS = 20_000          # Earley items one mask may create (llguidance's default is 50,000): a C-like grammar needs the most
-                                 # of those below, and passes with a quarter of this; it bounds one mask's work before it is done
+STEP_MAX_ITEMS = 20_000          # Earley items one mask may create (llguidance's default is 50,000): the legitimate grammars below
+                                 # all pass with a quarter of it; it cuts one mask's work short, where a time limit can only judge it after
 MAX_ITEMS_IN_ROW = 2_000         # Earley items one row may hold (llguidance's default): a `choice` of n strings needs n + 1, and
                                  # `xllm.sampling.MAX_CHOICES` strings must fit
 
