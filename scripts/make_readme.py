@@ -1,4 +1,5 @@
-"""Write README.md from nbs/index.ipynb (markdown cells as they are, code cells as python blocks).
+"""Write README.md from nbs/index.ipynb (markdown cells as they are, code cells as python blocks, `#| echo: false` cells by their
+output alone, Markdown outputs as Markdown).
 
 nbdev_readme needs Quarto; this does the same job for our index without it:  python scripts/make_readme.py
 (`--check`: exit 1, writing nothing, if README.md is not what the notebook gives.)
@@ -16,7 +17,7 @@ for c in nb["cells"]:
         parts.append(re.sub(r"\]\((?!https?:|/|nbs/)([\w.-]+\.ipynb)\)", r"](nbs/\1)", src))
     elif c["cell_type"] == "code" and not src.lstrip().startswith("#| hide"):
         code = "\n".join(l for l in src.splitlines() if not l.startswith("#|"))
-        parts.append(f"```python\n{code}\n```")
+        if "#| echo: false" not in src: parts.append(f"```python\n{code}\n```")
         outs = []
         for o in c.get("outputs", []):                     # consecutive writes to one stream are one block of text
             if o.get("output_type") == "stream" and outs and outs[-1].get("name") == o.get("name") and "text" in outs[-1]:
@@ -24,6 +25,7 @@ for c in nb["cells"]:
             else: outs.append(o)
         for o in outs:
             if "application/vnd.jupyter.widget-view+json" in o.get("data", {}): continue   # a live widget has no text form
+            if "text/markdown" in o.get("data", {}): parts.append("".join(o["data"]["text/markdown"]).rstrip()); continue   # a table made by code
             text = "".join(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
             text = "\n".join(l.rsplit("\r", 1)[-1] for l in text.split("\n"))           # progress bars: keep their last state
             text = "\n".join(l for l in text.split("\n") if l.strip() or not l)

@@ -277,15 +277,10 @@ def test_ignore_eos_and_template_note(tiny):
 def test_serve_served_model_name(tiny):
     "`xllm serve --served-model-name NAME`: /v1/models lists NAME, responses carry it, /v1/models/NAME answers and another id is a 404."
     import json, socket, time, urllib.request, urllib.error
-    with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "xllm", "serve", "-m", str(tiny), "--port", str(port), "--served-model-name", "my-model"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
+    from xllm.server import launch
+    p, url = launch([sys.executable, "-m", "xllm", "serve", "-m", str(tiny), "--port", "0", "--served-model-name", "my-model"], timeout=120, cwd=ROOT)
     try:
-        for _ in range(240):
-            try: models = json.loads(urllib.request.urlopen(url + "/v1/models", timeout=5).read()); break
-            except (urllib.error.URLError, ConnectionError): assert p.poll() is None, p.stderr.read().decode()[-2000:]; time.sleep(0.5)
-        else: raise AssertionError("the server did not come up in 120 s")
+        models = json.loads(urllib.request.urlopen(url + "/v1/models", timeout=30).read())
         assert [m["id"] for m in models["data"]] == ["my-model"]
         assert json.loads(urllib.request.urlopen(url + "/v1/models/my-model", timeout=5).read())["id"] == "my-model"
         try: urllib.request.urlopen(url + "/v1/models/other", timeout=5); raise AssertionError("no 404")
@@ -293,8 +288,9 @@ def test_serve_served_model_name(tiny):
         req = urllib.request.Request(url + "/v1/completions", json.dumps({"prompt": "Once", "max_tokens": 2}).encode(), {"Content-Type": "application/json"})
         assert json.loads(urllib.request.urlopen(req, timeout=60).read())["model"] == "my-model"
     finally:
-        p.terminate(); out, _ = p.communicate(timeout=60)
-    assert "as 'my-model'" in out.decode()
+        p.terminate(); p.wait(60)
+        for t in p.readers: t.join(10)
+    assert "as 'my-model'" in "".join(p.out)
 
 
 def _error_after_progress(r):

@@ -148,7 +148,7 @@ def _size(b):
 
 def test_schemathesis_no_5xx_no_schema_violation(app, hypothesis_restored):
     config = schemathesis.Config.from_dict({"output": {"sanitization": {"enabled": False}}})   # else max_tokens reads [Filtered]
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=config, headers=AUTH)   # the schema, as every path but /health, needs the key
     checks = [getattr(schemathesis.checks, name) for name in CHECKS]
     failures, counts, times, statuses, h = {}, {}, {}, {}, None   # class -> (case, body, answer, message); (phase, label, mode) -> n
 
@@ -215,7 +215,7 @@ def test_schemathesis_no_5xx_no_schema_violation(app, hypothesis_restored):
         health, deadline = ops["GET /health"].Case(), time.time() + 30
         while True:
             gc.collect()
-            h = health.call(timeout=TIMEOUT).json()
+            h = health.call(timeout=TIMEOUT, headers=AUTH).json()          # with the key: the counts
             if h["in_flight"] == h["unfinished"] == h["used_blocks"] == 0 or time.time() > deadline: break
             time.sleep(0.05)
     finally:

@@ -9,10 +9,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _port() -> int:
-    with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
-
-
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun is not installed")
 def test_torchrun_serve_two_ranks(tmp_path):
     openai = pytest.importorskip("openai")
@@ -20,25 +16,23 @@ def test_torchrun_serve_two_ranks(tmp_path):
     from xllm.llm import LLM
     from xllm.sampling import SamplingParams
     model = stand_in_model(tmp_path / "m")
-    port = _port()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    cmd = ["torchrun", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(_port()), "-m", "xllm",
-           "serve", "-m", str(model), "--tensor-parallel-size", "2", "--port", str(port)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True)
+    cmd = ["torchrun", "--standalone", "--nproc-per-node", "2", "-m", "xllm",      # --standalone: torchrun's rendezvous on a port it binds itself
+           "serve", "-m", str(model), "--tensor-parallel-size", "2", "--port", "0"]      # port 0: the server's, named in its start-up line
+    from xllm.server import launch
+    p, url = launch(cmd, timeout=240, cwd=ROOT, env=env, start_new_session=True)
     try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=60)
-        for _ in range(240):
-            try: client.models.list(); break
-            except openai.APIConnectionError: assert p.poll() is None, p.stdout.read().decode()[-3000:]; time.sleep(0.5)
-        else: raise AssertionError("the server did not come up in 120 s")
+        client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=60)
         r = client.completions.create(model=client.models.list().data[0].id, prompt="Once upon a time", max_tokens=12, temperature=0)
         ref = LLM(model, runner="torch").generate("Once upon a time", SamplingParams(temperature=0, max_tokens=12), use_tqdm=False)[0].outputs[0]
         assert r.choices[0].text == ref.text and r.usage.completion_tokens == len(ref.token_ids)
     finally:
         os.killpg(p.pid, signal.SIGINT)            # as Ctrl-C in the terminal reaches torchrun and both ranks
-        try: out, _ = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); out, _ = p.communicate(); raise AssertionError("torchrun did not stop")
-    assert "runner tp" in out.decode() and "Traceback" not in out.decode().split("Finished server process")[0], out.decode()[-3000:]
+        try: p.wait(60)
+        except subprocess.TimeoutExpired: os.killpg(p.pid, signal.SIGKILL); p.wait(); raise AssertionError("torchrun did not stop")
+        for t in p.readers: t.join(10)
+    out = "".join(p.out) + "".join(p.err)
+    assert "runner tp" in out and "Traceback" not in out.split("Finished server process")[0], out[-3000:]
     with pytest.raises(ProcessLookupError): os.killpg(p.pid, 0)   # no process of the group is left
 
 

@@ -10,7 +10,7 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'ServerLimits', 'LimitCounts', 'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
-import asyncio, dataclasses, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
+import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
 from typing import Any, Literal, Union
 
 import torch
@@ -656,7 +656,8 @@ def _raw_answer(e: APIError) -> bytes:
 
 @dataclasses.dataclass
 class LimitCounts:
-    "How often a `ServerLimits` rule refused a client (shown by `/health` to those holding the key)."
+    "How often a `ServerLimits` rule refused a client, and the connections open now (shown by `/health` to those holding the key)."
+    connections: int = 0          # open now
     evicted: int = 0              # idle connections closed for a newcomer
     refused: int = 0              # connections answered 503: every one was inside a request
     header_timeouts: int = 0      # connections closed for not sending their headers in time
@@ -677,6 +678,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
         def connection_made(self, transport):
             super().connection_made(transport)
             self._timer, self._sent = None, False
+            counts.connections = len(self.connections)
             if len(self.connections) > cap:
                 if not waiting:
                     counts.refused += 1
@@ -709,6 +711,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE: self._await_headers()
         def connection_lost(self, exc):
             self._stop_waiting(); super().connection_lost(exc)
+            counts.connections = len(self.connections)
     return Connection
 
 
@@ -792,10 +795,27 @@ def _public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-def _holds(request, key: str) -> bool:
-    "Whether `request` carries `Authorization: Bearer key` (compared in constant time)."
-    scheme, _, got = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode(), key.encode())
+def _holds(headers: dict, key: str) -> bool:
+    "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
+    scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode("latin-1"), key.encode())
+
+class _KeyCheck:
+    """ASGI middleware: 401 (OpenAI's error JSON) for a request to a path outside `public` without the key; `/metrics` also opens
+    to `metrics_key`. Whether the request held the key is left in `scope["state"]["authenticated"]` (`request.state` in a route).
+    A plain ASGI layer (not Starlette's `BaseHTTPMiddleware`, whose task groups leave reference cycles holding request bodies)."""
+    def __init__(self, app, api_key: str | None, metrics_key: str | None, public: frozenset):
+        self.app, self.api_key, self.metrics_key, self.public = app, api_key, metrics_key, public
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http": return await self.app(scope, receive, send)
+        headers, path = dict(scope.get("headers") or []), scope["path"]
+        authed = self.api_key is None or _holds(headers, self.api_key)
+        scope.setdefault("state", {})["authenticated"] = authed
+        if path in self.public: ok = True
+        elif path == "/metrics" and self.metrics_key is not None: ok = _holds(headers, self.metrics_key) or (self.api_key is not None and authed)
+        else: ok = authed
+        if ok: return await self.app(scope, receive, send)
+        await _send_error(send, APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
 def _quiet_accept_errors(inner=None, every: float = 10.0):
     """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
@@ -824,15 +844,21 @@ def _malloc_trim():
     try: ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
     except (OSError, AttributeError): pass
 
-async def _trim_after_refusals(st):
-    """Refused clients (evicted, timed out, over the body budget) leave their buffers freed but kept by the C heap: every
-    `TRIM_EVERY` s after a refusal the heap is trimmed (in a thread), so the server's memory comes back near where it was."""
-    seen = lambda: (dataclasses.astuple(st.counts), st.stalled, st.disconnected)
-    last = seen()
+async def _trim_after_refusals(st, drop: int = 64):
+    """Refused clients (evicted, timed out, over the body budget) and many closed connections leave their buffers behind: in
+    reference cycles (an exception's traceback holds the frames that read the body) and, once those are collected, in the C
+    heap's free pages. Every `TRIM_EVERY` s after a refusal, or after `drop` connections or more have closed, the young
+    generations are collected (about a millisecond; a full collection takes 100+ ms with a model loaded) and the heap is
+    trimmed (in a thread), so the server's memory comes back near where it was."""
+    refusals = lambda: (dataclasses.astuple(st.counts)[1:], st.stalled, st.disconnected)
+    last, was = refusals(), st.counts.connections
     while True:
         await asyncio.sleep(TRIM_EVERY)
-        if (now := seen()) != last: await asyncio.to_thread(_malloc_trim)
-        last = now
+        now, open_now = refusals(), st.counts.connections
+        if now != last or open_now <= was - drop:
+            gc.collect(1)
+            await asyncio.to_thread(_malloc_trim)
+        last, was = now, open_now
 
 async def _watch_engine(st):
     "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
@@ -914,15 +940,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         return error(APIError(400, msg, param=param))
 
     app.add_middleware(_BodyLimit, limits=st.limits, counts=st.counts)   # inside the key check below: a stranger gets 401, not 413
-    @app.middleware("http")
-    async def _guard(request: Request, call_next):
-        path = request.url.path
-        request.state.authenticated = authed = api_key is None or _holds(request, api_key)
-        if path in public: ok = True
-        elif path == "/metrics" and metrics_key is not None: ok = _holds(request, metrics_key) or (api_key is not None and authed)
-        else: ok = authed
-        if not ok: return error(APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
-        return await call_next(request)
+    app.add_middleware(_KeyCheck, api_key=api_key, metrics_key=metrics_key, public=public)
 
     @app.get("/health")
     async def health(request: Request):
@@ -1181,9 +1199,11 @@ def _socket(config):
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 FD_RESERVE = 128           # descriptors kept beside the connections: the model's files, template workers, tensor-parallel groups, logs
 
-def _connection_cap(limits: ServerLimits) -> tuple[int, str | None]:
-    """The connections the server may hold open: `limits.max_connections`, the descriptor limit raised (up to its hard limit) to
-    fit them with `BACKLOG` and `FD_RESERVE` beside, else what fits; and a note saying so when it had to be less (None if not)."""
+def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
+    """(connections, backlog, note): the connections the server may hold open and the backlog it listens with (asyncio accepts
+    up to that many at one wake-up, before closed ones give their descriptors back). The descriptor limit is raised (up to its
+    hard limit) to fit `limits.max_connections` + `BACKLOG` + `FD_RESERVE`; where it cannot be, what is left beside the reserve
+    is split between the two, and the note says so (None when the limits hold as asked)."""
     import resource
     inf = resource.RLIM_INFINITY
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -1192,10 +1212,14 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, str | None]:
         try: resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == inf else min(need, hard), hard))
         except (ValueError, OSError): pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    cap = limits.max_connections if soft == inf else max(1, min(limits.max_connections, soft - BACKLOG - FD_RESERVE))
-    return cap, (None if cap == limits.max_connections else f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n)")
+    if soft == inf or soft >= need: return limits.max_connections, BACKLOG, None
+    room = max(soft - FD_RESERVE, 2)
+    backlog = min(BACKLOG, room // 2)
+    cap = min(limits.max_connections, room - backlog)
+    return cap, backlog, (None if cap == limits.max_connections else
+                          f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 59
+# %% ../nbs/19_server.ipynb 60
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1204,7 +1228,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     dies (`_watch_engine`) the server stops as on SIGTERM."""
     import uvicorn
     st = app.state.xllm
-    cap, note = _connection_cap(st.limits)
+    cap, backlog, note = _connection_cap(st.limits)
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):
             if self.should_exit: self.force_exit = True      # uvicorn alone ignores a second SIGTERM
@@ -1214,13 +1238,13 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
             if self.force_exit: app.state.xllm.close()       # uvicorn skips the lifespan shutdown when forced
             if on_stopped is not None: on_stopped()
     server = Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=shutdown_timeout,
-                                   http=_protocol(st.limits, st.counts, cap), backlog=BACKLOG))
+                                   http=_protocol(st.limits, st.counts, cap), backlog=backlog))
     server.cap_note = note
     def stop(): server.should_exit = True
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 60
+# %% ../nbs/19_server.ipynb 61
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1242,7 +1266,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 61
+# %% ../nbs/19_server.ipynb 62
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1253,7 +1277,7 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 62
+# %% ../nbs/19_server.ipynb 63
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -1284,7 +1308,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 63
+# %% ../nbs/19_server.ipynb 64
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
