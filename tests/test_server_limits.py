@@ -221,3 +221,21 @@ def test_health_is_503_when_a_worker_dies_and_the_server_exits(model_dir, tmp_pa
     finally:
         err = srv.stop()
     assert "the engine cannot run any more" in err, err[-3000:]
+
+
+def test_stats_lines_version_and_request_timings(model_dir, tmp_path):
+    """While busy, a stats line every `log_stats` s (1 here) as vLLM prints one; at --log-level debug, each choice's timings, as
+    llama-server gives them; /version answers xllm's version."""
+    from xllm import __version__
+    srv = Served(model_dir, tmp_path, log_stats=1, log_level="debug")
+    try:
+        assert srv.get("/version") == (200, {"version": __version__})
+        for _ in range(3):
+            assert srv.get("/v1/completions", method="POST", body={"prompt": "Once", "max_tokens": 40, "ignore_eos": True})[0] == 200
+        wait_for(lambda: any("generation" in l and "tok/s" in l for l in srv.p.err), 30, "a stats line")
+    finally:
+        err = srv.stop()
+    stats = [l for l in err.splitlines() if "xllm: prompt " in l]
+    assert stats and "K/V cache" in stats[0] and "prefix cache hits" in stats[0], err[-2000:]
+    timings = [l for l in err.splitlines() if "choice 0: " in l]
+    assert len(timings) == 3 and "40 generated" in timings[0] and "first token after" in timings[0], err[-2000:]

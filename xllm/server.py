@@ -5,9 +5,10 @@
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
            'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SEND_CHUNK', 'HEALTH_POLL', 'DEAD_LINGER',
-           'TRIM_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError', 'to_sampling_params', 'check_supported',
-           'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics',
-           'ServerLimits', 'LimitCounts', 'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
+           'TRIM_EVERY', 'LOG_STATS_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError', 'to_sampling_params',
+           'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected',
+           'Metrics', 'ServerLimits', 'LimitCounts', 'create_app', 'BackgroundServer', 'start_server', 'serve',
+           'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -273,7 +274,8 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
     async def put(d, fin=None, ntok=None):
         await out.put((index, d, fin, ntok, lps[:], prompt.pop() if prompt else None)); lps.clear()
     m, t0, last, ended = state.metrics, time.perf_counter(), None, "abort"     # ended: as vLLM counts it (a client gone: abort)
-    m.prompt_tokens.inc(len(ids))
+    m.prompt_tokens.inc(len(ids)); state.prompt_tokens += len(ids)
+    first = None
     try:
         async for o in agen:
             if o.prompt_logprobs is not None: prompt.append(o.prompt_logprobs)
@@ -282,10 +284,10 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                 seq.finish_reason = "length"; break
             now = time.perf_counter()
             for _ in o.new_token_ids:          # one a step: the first token's latency from the start, each other's from the previous one
-                if last is None: m.ttft.observe(now - t0)
+                if last is None: m.ttft.observe(now - t0); first = now
                 else: m.itl.observe(now - last)
                 last = now
-            m.generation_tokens.inc(len(o.new_token_ids))
+            m.generation_tokens.inc(len(o.new_token_ids)); state.generation_tokens += len(o.new_token_ids)
             for k, tok in enumerate(o.new_token_ids):
                 lp = o.new_logprobs[k] if o.new_logprobs else None
                 if lp is not None: lps.append((tok, lp))
@@ -306,6 +308,10 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
     finally:
         m.success.labels(m.name, ended).inc()
         await agen.aclose()
+        if _log.isEnabledFor(logging.DEBUG):              # llama-server's per-request timings (xllm serve --log-level debug)
+            n, end = len(seq.token_ids), time.perf_counter()
+            _log.debug("choice %d: %d prompt tokens, %d generated, first token after %.3f s, %.1f tok/s after it, %s", index, len(ids), n,
+                       (first or end) - t0, (n - 1) / (end - first) if first and n > 1 and end > first else 0.0, ended)
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
 # %% ../nbs/19_server.ipynb 19
@@ -419,6 +425,7 @@ class _State:
         self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
         self.limits, self.counts = ServerLimits(), LimitCounts()
         self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
+        self.prompt_tokens = self.generation_tokens = 0   # since the start, for the periodic stats line (`_log_stats`)
         self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
         self.metrics = Metrics(self)
         self._closed = None
@@ -837,6 +844,31 @@ def _engine_health(st) -> str | None:
         return "the engine's health check failed"
 
 TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
+LOG_STATS_EVERY = 10.0     # seconds between two stats lines while the server is busy (vLLM's interval)
+
+def _stats_line(st, was: dict, now: dict, seconds: float) -> str | None:
+    """vLLM's periodic line from two snapshots (`_stats_snapshot`) `seconds` apart: prompt and generation throughput, requests
+    running and waiting, K/V cache use, prefix-cache hit rate; None when the server was idle throughout (nothing to say)."""
+    d = {k: now[k] - was[k] for k in ("prompt", "generation", "queried", "hit")}
+    if not (d["prompt"] or d["generation"] or now["running"] or now["waiting"]): return None
+    hits = f"{100 * d['hit'] / d['queried']:.1f}%" if d["queried"] else "-"
+    return (f"xllm: prompt {d['prompt'] / seconds:.1f} tok/s, generation {d['generation'] / seconds:.1f} tok/s, running {now['running']}, "
+            f"waiting {now['waiting']}, K/V cache {100 * now['used'] / now['blocks']:.1f}% used, prefix cache hits {hits}")
+
+def _stats_snapshot(st) -> dict:
+    "The counters `_stats_line` compares (read from the event loop: plain integers the engine thread updates)."
+    bm, sched = st.core.block_manager, st.core.scheduler
+    return dict(prompt=st.prompt_tokens, generation=st.generation_tokens, queried=bm.num_queried_blocks, hit=bm.num_hit_blocks,
+                running=len(sched.running), waiting=len(sched.waiting), used=bm.num_used_blocks, blocks=bm.num_blocks)
+
+async def _log_stats(st, every: float):
+    "Every `every` s while busy, log `_stats_line` (uvicorn's logger, at info)."
+    was, t = _stats_snapshot(st), time.monotonic()
+    while True:
+        await asyncio.sleep(every)
+        now, t1 = _stats_snapshot(st), time.monotonic()
+        if (line := _stats_line(st, was, now, t1 - t)) is not None: _log.info(line)
+        was, t = now, t1
 
 def _malloc_trim():
     "Give the C heap's free pages back to the system (glibc's `malloc_trim`; elsewhere nothing)."
@@ -869,16 +901,17 @@ async def _watch_engine(st):
     if st.on_dead is not None: st.on_dead()
 
 
-# %% ../nbs/19_server.ipynb 56
+# %% ../nbs/19_server.ipynb 57
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
-               metrics_key: str | None = None):
+               metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on every
     path but `public_endpoints` (default `/health`, which then tells a client without the key only whether the server is up);
     `metrics_key`: a second key that opens `/metrics` alone (for a scraper). At most `max_num_seqs` choices run at once (default:
     the LLM's own `max_num_seqs`); `max_waiting` more may wait; beyond that requests get 503. An answer (streamed or whole) whose
     client reads nothing for `stall_timeout` s is let go. `limits`: `ServerLimits` (connections, bodies). `docs`: serve /docs
-    (Swagger UI, whose scripts come from a CDN: off by default); /openapi.json is always there."""
+    (Swagger UI, whose scripts come from a CDN: off by default); /openapi.json is always there. `log_stats`: seconds between
+    two stats lines while busy (None or 0: none)."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -886,6 +919,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     from contextlib import asynccontextmanager
     if max_num_seqs is None: max_num_seqs = llm.max_num_seqs
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
+    check_number("log_stats", log_stats, lo=0, optional=True, rule="a number of seconds (0 or None: no stats lines)")
     check_int("max_num_seqs", max_num_seqs, lo=1)
     check_int("max_waiting", max_waiting, lo=0)
     if limits is not None and not isinstance(limits, ServerLimits): raise ValueError(f"limits must be a ServerLimits, got {type(limits).__name__}")
@@ -901,6 +935,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(_quiet_accept_errors(loop.get_exception_handler()))
         tasks = [asyncio.ensure_future(_watch_engine(st)), asyncio.ensure_future(_trim_after_refusals(st))]
+        if log_stats: tasks.append(asyncio.ensure_future(_log_stats(st, log_stats)))
         try: yield
         finally:
             for t in tasks: t.cancel()
@@ -920,7 +955,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
 
     @app.exception_handler(HTTPException)          # FastAPI's own: unknown route, wrong method, a body that is not UTF-8 JSON
     async def _http(request, e: HTTPException):
-        msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics and /health",
+        msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics, /version and /health",
                405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
         return JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
 
@@ -953,6 +988,12 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
                      used_blocks=c.block_manager.num_used_blocks, num_blocks=c.pool.num_blocks, disconnected=st.disconnected, stalled=st.stalled,
                      limits=dataclasses.asdict(st.counts))
         return JSON(d, status_code=200 if why is None else 503)
+
+    @app.get("/version")
+    async def version():
+        "vLLM's /version: the server's version."
+        from xllm import __version__
+        return {"version": __version__}
 
     card = lambda: {"id": st.model_name, "object": "model", "created": 0, "owned_by": "xllm", "max_model_len": st.max_len}
     @app.get("/v1/models")
@@ -1184,7 +1225,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown: raise ValueError(f"public_endpoints: {sorted(unknown)} not served here; the paths are {sorted(r.path for r in app.routes)}")
     return app
 
-# %% ../nbs/19_server.ipynb 58
+# %% ../nbs/19_server.ipynb 59
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1219,7 +1260,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 60
+# %% ../nbs/19_server.ipynb 61
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1244,7 +1285,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 61
+# %% ../nbs/19_server.ipynb 62
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1266,7 +1307,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 62
+# %% ../nbs/19_server.ipynb 63
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1277,26 +1318,27 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 63
+# %% ../nbs/19_server.ipynb 64
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
-          metrics_key: str | None = None, **llm_kw):
+          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", **llm_kw):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
     `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`.
-    `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`."""
+    `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`.
+    `log_stats`: seconds between two stats lines while busy (None: none); `log_level` "debug" adds each choice's timings."""
     import sys
     if llm is None:
         from xllm.llm import LLM
         llm = LLM(model, **llm_kw)
     app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
-                     model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key)
+                     model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats)
     if api_key is None and not _loopback(host):
         print(f"xllm: warning: listening on {host}, beyond this machine, with no API key: anyone who can reach it can use it "
               "(--api-key, XLLM_API_KEY or --api-key-file)", file=sys.stderr, flush=True)
     core = app.state.xllm.core
     stopped = lambda: print(f"xllm: stopped ({app.state.xllm.close()} requests were unfinished)", flush=True)
-    server = _uvicorn_server(app, host, port, shutdown_timeout, "info", stopped)
+    server = _uvicorn_server(app, host, port, shutdown_timeout, log_level, stopped)
     sock = _socket(server.config)
     port = sock.getsockname()[1]
     if server.cap_note: print(f"xllm: note: {server.cap_note}", file=sys.stderr, flush=True)
@@ -1308,7 +1350,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 64
+# %% ../nbs/19_server.ipynb 65
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
