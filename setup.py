@@ -44,7 +44,8 @@ setuptools.setup(
                            'csrc/*/*']},               # the kernels' C++ and CUDA sources, compiled at first use
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'cuda': cuda12_requirements, 'cuda12': cuda12_requirements, 'cuda13': cuda13_requirements,
-                    'widgets': ['ipywidgets']},
+                    'widgets': ['ipywidgets'],
+                    'hub': ['huggingface_hub>=0.23']},   # models by Hugging Face id: LLM("owner/name"), xllm -m owner/name (downloads)
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
