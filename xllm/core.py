@@ -9,9 +9,11 @@ from pathlib import Path
 
 # %% auto 0
 __all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
-           'DEFAULT_MODEL_WHEEL', 'CSRC', 'ModelFormatError', 'read_json', 'check_int', 'check_number', 'check_bool',
-           'check_token_ids', 'piece_bytes', 'LlamaConfig', 'cache_dir', 'sha256_file', 'default_model_path',
-           'find_shared', 'read_source', 'source_region', 'show_source']
+           'DEFAULT_MODEL_WHEEL', 'HUB_ID', 'GGUF_PREFERENCE', 'HF_DIR_FILES', 'CSRC', 'ModelFormatError', 'read_json',
+           'check_int', 'check_number', 'check_bool', 'check_token_ids', 'piece_bytes', 'LlamaConfig', 'cache_dir',
+           'sha256_file', 'default_model_path', 'find_shared', 'parse_hub_id', 'hub_cache_dir', 'hub_offline',
+           'hub_repo_dir', 'cached_snapshot', 'hf_dir_files', 'choose_hub_file', 'resolve_hub_id', 'resolve_model',
+           'read_source', 'source_region', 'show_source']
 
 # %% ../nbs/01_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -295,6 +297,153 @@ def find_shared() -> Path | None:
     return None
 
 # %% ../nbs/01_core.ipynb 42
+import re
+
+HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})(?:@(?P<revision>[^:@\s]+))?(?::(?P<file>[^:\s]+))?")
+_MODEL_SUFFIXES = (".gguf", ".bin", ".safetensors", ".json", ".pth", ".pt", ".model")
+
+def parse_hub_id(s) -> tuple[str, str | None, str | None] | None:
+    """`owner/name[@revision][:FILE.gguf | :QUANT]` -> (repository id, revision or None, file or quantization tag or None);
+    None for a string that is not such an id (or not a string: a `Path` is always a path)."""
+    if not isinstance(s, str) or not (m := HUB_ID.fullmatch(s)): return None
+    repo, rev, want = m["repo"], m["revision"], m["file"]
+    if repo.lower().endswith(_MODEL_SUFFIXES) or ".." in repo or "--" in repo: return None   # a missing model file; names the Hub refuses
+    if rev is not None and ".." in rev.split("/"): return None
+    if want is not None and (want.startswith("/") or ".." in want.split("/")): return None
+    return repo, rev, want
+
+# %% ../nbs/01_core.ipynb 45
+def hub_cache_dir() -> Path:
+    """Where Hugging Face's libraries keep downloaded repositories: `$HF_HUB_CACHE` (or the older `$HUGGINGFACE_HUB_CACHE`), else
+    `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`."""
+    for v in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(v): return Path(os.environ[v]).expanduser()
+    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface"
+    return Path(home).expanduser() / "hub"
+
+def hub_offline() -> bool:
+    "Whether `$HF_HUB_OFFLINE` forbids downloading (1, true, yes or on), as it does for `huggingface_hub`."
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+def hub_repo_dir(repo: str) -> Path:
+    "The cache directory of the model repository `repo` (`owner/name`): `hub_cache_dir()/models--owner--name`."
+    return hub_cache_dir() / ("models--" + repo.replace("/", "--"))
+
+def cached_snapshot(repo: str, revision: str | None = None) -> Path | None:
+    "The cached snapshot of `repo` at `revision` (a branch or tag through `refs/`, or a commit; default `main`), or None."
+    d, rev = hub_repo_dir(repo), revision or "main"
+    try:
+        if (ref := d / "refs" / rev).is_file(): rev = ref.read_text().strip()
+    except OSError: return None
+    snap = d / "snapshots" / rev
+    return snap if rev and snap.is_dir() else None
+
+# %% ../nbs/01_core.ipynb 48
+GGUF_PREFERENCE = ("Q4_K_M", "Q4_1", "Q4_0", "Q8_0")   # the GGUF file a repository of several gives when none is named
+HF_DIR_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json", "model.safetensors.index.json")
+
+def _has_tag(name: str, tag: str) -> bool:
+    "Whether the file name (not its folder) has `tag` as a word: `Q4_K` in `m.Q4_K.gguf`, not in `m-Q4_K_M.gguf`."
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(tag)}(?![A-Za-z0-9_])", name.rsplit("/", 1)[-1], re.I) is not None
+
+def hf_dir_files(files) -> list[str]:
+    "Of a repository's `files`, those a Hugging Face directory load reads: `HF_DIR_FILES` and the `.safetensors` at its top."
+    return sorted(f for f in files if "/" not in f and (f in HF_DIR_FILES or f.endswith(".safetensors")))
+
+def choose_hub_file(files, want: str | None, model: str) -> str:
+    """What to load of a repository holding `files` (paths in it): '' for the repository as a Hugging Face directory, else the
+    path of one GGUF file. `want`: the id's `:FILE.gguf` or `:QUANT`. A `ValueError` naming `model` and listing the GGUF files
+    when that is not one file."""
+    files = set(files)
+    ggufs = sorted(f for f in files if f.lower().endswith(".gguf"))
+    listing = f"its GGUF files: {', '.join(ggufs)}" if ggufs else "it has no GGUF file"
+    if want:
+        if want in files: return want
+        hits = [] if want.lower().endswith(".gguf") else [f for f in ggufs if _has_tag(f, want)]
+        if len(hits) == 1: return hits[0]
+        what = "no file" if want.lower().endswith(".gguf") else "no GGUF file tagged" if not hits else "several GGUF files tagged"
+        raise ValueError(f"{model}: {what} {want}; {listing} (name one as {model.split(':')[0]}:FILE.gguf)")
+    if "config.json" in files and any(f.endswith(".safetensors") for f in hf_dir_files(files)): return ""
+    cands = [f for f in ggufs if not f.rsplit("/", 1)[-1].lower().startswith("mmproj")]
+    if len(cands) == 1: return cands[0]
+    for tag in GGUF_PREFERENCE:
+        hits = [f for f in cands if _has_tag(f, tag)]
+        if hits:
+            if len(hits) == 1: return hits[0]
+            break
+    if cands: raise ValueError(f"{model}: {len(cands)} GGUF files and no single {' / '.join(GGUF_PREFERENCE)} among them: name one as "
+                               f"{model}:FILE.gguf or {model}:QUANT; {listing}")
+    shown = ", ".join(sorted(files)[:12]) + (f" and {len(files) - 12} more" if len(files) > 12 else "")
+    raise ValueError(f"{model}: nothing xllm can load (a config.json with .safetensors weights, or a .gguf file); its files: {shown or 'none'}")
+
+# %% ../nbs/01_core.ipynb 51
+def _snapshot_files(snap: Path) -> list[str]:
+    "The files of a cached snapshot, as paths in the repository (a link to a blob that is not there does not count)."
+    return [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
+
+def _whole(snap: Path, choice: str) -> bool:
+    "Whether a cached Hugging Face directory has every shard its index lists (a GGUF file is whole when it is there)."
+    idx = snap / choice / "model.safetensors.index.json"
+    if choice or not idx.is_file(): return True
+    try: wm = json.loads(idx.read_text()).get("weight_map") or {}
+    except (OSError, ValueError, AttributeError): return True              # the loader names what is wrong with it
+    return all((snap / f).is_file() for f in set(wm.values()) if isinstance(f, str))
+
+def _hub_error(e: Exception, rev: str | None) -> str:
+    "Why `huggingface_hub` could not give a repository, in a few words."
+    name, text = type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]
+    if name in ("RepositoryNotFoundError", "GatedRepoError"):
+        return f"huggingface.co has no such model, or it is gated or private ({name}: log in with `hf auth login`, or set HF_TOKEN)"
+    if name == "RevisionNotFoundError": return f"the repository has no revision {rev!r}"
+    return f"could not get it from huggingface.co ({name}: {text})"
+
+# %% ../nbs/01_core.ipynb 52
+def resolve_hub_id(model: str, download: bool = True) -> Path:
+    """The local path of the Hugging Face id `model` (`owner/name[@revision][:FILE.gguf|:QUANT]`): a directory (Hugging Face
+    format) or a GGUF file in the hub cache, downloaded there with `huggingface_hub` when the cache lacks it, `download` is True and
+    `$HF_HUB_OFFLINE` is not set. Else `FileNotFoundError`, one line naming the id, where it looked and what to do."""
+    if (parsed := parse_hub_id(model)) is None: raise ValueError(f"{model!r} is not a Hugging Face id (owner/name[@revision][:FILE.gguf])")
+    repo, rev, want = parsed
+    where = hub_repo_dir(repo)
+    if (snap := cached_snapshot(repo, rev)) is not None:
+        files = _snapshot_files(snap)
+        try: choice = choose_hub_file(files, want, model)
+        except ValueError:
+            if not download or hub_offline(): raise                        # what is there, listed; nothing more can come
+            choice = None
+        if choice is not None and _whole(snap, choice): return snap / choice
+    head = f"model not found: {model} is not a local path, and the Hugging Face cache has no usable copy of it (looked in {where})"
+    if not download: raise FileNotFoundError(head)
+    if hub_offline():
+        raise FileNotFoundError(f"{head}; HF_HUB_OFFLINE=1 forbids downloading it: unset HF_HUB_OFFLINE, or download it where you are "
+                                f"online (`hf download {repo}`) into this cache ($HF_HOME), or pass a local path")
+    try: import huggingface_hub
+    except ImportError:
+        raise FileNotFoundError(f"{head}; downloading it needs huggingface_hub: pip install 'xllm[hub]' (or pass a local path)") from None
+    try: info = huggingface_hub.HfApi().model_info(repo, revision=rev, files_metadata=True)
+    except Exception as e: raise FileNotFoundError(f"{head}; {_hub_error(e, rev)}") from None
+    sizes = {s.rfilename: (getattr(s, "size", None) or 0) for s in (info.siblings or [])}
+    choice = choose_hub_file(sizes, want, model)
+    get = [choice] if choice else hf_dir_files(sizes)
+    print(f"xllm: downloading {model} from huggingface.co ({len(get)} file{'s' * (len(get) != 1)}, {sum(sizes[f] for f in get) / 1e6:.1f} MB) "
+          f"into {hub_cache_dir()}", file=sys.stderr, flush=True)
+    try: snap = Path(huggingface_hub.snapshot_download(repo, revision=rev, cache_dir=hub_cache_dir(), allow_patterns=get))
+    except Exception as e: raise FileNotFoundError(f"{head}; {_hub_error(e, rev)}") from None
+    return snap / choice
+
+# %% ../nbs/01_core.ipynb 57
+def resolve_model(model=None, download: bool = True) -> Path:
+    """The path to load for `model`: None -> the default model (`default_model_path`); an existing file or directory -> itself
+    (a local path always wins); a Hugging Face id `owner/name[@revision][:FILE.gguf|:QUANT]` -> its copy in the hub cache,
+    downloaded if need be (`resolve_hub_id`). Else `FileNotFoundError('model not found: PATH')`."""
+    if model is None: return default_model_path(download)
+    path = Path(model).expanduser()
+    if path.exists(): return path
+    if parse_hub_id(model) is not None: return resolve_hub_id(model, download)
+    raise FileNotFoundError(f"model not found: {path}")
+
+# %% ../nbs/01_core.ipynb 60
 import re
 import xllm
 

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-from .core import ModelFormatError, check_bool, check_int, check_number, check_token_ids, default_model_path
+from .core import ModelFormatError, check_bool, check_int, check_number, check_token_ids, default_model_path, resolve_model, parse_hub_id
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
 from . import quant
 from .tokenizer import Tokenizer
@@ -298,6 +298,7 @@ def _cpu_kernels_run() -> bool:
 
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
+    model_id = None   # the Hugging Face id the model was named by, if it was
     def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
                  quantization: str | None = "auto", group_size: int = 32,
                  kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
@@ -311,8 +312,8 @@ class LLM:
         if quantization == "none": quantization = None      # as the CLI spells it
         if quantization not in ("auto", None, "int8", "int4", "gguf"):
             raise ValueError(f"quantization: expected 'auto', None ('none'), 'int8', 'int4' or 'gguf', got {quantization!r}")
-        path = Path(model).expanduser() if model is not None else default_model_path()
-        if not path.exists(): raise FileNotFoundError(f"model not found: {path}")
+        path = resolve_model(model)                # None: the default model; a path; a Hugging Face id, from the hub cache (notebook 01)
+        self.model_id = model if isinstance(model, str) and parse_hub_id(model) and not Path(model).expanduser().exists() else None
         dtype = resolve_dtype(dtype)
         qmodel = None
         if check_int("tensor_parallel_size", tensor_parallel_size, lo=1) > 1:   # rank 0 of a group: its shard (notebook 13a)
@@ -407,11 +408,16 @@ class LLM:
         if "bits" in q: return f"int{q['bits']}"
         return f"packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
 
+    @property
+    def model_name(self) -> str:
+        "The model's name: the Hugging Face id it was named by, else its file or directory name."
+        return self.model_id or self.model_path.name
+
     def __repr__(self):
         c = self.config
         q = f", {self.quantization_label}" if self.quantization else ""
         ctx = f"{self.max_model_len} ({self.context_note})" if self.context_note else self.max_model_len   # lowered to the K/V pool: says so
-        return (f"LLM({self.model_path.name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
+        return (f"LLM({self.model_name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
                 f"vocab {c.vocab_size}, context {ctx}, {self.device}, runner {self.runner_name}"
                 + (f", {self.activations} activations" if self.activations else "") + ")")
 
@@ -452,7 +458,7 @@ def chat_template_note(self) -> str | None:
     if getattr(self, "_template_noted", False) or getattr(self.tokenizer, "chat_template", None): return None
     from xllm.chat import default_template_name
     self._template_noted = True
-    return f"{self.model_path.name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
+    return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 # %% ../nbs/17_llm.ipynb 27
 def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
