@@ -6,11 +6,12 @@
 from __future__ import annotations
 import argparse, io, os, re, sys
 from pathlib import Path
+from . import __version__
 from .stand_ins import RANDOM_CONFIGS   # (torch is imported only where a command needs it: main sets OMP_WAIT_POLICY first)
 
 # %% auto 0
-__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'cmd_quantize', 'cmd_perplexity', 'cmd_bench', 'parse_bytes',
-           'parse_speculative', 'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'HELP_EPILOG', 'KEY_VARIABLES', 'cmd_quantize', 'cmd_perplexity', 'cmd_bench',
+           'parse_bytes', 'parse_speculative', 'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/21_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -33,13 +34,13 @@ def cmd_perplexity(args, out=None) -> int:
     "Print the perplexity of the model on the text of `args.file` (default: `sample_text_path()`, a text shipped with xllm)."
     from xllm import quant
     out = out or sys.stdout
-    if args.ctx < 4: raise _CLIError(f"--ctx must be at least 4, got {args.ctx}")
+    if args.ctx < 4: raise _CLIError(f"-c/--ctx-size must be at least 4, got {args.ctx}")
     from xllm.bench import sample_text_path
     path = Path(args.file).expanduser() if args.file is not None else sample_text_path()
     try: text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e: raise _CLIError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     llm = _load(args)
-    if args.ctx > llm.max_model_len: raise _CLIError(f"--ctx {args.ctx} is longer than the model's context ({llm.max_model_len}"
+    if args.ctx > llm.max_model_len: raise _CLIError(f"--ctx-size {args.ctx} is longer than the model's context ({llm.max_model_len}"
                                                        + (f": {llm.context_note})" if getattr(llm, "context_note", None) else ")"))
     tok = llm.tokenizer
     ids = tok.encode(text)
@@ -58,11 +59,12 @@ def cmd_bench(args, out=None) -> int:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
         if args.tensor_parallel_size != 1: raise _CLIError("--tensor-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
+        if args.max_model_len is not None: raise _CLIError("--max-model-len needs a checkpoint (-m); --random-weights uses its config's max_position_embeddings")
     def load():
         if args.random_weights is None: return _load(args)
         from xllm.llm import random_llm
-        return random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **{k: getattr(args, k) for k in _ENGINE_ARGS},
-                          quantization=args.quantization if args.quantization in ("int8", "int4") else None)
+        return _use_template(random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **{k: getattr(args, k) for k in _ENGINE_ARGS},
+                                        quantization=args.quantization if args.quantization in ("int8", "int4") else None), args)
     return bench_command(args, load, out)
 
 # %% ../nbs/21_cli.ipynb 10
@@ -72,6 +74,8 @@ class _CLIError(Exception):
     "A user error: printed as one line, exit code 2."
 
 class _Parser(argparse.ArgumentParser):
+    "argparse with one-line errors and no prefix matching: `--max-token` is an error, not a silent `--max-tokens`."
+    def __init__(self, *a, **kw): super().__init__(*a, **{"allow_abbrev": False, **kw})   # subcommands' parsers are made by this class too
     def error(self, message): raise _CLIError(message)
 
 def parse_bytes(s: str) -> int:
@@ -116,14 +120,12 @@ def _engine_opts(p, max_num_seqs_default=None):
 
 def _speculative_opt(g):
     g.add_argument("--speculative", type=parse_speculative, default=None, metavar="METHOD|JSON",
-                   help="speculative decoding: 'ngram' (prompt lookup: proposals copied from the prompt and earlier output, verified by the model "
-                        "in the same step; greedy output unchanged, sampled output the same distribution), or a JSON object of its options, "
-                        "e.g. '{\"method\": \"ngram\", \"num_tokens\": 8}' (num_tokens, prompt_lookup_min/max, adaptive, max_batch_size), "
-                        "or a draft model sharing the tokenizer: '{\"method\": \"draft\", \"model\": \"PATH\", \"num_tokens\": 5}'")
+                   help="speculative decoding: 'ngram' or a JSON object of its options (what they are: `xllm --help`)")
 
 
 # %% ../nbs/21_cli.ipynb 12
-def _model_opts(p):
+def _model_opts(p, context=True, template=True):
+    "The model's options. `context`: --max-model-len (-c/--ctx-size); `template`: --chat-template. perplexity takes neither (its -c is the window)."
     g = p.add_argument_group("model")
     g.add_argument("-m", "--model", help="a .gguf file, a Hugging Face model directory, a directory written by `xllm quantize` or a llama2.c .bin (default: SmolLM2-135M-Instruct, fetched once)")
     g.add_argument("--tokenizer", help="tokenizer file, when the model does not carry one (llama2.c .bin)")
@@ -134,8 +136,15 @@ def _model_opts(p):
     g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
                    help="float32, bfloat16 or float16 (default: float32)")
     g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
-                   help="auto (default): a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on cpu in float32 when xllm's compiled CPU kernels are available (otherwise they are dequantized to --dtype); gguf: they stay packed on any device and dtype (cuda: xllm's INT8/INT4 kernels); "
-                        "none: dequantize to --dtype; int8/int4: quantize the linear layers after loading (groups of 32)")
+                   help="how the weights are kept: auto (default), gguf, none, int8 or int4 (what each does: `xllm --help`)")
+    if context:
+        g.add_argument("--max-model-len", "-c", "--ctx-size", dest="max_model_len", type=int, default=None, metavar="N",
+                       help="the context: most tokens of prompt and output together (vLLM's --max-model-len, llama.cpp's -c/--ctx-size; "
+                            "default: the model's, lowered to what the K/V cache holds)")
+    if template:
+        g.add_argument("--chat-template", default=None, metavar="FILE", help="a Jinja chat template used instead of the model's: a file, "
+                       "a built-in name (chatml, llama2, llama3) or the template itself")
+    g.add_argument("-t", "--threads", type=int, default=None, metavar="N", help="CPU threads of torch and xllm's CPU kernels (default: torch's, one per core)")
 
 # %% ../nbs/21_cli.ipynb 13
 def _common(p):
@@ -145,22 +154,53 @@ def _common(p):
     s.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help=f"0 = greedy (default {DEFAULT_TEMPERATURE})")
     s.add_argument("--top-p", type=float, default=DEFAULT_TOP_P, help=f"nucleus sampling mass (default {DEFAULT_TOP_P}; 1 = off)")
     s.add_argument("--top-k", type=int, default=None, help="keep only the k most likely tokens (default: off)")
+    s.add_argument("--min-p", type=float, default=None, help="drop tokens less likely than this fraction of the most likely one's probability (default 0: off)")
+    s.add_argument("--repetition-penalty", type=float, default=None, help="more than 1 discourages the tokens of the prompt and output so far (default 1: off)")
     s.add_argument("--seed", type=int, default=None, help="random seed, for repeatable sampling")
     s.add_argument("--stop", action="append", default=None, help="stop string (repeatable); never printed")
     s.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token (up to --max-tokens)")
 
 # %% ../nbs/21_cli.ipynb 14
+HELP_EPILOG = """\
+the model: `xllm serve MODEL` and `xllm chat MODEL` take it as vLLM does, or as -m MODEL (llama.cpp), not both; generate's one
+  positional is the prompt, so its model is always -m. Options are never abbreviated (--max-token is an error).
+names from vLLM and llama.cpp: --max-model-len = -c/--ctx-size (the context), -t/--threads, --min-p, --repetition-penalty,
+  --chat-template FILE; serve's key: --api-key, else $XLLM_API_KEY, $VLLM_API_KEY or $LLAMA_API_KEY.
+
+--quantization (every command that loads a model):
+  auto        the default: a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on cpu in float32 when xllm's compiled CPU
+              kernels are available (otherwise they are dequantized to --dtype)
+  gguf        they stay packed on any device and dtype (cuda: xllm's INT8/INT4 kernels)
+  none        dequantize to --dtype
+  int8, int4  quantize the linear layers after loading (groups of 32)
+
+--speculative (generate, chat, bench, serve):
+  ngram       prompt lookup: proposals copied from the prompt and earlier output, verified by the model in the same step;
+              greedy output unchanged, sampled output the same distribution
+  JSON        its options, e.g. '{"method": "ngram", "num_tokens": 8}' (num_tokens, prompt_lookup_min/max, adaptive,
+              max_batch_size), or a draft model sharing the tokenizer: '{"method": "draft", "model": "PATH", "num_tokens": 5}'
+"""
+
+def _model_positional(p):
+    "MODEL as a positional (serve, chat), as `vllm serve MODEL` takes it; main puts it in args.model."
+    p.add_argument("model_pos", nargs="?", default=None, metavar="MODEL", help="the model, as -m takes it (give it one way, not both)")
+
+# %% ../nbs/21_cli.ipynb 15
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
-    p = _Parser(prog="xllm", description="Run LLaMA-family models (Llama 2/3, SmolLM2, TinyLlama, Mistral) on the command line.")
+    p = _Parser(prog="xllm", description="Run LLaMA-family models (Llama 2/3, SmolLM2, TinyLlama, Mistral) on the command line.",
+                epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"xllm {__version__}", help="print xllm's version and exit")
     sub = p.add_subparsers(dest="command", metavar="{generate,chat,quantize,perplexity,bench,serve}", parser_class=_Parser)
-    g = sub.add_parser("generate", help="stream a completion of PROMPT to stdout")
-    g.add_argument("prompt", help="the prompt text ('-' reads it from stdin)")
+    g = sub.add_parser("generate", help="stream a completion of PROMPT to stdout (the model: -m)")
+    g.add_argument("prompt", help="the prompt text ('-' reads it from stdin); generate's one positional, so its model is named with -m")
+    g.add_argument("extra", nargs="*", help=argparse.SUPPRESS)       # a second positional: a one-line error saying where the model goes
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the model's chat template")
     g.add_argument("--system", default=None, help="system message (with --chat)")
     _common(g); _speculative_opt(g)
     c = sub.add_parser("chat", help="interactive chat (/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply)")
+    _model_positional(c)
     c.add_argument("--system", default=None, help="system message")
     _common(c); _speculative_opt(c)
     q = sub.add_parser("quantize", help="quantize a model's linear layers to int8/int4 and save it to a directory")
@@ -168,10 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("output", help="the directory to write (config.json, model.safetensors, tokenizer)")
     q.add_argument("--bits", type=int, default=8, help="8 or 4 bits; both in groups of --group weights per row (one scale each; 4 bits also a minimum)")
     q.add_argument("--group", type=int, default=32, help="weights per scale along each row: 32, 64 or 128 (default 32)")
-    x = sub.add_parser("perplexity", help="perplexity of a model on a text file (windows of --ctx, second half of each scored)")
+    x = sub.add_parser("perplexity", help="perplexity of a model on a text file (windows of -c/--ctx-size, second half of each scored)")
     x.add_argument("--file", default=None, help="a UTF-8 text file (default: a short story shipped with xllm, 972 tokens for SmolLM2)")
-    x.add_argument("--ctx", type=int, default=512, help="window length in tokens (default 512)")
-    _model_opts(x)
+    x.add_argument("-c", "--ctx-size", "--ctx", dest="ctx", type=int, default=512, metavar="N", help="window length in tokens, as llama-perplexity's -c (default 512)")
+    _model_opts(x, context=False, template=False)
     b = sub.add_parser("bench", help="measure xllm: throughput of many requests through the continuous-batching engine (default), decode, prefill, host, server")
     b.add_argument("suite", nargs="?", choices=SUITES, default=None,
                    help="what to measure (default throughput; see notebook 20): decode / prefill one stream (tg / pp), host: the engine's work per step "
@@ -190,16 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--chat", action="store_true", help="wrap each prompt as a user message in the chat template")
     b.add_argument("--json", default=None, metavar="OUT", help="also save the result records: appended to OUT if it ends in .jsonl (as in bench/results/), else written as JSON")
     b.add_argument("--sequential", action="store_true", help="run the requests one at a time (each submitted when the previous one ends), for comparison")
-    b.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     b.add_argument("--random-weights", default=None, metavar="CONFIG", help="benchmark a model of this shape with random weights (fp16 unless --dtype), no download: a name (" + ", ".join(RANDOM_CONFIGS) + ") or a config.json; prompts are byte-tokenized unless --tokenizer")
     _engine_opts(b)
     _model_opts(b)
     v = sub.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, streaming) over the batching engine")
+    _model_positional(v)
     v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     v.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: a free one, named in the start-up line)")
     k = v.add_mutually_exclusive_group()
-    k.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every path but --public-endpoints (default: $XLLM_API_KEY, else no key); "
-                   "visible to other users in the process list: prefer XLLM_API_KEY or --api-key-file")
+    k.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every path but --public-endpoints (default: $XLLM_API_KEY, else $VLLM_API_KEY, "
+                   "else $LLAMA_API_KEY, else no key); visible to other users in the process list: prefer a variable or --api-key-file")
     k.add_argument("--api-key-file", default=None, metavar="FILE", help="read the API key from FILE (its first line)")
     v.add_argument("--shutdown-timeout", type=float, default=30, help="on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted; a second signal stops at once (default 30)")
     v.add_argument("--stall-timeout", type=float, default=30, help="abort a stream whose client reads nothing for this many seconds (default 30)")
@@ -222,12 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
     _model_opts(v)
     return p
 
-# %% ../nbs/21_cli.ipynb 16
+# %% ../nbs/21_cli.ipynb 17
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
               temperature=args.temperature, top_p=args.top_p, seed=args.seed)
     if args.top_k is not None: kw["top_k"] = args.top_k
+    for k in ("min_p", "repetition_penalty"):
+        if getattr(args, k, None) is not None: kw[k] = getattr(args, k)
     if args.stop: kw["stop"] = list(args.stop)
     if getattr(args, "ignore_eos", False): kw["ignore_eos"] = True
     return SamplingParams(**kw)
@@ -240,8 +282,33 @@ def _load(args):
     from xllm.llm import LLM
     kw = {k: getattr(args, k) for k in _ENGINE_ARGS if getattr(args, k, None) is not None}
     if getattr(args, "tensor_parallel_size", 1) != 1: kw["tensor_parallel_size"] = args.tensor_parallel_size   # notebook 13a
-    try: return LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
+    if getattr(args, "max_model_len", None) is not None: kw["max_model_len"] = args.max_model_len
+    try: llm = LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
+    except ValueError as e:                            # LLM names its keyword: said as the flag
+        if str(e).startswith("max_model_len"): raise _CLIError("--max-model-len" + _one_line(e)[len("max_model_len"):]) from None
+        raise
+    return _use_template(llm, args)
+
+def _read_chat_template(spec: str) -> str:
+    """`--chat-template`: a file's text, a built-in template by name, or (as vLLM allows) the template itself; compiled here, so a
+    bad one is one line before the model loads."""
+    from xllm import chat
+    p = Path(spec).expanduser()
+    if p.is_file():
+        try: src = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e: raise _CLIError(f"--chat-template {spec}: {getattr(e, 'strerror', None) or 'not UTF-8 text'}") from None
+    elif spec in chat._BUILTIN: src = chat._BUILTIN[spec]
+    elif "{{" in spec or "{%" in spec: src, spec = spec, "(the template given)"
+    else: raise _CLIError(f"--chat-template {spec}: no such file, nor a built-in template ({', '.join(chat._BUILTIN)}), nor a template (no {{{{ or {{%)")
+    try: chat.ChatTemplate(src)
+    except ValueError as e: raise _CLIError(f"--chat-template {spec}: {_one_line(e)}") from None
+    return src
+
+def _use_template(llm, args):
+    "Put --chat-template's source (read by main before the model loads) in `llm`'s tokenizer, where every chat prompt is rendered from."
+    if (src := getattr(args, "chat_template_source", None)) is not None: llm.tokenizer.chat_template = src
+    return llm
 
 def _lstrip_first(deltas):
     "Drop the whitespace a reply starts with (the space that follows the prompt's last token, for SentencePiece models)."
@@ -255,7 +322,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 18
+# %% ../nbs/21_cli.ipynb 19
 def _utf8(s: str, what: str) -> str:
     "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
     try: s.encode("utf-8")
@@ -285,7 +352,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 20
+# %% ../nbs/21_cli.ipynb 21
 def _chat_reply(llm, history, params, out):
     "Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted)."
     saved, dropped = list(history), 0
@@ -310,7 +377,7 @@ def _chat_reply(llm, history, params, out):
     _write(out, "\n")
     return "".join(parts)
 
-# %% ../nbs/21_cli.ipynb 21
+# %% ../nbs/21_cli.ipynb 22
 def cmd_chat(args, inp=None, out=None) -> int:
     "Interactive chat on stdin/stdout."
     inp, out = inp or sys.stdin, out or sys.stdout
@@ -345,7 +412,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
 
-# %% ../nbs/21_cli.ipynb 24
+# %% ../nbs/21_cli.ipynb 25
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -356,19 +423,22 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 25
+# %% ../nbs/21_cli.ipynb 26
+KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
+
 def _api_key(args) -> str | None:
-    "The server's key: --api-key, else the first line of --api-key-file, else $XLLM_API_KEY, else None (no key)."
+    "The server's key: --api-key, else the first line of --api-key-file, else the first of `KEY_VARIABLES` that is set, else None (no key)."
     if args.api_key_file is not None:
         try: key = Path(args.api_key_file).expanduser().read_text(encoding="utf-8").splitlines()[:1]
         except (OSError, UnicodeDecodeError) as e: raise _CLIError(f"--api-key-file {args.api_key_file}: {getattr(e, 'strerror', None) or e}") from None
         if not key or not key[0].strip(): raise _CLIError(f"--api-key-file {args.api_key_file}: the file holds no key (its first line is empty)")
         return key[0].strip()
-    key = args.api_key if args.api_key is not None else os.environ.get("XLLM_API_KEY")
-    if key is not None and not key.strip(): raise _CLIError("the API key is empty (--api-key or XLLM_API_KEY)")
+    if args.api_key is not None: what, key = "--api-key", args.api_key
+    else: what, key = next(((v, os.environ[v]) for v in KEY_VARIABLES if v in os.environ), (None, None))
+    if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 26
+# %% ../nbs/21_cli.ipynb 27
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -393,18 +463,46 @@ def cmd_serve(args, out=None) -> int:
                  limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None)
     return 0
 
-# %% ../nbs/21_cli.ipynb 27
+# %% ../nbs/21_cli.ipynb 28
+def _did_you_mean(parser, argv, message: str) -> str:
+    "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
+    import difflib
+    if not (m := re.match(r"unrecognized arguments: (--?[^\s=]+)", message)): return message
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    cmd = next((a for a in argv if a in subs), None)
+    opts = [s for a in (subs[cmd] if cmd else parser)._actions for s in a.option_strings]
+    close = difflib.get_close_matches(m[1], opts, n=1, cutoff=0.75)
+    return message + (f" (did you mean {close[0]}?)" if close else "")
+
+def _prepare(args):
+    """Checked and applied before any model loads: the model named once (MODEL or -m), generate's one positional, the counts,
+    --chat-template (read and compiled), --cpu-activations and --threads."""
+    if (pos := getattr(args, "model_pos", None)) is not None:
+        if args.model is not None: raise _CLIError(f"the model is named twice, as MODEL ({pos}) and as -m ({args.model}); give it once")
+        args.model = pos
+    if getattr(args, "extra", None):
+        raise _CLIError(f"generate takes one positional, the prompt, and got {len(args.extra) + 1}; the model goes in -m: xllm generate -m MODEL PROMPT")
+    for k, lo in (("max_tokens", 1), ("max_model_len", 2), ("threads", 1)):
+        if (v := getattr(args, k, None)) is not None and v < lo: raise _CLIError(f"--{k.replace('_', '-')} must be at least {lo}, got {v}")
+    if getattr(args, "chat_template", None) is not None: args.chat_template_source = _read_chat_template(args.chat_template)
+    if getattr(args, "cpu_activations", None): os.environ["XLLM_CPU_ACTIVATIONS"] = args.cpu_activations   # read where runners are built
+    if getattr(args, "threads", None) is not None:
+        import torch
+        torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
+
+# %% ../nbs/21_cli.ipynb 29
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:
     # spinning made decode 3-10x slower). OpenMP reads it when torch loads, which is after this line; set OMP_WAIT_POLICY to override.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = parser.parse_args(argv)
+        try: args = parser.parse_args(argv)
+        except _CLIError as e: raise _CLIError(_did_you_mean(parser, argv, str(e))) from None
         if args.command is None: parser.print_help(sys.stderr); return 2
-        if getattr(args, "max_tokens", None) is not None and args.max_tokens < 1: raise _CLIError(f"--max-tokens must be at least 1, got {args.max_tokens}")
-        if getattr(args, "cpu_activations", None): os.environ["XLLM_CPU_ACTIVATIONS"] = args.cpu_activations   # read where runners are built
+        _prepare(args)
         return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench, "serve": cmd_serve}[args.command](args)
     except SystemExit as e:        # --help
         return e.code if isinstance(e.code, int) else 0
