@@ -7,8 +7,8 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SEND_CHUNK', 'HEALTH_POLL', 'DEAD_LINGER',
            'TRIM_EVERY', 'LOG_STATS_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError', 'to_sampling_params',
            'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected',
-           'Metrics', 'ServerLimits', 'LimitCounts', 'create_app', 'BackgroundServer', 'start_server', 'serve',
-           'launch']
+           'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'create_app', 'BackgroundServer', 'start_server',
+           'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -794,13 +794,15 @@ def _openapi(app, keyed: bool, model_name: str, public=frozenset({"/health"})) -
 HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
 DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
-def _public_paths(paths) -> frozenset:
-    "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/'."
+def public_paths(paths) -> frozenset:
+    "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/' (else `ValueError`)."
     if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
     paths = list(paths or ())
     for p in paths:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
+
+_public_paths = public_paths     # the CLI's name for it until it moves to the public one
 
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
@@ -925,7 +927,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if limits is not None and not isinstance(limits, ServerLimits): raise ValueError(f"limits must be a ServerLimits, got {type(limits).__name__}")
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
-    public = _public_paths(public_endpoints)
+    public = public_paths(public_endpoints)
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_path.name)
     st.limits = limits or st.limits
     CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len, st.why_max_len())
