@@ -10,7 +10,7 @@ from pathlib import Path
 from .sampling import SamplingParams
 
 # %% auto 0
-__all__ = ['DEFAULT_MODEL', 'PATH_MODEL', 'render_messages', 'ChatWidget']
+__all__ = ['DEFAULT_MODEL', 'PATH_MODEL', 'render_messages', 'ChatWidget', 'widgets_bundle', 'offline_widgets']
 
 # %% ../nbs/18_widgets.ipynb 6
 _STYLE = {"system": "#f3f3f3", "user": "#e8f0fe", "assistant": "#f1f8e9"}
@@ -28,6 +28,11 @@ def render_messages(messages: list[dict], partial: str | None = None) -> str:
 # %% ../nbs/18_widgets.ipynb 9
 DEFAULT_MODEL = "default model (SmolLM2-135M-Instruct, Q4_1 GGUF)"
 PATH_MODEL = "model path…"
+
+def _template_note(llm) -> str:
+    "The line the status shows when `llm` has no chat template (`LLM.chat_template_note`, said once per model), else ''."
+    note = getattr(llm, "chat_template_note", lambda: None)()
+    return f"<br>{html.escape(note)}" if note else ""
 
 class ChatWidget:
     "A chat UI (ipywidgets) over `LLM.stream`: streams replies in a background thread; Stop, Reset, model picker, sampling sliders."
@@ -61,7 +66,7 @@ class ChatWidget:
         self.ui = W.VBox([W.HBox([self.picker, self.model_path, self.tokenizer_path, self.load_button]),
                           W.HBox([self.temperature, self.top_p, self.max_tokens]), self.system, self.view, self.status,
                           W.HBox([self.text, self.send_button, self.stop_button, self.reset_button])])
-        if llm is not None: self._set_status(f"model: {html.escape(repr(llm))}")
+        if llm is not None: self._set_status(f"model: {html.escape(repr(llm))}{_template_note(llm)}")
         elif load: self.load_click()
 
     def _repr_mimebundle_(self, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
@@ -121,7 +126,7 @@ def _load(self, model, tok):
         t0 = time.perf_counter()
         llm = LLM(model, tokenizer=tok, device=self.device)
         self.llm = llm
-        self._set_status(f"model: {html.escape(repr(llm))} (loaded in {time.perf_counter() - t0:.1f} s)")
+        self._set_status(f"model: {html.escape(repr(llm))} (loaded in {time.perf_counter() - t0:.1f} s){_template_note(llm)}")
     except Exception as e:
         self._set_status(f"could not load {html.escape(str(model or 'the default model'))}: {html.escape(type(e).__name__)}: {html.escape(str(e))}", error=True)
     finally: self._done()
@@ -210,3 +215,118 @@ def reset_click(self, b=None):
 
 ChatWidget.params, ChatWidget.messages, ChatWidget.send_click, ChatWidget._open_stream = params, messages, send_click, _open_stream
 ChatWidget._generate, ChatWidget.stop_click, ChatWidget.reset_click = _generate, stop_click, reset_click
+
+# %% ../nbs/18_widgets.ipynb 44
+_OFFLINE_JS = r"""(function () {
+  "use strict";
+  var STATE = 'script[type="application/vnd.jupyter.widget-state+json"]', VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]';
+  var CSS = ".jupyter-widgets-disconnected::before{content:none!important}"    /* a page has no kernel: no "disconnected" mark on every widget */
+          + ".jupyter-widgets i.fa{display:none}"                                /* icons need Font Awesome, which is not in the page */
+          + ".xllm-offline-note{color:#777;font:11px sans-serif;margin:2px 0 6px}";
+  function widgets() {
+    // The bundle is an AMD module for the classic notebook: evaluate it with stand-ins for the notebook modules it asks for
+    // (no kernel, no menus), then run its load_ipython_extension, which injects the widgets' CSS and registers nothing else.
+    var mod, noop = function () {}, on = { on: noop }, prev = window.requirejs;
+    var stubs = { "base/js/namespace": { notebook: { container: on } }, "base/js/events": on,
+                  "notebook/js/outputarea": { OutputArea: { prototype: { register_mime_type: noop } } } };
+    var define = function (deps, factory) { mod = factory({ config: function () { return {}; } }); };
+    define.amd = true;
+    var requirejs = function (deps, cb) { if (deps.length === 3 && deps[0] === "base/js/namespace") cb.apply(null, deps.map(function (d) { return stubs[d]; })); };
+    requirejs.config = noop;
+    window.requirejs = requirejs;
+    try {
+      (function (define, Jupyter) {
+/*BUNDLE*/
+      })(define, { version: "6.5.4" });
+      mod.load_ipython_extension();
+    } finally { if (prev === undefined) delete window.requirejs; else window.requirejs = prev; }
+    return mod;   // the exports of @jupyter-widgets/base, /controls and /output
+  }
+  function Manager(W) { this.W = W; this._models = {}; }   // the part of @jupyter-widgets/base-manager's ManagerBase a static page needs
+  Manager.prototype = {
+    loadClass: function (name, module) {
+      var cls = /^@jupyter-widgets\/(base|controls|output)$/.test(module) ? this.W[name] : undefined;
+      return cls ? Promise.resolve(cls) : Promise.reject(new Error(module + " " + name + " is not one of ipywidgets' own widgets"));
+    },
+    get_model: function (id) { return this._models[id] || Promise.reject(new Error("no saved state for widget " + id)); },
+    has_model: function (id) { return this._models[id] !== undefined; },
+    callbacks: function () { return {}; },
+    setViewOptions: function (o) { return o || {}; },
+    resolveUrl: function (u) { return Promise.resolve(u); },
+    inline_sanitize: function (s) { var d = document.createElement("div"); d.textContent = s; return d.innerHTML; },
+    set_state: function (state) {
+      var self = this, W = this.W, all = state.state || {};
+      Object.keys(all).forEach(function (id) {   // every model's promise is registered before any is built: children are looked up by id
+        var m = all[id], st = m.state || {};
+        if (m.buffers && m.buffers.length) W.put_buffers(st, m.buffers.map(function (b) { return b.path; }), m.buffers.map(function (b) {
+          var s = atob(b.data), a = new Uint8Array(s.length);
+          for (var i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
+          return new DataView(a.buffer);
+        }));
+        self._models[id] = self.loadClass(m.model_name, m.model_module).then(function (Model) {
+          return Model._deserialize_state(st, self).then(function (attrs) {
+            var model = new Model(attrs, { widget_manager: self, model_id: id });
+            model.name = m.model_name; model.module = m.model_module;
+            return model;
+          });
+        });
+      });
+      return Promise.all(Object.keys(all).map(function (id) { return self._models[id].catch(function (e) { return e; }); }));
+    },
+    create_view: function (model, options) {
+      var self = this, id = this.W.uuid();
+      var p = model.state_change = model.state_change.then(function () {
+        return self.loadClass(model.get("_view_name"), model.get("_view_module")).then(function (View) {
+          var view = new View({ model: model, options: self.setViewOptions(options) });
+          view.listenTo(model, "destroy", view.remove);
+          return Promise.resolve(view.render()).then(function () {
+            view.once("remove", function () { if (model.views) delete model.views[id]; });
+            return view;
+          });
+        });
+      });
+      if (model.views) model.views[id] = p;
+      return p;
+    }
+  };
+  function draw() {
+    var states = document.querySelectorAll(STATE);
+    if (!states.length) return;   // a live notebook (Jupyter draws the widgets) or a page without saved widgets
+    var W = widgets(), style = document.createElement("style");
+    style.textContent = CSS; document.head.appendChild(style);
+    Array.prototype.forEach.call(states, function (tag) {
+      var mgr = new Manager(W), state = JSON.parse(tag.textContent);
+      tag.type += ";drawn";   // the page's CDN loader, should it get through, finds nothing left to draw
+      mgr.set_state(state).then(function () {
+        Array.prototype.forEach.call(document.querySelectorAll(VIEW), function (vt) {
+          var id = JSON.parse(vt.textContent).model_id;
+          if (!mgr.has_model(id) || !vt.parentElement) return;
+          vt.type += ";drawn";
+          var host = document.createElement("div"), note = document.createElement("div");
+          host.className = "widget-subarea"; note.className = "xllm-offline-note";
+          note.textContent = "the widget as the run left it; this page has no kernel behind it, so it does not respond";
+          vt.parentElement.insertBefore(host, vt); vt.parentElement.insertBefore(note, vt);
+          mgr.get_model(id).then(function (model) { return mgr.create_view(model); })
+            .then(function (view) { W.JupyterLuminoWidget.attach(view.luminoWidget, host); })
+            .catch(function (e) { host.textContent = "[widget " + id.slice(0, 8) + ": " + e.message + "]"; });
+        });
+      });
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw); else draw();
+})();"""
+
+def widgets_bundle() -> Path:
+    "The JavaScript of ipywidgets' widgets as the installed `widgetsnbextension` (an ipywidgets dependency) ships it for the classic notebook."
+    import widgetsnbextension
+    p = Path(widgetsnbextension.__file__).parent / "static" / "extension.js"
+    if not p.exists(): raise FileNotFoundError(f"{p}: widgetsnbextension without its JavaScript; reinstall ipywidgets")
+    return p
+
+def offline_widgets():
+    """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
+    the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
+    from IPython.display import HTML
+    bundle = re.sub(r"//# sourceMappingURL=\S*", "", widgets_bundle().read_text(encoding="utf-8"))   # the map is not in the page
+    js = re.sub(r"(?i)</(script)", r"<\\/\1", _OFFLINE_JS.replace("/*BUNDLE*/", bundle))               # nothing ends the <script> early
+    return HTML(f'<script data-xllm="offline-widgets">{js}</script>')
