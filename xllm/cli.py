@@ -4,14 +4,15 @@
 
 # %% ../nbs/21_cli.ipynb 3
 from __future__ import annotations
-import argparse, io, os, re, sys
+import argparse, io, os, re, sys, time
 from pathlib import Path
 from . import __version__
 from .stand_ins import RANDOM_CONFIGS   # (torch is imported only where a command needs it: main sets OMP_WAIT_POLICY first)
 
 # %% auto 0
-__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'HELP_EPILOG', 'KEY_VARIABLES', 'cmd_quantize', 'cmd_perplexity', 'cmd_bench',
-           'parse_bytes', 'parse_speculative', 'build_parser', 'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'HELP_EPILOG', 'MULTILINE', 'CHAT_HELP', 'KEY_VARIABLES', 'cmd_quantize',
+           'cmd_perplexity', 'cmd_bench', 'parse_bytes', 'parse_speculative', 'build_parser', 'cmd_generate',
+           'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/21_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -353,9 +354,21 @@ def cmd_generate(args, out=None) -> int:
     return 0
 
 # %% ../nbs/21_cli.ipynb 21
-def _chat_reply(llm, history, params, out):
-    "Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted)."
-    saved, dropped = list(history), 0
+class _ChatStats:
+    "What `xllm chat` says on exit: its replies, their tokens and time, and the time to each reply's first token."
+    def __init__(self): self.turns, self.tokens, self.seconds, self.ttft = 0, 0, 0.0, 0.0
+    def add(self, tokens: int, seconds: float, ttft: float | None):
+        self.turns += 1; self.tokens += tokens; self.seconds += seconds; self.ttft += seconds if ttft is None else ttft
+    def summary(self) -> str:
+        rate = f"{self.tokens / self.seconds:.1f} tok/s" if self.seconds > 0 else "-- tok/s"
+        return (f"xllm chat: {self.turns} turn{'s' * (self.turns != 1)}, {self.tokens} tokens generated in {self.seconds:.2f} s ({rate}), "
+                f"first token after {self.ttft / max(self.turns, 1):.2f} s on average")
+
+def _chat_reply(llm, history, params, out, stats=None):
+    """Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted).
+    `stats`: a `_ChatStats` that gets the reply's tokens (a stopped reply's: its text re-encoded) and times."""
+    saved, dropped, t0 = list(history), 0, time.perf_counter()
+    llm.last_stream_output = None                       # set by the stream when it ends
     while True:
         try:
             gen = llm.stream(history, params)
@@ -367,19 +380,89 @@ def _chat_reply(llm, history, params, out):
                 history[:] = saved; raise
             del history[first:first + 2]; dropped += 1
     if dropped: print(f"xllm: note: the conversation is longer than the context; dropped the oldest {dropped} exchange(s)", file=sys.stderr)
-    parts = []
+    parts, first = [], None
     try:
         for delta in _lstrip_first(gen):
+            if first is None: first = time.perf_counter() - t0
             parts.append(delta); _write(out, delta)
     except KeyboardInterrupt:
         gen.close()
         _write(out, " [stopped]")
     _write(out, "\n")
-    return "".join(parts)
+    reply = "".join(parts)
+    if stats is not None:
+        done = llm.last_stream_output
+        stats.add(len(done.token_ids) if done is not None else len(llm.tokenizer.encode(reply)), time.perf_counter() - t0, first)
+    return reply
 
 # %% ../nbs/21_cli.ipynb 22
+MULTILINE = '"""'        # a line of it starts a message of several lines; another ends it
+CHAT_HELP = ('/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply; a line of """ starts a message of several '
+             'lines and another ends it')
+
+def _reader(inp, out):
+    """`(read, readline)`: `read(prompt)` gives the next line ('' at end of input). On a terminal it is `input()` with the stdlib
+    `readline`'s line editing (the history is added to by the chat, not by readline); else `inp.readline()` after writing the prompt."""
+    if inp is sys.stdin and inp.isatty():
+        try: import readline
+        except ImportError: readline = None                # a Python built without it: input() still reads, without editing
+        if readline is not None: readline.set_auto_history(False)
+        def read(prompt):
+            try: return input(prompt) + "\n"
+            except EOFError: return ""
+        return read, readline
+    def read(prompt):
+        _write(out, prompt); return inp.readline()
+    return read, None
+
+def _read_message(read) -> tuple[str, bool] | None:
+    "`(text, several_lines)`: one line, or the lines between two lines of `\"\"\"` (end of input inside one ends it); None at end of input."
+    line = read("> ")
+    if not line: return None
+    if line.strip() != MULTILINE: return line, False
+    lines = []
+    while (more := read("... ")) and more.strip() != MULTILINE: lines.append(more)
+    return "".join(lines), True
+
+def _remember(readline, text: str):
+    "Add a message to readline's history (Up recalls it), unless it is the last one there."
+    if readline is None: return
+    n = readline.get_current_history_length()
+    if n == 0 or readline.get_history_item(n) != text: readline.add_history(text)
+
+# %% ../nbs/21_cli.ipynb 23
+def _chat_loop(llm, system, params, read, readline, out, stats) -> int:
+    history = list(system)
+    while True:
+        try: got = _read_message(read)
+        except KeyboardInterrupt:
+            _write(out, "\n"); return 0
+        except UnicodeDecodeError:                          # a strict stdin: a line of other bytes is said, and the chat goes on
+            print("xllm: error: the line is not UTF-8 text", file=sys.stderr); continue
+        if got is None: _write(out, "\n"); return 0      # EOF
+        text, block = got
+        try: _utf8(text, "the message" if block else "the line")
+        except _CLIError as e:
+            print(f"xllm: error: {e}", file=sys.stderr); continue
+        msg = text.strip()
+        if not msg: continue
+        _remember(readline, msg)
+        if not block:                                       # commands are single lines
+            if msg in ("/exit", "/quit"): return 0
+            if msg == "/reset":
+                history = list(system); _write(out, "(history cleared)\n"); continue
+            if msg == "/help":
+                _write(out, CHAT_HELP + ("; Up and Down recall earlier messages" if readline else "") + "\n"); continue
+            if msg.startswith("/") and " " not in msg and "\n" not in msg:
+                _write(out, f"unknown command {msg}; commands: /reset, /help, /exit\n"); continue
+        history.append({"role": "user", "content": msg})
+        try: reply = _chat_reply(llm, history, params, out, stats)
+        except ValueError as e:
+            history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
+        history.append({"role": "assistant", "content": reply})
+
 def cmd_chat(args, inp=None, out=None) -> int:
-    "Interactive chat on stdin/stdout."
+    "Interactive chat on stdin/stdout (line editing and history on a terminal); a timing summary on stderr at the end."
     inp, out = inp or sys.stdin, out or sys.stdout
     try: inp.reconfigure(errors="surrogateescape")     # a strict stdin would drop the lines read with a bad one
     except (AttributeError, io.UnsupportedOperation): pass  # not a text file, or one already read from: as it is
@@ -387,32 +470,15 @@ def cmd_chat(args, inp=None, out=None) -> int:
     llm = _load(args)
     _template_note(llm)
     system = [{"role": "system", "content": _utf8(args.system, "--system")}] if args.system else []
-    history = list(system)
+    read, readline = _reader(inp, out)
     print(f"xllm chat: {llm.model_path.name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}, runner {llm.runner_reason}). "
-          "/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply.", file=sys.stderr)
-    while True:
-        try:
-            _write(out, "> ")
-            line = _utf8(inp.readline(), "the line")
-        except KeyboardInterrupt:
-            _write(out, "\n"); return 0
-        except (UnicodeDecodeError, _CLIError) as e:                   # a line of other bytes: said, and the chat goes on
-            print(f"xllm: error: {e if isinstance(e, _CLIError) else 'the line is not UTF-8 text'}", file=sys.stderr); continue
-        if not line: _write(out, "\n"); return 0      # EOF
-        line = line.strip()
-        if not line: continue
-        if line in ("/exit", "/quit"): return 0
-        if line == "/reset":
-            history = list(system); _write(out, "(history cleared)\n"); continue
-        if line.startswith("/") and " " not in line:
-            _write(out, f"unknown command {line}; commands: /reset, /exit\n"); continue
-        history.append({"role": "user", "content": line})
-        try: reply = _chat_reply(llm, history, params, out)
-        except ValueError as e:
-            history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
-        history.append({"role": "assistant", "content": reply})
+          + CHAT_HELP + ("; Up and Down recall earlier messages." if readline else "."), file=sys.stderr)
+    stats = _ChatStats()
+    try: return _chat_loop(llm, system, params, read, readline, out, stats)
+    finally:
+        if stats.turns: print(stats.summary(), file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 25
+# %% ../nbs/21_cli.ipynb 26
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -423,7 +489,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 26
+# %% ../nbs/21_cli.ipynb 27
 KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
 
 def _api_key(args) -> str | None:
@@ -438,7 +504,7 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 27
+# %% ../nbs/21_cli.ipynb 28
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -463,7 +529,7 @@ def cmd_serve(args, out=None) -> int:
                  limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None)
     return 0
 
-# %% ../nbs/21_cli.ipynb 28
+# %% ../nbs/21_cli.ipynb 29
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -490,7 +556,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 29
+# %% ../nbs/21_cli.ipynb 30
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:
