@@ -928,7 +928,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
     public = public_paths(public_endpoints)
-    st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_path.name)
+    st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_name)   # a Hugging Face id as given, else the file's name
     st.limits = limits or st.limits
     CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len, st.why_max_len())
 
@@ -1344,7 +1344,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     sock = _socket(server.config)
     port = sock.getsockname()[1]
     if server.cap_note: print(f"xllm: note: {server.cap_note}", file=sys.stderr, flush=True)
-    print(f"xllm: serving {llm.model_path.name} as {app.state.xllm.model_name!r} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
+    print(f"xllm: serving {llm.model_name} as {app.state.xllm.model_name!r} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
     import signal
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):     # a closed terminal: as SIGTERM
         signal.signal(signal.SIGHUP, lambda sig, frame: server.handle_exit(signal.SIGTERM, frame))
