@@ -22,6 +22,11 @@ requirements = shlex.split(cfg.get('requirements', ''))
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+# xllm[notebooks]: what it takes to run the notebooks in Jupyter or with `jupyter nbconvert --execute`: Jupyter, and nbdev's stack at
+# the versions the notebooks are written for (nbdev 2.3 reads this settings.ini, which nbdev 3 refuses; it imports pkg_resources,
+# gone from setuptools 82 and deprecated with a warning before, so setuptools<81 comes along, as that warning advises: pip downgrades
+# a newer one), plus the libraries the notebooks compare with.
+notebooks_requirements = shlex.split(cfg.get('notebooks_requirements', ''))
 # CuPy is built per CUDA major version; install the extra that matches the CUDA of your driver and torch (nvidia-smi's
 # "CUDA Version", torch.version.cuda): xllm[cuda13] for CUDA 13 (torch +cu130, as on the H200 image), xllm[cuda12] for CUDA 12.
 # xllm[cuda] is xllm[cuda12], as it always was. Install one of them: the two CuPy builds conflict.
@@ -44,7 +49,7 @@ setuptools.setup(
                            'csrc/*/*']},               # the kernels' C++ and CUDA sources, compiled at first use
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'cuda': cuda12_requirements, 'cuda12': cuda12_requirements, 'cuda13': cuda13_requirements,
-                    'widgets': ['ipywidgets'],
+                    'widgets': ['ipywidgets'], 'notebooks': notebooks_requirements,
                     'hub': ['huggingface_hub>=0.23']},   # models by Hugging Face id: LLM("owner/name"), xllm -m owner/name (downloads)
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
