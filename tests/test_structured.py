@@ -134,3 +134,63 @@ def test_stream_and_fields(client, llm):
     out = llm.generate(["Name a colour:"], SamplingParams(temperature=0.9, seed=1, max_tokens=10,
                                                            structured_outputs=StructuredOutputsParams(choice=["red", "green", "blue"])), use_tqdm=False)
     assert out[0].outputs[0].text in ("red", "green", "blue")
+
+
+class Population(BaseModel):
+    population_millions: float
+
+
+@pytest.mark.parametrize("question", ["Population of the Earth in millions, as JSON.", "How many people live on Earth, in millions?"])
+def test_number_literal_ends(client, question):
+    "Issue 40: a float field at temperature 0 wrote digits until max_tokens (LengthFinishReasonError); bounded, it ends, and parses."
+    import xllm.grammar as G
+    ask = lambda: client.chat.completions.parse(model="m", messages=[{"role": "user", "content": question}], response_format=Population,
+                                                temperature=0, max_tokens=64).choices[0]
+    saved, G.grammar_cache = G.grammar_cache, G.GrammarCache(number_bounds=False)   # the schema compiled as it is: the old behaviour
+    try:
+        with pytest.raises(openai.LengthFinishReasonError): ask()
+    finally: G.grammar_cache = saved
+    ch = ask()
+    assert ch.finish_reason == "stop", ch
+    assert abs(ch.message.parsed.population_millions) < 10 ** G.JSON_INT_DIGITS, ch.message.content
+    assert len(ch.message.content) < 60, ch.message.content
+
+
+def test_number_literals_bounded():
+    """The grammar of a schema's numbers, byte by byte (a byte tokenizer): random numbers within JSON_INT_DIGITS integer digits and
+    JSON_FRACTION_DIGITS decimals pass wherever a number may stand (a typed field, an integer, an untyped value, json_object's values
+    at any depth, an allOf); one digit more, one decimal more or an exponent is refused; the schema's own bounds are kept."""
+    import random
+    from xllm.grammar import JSON_FRACTION_DIGITS as F, JSON_INT_DIGITS as N, GrammarCache
+    from xllm.stand_ins import byte_tokenizer
+    bt, cache, plain = byte_tokenizer(), GrammarCache(), GrammarCache(number_bounds=False)
+    def takes(schema, text, c=cache):
+        g = c.get(bt, StructuredOutputsParams(json=schema) if schema != "object" else StructuredOutputsParams(json_object=True))
+        for b in text.encode():
+            if g.done or g.m.is_error() or not g.m.consume_token(b): return False
+        return g.accepting
+    rnd = random.Random(0)
+    def number(int_digits, frac_digits=0, sign=True):
+        i = "0" if int_digits == 0 else str(rnd.randint(1, 9)) + "".join(rnd.choices("0123456789", k=int_digits - 1))
+        text = i + ("." + "".join(rnd.choices("0123456789", k=frac_digits)) if frac_digits else "")
+        return ("-" if sign and rnd.random() < 0.5 and float(text) != 0 else "") + text   # (-0 is written 0: llguidance's ranges)
+    places = {"number": ({"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}, '{"x":%s}'),
+              "untyped": ({"type": "object", "properties": {"x": {}}, "required": ["x"]}, '{"x":%s}'),
+              "json_object": ("object", '{"a":[1,{"b":[%s]}]}'),
+              "extra property": ({"type": "object", "properties": {"a": {"type": "string"}}}, '{"a":"s","x":%s}'),
+              "allOf": ({"allOf": [{"type": "object", "properties": {"x": {"type": "number"}}}, {"required": ["x"]}]}, '{"x":%s}')}
+    for name, (schema, doc) in places.items():
+        for _ in range(60):
+            good = number(rnd.randint(0, N), rnd.choice([0, rnd.randint(1, F)]))
+            assert takes(schema, doc % good), (name, good)
+            for bad in (number(rnd.randint(N + 1, N + 4), rnd.randint(0, F)), number(rnd.randint(0, N), rnd.randint(F + 1, F + 4)),
+                        number(rnd.randint(1, 3), rnd.randint(0, 3)) + rnd.choice(["e5", "E-3", "e+12"])):
+                assert not takes(schema, doc % bad), (name, bad)
+                assert takes(schema, doc % bad, plain), (name, bad)            # what the schema alone allows
+    integer = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert takes(integer, '{"n":-%s}' % ("9" * N)) and not takes(integer, '{"n":1%s}' % ("0" * N)) and not takes(integer, '{"n":1.5}')
+    own = {"type": "object", "properties": {"big": {"type": "integer", "minimum": 0, "maximum": 10 ** 18},
+                                            "cents": {"type": "number", "multipleOf": 0.01, "minimum": -1e17, "maximum": 1e17}}}
+    assert takes(own, '{"big":%s,"cents":-%s.25}' % (10 ** 18, "9" * 17)) and not takes(own, '{"big":1,"cents":0.125}')
+    lits = {"type": "object", "properties": {"k": {"enum": [10 ** 18, 0.123456789012345]}}, "required": ["k"]}
+    assert takes(lits, '{"k":%d}' % 10 ** 18) and takes(lits, '{"k":0.123456789012345}')

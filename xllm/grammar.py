@@ -4,7 +4,7 @@
 
 # %% ../nbs/08a_grammar.ipynb 4
 from __future__ import annotations
-import os, sys, threading, time, weakref
+import copy, os, sys, threading, time, weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -13,10 +13,10 @@ import torch
 from .sampling import StructuredOutputsParams
 
 # %% auto 0
-__all__ = ['JSON_OPTIONS', 'MAX_GRAMMAR_SIZE', 'INITIAL_LEXER_FUEL', 'STEP_LEXER_FUEL', 'MAX_LEXER_STATES', 'STEP_MAX_ITEMS',
-           'MAX_ITEMS_IN_ROW', 'grammar_cache', 'GRAMMAR_TOKEN_MS', 'GRAMMAR_REQUEST_S', 'GrammarError',
-           'grammar_tokenizer', 'grammar_source', 'parser_limits', 'GrammarCache', 'Grammar', 'fill_masks',
-           'grammar_masks', 'mask_threads', 'unpack_mask', 'masked_logits']
+__all__ = ['JSON_OPTIONS', 'JSON_INT_DIGITS', 'JSON_FRACTION_DIGITS', 'MAX_GRAMMAR_SIZE', 'INITIAL_LEXER_FUEL', 'STEP_LEXER_FUEL',
+           'MAX_LEXER_STATES', 'STEP_MAX_ITEMS', 'MAX_ITEMS_IN_ROW', 'grammar_cache', 'GRAMMAR_TOKEN_MS',
+           'GRAMMAR_REQUEST_S', 'GrammarError', 'grammar_tokenizer', 'grammar_source', 'bound_numbers', 'parser_limits',
+           'GrammarCache', 'Grammar', 'fill_masks', 'grammar_masks', 'mask_threads', 'unpack_mask', 'masked_logits']
 
 # %% ../nbs/08a_grammar.ipynb 6
 def _llg():
@@ -77,20 +77,99 @@ def grammar_tokenizer(tokenizer):
 # %% ../nbs/08a_grammar.ipynb 9
 JSON_OPTIONS = {"whitespace_flexible": False}   # compact JSON: no whitespace between tokens a small model could repeat forever
 
-def grammar_source(so: StructuredOutputsParams) -> str:
-    "The llguidance grammar (its JSON text) for a `StructuredOutputsParams`."
+def grammar_source(so: StructuredOutputsParams, number_bounds: bool = True) -> str:
+    """The llguidance grammar (its JSON text) for a `StructuredOutputsParams`. A JSON schema's numbers are bounded first
+    (`bound_numbers`, below) unless `number_bounds` is False."""
     llg, k = _llg(), so.kind
     M = llg.LLMatcher
+    bound = bound_numbers if number_bounds else (lambda s: s)
     try:
-        if k == "json": return M.grammar_from_json_schema(so.json, defaults=dict(JSON_OPTIONS))
-        if k == "json_object": return M.grammar_from_json_schema({"type": "object"}, defaults=dict(JSON_OPTIONS))
+        if k == "json": return M.grammar_from_json_schema(bound(so.json), defaults=dict(JSON_OPTIONS))
+        if k == "json_object": return M.grammar_from_json_schema(bound({"type": "object"}), defaults=dict(JSON_OPTIONS))
         if k == "regex": return M.grammar_from_regex(so.regex)
         if k == "choice": return llg.grammar_from("choice", so.choice)
         return llg.grammar_from("grammar", so.grammar)       # Lark, or GBNF converted to Lark
     except (ValueError, TypeError, RuntimeError) as e: raise GrammarError(f"structured_outputs.{k}: {e}") from None
+    except RecursionError: raise GrammarError(f"structured_outputs.{k}: the schema is nested too deeply") from None
 
 
 # %% ../nbs/08a_grammar.ipynb 11
+JSON_INT_DIGITS = 15         # digits of an integer or of a number's integer part, unless the schema bounds it: every integer of 15 digits
+                             # is exact in a double (2^53 ~ 9.007e15), and 15 is a double's DBL_DIG (the significant digits it keeps)
+JSON_FRACTION_DIGITS = 10    # digits after a number's point, unless the schema has a multipleOf: 1e-10 is the finest step llguidance's
+                             # multipleOf takes (it reads it from a double; 1e-11 comes out with 17 digits, which it refuses)
+_ANY_VALUE = "xllm_any_value"   # the $defs entry bound_numbers adds: any JSON value, with bounded numbers
+_TYPES = ("null", "boolean", "number", "integer", "string", "array", "object")
+_ANNOTATIONS = {"$schema", "$id", "id", "$anchor", "$defs", "definitions", "$comment", "title", "description", "default", "examples",
+                "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding"}
+
+def _num(v): return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+def _places(s: dict):
+    "Where schema `s` holds subschemas, as (container, key) pairs: the keywords llguidance compiles, and `$defs`."
+    for k in ("properties", "patternProperties", "$defs", "definitions"):
+        if isinstance(s.get(k), dict): yield from ((s[k], n) for n in s[k])
+    for k in ("anyOf", "oneOf", "allOf", "prefixItems", "items"):
+        if isinstance(s.get(k), list): yield from ((s[k], i) for i in range(len(s[k])))
+    for k in ("additionalProperties", "additionalItems", "items"):
+        if k in s and not isinstance(s[k], list): yield s, k
+
+def _intersects(s, root: bool = True) -> bool:
+    """True if llguidance would intersect parts of schema `s` (an `allOf`, or a `$ref`, `anyOf` or `oneOf` beside other keywords),
+    where a recursive `$ref` on both sides never ends, or if a nested `$id` changes what `#/$defs/...` means."""
+    if not isinstance(s, dict): return False
+    if not root and isinstance(s.get("$id", s.get("id")), str): return True
+    if "allOf" in s: return True
+    if any(k in s for k in ("$ref", "anyOf", "oneOf")) and set(s) - _ANNOTATIONS - {"$ref", "anyOf", "oneOf"}: return True
+    return any(_intersects(c[k], False) for c, k in _places(s))
+
+def _bound(s: dict, types: set | None):
+    """Add to schema `s`, which may be a number (of `types`; None: untyped), the bounds it lacks: -10^JSON_INT_DIGITS < x <
+    10^JSON_INT_DIGITS, and unless it is an integer, a multipleOf of 10^-JSON_FRACTION_DIGITS."""
+    hi, step, number = 10.0 ** JSON_INT_DIGITS, 10.0 ** -JSON_FRACTION_DIGITS, types is None or "number" in types
+    lo_own = max((v for v in map(_num, (s.get("minimum"), s.get("exclusiveMinimum"))) if v is not None), default=None)
+    hi_own = min((v for v in map(_num, (s.get("maximum"), s.get("exclusiveMaximum"))) if v is not None), default=None)
+    add_lo = lo_own is None and (hi_own is None or hi_own > -hi)        # (a side the schema puts past the bound keeps its own range)
+    add_hi = hi_own is None and (lo_own is None or lo_own < hi)
+    if number and _num(s.get("multipleOf")) is None: s["multipleOf"] = step
+    if number and add_lo and add_hi and not any(k in s for k in ("$ref", "anyOf", "oneOf", "allOf")):
+        # llguidance's range across 0 refuses a trailing zero between -1 and 0 ("-0.50"); two ranges of one sign each do not
+        others = sorted((set(_TYPES) if types is None else types) - {"number", "integer"})
+        s["anyOf"] = [{"type": "number", "minimum": 0, "exclusiveMaximum": hi}, {"type": "number", "exclusiveMinimum": -hi, "maximum": -step}]
+        if others: s["anyOf"].append({"type": others})
+        return
+    if add_lo: s["exclusiveMinimum"] = -hi
+    if add_hi: s["exclusiveMaximum"] = hi
+
+def bound_numbers(schema):
+    """A copy of JSON schema `schema` whose number literals are bounded (`JSON_INT_DIGITS`, `JSON_FRACTION_DIGITS`) where the
+    schema does not bound them itself: every subschema that may be a number gets the bounds it lacks, and every "any value"
+    becomes a reference to one recursive definition of any value with bounded numbers (not in schemas llguidance intersects)."""
+    if schema is True: schema = {}
+    if not isinstance(schema, dict): return schema
+    schema, refs, used = copy.deepcopy(schema), not _intersects(schema), []
+    def any_value(): used.append(1); return {"$ref": f"#/$defs/{_ANY_VALUE}"}
+    def visit(s: dict):
+        for c, k in _places(s):
+            if c[k] is True and refs: c[k] = any_value()
+            elif isinstance(c[k], dict): visit(c[k])
+        t = s.get("type")
+        types = {t} if isinstance(t, str) else set(t) if isinstance(t, list) else None
+        if "const" in s or "enum" in s: return                                   # literals
+        if types is None and any(k in s for k in ("$ref", "anyOf", "oneOf", "allOf")): return   # what they refer to is bounded there
+        if types is None or types & {"number", "integer"}: _bound(s, types)
+        for k, t in (("additionalProperties", "object"), ("additionalItems" if isinstance(s.get("items"), list) else "items", "array")):
+            if refs and (types is None or t in types) and s.get(k, True) is True: s[k] = any_value()
+    visit(schema)
+    if used:
+        s = {"items": {"$ref": f"#/$defs/{_ANY_VALUE}"}, "additionalProperties": {"$ref": f"#/$defs/{_ANY_VALUE}"}}
+        _bound(s, None)
+        if not isinstance(schema.get("$defs"), dict): schema["$defs"] = {}
+        schema["$defs"][_ANY_VALUE] = s
+    return schema
+
+
+# %% ../nbs/08a_grammar.ipynb 14
 # llguidance's own bounds on one grammar's work (its `LLParserLimits`); "Bounded work" below runs legitimate grammars under them
 MAX_GRAMMAR_SIZE = 200_000       # symbols in a compiled grammar (llguidance's default is 500,000)
 INITIAL_LEXER_FUEL = 1_000_000   # work to build the lexer's first regexes (llguidance's default)
@@ -110,8 +189,10 @@ def parser_limits(**kw):
 
 class GrammarCache:
     """Compiled grammars by `(tokenizer, StructuredOutputsParams.key())`, least recently used dropped past `size`. `get` returns a
-    fresh matcher (a copy of the compiled one): compiling costs once per schema, not once per request. Thread-safe."""
-    def __init__(self, size: int = 256): self.size, self._d, self._lock, self.hits, self.misses = size, OrderedDict(), threading.Lock(), 0, 0
+    fresh matcher (a copy of the compiled one): compiling costs once per schema, not once per request. Thread-safe. JSON schemas'
+    numbers are bounded (`bound_numbers`) unless `number_bounds` is False."""
+    def __init__(self, size: int = 256, number_bounds: bool = True):
+        self.size, self.number_bounds, self._d, self._lock, self.hits, self.misses = size, number_bounds, OrderedDict(), threading.Lock(), 0, 0
 
     def compiled(self, tokenizer, so: StructuredOutputsParams):
         "The compiled matcher (not to be advanced: `get` hands out copies); `GrammarError` with the engine's message if it is refused."
@@ -122,7 +203,7 @@ class GrammarCache:
                 self._d.move_to_end(key); self.hits += 1
                 return m[1]
         llt = grammar_tokenizer(tokenizer)
-        m = _llg().LLMatcher(llt, grammar_source(so), log_level=0, limits=parser_limits())   # drops the GIL while it compiles
+        m = _llg().LLMatcher(llt, grammar_source(so, self.number_bounds), log_level=0, limits=parser_limits())   # drops the GIL while it compiles
         err = m.get_error() if m.is_error() else _first_step_error(m, llt.eos_tokens)
         if err: raise GrammarError(f"structured_outputs.{so.kind}: {_short(err)}")
         with self._lock:
@@ -159,7 +240,7 @@ def _short(msg: str, n: int = 500) -> str:
 
 grammar_cache = GrammarCache()
 
-# %% ../nbs/08a_grammar.ipynb 12
+# %% ../nbs/08a_grammar.ipynb 15
 GRAMMAR_TOKEN_MS = 50    # CPU (ms) one request's grammar may spend on one token: its mask and taking the token. The engine's step
                          # waits for every constrained row's mask, so this bounds what one grammar adds to every request's token gap
 GRAMMAR_REQUEST_S = 30   # CPU (s) one request's grammar may spend over its whole output: how long a grammar just under the
@@ -229,7 +310,7 @@ class Grammar:
     @property
     def accepting(self) -> bool: "True when the output so far is a complete match (EOS is allowed)."; return self.m.is_accepting()
 
-# %% ../nbs/08a_grammar.ipynb 14
+# %% ../nbs/08a_grammar.ipynb 17
 def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
     """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, computed on up
     to `mask_threads()` threads at once and each timed against its grammar's limits, and {index: GrammarError} for the grammars that
