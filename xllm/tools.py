@@ -113,8 +113,9 @@ def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> Structured
     alts = [{"type": "object", "properties": {"name": {"const": f["name"]}, key: f["parameters"]}, "required": ["name", key],
              "additionalProperties": False} for f in allowed]
     schema = {**(alts[0] if len(alts) == 1 else {"anyOf": alts}), "x-guidance": {"whitespace_flexible": False}}
-    if fmt == "llama3": return StructuredOutputsParams(json=schema)
-    return StructuredOutputsParams(grammar='start: "<tool_call>" call "</tool_call>"\ncall: %json ' + json.dumps(schema))
+    if fmt == "llama3": return StructuredOutputsParams(json=schema)        # numbers bounded where the schema is compiled (08a)
+    from xllm.grammar import bound_numbers                                  # a grammar's %json is not: bound its numbers here
+    return StructuredOutputsParams(grammar='start: "<tool_call>" call "</tool_call>"\ncall: %json ' + json.dumps(bound_numbers(schema)))
 
 
 # %% ../nbs/19a_tool_calls.ipynb 18
