@@ -137,3 +137,26 @@ def test_chat_line_editing_in_a_terminal(model):
     summary = [l for l in end.splitlines() if l.startswith("xllm chat: ")]
     assert len(summary) == 1 and re.fullmatch(r"xllm chat: 3 turns, \d+ tokens generated in [\d.]+ s \([\d.]+ tok/s\), first token after [\d.]+ s on average",
                                               summary[0].strip()), end
+
+
+def _default_model():
+    from xllm.core import default_model_path
+    try: return default_model_path(download=False)
+    except FileNotFoundError: pytest.skip("default model not in the cache")
+
+
+def test_quantize_says_what_an_already_quantized_source_gives(tmp_path):
+    """The default model is a Q4_1 GGUF: `--bits 4` keeps its layers as they are, `--bits 8` rounds their dequantized values again;
+    each says so in one line on stderr. `--group 128` does not divide its 576-weight rows: one line, before the model loads."""
+    import time
+    _default_model()
+    r = _run(["quantize", "default", str(tmp_path / "q8"), "--bits", "8"])
+    assert r.returncode == 0 and "wrote" in r.stdout, r.stderr
+    assert [l for l in r.stderr.splitlines() if l.startswith("xllm:")] == [
+        "xllm: note: the source's layers are Q4_1; 8 bits in groups of 32 quantize their dequantized values again: the result is no more "
+        "accurate than the source and larger"], r.stderr
+    t = time.monotonic()
+    line = _one_error_line(_run(["quantize", "default", str(tmp_path / "q128"), "--bits", "4", "--group", "128"]))
+    assert line == ("xllm: error: --group 128 does not divide the rows of q_proj/k_proj/v_proj/o_proj/gate_proj/up_proj (576 weights each): "
+                    "a row is cut into groups of that many weights, one scale each; this model takes 32 or 64")
+    assert not (tmp_path / "q128").exists() and time.monotonic() - t < 30

@@ -143,7 +143,8 @@ def _spec_figures(eng, before: dict) -> dict:
 # %% ../nbs/20_bench.ipynb 20
 def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
               progress: bool = True, temperature: float = 0.0) -> dict:
-    "Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures."
+    """Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures.
+    A request's time to first token is counted from its own submission: t=0 through the engine, the end of the previous one when sequential."""
     import torch
     from tqdm.auto import tqdm
     from xllm.sampling import SamplingParams
@@ -156,9 +157,11 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
                                    desc="bench " + ("sequential" if sequential else "engine"))
         bar.update(k)
     eng = llm.get_engine()
-    h0, todo, first, live = len(eng.history), list(reqs), set(), set()
+    h0, todo, first, live, submitted = len(eng.history), list(reqs), set(), set(), {}
     s0 = dict(vars(eng.spec_stats))                                  # speculative decoding's counters before the run
-    def submit(): live.add(eng.add_request(todo.pop(0), params))
+    def submit():
+        rid = eng.add_request(todo.pop(0), params)
+        live.add(rid); submitted[rid] = time.perf_counter()
     t0 = time.perf_counter()
     while todo and (not sequential or not live): submit()             # all at t=0, or one (the next when it ends)
     while live:
@@ -171,7 +174,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
         for o in outs:
             if o.request_id not in live: continue
             n_out += len(o.new_token_ids); tick(len(o.new_token_ids))
-            if o.new_token_ids and o.request_id not in first: first.add(o.request_id); ttft.append(t1 - t0)
+            if o.new_token_ids and o.request_id not in first: first.add(o.request_id); ttft.append(t1 - submitted[o.request_id])
             if o.finished:
                 live.discard(o.request_id)
                 if o.finish_reason == "error": raise RuntimeError(f"request failed: {o.error}")

@@ -20,14 +20,20 @@ def cmd_quantize(args, out=None) -> int:
     from xllm import quant
     out = out or sys.stdout
     if args.bits not in (4, 8): raise _CLIError(f"--bits must be 8 or 4, got {args.bits}")
-    if args.group not in (32, 64, 128): raise _CLIError(f"--group must be 32, 64 or 128, got {args.group}")
+    if args.group not in (32, 64, 128): raise _CLIError(f"--group must be 32, 64 or 128 (weights per scale: the group sizes xllm's int8/int4 kernels take), got {args.group}")
     inp = args.input
     if inp == "default" and not Path(inp).exists():                # the default model by name: no path to look up
         from xllm.core import default_model_path
         inp = default_model_path()
+    layers = quant.source_layers(inp)                              # read from the headers: the rows' lengths, the weights' types
+    if layers is not None:
+        try: quant.check_group(layers, args.group, "--group")       # before the model loads
+        except ValueError as e: raise _CLIError(str(e)) from None
     d = quant.quantize_command(inp, args.output, bits=args.bits, group=args.group)
     size = sum(f.stat().st_size for f in Path(d).iterdir() if f.is_file())
     _write(out, f"wrote {d}: int{args.bits}, groups of {args.group}, {size / 2**20:.1f} MiB\n")
+    if layers is not None and (note := quant.source_note(layers, args.bits, args.group)):   # already quantized: what the result holds
+        print(f"xllm: note: {note}", file=sys.stderr)
     return 0
 
 # %% ../nbs/21_cli.ipynb 6

@@ -15,7 +15,8 @@ __all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF
            'Int4Linear', 'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0', 'repack_q4_0',
            'repack_q4_1', 'repack_q4_k', 'repack_q6_k', 'repack_gguf', 'load_quantized_gguf', 'greedy',
            'hf_config_dict', 'write_tokenizer_gguf', 'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path',
-           'is_quantized_dir', 'load_quantized_dir', 'quantize_command', 'perplexity']
+           'is_quantized_dir', 'load_quantized_dir', 'SourceLayers', 'source_layers', 'check_group', 'source_note',
+           'quantize_command', 'perplexity']
 
 # %% ../nbs/07_quantization.ipynb 5
 def pack_nibbles(q: torch.Tensor) -> torch.Tensor:
@@ -755,6 +756,80 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     return torch.float32
 
 # %% ../nbs/07_quantization.ipynb 80
+from dataclasses import dataclass
+
+_FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
+_INT4_GROUPS_OF_32 = ("Q4_0", "Q4_1", "Q4_K")        # the GGUF types `repack_gguf` makes an Int4Linear in groups of 32
+
+@dataclass
+class SourceLayers:
+    "A model's linear layers as its headers describe them: each kind's row length (input features) and the types their weights are stored in."
+    rows: dict                # LINEAR_NAMES -> weights per row
+    types: list               # sorted storage types of the layers' weights: GGUF's names (F32, F16, BF16, Q8_0, Q4_1, Q4_K, ...) or int8 (llama2.c v2)
+    gguf: bool = False
+
+    @property
+    def quantized(self) -> list:
+        "The types that are not float."
+        return [t for t in self.types if t not in _FLOAT_TYPES]
+
+def _rows(hidden: int, attn: int, inter: int) -> dict:
+    return {n: inter if n == "mlp.down_proj" else attn if n == "self_attn.o_proj" else hidden for n in LINEAR_NAMES}
+
+def source_layers(inp) -> SourceLayers | None:
+    """The `SourceLayers` of a model (HF directory, GGUF, llama2.c .bin), read from its headers without its weights. None when they
+    cannot tell: no such file, a directory written by `xllm quantize`, a header that does not parse (the loader then says what is wrong)."""
+    from xllm.weights import config_from_hf, hf_to_gguf_name, L2C_MAGIC
+    p = Path(inp).expanduser()
+    try:
+        if not p.exists() or is_quantized_dir(p): return None
+        if p.is_file() and p.name == "config.json": p = p.parent
+        if p.is_dir():
+            d = read_json(p / "config.json")
+            c = config_from_hf(d, p / "config.json")
+            return SourceLayers(_rows(c.hidden_size, c.num_attention_heads * c.head_dim, c.intermediate_size),
+                                [{"bfloat16": "BF16", "float16": "F16"}.get(d.get("torch_dtype"), "F32")])
+        with open(p, "rb") as f: head = f.read(256)
+        if head[:4] == b"GGUF":
+            from xllm.gguf import GGUFFile
+            g = GGUFFile(p)
+            ends = tuple(hf_to_gguf_name(f"model.layers.0.{n}.weight")[len("blk.0"):] for n in LINEAR_NAMES)   # .attn_q.weight, ...
+            rows = {n: g.tensors["blk.0" + e].shape[1] for n, e in zip(LINEAR_NAMES, ends)}
+            return SourceLayers(rows, sorted({t.type_name for k, t in g.tensors.items() if k.startswith("blk.") and k.endswith(ends)}), gguf=True)
+        v2 = struct.unpack_from("<I", head)[0] == L2C_MAGIC                            # llama2.c: dim, hidden_dim first
+        dim, hidden = struct.unpack_from("<2i", head, 8 if v2 else 0)
+        return SourceLayers(_rows(dim, dim, hidden), ["int8" if v2 and struct.unpack_from("<i", head, 4)[0] == 2 else "F32"])
+    except (OSError, ValueError, KeyError, IndexError, struct.error): return None
+
+def check_group(layers: SourceLayers, group: int, name: str = "group"):
+    "A one-line `ValueError` unless groups of `group` weights tile every row of every linear layer (`name`: how the caller calls it)."
+    bad = [n for n, k in layers.rows.items() if k % group]
+    if not bad: return
+    k = layers.rows[bad[0]]
+    fits = [g for g in (32, 64, 128) if all(r % g == 0 for r in layers.rows.values())]
+    raise ValueError(f"{name} {group} does not divide the rows of {'/'.join(n.split('.')[-1] for n in bad if layers.rows[n] == k)} "
+                     f"({k} weights each): a row is cut into groups of that many weights, one scale each; "
+                     + (f"this model takes {' or '.join(map(str, fits))}" if fits else "no group of 32, 64 or 128 divides every row of this model"))
+
+def _repacks(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> bool:
+    "Whether `quantize_command` keeps the source's layers as they are (a GGUF of 4-bit layers in groups of 32, asked for just that)."
+    return layers.gguf and bits == 4 and group == 32 and not lm_head and set(layers.types) <= set(_INT4_GROUPS_OF_32)
+
+def _bits_of(t: str) -> int:
+    "The bits of a quantized type's codes: Q4_1 4, Q6_K 6, Q8_0 and int8 8."
+    return int(t[1]) if t[:1] == "Q" and t[1:2].isdigit() else 8
+
+def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> str | None:
+    "When the source's layers are already quantized, a sentence saying what quantizing it to `bits` in groups of `group` gives; else None."
+    if not (q := layers.quantized): return None
+    what = " and ".join(q)
+    if _repacks(layers, bits, group, lm_head):
+        return (f"the source's layers are {what}, which 4 bits in groups of 32 keep as they are (repacked, not quantized again): "
+                "the result holds the source's weights, as accurate as the source and no more")
+    return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
+            "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
+
+# %% ../nbs/07_quantization.ipynb 82
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
@@ -765,20 +840,20 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     inp, out = Path(inp).expanduser(), Path(out).expanduser()
     if not inp.exists(): raise FileNotFoundError(f"no such model file or directory: {inp}")
     if is_quantized_dir(inp): raise ValueError(f"{inp} is already quantized by xllm; quantize the original (float or GGUF) model instead")
+    layers = source_layers(inp)
+    if layers is not None: check_group(layers, group)                 # before the model loads
     _clean_stale(out)                                                  # what a killed run to `out` left
     _check_output(inp, out)
-    if inp.is_file():
-        with open(inp, "rb") as f: is_gguf = f.read(4) == b"GGUF"
-        if is_gguf and bits == 4 and group == 32 and not lm_head:
-            m = load_quantized_gguf(inp)
-            mods = [mod for name, mod in m.named_modules() if name.startswith("model.layers.") and isinstance(mod, (nn.Linear, _QuantLinear))]
-            if all(isinstance(x, Int4Linear) and x.group_size == 32 for x in mods): return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=inp))
+    if layers is not None and _repacks(layers, bits, group, lm_head):
+        m = load_quantized_gguf(inp)
+        mods = [mod for name, mod in m.named_modules() if name.startswith("model.layers.") and isinstance(mod, (nn.Linear, _QuantLinear))]
+        if all(isinstance(x, Int4Linear) and x.group_size == 32 for x in mods): return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=inp))
     ck = load_checkpoint(inp)
     m = quantize_model(Llama.from_weights(ck.config, ck.weights), "int8" if bits == 8 else "int4", group, lm_head=lm_head)
     return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
                                                     float_dtype=_float_dtype(inp, ck.format)))
 
-# %% ../nbs/07_quantization.ipynb 89
+# %% ../nbs/07_quantization.ipynb 91
 @torch.inference_mode()
 def perplexity(logits_fn, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
     """Perplexity on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored. `logits_fn(ids)` gives the
