@@ -219,7 +219,7 @@ ChatWidget._generate, ChatWidget.stop_click, ChatWidget.reset_click = _generate,
 # %% ../nbs/18_widgets.ipynb 44
 _OFFLINE_JS = r"""(function () {
   "use strict";
-  var STATE = 'script[type="application/vnd.jupyter.widget-state+json"]', VIEW = 'script[type="application/vnd.jupyter.widget-view+json"]';
+  var MIME = "application/vnd.jupyter.widget-", STATE = 'script[type="' + MIME + 'state+json"]', VIEW = 'script[type="' + MIME + 'view+json"]';
   var CSS = ".jupyter-widgets-disconnected::before{content:none!important}"    /* a page has no kernel: no "disconnected" mark on every widget */
           + ".jupyter-widgets i.fa{display:none}"                                /* icons need Font Awesome, which is not in the page */
           + ".xllm-offline-note{color:#777;font:11px sans-serif;margin:2px 0 6px}";
