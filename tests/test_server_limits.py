@@ -2,7 +2,7 @@
 path behind the key; /health from the engine. Each server runs in a subprocess on the stand-in model, on a port taken as it
 binds (`xllm.server.launch`); its memory is read from /proc (VmRSS). Counts are sized for CI; the note on the issue has the
 full-size runs."""
-import http.client, json, os, resource, signal, socket, sys, time, urllib.error, urllib.request
+import http.client, json, os, re, resource, signal, socket, sys, time, urllib.error, urllib.request
 import pytest
 
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
@@ -65,20 +65,21 @@ def _room(n: int):
 
 def test_idle_connections_leave_the_server_reachable(model_dir, tmp_path):
     """2,000 connections that never send a byte (twice the cap of 1,000): /health answers within 1 s while they are held, the
-    oldest idle ones were closed for newcomers, the rest go after the header timeout (2 s here); the server's memory grows by
+    oldest idle ones were closed for newcomers, the rest go after the header timeout (4 s here); the server's memory grows by
     less than 64 MiB, and nothing is logged in a loop."""
     _room(2100)
-    srv = Served(model_dir, tmp_path, limits={"header_timeout": 2.0})
+    srv = Served(model_dir, tmp_path, limits={"header_timeout": 4.0})
+    conns = []
     try:
         base = srv.rss()
-        conns = []
         for _ in range(2000):
             c = socket.socket(); c.settimeout(10); c.connect(srv.addr); conns.append(c)
-        s, took = srv.timed_health()
+        time.sleep(0.5)                                    # the server has taken them in; they are held, idle
+        probes = [srv.timed_health() for _ in range(3)]
         grown = srv.rss() - base
-        print(f"2,000 idle connections: /health {s} in {took * 1000:.0f} ms, RSS +{grown:.1f} MiB")
-        assert s == 200 and took < 1.0 and grown < 64, (s, took, grown)
-        time.sleep(3)                                      # past the header timeout: every idle connection was closed
+        print(f"2,000 idle connections: /health {[s for s, _ in probes]} in {[round(t * 1000) for _, t in probes]} ms, RSS +{grown:.1f} MiB")
+        assert all(s == 200 and t < 1.0 for s, t in probes) and grown < 64, (probes, grown)
+        time.sleep(5)                                      # past the header timeout: every idle connection was closed
         closed = 0
         for c in conns:
             c.settimeout(0.01)
@@ -95,21 +96,23 @@ def test_idle_connections_leave_the_server_reachable(model_dir, tmp_path):
 
 
 def test_stalled_bodies_are_bounded(model_dir, tmp_path):
-    """300 connections each declaring an 8,000,000-byte body to /tokenize, sending 256 KiB of it, then stopping: at most 64 MiB of
-    bodies are accepted at once (the rest get 503 at once), the accepted ones get 408 after the body timeout (1 s here); /health
-    answers within 1 s meanwhile, the server's memory grows by less than 256 MiB and is back within 32 MiB of where it started."""
+    """300 connections each declaring an 8,000,000-byte body to /tokenize, sending 2 MiB of it, then stopping (600 MiB in all):
+    the bodies' bytes being read at once stay within the 64 MiB budget (the rest get 503), those read get 408 after the body
+    timeout (1 s here); /health answers within 1 s meanwhile, the server's memory grows by less than 200 MiB (without the budget:
+    600 MiB) and is back within 32 MiB of where it started."""
     _room(400)
     srv = Served(model_dir, tmp_path, limits={"body_timeout": 1.0, "header_timeout": 5.0})
     conns = []
     try:
         base = srv.rss()
         head = (f"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8000000\r\n\r\n").encode()
+        body = head + b'{"prompt": "' + b"x" * (2 << 20)
         peak = 0.0
         for i in range(300):
             c = socket.socket(); c.settimeout(5); c.connect(srv.addr); conns.append(c)
-            try: c.sendall(head + b'{"prompt": "' + b"x" * (256 << 10))
+            try: c.sendall(body)
             except OSError: pass                           # refused and closed before the body went out
-            if i % 50 == 0: peak = max(peak, srv.rss())
+            if i % 25 == 0: peak = max(peak, srv.rss())
         s, took = srv.timed_health()
         peak = max(peak, srv.rss())
         answers = []
@@ -122,11 +125,11 @@ def test_stalled_bodies_are_bounded(model_dir, tmp_path):
         while srv.rss() - base >= 32 and time.time() - t < 15: time.sleep(0.5)
         after = srv.rss()
         codes = {a: answers.count(a) for a in set(answers)}
-        print(f"300 stalled 8 MB bodies: /health {s} in {took * 1000:.0f} ms; RSS {base:.0f} -> peak {peak:.0f} -> {after:.0f} MiB; answers {codes}")
+        print(f"300 stalled bodies of 2 MiB: /health {s} in {took * 1000:.0f} ms; RSS {base:.0f} -> peak {peak:.0f} -> {after:.0f} MiB; answers {codes}")
         assert s == 200 and took < 1.0, (s, took)
-        assert peak - base < 256 and after - base < 32, (base, peak, after)
-        assert codes.get(b"HTTP/1.1 408 Request Timeout", 0) >= 1 and codes.get(b"HTTP/1.1 503 Service Unavailable", 0) >= 200, codes
-        assert codes.get(b"HTTP/1.1 408 Request Timeout", 0) <= (64 << 20) // 8_000_000, codes   # only what fits the budget was read
+        assert peak - base < 200 and after - base < 32, (base, peak, after)
+        n408, n503 = codes.get(b"HTTP/1.1 408 Request Timeout", 0), codes.get(b"HTTP/1.1 503 Service Unavailable", 0)
+        assert 1 <= n408 <= 40 and n503 >= 200, codes              # only what fits the budget was read: 64 MiB / 2 MiB, and a few partly
         s, h = srv.get("/health")
         assert h["limits"]["body_busy"] >= 200 and h["limits"]["body_timeouts"] >= 1, h
     finally:
@@ -165,7 +168,8 @@ def test_every_path_needs_the_key(model_dir, tmp_path):
 
 def test_unread_answers_are_let_go(model_dir, tmp_path):
     """A non-streaming answer of several MB whose client never reads it is dropped after the stall timeout (1 s here), as a stream's
-    is: counted as stalled, its memory freed, nothing left in flight."""
+    is: counted as stalled, and its connection, whose unsent bytes do not move, aborted (a graceful close would wait on the client
+    forever, holding the connection)."""
     from xllm.llm import LLM
     from xllm.server import start_server
     with start_server(LLM(model_dir), stall_timeout=1) as srv:
@@ -175,7 +179,8 @@ def test_unread_answers_are_let_go(model_dir, tmp_path):
                            "logprobs": True, "top_logprobs": 20}).encode()
         c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         wait_for(lambda: st.stalled == 1, 120, "the unread answer to be let go")
-        assert st.in_flight == 0
+        wait_for(lambda: st.counts.connections == 0, 30, "its connection to be closed (its unsent bytes did not move)")
+        assert st.counts.send_stalls == 1
         c.close()
 
 
@@ -239,3 +244,53 @@ def test_stats_lines_version_and_request_timings(model_dir, tmp_path):
     assert stats and "K/V cache" in stats[0] and "prefix cache hits" in stats[0], err[-2000:]
     timings = [l for l in err.splitlines() if "choice 0: " in l]
     assert len(timings) == 3 and "40 generated" in timings[0] and "first token after" in timings[0], err[-2000:]
+
+
+def test_answered_connections_cannot_hold_slots(model_dir):
+    """Connections that got their answer but declared a body they never send (GET /health with Content-Length: 100, then a byte
+    now and then), past the cap of 4: closed after the header timeout (1 s), so a newcomer gets in."""
+    from xllm.llm import LLM
+    from xllm.server import start_server, ServerLimits
+    with start_server(LLM(model_dir), limits=ServerLimits(max_connections=4, header_timeout=1.0)) as srv:
+        held = []
+        for _ in range(4):
+            c = socket.create_connection((srv.host, srv.port), timeout=5)
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"); c.recv(1000); held.append(c)
+        t0 = time.time()
+        while time.time() - t0 < 3:
+            for c in held:
+                try: c.sendall(b"x")
+                except OSError: pass
+            time.sleep(0.3)
+        s = Served.__new__(Served); s.url = srv.url
+        assert s.get("/health")[0] == 200
+        assert srv.app.state.xllm.counts.header_timeouts >= 4
+        for c in held: c.close()
+
+
+def test_slow_readers_get_whole_answers(model_dir):
+    """A client reading a 150 KB answer at about 50 KB/s, with a 1 s header timeout and newcomers evicting idle connections: the
+    answer arrives whole (its tail is not cut off by the header timer or an eviction)."""
+    from xllm.llm import LLM
+    from xllm.server import start_server, ServerLimits
+    llm = LLM(model_dir)
+    with start_server(llm, limits=ServerLimits(max_connections=4, header_timeout=1.0)) as srv:
+        ids = [5 + i % 200 for i in range(60_000)]
+        body = json.dumps({"tokens": ids}).encode()
+        c = socket.socket(); c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096); c.settimeout(30); c.connect((srv.host, srv.port))
+        c.sendall(b"POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got, others = b"", []
+        while b"\r\n\r\n" not in got: got += c.recv(4096)
+        head, rest = got.split(b"\r\n\r\n", 1)
+        size = int(re.search(rb"content-length: (\d+)", head, re.I).group(1))
+        assert size > 100_000, size
+        while len(rest) < size:
+            d = c.recv(4096)
+            if not d: break
+            rest += d
+            time.sleep(0.08)                               # ~50 KB/s
+            if len(others) < 12: others.append(socket.create_connection((srv.host, srv.port)))   # newcomers past the cap
+        assert len(rest) == size, (len(rest), size)
+        assert json.loads(rest)["prompt"] == llm.tokenizer.decode(ids)
+        for o in others: o.close()
+        c.close()

@@ -183,7 +183,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
     if bar is not None: bar.close()
     rate = lambda n, t: n / t if t > 0 else None
     n_prompt = sum(map(len, reqs))
-    return {"model": llm.model_path.name, "mode": "sequential" if sequential else "engine", "requests": len(reqs),
+    return {"model": llm.model_name, "mode": "sequential" if sequential else "engine", "requests": len(reqs),
             "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature, "threads": torch.get_num_threads(), "prompt_tokens": n_prompt,
             "output_tokens": n_out, "wall_s": wall, "prefill_tok_s": rate(n_prompt, t_pre), "decode_tok_s": rate(n_dec, t_dec),
             "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
@@ -452,7 +452,7 @@ def bench_command(args, load, out=None) -> int:
         if args.random_weights is not None: raise ValueError("bench server: the server loads a model file (-m), not --random-weights")
         llm, b = load(), args.batch or 32
         recs = [record("server", f"{b} clients, prompts, {max(1, n // 3)}-{n} tokens", lambda: server_bench(llm, _model_argv(args), b, max(1, n // 3), n),
-                       runner=llm.runner_name, model=llm.model_path.name)]
+                       runner=llm.runner_name, model=llm.model_name)]
     else:
         llm = load()
         if suite == "throughput":
@@ -460,14 +460,14 @@ def bench_command(args, load, out=None) -> int:
         elif suite == "decode":
             if n + 2 > llm.max_model_len: raise ValueError(f"--max-tokens {n} does not fit the model's context ({llm.max_model_len}) with the prompt token")
             recs = [record("decode", f"tg{n}", lambda: {"tok_s": (r := decode_rate(llm.model, n, args.reps, llm.runner_name, llm.kv_cache_dtype)), "ms_per_token": 1e3 / r},
-                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
+                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
         else:
             p = args.prompt_tokens or 128
             if p > llm.max_model_len: raise ValueError(f"--prompt-tokens {p} does not fit the model's context ({llm.max_model_len})")
             ids = llm.tokenizer.encode(sample_text_path().read_text(encoding="utf-8"))
             ids = (ids * -(-p // len(ids)))[:p]
             recs = [record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, llm.kv_cache_dtype)},
-                           runner=llm.runner_name, model=llm.model_path.name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
+                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
     for r in recs: out.write(_summary(r)); out.flush()
     if args.json: save_results(recs, args.json)
     return 0 if all(r.get("ok", True) for r in recs) else 1

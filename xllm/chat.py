@@ -14,9 +14,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # %% auto 0
 __all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_CHARS', 'MAX_RENDER_SECONDS', 'MAX_RENDER_MEMORY', 'TEMPLATE_WORKERS',
-           'IN_PROCESS', 'MAX_DATA_DEPTH', 'TemplateError', 'TemplateWorkers', 'template_workers', 'plain_data',
-           'text_content', 'validate_messages', 'ChatTemplate', 'default_template_name', 'apply_chat_template',
-           'apply_chat_template_parts']
+           'IN_PROCESS', 'MAX_DATA_DEPTH', 'BUILTIN_TEMPLATES', 'TemplateError', 'TemplateWorkers', 'template_workers',
+           'plain_data', 'text_content', 'validate_messages', 'ChatTemplate', 'default_template_name',
+           'apply_chat_template', 'apply_chat_template_parts']
 
 # %% ../nbs/04_chat.ipynb 6
 class TemplateError(ValueError):
@@ -377,7 +377,7 @@ class ChatTemplate:
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
 # %% ../nbs/04_chat.ipynb 43
-_BUILTIN = {
+BUILTIN_TEMPLATES = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
     {%- set system = messages[0].content %}
@@ -433,8 +433,8 @@ def _added(tokenizer) -> dict:
 def _template_of(tokenizer, chat_template: str | None = None) -> ChatTemplate:
     "The `ChatTemplate` for `tokenizer`: `chat_template` (a built-in name or a source), else its own, else the built-in its specials point to."
     src = chat_template if chat_template is not None else getattr(tokenizer, "chat_template", None)
-    if isinstance(src, str) and src in _BUILTIN: src = _BUILTIN[src]
-    if not src: src = _BUILTIN[default_template_name(_added(tokenizer))]
+    if isinstance(src, str) and src in BUILTIN_TEMPLATES: src = BUILTIN_TEMPLATES[src]
+    if not src: src = BUILTIN_TEMPLATES[default_template_name(_added(tokenizer))]
     return ChatTemplate(src, getattr(tokenizer, "bos_token", None) or "", getattr(tokenizer, "eos_token", None) or "")
 
 def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> str:

@@ -265,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--body-min-rate", type=parse_bytes, default=d.body_min_rate, metavar="BYTES", help=f"bytes/s a body must average once it has taken --body-timeout (default {d.body_min_rate // 1024}K)")
     v.add_argument("--max-body-in-flight", type=parse_bytes, default=d.max_body_in_flight, metavar="BYTES",
                    help=f"bytes of request bodies received at once over all connections; past it 503 (default {d.max_body_in_flight >> 20}M)")
+    from xllm.server import LOG_STATS_EVERY
+    v.add_argument("--disable-log-stats", action="store_true", help=f"no stats line (throughput, running/waiting, K/V use) every {LOG_STATS_EVERY:g} s while busy")
+    v.add_argument("--uvicorn-log-level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"],
+                   help="the server's log level (default info; debug adds each request's timings)")
     _engine_opts(v, 32)
     _model_opts(v)
     return p
@@ -305,9 +309,9 @@ def _read_chat_template(spec: str) -> str:
     if p.is_file():
         try: src = p.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e: raise _CLIError(f"--chat-template {spec}: {getattr(e, 'strerror', None) or 'not UTF-8 text'}") from None
-    elif spec in chat._BUILTIN: src = chat._BUILTIN[spec]
+    elif spec in chat.BUILTIN_TEMPLATES: src = chat.BUILTIN_TEMPLATES[spec]
     elif "{{" in spec or "{%" in spec: src, spec = spec, "(the template given)"
-    else: raise _CLIError(f"--chat-template {spec}: no such file, nor a built-in template ({', '.join(chat._BUILTIN)}), nor a template (no {{{{ or {{%)")
+    else: raise _CLIError(f"--chat-template {spec}: no such file, nor a built-in template ({', '.join(chat.BUILTIN_TEMPLATES)}), nor a template (no {{{{ or {{%)")
     try: chat.ChatTemplate(src)
     except ValueError as e: raise _CLIError(f"--chat-template {spec}: {_one_line(e)}") from None
     return src
@@ -477,7 +481,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     _template_note(llm)
     system = [{"role": "system", "content": _utf8(args.system, "--system")}] if args.system else []
     read, readline = _reader(inp, out)
-    print(f"xllm chat: {llm.model_path.name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}, runner {llm.runner_reason}). "
+    print(f"xllm chat: {llm.model_name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}, runner {llm.runner_reason}). "
           + CHAT_HELP + ("; Up and Down recall earlier messages." if readline else "."), file=sys.stderr)
     stats = _ChatStats()
     try: return _chat_loop(llm, system, params, read, readline, out, stats)
@@ -524,7 +528,7 @@ def cmd_serve(args, out=None) -> int:
     if mkey is not None and not mkey.strip(): raise _CLIError("the metrics key is empty (--metrics-key or XLLM_METRICS_KEY)")
     try:
         limits = server.ServerLimits(args.max_connections, args.header_timeout, args.body_timeout, args.body_min_rate, args.max_body_in_flight)
-        public = server._public_paths(args.public_endpoints)
+        public = server.public_paths(args.public_endpoints)
     except ValueError as e:                             # "max_connections must be ...": named as its flag
         name = str(e).split(" ")[0].rstrip(":")
         raise _CLIError("--" + name.replace("_", "-") + str(e)[len(name):]) from None
@@ -532,7 +536,8 @@ def cmd_serve(args, out=None) -> int:
     llm = _load(args)
     server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
                  shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name,
-                 limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None)
+                 limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None,
+                 log_stats=None if args.disable_log_stats else server.LOG_STATS_EVERY, log_level=args.uvicorn_log_level)
     return 0
 
 # %% ../nbs/21_cli.ipynb 29

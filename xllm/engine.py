@@ -22,7 +22,7 @@ from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_fini
 from .speculative import SpeculativeConfig, SpecStats, draft_proposer, propose_drafts, verify_drafts
 
 # %% auto 0
-__all__ = ['StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
+__all__ = ['FAILED_STEPS', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
 
 # %% ../nbs/14_engine.ipynb 6
 @dataclass
@@ -465,6 +465,8 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
     return [results[rid] for rid in ids]
 
 # %% ../nbs/14_engine.ipynb 74
+FAILED_STEPS = 3           # whole engine steps failing in a row after which the engine is taken for dead (`AsyncEngine.health`)
+
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
     def __init__(self, engine: Engine):
@@ -474,6 +476,7 @@ class AsyncEngine:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._stopped = False
+        self._failed_steps, self._failure, self._crashed = 0, None, None   # whole steps failed in a row, the last one's error type; the thread's
         self._thread = threading.Thread(target=self._run, name="xllm-engine", daemon=True)
         self._thread.start()
 
@@ -506,6 +509,17 @@ class AsyncEngine:
             except RuntimeError: pass
 
     def _run(self):
+        "The thread: `_loop`; if it dies, every request still waiting gets the error at once (and `health()` says why)."
+        try: self._loop()
+        except BaseException as e:
+            self._crashed = type(e).__name__
+            with self._lock: left, self._streams = self._streams, {}
+            for loop, q in left.values():
+                try: loop.call_soon_threadsafe(q.put_nowait, RuntimeError(f"the engine stopped ({type(e).__name__})"))
+                except RuntimeError: pass
+            raise
+
+    def _loop(self):
         eng = self.engine
         while True:
             if eng.has_unfinished():
@@ -520,14 +534,18 @@ class AsyncEngine:
             if not eng.has_unfinished(): continue
             try: outs = eng.step()
             except Exception as e:                           # the whole step failed: every request in flight gets the error
+                self._failed_steps, self._failure = self._failed_steps + 1, type(e).__name__
                 for rid in list(eng.requests): eng.abort(rid); self._deliver(rid, e, True)
                 eng._pending.clear()
                 continue
+            self._failed_steps = 0
             for o in outs: self._deliver(o.request_id, o, o.finished)
 
     def _stop(self):
         for rid in list(self.engine.requests): self.engine.abort(rid)
-        for o in self.engine.step(): self._deliver(o.request_id, o, o.finished)
+        try: outs = self.engine.step()                       # the aborts' outputs (a broken engine has none to give: they get the stop below)
+        except Exception: outs = []
+        for o in outs: self._deliver(o.request_id, o, o.finished)
         with self._lock: left, self._streams = self._streams, {}
         for rid, (loop, q) in left.items():                 # e.g. requests refused after the stop: tell them
             try: loop.call_soon_threadsafe(q.put_nowait, RuntimeError("AsyncEngine was shut down"))
@@ -570,9 +588,12 @@ class AsyncEngine:
         return await fut
 
     def health(self) -> str | None:
-        """None while the engine can run steps; else why not, in one line: its thread has stopped, or its runner cannot run
-        (`ModelRunner.health()`, e.g. a tensor-parallel worker died). Cheap and safe from any thread (a server asks every second)."""
-        if not self._thread.is_alive(): return "the engine was shut down" if self._stopped else "the engine's thread stopped"
+        """None while the engine can run steps; else why not, in one line: its thread has stopped, `FAILED_STEPS` whole steps in a
+        row have failed (a fault that does not go away, e.g. the device's), or its runner cannot run (`ModelRunner.health()`, e.g. a
+        tensor-parallel worker died). Cheap and safe from any thread (a server asks every second)."""
+        if not self._thread.is_alive():
+            return "the engine was shut down" if self._stopped else f"the engine's thread stopped ({self._crashed or 'no error recorded'})"
+        if self._failed_steps >= FAILED_STEPS: return f"the engine's last {self._failed_steps} steps failed ({self._failure})"
         return self.engine.runner.health()
 
     def shutdown(self, timeout: float | None = None):

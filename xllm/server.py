@@ -4,11 +4,11 @@
 
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
-           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SEND_CHUNK', 'HEALTH_POLL', 'DEAD_LINGER',
-           'TRIM_EVERY', 'LOG_STATS_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError', 'to_sampling_params',
-           'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected',
-           'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'create_app', 'BackgroundServer', 'start_server',
-           'serve', 'launch']
+           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'HEALTH_POLL',
+           'DEAD_LINGER', 'TRIM_EVERY', 'LOG_STATS_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError',
+           'to_sampling_params', 'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured',
+           'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'create_app',
+           'BackgroundServer', 'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -144,6 +144,22 @@ class APIError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 _INTERNAL = APIError(500, "internal server error (logged on the server)", "server_error")   # a bug's answer: no internals
+
+def _forget(e: BaseException):
+    """Drop `e`'s tracebacks and the exceptions it was raised from. A request body refused while it was read (408, 503) surfaces as
+    Starlette's ClientDisconnect inside FastAPI's HTTPException; their tracebacks hold the frames that read the body, in a
+    reference cycle the garbage collector frees only at its next full pass (100+ ms with a model loaded, so rarely): without them
+    the body's bytes go at once."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        nxt = e.__cause__ or e.__context__
+        e.__traceback__ = e.__cause__ = e.__context__ = None
+        e = nxt
+
+def _busy(why: str) -> APIError:
+    "A 503 for a server that has no room now (`why`, then 'retry later'), with Retry-After: retrying can help."
+    return APIError(503, f"{why}; retry later", "server_error", None, "overloaded", headers={"Retry-After": "1"})
 _log = logging.getLogger("uvicorn.error")     # uvicorn logs a failed request's traceback here; a stream's bug is logged here too
 
 # %% ../nbs/19_server.ipynb 10
@@ -423,7 +439,7 @@ class _State:
         self.max_chars = self.max_len * self.longest_token   # more characters than this cannot fit in max_len tokens
         self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
         self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
-        self.limits, self.counts = ServerLimits(), LimitCounts()
+        self.limits, self.counts, self.stall_timeout = ServerLimits(), LimitCounts(), 30.0
         self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
         self.prompt_tokens = self.generation_tokens = 0   # since the start, for the periodic stats line (`_log_stats`)
         self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
@@ -458,8 +474,7 @@ class _State:
         if self.dead: raise APIError(503, f"the engine cannot run ({self.dead}); the server is stopping", "server_error", None, "engine_dead")
         limit = self.max_num_seqs + self.max_waiting
         if self.in_flight + n > limit:
-            raise APIError(503, f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting); retry later",
-                           "server_error", None, "overloaded", headers={"Retry-After": "1"})
+            raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
         self.in_flight += n
 
     def why_max_len(self) -> str:
@@ -564,12 +579,13 @@ def _dumps(obj) -> str:
 # %% ../nbs/19_server.ipynb 37
 @dataclasses.dataclass
 class ServerLimits:
-    """What one client may hold of the server before it has even asked (connections, body bytes) and how slowly it may ask. The
-    defaults, stated in the README, fit a 1,024-descriptor limit and keep the bodies being read under 64 MiB together."""
+    """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
+    slowly it may read a whole answer. The defaults are stated in the README; they need about 1,600 file descriptors, which the
+    server raises its limit to where the hard limit allows (else fewer connections, said at start-up: `_connection_cap`)."""
     max_connections: int = 1000          # open connections; past it the longest-idle one is closed for the newcomer (503 if none is idle)
     header_timeout: float = 10.0         # seconds to send a request's headers, from the connection's opening or the previous answer
     body_timeout: float = 10.0           # the longest pause inside a request body, in seconds
-    body_min_rate: int = 16 << 10        # bytes/s a body must average once it has taken longer than body_timeout
+    body_min_rate: int = 16 << 10        # bytes/s a body must average once it has taken longer than body_timeout, and a whole answer be read at
     max_body_in_flight: int = 64 << 20   # bytes of request bodies being received at once, over all connections; past it 503
     def __post_init__(self):
         check_int("max_connections", self.max_connections, lo=1)
@@ -584,17 +600,19 @@ def _lp(v: float) -> float:
     return v if math.isfinite(v) else -9999.0
 
 async def _send_error(send, e: APIError):
-    "Answer a raw ASGI request with `e` as OpenAI's error JSON, closing the connection (the rest of the body stays unread)."
+    "Answer a raw ASGI request with `e` as OpenAI's error JSON (and its headers, e.g. Retry-After), closing the connection (the rest of the body stays unread)."
     body = _dumps(e.body()).encode()
     await send({"type": "http.response.start", "status": e.status, "headers": [(b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+                (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
+                *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
 # %% ../nbs/19_server.ipynb 42
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
-    by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds its bytes
-    (declared, or as they come) of `limits.max_body_in_flight`, shared by every request: past it the request gets 503. A body
+    by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
+    received so far (what it costs in memory, whatever it declares) of `limits.max_body_in_flight`, shared by every request:
+    past it the request gets 503. A body
     that pauses longer than `limits.body_timeout` s, or falls below `limits.body_min_rate` bytes/s once it has taken longer than
     that, gets 408. `counts` (optional) counts the refusals (`body_busy`, `body_timeouts`)."""
     def __init__(self, app, limit: int | None = None, limits: ServerLimits | None = None, counts=None):
@@ -605,8 +623,7 @@ class _BodyLimit:
         if scope["type"] != "http": return await self.app(scope, receive, send)
         L, limit = self.limits, (self.limit if self.limit is not None else MAX_BODY_BYTES)
         too_big = lambda n: APIError(413, f"request body of {n} bytes is larger than the limit of {limit}", code="request_too_large")
-        busy = lambda: APIError(503, f"server busy: request bodies of {self.in_flight} bytes are being received (limit {L.max_body_in_flight}); retry later",
-                                "server_error", None, "overloaded", headers={"Retry-After": "1"})
+        busy = lambda: _busy(f"server busy: request bodies of {self.in_flight} bytes are being received (limit {L.max_body_in_flight})")
         size = dict(scope.get("headers") or []).get(b"content-length", b"")
         declared = int(size) if size.isdigit() else None
         if declared is not None and declared > limit: return await _send_error(send, too_big(declared))
@@ -618,7 +635,6 @@ class _BodyLimit:
         def release():
             nonlocal held
             self.in_flight -= held; held = 0
-        if declared and not hold(declared): self._count("body_busy"); return await _send_error(send, busy())
         seen, refused, done, t0 = 0, [], False, None
         async def refuse(e: APIError, what: str):
             refused.append(1); release(); self._count(what)
@@ -640,7 +656,7 @@ class _BodyLimit:
                 n = len(msg.get("body", b""))
                 seen += n
                 if seen > limit: return await refuse(too_big(f"more than {seen}"), "body_too_large")
-                if declared is None and not hold(n): return await refuse(busy(), "body_busy")
+                if not hold(n): return await refuse(busy(), "body_busy")
                 if not msg.get("more_body"): done = True; release()
             else: done = True; release()
             return msg
@@ -671,21 +687,34 @@ class LimitCounts:
     body_timeouts: int = 0        # bodies that stopped arriving (408)
     body_busy: int = 0            # bodies refused because the shared budget was taken (503)
     body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
+    send_stalls: int = 0          # connections aborted because bytes they had to send did not move for the stall timeout
 
-def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None):
-    """uvicorn's h11 protocol class with the connection rules above (`max_connections`: the cap, default `limits.max_connections`)."""
+SWEEP_EVERY = 1.0          # seconds between two looks at what each connection still has to send
+
+def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None, stall_timeout: float = 30.0):
+    """uvicorn's h11 protocol class with the connection rules above (`max_connections`: the cap, default `limits.max_connections`;
+    `stall_timeout`: how long bytes waiting to be sent may wait without any of them going out)."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
     cap = max_connections or limits.max_connections
     waiting = {}                     # connections waiting for a request's headers, longest-waiting first (a dict keeps insertion order)
-    full = _raw_answer(APIError(503, f"server busy: all {cap} connections are inside requests; retry later", "server_error", None, "overloaded",
-                                headers={"Retry-After": "1"}))
+    live = set()                     # every open connection, for the sweep
+    swept = []                       # the sweep's timer, while connections are open
+    full = _raw_answer(_busy(f"server busy: all {cap} connections are inside requests or sending answers"))
     slow = _raw_answer(APIError(408, f"request headers not received within {limits.header_timeout:g} s", code="request_timeout"))
+
+    def sweep(loop):
+        "Every SWEEP_EVERY s, each connection's bytes still to send (`_check_sending`); stops when none is open."
+        now = time.monotonic()
+        for c in list(live): c._check_sending(now)
+        swept[:] = [loop.call_later(SWEEP_EVERY, sweep, loop)] if live else []
+
     class Connection(H11Protocol):
         def connection_made(self, transport):
             super().connection_made(transport)
-            self._timer, self._sent = None, False
-            counts.connections = len(self.connections)
+            self._timer, self._sent, self._left, self._moved, self._tail = None, False, 0, time.monotonic(), False
+            live.add(self); counts.connections = len(self.connections)
+            if not swept: swept.append(self.loop.call_later(SWEEP_EVERY, sweep, self.loop))
             if len(self.connections) > cap:
                 if not waiting:
                     counts.refused += 1
@@ -693,31 +722,47 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
                 counts.evicted += 1
                 next(iter(waiting))._drop()
             self._await_headers()
+        def _between_requests(self) -> bool: return self.cycle is None or self.cycle.response_complete
         def _await_headers(self):
-            "Wait for the next request's headers, for header_timeout s at most."
+            "Wait for the next request's headers, for header_timeout s at most (evictable meanwhile)."
             self._stop_waiting()
-            waiting[self], self._sent = None, False
+            waiting[self], self._sent, self._tail = None, False, False
             self._timer = self.loop.call_later(limits.header_timeout, self._too_slow)
         def _stop_waiting(self):
             waiting.pop(self, None)
             if self._timer is not None: self._timer.cancel(); self._timer = None
         def _drop(self):
             self._stop_waiting(); self.transport.abort()
+        def _check_sending(self, now: float):
+            """Bytes still to send must move: any that went out since the last look (or a `resume_writing`) count; none for
+            `stall_timeout` s aborts the connection (a client that stopped reading an answer, or a close waiting on it). An
+            answer's tail that has all gone makes the connection idle: it waits for headers from then on."""
+            left = self.transport.get_write_buffer_size()
+            if left == 0:
+                self._left, self._moved = 0, now
+                if self._tail and not self.transport.is_closing() and self._between_requests(): self._await_headers()
+            elif left < self._left or self._left == 0: self._left, self._moved = left, now
+            elif now - self._moved > stall_timeout: counts.send_stalls += 1; self._drop()
+            else: self._left = left
+        def resume_writing(self):
+            self._moved = time.monotonic(); super().resume_writing()
         def _too_slow(self):
             self._timer = None
-            if self.conn.their_state is not h11.IDLE or self.transport.is_closing(): return
+            if self.transport.is_closing() or not self._between_requests(): return
             counts.header_timeouts += 1
-            if not self._sent: return self._drop()
-            self._stop_waiting(); self.transport.write(slow); self.transport.close()
+            if self._sent and self.conn.their_state is h11.IDLE: self._stop_waiting(); self.transport.write(slow); self.transport.close()
+            else: self._drop()       # nothing sent, or the rest of an answered request's body: nothing to answer
         def data_received(self, data):
             self._sent = True
             super().data_received(data)
-            if self.conn.their_state is not h11.IDLE: self._stop_waiting()      # the headers are in: the request runs
+            if not self._between_requests(): self._stop_waiting()      # a request's headers are in: it runs
         def on_response_complete(self):
             super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE: self._await_headers()
+            if self.transport.is_closing() or not self._between_requests(): return   # closing (the sweep watches its tail), or pipelined
+            if self.transport.get_write_buffer_size(): self._tail = True              # the answer's tail is still going out: not idle yet
+            else: self._await_headers()
         def connection_lost(self, exc):
-            self._stop_waiting(); super().connection_lost(exc)
+            self._stop_waiting(); live.discard(self); super().connection_lost(exc)
             counts.connections = len(self.connections)
     return Connection
 
@@ -734,12 +779,16 @@ def _timed(send, timeout: float):
         except asyncio.TimeoutError: raise _Stalled() from None
     return timed
 
-async def _send_whole(send, status: int, headers, body: bytes, timeout: float):
-    "A whole answer, its body in `SEND_CHUNK` pieces each sent within `timeout` s (`_Stalled` if not): an unread answer is let go."
-    send = _timed(send, timeout)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+async def _send_whole(send, status: int, headers, body: bytes, timeout: float, min_rate: float | None = None):
+    """A whole answer, its body in `SEND_CHUNK` pieces each sent within `timeout` s, and all of it within `timeout` + its size /
+    `min_rate` s (None: no overall bound); `_Stalled` if not: an unread (or too slowly read) answer is let go."""
+    end = time.monotonic() + timeout + (len(body) / min_rate if min_rate else math.inf)
+    async def timed(msg):
+        try: await asyncio.wait_for(send(msg), min(timeout, max(end - time.monotonic(), 0.0)))
+        except asyncio.TimeoutError: raise _Stalled() from None
+    await timed({"type": "http.response.start", "status": status, "headers": headers})
     for k in range(0, max(len(body), 1), SEND_CHUNK):
-        await send({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
+        await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
 def _stream_class(StreamingResponse):
     "The SSE response class (built on starlette's, imported lazily): a chunk that waits `stall_timeout` s to be sent ends the stream."
@@ -802,7 +851,6 @@ def public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-_public_paths = public_paths     # the CLI's name for it until it moves to the public one
 
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
@@ -928,8 +976,9 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
     public = public_paths(public_endpoints)
+    if "/docs" in public: public |= {"/openapi.json"}         # the page loads the schema
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_name)   # a Hugging Face id as given, else the file's name
-    st.limits = limits or st.limits
+    st.limits, st.stall_timeout = limits or st.limits, stall_timeout
     CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len, st.why_max_len())
 
     @asynccontextmanager
@@ -947,7 +996,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     class JSON(JSONResponse):
         def render(self, content) -> bytes: return _dumps(content).encode()
         async def __call__(self, scope, receive, send):     # in pieces, each within the stall timeout: an unread answer is let go
-            try: await _send_whole(send, self.status_code, self.raw_headers, self.body, stall_timeout)
+            try: await _send_whole(send, self.status_code, self.raw_headers, self.body, stall_timeout, st.limits.body_min_rate)
             except _Stalled: st.stalled += 1
     def error(e: APIError): return JSON(e.body(), status_code=e.status, headers=e.headers)
     Stream = _stream_class(StreamingResponse)
@@ -957,6 +1006,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
 
     @app.exception_handler(HTTPException)          # FastAPI's own: unknown route, wrong method, a body that is not UTF-8 JSON
     async def _http(request, e: HTTPException):
+        _forget(e)                                 # a body refused mid-read: its chunks are in the frames of e's cause
         msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics, /version and /health",
                405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
         return JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
@@ -1223,8 +1273,8 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         if app.openapi_schema is None: app.openapi_schema = _openapi(app, api_key is not None, st.model_name, public)
         return app.openapi_schema
     app.openapi = openapi
-    unknown = public - {r.path for r in app.routes} - {"/docs"}
-    if unknown: raise ValueError(f"public_endpoints: {sorted(unknown)} not served here; the paths are {sorted(r.path for r in app.routes)}")
+    paths = sorted(r.path for r in app.routes if "{" not in r.path)     # a route with parameters (/v1/models/{id}) cannot be opened alone
+    if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
 # %% ../nbs/19_server.ipynb 59
@@ -1240,6 +1290,11 @@ def _socket(config):
     return sock
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
+
+def _batch(cap: int) -> int:
+    """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
+    one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
+    return max(1, min(BACKLOG, cap // 2))
 FD_RESERVE = 128           # descriptors kept beside the connections: the model's files, template workers, tensor-parallel groups, logs
 
 def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
@@ -1255,10 +1310,10 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
         try: resource.setrlimit(resource.RLIMIT_NOFILE, (need if hard == inf else min(need, hard), hard))
         except (ValueError, OSError): pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft == inf or soft >= need: return limits.max_connections, BACKLOG, None
+    if soft == inf or soft >= need: return limits.max_connections, _batch(limits.max_connections), None
     room = max(soft - FD_RESERVE, 2)
-    backlog = min(BACKLOG, room // 2)
-    cap = min(limits.max_connections, room - backlog)
+    cap = min(limits.max_connections, room - min(BACKLOG, room // 2))
+    backlog = _batch(cap)
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
@@ -1281,7 +1336,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
             if self.force_exit: app.state.xllm.close()       # uvicorn skips the lifespan shutdown when forced
             if on_stopped is not None: on_stopped()
     server = Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=shutdown_timeout,
-                                   http=_protocol(st.limits, st.counts, cap), backlog=backlog))
+                                   http=_protocol(st.limits, st.counts, cap, st.stall_timeout), backlog=backlog))
     server.cap_note = note
     def stop(): server.should_exit = True
     st.on_dead = stop
@@ -1301,7 +1356,7 @@ class BackgroundServer:
         while not self.server.started:
             if not self.thread.is_alive() or time.time() - t0 > timeout: raise RuntimeError(f"server on {host}:{self.port} did not start")
             time.sleep(0.02)
-        self.url = f"http://{host}:{self.port}"
+        self.url = _url(host, self.port)
     def stop(self, timeout: float = 10):
         "Ask uvicorn to exit (the engine thread is shut down by the app's lifespan) and wait up to `timeout` s for the thread."
         self.server.should_exit = True
@@ -1313,6 +1368,10 @@ class BackgroundServer:
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
+
+def _url(host: str, port: int) -> str:
+    "The base URL of a server on `host:port` (an IPv6 address in brackets)."
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 def _loopback(host: str) -> bool:
     import ipaddress
@@ -1344,7 +1403,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     sock = _socket(server.config)
     port = sock.getsockname()[1]
     if server.cap_note: print(f"xllm: note: {server.cap_note}", file=sys.stderr, flush=True)
-    print(f"xllm: serving {llm.model_name} as {app.state.xllm.model_name!r} on http://{host}:{port}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
+    print(f"xllm: serving {llm.model_name} as {app.state.xllm.model_name!r} on {_url(host, port)}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
     import signal
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):     # a closed terminal: as SIGTERM
         signal.signal(signal.SIGHUP, lambda sig, frame: server.handle_exit(signal.SIGTERM, frame))
