@@ -11,6 +11,13 @@ show_doc, hide/export directives), run in one kernel per notebook that executes 
     python scripts/render_docs.py                 # all notebooks -> _docs/*.html
     python scripts/render_docs.py nbs/18_widgets.ipynb nbs/index.ipynb
     python scripts/render_docs.py --no-execute    # saved outputs only (fast)
+    python scripts/render_docs.py --force         # render every page again (by default an unchanged page comes from the cache)
+
+Each notebook runs in a process of its own (`--jobs` at once, one per CPU by default, the longest first, as timed by the last build), so
+no notebook inherits another's state (13a sets torch to one thread, for one), and what a notebook's subprocesses write outside its
+cells' captured output (the traceback a tensor-parallel worker prints in a deliberate failure test) goes to OUT/.cache/NAME.log, named
+in the summary line, not to the console. A page whose notebook, package sources (xllm/), this script and flags are unchanged since
+the last build is taken from OUT/.cache.
 
 Needs: nbdev, execnb, nbconvert (pip install nbconvert). Screenshots: scripts/screenshot_docs.sh.
 """
@@ -168,7 +175,8 @@ def to_html(nb, title: str, nav: str) -> str:
                 if c.outputs and all(mds):
                     cells.append(nbformat.v4.new_markdown_cell(_quarto_md("\n\n".join(mds)))); continue
                 c.metadata.setdefault("tags", []).append("remove_input")
-            c.outputs = [static_widget_output(o, widgets) for o in c.outputs if not (o.get("name") == "stderr" and (_PROGRESS.search(o.get("text", "")) or not o.get("text", "").strip()))]
+            c.outputs = [static_widget_output(o, widgets) for o in c.outputs if not (o.get("name") == "stderr" and (_PROGRESS.search(o.get("text", "")) or not o.get("text", "").strip()))
+                         and not o.get("data", {}).get("text/html", "").startswith(OFFLINE_WIDGETS)]
             for o in c.outputs:
                 if "text/markdown" in o.get("data", {}): o["data"]["text/markdown"] = _quarto_md(o["data"]["text/markdown"])
         elif c.cell_type == "markdown": c.source = _quarto_md(c.source)
@@ -186,6 +194,8 @@ def to_html(nb, title: str, nav: str) -> str:
     return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + css + nav, body, count=1)
 
 
+OFFLINE_WIDGETS = '<script data-xllm="offline-widgets">'   # xllm.widgets.offline_widgets(): 1 MB of widget JavaScript, for nbconvert's pages;
+                                                              # these pages draw widgets as static HTML (static_widget_output) and leave it out
 _PROGRESS = re.compile(r"\|\s*\d+/\d+ \[")   # tqdm progress bars on stderr
 
 
@@ -248,6 +258,37 @@ def screenshot(page: Path, png: Path, width=1280, height=2400, widget_context=42
     return shots
 
 
+def _digest(files, *extra: str) -> str:
+    import hashlib
+    h = hashlib.sha256(" ".join(extra).encode() + b"\n")
+    for f in files: h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _package_digest() -> str:
+    "What every page depends on besides its notebook: the package it imports (Python, C++ and CUDA sources), this script, settings.ini."
+    src = sorted(p for p in (ROOT / "xllm").rglob("*") if p.is_file() and p.suffix in (".py", ".cpp", ".h", ".cu", ".cuh", ".txt"))
+    return _digest([Path(__file__).resolve(), ROOT / "settings.ini", *src])
+
+
+NAV = "<!--xllm-nav-->"
+
+
+def render_one(path: str, execute: bool, slow: bool, log: str, threads: int | None) -> tuple[str, list, float]:
+    """Render one notebook in this process (a fresh one per notebook, see `main`): (page HTML with a nav placeholder, errors, seconds).
+    File descriptors 1 and 2 go to `log` first, so what the notebook's subprocesses and C++ code write outside the cells' captured
+    output (a tensor-parallel worker's traceback from a deliberate failure, a compiler's messages) lands there, not on the console."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1); os.dup2(fd, 2); os.close(fd)
+    if threads:                                                         # this notebook's share of the cores
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        if "torch" in sys.modules: sys.modules["torch"].set_num_threads(threads)
+    t0 = time.time()
+    p = Path(path)
+    nb, errors = process(p, execute=execute, slow=slow)
+    return to_html(nb, p.stem, NAV), errors, time.time() - t0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="*", help="notebooks to render (default: all of nbs/*.ipynb)")
@@ -255,22 +296,65 @@ def main(argv=None):
     ap.add_argument("--no-execute", action="store_true", help="use saved outputs only")
     ap.add_argument("--slow", action="store_true", help="also execute cells flagged slow/cuda")
     ap.add_argument("--screenshot", action="store_true", help="save a PNG of each page with headless Chromium into OUT/shots/")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="notebooks rendered at once, each in its own process (default: one per CPU)")
+    ap.add_argument("--force", action="store_true", help="render every page again, even those whose sources have not changed since the last build")
     a = ap.parse_args(argv)
     every = sorted((ROOT / "nbs").glob("*.ipynb"))
     nbs = [Path(p).resolve() for p in a.notebooks] or every
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    cache = out / ".cache"; cache.mkdir(exist_ok=True)
     page = lambda p: "index.html" if p.stem == "index" else p.stem + ".html"
     order = sorted(every, key=lambda p: (p.stem != "index", p.stem))
-    failed = 0
-    for p in nbs:
-        t0 = time.time()
-        nb, errors = process(p, execute=not a.no_execute, slow=a.slow)
-        nav = '<div class="xllm-nav">' + "".join(
-            f'<a href="{page(q)}"{" class=cur" if q == p else ""}>{"xllm" if q.stem == "index" else html.escape(q.stem)}</a>' for q in order) + "</div>"
-        (out / page(p)).write_text(to_html(nb, p.stem, nav))
+    nav_for = lambda p: '<div class="xllm-nav">' + "".join(
+        f'<a href="{page(q)}"{" class=cur" if q == p else ""}>{"xllm" if q.stem == "index" else html.escape(q.stem)}</a>' for q in order) + "</div>"
+    times_file = cache / "seconds.json"
+    try: seconds = json.loads(times_file.read_text())
+    except (OSError, ValueError): seconds = {}
+    pkg = _package_digest()   # a page whose notebook and package are as at the last build is taken from the cache, not run again
+    keys = {p: _digest([p], pkg, str(not a.no_execute), str(a.slow)) for p in nbs}
+    cached = lambda p: cache / f"{p.stem}.{keys[p][:16]}.json"
+    todo = [p for p in nbs if a.force or not cached(p).exists()]
+    todo.sort(key=lambda p: -seconds.get(p.stem, p.stat().st_size / 2e4))   # longest first: the last to finish is a short one
+    jobs = max(1, min(a.jobs, len(todo) or 1))
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    failed, t_all = 0, time.time()
+
+    def finish(p, html_page, errors, dt, log, from_cache=False):
+        nonlocal failed
+        (out / page(p)).write_text(html_page.replace(NAV, nav_for(p), 1))
         failed += bool(errors)
-        print(f"{p.name} -> {out / page(p)} ({time.time() - t0:.1f} s){'  ERRORS in cells ' + str(errors) if errors else ''}")
+        note = ""
+        if log is not None and log.exists() and log.stat().st_size:
+            n = len(log.read_text(errors="replace").splitlines())
+            note = f"  [{n} lines written outside the notebook's cells by its processes: {log}]"
+        print(f"{p.name} -> {out / page(p)} ({'cached' if from_cache else f'{dt:.1f} s'}){'  ERRORS in cells ' + str(errors) if errors else ''}{note}", flush=True)
         if a.screenshot: screenshot(out / page(p), out / "shots" / (p.stem + ".png"))
+
+    for p in nbs:
+        if p not in todo:
+            d = json.loads(cached(p).read_text())
+            finish(p, d["html"], d["errors"], 0.0, None, from_cache=True)
+    import concurrent.futures as cf, multiprocessing as mp
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # idle OpenMP threads sleep: the notebooks share the cores
+    if "forkserver" in mp.get_all_start_methods():   # each notebook's process is forked from one that has imported what they all import
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), "ignore::UserWarning:nbdev.doclinks"]))   # its pkg_resources
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["nbdev.processors", "nbdev.showdoc", "execnb.shell", "nbconvert", "torch", "xllm.llm"])
+    else: ctx = mp.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
+        futs = {pool.submit(render_one, str(p), not a.no_execute, a.slow, str(cache / f"{p.stem}.log"), threads): p for p in todo}
+        for f in cf.as_completed(futs):
+            p = futs[f]
+            try: html_page, errors, dt = f.result()
+            except Exception as e:   # the worker died (a crash in native code, killed): say so, go on with the others
+                print(f"{p.name}: FAILED to render: {type(e).__name__}: {e} (its output: {cache / (p.stem + '.log')})", flush=True)
+                failed += 1; continue
+            for old in cache.glob(f"{p.stem}.*.json"): old.unlink()
+            if not errors: cached(p).write_text(json.dumps({"html": html_page, "errors": errors}))
+            seconds[p.stem] = round(dt, 1)
+            finish(p, html_page, errors, dt, cache / f"{p.stem}.log")
+    times_file.write_text(json.dumps(seconds, indent=0, sort_keys=True))
+    print(f"{len(nbs)} pages ({len(nbs) - len(todo)} unchanged, from the cache) in {time.time() - t_all:.0f} s, {jobs} at once")
     return 1 if failed else 0
 
 
