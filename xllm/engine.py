@@ -465,7 +465,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
     return [results[rid] for rid in ids]
 
 # %% ../nbs/14_engine.ipynb 74
-FAILED_STEPS = 3           # whole engine steps failing in a row after which the engine is taken for dead (`AsyncEngine.health`)
+FAILED_STEPS = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
@@ -476,7 +476,7 @@ class AsyncEngine:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._stopped = False
-        self._failed_steps, self._failure, self._crashed = 0, None, None   # whole steps failed in a row, the last one's error type; the thread's
+        self._dead, self._crashed = None, None               # why the engine cannot run (`_check_alive`); the thread's fatal error type
         self._thread = threading.Thread(target=self._run, name="xllm-engine", daemon=True)
         self._thread.start()
 
@@ -534,12 +534,21 @@ class AsyncEngine:
             if not eng.has_unfinished(): continue
             try: outs = eng.step()
             except Exception as e:                           # the whole step failed: every request in flight gets the error
-                self._failed_steps, self._failure = self._failed_steps + 1, type(e).__name__
                 for rid in list(eng.requests): eng.abort(rid); self._deliver(rid, e, True)
                 eng._pending.clear()
+                self._check_alive(e)
                 continue
-            self._failed_steps = 0
             for o in outs: self._deliver(o.request_id, o, o.finished)
+
+    def _check_alive(self, e: Exception):
+        """After a step failed with `e`: can the engine still run? A one-token forward on its own is tried (up to `FAILED_STEPS`
+        times, 0.1, 0.2... s apart): if one runs, the fault was the requests' (e.g. one too big for the device's memory, which a
+        client retrying must not turn into a dead server); if none does, the engine is dead (`health()` says why)."""
+        for k in range(FAILED_STEPS):
+            try: self.engine.prompt_logits([0]); return
+            except Exception as p: last = p
+            time.sleep(0.1 * (k + 1))
+        self._dead = f"a step failed ({type(e).__name__}), and {FAILED_STEPS} one-token forwards after it ({type(last).__name__})"
 
     def _stop(self):
         for rid in list(self.engine.requests): self.engine.abort(rid)
@@ -588,12 +597,12 @@ class AsyncEngine:
         return await fut
 
     def health(self) -> str | None:
-        """None while the engine can run steps; else why not, in one line: its thread has stopped, `FAILED_STEPS` whole steps in a
-        row have failed (a fault that does not go away, e.g. the device's), or its runner cannot run (`ModelRunner.health()`, e.g. a
-        tensor-parallel worker died). Cheap and safe from any thread (a server asks every second)."""
+        """None while the engine can run steps; else why not, in one line: its thread has stopped, a step failed and no forward
+        runs since (`_check_alive`: a fault that does not go away, e.g. the device's), or its runner cannot run
+        (`ModelRunner.health()`, e.g. a tensor-parallel worker died). Cheap and safe from any thread (a server asks every second)."""
         if not self._thread.is_alive():
             return "the engine was shut down" if self._stopped else f"the engine's thread stopped ({self._crashed or 'no error recorded'})"
-        if self._failed_steps >= FAILED_STEPS: return f"the engine's last {self._failed_steps} steps failed ({self._failure})"
+        if self._dead: return self._dead
         return self.engine.runner.health()
 
     def shutdown(self, timeout: float | None = None):
