@@ -712,7 +712,10 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
     class Connection(H11Protocol):
         def connection_made(self, transport):
             super().connection_made(transport)
-            self._timer, self._sent, self._left, self._moved, self._tail = None, False, 0, time.monotonic(), False
+            self._timer, self._sent, self._out, self._moved, self._tail = None, False, 0, time.monotonic(), False
+            self._written, write = 0, transport.write             # bytes handed to the transport: what has gone out = that - its buffer
+            def counted(data): self._written += len(data); write(data)
+            transport.write = counted
             live.add(self); counts.connections = len(self.connections)
             if not swept: swept.append(self.loop.call_later(SWEEP_EVERY, sweep, self.loop))
             if len(self.connections) > cap:
@@ -734,18 +737,15 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
         def _drop(self):
             self._stop_waiting(); self.transport.abort()
         def _check_sending(self, now: float):
-            """Bytes still to send must move: any that went out since the last look (or a `resume_writing`) count; none for
-            `stall_timeout` s aborts the connection (a client that stopped reading an answer, or a close waiting on it). An
+            """Bytes still to send must move: if none has gone out (bytes written minus the transport's buffer) for
+            `stall_timeout` s, the connection is aborted (a client that stopped reading an answer, or a close waiting on it). An
             answer's tail that has all gone makes the connection idle: it waits for headers from then on."""
             left = self.transport.get_write_buffer_size()
+            out = self._written - left
+            if left == 0 or out > self._out: self._out, self._moved = out, now
             if left == 0:
-                self._left, self._moved = 0, now
                 if self._tail and not self.transport.is_closing() and self._between_requests(): self._await_headers()
-            elif left < self._left or self._left == 0: self._left, self._moved = left, now
             elif now - self._moved > stall_timeout: counts.send_stalls += 1; self._drop()
-            else: self._left = left
-        def resume_writing(self):
-            self._moved = time.monotonic(); super().resume_writing()
         def _too_slow(self):
             self._timer = None
             if self.transport.is_closing() or not self._between_requests(): return
@@ -762,6 +762,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             if self.transport.get_write_buffer_size(): self._tail = True              # the answer's tail is still going out: not idle yet
             else: self._await_headers()
         def connection_lost(self, exc):
+            self.transport.__dict__.pop("write", None)      # the counting write: it refers to this protocol (a cycle the GC frees late)
             self._stop_waiting(); live.discard(self); super().connection_lost(exc)
             counts.connections = len(self.connections)
     return Connection
