@@ -178,9 +178,9 @@ def test_unread_answers_are_let_go(model_dir, tmp_path):
         body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 8, "max_tokens": 300, "ignore_eos": True,
                            "logprobs": True, "top_logprobs": 20}).encode()
         c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-        wait_for(lambda: st.stalled == 1, 120, "the unread answer to be let go")
+        wait_for(lambda: st.stalled + st.counts.send_stalls >= 1, 120, "the unread answer to be let go")   # its send timer or the sweep
         wait_for(lambda: st.counts.connections == 0, 30, "its connection to be closed (its unsent bytes did not move)")
-        assert st.counts.send_stalls == 1
+        assert st.counts.send_stalls >= 1
         c.close()
 
 

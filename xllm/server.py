@@ -149,20 +149,23 @@ def _forget(e: BaseException):
     """Drop `e`'s tracebacks and the exceptions it was raised from. A request body refused while it was read (408, 503) surfaces as
     Starlette's ClientDisconnect inside FastAPI's HTTPException; their tracebacks hold the frames that read the body, in a
     reference cycle the garbage collector frees only at its next full pass (100+ ms with a model loaded, so rarely): without them
-    the body's bytes go at once."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        nxt = e.__cause__ or e.__context__
-        e.__traceback__ = e.__cause__ = e.__context__ = None
-        e = nxt
+    the body's bytes go at once.
+    Only for a body the server refused (a ClientDisconnect in the chain); a body that is not UTF-8 (a ValueError) is the client's
+    fault and its 400 says so; any other cause is a bug, logged with its traceback."""
+    from starlette.requests import ClientDisconnect
+    chain, c = [], e
+    while c is not None and all(c is not x for x in chain): chain.append(c); c = c.__cause__ or c.__context__
+    if not any(isinstance(c, ClientDisconnect) for c in chain[1:]):
+        if len(chain) > 1 and not isinstance(chain[1], ValueError): _log.error("reading a request body failed", exc_info=chain[1])
+        return
+    for c in chain: c.__traceback__ = c.__cause__ = c.__context__ = None
 
 def _busy(why: str) -> APIError:
     "A 503 for a server that has no room now (`why`, then 'retry later'), with Retry-After: retrying can help."
     return APIError(503, f"{why}; retry later", "server_error", None, "overloaded", headers={"Retry-After": "1"})
 _log = logging.getLogger("uvicorn.error")     # uvicorn logs a failed request's traceback here; a stream's bug is logged here too
 
-# %% ../nbs/19_server.ipynb 10
+# %% ../nbs/19_server.ipynb 11
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
     m = getattr(req, "max_completion_tokens", None)
@@ -221,7 +224,7 @@ def logit_bias_processor(bias: dict[int, float]):
     ids, vals = torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
-# %% ../nbs/19_server.ipynb 15
+# %% ../nbs/19_server.ipynb 16
 GRAMMAR_TIMEOUT = 10.0     # seconds a schema or grammar may take to compile before the request is refused
 
 def structured_outputs(req):
@@ -267,7 +270,7 @@ async def compile_structured(tokenizer, so, field: str = "response_format", time
     except GrammarError as e: raise APIError(400, f"{field}: {e}", param=field) from None
     except (asyncio.TimeoutError, TimeoutError): raise APIError(400, f"{field}: the schema or grammar took more than {timeout:g} s to compile", param=field) from None
 
-# %% ../nbs/19_server.ipynb 18
+# %% ../nbs/19_server.ipynb 19
 def _ended(o) -> Exception:
     """The failure of an engine request that ended with neither 'stop' nor 'length': a `GrammarError` when its structured output
     could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
@@ -330,7 +333,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                        (first or end) - t0, (n - 1) / (end - first) if first and n > 1 and end > first else 0.0, ended)
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
-# %% ../nbs/19_server.ipynb 19
+# %% ../nbs/19_server.ipynb 20
 def _choice_error(e: Exception, field: str | None) -> APIError:
     """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
@@ -360,7 +363,7 @@ async def _run_all(state, jobs, field: str | None = None):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 23
+# %% ../nbs/19_server.ipynb 24
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -383,7 +386,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 28
+# %% ../nbs/19_server.ipynb 29
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
@@ -421,7 +424,7 @@ class _EngineCollector:
                                 (CounterMetricFamily, "vllm:spec_decode_num_accepted_tokens", "Speculative decoding: proposed tokens accepted.", core.spec_stats.num_accepted)):
             m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
 
-# %% ../nbs/19_server.ipynb 30
+# %% ../nbs/19_server.ipynb 31
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
@@ -566,7 +569,7 @@ def _prompt_list(p) -> list:
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
 
-# %% ../nbs/19_server.ipynb 36
+# %% ../nbs/19_server.ipynb 37
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
@@ -576,7 +579,7 @@ def _dumps(obj) -> str:
     "JSON text for a response: strict JSON (no NaN/Infinity: ValueError), lone surrogates replaced by U+FFFD, so it always encodes as UTF-8."
     return _SURROGATE.sub("\ufffd", json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
 
-# %% ../nbs/19_server.ipynb 37
+# %% ../nbs/19_server.ipynb 38
 @dataclasses.dataclass
 class ServerLimits:
     """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
@@ -594,7 +597,7 @@ class ServerLimits:
         check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
 
 
-# %% ../nbs/19_server.ipynb 39
+# %% ../nbs/19_server.ipynb 40
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -607,7 +610,7 @@ async def _send_error(send, e: APIError):
                 *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 42
+# %% ../nbs/19_server.ipynb 43
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
     by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
@@ -668,7 +671,7 @@ class _BodyLimit:
         finally: release()
 
 
-# %% ../nbs/19_server.ipynb 47
+# %% ../nbs/19_server.ipynb 48
 def _raw_answer(e: APIError) -> bytes:
     "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
     from http import HTTPStatus
@@ -768,7 +771,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
     return Connection
 
 
-# %% ../nbs/19_server.ipynb 50
+# %% ../nbs/19_server.ipynb 51
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
@@ -804,7 +807,7 @@ def _stream_class(StreamingResponse):
                 await self.body_iterator.aclose()
     return Stream
 
-# %% ../nbs/19_server.ipynb 52
+# %% ../nbs/19_server.ipynb 53
 def _openapi(app, keyed: bool, model_name: str, public=frozenset({"/health"})) -> dict:
     """The OpenAPI schema of what the server really answers: 400 (not FastAPI's 422) for invalid requests, 401 when a key is set,
     404 (another model's name, an unknown path), 413 and 503 where they happen, each as OpenAI's error JSON, and SSE
@@ -840,7 +843,7 @@ def _openapi(app, keyed: bool, model_name: str, public=frozenset({"/health"})) -
                 r["503"] = err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")
     return s
 
-# %% ../nbs/19_server.ipynb 54
+# %% ../nbs/19_server.ipynb 55
 HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
 DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
@@ -952,7 +955,7 @@ async def _watch_engine(st):
     if st.on_dead is not None: st.on_dead()
 
 
-# %% ../nbs/19_server.ipynb 57
+# %% ../nbs/19_server.ipynb 58
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
@@ -1007,7 +1010,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
 
     @app.exception_handler(HTTPException)          # FastAPI's own: unknown route, wrong method, a body that is not UTF-8 JSON
     async def _http(request, e: HTTPException):
-        _forget(e)                                 # a body refused mid-read: its chunks are in the frames of e's cause
+        _forget(e)                                 # a body refused mid-read: its chunks are in the frames of e's cause (else: logged)
         msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics, /version and /health",
                405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
         return JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
@@ -1278,7 +1281,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 59
+# %% ../nbs/19_server.ipynb 60
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1318,7 +1321,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 61
+# %% ../nbs/19_server.ipynb 62
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1343,7 +1346,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 62
+# %% ../nbs/19_server.ipynb 63
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1365,7 +1368,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 63
+# %% ../nbs/19_server.ipynb 64
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1380,7 +1383,7 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 64
+# %% ../nbs/19_server.ipynb 65
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -1412,7 +1415,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 65
+# %% ../nbs/19_server.ipynb 66
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
