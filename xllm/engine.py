@@ -22,7 +22,7 @@ from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_fini
 from .speculative import SpeculativeConfig, SpecStats, draft_proposer, propose_drafts, verify_drafts
 
 # %% auto 0
-__all__ = ['FAILED_STEPS', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
+__all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
 
 # %% ../nbs/14_engine.ipynb 6
 @dataclass
@@ -465,7 +465,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
     return [results[rid] for rid in ids]
 
 # %% ../nbs/14_engine.ipynb 74
-FAILED_STEPS = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
+ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:
     "Runs an `Engine`'s step loop in a background thread and streams each request's `StepOutput`s to an asyncio consumer."
@@ -513,11 +513,15 @@ class AsyncEngine:
         try: self._loop()
         except BaseException as e:
             self._crashed = type(e).__name__
-            with self._lock: left, self._streams = self._streams, {}
-            for loop, q in left.values():
-                try: loop.call_soon_threadsafe(q.put_nowait, RuntimeError(f"the engine stopped ({type(e).__name__})"))
-                except RuntimeError: pass
+            self._fail_waiting(f"the engine stopped ({type(e).__name__})")
             raise
+
+    def _fail_waiting(self, why: str):
+        "Every request still waiting for outputs gets `RuntimeError(why)` (its stream is dropped)."
+        with self._lock: left, self._streams = self._streams, {}
+        for loop, q in left.values():
+            try: loop.call_soon_threadsafe(q.put_nowait, RuntimeError(why))
+            except RuntimeError: pass
 
     def _loop(self):
         eng = self.engine
@@ -541,24 +545,21 @@ class AsyncEngine:
             for o in outs: self._deliver(o.request_id, o, o.finished)
 
     def _check_alive(self, e: Exception):
-        """After a step failed with `e`: can the engine still run? A one-token forward on its own is tried (up to `FAILED_STEPS`
+        """After a step failed with `e`: can the engine still run? A one-token forward on its own is tried (up to `ALIVE_PROBES`
         times, 0.1, 0.2... s apart): if one runs, the fault was the requests' (e.g. one too big for the device's memory, which a
         client retrying must not turn into a dead server); if none does, the engine is dead (`health()` says why)."""
-        for k in range(FAILED_STEPS):
+        for k in range(ALIVE_PROBES):
             try: self.engine.prompt_logits([0]); return
             except Exception as p: last = p
             time.sleep(0.1 * (k + 1))
-        self._dead = f"a step failed ({type(e).__name__}), and {FAILED_STEPS} one-token forwards after it ({type(last).__name__})"
+        self._dead = f"a step failed ({type(e).__name__}), and {ALIVE_PROBES} one-token forwards after it ({type(last).__name__})"
 
     def _stop(self):
         for rid in list(self.engine.requests): self.engine.abort(rid)
         try: outs = self.engine.step()                       # the aborts' outputs (a broken engine has none to give: they get the stop below)
         except Exception: outs = []
         for o in outs: self._deliver(o.request_id, o, o.finished)
-        with self._lock: left, self._streams = self._streams, {}
-        for rid, (loop, q) in left.items():                 # e.g. requests refused after the stop: tell them
-            try: loop.call_soon_threadsafe(q.put_nowait, RuntimeError("AsyncEngine was shut down"))
-            except RuntimeError: pass
+        self._fail_waiting("AsyncEngine was shut down")     # e.g. requests refused after the stop: tell them
 
     # ---- the asyncio side
     async def generate(self, prompt_token_ids, params: SamplingParams | None = None, request_id=None, **kw):

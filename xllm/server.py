@@ -293,7 +293,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
     async def put(d, fin=None, ntok=None):
         await out.put((index, d, fin, ntok, lps[:], prompt.pop() if prompt else None)); lps.clear()
     m, t0, last, ended = state.metrics, time.perf_counter(), None, "abort"     # ended: as vLLM counts it (a client gone: abort)
-    m.prompt_tokens.inc(len(ids)); state.prompt_tokens += len(ids)
+    m.prompt_tokens.inc(len(ids))
     first = None
     try:
         async for o in agen:
@@ -306,7 +306,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                 if last is None: m.ttft.observe(now - t0); first = now
                 else: m.itl.observe(now - last)
                 last = now
-            m.generation_tokens.inc(len(o.new_token_ids)); state.generation_tokens += len(o.new_token_ids)
+            m.generation_tokens.inc(len(o.new_token_ids))
             for k, tok in enumerate(o.new_token_ids):
                 lp = o.new_logprobs[k] if o.new_logprobs else None
                 if lp is not None: lps.append((tok, lp))
@@ -428,7 +428,7 @@ class _EngineCollector:
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
-    def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str):
+    def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str, limits=None, stall_timeout: float = 30.0):
         from xllm.engine import AsyncEngine
         from xllm.llm import build_engine
         self.llm, self.model_name, self.max_num_seqs, self.max_waiting = llm, model_name, max_num_seqs, max_waiting
@@ -442,9 +442,8 @@ class _State:
         self.max_chars = self.max_len * self.longest_token   # more characters than this cannot fit in max_len tokens
         self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
         self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
-        self.limits, self.counts, self.stall_timeout = ServerLimits(), LimitCounts(), 30.0
+        self.limits, self.counts, self.stall_timeout = limits or ServerLimits(), LimitCounts(), stall_timeout
         self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
-        self.prompt_tokens = self.generation_tokens = 0   # since the start, for the periodic stats line (`_log_stats`)
         self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
         self.metrics = Metrics(self)
         self._closed = None
@@ -776,20 +775,18 @@ class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
 
-def _timed(send, timeout: float):
-    "`send`, raising `_Stalled` when one message waits more than `timeout` s to go out (the client's buffers are full: it does not read)."
+def _timed(send, timeout: float, end: float = math.inf):
+    """`send`, raising `_Stalled` when one message waits more than `timeout` s to go out (the client's buffers are full: it does not
+    read), or goes past `end` (a `time.monotonic()` deadline for them all)."""
     async def timed(msg):
-        try: await asyncio.wait_for(send(msg), timeout)
+        try: await asyncio.wait_for(send(msg), min(timeout, max(end - time.monotonic(), 0.0)))
         except asyncio.TimeoutError: raise _Stalled() from None
     return timed
 
 async def _send_whole(send, status: int, headers, body: bytes, timeout: float, min_rate: float | None = None):
     """A whole answer, its body in `SEND_CHUNK` pieces each sent within `timeout` s, and all of it within `timeout` + its size /
     `min_rate` s (None: no overall bound); `_Stalled` if not: an unread (or too slowly read) answer is let go."""
-    end = time.monotonic() + timeout + (len(body) / min_rate if min_rate else math.inf)
-    async def timed(msg):
-        try: await asyncio.wait_for(send(msg), min(timeout, max(end - time.monotonic(), 0.0)))
-        except asyncio.TimeoutError: raise _Stalled() from None
+    timed = _timed(send, timeout, time.monotonic() + timeout + (len(body) / min_rate if min_rate else math.inf))
     await timed({"type": "http.response.start", "status": status, "headers": headers})
     for k in range(0, max(len(body), 1), SEND_CHUNK):
         await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
@@ -910,9 +907,10 @@ def _stats_line(st, was: dict, now: dict, seconds: float) -> str | None:
             f"waiting {now['waiting']}, K/V cache {100 * now['used'] / now['blocks']:.1f}% used, prefix cache hits {hits}")
 
 def _stats_snapshot(st) -> dict:
-    "The counters `_stats_line` compares (read from the event loop: plain integers the engine thread updates)."
+    "The counters `_stats_line` compares: the token counters of /metrics, and the engine's (plain integers the engine thread updates)."
     bm, sched = st.core.block_manager, st.core.scheduler
-    return dict(prompt=st.prompt_tokens, generation=st.generation_tokens, queried=bm.num_queried_blocks, hit=bm.num_hit_blocks,
+    tokens = lambda name: st.metrics.registry.get_sample_value(name, {"model_name": st.model_name}) or 0
+    return dict(prompt=tokens("vllm:prompt_tokens_total"), generation=tokens("vllm:generation_tokens_total"), queried=bm.num_queried_blocks, hit=bm.num_hit_blocks,
                 running=len(sched.running), waiting=len(sched.waiting), used=bm.num_used_blocks, blocks=bm.num_blocks)
 
 async def _log_stats(st, every: float):
@@ -936,7 +934,7 @@ async def _trim_after_refusals(st, drop: int = 64):
     heap's free pages. Every `TRIM_EVERY` s after a refusal, or after `drop` connections or more have closed, the young
     generations are collected (about a millisecond; a full collection takes 100+ ms with a model loaded) and the heap is
     trimmed (in a thread), so the server's memory comes back near where it was."""
-    refusals = lambda: (dataclasses.astuple(st.counts)[1:], st.stalled, st.disconnected)
+    refusals = lambda: ({k: v for k, v in dataclasses.asdict(st.counts).items() if k != "connections"}, st.stalled, st.disconnected)
     last, was = refusals(), st.counts.connections
     while True:
         await asyncio.sleep(TRIM_EVERY)
@@ -981,8 +979,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
     public = public_paths(public_endpoints)
     if "/docs" in public: public |= {"/openapi.json"}         # the page loads the schema
-    st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_name)   # a Hugging Face id as given, else the file's name
-    st.limits, st.stall_timeout = limits or st.limits, stall_timeout
+    st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_name, limits, stall_timeout)   # the name: a Hugging Face id as given, else the file's
     CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len, st.why_max_len())
 
     @asynccontextmanager
