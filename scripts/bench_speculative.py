@@ -19,7 +19,8 @@ from xllm.llm import LLM
 from xllm.sampling import SamplingParams
 from xllm.bench import workload
 from xllm.core import default_model_path
-from xllm.speculative import SpeculativeConfig, draft_proposer
+from xllm.config import SpeculativeConfig
+from xllm.speculative import draft_proposer
 
 
 def machine() -> dict:

@@ -96,7 +96,7 @@ def parse_bytes(s: str) -> int:
 def parse_speculative(s: str) -> dict:
     "`--speculative`: a method name ('ngram') or a JSON object of `SpeculativeConfig` fields -> the dict `LLM(speculative=...)` takes (checked)."
     import json
-    from xllm.speculative import SpeculativeConfig
+    from xllm.config import SpeculativeConfig
     try: spec = json.loads(s) if s.lstrip().startswith("{") else {"method": s}
     except json.JSONDecodeError as e: raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from None
     try: SpeculativeConfig.make(spec)

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch, torch.nn as nn
 from .core import cache_dir, read_source
 from .runner import ModelRunner
+from .config import CPU_ACTIVATIONS
 
 # %% auto 0
 __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS',

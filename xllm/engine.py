@@ -19,7 +19,8 @@ from .runner import choose_runner
 from .sequence import Sequence, SequenceStatus
 from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
-from .speculative import SpeculativeConfig, SpecStats, draft_proposer, propose_drafts, verify_drafts
+from .config import SpeculativeConfig
+from .speculative import SpecStats, draft_proposer, propose_drafts, verify_drafts
 
 # %% auto 0
 __all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']

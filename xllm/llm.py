@@ -25,7 +25,8 @@ from .kv_pool import default_kv_cache_memory
 from .runner import choose_runner, runner_class
 from .cpu_kernels import ACTIVATIONS, activation_mode, keeps_quantized
 from .engine import Engine
-from .speculative import SpeculativeConfig, load_draft
+from .config import SpeculativeConfig
+from .speculative import load_draft
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',

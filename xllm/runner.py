@@ -9,9 +9,10 @@ import torch
 
 from .model import Llama, PagedBatch
 from .kv_pool import PagedKVPool
+from .config import RUNNERS   # name -> (module, class), written once in notebook 12a
 
 # %% auto 0
-__all__ = ['RUNNERS', 'ModelRunner', 'runner_class', 'choose_runner']
+__all__ = ['ModelRunner', 'runner_class', 'choose_runner']
 
 # %% ../nbs/13_runner.ipynb 5
 class ModelRunner:
@@ -43,9 +44,6 @@ class ModelRunner:
 
 
 # %% ../nbs/13_runner.ipynb 7
-RUNNERS = {"torch": ("xllm.runner", "ModelRunner"), "cpu": ("xllm.cpu_kernels", "CpuRunner"), "cuda": ("xllm.cuda_runner", "CudaRunner"),
-           "tp": ("xllm.parallel", "TPRunner")}   # rank 0 of a tensor-parallel group (notebook 13a)
-
 def runner_class(name: str) -> type:
     "The runner class called `name` ('torch', 'cpu' or 'cuda'); its module is imported only now."
     if name not in RUNNERS: raise ValueError(f"runner: expected one of {', '.join(map(repr, RUNNERS))}, got {name!r}")

@@ -17,71 +17,13 @@ from .kv_pool import PagedKVPool
 from .runner import choose_runner
 from .sequence import Sequence
 from .sampling import Sampler, _check_finite, _draw
+from .config import SpeculativeConfig
 
 # %% auto 0
-__all__ = ['SpeculativeConfig', 'SpecStats', 'NgramProposer', 'accept_token', 'choose_k', 'DraftProposer', 'load_draft',
-           'draft_proposer', 'propose_drafts', 'verify_drafts']
+__all__ = ['SpecStats', 'NgramProposer', 'accept_token', 'choose_k', 'DraftProposer', 'load_draft', 'draft_proposer',
+           'propose_drafts', 'verify_drafts']
 
 # %% ../nbs/14a_speculative.ipynb 6
-@dataclass
-class SpeculativeConfig:
-    """How an `Engine` speculates (`Engine(..., speculative={...})`, `LLM(..., speculative={...})`).
-    `method`: 'ngram' (prompt lookup) or 'draft' (a draft model, `model`). `num_tokens`: the most tokens proposed per step (k;
-    default 16 for 'ngram', 5 for 'draft'; `num_speculative_tokens`, vLLM's name, is taken for it in a dict). `prompt_lookup_max` / `prompt_lookup_min`: the longest and shortest n-grams matched
-    (longest first). `model` ('draft' only): the draft model, a checkpoint path xllm loads (GGUF, Hugging Face folder, llama2.c
-    file...), an `LLM`, or a `Llama` taken to use the target's tokenizer; it must share the target's tokenizer. `adaptive`: shrink
-    k after a rejection and pause a sequence's speculation after proposals that all failed (so a request whose output does not copy
-    its input pays almost nothing). `max_batch_size`: speculate only in steps with at most this many decoding sequences (a larger
-    batch is compute-bound: the extra rows would cost more than they save). Below it, with `adaptive`, each proposal's length is
-    chosen by the cost model (`SpecStats.cost`, `choose_k`), so a step that is compute-bound already gets short proposals or none."""
-    method: str = "ngram"
-    num_tokens: int | None = None   # None: 16 for 'ngram' (the CPU runner's forward costs about the same from 9 to 17 tokens, measured below), 5 for 'draft'
-    prompt_lookup_max: int = 4
-    prompt_lookup_min: int = 3      # shorter matches propose more often but are accepted less (measured below)
-    adaptive: bool = True
-    max_batch_size: int = 8
-    model: Any = None
-
-    def check(self) -> "SpeculativeConfig":
-        "ValueError naming the field that is wrong."
-        if self.method not in ("ngram", "draft"):
-            raise ValueError(f"speculative method: expected 'ngram' (prompt lookup) or 'draft' (a draft model), got {self.method!r}")
-        if self.num_tokens is None: self.num_tokens = 16 if self.method == "ngram" else 5
-        check_int("speculative num_tokens", self.num_tokens, 1, 64)
-        check_int("speculative prompt_lookup_max", self.prompt_lookup_max, 1, 64)
-        check_int("speculative prompt_lookup_min", self.prompt_lookup_min, 1, self.prompt_lookup_max,
-                  rule=f"an integer in [1, prompt_lookup_max={self.prompt_lookup_max}]")
-        check_bool("speculative adaptive", self.adaptive)
-        check_int("speculative max_batch_size", self.max_batch_size, lo=1)
-        m = self.model
-        if self.method == "ngram":
-            if m is not None: raise ValueError("speculative model: only method 'draft' takes a model ('ngram' proposes from the prompt and output)")
-        elif m is None: raise ValueError("speculative method 'draft' needs model: the draft model's path (or an LLM or Llama)")
-        elif isinstance(m, (str, os.PathLike)):
-            if not Path(m).expanduser().exists(): raise ValueError(f"speculative model: not found: {m}")
-        elif not isinstance(m, Llama) and not isinstance(getattr(m, "model", None), Llama):
-            raise ValueError(f"speculative model: expected a path, an LLM or a Llama, got {type(m).__name__}")
-        return self
-
-    @classmethod
-    def make(cls, spec) -> "SpeculativeConfig | None":
-        "None (no speculation), a `SpeculativeConfig`, or a dict of its fields -> a checked config or None."
-        if spec is None: return None
-        if isinstance(spec, cls): return spec.check()
-        if not isinstance(spec, dict): raise ValueError(f"speculative: expected None, a dict or a SpeculativeConfig, got {type(spec).__name__}")
-        names, spec = {f.name for f in fields(cls)}, dict(spec)
-        if "num_speculative_tokens" in spec:           # vLLM's speculative_config spells num_tokens so
-            if "num_tokens" in spec: raise ValueError("speculative: num_tokens and num_speculative_tokens (vLLM's name for it) both given")
-            spec["num_tokens"] = spec.pop("num_speculative_tokens")
-        if (bad := [k for k in spec if k not in names]): raise ValueError(f"speculative: unknown option {bad[0]!r} (known: {', '.join(sorted(names))})")
-        return cls(**spec).check()
-
-    def describe(self) -> dict:
-        "The settings as JSON values (a draft model given as an object: its file, else its class name)."
-        d, m = dict(vars(self)), self.model
-        if m is not None and not isinstance(m, str): d["model"] = str(m) if isinstance(m, os.PathLike) else str(getattr(m, "model_path", type(m).__name__))
-        return d
-
 @dataclass
 class SpecStats:
     """An engine's speculative-decoding counters (`Engine.spec_stats`), and its model of a step's cost: the runner's seconds for a
