@@ -3,6 +3,7 @@ before the next export), long lines, semicolon-joined statements, and uses of an
 
     python scripts/code_shape.py            # the figures and the private uses, one per line
     python scripts/code_shape.py --json     # the figures as JSON
+    python scripts/code_shape.py --by-notebook [PREFIX...]   # export-cell figures per notebook (those starting with a PREFIX)
 
 Only measured here; #37's targets (mean <= 12 lines, >= 60% tested, no private use across modules) are checked once they hold.
 """
@@ -27,10 +28,12 @@ def cells(nb: Path) -> list[tuple[str, str]]:
     return out
 
 
-def notebook_figures(nbs: Path = ROOT / "nbs") -> dict:
-    "Export cells over every notebook: count, mean lines (code lines, flags excluded), share followed by a test before the next export."
+def notebook_figures(nbs: Path = ROOT / "nbs", names=None) -> dict:
+    """Export cells over every notebook (or those whose file name starts with one of `names`): count, mean lines (code lines,
+    flags excluded), share followed by a test before the next export."""
     sizes, tested = [], 0
     for nb in sorted(nbs.glob("*.ipynb")):
+        if names and not any(nb.name.startswith(n) for n in names): continue
         cs = cells(nb)
         for i, (kind, src) in enumerate(cs):
             if kind != "export": continue
@@ -92,6 +95,14 @@ def private_uses(pkg: Path = ROOT / "xllm") -> list[str]:
 
 
 if __name__ == "__main__":
+    if "--by-notebook" in sys.argv:
+        prefixes = sys.argv[sys.argv.index("--by-notebook") + 1:]
+        for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+            if prefixes and not any(nb.name.startswith(p) for p in prefixes): continue
+            f = notebook_figures(names=[nb.name])
+            if f["export_cells"]: print(f"{nb.name:32} export cells {f['export_cells']:3}  mean lines {f['mean_lines']:5}  tested {f['tested_share']:.0%}")
+        print("together:", notebook_figures(names=prefixes or None))
+        sys.exit(0)
     figures = {**notebook_figures(), **code_figures()}
     uses = private_uses()
     figures["private_uses_across_modules"] = len(uses)
