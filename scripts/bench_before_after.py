@@ -1,0 +1,74 @@
+"""Two checkouts of xllm side by side, as issue #37 asks of a refactor: the same measurements of the default model through
+`xllm bench`, the two checkouts interleaved (the order alternating each round), each round started only once the 1-minute
+load average is under 0.5 (the load average before every run is recorded: between runs it holds the previous run's own two
+threads, which decay over a minute); medians and the ratio new / old. Not a test: timed, and for a quiet machine.
+
+    python scripts/bench_before_after.py OLD_DIR NEW_DIR [--rounds 3] [--json OUT]
+
+OLD_DIR / NEW_DIR: checkouts (e.g. `git worktree add /tmp/old <commit>`); each run imports xllm from its own checkout
+(PYTHONPATH) with no XLLM_* variables set, so both get the defaults a user gets.
+"""
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
+
+MEASURES = {   # name -> (xllm bench arguments, the record's figure)
+    "decode b1 (tg64)": (["decode", "--max-tokens", "64", "--reps", "3"], "tok_s"),
+    "prefill 128": (["prefill", "--prompt-tokens", "128", "--reps", "3"], "tok_s"),
+    "32 x (32 + 64), wall": (["throughput", "--workload", "prompts:32:64", "--ignore-eos"], "output_tok_s"),
+    "ngram, grounded x8 sequential": (["throughput", "--workload", "grounded:8:128", "--chat", "--speculative", "ngram", "--sequential"],
+                                      "output_tok_s"),
+}
+
+
+def wait_quiet(limit: float = 0.5, most: float = 300.0) -> float:
+    "Wait (at most `most` s) until the 1-minute load average is under `limit`; the load average then."
+    t0 = time.time()
+    while os.getloadavg()[0] >= limit and time.time() - t0 < most: time.sleep(5)
+    return os.getloadavg()[0]
+
+
+def run(checkout: str, args: list[str], key: str) -> tuple[float, float]:
+    "One `xllm bench` run in `checkout`: (its figure, the load average before it)."
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLLM_")}
+    env["PYTHONPATH"] = checkout
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        p = subprocess.run([sys.executable, "-m", "xllm", "bench", *args, "--json", out], cwd=checkout, env=env,
+                           capture_output=True, text=True)
+        if p.returncode: raise SystemExit(f"{checkout}: xllm bench {' '.join(args)} failed:\n{p.stderr[-2000:]}")
+        return json.load(open(out))[key], load
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("old"); ap.add_argument("new")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+                if l.startswith("Model name")), "?")
+    rev = lambda d: subprocess.run(["git", "-C", d, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    res = {m: {"old": [], "new": []} for m in MEASURES}
+    loads = []
+    for r in range(a.rounds):
+        print(f"round {r + 1}: load average {wait_quiet():.2f} at its start", flush=True)
+        for name, (args, key) in MEASURES.items():
+            for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                v, load = run(getattr(a, side), args, key)
+                res[name][side].append(v); loads.append(load)
+                print(f"round {r + 1} {name:32} {side}: {v:9.1f} tok/s (load {load:.2f})", flush=True)
+    out = {"cpu": cpu, "old": rev(a.old), "new": rev(a.new), "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads),
+           "measures": {}}
+    print(f"\n{cpu}; old {out['old']}, new {out['new']}; {a.rounds} rounds interleaved; load before each run {min(loads):.2f}-{max(loads):.2f}")
+    for name, v in res.items():
+        o, n = statistics.median(v["old"]), statistics.median(v["new"])
+        out["measures"][name] = {"old_tok_s": o, "new_tok_s": n, "ratio": n / o, "old_all": v["old"], "new_all": v["new"]}
+        print(f"{name:32} old {o:9.1f}  new {n:9.1f}  ratio {n / o:.3f}")
+    if a.json:
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f: json.dump(out, f, indent=1)
+        os.replace(tmp, a.json)
+
+
+if __name__ == "__main__":
+    main()
