@@ -551,7 +551,7 @@ class ModelPlan:
         return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
 # %% ../nbs/15_cpu_kernels.ipynb 87
-ACTIVATIONS = {"float": 0, "int8": 1, "int8x2": 2}   # the activations' form -> ModelPlan's a8 level
+ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
     "Whether any linear layer of `model` keeps its weights quantized (int8/int4 layers, a GGUF's packed Q4/Q8 blocks)."
