@@ -1,5 +1,5 @@
 """The shape of xllm's code, as issue #37 measures it: export cells (how many, mean lines, the share followed by a test cell
-before the next export), long lines, semicolon-joined statements, and uses of another module's private members.
+before the next export), long lines, semicolon-joined statements, uses of another module's private members, and imports of a later notebook's module.
 
     python scripts/code_shape.py            # the figures and the private uses, one per line
     python scripts/code_shape.py --json     # the figures as JSON
@@ -94,6 +94,31 @@ def private_uses(pkg: Path = ROOT / "xllm") -> list[str]:
     return out
 
 
+def later_imports(pkg: Path = ROOT / "xllm") -> list[str]:
+    """Imports of a module exported by a later notebook (notebook order = file-name order), at module level or inside a
+    function: `module (notebook) -> module (notebook)` each. The notebooks are read in order, so each may use only earlier ones."""
+    source = {}
+    for f in pkg.glob("*.py"):
+        m = re.search(r"File to edit: \.\./nbs/(\S+?\.ipynb)", f.read_text())
+        if m: source[f.stem] = m.group(1)
+    out = []
+    for f in sorted(pkg.glob("*.py")):
+        if f.stem not in source: continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level: names = [mod] if mod else [a.name for a in node.names]
+                elif mod.startswith("xllm."): names = [mod[5:]]
+                elif mod == "xllm": names = [a.name for a in node.names]
+            elif isinstance(node, ast.Import): names = [a.name[5:] for a in node.names if a.name.startswith("xllm.")]
+            for n in names:
+                n = n.split(".")[0]
+                if n in source and source[n] > source[f.stem]:
+                    out.append(f"{f.stem} ({source[f.stem]}):{node.lineno} -> {n} ({source[n]})")
+    return sorted(set(out))
+
+
 if __name__ == "__main__":
     if "--by-notebook" in sys.argv:
         prefixes = sys.argv[sys.argv.index("--by-notebook") + 1:]
@@ -106,7 +131,10 @@ if __name__ == "__main__":
     figures = {**notebook_figures(), **code_figures()}
     uses = private_uses()
     figures["private_uses_across_modules"] = len(uses)
+    later = later_imports()
+    figures["imports_of_later_notebooks"] = len(later)
     if "--json" in sys.argv: print(json.dumps(figures, indent=1))
     else:
         for k, v in figures.items(): print(f"{k}: {v}")
         for u in uses: print("  private:", u)
+        for u in later: print("  later:", u)

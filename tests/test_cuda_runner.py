@@ -155,7 +155,7 @@ def test_decode_step_allocates_and_reads_back_nothing(weights, dev):
     pool = PagedKVPool(m.config, 40, 8, torch.float32, dev)
     r = CudaRunner(m, pool, max_batch=8, enforce_eager=True, ops=CudaOps)
     if weights.startswith("int8"): r.quant_gemv_rows, r.dequant_ws = 0, r.dequant_ws[:64 * 256]
-    assert ck.paged_attention_splits(3, 2, r.max_blocks * 8, ck._num_sms(dev)) == 8 and r.attn_ws.numel() >= 3 * 8 * 8 * 66
+    assert ck.paged_attention_splits(3, 2, r.max_blocks * 8, ck.num_sms(dev)) == 8 and r.attn_ws.numel() >= 3 * 8 * 8 * 66
     greedy_paged(m, pool, PROMPTS, 3, step=r)                         # the pool holds K/V, the kernels are built
     q, bt, cl = r.buf["q"][:3], r.buf["tables"][:3], r.buf["lens"][:3]
     assert _allocations(lambda: ck.paged_attention_v2(q, pool.k[0], pool.v[0], bt, cl)), "the profiler should see the partials allocated"

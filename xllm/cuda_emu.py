@@ -87,8 +87,8 @@ def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared
 # %% ../nbs/16a_cuda_emulator.ipynb 16
 def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
     "`launch` with the extent of every tensor the kernel wrappers passed (recorded by `cuda_kernels._p`)."
-    ext = [ck._EXTENTS.get(int(a), -1) if isinstance(a, np.uint64) and int(a) else -1 for a in args]
-    ck._EXTENTS.clear()
+    extents = ck.take_extents()
+    ext = [extents.get(int(a), -1) if isinstance(a, np.uint64) and int(a) else -1 for a in args]
     launch(name, grid, block, args, shared_mem, seed, lib, extents=ext)
 
 @contextlib.contextmanager
@@ -96,7 +96,6 @@ def emulate(seed: int = 1, memcheck: bool = True):
     """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first use).
     `memcheck`: each tensor argument is copied between two inaccessible pages, so a kernel that reads or writes past a
     tensor's ends fails with an error naming the argument."""
-    prev, ck._EMULATOR = ck._EMULATOR, partial(memcheck_launch if memcheck else launch, seed=seed, lib=build())   # built once, not per launch
-    ck._EXTENTS.clear()
+    prev = ck.set_emulator(partial(memcheck_launch if memcheck else launch, seed=seed, lib=build()))   # built once, not per launch
     try: yield
-    finally: ck._EMULATOR = prev; ck._EXTENTS.clear()
+    finally: ck.set_emulator(prev)

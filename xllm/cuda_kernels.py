@@ -14,12 +14,13 @@ from .core import check_int, read_source
 # %% auto 0
 __all__ = ['CUDA_SOURCE', 'DTYPE_SUFFIX', 'PA2_HEAD_DIMS', 'PA2_GROUPS', 'PA2_MAX_GROUP', 'KERNEL_NAMES', 'EMULATED_SMS',
            'QUANT_GEMV_ROWS', 'compile_check', 'ptxas_usage', 'resident_warps', 'cupy_available', 'module_key',
-           'module_source', 'model_kernel_names', 'load_kernels', 'rms_norm', 'rms_norm_ref', 'kernel_rtol',
-           'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused', 'silu_and_mul_ref',
-           'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention', 'paged_attention_ref', 'random_paged',
-           'paged_attention_splits', 'paged_attention_v2', 'chunk_tiles', 'paged_attention_chunks', 'chunk_rows',
-           'paged_attention_chunks_ref', 'kv_append', 'int8_scales', 'QuantWeight', 'int8_linear', 'int8_linear_ref',
-           'quant_weight_ref', 'quant_linear_ref', 'quant_weight', 'int4_linear', 'dequantize_weight', 'quant_linear']
+           'module_source', 'model_kernel_names', 'load_kernels', 'set_emulator', 'take_extents', 'rms_norm',
+           'rms_norm_ref', 'kernel_rtol', 'max_rel_err', 'rope_', 'rope_ref', 'silu_and_mul', 'silu_and_mul_fused',
+           'silu_and_mul_ref', 'num_sms', 'softmax_splits', 'softmax', 'softmax_ref', 'paged_attention',
+           'paged_attention_ref', 'random_paged', 'paged_attention_splits', 'paged_attention_v2', 'chunk_tiles',
+           'paged_attention_chunks', 'chunk_rows', 'paged_attention_chunks_ref', 'kv_append', 'int8_scales',
+           'QuantWeight', 'int8_linear', 'int8_linear_ref', 'quant_weight_ref', 'quant_linear_ref', 'quant_weight',
+           'int4_linear', 'dequantize_weight', 'quant_linear']
 
 # %% ../nbs/16_cuda_kernels.ipynb 9
 CUDA_SOURCE = read_source("cuda/kernels.cu", "cuda/kernels_v2.cu")   # one text: common.cuh, then both generations
@@ -151,6 +152,19 @@ def _launch(name: str, t: torch.Tensor, grid: int | tuple, block: int, args: tup
 
 _EXTENTS: dict = {}   # while emulating: data_ptr -> bytes its tensor view spans, for the emulator's memcheck
 
+def set_emulator(launcher):
+    """Route launches on CPU tensors to `launcher(name, grid, block, args, shared_mem)` (None: CPU tensors refused again);
+    returns the previous one. Used by `xllm.cuda_emu.emulate`; the recorded extents start empty."""
+    global _EMULATOR
+    prev, _EMULATOR = _EMULATOR, launcher
+    _EXTENTS.clear()
+    return prev
+
+def take_extents() -> dict:
+    "The extents the wrappers recorded since the last call (data_ptr -> bytes its tensor view spans), and forget them."
+    out = dict(_EXTENTS); _EXTENTS.clear()
+    return out
+
 def _p(t: torch.Tensor | None):
     "A tensor's address as the kernels take it (np.uint64; 0 for None)."
     if t is None: return np.uint64(0)
@@ -274,7 +288,7 @@ def silu_and_mul_ref(gate, up):
 _sm_counts: dict = {}
 EMULATED_SMS = 132   # an H200's: the emulator makes the same launch decisions (splits) as that GPU
 
-def _num_sms(device) -> int:
+def num_sms(device) -> int:
     "Streaming multiprocessors of a CUDA device (cached); `EMULATED_SMS` for CPU tensors under the emulator."
     if device.type == "cpu": return EMULATED_SMS
     i = device.index if device.index is not None else torch.cuda.current_device()
@@ -297,7 +311,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, splits: int | None
     check_int("splits", splits, lo=1, optional=True)
     rows, N = x.shape
     if rows == 0 or N == 0: return out
-    S = softmax_splits(rows, N, _num_sms(x.device)) if splits is None else min(splits, N)
+    S = softmax_splits(rows, N, num_sms(x.device)) if splits is None else min(splits, N)
     sfx = DTYPE_SUFFIX[x.dtype]
     if S == 1:
         _launch(f"softmax_{sfx}", x, rows, _threads(N, 1024), (_p(x), _p(out), np.int32(N), np.int64(x.stride(0)), np.int64(out.stride(0))))
@@ -418,7 +432,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     if B == 0: return out
     max_context = block_tables.shape[1] * bs                  # bounds every context length, known without reading the device
     if max_context == 0: return out.zero_()
-    if num_splits is None: num_splits = paged_attention_splits(B, n_kv, max_context, _num_sms(q.device))
+    if num_splits is None: num_splits = paged_attention_splits(B, n_kv, max_context, num_sms(q.device))
     check_int("num_splits", num_splits, lo=1)
     split_size = -(-max_context // num_splits)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)

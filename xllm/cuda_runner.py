@@ -282,7 +282,7 @@ class CudaRunner(ModelRunner):
         c, ws = self.shard, 0
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         if self.ops is CudaOps and _pa2(nh, nkv, hd):
-            ctx, sms = self.max_blocks * self.pool.block_size, ck._num_sms(self.device)
+            ctx, sms = self.max_blocks * self.pool.block_size, ck.num_sms(self.device)
             ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
         return torch.zeros(ws, dtype=torch.float32, device=self.device)
 
