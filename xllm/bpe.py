@@ -4,7 +4,7 @@
 
 # %% ../nbs/03a_bpe.ipynb 3
 from __future__ import annotations
-import heapq, json, unicodedata, warnings
+import heapq, unicodedata, warnings
 from pathlib import Path
 import regex
 from functools import partial

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_core.ipynb 3
 from __future__ import annotations
-import hashlib, math, os, shutil, subprocess, sys, tempfile, time, zipfile
+import hashlib, math, os, subprocess, sys, tempfile, time, zipfile
 from pathlib import Path
 
 # %% auto 0

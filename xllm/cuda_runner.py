@@ -4,7 +4,7 @@
 
 # %% ../nbs/16b_cuda_runner.ipynb 3
 from __future__ import annotations
-import copy, warnings
+import warnings
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F, torch.distributed as dist
 from .model import PagedBatch, chunk_attention, table_slots
@@ -12,7 +12,7 @@ from .kv_pool import PagedKVPool
 from .runner import ModelRunner
 from .core import check_int
 from .model import Llama, rope_tables
-from .parallel import AllReduce, VocabEmbedding, VocabHead
+from .parallel import AllReduce, VocabHead
 import xllm.cuda_kernels as ck
 
 # %% auto 0

@@ -4,7 +4,6 @@
 
 # %% ../nbs/10_kv_cache.ipynb 4
 from __future__ import annotations
-import math
 from collections import OrderedDict, deque
 from typing import Any
 from fastcore.basics import patch

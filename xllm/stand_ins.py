@@ -27,7 +27,6 @@ RANDOM_CONFIGS = {   # HF config fields of well-known shapes, for `xllm bench --
 
 def random_config(spec: str):
     "A `LlamaConfig` from a name in `RANDOM_CONFIGS` or a Hugging Face `config.json` (or a directory holding one)."
-    import json
     from xllm.weights import config_from_hf
     if spec in RANDOM_CONFIGS: return config_from_hf(RANDOM_CONFIGS[spec], f"--random-weights {spec}")
     p = Path(spec).expanduser()

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_tokenizer.ipynb 3
 from __future__ import annotations
-import codecs, heapq, json, re, struct, unicodedata
+import codecs, heapq, re, struct, unicodedata
 from pathlib import Path
 from functools import partial
 from .core import ModelFormatError, check_int, check_token_ids, piece_bytes, read_json
