@@ -5,7 +5,7 @@ Each row is printed, and with a file argument appended to it as one record of xl
 it is measured: a run cut short keeps its rows. Not a test: numbers depend on the machine.
 `--device cpu` is gpu_check.sh's dry run: the first group of rows at tiny shapes, the kernels in the CUDA emulator (notebook
 16a), host timers; the rest need a GPU."""
-import argparse, json, math, statistics, sys, time
+import argparse, json, sys, time
 import torch
 import torch.nn.functional as F
 import xllm.cuda_kernels as ck
@@ -103,7 +103,7 @@ for B, L in ((1, 4096), (64, 1024), (256, 512)) if not DRY else ((1, 64),):
     rows.append((f"paged_attention B={B}", f"ctx {L}, 32/8 heads x128, err {err:.1e}", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens)),
                  bench(lambda: eager_paged(qa, kc, vc, bt, lens, L)), 2 * B * L * 8 * 128 * 2))
     if B == 1:
-        rows.append((f"paged_attention B=1", f"same, 16 warps per block", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens, num_warps=16)),
+        rows.append(("paged_attention B=1", "same, 16 warps per block", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens, num_warps=16)),
                      rows[-1][3], 2 * B * L * 8 * 128 * 2))
 
 
@@ -124,7 +124,7 @@ for n_kv, B, L in ((8, 1, 4096), (8, 64, 1024), (8, 256, 512), (32, 1, 4096), (3
     S = ck.paged_attention_splits(B, n_kv, nb_per * bs, torch.cuda.get_device_properties(0).multi_processor_count)
     rows.append((f"paged_attn_v2 B={B}", f"ctx {L}, 32/{n_kv} heads x128, {S} splits, err {err:.1e}", bench(lambda: ck.paged_attention_v2(qa, kc, vc, bt, lens)),
                  bench(lambda: eager_paged(qa, kc, vc, bt, lens, L)), 2 * B * L * n_kv * 128 * 2))
-    rows.append((f"paged_attn_v1 B={B}", f"same, first version", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens)), rows[-1][3], rows[-1][4]))
+    rows.append((f"paged_attn_v1 B={B}", "same, first version", bench(lambda: ck.paged_attention(qa, kc, vc, bt, lens)), rows[-1][3], rows[-1][4]))
 
 
 def prefill_and_int8_rows(bench, rnd, dev):
@@ -153,7 +153,7 @@ def prefill_and_int8_rows(bench, rnd, dev):
             t_sdpa = bench(sdpa)
             out.append((f"prefill attn T={T}", f"tiles (chunks kernel) vs gather+SDPA, 32/{n_kv} heads, err {err:.1e}",
                         bench(lambda: ck.paged_attention_chunks(q, kc, vc, bt1, chunk, tiles=tiles)), t_sdpa, 2 * T * n_kv * 128 * 2))
-            out.append((f"prefill attn T={T}", f"one v2 row per token vs gather+SDPA",
+            out.append((f"prefill attn T={T}", "one v2 row per token vs gather+SDPA",
                         bench(lambda: ck.paged_attention_v2(q, kc, vc, bt_rows, lens_rows)), t_sdpa, 2 * T * n_kv * 128 * 2))
     for n_kv, B, L in ((32, 160, 1024), (8, 160, 1024), (32, 1, 4096)):
         nbp = (L + 15) // 16
@@ -170,8 +170,6 @@ def prefill_and_int8_rows(bench, rnd, dev):
 
 try: prefill_and_int8_rows(bench, rnd, dev)                  # its rows are added (printed, written) one by one
 except Exception as e: print(f"prefill / int8 K/V rows failed: {type(e).__name__}: {e}")   # the other rows still print
-from xllm.kv_pool import PagedKVPool
-from xllm.core import LlamaConfig
 for n_kv, N in ((32, 200), (8, 256)):
     kflat = torch.zeros(4096 * 16, n_kv, 128, device=dev, dtype=dt); vflat = torch.zeros_like(kflat)
     kv = rnd(N, 2, n_kv, 128)
@@ -198,7 +196,6 @@ def quant_rows(bench, rnd, dev, dt, shapes=((4096, 4096), (11008, 4096), (4096, 
                 if (O, I) == shapes[1]:
                     out.append((f"{kind} deq+mm M={M}", f"[{O},{I}] vs fp16 torch.mm", bench(lambda: ck.quant_linear(xm, qw, workspace=ws, gemv_rows=0)),
                                 bench(lambda: torch.mm(xm, wf.t())), codes + 4 * O * I + 2 * M * (I + O)))
-            del mod, qw, wf
     return out
 
 try: quant_rows(bench, rnd, dev, dt)

@@ -125,7 +125,7 @@ def main():
     res["table"] = table
     print(f"\n{q41.name} INT4, {a.threads} threads, {res['cpu']}, kernels {res['isa_kernel']}, {len(R)} interleaved rounds, "
           f"load averages before each: {[r['load_avg'][0] for r in R]}; medians, ratios = medians of per-round ratios\n")
-    print(f"| measurement | activations | tok/s | vs float | vs llama.cpp | llama.cpp tok/s |\n|---|---|---|---|---|---|")
+    print("| measurement | activations | tok/s | vs float | vs llama.cpp | llama.cpp tok/s |\n|---|---|---|---|---|---|")
     f = lambda x, d=1: "-" if x is None else f"{x:.{d}f}"
     for t in table: print(f"| {t['what']} | {t['form']} | {f(t['tok_s'])} | {f(t['vs_float'], 2)}x | {f(t['vs_llamacpp'], 2)}x | {f(t['llamacpp_tok_s'])} |")
     if res["ppl"]:

@@ -42,9 +42,13 @@ def timed(fn, reps):
 
 
 n = 4 * 2**30 if dev.type == "cuda" else 64 * 2**20
-src = torch.empty(n, dtype=torch.uint8, device=dev); dst = torch.empty_like(src)
-bw = 2 * n / timed(lambda: dst.copy_(src), 20)
-del src, dst
+def copy_bandwidth(n: int) -> float:
+    "Bytes per second of a device-to-device copy of `n` bytes (read + write); the buffers are freed on return."
+    src = torch.empty(n, dtype=torch.uint8, device=dev); dst = torch.empty_like(src)
+    return 2 * n / timed(lambda: dst.copy_(src), 20)
+
+
+bw = copy_bandwidth(n)
 m, dt = (8192, torch.float16) if dev.type == "cuda" else (512, torch.float32)
 g = torch.Generator(device=dev).manual_seed(0)
 x, y = (torch.randn(m, m, generator=g, device=dev, dtype=torch.float32).to(dt) for _ in range(2))

@@ -8,7 +8,6 @@ an empty word cache.
 Run: python scripts/bench_tokenizer.py [--mb 1.0] [--repeat 3]
 """
 import argparse, importlib, inspect, sys, time
-from pathlib import Path
 
 def corpus(n_bytes: int) -> str:
     mods = ["os", "re", "json", "collections", "itertools", "functools", "pathlib", "typing", "argparse", "logging", "subprocess",

@@ -11,7 +11,6 @@
         --workload bench/hello.txt:200:18 --workload bench/prompts.txt:160:512
 """
 import argparse, json, time
-from pathlib import Path
 from xllm.bench import throughput, workload, save_results
 from xllm.llm import random_llm
 

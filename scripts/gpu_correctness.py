@@ -15,7 +15,7 @@ TorchOps, eager: no graphs to count), the default model left out; every record s
 Exit status 1 if a check fails."""
 import argparse, copy, json, sys
 import torch
-from xllm.stand_ins import random_config, random_model, RANDOM_CONFIGS
+from xllm.stand_ins import random_model, RANDOM_CONFIGS
 from xllm.weights import config_from_hf
 from xllm.kv_pool import PagedKVPool
 from xllm.cuda_runner import CudaRunner, greedy_paged

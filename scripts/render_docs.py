@@ -37,7 +37,7 @@ def _flags(cell) -> set[str]:
 
 
 def _make_exec_proc(slow=False):
-    from nbdev.processors import Processor, _do_eval
+    from nbdev.processors import Processor
     from execnb.shell import CaptureShell
 
     class exec_all(Processor):

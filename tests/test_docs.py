@@ -95,7 +95,7 @@ def test_public_api_has_docstrings():
 
 
 def test_docstring_check_is_not_vacuous(monkeypatch):
-    import types, xllm
+    import types
     mod = types.ModuleType("xllm.fake_undocumented")
     exec("__all__ = ['f', 'C']\ndef f(): pass\nclass C:\n    'doc'\n    def m(self): pass", mod.__dict__)
     mod.f.__module__ = mod.C.__module__ = "xllm.fake_undocumented"

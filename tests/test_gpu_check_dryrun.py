@@ -4,7 +4,6 @@ section selection, the logs and records, the one tarball, the table -- cannot ro
 tensor_parallel section checks (scripts/gpu_tp_check.py --device cpu): TP=1 bit for bit, TP=2 within 1e-5, both timings."""
 import json, os, subprocess, tarfile, time
 from pathlib import Path
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("env pytest_gpu correctness tensor_parallel roofline xllm_graphs transformers xllm_engine xllm_int8kv xllm_int4 kernels "

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from xllm.sampling import Sampler, SamplingParams, NonFiniteLogitsError, apply_top_k, apply_top_p, apply_min_p
+from xllm.sampling import Sampler, SamplingParams, NonFiniteLogitsError
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 dev = "cuda"
