@@ -39,47 +39,53 @@ class SpeculativeConfig:
     max_batch_size: int = 8
     model: Any = None
 
-    def check(self) -> "SpeculativeConfig":
-        "ValueError naming the field that is wrong."
-        if self.method not in ("ngram", "draft"):
-            raise ValueError(f"speculative method: expected 'ngram' (prompt lookup) or 'draft' (a draft model), got {self.method!r}")
-        if self.num_tokens is None: self.num_tokens = 16 if self.method == "ngram" else 5
-        check_int("speculative num_tokens", self.num_tokens, 1, 64)
-        check_int("speculative prompt_lookup_max", self.prompt_lookup_max, 1, 64)
-        check_int("speculative prompt_lookup_min", self.prompt_lookup_min, 1, self.prompt_lookup_max,
-                  rule=f"an integer in [1, prompt_lookup_max={self.prompt_lookup_max}]")
-        check_bool("speculative adaptive", self.adaptive)
-        check_int("speculative max_batch_size", self.max_batch_size, lo=1)
-        m = self.model
-        if self.method == "ngram":
-            if m is not None: raise ValueError("speculative model: only method 'draft' takes a model ('ngram' proposes from the prompt and output)")
-        elif m is None: raise ValueError("speculative method 'draft' needs model: the draft model's path (or an LLM or Llama)")
-        elif isinstance(m, (str, os.PathLike)):
-            if not Path(m).expanduser().exists(): raise ValueError(f"speculative model: not found: {m}")
-        elif not isinstance(m, Llama) and not isinstance(getattr(m, "model", None), Llama):
-            raise ValueError(f"speculative model: expected a path, an LLM or a Llama, got {type(m).__name__}")
-        return self
-
-    @classmethod
-    def make(cls, spec) -> "SpeculativeConfig | None":
-        "None (no speculation), a `SpeculativeConfig`, or a dict of its fields -> a checked config or None."
-        if spec is None: return None
-        if isinstance(spec, cls): return spec.check()
-        if not isinstance(spec, dict): raise ValueError(f"speculative: expected None, a dict or a SpeculativeConfig, got {type(spec).__name__}")
-        names, spec = {f.name for f in fields(cls)}, dict(spec)
-        if "num_speculative_tokens" in spec:           # vLLM's speculative_config spells num_tokens so
-            if "num_tokens" in spec: raise ValueError("speculative: num_tokens and num_speculative_tokens (vLLM's name for it) both given")
-            spec["num_tokens"] = spec.pop("num_speculative_tokens")
-        if (bad := [k for k in spec if k not in names]): raise ValueError(f"speculative: unknown option {bad[0]!r} (known: {', '.join(sorted(names))})")
-        return cls(**spec).check()
-
-    def describe(self) -> dict:
-        "The settings as JSON values (a draft model given as an object: its file, else its class name)."
-        d, m = dict(vars(self)), self.model
-        if m is not None and not isinstance(m, str): d["model"] = str(m) if isinstance(m, os.PathLike) else str(getattr(m, "model_path", type(m).__name__))
-        return d
 
 # %% ../nbs/12a_config.ipynb 9
+@patch
+def check(self: SpeculativeConfig) -> SpeculativeConfig:
+    "ValueError naming the field that is wrong."
+    if self.method not in ("ngram", "draft"):
+        raise ValueError(f"speculative method: expected 'ngram' (prompt lookup) or 'draft' (a draft model), got {self.method!r}")
+    if self.num_tokens is None: self.num_tokens = 16 if self.method == "ngram" else 5
+    check_int("speculative num_tokens", self.num_tokens, 1, 64)
+    check_int("speculative prompt_lookup_max", self.prompt_lookup_max, 1, 64)
+    check_int("speculative prompt_lookup_min", self.prompt_lookup_min, 1, self.prompt_lookup_max,
+              rule=f"an integer in [1, prompt_lookup_max={self.prompt_lookup_max}]")
+    check_bool("speculative adaptive", self.adaptive)
+    check_int("speculative max_batch_size", self.max_batch_size, lo=1)
+    m = self.model
+    if self.method == "ngram":
+        if m is not None: raise ValueError("speculative model: only method 'draft' takes a model ('ngram' proposes from the prompt and output)")
+    elif m is None: raise ValueError("speculative method 'draft' needs model: the draft model's path (or an LLM or Llama)")
+    elif isinstance(m, (str, os.PathLike)):
+        if not Path(m).expanduser().exists(): raise ValueError(f"speculative model: not found: {m}")
+    elif not isinstance(m, Llama) and not isinstance(getattr(m, "model", None), Llama):
+        raise ValueError(f"speculative model: expected a path, an LLM or a Llama, got {type(m).__name__}")
+    return self
+
+# %% ../nbs/12a_config.ipynb 12
+@patch(cls_method=True)
+def make(cls: SpeculativeConfig, spec) -> "SpeculativeConfig | None":
+    "None (no speculation), a `SpeculativeConfig`, or a dict of its fields -> a checked config or None."
+    if spec is None: return None
+    if isinstance(spec, cls): return spec.check()
+    if not isinstance(spec, dict): raise ValueError(f"speculative: expected None, a dict or a SpeculativeConfig, got {type(spec).__name__}")
+    names, spec = {f.name for f in fields(cls)}, dict(spec)
+    if "num_speculative_tokens" in spec:           # vLLM's speculative_config spells num_tokens so
+        if "num_tokens" in spec: raise ValueError("speculative: num_tokens and num_speculative_tokens (vLLM's name for it) both given")
+        spec["num_tokens"] = spec.pop("num_speculative_tokens")
+    if (bad := [k for k in spec if k not in names]): raise ValueError(f"speculative: unknown option {bad[0]!r} (known: {', '.join(sorted(names))})")
+    return cls(**spec).check()
+
+# %% ../nbs/12a_config.ipynb 15
+@patch
+def describe(self: SpeculativeConfig) -> dict:
+    "The settings as JSON values (a draft model given as an object: its file, else its class name)."
+    d, m = dict(vars(self)), self.model
+    if m is not None and not isinstance(m, str): d["model"] = str(m) if isinstance(m, os.PathLike) else str(getattr(m, "model_path", type(m).__name__))
+    return d
+
+# %% ../nbs/12a_config.ipynb 18
 DEFAULT_MAX_NUM_SEQS = 32                       # sequences the batching engine runs at once
 RUNNERS = {"torch": ("xllm.runner", "ModelRunner"), "cpu": ("xllm.cpu_kernels", "CpuRunner"), "cuda": ("xllm.cuda_runner", "CudaRunner"),
            "tp": ("xllm.parallel", "TPRunner")}   # name -> (module, class); "tp": rank 0 of a tensor-parallel group (notebook 13a)
@@ -88,7 +94,7 @@ QUANTIZATIONS = ("auto", None, "int8", "int4", "gguf")
 KV_CACHE_DTYPES = (None, "auto", "int8")
 SCHEDULING_POLICIES = ("fcfs", "priority")
 
-# %% ../nbs/12a_config.ipynb 12
+# %% ../nbs/12a_config.ipynb 21
 def resolve_device(device) -> torch.device:
     "`device` ('cpu', 'cuda', 'cuda:N' or a `torch.device`) checked against this machine; a ValueError says what is wrong."
     try: dev = torch.device(device)
@@ -101,7 +107,7 @@ def resolve_device(device) -> torch.device:
     elif dev.type != "cpu": raise ValueError(f"device: {device!r} is not supported (use 'cpu' or 'cuda')")
     return dev
 
-# %% ../nbs/12a_config.ipynb 15
+# %% ../nbs/12a_config.ipynb 24
 @dataclass
 class EngineConfig:
     "How an engine is built and run; checked when made (a ValueError names the field). `LLM(model, **fields)` builds one."
@@ -137,11 +143,13 @@ class EngineConfig:
         "A step's token budget: `max_num_batched_tokens`, else max(512, max_num_seqs)."
         return self.max_num_batched_tokens or max(512, self.max_num_seqs)
 
-# %% ../nbs/12a_config.ipynb 17
+# %% ../nbs/12a_config.ipynb 26
 def _choice(name, v, allowed):
     if v not in allowed: raise ValueError(f"{name}: expected one of {', '.join(map(repr, allowed))}, got {v!r}")
     return v
 
+
+# %% ../nbs/12a_config.ipynb 28
 @patch
 def check(self: EngineConfig) -> EngineConfig:
     "Every field checked (ValueError naming it); returns the config."
@@ -170,7 +178,7 @@ def check(self: EngineConfig) -> EngineConfig:
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
     return self
 
-# %% ../nbs/12a_config.ipynb 20
+# %% ../nbs/12a_config.ipynb 31
 @patch(cls_method=True)
 def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> EngineConfig:
     "`config` (None: the defaults) with `changes` applied, checked; an unknown name is refused naming the nearest field."
@@ -183,6 +191,8 @@ def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> En
     if not isinstance(config, cls): raise ValueError(f"config: expected an EngineConfig, got {type(config).__name__}")
     return dataclasses.replace(config, **changes) if changes else config.check()
 
+
+# %% ../nbs/12a_config.ipynb 33
 @patch
 def summary(self: EngineConfig) -> str:
     "The fields that differ from the defaults, as `name=value` (a draft model shown by its file)."
