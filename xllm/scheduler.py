@@ -4,9 +4,10 @@
 
 # %% ../nbs/11_scheduler.ipynb 4
 from __future__ import annotations
-import numbers
+import bisect, collections, numbers
 from collections import deque
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Iterable, Mapping
 from fastcore.basics import patch
 
@@ -15,7 +16,7 @@ from .kv_cache import BlockManager
 from .sequence import Sequence, SequenceStatus
 
 # %% auto 0
-__all__ = ['ScheduledChunk', 'SchedulerOutput', 'Scheduler']
+__all__ = ['SCHEDULING_POLICIES', 'ScheduledChunk', 'SchedulerOutput', 'Scheduler']
 
 # %% ../nbs/11_scheduler.ipynb 6
 @dataclass
@@ -38,7 +39,7 @@ class ScheduledChunk:
         "Whether this chunk reaches the end of the sequence, so a new token is sampled from its last position."
         return self.start + self.num_tokens == len(self.seq.token_ids)
 
-# %% ../nbs/11_scheduler.ipynb 7
+# %% ../nbs/11_scheduler.ipynb 8
 @dataclass
 class SchedulerOutput:
     "One step's work: chunks to compute (decodes first), and what the scheduler did on the way."
@@ -51,45 +52,59 @@ class SchedulerOutput:
         return sum(c.num_tokens for c in self.chunks)
     def __len__(self): return len(self.chunks)
 
-# %% ../nbs/11_scheduler.ipynb 9
+# %% ../nbs/11_scheduler.ipynb 11
+SCHEDULING_POLICIES = ("fcfs", "priority")   # arrival order; or by (Sequence.priority, arrival), lower first
+
 class Scheduler:
-    "Continuous-batching scheduler over a `BlockManager`: FIFO admission, decode first, chunked prefill, preemption by recompute."
-    def __init__(self, block_manager: BlockManager, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048, max_model_len: int = 2048):
+    "Continuous-batching scheduler over a `BlockManager`: FCFS or priority admission, decode first, chunked prefill, preemption by recompute."
+    def __init__(self, block_manager: BlockManager, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
+                 max_model_len: int = 2048, policy: str = "fcfs"):
         self.bm = block_manager
         self.max_num_seqs = check_int("max_num_seqs", max_num_seqs, lo=1)
         self.max_num_batched_tokens = check_int("max_num_batched_tokens", max_num_batched_tokens, lo=1)
         self.max_model_len = check_int("max_model_len", max_model_len, lo=1)
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be >= max_num_seqs ({max_num_seqs}) so every running sequence can decode each step")
-        self.waiting: deque[Sequence] = deque()
-        self.running: list[Sequence] = []         # admission order: oldest first
+        if not isinstance(policy, str) or policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(map(repr, SCHEDULING_POLICIES))}, got {policy!r}")
+        self.policy, self.by_priority = policy, policy == "priority"
+        self.waiting: deque[Sequence] = deque()   # fcfs: arrival order, preempted ones in front; priority: by priority_key
+        self.running: list[Sequence] = []         # fcfs: admission order, oldest first; priority: by priority_key, best first
         self.finished: list[Sequence] = []        # the caller may clear this
         self.seqs: dict[Any, Sequence] = {}       # unfinished sequences by id
-        self.num_preemptions = 0
-        self.num_steps = 0
+        self.num_preemptions = self.num_steps = self.num_added = 0
         self._next_id = 0
 
-    @property
-    def has_unfinished(self) -> bool:
-        "Whether any sequence is waiting or running."
-        return bool(self.waiting or self.running)
-    @property
-    def num_unfinished(self) -> int:
-        "Number of waiting plus running sequences."
-        return len(self.waiting) + len(self.running)
-    def __repr__(self):
-        return f"Scheduler(waiting={len(self.waiting)}, running={len(self.running)}, finished={len(self.finished)}, {self.bm!r})"
-
-# %% ../nbs/11_scheduler.ipynb 11
+# %% ../nbs/11_scheduler.ipynb 13
+@patch(as_prop=True)
+def has_unfinished(self: Scheduler) -> bool:
+    "Whether any sequence is waiting or running."
+    return bool(self.waiting or self.running)
+@patch(as_prop=True)
+def num_unfinished(self: Scheduler) -> int:
+    "Number of waiting plus running sequences."
+    return len(self.waiting) + len(self.running)
 @patch
-def add_request(self: Scheduler, prompt_token_ids, params=None, seq_id=None) -> Sequence:
-    "Queue a new request; `ValueError` if it could never run."
-    if seq_id is None:
-        while self._next_id in self.seqs: self._next_id += 1
-        seq_id = self._next_id; self._next_id += 1
-    return self.add(Sequence(seq_id, prompt_token_ids, params))
+def __repr__(self: Scheduler):
+    return f"Scheduler(waiting={len(self.waiting)}, running={len(self.running)}, finished={len(self.finished)}, {self.bm!r})"
 
-# %% ../nbs/11_scheduler.ipynb 12
+# %% ../nbs/11_scheduler.ipynb 16
+_KEY = attrgetter("priority_key")
+
+@patch
+def _wait(self: Scheduler, seq: Sequence, front: bool = False):
+    "Put `seq` in the waiting queue: (fcfs) at the back, or at the front (a preempted one); (priority) at its place."
+    if self.by_priority: bisect.insort(self.waiting, seq, key=_KEY)
+    elif front: self.waiting.appendleft(seq)
+    else: self.waiting.append(seq)
+
+@patch
+def _run(self: Scheduler, seq: Sequence):
+    "Put `seq` in the running list: (fcfs) last, as the newest; (priority) at its place."
+    if self.by_priority: bisect.insort(self.running, seq, key=_KEY)
+    else: self.running.append(seq)
+
+# %% ../nbs/11_scheduler.ipynb 19
 @patch
 def add(self: Scheduler, seq: Sequence) -> Sequence:
     "Queue a `Sequence` (status WAITING, nothing computed yet); `ValueError` if it could never run."
@@ -105,12 +120,23 @@ def add(self: Scheduler, seq: Sequence) -> Sequence:
         raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens needs {need} KV blocks but the whole pool has "
                          f"{self.bm.num_blocks} ({self.bm.num_blocks * self.bm.block_size} tokens)")
     if seq.status is not SequenceStatus.WAITING or seq.num_computed_tokens: raise ValueError(f"request {seq.seq_id!r} was already scheduled")
+    seq.priority = check_int(f"request {seq.seq_id!r}: priority", seq.priority)
     seq.token_ids[:] = [int(t) for t in toks]
+    seq.arrival, self.num_added = self.num_added, self.num_added + 1
     self.seqs[seq.seq_id] = seq
-    self.waiting.append(seq)
+    self._wait(seq)
     return seq
 
-# %% ../nbs/11_scheduler.ipynb 13
+# %% ../nbs/11_scheduler.ipynb 21
+@patch
+def add_request(self: Scheduler, prompt_token_ids, params=None, seq_id=None, priority: int = 0) -> Sequence:
+    "Queue a new request (`priority`: lower runs first under the 'priority' policy); `ValueError` if it could never run."
+    if seq_id is None:
+        while self._next_id in self.seqs: self._next_id += 1
+        seq_id = self._next_id; self._next_id += 1
+    return self.add(Sequence(seq_id, prompt_token_ids, params, priority))
+
+# %% ../nbs/11_scheduler.ipynb 23
 @patch
 def _finish(self: Scheduler, seq: Sequence, reason: str):
     if seq.seq_id in self.bm.block_tables: self.bm.free(seq)
@@ -120,16 +146,15 @@ def _finish(self: Scheduler, seq: Sequence, reason: str):
     self.seqs.pop(seq.seq_id, None)
     self.finished.append(seq)
 
-# %% ../nbs/11_scheduler.ipynb 14
 @patch
 def _preempt(self: Scheduler, seq: Sequence):
     self.bm.free(seq)
     self.running.remove(seq)
     seq.status, seq.num_computed_tokens = SequenceStatus.PREEMPTED, 0
     seq.num_preemptions += 1; self.num_preemptions += 1
-    self.waiting.appendleft(seq)
+    self._wait(seq, front=True)
 
-# %% ../nbs/11_scheduler.ipynb 15
+# %% ../nbs/11_scheduler.ipynb 24
 @patch
 def abort(self: Scheduler, seq_id) -> bool:
     "Stop a request at any stage and free its blocks. False if it is unknown or already finished."
@@ -138,50 +163,88 @@ def abort(self: Scheduler, seq_id) -> bool:
     self._finish(seq, "abort")
     return True
 
-# %% ../nbs/11_scheduler.ipynb 17
+# %% ../nbs/11_scheduler.ipynb 27
 @patch
-def schedule(self: Scheduler) -> SchedulerOutput:
-    "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
-    out, budget, bm = SchedulerOutput(), self.max_num_batched_tokens, self.bm
-    # 1. decodes of running sequences, oldest first; make room by preempting the newest
-    i, bs, tables = 0, bm.block_size, bm.block_tables
-    while i < len(self.running):
-        seq = self.running[i]
+def _admit(self: Scheduler, out: SchedulerOutput, budget: int):
+    "Phase 3: admit sequences from the head of the waiting queue while blocks, sequence slots and the token `budget` last."
+    bm = self.bm
+    while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+        seq = self.waiting[0]
+        if bm.blocks_needed(len(seq)) > bm.num_blocks:              # (a preempted one that grew to the whole pool)
+            self._finish(seq, "length"); out.finished.append(seq); continue
+        if not bm.can_allocate(seq, seq.reuse_prefix): break     # head of line waits; nobody overtakes it
+        if seq.status is SequenceStatus.PREEMPTED and seq in out.preempted: break   # (priority) just preempted for a better one
+        self.waiting.popleft()
+        seq.num_computed_tokens = seq.num_cached_tokens = bm.allocate(seq, seq.reuse_prefix)
+        seq.status = SequenceStatus.RUNNING
+        self._run(seq)
+        n = min(len(seq) - seq.num_computed_tokens, budget)
+        out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
+
+# %% ../nbs/11_scheduler.ipynb 30
+@patch
+def _make_room(self: Scheduler, seq: Sequence, out: SchedulerOutput):
+    "Policy 'priority': preempt running sequences worse than `seq`, the best waiting one, the worst first, until `seq` fits."
+    bm, running, key = self.bm, self.running, seq.priority_key
+    k = len(running)
+    while k and running[k - 1].priority_key > key: k -= 1           # running[k:]: the worse ones (the list is sorted)
+    if k == len(running) or bm.blocks_needed(len(seq)) > bm.num_blocks: return
+    if not bm.can_allocate(seq, seq.reuse_prefix):                   # would preempting all the worse ones free enough blocks?
+        held = collections.Counter(b for s in running[k:] for b in bm.block_tables[s.seq_id])
+        freed = sum(bm.ref_counts[b] == n for b, n in held.items())  # blocks no better sequence shares
+        if bm.blocks_needed(len(seq)) > bm.num_free_blocks + freed: return
+    while len(running) > k and (len(running) >= self.max_num_seqs or not bm.can_allocate(seq, seq.reuse_prefix)):
+        victim = running[-1]
+        self._preempt(victim); out.preempted.append(victim)
+
+# %% ../nbs/11_scheduler.ipynb 32
+@patch
+def _schedule_decodes(self: Scheduler, out: SchedulerOutput) -> int:
+    """Phase 1: a decode row for every running sequence past its prompt, first to last; when one needs a new block and none is
+    free, the last running sequence (fcfs: the newest; priority: the worst) is preempted. Returns the number of rows."""
+    i, n_rows, bm, running = 0, 0, self.bm, self.running
+    bs, tables = bm.block_size, bm.block_tables
+    while i < len(running):
+        seq = running[i]
         n = len(seq.token_ids)
         if seq.num_computed_tokens < n - 1: i += 1; continue          # still prefilling
         need = -(-n // bs)                                           # blocks its tokens take
         if need > bm.num_blocks:                                     # grew to the whole pool: can never continue
             self._finish(seq, "length"); out.finished.append(seq); continue
         while need > len(tables[seq.seq_id]) and not bm.can_append(seq):   # a new block is needed and none is free
-            victim = self.running[-1]
+            victim = running[-1]
             self._preempt(victim); out.preempted.append(victim)
             if victim is seq: break
-        if seq.status is not SequenceStatus.RUNNING: continue       # it was the newest: preempted itself
+        if seq.status is not SequenceStatus.RUNNING: continue       # it was the last: preempted itself
         bm.append_slot(seq)
-        out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, 1)); budget -= 1
+        out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, 1)); n_rows += 1
         i += 1
-    # 2. prefill chunks of running sequences (admitted earlier, prompt not finished)
+    return n_rows
+
+# %% ../nbs/11_scheduler.ipynb 33
+@patch
+def _schedule_prefills(self: Scheduler, out: SchedulerOutput, budget: int) -> int:
+    "Phase 2: prompt chunks of running sequences admitted earlier, within the token `budget`. Returns what is left of it."
     for seq in self.running:
         if budget <= 0: break
         if seq.is_prefilling:
             n = min(len(seq) - seq.num_computed_tokens, budget)
             out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
-    # 3. admit waiting sequences in FIFO order (not in a step that had to preempt: the pool is tight)
-    while not out.preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-        seq = self.waiting[0]
-        if bm.blocks_needed(len(seq)) > bm.num_blocks:              # (a preempted one that grew to the whole pool)
-            self._finish(seq, "length"); out.finished.append(seq); continue
-        if not bm.can_allocate(seq, seq.reuse_prefix): break     # head of line waits; nobody overtakes it
-        self.waiting.popleft()
-        seq.num_computed_tokens = seq.num_cached_tokens = bm.allocate(seq, seq.reuse_prefix)
-        seq.status = SequenceStatus.RUNNING
-        self.running.append(seq)
-        n = min(len(seq) - seq.num_computed_tokens, budget)
-        out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
+    return budget
+
+# %% ../nbs/11_scheduler.ipynb 34
+@patch
+def schedule(self: Scheduler) -> SchedulerOutput:
+    "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
+    out = SchedulerOutput()
+    if self.by_priority and self.waiting: self._make_room(self.waiting[0], out)   # a better newcomer preempts worse ones
+    made_room = len(out.preempted)
+    budget = self._schedule_prefills(out, self.max_num_batched_tokens - self._schedule_decodes(out))
+    if len(out.preempted) == made_room: self._admit(out, budget)   # not in a step whose decodes had to preempt: the pool is tight
     self.num_steps += 1
     return out
 
-# %% ../nbs/11_scheduler.ipynb 19
+# %% ../nbs/11_scheduler.ipynb 37
 @patch
 def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
     """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
@@ -214,7 +277,7 @@ def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int],
         if reason is not None: self._finish(seq, reason); done.append(seq)
     return done
 
-# %% ../nbs/11_scheduler.ipynb 20
+# %% ../nbs/11_scheduler.ipynb 40
 @patch
 def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: Mapping, finished: Mapping, done: list):
     """`update` for a chunk with a `draft`: `toks` (a token or a list) are appended one by one with the plain path's checks, so
@@ -240,4 +303,3 @@ def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: 
     if reason is not None: self._finish(seq, reason); done.append(seq); return
     self.bm.trim(seq, len(seq.token_ids))                            # the rejected proposals' slots go back
     self.bm.mark_computed(seq, seq.num_computed_tokens)
-
