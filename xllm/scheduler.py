@@ -26,20 +26,22 @@ class ScheduledChunk:
     start: int
     num_tokens: int
     draft: list[int] = field(default_factory=list)   # speculative decoding: proposed tokens after a decode chunk, verified in the same forward
-    @property
-    def token_ids(self) -> list[int]:
-        "The tokens this chunk feeds to the model."
-        return self.seq.token_ids[self.start:self.start + self.num_tokens]
-    @property
-    def positions(self) -> range:
-        "The positions of those tokens in the sequence."
-        return range(self.start, self.start + self.num_tokens)
-    @property
-    def samples(self) -> bool:
-        "Whether this chunk reaches the end of the sequence, so a new token is sampled from its last position."
-        return self.start + self.num_tokens == len(self.seq.token_ids)
 
 # %% ../nbs/11_scheduler.ipynb 8
+@patch(as_prop=True)
+def token_ids(self: ScheduledChunk) -> list[int]:
+    "The tokens this chunk feeds to the model."
+    return self.seq.token_ids[self.start:self.start + self.num_tokens]
+@patch(as_prop=True)
+def positions(self: ScheduledChunk) -> range:
+    "The positions of those tokens in the sequence."
+    return range(self.start, self.start + self.num_tokens)
+@patch(as_prop=True)
+def samples(self: ScheduledChunk) -> bool:
+    "Whether this chunk reaches the end of the sequence, so a new token is sampled from its last position."
+    return self.start + self.num_tokens == len(self.seq.token_ids)
+
+# %% ../nbs/11_scheduler.ipynb 10
 @dataclass
 class SchedulerOutput:
     "One step's work: chunks to compute (decodes first), and what the scheduler did on the way."
@@ -52,7 +54,7 @@ class SchedulerOutput:
         return sum(c.num_tokens for c in self.chunks)
     def __len__(self): return len(self.chunks)
 
-# %% ../nbs/11_scheduler.ipynb 11
+# %% ../nbs/11_scheduler.ipynb 13
 SCHEDULING_POLICIES = ("fcfs", "priority")   # arrival order; or by (Sequence.priority, arrival), lower first
 
 class Scheduler:
@@ -75,7 +77,7 @@ class Scheduler:
         self.num_preemptions = self.num_steps = self.num_added = 0
         self._next_id = 0
 
-# %% ../nbs/11_scheduler.ipynb 13
+# %% ../nbs/11_scheduler.ipynb 15
 @patch(as_prop=True)
 def has_unfinished(self: Scheduler) -> bool:
     "Whether any sequence is waiting or running."
@@ -88,7 +90,7 @@ def num_unfinished(self: Scheduler) -> int:
 def __repr__(self: Scheduler):
     return f"Scheduler(waiting={len(self.waiting)}, running={len(self.running)}, finished={len(self.finished)}, {self.bm!r})"
 
-# %% ../nbs/11_scheduler.ipynb 16
+# %% ../nbs/11_scheduler.ipynb 18
 _KEY = attrgetter("priority_key")
 
 @patch
@@ -104,10 +106,10 @@ def _run(self: Scheduler, seq: Sequence):
     if self.by_priority: bisect.insort(self.running, seq, key=_KEY)
     else: self.running.append(seq)
 
-# %% ../nbs/11_scheduler.ipynb 19
+# %% ../nbs/11_scheduler.ipynb 21
 @patch
-def add(self: Scheduler, seq: Sequence) -> Sequence:
-    "Queue a `Sequence` (status WAITING, nothing computed yet); `ValueError` if it could never run."
+def _refuse(self: Scheduler, seq: Sequence):
+    "`ValueError` if `seq` may not be added: its id in use, its prompt no list of token ids, or too long for the context or the pool."
     toks = seq.token_ids
     if seq.seq_id in self.seqs: raise ValueError(f"request id {seq.seq_id!r} is already in use")
     if not isinstance(toks, list) or not toks: raise ValueError(f"request {seq.seq_id!r}: prompt_token_ids must be a non-empty list of token ids")
@@ -120,14 +122,20 @@ def add(self: Scheduler, seq: Sequence) -> Sequence:
         raise ValueError(f"request {seq.seq_id!r}: prompt of {len(toks)} tokens needs {need} KV blocks but the whole pool has "
                          f"{self.bm.num_blocks} ({self.bm.num_blocks * self.bm.block_size} tokens)")
     if seq.status is not SequenceStatus.WAITING or seq.num_computed_tokens: raise ValueError(f"request {seq.seq_id!r} was already scheduled")
+
+# %% ../nbs/11_scheduler.ipynb 23
+@patch
+def add(self: Scheduler, seq: Sequence) -> Sequence:
+    "Queue a `Sequence` (status WAITING, nothing computed yet) with its arrival index; `ValueError` if it could never run."
+    self._refuse(seq)
     seq.priority = check_int(f"request {seq.seq_id!r}: priority", seq.priority)
-    seq.token_ids[:] = [int(t) for t in toks]
+    seq.token_ids[:] = [int(t) for t in seq.token_ids]
     seq.arrival, self.num_added = self.num_added, self.num_added + 1
     self.seqs[seq.seq_id] = seq
     self._wait(seq)
     return seq
 
-# %% ../nbs/11_scheduler.ipynb 21
+# %% ../nbs/11_scheduler.ipynb 25
 @patch
 def add_request(self: Scheduler, prompt_token_ids, params=None, seq_id=None, priority: int = 0) -> Sequence:
     "Queue a new request (`priority`: lower runs first under the 'priority' policy); `ValueError` if it could never run."
@@ -136,9 +144,10 @@ def add_request(self: Scheduler, prompt_token_ids, params=None, seq_id=None, pri
         seq_id = self._next_id; self._next_id += 1
     return self.add(Sequence(seq_id, prompt_token_ids, params, priority))
 
-# %% ../nbs/11_scheduler.ipynb 23
+# %% ../nbs/11_scheduler.ipynb 27
 @patch
 def _finish(self: Scheduler, seq: Sequence, reason: str):
+    "End `seq` with `reason` at any stage: its blocks freed, out of the queues, into `finished`."
     if seq.seq_id in self.bm.block_tables: self.bm.free(seq)
     if seq.status in (SequenceStatus.RUNNING,): self.running.remove(seq)
     elif seq in self.waiting: self.waiting.remove(seq)
@@ -146,15 +155,17 @@ def _finish(self: Scheduler, seq: Sequence, reason: str):
     self.seqs.pop(seq.seq_id, None)
     self.finished.append(seq)
 
+# %% ../nbs/11_scheduler.ipynb 28
 @patch
 def _preempt(self: Scheduler, seq: Sequence):
+    "Take a running `seq`'s blocks and put it back in the waiting queue, its tokens kept, to be recomputed."
     self.bm.free(seq)
     self.running.remove(seq)
     seq.status, seq.num_computed_tokens = SequenceStatus.PREEMPTED, 0
     seq.num_preemptions += 1; self.num_preemptions += 1
     self._wait(seq, front=True)
 
-# %% ../nbs/11_scheduler.ipynb 24
+# %% ../nbs/11_scheduler.ipynb 29
 @patch
 def abort(self: Scheduler, seq_id) -> bool:
     "Stop a request at any stage and free its blocks. False if it is unknown or already finished."
@@ -163,7 +174,7 @@ def abort(self: Scheduler, seq_id) -> bool:
     self._finish(seq, "abort")
     return True
 
-# %% ../nbs/11_scheduler.ipynb 27
+# %% ../nbs/11_scheduler.ipynb 32
 @patch
 def _admit(self: Scheduler, out: SchedulerOutput, budget: int):
     "Phase 3: admit sequences from the head of the waiting queue while blocks, sequence slots and the token `budget` last."
@@ -181,7 +192,7 @@ def _admit(self: Scheduler, out: SchedulerOutput, budget: int):
         n = min(len(seq) - seq.num_computed_tokens, budget)
         out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
 
-# %% ../nbs/11_scheduler.ipynb 30
+# %% ../nbs/11_scheduler.ipynb 35
 @patch
 def _make_room(self: Scheduler, seq: Sequence, out: SchedulerOutput):
     "Policy 'priority': preempt running sequences worse than `seq`, the best waiting one, the worst first, until `seq` fits."
@@ -197,7 +208,7 @@ def _make_room(self: Scheduler, seq: Sequence, out: SchedulerOutput):
         victim = running[-1]
         self._preempt(victim); out.preempted.append(victim)
 
-# %% ../nbs/11_scheduler.ipynb 32
+# %% ../nbs/11_scheduler.ipynb 37
 @patch
 def _schedule_decodes(self: Scheduler, out: SchedulerOutput) -> int:
     """Phase 1: a decode row for every running sequence past its prompt, first to last; when one needs a new block and none is
@@ -221,7 +232,7 @@ def _schedule_decodes(self: Scheduler, out: SchedulerOutput) -> int:
         i += 1
     return n_rows
 
-# %% ../nbs/11_scheduler.ipynb 33
+# %% ../nbs/11_scheduler.ipynb 38
 @patch
 def _schedule_prefills(self: Scheduler, out: SchedulerOutput, budget: int) -> int:
     "Phase 2: prompt chunks of running sequences admitted earlier, within the token `budget`. Returns what is left of it."
@@ -232,7 +243,7 @@ def _schedule_prefills(self: Scheduler, out: SchedulerOutput, budget: int) -> in
             out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
     return budget
 
-# %% ../nbs/11_scheduler.ipynb 34
+# %% ../nbs/11_scheduler.ipynb 39
 @patch
 def schedule(self: Scheduler) -> SchedulerOutput:
     "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
@@ -244,7 +255,24 @@ def schedule(self: Scheduler) -> SchedulerOutput:
     self.num_steps += 1
     return out
 
-# %% ../nbs/11_scheduler.ipynb 37
+# %% ../nbs/11_scheduler.ipynb 42
+def _check_token(seq: Sequence, tok):
+    if (type(tok) is not int and (not isinstance(tok, numbers.Integral) or isinstance(tok, bool))) or tok < 0:   # (the ABC check is slow)
+        raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
+
+@patch
+def _append(self: Scheduler, seq: Sequence, tok, reason: str | None, done: list) -> bool:
+    """Append the sampled `tok` (checked) to `seq`; then end it with `reason`, or with 'length' when this token's K/V would have
+    no room (the context or the whole pool is full), adding it to `done`. True if it ended."""
+    _check_token(seq, tok)
+    seq.token_ids.append(int(tok))
+    n = len(seq.token_ids)
+    if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks): reason = "length"
+    if reason is None: return False
+    self._finish(seq, reason); done.append(seq)
+    return True
+
+# %% ../nbs/11_scheduler.ipynb 44
 @patch
 def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
     """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
@@ -266,18 +294,10 @@ def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int],
             if seq.seq_id in new_tokens: raise ValueError(f"sequence {seq.seq_id!r} is still prefilling: no new token expected")
             continue
         if seq.seq_id not in new_tokens: raise ValueError(f"no new token for sequence {seq.seq_id!r}, whose chunk reached its end")
-        tok = new_tokens[seq.seq_id]
-        if (type(tok) is not int and (not isinstance(tok, numbers.Integral) or isinstance(tok, bool))) or tok < 0:   # (the ABC check is slow)
-            raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
-        seq.token_ids.append(int(tok))
-        reason = finished.get(seq.seq_id)
-        n = len(seq.token_ids)
-        if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks):
-            reason = "length"                                        # no room for this token's K/V: context or whole pool full
-        if reason is not None: self._finish(seq, reason); done.append(seq)
+        self._append(seq, new_tokens[seq.seq_id], finished.get(seq.seq_id), done)
     return done
 
-# %% ../nbs/11_scheduler.ipynb 40
+# %% ../nbs/11_scheduler.ipynb 47
 @patch
 def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: Mapping, finished: Mapping, done: list):
     """`update` for a chunk with a `draft`: `toks` (a token or a list) are appended one by one with the plain path's checks, so
@@ -289,17 +309,11 @@ def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: 
     toks = [toks] if not isinstance(toks, (list, tuple)) else list(toks)
     if not toks or len(toks) > len(ch.draft) + 1 or toks[:-1] != ch.draft[:len(toks) - 1]:
         raise ValueError(f"sequence {seq.seq_id!r}: {toks!r} is not an accepted prefix of the draft {ch.draft!r} and one more token")
-    for t in toks:
-        if (type(t) is not int and (not isinstance(t, numbers.Integral) or isinstance(t, bool))) or t < 0:
-            raise ValueError(f"sequence {seq.seq_id!r}: bad new token {t!r}")
-    reason = None
+    for t in toks: _check_token(seq, t)                              # all of them before any is appended
+    last = len(toks) - 1
     for k, t in enumerate(toks):
-        seq.token_ids.append(int(t))
-        n = len(seq.token_ids)
-        if k == len(toks) - 1: reason = finished.get(seq.seq_id)
-        if reason is None and (n >= self.max_model_len or self.bm.blocks_needed(n) > self.bm.num_blocks): reason = "length"
-        if reason is not None: break
+        if self._append(seq, t, finished.get(seq.seq_id) if k == last else None, done): break
     seq.num_computed_tokens = min(len(seq.token_ids) - 1, ch.start + ch.num_tokens + len(ch.draft))   # accepted proposals: computed
-    if reason is not None: self._finish(seq, reason); done.append(seq); return
+    if seq.status is SequenceStatus.FINISHED: return
     self.bm.trim(seq, len(seq.token_ids))                            # the rejected proposals' slots go back
     self.bm.mark_computed(seq, seq.num_computed_tokens)
