@@ -243,7 +243,7 @@ def _schedule_prefills(self: Scheduler, out: SchedulerOutput, budget: int) -> in
             out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
     return budget
 
-# %% ../nbs/11_scheduler.ipynb 39
+# %% ../nbs/11_scheduler.ipynb 40
 @patch
 def schedule(self: Scheduler) -> SchedulerOutput:
     "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
@@ -255,7 +255,7 @@ def schedule(self: Scheduler) -> SchedulerOutput:
     self.num_steps += 1
     return out
 
-# %% ../nbs/11_scheduler.ipynb 42
+# %% ../nbs/11_scheduler.ipynb 43
 def _check_token(seq: Sequence, tok):
     if (type(tok) is not int and (not isinstance(tok, numbers.Integral) or isinstance(tok, bool))) or tok < 0:   # (the ABC check is slow)
         raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
@@ -272,7 +272,7 @@ def _append(self: Scheduler, seq: Sequence, tok, reason: str | None, done: list)
     self._finish(seq, reason); done.append(seq)
     return True
 
-# %% ../nbs/11_scheduler.ipynb 44
+# %% ../nbs/11_scheduler.ipynb 45
 @patch
 def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
     """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
@@ -297,7 +297,7 @@ def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int],
         self._append(seq, new_tokens[seq.seq_id], finished.get(seq.seq_id), done)
     return done
 
-# %% ../nbs/11_scheduler.ipynb 47
+# %% ../nbs/11_scheduler.ipynb 48
 @patch
 def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: Mapping, finished: Mapping, done: list):
     """`update` for a chunk with a `draft`: `toks` (a token or a list) are appended one by one with the plain path's checks, so
