@@ -11,9 +11,9 @@ import torch
 from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
-__all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'SEED_MIN', 'SEED_MAX', 'CPU_SAMPLE_ELEMENTS',
-           'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
-           'NonFiniteLogitsError', 'SampleResult', 'seeded_generator', 'Sampler']
+__all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'SEED_MIN', 'SEED_MAX', 'PRIORITY_MAX',
+           'CPU_SAMPLE_ELEMENTS', 'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k',
+           'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError', 'SampleResult', 'seeded_generator', 'Sampler']
 
 # %% ../nbs/08_sampling.ipynb 6
 MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
@@ -86,6 +86,7 @@ _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM doe
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1   # a seed is a signed or an unsigned 64-bit integer; every bit of it counts
+PRIORITY_MAX = (1 << 31) - 1   # a request's priority is an integer in [-PRIORITY_MAX, PRIORITY_MAX]
 
 @dataclass
 class SamplingParams:
@@ -109,6 +110,7 @@ class SamplingParams:
     min_tokens: int = 0                 # no EOS, stop token or stop string ends the output before this many tokens
     include_stop_str_in_output: bool = False   # keep the stop string that ended the output in its text
     skip_special_tokens: bool = True    # leave special tokens (BOS, <|im_end|>, ...) out of the text
+    priority: int = 0                   # scheduling priority (Scheduler(policy='priority')): lower runs first, FCFS within a level
     # the stop tokens `min_tokens` holds back: stop_token_ids and the model's EOS ids, filled in by the engine (vLLM's `all_stop_token_ids`)
     _all_stop_token_ids: frozenset = field(default=frozenset(), init=False, repr=False, compare=False)
 
@@ -146,6 +148,7 @@ class SamplingParams:
             raise ValueError(f"SamplingParams.min_tokens ({self.min_tokens}) must be at most max_tokens ({self.max_tokens})")
         check_bool("SamplingParams.include_stop_str_in_output", self.include_stop_str_in_output)
         check_bool("SamplingParams.skip_special_tokens", self.skip_special_tokens)
+        integer("priority", -PRIORITY_MAX, hi=PRIORITY_MAX)
         so = self.structured_outputs
         if isinstance(so, dict): self.structured_outputs = so = StructuredOutputsParams(**so) if set(so) <= _SO_FIELDS else _bad_so(so)
         if so is not None and not isinstance(so, StructuredOutputsParams): _bad_so(so)

@@ -5,6 +5,7 @@
 # %% ../nbs/09_sequence.ipynb 4
 from __future__ import annotations
 import enum
+from fastcore.basics import patch
 
 # %% auto 0
 __all__ = ['SequenceStatus', 'Sequence']
@@ -17,11 +18,12 @@ class SequenceStatus(enum.Enum):
     PREEMPTED = "preempted"  # was running, blocks freed, back in the waiting queue (will be recomputed)
     FINISHED = "finished"
 
-# %% ../nbs/09_sequence.ipynb 7
+# %% ../nbs/09_sequence.ipynb 8
 class Sequence:
     "A request as the scheduler sees it: its tokens (prompt, then output), status and progress. `params` is opaque to the scheduler."
-    def __init__(self, seq_id, prompt_token_ids, params=None):
-        self.seq_id, self.params = seq_id, params
+    def __init__(self, seq_id, prompt_token_ids, params=None, priority: int = 0):
+        self.seq_id, self.params, self.priority = seq_id, params, priority   # priority: lower runs first (policy 'priority')
+        self.arrival = 0                 # arrival index, set by the scheduler when it is added: FCFS order within a priority
         self.token_ids: list[int] = list(prompt_token_ids)    # prompt, then output
         self.num_prompt_tokens = len(self.token_ids)
         self.status = SequenceStatus.WAITING
@@ -31,23 +33,31 @@ class Sequence:
         self.finish_reason: str | None = None   # 'stop', 'length', 'abort', ...
         self.reuse_prefix = True         # admission may take cached prefix blocks; False: every position is computed (prompt logprobs)
 
-    @property
-    def prompt_token_ids(self) -> list[int]:
-        "The prompt's tokens."
-        return self.token_ids[:self.num_prompt_tokens]
-    @property
-    def output_token_ids(self) -> list[int]:
-        "The tokens generated so far."
-        return self.token_ids[self.num_prompt_tokens:]
-    @property
-    def num_output_tokens(self) -> int:
-        "Number of tokens generated so far."
-        return len(self.token_ids) - self.num_prompt_tokens
-    @property
-    def is_prefilling(self) -> bool:
-        "Whether prompt tokens (other than the last one) still wait to be computed."
-        return self.num_computed_tokens < len(self.token_ids) - 1
     def __len__(self): return len(self.token_ids)
     def __repr__(self):
         return (f"Sequence({self.seq_id!r}, {self.status.value}, prompt={self.num_prompt_tokens}, output={self.num_output_tokens}, "
                 f"computed={self.num_computed_tokens}{', ' + self.finish_reason if self.finish_reason else ''})")
+
+# %% ../nbs/09_sequence.ipynb 11
+@patch(as_prop=True)
+def prompt_token_ids(self: Sequence) -> list[int]:
+    "The prompt's tokens."
+    return self.token_ids[:self.num_prompt_tokens]
+@patch(as_prop=True)
+def output_token_ids(self: Sequence) -> list[int]:
+    "The tokens generated so far."
+    return self.token_ids[self.num_prompt_tokens:]
+@patch(as_prop=True)
+def num_output_tokens(self: Sequence) -> int:
+    "Number of tokens generated so far."
+    return len(self.token_ids) - self.num_prompt_tokens
+
+# %% ../nbs/09_sequence.ipynb 13
+@patch(as_prop=True)
+def is_prefilling(self: Sequence) -> bool:
+    "Whether prompt tokens (other than the last one) still wait to be computed."
+    return self.num_computed_tokens < len(self.token_ids) - 1
+@patch(as_prop=True)
+def priority_key(self: Sequence) -> tuple[int, int]:
+    "`(priority, arrival)`: the smaller runs first under the scheduler's `'priority'` policy."
+    return (self.priority, self.arrival)
