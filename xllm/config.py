@@ -13,11 +13,12 @@ from fastcore.basics import patch
 
 from .core import check_bool, check_int, check_number
 from .model import Llama
+from .scheduler import SCHEDULING_POLICIES
 from .weights import resolve_dtype
 
 # %% auto 0
-__all__ = ['DEFAULT_MAX_NUM_SEQS', 'RUNNERS', 'CPU_ACTIVATIONS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'SCHEDULING_POLICIES',
-           'SpeculativeConfig', 'resolve_device', 'EngineConfig']
+__all__ = ['DEFAULT_MAX_NUM_SEQS', 'RUNNERS', 'CPU_ACTIVATIONS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'SpeculativeConfig',
+           'resolve_device', 'EngineConfig']
 
 # %% ../nbs/12a_config.ipynb 6
 @dataclass
@@ -92,7 +93,6 @@ RUNNERS = {"torch": ("xllm.runner", "ModelRunner"), "cpu": ("xllm.cpu_kernels", 
 CPU_ACTIVATIONS = ("float", "int8", "int8x2")   # the compiled CPU runner's activations (notebook 15)
 QUANTIZATIONS = ("auto", None, "int8", "int4", "gguf")
 KV_CACHE_DTYPES = (None, "auto", "int8")
-SCHEDULING_POLICIES = ("fcfs", "priority")
 
 # %% ../nbs/12a_config.ipynb 21
 def resolve_device(device) -> torch.device:
