@@ -252,7 +252,7 @@ def _packed_gguf(path: Path):
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
 
-# %% ../nbs/17_llm.ipynb 23
+# %% ../nbs/17_llm.ipynb 24
 def _cpu_kernels_run() -> bool:
     "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
     from xllm import cpu_kernels
@@ -327,7 +327,7 @@ class LLM:
         return self.tokenizer
 
 
-# %% ../nbs/17_llm.ipynb 24
+# %% ../nbs/17_llm.ipynb 25
 @patch
 def _setup(self: LLM, model, cfg: EngineConfig):
     """The part of building shared by `__init__` and `from_model`: `engine_config` (the context fitted to the K/V pool), the
@@ -350,7 +350,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     self._load_draft()
 
 
-# %% ../nbs/17_llm.ipynb 25
+# %% ../nbs/17_llm.ipynb 26
 @patch
 def _load_draft(self: LLM):
     """A draft model named by path (`speculative={"method": "draft", "model": PATH}`) loaded now, as the target was, on its device in
@@ -364,7 +364,7 @@ def _load_draft(self: LLM):
     self.engine_config = dataclasses.replace(self.engine_config, speculative=dataclasses.replace(spec, model=draft))
 
 
-# %% ../nbs/17_llm.ipynb 30
+# %% ../nbs/17_llm.ipynb 31
 @patch(as_prop=True)
 def max_model_len(self: LLM) -> int:
     "The context: most tokens of prompt and output together (`engine_config.max_model_len`, fitted to the K/V pool)."
@@ -404,7 +404,7 @@ def __repr__(self: LLM):
             + (f", {self.activations} activations" if self.activations else "") + f"; {self.engine_config.summary()})")
 
 
-# %% ../nbs/17_llm.ipynb 34
+# %% ../nbs/17_llm.ipynb 35
 @patch
 def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
@@ -420,7 +420,7 @@ def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     return ids
 
 
-# %% ../nbs/17_llm.ipynb 35
+# %% ../nbs/17_llm.ipynb 37
 @patch
 def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
@@ -434,7 +434,7 @@ def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
 
-# %% ../nbs/17_llm.ipynb 36
+# %% ../nbs/17_llm.ipynb 39
 @patch
 def chat_template_note(self: LLM) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
@@ -445,7 +445,7 @@ def chat_template_note(self: LLM) -> str | None:
     return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 
-# %% ../nbs/17_llm.ipynb 37
+# %% ../nbs/17_llm.ipynb 41
 @patch
 def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
@@ -460,7 +460,7 @@ def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=T
     return "".join(t for t, _ in parts), self._check_ids(self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
 
-# %% ../nbs/17_llm.ipynb 39
+# %% ../nbs/17_llm.ipynb 44
 def _runner_options(llm) -> dict | None:
     "What the LLM's runner class takes beyond the model and pool: the CUDA graphs switch, or the CPU runner's activations."
     if llm.runner_name in ("cuda", "tp"): return {"enforce_eager": llm.engine_config.enforce_eager}
@@ -480,7 +480,7 @@ def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
                   runner_options=_runner_options(llm), max_num_batched_tokens=c.num_batched_tokens, **engine_settings)
 
 
-# %% ../nbs/17_llm.ipynb 42
+# %% ../nbs/17_llm.ipynb 47
 @patch
 def get_engine(self: LLM):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
@@ -493,7 +493,7 @@ def _engine_generator(self: LLM, p: SamplingParams, index: int = 0):
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
 
-# %% ../nbs/17_llm.ipynb 43
+# %% ../nbs/17_llm.ipynb 49
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -509,7 +509,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 44
+# %% ../nbs/17_llm.ipynb 50
 @patch
 def _pump(self: LLM):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
@@ -525,7 +525,7 @@ def _pump(self: LLM):
         if seq.finished: del self._live[o.request_id]
 
 
-# %% ../nbs/17_llm.ipynb 45
+# %% ../nbs/17_llm.ipynb 51
 @patch
 def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
@@ -545,7 +545,7 @@ def _settle(self: LLM, seqs: dict):
         while eng.has_unfinished(): eng.step()
 
 
-# %% ../nbs/17_llm.ipynb 46
+# %% ../nbs/17_llm.ipynb 52
 @patch
 def _check_pool(self: LLM, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
@@ -562,7 +562,7 @@ def _check_pool(self: LLM, eng, prompts, params):
                              f"pool holds ({cap} tokens in {eng.pool.num_blocks} blocks); raise kv_cache_memory or ask for fewer tokens")
 
 
-# %% ../nbs/17_llm.ipynb 47
+# %% ../nbs/17_llm.ipynb 54
 @patch
 def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
@@ -586,7 +586,7 @@ def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[S
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 
-# %% ../nbs/17_llm.ipynb 49
+# %% ../nbs/17_llm.ipynb 58
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -598,7 +598,7 @@ def _params(params, n: int | None = None):
     return params if n is None else [params] * n
 
 
-# %% ../nbs/17_llm.ipynb 50
+# %% ../nbs/17_llm.ipynb 60
 @patch
 def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
@@ -616,7 +616,7 @@ def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 51
+# %% ../nbs/17_llm.ipynb 62
 @patch
 def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
@@ -640,17 +640,7 @@ def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bo
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
 
-# %% ../nbs/17_llm.ipynb 52
-@patch
-def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[str]:
-    "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
-    params = _params(params)
-    if params.n != 1: raise ValueError(f"n: stream() generates one completion, got n={params.n}")
-    _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
-    return self._stream_ids(ids, params)
-
-
-# %% ../nbs/17_llm.ipynb 53
+# %% ../nbs/17_llm.ipynb 64
 @patch
 def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
@@ -667,7 +657,17 @@ def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     self.last_stream_output = seq.output()
 
 
-# %% ../nbs/17_llm.ipynb 54
+# %% ../nbs/17_llm.ipynb 65
+@patch
+def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[str]:
+    "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
+    params = _params(params)
+    if params.n != 1: raise ValueError(f"n: stream() generates one completion, got n={params.n}")
+    _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
+    return self._stream_ids(ids, params)
+
+
+# %% ../nbs/17_llm.ipynb 67
 @patch
 @torch.inference_mode()
 def logits(self: LLM, ids) -> torch.Tensor:
@@ -677,7 +677,7 @@ def logits(self: LLM, ids) -> torch.Tensor:
     return self.get_engine().prompt_logits(ids).cpu()
 
 
-# %% ../nbs/17_llm.ipynb 56
+# %% ../nbs/17_llm.ipynb 71
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.
