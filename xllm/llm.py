@@ -168,56 +168,64 @@ class OutputProcessor:
         if len(self._text) > 1: self._text[:] = ["".join(self._text)]
         return self._text[0] if self._text else ""
 
-    def finish(self, reason, stop_reason=None, last: str = "") -> str:
-        "End the sequence; release the held-back text, `last` (a stop token's text) and whatever the decoder still holds."
-        self.finish_reason, self.stop_reason = reason, stop_reason
-        return self._release(last + self.decoder.flush(), final=True)
 
-    def _release(self, new: str, final: bool = False) -> str:
-        """Add decoded text; cut at a completed stop string (after it with `include_stop_str_in_output`, else before it); hold
-        back a tail that may start one. The automaton reads only `new`: a stop string it completes starts in the held-back text
-        at the earliest, and the held-back text is what its state says may still become one. As in vLLM, a stop string counts
-        only once more than `min_tokens` tokens are out, and only if it ends in text that came after them: in `new`."""
-        ss = self.stop_strings
-        if ss is not None:
-            live = len(self.token_ids) > self.min_tokens
-            self.stop_state, hit = ss.scan(self.stop_state, new, live)
-            buf = self.held + new
-            if hit is not None:
-                start, k = hit
-                s, i = ss.stops[k], len(self.held) + start
-                self.finish_reason, self.stop_reason = "stop", s
-                self.held, new = "", buf[:i + len(s) if self.include_stop else i]
-            else:
-                keep = 0 if final else ss.keep[self.stop_state]
-                self.held, new = buf[len(buf) - keep:], buf[:len(buf) - keep]
-        if new: self._text.append(new)
-        return new
+# %% ../nbs/17_llm.ipynb 12
+@patch
+def finish(self: OutputProcessor, reason, stop_reason=None, last: str = "") -> str:
+    "End the sequence; release the held-back text, `last` (a stop token's text) and whatever the decoder still holds."
+    self.finish_reason, self.stop_reason = reason, stop_reason
+    return self._release(last + self.decoder.flush(), final=True)
 
-    def append(self, token_id: int, logprobs: dict[int, float] | None = None) -> str:
-        "Take one generated id; return the newly released text (possibly empty)."
-        assert not self.finished, "sequence already finished"
-        self.token_ids.append(token_id)
-        if logprobs is not None:
-            if self.logprobs is not None: self.logprobs.append(logprobs)
-            self.cumulative_logprob += logprobs[token_id]
-        n = len(self.token_ids)
-        if token_id in self.eos_ids or token_id in self.stop_ids:     # its text only with include_stop_str_in_output (as in vLLM)
-            last = self.decoder.put(token_id) if self.include_stop else ""
-            return self.finish("stop", None if token_id in self.eos_ids else token_id, last)
-        out = self._release(self.decoder.put(token_id))
-        if self.finished: return out   # a stop string completed
-        if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
-            out += self.finish("length")
-        return out
-
-    def output(self) -> CompletionOutput:
-        "The completion so far as a `CompletionOutput`."
-        return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
-                                self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
+@patch
+def _release(self: OutputProcessor, new: str, final: bool = False) -> str:
+    """Add decoded text; cut at a completed stop string (after it with `include_stop_str_in_output`, else before it); hold
+    back a tail that may start one. The automaton reads only `new`: a stop string it completes starts in the held-back text
+    at the earliest, and the held-back text is what its state says may still become one. As in vLLM, a stop string counts
+    only once more than `min_tokens` tokens are out, and only if it ends in text that came after them: in `new`."""
+    ss = self.stop_strings
+    if ss is not None:
+        live = len(self.token_ids) > self.min_tokens
+        self.stop_state, hit = ss.scan(self.stop_state, new, live)
+        buf = self.held + new
+        if hit is not None:
+            start, k = hit
+            s, i = ss.stops[k], len(self.held) + start
+            self.finish_reason, self.stop_reason = "stop", s
+            self.held, new = "", buf[:i + len(s) if self.include_stop else i]
+        else:
+            keep = 0 if final else ss.keep[self.stop_state]
+            self.held, new = buf[len(buf) - keep:], buf[:len(buf) - keep]
+    if new: self._text.append(new)
+    return new
 
 
-# %% ../nbs/17_llm.ipynb 19
+# %% ../nbs/17_llm.ipynb 14
+@patch
+def append(self: OutputProcessor, token_id: int, logprobs: dict[int, float] | None = None) -> str:
+    "Take one generated id; return the newly released text (possibly empty)."
+    assert not self.finished, "sequence already finished"
+    self.token_ids.append(token_id)
+    if logprobs is not None:
+        if self.logprobs is not None: self.logprobs.append(logprobs)
+        self.cumulative_logprob += logprobs[token_id]
+    n = len(self.token_ids)
+    if token_id in self.eos_ids or token_id in self.stop_ids:     # its text only with include_stop_str_in_output (as in vLLM)
+        last = self.decoder.put(token_id) if self.include_stop else ""
+        return self.finish("stop", None if token_id in self.eos_ids else token_id, last)
+    out = self._release(self.decoder.put(token_id))
+    if self.finished: return out   # a stop string completed
+    if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
+        out += self.finish("length")
+    return out
+
+@patch
+def output(self: OutputProcessor) -> CompletionOutput:
+    "The completion so far as a `CompletionOutput`."
+    return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
+                            self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
+
+
+# %% ../nbs/17_llm.ipynb 23
 def _kv_block_bytes(llm, block_size: int | None = None) -> int:
     "Bytes of one paged K/V block of `llm`'s engine: `block_size` tokens (default: its config's), int8 K/V with its scales."
     c = llm.engine_config
@@ -240,7 +248,7 @@ def _fitted(llm) -> tuple[EngineConfig, str | None]:
     return dataclasses.replace(c, max_model_len=cap, kv_cache_memory=mem), f"all the K/V pool holds; the model's is {ctx}"
 
 
-# %% ../nbs/17_llm.ipynb 22
+# %% ../nbs/17_llm.ipynb 26
 def _packed_gguf(path: Path):
     "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
     if not path.is_file():
@@ -252,7 +260,7 @@ def _packed_gguf(path: Path):
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
 
-# %% ../nbs/17_llm.ipynb 24
+# %% ../nbs/17_llm.ipynb 28
 def _cpu_kernels_run() -> bool:
     "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
     from xllm import cpu_kernels
@@ -327,7 +335,7 @@ class LLM:
         return self.tokenizer
 
 
-# %% ../nbs/17_llm.ipynb 25
+# %% ../nbs/17_llm.ipynb 29
 @patch
 def _setup(self: LLM, model, cfg: EngineConfig):
     """The part of building shared by `__init__` and `from_model`: `engine_config` (the context fitted to the K/V pool), the
@@ -350,7 +358,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     self._load_draft()
 
 
-# %% ../nbs/17_llm.ipynb 26
+# %% ../nbs/17_llm.ipynb 30
 @patch
 def _load_draft(self: LLM):
     """A draft model named by path (`speculative={"method": "draft", "model": PATH}`) loaded now, as the target was, on its device in
@@ -364,7 +372,7 @@ def _load_draft(self: LLM):
     self.engine_config = dataclasses.replace(self.engine_config, speculative=dataclasses.replace(spec, model=draft))
 
 
-# %% ../nbs/17_llm.ipynb 31
+# %% ../nbs/17_llm.ipynb 35
 @patch(as_prop=True)
 def max_model_len(self: LLM) -> int:
     "The context: most tokens of prompt and output together (`engine_config.max_model_len`, fitted to the K/V pool)."
@@ -404,7 +412,7 @@ def __repr__(self: LLM):
             + (f", {self.activations} activations" if self.activations else "") + f"; {self.engine_config.summary()})")
 
 
-# %% ../nbs/17_llm.ipynb 35
+# %% ../nbs/17_llm.ipynb 39
 @patch
 def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
@@ -420,7 +428,7 @@ def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     return ids
 
 
-# %% ../nbs/17_llm.ipynb 37
+# %% ../nbs/17_llm.ipynb 41
 @patch
 def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
@@ -434,7 +442,7 @@ def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
 
-# %% ../nbs/17_llm.ipynb 39
+# %% ../nbs/17_llm.ipynb 43
 @patch
 def chat_template_note(self: LLM) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
@@ -445,7 +453,7 @@ def chat_template_note(self: LLM) -> str | None:
     return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 
-# %% ../nbs/17_llm.ipynb 41
+# %% ../nbs/17_llm.ipynb 45
 @patch
 def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
@@ -460,7 +468,7 @@ def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=T
     return "".join(t for t, _ in parts), self._check_ids(self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
 
-# %% ../nbs/17_llm.ipynb 44
+# %% ../nbs/17_llm.ipynb 48
 def _runner_options(llm) -> dict | None:
     "What the LLM's runner class takes beyond the model and pool: the CUDA graphs switch, or the CPU runner's activations."
     if llm.runner_name in ("cuda", "tp"): return {"enforce_eager": llm.engine_config.enforce_eager}
@@ -480,7 +488,7 @@ def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
                   runner_options=_runner_options(llm), max_num_batched_tokens=c.num_batched_tokens, **engine_settings)
 
 
-# %% ../nbs/17_llm.ipynb 47
+# %% ../nbs/17_llm.ipynb 51
 @patch
 def get_engine(self: LLM):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
@@ -493,7 +501,7 @@ def _engine_generator(self: LLM, p: SamplingParams, index: int = 0):
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
 
-# %% ../nbs/17_llm.ipynb 49
+# %% ../nbs/17_llm.ipynb 53
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -509,7 +517,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 50
+# %% ../nbs/17_llm.ipynb 54
 @patch
 def _pump(self: LLM):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
@@ -525,7 +533,7 @@ def _pump(self: LLM):
         if seq.finished: del self._live[o.request_id]
 
 
-# %% ../nbs/17_llm.ipynb 51
+# %% ../nbs/17_llm.ipynb 55
 @patch
 def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
@@ -545,7 +553,7 @@ def _settle(self: LLM, seqs: dict):
         while eng.has_unfinished(): eng.step()
 
 
-# %% ../nbs/17_llm.ipynb 52
+# %% ../nbs/17_llm.ipynb 56
 @patch
 def _check_pool(self: LLM, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
@@ -562,7 +570,7 @@ def _check_pool(self: LLM, eng, prompts, params):
                              f"pool holds ({cap} tokens in {eng.pool.num_blocks} blocks); raise kv_cache_memory or ask for fewer tokens")
 
 
-# %% ../nbs/17_llm.ipynb 54
+# %% ../nbs/17_llm.ipynb 58
 @patch
 def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
@@ -586,7 +594,7 @@ def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[S
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 
-# %% ../nbs/17_llm.ipynb 58
+# %% ../nbs/17_llm.ipynb 62
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -598,7 +606,7 @@ def _params(params, n: int | None = None):
     return params if n is None else [params] * n
 
 
-# %% ../nbs/17_llm.ipynb 60
+# %% ../nbs/17_llm.ipynb 64
 @patch
 def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
@@ -616,7 +624,7 @@ def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 62
+# %% ../nbs/17_llm.ipynb 66
 @patch
 def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
@@ -640,7 +648,7 @@ def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bo
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
 
-# %% ../nbs/17_llm.ipynb 64
+# %% ../nbs/17_llm.ipynb 68
 @patch
 def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
@@ -657,7 +665,7 @@ def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     self.last_stream_output = seq.output()
 
 
-# %% ../nbs/17_llm.ipynb 65
+# %% ../nbs/17_llm.ipynb 69
 @patch
 def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
@@ -667,7 +675,7 @@ def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[
     return self._stream_ids(ids, params)
 
 
-# %% ../nbs/17_llm.ipynb 67
+# %% ../nbs/17_llm.ipynb 71
 @patch
 @torch.inference_mode()
 def logits(self: LLM, ids) -> torch.Tensor:
@@ -677,7 +685,7 @@ def logits(self: LLM, ids) -> torch.Tensor:
     return self.get_engine().prompt_logits(ids).cpu()
 
 
-# %% ../nbs/17_llm.ipynb 71
+# %% ../nbs/17_llm.ipynb 75
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.
