@@ -23,7 +23,7 @@ p.add_argument("--json", default=None, help="append the JSON lines to this file"
 a = p.parse_args()
 
 from transformers import LlamaConfig as HFConfig, LlamaForCausalLM
-llm = random_llm(a.random_weights, a.device, a.dtype, a.tokenizer, kv_cache_memory=2**26, max_num_seqs=max(1, a.check))
+llm = random_llm(a.random_weights, device=a.device, dtype=a.dtype, tokenizer=a.tokenizer, kv_cache_memory=2**26, max_num_seqs=max(1, a.check))
 d = hf_config_dict(llm.config); d.pop("torch_dtype", None)
 with torch.device("meta"): hf = LlamaForCausalLM(HFConfig(**d))
 sd = llm.model.state_dict()

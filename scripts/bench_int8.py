@@ -63,7 +63,7 @@ def main():
     llms = {}
     for mode in MODES:                                   # one LLM (one engine, one runner) per form, sharing the model
         os.environ["XLLM_CPU_ACTIVATIONS"] = mode
-        llms[mode] = LLM.from_model(m, tok, q41.name, max_num_seqs=32)
+        llms[mode] = LLM.from_model(m, tok, name=q41.name, max_num_seqs=32)
         res.setdefault("runner_description", {})[mode] = llms[mode].get_engine().runner.description   # built now, with this form
 
     if "ppl" not in skip:

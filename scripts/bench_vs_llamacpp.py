@@ -184,7 +184,7 @@ def int4_llm(q41):
     from xllm.llm import LLM
     from xllm.quant import load_quantized_gguf
     from xllm.tokenizer import Tokenizer
-    return LLM.from_model(load_quantized_gguf(q41), Tokenizer.from_file(q41), q41.name, max_num_seqs=32)
+    return LLM.from_model(load_quantized_gguf(q41), Tokenizer.from_file(q41), name=q41.name, max_num_seqs=32)
 
 
 def engine_prompts(text_ids) -> list:

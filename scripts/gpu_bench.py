@@ -31,7 +31,7 @@ if not a.json.endswith(".jsonl"): p.error("--json must name a .jsonl file (recor
 specs = [workload(w) for w in a.workload]                      # (label, prompts, max_tokens): the files are read before the load
 maxb = a.max_num_seqs or max(len(pr) for _, pr, _ in specs)
 t = time.perf_counter()
-llm = random_llm(a.random_weights, a.device, a.dtype, kv_cache_dtype=a.kv_cache_dtype, quantization=a.quantization, runner=a.runner,
+llm = random_llm(a.random_weights, device=a.device, dtype=a.dtype, kv_cache_dtype=a.kv_cache_dtype, quantization=a.quantization, runner=a.runner,
                  max_num_seqs=maxb, enable_prefix_caching=a.prefix_caching)
 print(f"loaded random {a.random_weights} ({a.dtype}{', ' + a.quantization if a.quantization else ''}) on {a.device} in {time.perf_counter() - t:.1f} s; "
       f"max_num_seqs {maxb}, prefix caching {'on' if a.prefix_caching else 'off'}", flush=True)

@@ -39,7 +39,7 @@ def test_engine_and_runner_match_transformers_generate(tiny):
     transformers = pytest.importorskip("transformers")
     from xllm.quant import hf_config_dict
     from xllm.cuda_runner import CudaRunner
-    llm = random_llm(str(tiny), "cpu", "float32", kv_cache_memory=2**24, max_num_seqs=4, seed=5)
+    llm = random_llm(str(tiny), device="cpu", dtype="float32", kv_cache_memory=2**24, max_num_seqs=4, seed=5)
     d = hf_config_dict(llm.config); d.pop("torch_dtype", None)
     hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**d)).eval()
     hf.load_state_dict(llm.model.state_dict(), strict=False)
@@ -67,7 +67,7 @@ def test_gpu_check_speed_sections_on_cpu(tiny, tmp_path):
     assert main([*bench, "--workload", wl[0], "--workload", wl[1], "--json", str(res / "xllm_graphs.jsonl")]) == 0
     r, r2 = (json.loads(l) for l in (res / "xllm_graphs.jsonl").read_text().splitlines())
     assert (r["workload"], r["output_tokens"], r["requests"], r2["workload"], r2["output_tokens"]) == (wl[0], 12, 3, wl[1], 6)
-    assert r["weight_bytes"] == 4 * sum(p.numel() for p in random_llm(str(tiny), "cpu", "float32").model.parameters())
+    assert r["weight_bytes"] == 4 * sum(p.numel() for p in random_llm(str(tiny), device="cpu", dtype="float32").model.parameters())
     assert all(k in r for k in SCHEMA) and r["name"] == "throughput" and r["model"] == "random-config"
     assert main([*bench, "--workload", wl[0], "--kv-cache-dtype", "int8", "--json", str(res / "xllm_int8kv.jsonl")]) == 0
     r = json.loads((res / "xllm_int8kv.jsonl").read_text())

@@ -111,10 +111,10 @@ def test_default_context_is_what_the_pool_holds(llm):
     refused when the LLM is built. (Checked to fail before: repr said 'context 8192' while a request without max_tokens stopped
     at the pool's 5824 tokens with finish_reason 'length'.)"""
     from xllm.llm import LLM, _kv_block_bytes
-    cap = llm.kv_cache_memory // _kv_block_bytes(llm) * 16
+    cap = llm.engine_config.kv_cache_memory // _kv_block_bytes(llm) * 16
     assert llm.max_model_len == cap == llm.get_engine().pool.num_tokens < llm.config.max_position_embeddings == 8192
     assert f"context {cap} (all the K/V pool holds; the model's is 8192)" in repr(llm)
     with pytest.raises(ValueError, match=rf"prompt has {cap} tokens; the context is {cap} tokens \(all the K/V pool holds; the model's is 8192; a larger kv_cache_memory raises it\)"):
         llm.generate({"prompt_token_ids": [504] * cap}, use_tqdm=False)
-    with pytest.raises(ValueError, match=rf"max_model_len=8192 is more than the K/V pool holds: kv_cache_memory={llm.kv_cache_memory} bytes is {cap} tokens"):
+    with pytest.raises(ValueError, match=rf"max_model_len=8192 is more than the K/V pool holds: kv_cache_memory={llm.engine_config.kv_cache_memory} bytes is {cap} tokens"):
         LLM(_default_model(), max_model_len=8192)

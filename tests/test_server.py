@@ -579,10 +579,11 @@ def test_unknown_model_is_404(server, client):
 def test_context_limit_is_the_pool_when_smaller(llm):
     """With a K/V pool smaller than the model's context, /v1/models reports the pool's limit, a prompt or prompt + max_tokens
     beyond it is a 400 before anything runs (never a 500, never an answer cut short), and a request at the limit gets every token."""
-    import copy
+    import copy, dataclasses
     from xllm.llm import _kv_block_bytes
     small = copy.copy(llm)                                                       # the same model, its own engine settings
-    small.kv_cache_memory, small._engine = 12 * _kv_block_bytes(llm), None          # 12 blocks of 16 = 192 tokens < 512
+    small.engine_config = dataclasses.replace(llm.engine_config, kv_cache_memory=12 * _kv_block_bytes(llm))   # 12 blocks of 16 = 192 tokens < 512
+    small._engine = None
     with start_server(small, model_name="m") as srv:
         C = srv.app.state.xllm.max_len
         assert C == 192 < llm.max_model_len

@@ -188,8 +188,8 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "output_tokens": n_out, "wall_s": wall, "prefill_tok_s": rate(n_prompt, t_pre), "decode_tok_s": rate(n_dec, t_dec),
             "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
             "peak_kv_blocks": max(h[0] for h in eng.history[h0:]), "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
-            "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.kv_cache_dtype or "auto", "kv_cache_memory": llm.kv_cache_memory,
-            "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": getattr(llm, "max_num_batched_tokens", None),
+            "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.engine_config.kv_cache_dtype or "auto", "kv_cache_memory": llm.engine_config.kv_cache_memory,
+            "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": llm.engine_config.max_num_batched_tokens,
             "quantization": llm.quantization_label, **_cpu_figures(llm), **_spec_figures(eng, s0)}
 
 # %% ../nbs/20_bench.ipynb 26
@@ -205,7 +205,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
         label, prompts, n = workload(spec, batch, max_tokens)
         before = steps()
         r = record("throughput", label, lambda: run_bench(llm, prompts, n, progress=progress, **kw), device=str(llm.model.device), dtype=str(llm.model.dtype).removeprefix("torch."),
-                   runner_reason=eng.runner_reason, kv_cache_report=eng.kv_cache_report, weight_bytes=_weight_bytes(llm.model), load_s=load_s)
+                   runner_reason=llm.runner_reason, kv_cache_report=eng.kv_cache_report, weight_bytes=_weight_bytes(llm.model), load_s=load_s)
         if before: r["runner_steps"] = {k: v - before[k] for k, v in steps().items()}
         if llm.model.device.type == "cuda":
             import torch; r["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -365,7 +365,6 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     applying the masks (`Engine._constrain`); how many constrained outputs parse as JSON. `chars`: cut each question to this many characters."""
     import statistics
     from xllm.sampling import SamplingParams, StructuredOutputsParams
-    from xllm.llm import get_engine
     lines = [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
     prompts = [{"prompt_token_ids": llm.encode_chat([{"role": "user", "content": f"{lines[i % len(lines)][:chars]} Answer as a JSON object."}])[1]} for i in range(n)]
     so = StructuredOutputsParams(json=schema or BENCH_SCHEMA)
@@ -373,7 +372,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     first = llm.generate(prompts, constrained, use_tqdm=False)
     lengths = [max(1, len(o.outputs[0].token_ids)) for o in first]
     plain = [SamplingParams(temperature=temperature, seed=i, max_tokens=k, ignore_eos=True) for i, k in enumerate(lengths)]
-    eng = get_engine(llm)
+    eng = llm.get_engine()
     spent, plain_constrain = [], eng._constrain
     def timed(*a):
         t = time.perf_counter(); r = plain_constrain(*a); spent.append(time.perf_counter() - t); return r
@@ -410,7 +409,8 @@ SUITES = ("throughput", "decode", "prefill", "host", "server")
 def _model_argv(args) -> list[str]:
     "The model and engine options of `args` as `xllm serve` arguments (for the server's subprocess)."
     import json
-    keys = ("model", "tokenizer", "device", "dtype", "quantization", "kv_cache_dtype", "kv_cache_memory", "max_num_batched_tokens", "runner", "speculative")
+    keys = ("model", "tokenizer", "device", "dtype", "quantization", "kv_cache_dtype", "kv_cache_memory", "max_num_batched_tokens", "block_size",
+            "runner", "speculative", "scheduling_policy", "cpu_activations")
     val = lambda v: json.dumps(v) if isinstance(v, dict) else str(v)
     return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
@@ -459,15 +459,15 @@ def bench_command(args, load, out=None) -> int:
             recs = throughput(llm, specs, args.batch, n, ignore_eos=args.ignore_eos, chat=args.chat, sequential=args.sequential, temperature=args.temperature)
         elif suite == "decode":
             if n + 2 > llm.max_model_len: raise ValueError(f"--max-tokens {n} does not fit the model's context ({llm.max_model_len}) with the prompt token")
-            recs = [record("decode", f"tg{n}", lambda: {"tok_s": (r := decode_rate(llm.model, n, args.reps, llm.runner_name, llm.kv_cache_dtype)), "ms_per_token": 1e3 / r},
-                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
+            recs = [record("decode", f"tg{n}", lambda: {"tok_s": (r := decode_rate(llm.model, n, args.reps, llm.runner_name, llm.engine_config.kv_cache_dtype)), "ms_per_token": 1e3 / r},
+                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.engine_config.kv_cache_dtype or "auto", **_cpu_figures(llm))]
         else:
             p = args.prompt_tokens or 128
             if p > llm.max_model_len: raise ValueError(f"--prompt-tokens {p} does not fit the model's context ({llm.max_model_len})")
             ids = llm.tokenizer.encode(sample_text_path().read_text(encoding="utf-8"))
             ids = (ids * -(-p // len(ids)))[:p]
-            recs = [record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, llm.kv_cache_dtype)},
-                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.kv_cache_dtype or "auto", **_cpu_figures(llm))]
+            recs = [record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, llm.engine_config.kv_cache_dtype)},
+                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.engine_config.kv_cache_dtype or "auto", **_cpu_figures(llm))]
     for r in recs: out.write(_summary(r)); out.flush()
     if args.json: save_results(recs, args.json)
     return 0 if all(r.get("ok", True) for r in recs) else 1

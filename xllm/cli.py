@@ -70,8 +70,7 @@ def cmd_bench(args, out=None) -> int:
     def load():
         if args.random_weights is None: return _load(args)
         from xllm.llm import random_llm
-        return _use_template(random_llm(args.random_weights, args.device, args.dtype, args.tokenizer, **{k: getattr(args, k) for k in _ENGINE_ARGS},
-                                        quantization=args.quantization if args.quantization in ("int8", "int4") else None), args)
+        return _use_template(random_llm(args.random_weights, _engine_config(args)), args)
     return bench_command(args, load, out)
 
 # %% ../nbs/21_cli.ipynb 10
@@ -103,9 +102,7 @@ def parse_speculative(s: str) -> dict:
     except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
     return spec
 
-_ENGINE_ARGS = ("kv_cache_dtype", "kv_cache_memory", "max_num_seqs", "enforce_eager", "max_num_batched_tokens", "runner", "speculative")   # what _engine_opts adds, as LLM takes it
-
-# %% ../nbs/21_cli.ipynb 11
+# %% ../nbs/21_cli.ipynb 12
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
     g.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default=None, help="K/V cache storage: auto (the model's dtype, default) or int8 (per-token scales, about half the memory)")
@@ -120,6 +117,10 @@ def _engine_opts(p, max_num_seqs_default=None):
                    help="the compiled CPU runner's activations: int8 (quantized per block of 32, integer dot products; the default for "
                         "weights kept quantized, as llama.cpp does), float (float32, the reference; the default for float weights) or "
                         "int8x2 (int8 plus a residual pass); sets XLLM_CPU_ACTIVATIONS")
+    g.add_argument("--block-size", type=int, default=None, metavar="N", help="tokens per paged K/V block (default 16)")
+    g.add_argument("--scheduling-policy", choices=["fcfs", "priority"], default=None,
+                   help="which waiting request runs first: fcfs (arrival order, default) or priority (lower request priority first, "
+                        "then arrival; running requests of a higher value are preempted for it)")
     _speculative_opt(g)
     g.add_argument("--runner", choices=["torch", "cpu", "cuda"], default=None,
                    help="what computes the engine's steps: torch (the reference forward), cpu (compiled CPU kernels), cuda (xllm's CUDA kernels); "
@@ -130,7 +131,7 @@ def _speculative_opt(g):
                    help="speculative decoding: 'ngram' or a JSON object of its options (what they are: `xllm --help`)")
 
 
-# %% ../nbs/21_cli.ipynb 12
+# %% ../nbs/21_cli.ipynb 14
 def _model_opts(p, context=True, template=True):
     "The model's options. `context`: --max-model-len (-c/--ctx-size); `template`: --chat-template. perplexity takes neither (its -c is the window)."
     g = p.add_argument_group("model")
@@ -153,7 +154,7 @@ def _model_opts(p, context=True, template=True):
                        "a built-in name (chatml, llama2, llama3) or the template itself")
     g.add_argument("-t", "--threads", type=int, default=None, metavar="N", help="CPU threads of torch and xllm's CPU kernels (default: torch's, one per core)")
 
-# %% ../nbs/21_cli.ipynb 13
+# %% ../nbs/21_cli.ipynb 16
 def _common(p):
     _model_opts(p)
     s = p.add_argument_group("sampling")
@@ -167,7 +168,7 @@ def _common(p):
     s.add_argument("--stop", action="append", default=None, help="stop string (repeatable); never printed")
     s.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token (up to --max-tokens)")
 
-# %% ../nbs/21_cli.ipynb 14
+# %% ../nbs/21_cli.ipynb 17
 HELP_EPILOG = """\
 the model: `xllm serve MODEL` and `xllm chat MODEL` take it as vLLM does, or as -m MODEL (llama.cpp), not both; generate's one
   positional is the prompt, so its model is always -m. Options are never abbreviated (--max-token is an error).
@@ -192,7 +193,7 @@ def _model_positional(p):
     "MODEL as a positional (serve, chat), as `vllm serve MODEL` takes it; main puts it in args.model."
     p.add_argument("model_pos", nargs="?", default=None, metavar="MODEL", help="the model, as -m takes it (give it one way, not both)")
 
-# %% ../nbs/21_cli.ipynb 15
+# %% ../nbs/21_cli.ipynb 18
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
@@ -273,7 +274,18 @@ def build_parser() -> argparse.ArgumentParser:
     _model_opts(v)
     return p
 
-# %% ../nbs/21_cli.ipynb 17
+# %% ../nbs/21_cli.ipynb 21
+_CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
+                   "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
+                   "speculative", "scheduling_policy")   # the options that are EngineConfig fields, by the same names
+
+def _engine_config(args):
+    "The one `EngineConfig` of the parsed model and engine options (those a subcommand lacks keep the defaults), checked."
+    from xllm.config import EngineConfig
+    return EngineConfig.make(None, **{k: v for k in _CONFIG_OPTIONS if (v := getattr(args, k, None)) is not None})
+
+
+# %% ../nbs/21_cli.ipynb 24
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -290,11 +302,9 @@ def _template_note(llm):
     if note := llm.chat_template_note(): print(f"xllm: note: {note}", file=sys.stderr)   # said here, once: the API does not repeat it
 
 def _load(args):
+    "The `LLM` of the parsed options (`_engine_config`), with --chat-template in its tokenizer."
     from xllm.llm import LLM
-    kw = {k: getattr(args, k) for k in _ENGINE_ARGS if getattr(args, k, None) is not None}
-    if getattr(args, "tensor_parallel_size", 1) != 1: kw["tensor_parallel_size"] = args.tensor_parallel_size   # notebook 13a
-    if getattr(args, "max_model_len", None) is not None: kw["max_model_len"] = args.max_model_len
-    try: llm = LLM(args.model, device=args.device, dtype=args.dtype, tokenizer=args.tokenizer, quantization=None if args.quantization == "none" else args.quantization, **kw)
+    try: llm = LLM(config=_engine_config(args))
     except RuntimeError as e: raise _CLIError(f"could not load the model: {_one_line(e)}") from None
     except ValueError as e:                            # LLM names its keyword: said as the flag
         if str(e).startswith("max_model_len"): raise _CLIError("--max-model-len" + _one_line(e)[len("max_model_len"):]) from None
@@ -333,7 +343,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 19
+# %% ../nbs/21_cli.ipynb 27
 def _utf8(s: str, what: str) -> str:
     "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
     try: s.encode("utf-8")
@@ -363,7 +373,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 21
+# %% ../nbs/21_cli.ipynb 30
 class _ChatStats:
     "What `xllm chat` says on exit: its replies, their tokens and time, and the time to each reply's first token."
     def __init__(self): self.turns, self.tokens, self.seconds, self.ttft = 0, 0, 0.0, 0.0
@@ -405,7 +415,7 @@ def _chat_reply(llm, history, params, out, stats=None):
         stats.add(len(done.token_ids) if done is not None else len(llm.tokenizer.encode(reply)), time.perf_counter() - t0, first)
     return reply
 
-# %% ../nbs/21_cli.ipynb 22
+# %% ../nbs/21_cli.ipynb 32
 MULTILINE = '"""'        # a line of it starts a message of several lines; another ends it
 CHAT_HELP = ('/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply; a line of """ starts a message of several '
              'lines and another ends it')
@@ -440,7 +450,7 @@ def _remember(readline, text: str):
     n = readline.get_current_history_length()
     if n == 0 or readline.get_history_item(n) != text: readline.add_history(text)
 
-# %% ../nbs/21_cli.ipynb 23
+# %% ../nbs/21_cli.ipynb 34
 def _chat_loop(llm, system, params, read, readline, out, stats) -> int:
     history = list(system)
     while True:
@@ -481,14 +491,15 @@ def cmd_chat(args, inp=None, out=None) -> int:
     _template_note(llm)
     system = [{"role": "system", "content": _utf8(args.system, "--system")}] if args.system else []
     read, readline = _reader(inp, out)
-    print(f"xllm chat: {llm.model_name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}, runner {llm.runner_reason}). "
+    print(f"xllm chat: {llm.model_name} ({llm.config.num_hidden_layers} layers, context {llm.max_model_len}, runner {llm.runner_reason}; "
+          f"{llm.engine_config.summary()}). "
           + CHAT_HELP + ("; Up and Down recall earlier messages." if readline else "."), file=sys.stderr)
     stats = _ChatStats()
     try: return _chat_loop(llm, system, params, read, readline, out, stats)
     finally:
         if stats.turns: print(stats.summary(), file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 26
+# %% ../nbs/21_cli.ipynb 37
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -499,7 +510,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 27
+# %% ../nbs/21_cli.ipynb 39
 KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
 
 def _api_key(args) -> str | None:
@@ -514,7 +525,7 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 28
+# %% ../nbs/21_cli.ipynb 41
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -540,7 +551,7 @@ def cmd_serve(args, out=None) -> int:
                  log_stats=None if args.disable_log_stats else server.LOG_STATS_EVERY, log_level=args.uvicorn_log_level)
     return 0
 
-# %% ../nbs/21_cli.ipynb 29
+# %% ../nbs/21_cli.ipynb 42
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -567,7 +578,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 30
+# %% ../nbs/21_cli.ipynb 44
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:

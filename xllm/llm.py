@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_llm.ipynb 3
 from __future__ import annotations
-import collections, dataclasses, functools, numbers, warnings
+import collections, dataclasses, functools, numbers, os, warnings
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +12,9 @@ from typing import Iterator
 
 import torch
 
-from .core import ModelFormatError, check_bool, check_int, check_number, check_token_ids, default_model_path, resolve_model, parse_hub_id
+from fastcore.basics import patch
+
+from .core import ModelFormatError, check_int, check_token_ids, default_model_path, resolve_model, parse_hub_id
 from .weights import load_checkpoint, resolve_dtype, Checkpoint
 from . import quant
 from .tokenizer import Tokenizer
@@ -23,15 +25,15 @@ from .sampling import SamplingParams, Sampler, seeded_generator
 from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
 from .runner import choose_runner, runner_class
-from .cpu_kernels import ACTIVATIONS, activation_mode, keeps_quantized
+from .cpu_kernels import activation_mode, keeps_quantized
 from .engine import Engine
-from .config import SpeculativeConfig
-from .speculative import load_draft
+from .config import EngineConfig
+from .speculative import _same_tokenizer as check_same_tokenizer   # the engine part (#37) names it so in speculative.py
+
 
 # %% auto 0
-__all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',
-           'encode_prompt', 'chat_template_note', 'encode_chat', 'build_engine', 'get_engine', 'generate', 'chat',
-           'stream', 'logits', 'random_llm']
+__all__ = ['CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM', 'build_engine',
+           'random_llm']
 
 # %% ../nbs/17_llm.ipynb 5
 @dataclass
@@ -59,6 +61,7 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool = True
     prompt_logprobs: list[dict[int, float] | None] | None = None   # per prompt token (None for the first) when params.prompt_logprobs is set
+
 
 # %% ../nbs/17_llm.ipynb 7
 class StopStrings:
@@ -127,6 +130,7 @@ def stop_strings(stops: tuple[str, ...]) -> StopStrings:
     "The `StopStrings` of `stops`, made once for the `n` choices of a request and for requests that repeat them."
     return StopStrings(stops)
 
+
 # %% ../nbs/17_llm.ipynb 9
 class OutputProcessor:
     """One completion being generated, as its caller sees it: ids in, text out (incremental detokenization), stop strings, EOS,
@@ -164,123 +168,87 @@ class OutputProcessor:
         if len(self._text) > 1: self._text[:] = ["".join(self._text)]
         return self._text[0] if self._text else ""
 
-    def finish(self, reason, stop_reason=None, last: str = "") -> str:
-        "End the sequence; release the held-back text, `last` (a stop token's text) and whatever the decoder still holds."
-        self.finish_reason, self.stop_reason = reason, stop_reason
-        return self._release(last + self.decoder.flush(), final=True)
 
-    def _release(self, new: str, final: bool = False) -> str:
-        """Add decoded text; cut at a completed stop string (after it with `include_stop_str_in_output`, else before it); hold
-        back a tail that may start one. The automaton reads only `new`: a stop string it completes starts in the held-back text
-        at the earliest, and the held-back text is what its state says may still become one. As in vLLM, a stop string counts
-        only once more than `min_tokens` tokens are out, and only if it ends in text that came after them: in `new`."""
-        ss = self.stop_strings
-        if ss is not None:
-            live = len(self.token_ids) > self.min_tokens
-            self.stop_state, hit = ss.scan(self.stop_state, new, live)
-            buf = self.held + new
-            if hit is not None:
-                start, k = hit
-                s, i = ss.stops[k], len(self.held) + start
-                self.finish_reason, self.stop_reason = "stop", s
-                self.held, new = "", buf[:i + len(s) if self.include_stop else i]
-            else:
-                keep = 0 if final else ss.keep[self.stop_state]
-                self.held, new = buf[len(buf) - keep:], buf[:len(buf) - keep]
-        if new: self._text.append(new)
-        return new
+# %% ../nbs/17_llm.ipynb 12
+@patch
+def finish(self: OutputProcessor, reason, stop_reason=None, last: str = "") -> str:
+    "End the sequence; release the held-back text, `last` (a stop token's text) and whatever the decoder still holds."
+    self.finish_reason, self.stop_reason = reason, stop_reason
+    return self._release(last + self.decoder.flush(), final=True)
 
-    def append(self, token_id: int, logprobs: dict[int, float] | None = None) -> str:
-        "Take one generated id; return the newly released text (possibly empty)."
-        assert not self.finished, "sequence already finished"
-        self.token_ids.append(token_id)
-        if logprobs is not None:
-            if self.logprobs is not None: self.logprobs.append(logprobs)
-            self.cumulative_logprob += logprobs[token_id]
-        n = len(self.token_ids)
-        if token_id in self.eos_ids or token_id in self.stop_ids:     # its text only with include_stop_str_in_output (as in vLLM)
-            last = self.decoder.put(token_id) if self.include_stop else ""
-            return self.finish("stop", None if token_id in self.eos_ids else token_id, last)
-        out = self._release(self.decoder.put(token_id))
-        if self.finished: return out   # a stop string completed
-        if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
-            out += self.finish("length")
-        return out
-
-    def output(self) -> CompletionOutput:
-        "The completion so far as a `CompletionOutput`."
-        return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
-                                self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
-
-# %% ../nbs/17_llm.ipynb 19
-def _resolve_device(device) -> torch.device:
-    try: dev = torch.device(device)
-    except (RuntimeError, TypeError): raise ValueError(f"device: {device!r} is not a valid device; use 'cpu', 'cuda' or 'cuda:N'") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available(): raise ValueError(f"device: {device!r} requested but CUDA is not available (torch {torch.__version__}, no GPU or no CUDA build); use device='cpu'")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
-    elif dev.type != "cpu": raise ValueError(f"device: {device!r} is not supported (use 'cpu' or 'cuda')")
-    return dev
-
-# %% ../nbs/17_llm.ipynb 20
-DEFAULT_MAX_NUM_SEQS = 32   # sequences the batching engine runs at once when `max_num_seqs` is not given
-
-def _check_activations(cpu_activations):
-    """`cpu_activations` checked: None (the compiled CPU runner's default: int8 for weights kept quantized, float for float
-    weights; `$XLLM_CPU_ACTIVATIONS` overrides it), 'float', 'int8' or 'int8x2' (notebook 15)."""
-    if cpu_activations is not None and cpu_activations not in ACTIVATIONS:
-        raise ValueError(f"cpu_activations: expected None, {', '.join(map(repr, ACTIVATIONS))}, got {cpu_activations!r}")
-    return cpu_activations
-
-def _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None,
-                       enable_prefix_caching=True, max_logprobs=20):
-    "Validate the batching engine's settings given to `LLM` (ValueError naming the field)."
-    if kv_cache_dtype not in (None, "auto", "int8"):
-        raise ValueError(f"kv_cache_dtype: expected None (the model's dtype), 'auto' or 'int8', got {kv_cache_dtype!r}")
-    check_number("kv_cache_memory", kv_cache_memory, lo=0, open_lo=True, optional=True, rule="a positive number of bytes")
-    check_int("max_num_seqs", max_num_seqs, lo=1, optional=True)
-    if check_int("max_num_batched_tokens", max_num_batched_tokens, lo=1, optional=True) is not None:
-        if max_num_batched_tokens < (max_num_seqs or DEFAULT_MAX_NUM_SEQS):
-            raise ValueError(f"max_num_batched_tokens ({max_num_batched_tokens}) must be at least max_num_seqs ({max_num_seqs or DEFAULT_MAX_NUM_SEQS}): "
-                             "every running sequence decodes one token each step")
-    check_bool("enforce_eager", enforce_eager)
-    check_bool("enable_prefix_caching", enable_prefix_caching)
-    check_int("max_logprobs", max_logprobs, lo=0)
+@patch
+def _release(self: OutputProcessor, new: str, final: bool = False) -> str:
+    """Add decoded text; cut at a completed stop string (after it with `include_stop_str_in_output`, else before it); hold
+    back a tail that may start one. The automaton reads only `new`: a stop string it completes starts in the held-back text
+    at the earliest, and the held-back text is what its state says may still become one. As in vLLM, a stop string counts
+    only once more than `min_tokens` tokens are out, and only if it ends in text that came after them: in `new`."""
+    ss = self.stop_strings
+    if ss is not None:
+        live = len(self.token_ids) > self.min_tokens
+        self.stop_state, hit = ss.scan(self.stop_state, new, live)
+        buf = self.held + new
+        if hit is not None:
+            start, k = hit
+            s, i = ss.stops[k], len(self.held) + start
+            self.finish_reason, self.stop_reason = "stop", s
+            self.held, new = "", buf[:i + len(s) if self.include_stop else i]
+        else:
+            keep = 0 if final else ss.keep[self.stop_state]
+            self.held, new = buf[len(buf) - keep:], buf[:len(buf) - keep]
+    if new: self._text.append(new)
+    return new
 
 
-def _set_engine_args(llm, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager=False, max_num_batched_tokens=None,
-                     enable_prefix_caching=True, max_logprobs=20, max_model_len=None):
-    """Store the batching engine's settings (checked by `_check_engine_args`) on `llm`, whose model is loaded: K/V storage (None =
-    the model's dtype, or "int8"), bytes of paged K/V (default: the device's), most sequences per step, CUDA graphs or not,
-    tokens per step (None: max(512, max_num_seqs)), prefix caching, the most logprobs a request may ask for; then fit the
-    context (`llm.max_model_len`; `max_model_len`: the one the user gave, or None) to the pool. The engine is built at first use."""
-    llm.kv_cache_dtype, llm.max_num_seqs, llm._engine = kv_cache_dtype, max_num_seqs or DEFAULT_MAX_NUM_SEQS, None
-    llm.enforce_eager, llm.max_num_batched_tokens = enforce_eager, max_num_batched_tokens
-    llm.enable_prefix_caching, llm.max_logprobs = enable_prefix_caching, max_logprobs
-    llm.kv_cache_memory = default_kv_cache_memory(llm.model.device) if kv_cache_memory is None else int(kv_cache_memory)
-    if llm.kv_cache_memory < (blk := _kv_block_bytes(llm)):
-        raise ValueError(f"kv_cache_memory: {llm.kv_cache_memory} bytes is less than one KV block ({blk} bytes = 16 tokens)")
-    _fit_context(llm, max_model_len)
+# %% ../nbs/17_llm.ipynb 14
+@patch
+def append(self: OutputProcessor, token_id: int, logprobs: dict[int, float] | None = None) -> str:
+    "Take one generated id; return the newly released text (possibly empty)."
+    assert not self.finished, "sequence already finished"
+    self.token_ids.append(token_id)
+    if logprobs is not None:
+        if self.logprobs is not None: self.logprobs.append(logprobs)
+        self.cumulative_logprob += logprobs[token_id]
+    n = len(self.token_ids)
+    if token_id in self.eos_ids or token_id in self.stop_ids:     # its text only with include_stop_str_in_output (as in vLLM)
+        last = self.decoder.put(token_id) if self.include_stop else ""
+        return self.finish("stop", None if token_id in self.eos_ids else token_id, last)
+    out = self._release(self.decoder.put(token_id))
+    if self.finished: return out   # a stop string completed
+    if (self.max_tokens is not None and n >= self.max_tokens) or len(self.prompt_ids) + n >= self.context:
+        out += self.finish("length")
+    return out
 
-def _fit_context(llm, asked: int | None, block_size: int = 16):
-    """Make the pool hold one sequence of the whole context, as vLLM does: a context the pool (`kv_cache_memory`) cannot hold is
-    lowered to what it holds when the user gave no `max_model_len` (`asked` None; `llm.context_note` says so), and refused,
-    naming both numbers and the options, when they did."""
-    blk = _kv_block_bytes(llm, block_size)
-    cap, llm.context_note = llm.kv_cache_memory // blk * block_size, None
-    if cap >= llm.max_model_len: return
+@patch
+def output(self: OutputProcessor) -> CompletionOutput:
+    "The completion so far as a `CompletionOutput`."
+    return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
+                            self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
+
+
+# %% ../nbs/17_llm.ipynb 23
+def _kv_block_bytes(llm, block_size: int | None = None) -> int:
+    "Bytes of one paged K/V block of `llm`'s engine: `block_size` tokens (default: its config's), int8 K/V with its scales."
+    c = llm.engine_config
+    return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, c.kv_cache_dtype)
+
+def _fitted(llm) -> tuple[EngineConfig, str | None]:
+    """`llm.engine_config` with what building decides filled in, and a note: `kv_cache_memory` (None: the device's default) and a
+    `max_model_len` whose whole context the pool holds, as vLLM requires. A context the pool cannot hold is lowered to what it
+    holds when none was given (the note says so), and refused, naming both numbers and the options, when one was."""
+    c, ctx = llm.engine_config, llm.config.max_position_embeddings
+    asked = check_int("max_model_len", c.max_model_len, 2, ctx, optional=True, rule=f"an integer in [2, {ctx}] (the model's max_position_embeddings)")
+    mem, bs, blk = default_kv_cache_memory(llm.model.device) if c.kv_cache_memory is None else int(c.kv_cache_memory), c.block_size, _kv_block_bytes(llm)
+    if mem < (n := -(-2 // bs)) * blk:      # the shortest context, 2 tokens: one block, unless blocks hold 1 token
+        raise ValueError(f"kv_cache_memory: {mem} bytes is less than {'one KV block' if n == 1 else f'{n} KV blocks'} ({n * blk} bytes = {n * bs} tokens)")
+    cap, want = mem // blk * bs, asked or ctx
+    if cap >= want: return dataclasses.replace(c, max_model_len=want, kv_cache_memory=mem), None
     if asked is not None:
-        raise ValueError(f"max_model_len={asked} is more than the K/V pool holds: kv_cache_memory={llm.kv_cache_memory} bytes is {cap} tokens "
-                         f"of K/V; raise kv_cache_memory to at least {-(-asked // block_size) * blk} bytes or lower max_model_len to at most {cap}")
-    llm.context_note = f"all the K/V pool holds; the model's is {llm.max_model_len}"
-    llm.max_model_len = cap
+        raise ValueError(f"max_model_len={asked} is more than the K/V pool holds: kv_cache_memory={mem} bytes is {cap} tokens "
+                         f"of K/V; raise kv_cache_memory to at least {-(-asked // bs) * blk} bytes or lower max_model_len to at most {cap}")
+    return dataclasses.replace(c, max_model_len=cap, kv_cache_memory=mem), f"all the K/V pool holds; the model's is {ctx}"
 
-def _kv_block_bytes(llm, block_size=16) -> int:
-    "Bytes of one paged K/V block of `llm`'s engine (int8 counts its scales)."
-    return block_size * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, llm.kv_cache_dtype)
 
-# %% ../nbs/17_llm.ipynb 21
+# %% ../nbs/17_llm.ipynb 26
 def _packed_gguf(path: Path):
     "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
     if not path.is_file():
@@ -291,28 +259,21 @@ def _packed_gguf(path: Path):
     g = GGUFFile(path)
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
-# %% ../nbs/17_llm.ipynb 22
+
+# %% ../nbs/17_llm.ipynb 28
 def _cpu_kernels_run() -> bool:
     "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
     from xllm import cpu_kernels
     return cpu_kernels.ENABLED and cpu_kernels.available()
 
 class LLM:
-    "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
+    """A LLaMA-family model with its tokenizer, for offline generation (vLLM-style). How its engine is built and runs is one
+    `EngineConfig` (notebook 12a): `config`, with `settings` (its field names: `device`, `max_num_seqs`, ...) applied over it."""
     model_id = None   # the Hugging Face id the model was named by, if it was
-    def __init__(self, model=None, device="cpu", dtype=None, tokenizer=None, max_model_len: int | None = None, seed: int | None = None,
-                 quantization: str | None = "auto", group_size: int = 32,
-                 kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None, max_num_seqs: int | None = None,
-                 enforce_eager: bool = False, max_num_batched_tokens: int | None = None, runner: str | None = None,
-                 tensor_parallel_size: int = 1, speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20,
-                 cpu_activations: str | None = None):
-        self.device = _resolve_device(device)
-        self.cpu_activations = _check_activations(cpu_activations)
-        spec = SpeculativeConfig.make(speculative)  # checked before the model loads: a ValueError names the field
-        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
-        if quantization == "none": quantization = None      # as the CLI spells it
-        if quantization not in ("auto", None, "int8", "int4", "gguf"):
-            raise ValueError(f"quantization: expected 'auto', None ('none'), 'int8', 'int4' or 'gguf', got {quantization!r}")
+    def __init__(self, model=None, config: EngineConfig | None = None, **settings):
+        cfg = EngineConfig.make(config, **settings, **({} if model is None else {"model": model}))   # checked before the model loads
+        model, tokenizer, dtype, quantization, group_size = cfg.model, cfg.tokenizer, cfg.dtype, cfg.quantization, cfg.group_size
+        runner, kv_cache_dtype, tensor_parallel_size, self.device = cfg.runner, cfg.kv_cache_dtype, cfg.tensor_parallel_size, cfg.device
         path = resolve_model(model)                # None: the default model; a path; a Hugging Face id, from the hub cache (notebook 01)
         self.model_id = model if isinstance(model, str) and parse_hub_id(model) and not Path(model).expanduser().exists() else None
         dtype = resolve_dtype(dtype)
@@ -352,82 +313,108 @@ class LLM:
             if quantization is not None: quant.quantize_model(m, quantization, group_size)   # ValueError names group_size
         else: m = qmodel if dtype == torch.float32 else qmodel.to(dtype)
         ckpt.weights = {}   # the module holds them now
-        self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
-                    max_num_batched_tokens, enable_prefix_caching, max_logprobs)
-        self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)  # speculative decoding (notebook 14a), None: off; a draft loaded now
-        if tensor_parallel_size > 1:                # which runner computes every rank's shard, and why (notebook 13a)
-            self.runner_reason = f"tp ({tensor_parallel_size} ranks, each {self.model.tp_runner_reason})"
+        self._setup(m.to(self.device).eval(), cfg)
 
     @classmethod
-    def from_model(cls, model: Llama, tokenizer: Tokenizer, name: str = "model", source: str = "in memory", max_model_len: int | None = None, seed: int | None = None,
-                   runner: str | None = None, kv_cache_dtype: str | None = None, kv_cache_memory: int | None = None,
-                   max_num_seqs: int | None = None, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
-                   speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20,
-                   cpu_activations: str | None = None) -> LLM:
-        "An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file, `source` for its format."
-        self = cls.__new__(cls)
-        self.device, self.config, self.quantization, self.tokenizer = model.device, model.config, getattr(model, "quantization_config", None), tokenizer
-        self.cpu_activations = _check_activations(cpu_activations)
-        _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
+    def from_model(cls, model: Llama, tokenizer: Tokenizer, config: EngineConfig | None = None, name: str = "model", source: str = "in memory",
+                   **settings) -> LLM:
+        """An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file,
+        `source` for its format. The engine runs on the model's device."""
+        cfg = EngineConfig.make(config, **settings)
+        if cfg.tensor_parallel_size != 1: raise ValueError("tensor_parallel_size: from_model takes one built model; a group loads its shards from a checkpoint (LLM(path, ...))")
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, more than the model's vocabulary of {model.config.vocab_size}")
+        self = cls.__new__(cls)
+        self.config, self.quantization, self.tokenizer = model.config, getattr(model, "quantization_config", None), tokenizer
         self.checkpoint, self.model_path = Checkpoint(model.config, {}, source, None), Path(name)
-        spec = SpeculativeConfig.make(speculative)
-        self._setup(model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens,
-                    enable_prefix_caching, max_logprobs)
-        self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)
+        self._setup(model, dataclasses.replace(cfg, device=model.device))
         return self
-
-    def _setup(self, model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens,
-               enable_prefix_caching=True, max_logprobs=20):
-        """The part of building shared by `__init__` and `from_model`: context (fitted to the K/V pool), seed, engine settings, the
-        runner (chosen now, once)."""
-        ctx = self.config.max_position_embeddings
-        if max_model_len is not None:
-            ctx = check_int("max_model_len", max_model_len, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's max_position_embeddings)")
-        self.max_model_len, self.model = ctx, model
-        if seed is None: self.generator = torch.Generator(device="cpu"); self.generator.seed()   # draws of requests without their own seed
-        else: self.generator = seeded_generator(seed, "LLM")    # every bit of the seed counts (ValueError outside 64 bits)
-        self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
-        if not chat_templates.IN_PROCESS:   # chat templates render in worker processes (notebook 04): started now, in the background
-            try: template_workers().warm()
-            except RuntimeError as e: warnings.warn(f"{e}; chat requests will try again", stacklevel=3)
-        self._next_id, self._live, self._unfed = 0, {}, collections.deque()
-        _set_engine_args(self, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching,
-                         max_logprobs, max_model_len)
-        cls, self.runner_reason = choose_runner(model, kv_storage_dtype(kv_cache_dtype, model.dtype), runner)
-        self.runner_name = cls.name
-        self.activations = activation_mode(self.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
-        if self.activations: self.runner_reason += f", {self.activations} activations"
-
-    @property
-    def quantization_label(self) -> str | None:
-        "How the weights are stored, in a word: None (float), 'int8' / 'int4' (xllm's), or 'packed Q4_1/Q8_0' (a GGUF's types)."
-        q = self.quantization
-        if not q: return None
-        if isinstance(q, str): return q
-        if "bits" in q: return f"int{q['bits']}"
-        return f"packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
-
-    @property
-    def model_name(self) -> str:
-        "The model's name: the Hugging Face id it was named by, else its file or directory name."
-        return self.model_id or self.model_path.name
-
-    def __repr__(self):
-        c = self.config
-        q = f", {self.quantization_label}" if self.quantization else ""
-        ctx = f"{self.max_model_len} ({self.context_note})" if self.context_note else self.max_model_len   # lowered to the K/V pool: says so
-        return (f"LLM({self.model_name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
-                f"vocab {c.vocab_size}, context {ctx}, {self.device}, runner {self.runner_name}"
-                + (f", {self.activations} activations" if self.activations else "") + ")")
 
     def get_tokenizer(self) -> Tokenizer:
         "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
         return self.tokenizer
 
-# %% ../nbs/17_llm.ipynb 24
-def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
+
+# %% ../nbs/17_llm.ipynb 29
+@patch
+def _setup(self: LLM, model, cfg: EngineConfig):
+    """The part of building shared by `__init__` and `from_model`: `engine_config` (the context fitted to the K/V pool), the
+    generator of unseeded requests, the runner (chosen now, once), a draft model loaded."""
+    self.model, self.device, self.engine_config = model, model.device, cfg
+    self.engine_config, self.context_note = _fitted(self)
+    if cfg.seed is None: self.generator = torch.Generator(device="cpu"); self.generator.seed()   # draws of requests without their own seed
+    else: self.generator = seeded_generator(cfg.seed, "LLM")    # every bit of the seed counts (ValueError outside 64 bits)
+    self.eos_ids = list(dict.fromkeys([*(self.tokenizer.eos_ids or []), *self.config.eos_token_id]))
+    if not chat_templates.IN_PROCESS:   # chat templates render in worker processes (notebook 04): started now, in the background
+        try: template_workers().warm()
+        except RuntimeError as e: warnings.warn(f"{e}; chat requests will try again", stacklevel=3)
+    self._engine, self._next_id, self._live, self._unfed = None, 0, {}, collections.deque()   # the engine is built at first use
+    tp = cfg.tensor_parallel_size
+    cls, self.runner_reason = choose_runner(model, kv_storage_dtype(cfg.kv_cache_dtype, model.dtype), "tp" if tp > 1 else cfg.runner)
+    self.runner_name = cls.name
+    self.activations = activation_mode(cfg.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
+    if self.activations: self.runner_reason += f", {self.activations} activations"
+    if tp > 1: self.runner_reason = f"tp ({tp} ranks, each {model.tp_runner_reason})"   # which runner computes every rank's shard (13a)
+    self._load_draft()
+
+
+# %% ../nbs/17_llm.ipynb 30
+@patch
+def _load_draft(self: LLM):
+    """A draft model named by path (`speculative={"method": "draft", "model": PATH}`) loaded now, as the target was, on its device in
+    its dtype; its tokenizer must be the target's (ValueError naming the first token that differs). It goes into `engine_config.speculative`,
+    so every engine built from this `LLM` shares it."""
+    spec = self.engine_config.speculative
+    if spec is None or spec.method != "draft" or not isinstance(spec.model, (str, os.PathLike)): return
+    draft = LLM(spec.model, device=self.device, dtype=self.model.dtype)
+    check_same_tokenizer(draft.tokenizer, self.tokenizer)
+    draft.draft_for = self.tokenizer           # checked against this one: the engine does not compare them again
+    self.engine_config = dataclasses.replace(self.engine_config, speculative=dataclasses.replace(spec, model=draft))
+
+
+# %% ../nbs/17_llm.ipynb 35
+@patch(as_prop=True)
+def max_model_len(self: LLM) -> int:
+    "The context: most tokens of prompt and output together (`engine_config.max_model_len`, fitted to the K/V pool)."
+    return self.engine_config.max_model_len
+
+@patch(as_prop=True)
+def max_num_seqs(self: LLM) -> int:
+    "Sequences the engine runs at once (`engine_config.max_num_seqs`; the server's engine takes its own)."
+    return self.engine_config.max_num_seqs
+
+@patch(as_prop=True)
+def max_logprobs(self: LLM) -> int:
+    "The most `logprobs` / `prompt_logprobs` a request may ask for (`engine_config.max_logprobs`)."
+    return self.engine_config.max_logprobs
+
+@patch(as_prop=True)
+def quantization_label(self: LLM) -> str | None:
+    "How the weights are stored, in a word: None (float), 'int8' / 'int4' (xllm's), or 'packed Q4_1/Q8_0' (a GGUF's types)."
+    q = self.quantization
+    if not q: return None
+    if isinstance(q, str): return q
+    if "bits" in q: return f"int{q['bits']}"
+    return f"packed {'/'.join(t for t in q.get('types', []) if t[0] == 'Q')}"
+
+@patch(as_prop=True)
+def model_name(self: LLM) -> str:
+    "The model's name: the Hugging Face id it was named by, else its file or directory name."
+    return self.model_id or self.model_path.name
+
+@patch
+def __repr__(self: LLM):
+    c = self.config
+    q = f", {self.quantization_label}" if self.quantization else ""
+    ctx = f"{self.max_model_len} ({self.context_note})" if self.context_note else self.max_model_len   # lowered to the K/V pool: says so
+    return (f"LLM({self.model_name}: {self.checkpoint.format}{q}, {c.num_hidden_layers} layers, hidden {c.hidden_size}, "
+            f"vocab {c.vocab_size}, context {ctx}, {self.device}, runner {self.runner_name}"
+            + (f", {self.activations} activations" if self.activations else "") + f"; {self.engine_config.summary()})")
+
+
+# %% ../nbs/17_llm.ipynb 39
+@patch
+def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
     ids = check_token_ids(ids, self.config.vocab_size, f"{what}_token_ids")
@@ -440,20 +427,24 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 
-# %% ../nbs/17_llm.ipynb 25
-def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
+
+# %% ../nbs/17_llm.ipynb 41
+@patch
+def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
     spelled in a text prompt are read as the tokens they name, as vLLM and llama.cpp's server read them (a chat message's are
     text: `encode_chat`)."""
     if isinstance(prompt, str):
-        return prompt, _check_ids(self, self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos_token, allow_special=True))
+        return prompt, self._check_ids(self.tokenizer.encode(prompt, add_bos=self.tokenizer.add_bos_token, allow_special=True))
     if isinstance(prompt, dict) and "prompt_token_ids" in prompt:
-        return prompt.get("prompt"), _check_ids(self, prompt["prompt_token_ids"])
-    if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
+        return prompt.get("prompt"), self._check_ids(prompt["prompt_token_ids"])
+    if isinstance(prompt, dict) and "prompt" in prompt: return self.encode_prompt(prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
-# %% ../nbs/17_llm.ipynb 26
-def chat_template_note(self) -> str | None:
+
+# %% ../nbs/17_llm.ipynb 43
+@patch
+def chat_template_note(self: LLM) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
     is asked (by `encode_chat`, which warns with it, or a front end that says it its own way); else None."""
     if getattr(self, "_template_noted", False) or getattr(self.tokenizer, "chat_template", None): return None
@@ -461,48 +452,56 @@ def chat_template_note(self) -> str | None:
     self._template_noted = True
     return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
-# %% ../nbs/17_llm.ipynb 27
-def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
+
+# %% ../nbs/17_llm.ipynb 45
+@patch
+def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
     one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose). A message's content may be
     OpenAI's list of text parts (`xllm.chat.text_content`). `tools`: OpenAI-style tool definitions, given to the template as Hugging Face
     gives them (as `tools`)."""
-    if chat_template is None and (note := chat_template_note(self)):
+    if chat_template is None and (note := self.chat_template_note()):
         warnings.warn(f"{note} (pass chat_template= to choose)", stacklevel=3)
     parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template,
                                        **({"tools": tools} if tools is not None else {}))
-    return "".join(t for t, _ in parts), _check_ids(self, self.tokenizer.encode_parts(parts))   # specials only from the template's markup
+    return "".join(t for t, _ in parts), self._check_ids(self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
-LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = encode_prompt, encode_chat, chat_template_note, _check_ids
 
-# %% ../nbs/17_llm.ipynb 29
-def build_engine(llm, max_num_seqs: int | None = None):
-    """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`): its paged K/V pool (stored as
-    `llm.kv_cache_dtype`) is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
-    bs, seqs = 16, max_num_seqs or llm.max_num_seqs
-    tokens = llm.max_num_batched_tokens or max(512, seqs)           # a step's token budget: prompt chunks and decode rows
-    full = seqs * -(-llm.max_model_len // bs)                       # blocks for max_num_seqs sequences of the whole context
-    eng = Engine(llm.model, llm.tokenizer, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=bs,
-                 num_blocks=max(1, min(full, int(llm.kv_cache_memory // _kv_block_bytes(llm, bs)))), max_model_len=max(2, llm.max_model_len),
-                 eos_token_ids=llm.eos_ids, kv_cache_dtype=llm.kv_cache_dtype, runner=runner_class(llm.runner_name),
-                 runner_options={"enforce_eager": llm.enforce_eager} if llm.runner_name in ("cuda", "tp") else
-                                {"activations": llm.activations} if llm.runner_name == "cpu" else None,
-                 speculative=getattr(llm, "speculative", None), enable_prefix_caching=llm.enable_prefix_caching, max_logprobs=llm.max_logprobs)
-    eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
-    return eng
+# %% ../nbs/17_llm.ipynb 48
+def _runner_options(llm) -> dict | None:
+    "What the LLM's runner class takes beyond the model and pool: the CUDA graphs switch, or the CPU runner's activations."
+    if llm.runner_name in ("cuda", "tp"): return {"enforce_eager": llm.engine_config.enforce_eager}
+    return {"activations": llm.activations} if llm.runner_name == "cpu" else None
 
-# %% ../nbs/17_llm.ipynb 30
-def get_engine(self):
+def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
+    """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`) and `llm.engine_config`, with
+    `settings` (EngineConfig fields; `max_num_seqs`: the server's own) applied over it: its paged K/V pool is at most
+    `kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
+    if max_num_seqs is not None: settings["max_num_seqs"] = max_num_seqs
+    c = EngineConfig.make(llm.engine_config, **settings)
+    full = c.max_num_seqs * -(-c.max_model_len // c.block_size)   # blocks for max_num_seqs sequences of the whole context
+    blocks = max(1, min(full, int(c.kv_cache_memory // _kv_block_bytes(llm, c.block_size))))
+    engine_settings = {k: getattr(c, k) for k in ("max_num_seqs", "block_size", "max_model_len", "kv_cache_dtype", "enable_prefix_caching",
+                                                    "max_logprobs", "speculative")}
+    return Engine(llm.model, llm.tokenizer, num_blocks=blocks, eos_token_ids=llm.eos_ids, runner=runner_class(llm.runner_name),
+                  runner_options=_runner_options(llm), max_num_batched_tokens=c.num_batched_tokens, **engine_settings)
+
+
+# %% ../nbs/17_llm.ipynb 51
+@patch
+def get_engine(self: LLM):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
     if self._engine is None: self._engine = build_engine(self)
     return self._engine
 
-def _engine_generator(self, p: SamplingParams, index: int = 0):
+@patch
+def _engine_generator(self: LLM, p: SamplingParams, index: int = 0):
     "The generator of one engine request: seeded per completion (`index`); unseeded: the LLM's, drawn in a fixed step order; greedy: none."
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
-# %% ../nbs/17_llm.ipynb 31
+
+# %% ../nbs/17_llm.ipynb 53
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -517,12 +516,14 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
         out += seq.finish(o.finish_reason)
     return out
 
-# %% ../nbs/17_llm.ipynb 32
-def _pump(self):
+
+# %% ../nbs/17_llm.ipynb 54
+@patch
+def _pump(self: LLM):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
     The step's outputs wait in `_unfed` until each is handed over: if handing one raises (Ctrl-C, a failing decoder), the
     others are not lost, the next call delivers them before stepping again."""
-    eng = get_engine(self)
+    eng = self.get_engine()
     if not self._unfed: self._unfed.extend(eng.step())
     while self._unfed:
         o = self._unfed.popleft()
@@ -531,28 +532,33 @@ def _pump(self):
         seq.pending += _feed(eng, seq, o)
         if seq.finished: del self._live[o.request_id]
 
-# %% ../nbs/17_llm.ipynb 33
-def _add(self, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
+
+# %% ../nbs/17_llm.ipynb 55
+@patch
+def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
     if index and p.prompt_logprobs is not None: p = dataclasses.replace(p, prompt_logprobs=None)   # the prompt is scored once, by completion 0
-    get_engine(self).add_request(ids, p, request_id=rid, generator=_engine_generator(self, p, index))
+    self.get_engine().add_request(ids, p, request_id=rid, generator=self._engine_generator(p, index))
     self._live[rid] = seq = OutputProcessor(self.tokenizer, ids, p, index, self.eos_ids, self.max_model_len)
     return seq
 
-def _settle(self, seqs: dict):
+@patch
+def _settle(self: LLM, seqs: dict):
     """Abort the engine requests of `seqs` that did not finish (an error, or a caller who stopped early); when nothing else is
     live, drain the engine (their final outputs), so it is idle again."""
-    eng = get_engine(self)
+    eng = self.get_engine()
     for rid, seq in seqs.items():
         if not seq.finished: eng.abort(rid); self._live.pop(rid, None)
     if not self._live:
         while eng.has_unfinished(): eng.step()
 
-# %% ../nbs/17_llm.ipynb 34
-def _check_pool(self, eng, prompts, params):
+
+# %% ../nbs/17_llm.ipynb 56
+@patch
+def _check_pool(self: LLM, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
     tokens, when that pool is smaller than the context. An `LLM` is built with a pool that holds its whole context
-    (`_fit_context`), so only an engine whose `kv_cache_memory` was lowered afterwards gets here; otherwise the answer would be
+    (`_fitted`), so only an engine built with a lower `kv_cache_memory` (`build_engine(llm, kv_cache_memory=...)`) gets here; otherwise the answer would be
     cut short at the pool's end. Without `max_tokens` it may run to the context or the pool's end, whichever comes first."""
     cap = eng.pool.num_tokens
     if cap >= self.max_model_len: return
@@ -561,33 +567,34 @@ def _check_pool(self, eng, prompts, params):
         if need > cap:
             asked = f"prompt ({len(ids)} tokens)" + (f" + max_tokens ({p.max_tokens})" if p.max_tokens else "")
             raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the engine's "
-                             f"pool holds ({cap} tokens in kv_cache_memory={self.kv_cache_memory} bytes); raise kv_cache_memory or ask for fewer tokens")
+                             f"pool holds ({cap} tokens in {eng.pool.num_blocks} blocks); raise kv_cache_memory or ask for fewer tokens")
 
-# %% ../nbs/17_llm.ipynb 35
-def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
+
+# %% ../nbs/17_llm.ipynb 58
+@patch
+def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
     `n` completions is one engine request. A completion the engine failed raises, naming the error."""
     from tqdm.auto import tqdm
-    _check_pool(self, get_engine(self), [ids for _, ids in requests], params)
+    self._check_pool(self.get_engine(), [ids for _, ids in requests], params)
     base = self._next_id; self._next_id += len(requests)         # taken first: ids are never reused, whatever happens below
     seqs, bar = {}, None
     try:
         for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
-            for i in range(p.n): seqs[("llm", base + r, i)] = _add(self, ids, p, ("llm", base + r, i), i)
+            for i in range(p.n): seqs[("llm", base + r, i)] = self._add(ids, p, ("llm", base + r, i), i)
         bar = tqdm(total=len(seqs), desc="generate", disable=not use_tqdm or len(seqs) < 2)
         while (left := sum(not s.finished for s in seqs.values())):
-            _pump(self)
+            self._pump()
             bar.update(left - sum(not s.finished for s in seqs.values()))
             if (bad := next((s for s in seqs.values() if s.error), None)): raise RuntimeError(f"request failed in the engine: {bad.error}")
     finally:                                                        # an error, Ctrl-C: what was added is aborted
         if bar is not None: bar.close()
-        _settle(self, seqs)
+        self._settle(seqs)
     return [RequestOutput(str(base + r), prompt, ids, [seqs[("llm", base + r, i)].output() for i in range(p.n)], True, seqs[("llm", base + r, 0)].prompt_logprobs)
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
-LLM._run, LLM.get_engine = _run, get_engine
 
-# %% ../nbs/17_llm.ipynb 37
+# %% ../nbs/17_llm.ipynb 62
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -598,8 +605,10 @@ def _params(params, n: int | None = None):
     params.check()                                     # again: a field may have been changed since it was made
     return params if n is None else [params] * n
 
-# %% ../nbs/17_llm.ipynb 38
-def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
+
+# %% ../nbs/17_llm.ipynb 64
+@patch
+def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
     if isinstance(prompts, (str, dict)): prompts = [prompts]
     if not isinstance(prompts, (list, tuple)):
@@ -614,15 +623,18 @@ def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
             raise ValueError(f"prompts[{i}]: {e}") from None
     return out
 
-# %% ../nbs/17_llm.ipynb 39
-def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
+
+# %% ../nbs/17_llm.ipynb 66
+@patch
+def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
-    prompts = _prompt_list(self, prompts)
+    prompts = self._prompt_list(prompts)
     return self._run(prompts, _params(params, len(prompts)), use_tqdm)
 
 def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in x)
 
-def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
+@patch
+def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
          add_generation_prompt: bool = True) -> list[RequestOutput]:
     """Answer a conversation (a list of {'role', 'content'} dicts; a content may be OpenAI's list of text parts) or a list of
     conversations, using the model's chat template (or `chat_template`)."""
@@ -635,62 +647,61 @@ def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = 
     params = _params(params, len(convs))
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
-# %% ../nbs/17_llm.ipynb 40
-def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
+
+# %% ../nbs/17_llm.ipynb 68
+@patch
+def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
+    "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
+    self._check_pool(self.get_engine(), [ids], [params])
+    rid = ("llm-stream", self._next_id)
+    self._next_id += 1
+    seq = self._add(ids, params, rid)
+    try:
+        while not seq.finished or seq.pending:
+            if seq.pending: text, seq.pending = seq.pending, ""; yield text
+            else: self._pump()
+            if seq.error: raise RuntimeError(f"request failed in the engine: {seq.error}")
+    finally: self._settle({rid: seq})
+    self.last_stream_output = seq.output()
+
+
+# %% ../nbs/17_llm.ipynb 69
+@patch
+def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
     params = _params(params)
     if params.n != 1: raise ValueError(f"n: stream() generates one completion, got n={params.n}")
     _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
     return self._stream_ids(ids, params)
 
-# %% ../nbs/17_llm.ipynb 41
-def _stream_ids(self, ids, params) -> Iterator[str]:
-    "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
-    _check_pool(self, get_engine(self), [ids], [params])
-    rid = ("llm-stream", self._next_id)
-    self._next_id += 1
-    seq = _add(self, ids, params, rid)
-    try:
-        while not seq.finished or seq.pending:
-            if seq.pending: text, seq.pending = seq.pending, ""; yield text
-            else: _pump(self)
-            if seq.error: raise RuntimeError(f"request failed in the engine: {seq.error}")
-    finally: _settle(self, {rid: seq})
-    self.last_stream_output = seq.output()
 
-# %% ../nbs/17_llm.ipynb 42
+# %% ../nbs/17_llm.ipynb 71
+@patch
 @torch.inference_mode()
-def logits(self, ids) -> torch.Tensor:
+def logits(self: LLM, ids) -> torch.Tensor:
     "float32 logits [T, V] at every position of `ids` (no sampling), through the engine's runner."
     if isinstance(ids, torch.Tensor): ids = ids.tolist()
     ids = self._check_ids(ids, "input", limit=self.max_model_len + 1)
-    return get_engine(self).prompt_logits(ids).cpu()
+    return self.get_engine().prompt_logits(ids).cpu()
 
-LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat, stream, _stream_ids, logits
 
-# %% ../nbs/17_llm.ipynb 44
-def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
-               enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None,
-               speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20):
-    """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download. `tokenizer`: a tokenizer file,
-    else `byte_tokenizer()`; its vocabulary must fit the model's. `quantization` "int8" / "int4": its layers quantized in place
-    (groups of `group_size`), as `LLM(..., quantization=...)` does. Built the way `LLM.__init__` builds one from a checkpoint."""
-    from xllm.weights import resolve_dtype
+# %% ../nbs/17_llm.ipynb 75
+def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
+    """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
+    them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.
+    `seed` (default 0) draws the weights and seeds the LLM. `quantization` "int8" / "int4": its layers quantized in place (groups of
+    `group_size`), as `LLM(..., quantization=...)` does ("auto" and None: float; "gguf" needs a GGUF file)."""
     from xllm.stand_ins import RANDOM_CONFIGS, random_config, random_model, byte_tokenizer
+    c = EngineConfig.make(config, **settings)
+    if c.quantization == "gguf": raise ValueError("quantization='gguf' needs a GGUF file; random weights have none")
+    if c.seed is None: c = dataclasses.replace(c, seed=0)
     config = random_config(spec)
-    dev = _resolve_device(device)
-    _check_engine_args(kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens, enable_prefix_caching, max_logprobs)
-    dtype = resolve_dtype(dtype) if dtype is not None else torch.float16
-    tok = Tokenizer.from_file(Path(tokenizer).expanduser(), vocab_size=config.vocab_size) if tokenizer is not None else byte_tokenizer()
+    tok = Tokenizer.from_file(Path(c.tokenizer).expanduser(), vocab_size=config.vocab_size) if c.tokenizer is not None else byte_tokenizer()
     if tok.vocab_size > config.vocab_size:
         raise ValueError(f"--random-weights: the tokenizer has {tok.vocab_size} tokens, more than the model's vocabulary of {config.vocab_size}")
-    model = random_model(config, dev, dtype, seed)
-    if quantization is not None:
-        from xllm.quant import quantize_model
-        quantize_model(model, quantization, group_size, progress=False)
-        if dev.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
-    return LLM.from_model(model, tok, f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}", seed=seed, source="random",
-                          runner=runner, kv_cache_dtype=kv_cache_dtype, kv_cache_memory=kv_cache_memory, max_num_seqs=max_num_seqs,
-                          enforce_eager=enforce_eager, max_num_batched_tokens=max_num_batched_tokens, speculative=speculative,
-                          enable_prefix_caching=enable_prefix_caching, max_logprobs=max_logprobs)
+    model = random_model(config, c.device, resolve_dtype(c.dtype) if c.dtype is not None else torch.float16, c.seed)
+    if c.quantization in ("int8", "int4"):
+        quant.quantize_model(model, c.quantization, c.group_size, progress=False)
+        if c.device.type == "cuda": torch.cuda.empty_cache()                 # the float weights the quantized layers replaced
+    return LLM.from_model(model, tok, c, f"random-{Path(spec).stem if spec not in RANDOM_CONFIGS else spec}", source="random")
 

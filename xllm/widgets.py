@@ -6,6 +6,7 @@
 from __future__ import annotations
 import html, re, threading, time
 from pathlib import Path
+from fastcore.basics import patch
 
 from .sampling import SamplingParams
 
@@ -61,8 +62,9 @@ class ChatWidget:
         self.send_button = W.Button(description="Send", button_style="primary", icon="paper-plane")
         self.stop_button = W.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
         self.reset_button = W.Button(description="Reset", icon="trash")
-        self.load_button.on_click(self.load_click); self.send_button.on_click(self.send_click)
-        self.stop_button.on_click(self.stop_click); self.reset_button.on_click(self.reset_click)
+        for button, handler in ((self.load_button, "load_click"), (self.send_button, "send_click"), (self.stop_button, "stop_click"),
+                                (self.reset_button, "reset_click")):   # looked up when clicked: the handlers are added below (@patch)
+            button.on_click(lambda b, h=handler: getattr(self, h)(b))
         self.ui = W.VBox([W.HBox([self.picker, self.model_path, self.tokenizer_path, self.load_button]),
                           W.HBox([self.temperature, self.top_p, self.max_tokens]), self.system, self.view, self.status,
                           W.HBox([self.text, self.send_button, self.stop_button, self.reset_button])])
@@ -111,7 +113,8 @@ class ChatWidget:
         self.stop_button.disabled = True
 
 # %% ../nbs/18_widgets.ipynb 15
-def load_click(self, b=None):
+@patch
+def load_click(self: ChatWidget, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
     if self.picker.value == DEFAULT_MODEL: model, tok = None, None
     else:
@@ -120,7 +123,8 @@ def load_click(self, b=None):
     self._set_status(f"loading {html.escape(model or 'the default model')}…")
     self._start(self._load, model, tok)
 
-def _load(self, model, tok):
+@patch
+def _load(self: ChatWidget, model, tok):
     try:
         from xllm.llm import LLM
         t0 = time.perf_counter()
@@ -131,19 +135,24 @@ def _load(self, model, tok):
         self._set_status(f"could not load {html.escape(str(model or 'the default model'))}: {html.escape(type(e).__name__)}: {html.escape(str(e))}", error=True)
     finally: self._done()
 
-ChatWidget.load_click, ChatWidget._load = load_click, _load
 
 # %% ../nbs/18_widgets.ipynb 18
-def params(self) -> SamplingParams:
+@patch
+def params(self: ChatWidget) -> SamplingParams:
     "The sampling settings from the sliders."
     return SamplingParams(temperature=float(self.temperature.value), top_p=float(self.top_p.value), max_tokens=int(self.max_tokens.value))
 
-def messages(self) -> list[dict]:
+
+@patch
+def messages(self: ChatWidget) -> list[dict]:
     "The prompt conversation: the system prompt (if any) and the history."
     sys = self.system.value.strip()
     return ([{"role": "system", "content": sys}] if sys else []) + [dict(m) for m in self.history]
 
-def send_click(self, b=None):
+
+# %% ../nbs/18_widgets.ipynb 20
+@patch
+def send_click(self: ChatWidget, b=None):
     "Send the text box's message and stream the reply (in the background)."
     text = self.text.value.strip()
     if not text: return
@@ -157,7 +166,9 @@ def send_click(self, b=None):
     self._set_status("generating…")
     self._start(self._generate, self.messages(), params)
 
-def _open_stream(self, msgs, params):
+
+@patch
+def _open_stream(self: ChatWidget, msgs, params):
     "Start the stream; drop the oldest exchanges while the prompt is longer than the context."
     while True:
         try: return self.llm.stream(msgs, params), msgs
@@ -168,7 +179,10 @@ def _open_stream(self, msgs, params):
             if nxt is None: raise
             msgs = msgs[:first] + msgs[nxt:]
 
-def _generate(self, msgs, params):
+
+# %% ../nbs/18_widgets.ipynb 22
+@patch
+def _generate(self: ChatWidget, msgs, params):
     llm, reply, stopped, self._ok, self.last_stats = self.llm, "", False, False, None
     try:
         t0 = time.perf_counter()
@@ -200,11 +214,16 @@ def _generate(self, msgs, params):
         self.render()
         self._done()
 
-def stop_click(self, b=None):
+
+# %% ../nbs/18_widgets.ipynb 23
+@patch
+def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
-def reset_click(self, b=None):
+
+@patch
+def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
     self._stop.set()
     self.wait()
@@ -213,10 +232,8 @@ def reset_click(self, b=None):
     self.render()
     self._set_status("conversation cleared")
 
-ChatWidget.params, ChatWidget.messages, ChatWidget.send_click, ChatWidget._open_stream = params, messages, send_click, _open_stream
-ChatWidget._generate, ChatWidget.stop_click, ChatWidget.reset_click = _generate, stop_click, reset_click
 
-# %% ../nbs/18_widgets.ipynb 44
+# %% ../nbs/18_widgets.ipynb 50
 _OFFLINE_JS = r"""(function () {
   "use strict";
   var MIME = "application/vnd.jupyter.widget-", STATE = 'script[type="' + MIME + 'state+json"]', VIEW = 'script[type="' + MIME + 'view+json"]';
