@@ -133,7 +133,7 @@ def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None
 def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None) -> Llama:
     """Rank `rank`'s shard of the Hugging Face checkpoint at `path` (a directory of safetensors), read slice by slice from the
     memory-mapped files: no process ever holds the whole model. Returned parallelized (`parallelize`)."""
-    from xllm.weights import (_read_json, _safetensors_shards, _open_safetensors, config_from_hf, hf_weight_shapes, _check_shapes,
+    from xllm.weights import (_read_json, _safetensors_shards, open_safetensors, config_from_hf, hf_weight_shapes, _check_shapes,
                               resolve_dtype, _place)
     d, dtype = Path(path).expanduser(), resolve_dtype(dtype)
     if d.is_file() and (d.name == "config.json" or d.suffix == ".safetensors"): d = d.parent
@@ -145,7 +145,7 @@ def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None)
     config = config_from_hf(_read_json(d / "config.json"), d / "config.json", gen if isinstance(gen, dict) else {})
     expected = hf_weight_shapes(config)
     wmap, files = _safetensors_shards(d)
-    handles = {p: _open_safetensors(p) for p in files}
+    handles = {p: open_safetensors(p) for p in files}
     where = {}
     for p, f in handles.items():
         for k in f.keys(): where.setdefault(k, p)
@@ -221,7 +221,7 @@ def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llam
             floats[h] = shard_tensor(h, unpermute_rope_rows(w, heads(h, config)) if heads(h, config) else w, rank, world).clone()
     for name, mod in modules.items():
         if name + ".bias" in floats: mod.bias = floats.pop(name + ".bias").float()
-    m = parallelize(quant._assemble(local, floats, modules, g.path), config, rank, world)
+    m = parallelize(quant.assemble(local, floats, modules, g.path), config, rank, world)
     m.quantization_config = {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()}), "tensor_parallel": world}
     return m
 

@@ -7,16 +7,18 @@ from __future__ import annotations
 import json, math, shutil, struct
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+from fastcore.basics import patch
 from .core import LlamaConfig, ModelFormatError, check_int, read_json
 
 # %% auto 0
-__all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF_K_TYPES', 'QUANT_METHOD', 'pack_nibbles',
-           'unpack_nibbles', 'quantize_int8', 'quantize_int4', 'dequantize_int8', 'dequantize_int4', 'Int8Linear',
-           'Int4Linear', 'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0', 'repack_q4_0',
-           'repack_q4_1', 'repack_q4_k', 'repack_q6_k', 'repack_gguf', 'load_quantized_gguf', 'greedy',
-           'hf_config_dict', 'write_tokenizer_gguf', 'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path',
-           'is_quantized_dir', 'load_quantized_dir', 'SourceLayers', 'source_layers', 'check_group', 'source_note',
-           'quantize_command', 'perplexity']
+__all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF_K_TYPES', 'GGUF_BLOCKS', 'QUANT_METHOD',
+           'pack_nibbles', 'unpack_nibbles', 'quantize_int8', 'quantize_int4', 'dequantize_int8', 'dequantize_int4',
+           'Int8Linear', 'Int4Linear', 'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0',
+           'repack_q4_0', 'repack_q4_1', 'repack_q4_k', 'repack_q6_k', 'repack_gguf', 'assemble', 'PackedRows',
+           'gguf_layers', 'gguf_quantization', 'load_quantized_gguf', 'greedy', 'hf_config_dict',
+           'write_tokenizer_gguf', 'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path', 'is_quantized_dir',
+           'load_quantized_dir', 'SourceLayers', 'source_layers', 'check_group', 'source_note', 'quantize_command',
+           'perplexity']
 
 # %% ../nbs/07_quantization.ipynb 5
 def pack_nibbles(q: torch.Tensor) -> torch.Tensor:
@@ -398,7 +400,7 @@ def _permute_rows(mod: _QuantLinear, n_heads: int) -> _QuantLinear:
     return mod
 
 # %% ../nbs/07_quantization.ipynb 50
-def _assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Module:
+def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Module:
     "A `Llama` from float tensors (HF names) and quantized linears (module name -> module), with nothing left unset."
     from xllm.model import Llama
     with torch.device("meta"): m = Llama(config)
@@ -412,49 +414,117 @@ def _assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Mo
     return m.requires_grad_(False).eval()
 
 # %% ../nbs/07_quantization.ipynb 51
-def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
-    """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0/Q4_K/Q6_K layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors
-    float32 (a K-quant tensor too, in the rare case that its multiplied-out scales overflow float16).
-    A Q8_0 token embedding stays INT8 (`Int8Embedding`, unless `embedding_int8=False`); tied, it is also the head (an `Int8Linear`).
-    `path` may also be an already parsed `GGUFFile`."""
-    from xllm.gguf import GGUFFile
+GGUF_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}   # values, bytes a block
+
+class PackedRows:
+    """The blocks of a GGUF tensor kept packed, not yet repacked: a lazy slice, as a safetensors slice is, that a loading hook cuts
+    (`t[a:b]` rows, `t[:, a:b]` columns on block boundaries only) before `repack_gguf` reads `raw` and `shape`."""
+    def __init__(self, blocks: np.ndarray, type_name: str, name: str, source=None):
+        self.blocks, self.type_name, self.name, self.source = blocks, type_name, name, source
+        self.shape = (blocks.shape[0], blocks.shape[1] * GGUF_BLOCKS[type_name][0])
+
+    @classmethod
+    def of(cls, g, t) -> "PackedRows":
+        "The blocks of tensor `t` of the parsed GGUF `g`, a view of the memory-mapped file (a ValueError when its bytes do not fit)."
+        vals, nbytes = GGUF_BLOCKS[t.type_name]
+        return cls(_blocks(g.raw(t.name), t.shape, nbytes, t.type_name, vals), t.type_name, t.name, g.path)
+
+    @property
+    def raw(self) -> np.ndarray: return np.ascontiguousarray(self.blocks)
+
+
+# %% ../nbs/07_quantization.ipynb 52
+@patch
+def __getitem__(self: PackedRows, key) -> PackedRows:
+    "Rows (`[a:b]`) or columns (`[:, a:b]`, on block boundaries: a ModelFormatError names the tensor otherwise) of the blocks."
+    rows, cols = key if isinstance(key, tuple) else (key, slice(None))
+    vals, n_in = GGUF_BLOCKS[self.type_name][0], self.shape[1]
+    a, b = cols.start or 0, n_in if cols.stop is None else cols.stop
+    if a % vals or b % vals:
+        raise ModelFormatError(self.source, f"tensor {self.name} ({self.type_name}, blocks of {vals}) cannot be split at columns {a}:{b}: "
+                                            f"tensor_parallel_size must cut its {n_in} input features on block boundaries")
+    return PackedRows(self.blocks[rows, a // vals:b // vals], self.type_name, self.name, self.source)
+
+@patch
+def pad_rows(self: PackedRows, n: int) -> PackedRows:
+    "`n` rows: these, then rows of zero blocks (a zero scale: they dequantize to 0)."
+    pad = np.zeros((n - self.shape[0], *self.blocks.shape[1:]), np.uint8)
+    return PackedRows(np.concatenate([self.blocks, pad]), self.type_name, self.name, self.source)
+
+
+# %% ../nbs/07_quantization.ipynb 55
+def _repacked(g, t, cut, h: str, kernel: str):
+    """GGUF tensor `t` (HF name `h`), cut by `cut`, as a quantized linear; None for a K-quant whose scales float16 cannot hold (it is
+    dequantized instead). Bytes that do not fit its type are a ModelFormatError naming the tensor."""
+    try:
+        p = cut(h, PackedRows.of(g, t))
+        return repack_gguf(p.raw, t.type_name, p.shape, kernel=kernel)
+    except ModelFormatError: raise
+    except ValueError as e:
+        if t.type_name in GGUF_K_TYPES: return None
+        raise ModelFormatError(g.path, f"tensor {t.name}: {e}") from None
+
+def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
+    "A Q8_0 token embedding kept INT8 (`Int8Embedding`; tied, also the head, an `Int8Linear`), cut by `cut`: module name -> module."
+    try:
+        p = cut("model.embed_tokens.weight", PackedRows.of(g, t))
+        emb = Int8Embedding(*repack_q8_0(p.raw, p.shape))
+    except ModelFormatError: raise
+    except ValueError as e: raise ModelFormatError(g.path, f"tensor {t.name}: {e}") from None
+    return {"model.embed_tokens": emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tied else {})}
+
+
+# %% ../nbs/07_quantization.ipynb 56
+def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True,
+                hook=None) -> tuple[LlamaConfig, dict, dict]:
+    """(config, float tensors by HF name, quantized modules by module name) of the parsed GGUF `g`, as `load_quantized_gguf` builds
+    the model from them. `hook(name, t)` keeps part of each tensor, as `load_checkpoint`'s does: `t` is a float tensor or, for a
+    layer kept packed, its `PackedRows` (cut before repacking, so only those blocks are read)."""
     from xllm.weights import config_from_gguf, gguf_to_hf_name, hf_to_gguf_name, hf_weight_shapes, unpermute_rope_rows
-    _check_kernel(kernel)
-    g = path if isinstance(path, GGUFFile) else GGUFFile(Path(path))
-    path = g.path
+    cut, path = hook or (lambda name, t: t), g.path
     rope_freqs = g.dequantize("rope_freqs.weight").numpy() if "rope_freqs.weight" in g.tensors else None
     config = config_from_gguf(g.metadata, path, g.tensors, rope_freqs)
     names = {h: n for n in g.tensors if (h := gguf_to_hf_name(n)) is not None}
-    heads = lambda h: config.num_attention_heads if ".q_proj." in h else config.num_key_value_heads if ".k_proj." in h else None
+    roped = lambda h: ".q_proj." in h or ".k_proj." in h         # rows in llama.cpp's interleaved order, per head
     floats, modules = {}, {}
     for h, shape in hf_weight_shapes(config).items():
         if h not in names: raise ModelFormatError(path, f"missing tensor {hf_to_gguf_name(h)} ({h})")
         t = g.tensors[names[h]]
         if tuple(t.shape) != tuple(shape): raise ModelFormatError(path, f"tensor {t.name} has shape {list(t.shape)}, expected {list(shape)}")
         if h == "model.embed_tokens.weight" and embedding_int8 and t.type_name == "Q8_0":
-            try: emb = Int8Embedding(*repack_q8_0(g.raw(t.name), t.shape))
-            except ValueError as e: raise ModelFormatError(path, f"tensor {t.name}: {e}") from None
-            modules["model.embed_tokens"] = emb
-            if config.tie_word_embeddings: modules["lm_head"] = Int8Linear(emb.qweight, emb.scales, None, kernel)
+            modules.update(_int8_embedding(g, t, cut, config.tie_word_embeddings, kernel))
             continue
-        keep = _is_linear_weight(h) and t.type_name in GGUF_REPACKABLE and (h != "lm_head.weight" or lm_head_quantized)
         mod = None
-        if keep:
-            try: mod = repack_gguf(g.raw(t.name), t.type_name, t.shape, kernel=kernel)
-            except ValueError as e:
-                if t.type_name not in GGUF_K_TYPES: raise ModelFormatError(path, f"tensor {t.name}: {e}") from None
-        if mod is not None:
-            modules[h[:-len(".weight")]] = _permute_rows(mod, heads(h)) if heads(h) else mod
+        if _is_linear_weight(h) and t.type_name in GGUF_REPACKABLE and (h != "lm_head.weight" or lm_head_quantized):
+            mod = _repacked(g, t, cut, h, kernel)
+        if mod is not None: modules[h[:-len(".weight")]] = _permute_rows(mod, mod.out_features // config.head_dim) if roped(h) else mod
         else:
             w = g.dequantize(t.name)
-            floats[h] = unpermute_rope_rows(w, heads(h)) if heads(h) else w
+            floats[h] = cut(h, unpermute_rope_rows(w, w.shape[0] // config.head_dim) if roped(h) else w)
     for name, mod in modules.items():
         if name + ".bias" in floats: mod.bias = floats.pop(name + ".bias").float()
-    m = _assemble(config, floats, modules, path)
-    m.quantization_config = {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
+    return config, floats, modules
+
+
+# %% ../nbs/07_quantization.ipynb 57
+def gguf_quantization(g) -> dict:
+    "The `quantization_config` of a model whose layers come packed from the parsed GGUF `g`: xllm's method and the file's tensor types."
+    return {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
+
+def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
+    """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0/Q4_K/Q6_K layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors
+    float32 (a K-quant tensor too, in the rare case that its multiplied-out scales overflow float16).
+    A Q8_0 token embedding stays INT8 (`Int8Embedding`, unless `embedding_int8=False`); tied, it is also the head (an `Int8Linear`).
+    `path` may also be an already parsed `GGUFFile`."""
+    from xllm.gguf import GGUFFile
+    _check_kernel(kernel)
+    g = path if isinstance(path, GGUFFile) else GGUFFile(Path(path))
+    m = assemble(*gguf_layers(g, kernel, lm_head_quantized, embedding_int8), g.path)
+    m.quantization_config = gguf_quantization(g)
     return m
 
-# %% ../nbs/07_quantization.ipynb 58
+
+# %% ../nbs/07_quantization.ipynb 64
 @torch.inference_mode()
 def greedy(model, ids, n: int) -> list[int]:
     "`n` greedy tokens after the prompt `ids` (a KV cache, one token a step)."
@@ -465,7 +535,7 @@ def greedy(model, ids, n: int) -> list[int]:
         logits = model(torch.tensor([out[-1]]), cache)
     return out
 
-# %% ../nbs/07_quantization.ipynb 61
+# %% ../nbs/07_quantization.ipynb 67
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -479,7 +549,7 @@ def hf_config_dict(config: LlamaConfig) -> dict:
              eos_token_id=c.eos_token_id[0] if len(c.eos_token_id) == 1 else list(c.eos_token_id), torch_dtype="float32")
     return d
 
-# %% ../nbs/07_quantization.ipynb 62
+# %% ../nbs/07_quantization.ipynb 68
 def _module_info(mod) -> dict:
     if isinstance(mod, Int8Linear): return {"bits": 8, "group_size": mod.group_size, "zero_point": False}
     return {"bits": 4, "group_size": mod.group_size, "zero_point": mod.mins is not None}
@@ -501,7 +571,7 @@ def _gguf_value(v, vtype=None) -> bytes:
     if vtype not in fmts: vtype = 6 if isinstance(v, float) else 11
     return struct.pack("<I", vtype) + struct.pack(fmts[vtype], v)
 
-# %% ../nbs/07_quantization.ipynb 63
+# %% ../nbs/07_quantization.ipynb 69
 def write_tokenizer_gguf(src, dest) -> Path:
     "Copy the `tokenizer.*` metadata (and `general.architecture`) of GGUF file `src` into a tensor-free GGUF file `dest`."
     from xllm.gguf import GGUFFile
@@ -518,7 +588,7 @@ def write_tokenizer_gguf(src, dest) -> Path:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer.bin", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "generation_config.json", "added_tokens.json")
 
-# %% ../nbs/07_quantization.ipynb 64
+# %% ../nbs/07_quantization.ipynb 70
 def copy_tokenizer(src, out_dir) -> list[str]:
     "Put the tokenizer of `src` (a model directory, a .gguf file, or a tokenizer file) into `out_dir`; returns the file names written."
     src, out_dir = Path(src), Path(out_dir)
@@ -532,7 +602,7 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-# %% ../nbs/07_quantization.ipynb 65
+# %% ../nbs/07_quantization.ipynb 71
 def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
     """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
     files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
@@ -565,7 +635,7 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     if generation_config: (out_dir / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
     return out_dir
 
-# %% ../nbs/07_quantization.ipynb 66
+# %% ../nbs/07_quantization.ipynb 72
 def quantized_tokenizer_path(path) -> Path | None:
     "Where the tokenizer of a saved quantized directory is: the directory (tokenizer.json/.model/.bin), its tokenizer.gguf, or None."
     p = Path(path)
@@ -578,7 +648,7 @@ def is_quantized_dir(path) -> bool:
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 67
+# %% ../nbs/07_quantization.ipynb 73
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
@@ -597,7 +667,7 @@ def _quant_config(cd, cfg_path) -> dict:
 
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
-    from xllm.weights import config_from_hf, hf_weight_shapes, _open_safetensors
+    from xllm.weights import config_from_hf, hf_weight_shapes, open_safetensors
     _check_kernel(kernel)
     d = Path(path)
     cfg_path, st_path = d / "config.json", d / "model.safetensors"
@@ -609,7 +679,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     gen = read_json(gen_path) if gen_path.is_file() else {}
     _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
     config = config_from_hf(cd, cfg_path, gen)
-    f = _open_safetensors(st_path)
+    f = open_safetensors(st_path)
     keys = set(f.keys())
     shape = lambda k: tuple(f.get_slice(k).get_shape())
     used = set()                                                   # every tensor must be read: none is silently ignored
@@ -658,11 +728,11 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
         floats[h] = t.float()
     _expect(keys <= used, st_path, f"tensor {min(keys - used, default='')} does not go with its layer's other tensors (so it would be ignored)")
     _expect(set(qc["modules"]) <= set(modules), st_path, f"quantization_config.modules names {min(set(qc['modules']) - set(modules), default='')}, which has no .scales")
-    m = _assemble(config, floats, modules, st_path)
+    m = assemble(config, floats, modules, st_path)
     m.quantization_config = qc
     return config, m
 
-# %% ../nbs/07_quantization.ipynb 75
+# %% ../nbs/07_quantization.ipynb 81
 def _check_output(inp: Path, out: Path):
     "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
     if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
@@ -671,7 +741,7 @@ def _check_output(inp: Path, out: Path):
     if out.is_dir() and any(out.iterdir()):
         raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
 
-# %% ../nbs/07_quantization.ipynb 76
+# %% ../nbs/07_quantization.ipynb 82
 def _write_error(out: Path, e: BaseException) -> OSError:
     """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
     cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
@@ -686,7 +756,7 @@ def _write_error(out: Path, e: BaseException) -> OSError:
     err.errno = code
     return err
 
-# %% ../nbs/07_quantization.ipynb 77
+# %% ../nbs/07_quantization.ipynb 83
 _WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
 
 def _alive(pid: int) -> bool:
@@ -719,7 +789,7 @@ def _clean_stale(out: Path):
             print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
                   f"(pid {pid})", file=sys.stderr)
 
-# %% ../nbs/07_quantization.ipynb 78
+# %% ../nbs/07_quantization.ipynb 84
 def _write_dir(out: Path, write) -> Path:
     """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
     failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
@@ -745,7 +815,7 @@ def _write_dir(out: Path, write) -> Path:
         raise
     return out
 
-# %% ../nbs/07_quantization.ipynb 79
+# %% ../nbs/07_quantization.ipynb 85
 def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     if fmt == "gguf": return torch.float16
@@ -755,7 +825,7 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 
-# %% ../nbs/07_quantization.ipynb 80
+# %% ../nbs/07_quantization.ipynb 86
 from dataclasses import dataclass
 
 _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
@@ -829,7 +899,7 @@ def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = Fal
     return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
             "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
 
-# %% ../nbs/07_quantization.ipynb 82
+# %% ../nbs/07_quantization.ipynb 88
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
@@ -853,7 +923,7 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
                                                     float_dtype=_float_dtype(inp, ck.format)))
 
-# %% ../nbs/07_quantization.ipynb 91
+# %% ../nbs/07_quantization.ipynb 97
 @torch.inference_mode()
 def perplexity(logits_fn, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
     """Perplexity on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored. `logits_fn(ids)` gives the

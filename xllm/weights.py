@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 import numpy as np, torch
 from functools import partial
-from .core import LlamaConfig, ModelFormatError, _check_rope_scaling, check_bool, check_int, check_number, read_json
+from .core import LlamaConfig, ModelFormatError, check_rope_scaling, check_bool, check_int, check_number, read_json
 
 # %% auto 0
 __all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'config_from_hf', 'llama3_rope_factors', 'config_from_gguf',
-           'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
+           'Checkpoint', 'resolve_dtype', 'open_safetensors', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
 
 # %% ../nbs/05_weights.ipynb 7
 def hf_weight_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -65,7 +65,7 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
         theta, sc = rp.get("rope_theta", d.get("rope_theta")), {k: v for k, v in rp.items() if k != "rope_theta"}
         if d.get("rope_theta") is not None:            # a 4.x value beside the 5.x one is not used, but it must not be impossible either
             _number(d["rope_theta"], "rope_theta", source, lo=1, open_lo=True)
-        if isinstance(d.get("rope_scaling"), dict): _check_rope_scaling(d["rope_scaling"], source)
+        if isinstance(d.get("rope_scaling"), dict): check_rope_scaling(d["rope_scaling"], source)
     else:
         sc = d.get("rope_scaling") or {}
         if not isinstance(sc, dict): raise ModelFormatError(source, f"config: rope_scaling must be a dict or null, got {sc!r}")
@@ -287,7 +287,8 @@ def _safetensors_shards(d: Path) -> tuple[dict[str, Path] | None, list[Path]]:
     raise ModelFormatError(d, "no model.safetensors (or model.safetensors.index.json) found" + (f"; {other[0]} (pickle) is not supported, convert it to safetensors" if other else ""))
 
 # %% ../nbs/05_weights.ipynb 33
-def _open_safetensors(p: Path):
+def open_safetensors(p: Path):
+    "The safetensors file `p` opened lazily (`safe_open`): a ModelFormatError names the file when it is empty, unreadable or not safetensors."
     from safetensors import safe_open
     if p.stat().st_size == 0: raise ModelFormatError(p, "empty file (0 bytes)")
     try: open(p, "rb").close()
@@ -299,8 +300,13 @@ def _place(t: torch.Tensor, dtype: torch.dtype, device=None) -> torch.Tensor:
     "One loaded tensor to `device` (when given) and then `dtype`: the cast runs where the tensor lands, one tensor at a time."
     return (t if device is None else t.to(device)).to(dtype)
 
+def _read_st(f, name: str, source, hook=None) -> torch.Tensor:
+    "Tensor `name` of the open safetensors file `f`: whole, or `hook(name, lazy slice)`, which reads only the piece it cuts."
+    try: return f.get_tensor(name) if hook is None else hook(name, f.get_slice(name))
+    except Exception as e: raise ModelFormatError(source, f"cannot read tensor {name}: {e}") from None
+
 # %% ../nbs/05_weights.ipynb 34
-def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
+def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     cfg_path = d / "config.json"
     if not cfg_path.is_file(): raise ModelFormatError(d, "not a model directory: no config.json")
     gen_path = d / "generation_config.json"
@@ -313,7 +319,7 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     config = config_from_hf(cd, cfg_path, gen)
     expected = hf_weight_shapes(config)
     wmap, files = _safetensors_shards(d)
-    handles = {p: _open_safetensors(p) for p in files}
+    handles = {p: open_safetensors(p) for p in files}
     where: dict[str, Path] = {}
     for p, f in handles.items():
         for k in f.keys(): where.setdefault(k, p)
@@ -334,16 +340,14 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     weights = {}
     with _progress(len(expected), f"loading {d.name}") as bar:
         for name in expected:
-            try: t = handles[where[name]].get_tensor(name)
-            except Exception as e: raise ModelFormatError(where[name], f"cannot read tensor {name}: {e}") from None
+            t = _read_st(handles[where[name]], name, where[name], hook)
             weights[name] = _place(t, dtype, device)
             if t.dtype == torch.float64 and not torch.isfinite(weights[name]).all() and torch.isfinite(t).all():
                 raise ModelFormatError(where[name], f"tensor {name} is float64 with values beyond the range of {dtype}")
             bar.update()
     if config.tie_word_embeddings and "lm_head.weight" in where:   # tied, yet the files carry a head: a copy is fine, a different one a lie
-        try: head = handles[where["lm_head.weight"]].get_tensor("lm_head.weight")
-        except Exception as e: raise ModelFormatError(where["lm_head.weight"], f"cannot read tensor lm_head.weight: {e}") from None
-        if tuple(head.shape) != tuple(expected["model.embed_tokens.weight"]) or not torch.equal(_place(head, dtype, device), weights["model.embed_tokens.weight"]):
+        head, emb = _read_st(handles[where["lm_head.weight"]], "lm_head.weight", where["lm_head.weight"], hook), weights["model.embed_tokens.weight"]
+        if head.shape != emb.shape or not torch.equal(_place(head, dtype, device), emb):
             raise ModelFormatError(cfg_path, "config: tie_word_embeddings is true, but the safetensors files hold an lm_head.weight that differs "
                                              "from model.embed_tokens.weight (set tie_word_embeddings to false to use it)")
     return Checkpoint(config, weights, "hf", d, gen)
@@ -372,7 +376,7 @@ def hf_to_gguf_name(name: str) -> str:
     return f"blk.{layer}.{ {v: k for k, v in _GGUF_BLK.items()}[mod]}.{kind}"
 
 # %% ../nbs/05_weights.ipynb 38
-def _load_gguf(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
+def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     from xllm.gguf import GGUFFile
     try: g = GGUFFile(path)
     except ModelFormatError: raise
@@ -391,7 +395,7 @@ def _load_gguf(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
             t = g.dequantize(names[h])
             if ".self_attn.q_proj." in h: t = unpermute_rope_rows(t, config.num_attention_heads)
             elif ".self_attn.k_proj." in h: t = unpermute_rope_rows(t, config.num_key_value_heads)
-            weights[h] = _place(t, dtype, device)
+            weights[h] = _place(t if hook is None else hook(h, t), dtype, device)
             bar.update()
     return Checkpoint(config, weights, "gguf", path, {})
 
@@ -434,7 +438,7 @@ def _tokenizer_vocab_size(p: Path) -> int | None:
     except Exception: return None
 
 # %% ../nbs/05_weights.ipynb 43
-def _load_llama2c(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
+def _load_llama2c(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     size = path.stat().st_size
     with open(path, "rb") as f: head = f.read(256)
     if len(head) < 28: raise ModelFormatError(path, f"too short for a llama2.c header ({len(head)} bytes)")
@@ -476,24 +480,26 @@ def _load_llama2c(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
             elif base == "wk": t = unpermute_rope_rows(t, nkv)
             name = {"emb": "model.embed_tokens.weight", "norm": "model.norm.weight", "cls": "lm_head.weight"}.get(base)
             if base in _L2C_HF: name = f"model.layers.{layer}.{_L2C_HF[base]}.weight"
-            if name is not None: weights[name] = _place(t, dtype, device)
+            if name is not None: weights[name] = _place(t if hook is None else hook(name, t), dtype, device)
             bar.update()
     del mm
     return Checkpoint(config, weights, "llama2c", _l2c_tokenizer(path, V), {})
 
 # %% ../nbs/05_weights.ipynb 45
-def load_checkpoint(path, dtype=None, device=None) -> Checkpoint:
+def load_checkpoint(path, dtype=None, device=None, hook=None) -> Checkpoint:
     """Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default
-    float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model."""
+    float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model.
+    `hook(name, t)`, when given, returns the part of each tensor to keep (`t`: a tensor, or a safetensors slice that reads only
+    what is cut from it), after the shape checks: tensor parallelism loads a rank's slices so (notebook 12b's `shard_hook`)."""
     dtype, path = resolve_dtype(dtype), Path(path).expanduser()
     if not path.exists(): raise FileNotFoundError(f"no such model file or directory: {path}")
     if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"):
         if path.suffix == ".safetensors" and not (path.parent / "config.json").is_file():
             raise ModelFormatError(path, f"a .safetensors file is read with the config.json of its directory, and {path.parent} has none")
         path = path.parent
-    if path.is_dir(): return _load_hf(path, dtype, device)
+    if path.is_dir(): return _load_hf(path, dtype, device, hook)
     if path.stat().st_size == 0: raise ModelFormatError(path, "empty file (0 bytes)")
     with open(path, "rb") as f: magic = f.read(4)
-    if magic == b"GGUF" or path.suffix == ".gguf": return _load_gguf(path, dtype, device)
-    if (len(magic) == 4 and struct.unpack("<I", magic)[0] == L2C_MAGIC) or path.suffix == ".bin": return _load_llama2c(path, dtype, device)
+    if magic == b"GGUF" or path.suffix == ".gguf": return _load_gguf(path, dtype, device, hook)
+    if (len(magic) == 4 and struct.unpack("<I", magic)[0] == L2C_MAGIC) or path.suffix == ".bin": return _load_llama2c(path, dtype, device, hook)
     raise ModelFormatError(path, "unrecognised model file: expected a Hugging Face directory, a .gguf file or a llama2.c .bin")
