@@ -27,6 +27,8 @@ from .cpu_kernels import ACTIVATIONS, activation_mode, keeps_quantized
 from .engine import Engine
 from .config import SpeculativeConfig
 from .speculative import load_draft
+from .config import EngineConfig
+from .loader import load_model
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',
@@ -281,22 +283,6 @@ def _kv_block_bytes(llm, block_size=16) -> int:
     return block_size * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, llm.kv_cache_dtype)
 
 # %% ../nbs/17_llm.ipynb 21
-def _packed_gguf(path: Path):
-    "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
-    if not path.is_file():
-        return None
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF": return None
-    from xllm.gguf import GGUFFile
-    g = GGUFFile(path)
-    return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
-
-# %% ../nbs/17_llm.ipynb 22
-def _cpu_kernels_run() -> bool:
-    "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
-    from xllm import cpu_kernels
-    return cpu_kernels.ENABLED and cpu_kernels.available()
-
 class LLM:
     "A LLaMA-family model with its tokenizer, for offline generation (vLLM-style)."
     model_id = None   # the Hugging Face id the model was named by, if it was
@@ -313,45 +299,13 @@ class LLM:
         if quantization == "none": quantization = None      # as the CLI spells it
         if quantization not in ("auto", None, "int8", "int4", "gguf"):
             raise ValueError(f"quantization: expected 'auto', None ('none'), 'int8', 'int4' or 'gguf', got {quantization!r}")
-        path = resolve_model(model)                # None: the default model; a path; a Hugging Face id, from the hub cache (notebook 01)
+        loaded = load_model(EngineConfig(model=model, tokenizer=tokenizer, device=self.device, dtype=dtype, quantization=quantization,
+                                         group_size=group_size, runner=runner, kv_cache_dtype=kv_cache_dtype,
+                                         tensor_parallel_size=tensor_parallel_size))   # notebook 12b: which loader, and the tokenizer
+        path, ckpt, m, quantization = loaded.path, loaded.checkpoint, loaded.model, loaded.quantization
         self.model_id = model if isinstance(model, str) and parse_hub_id(model) and not Path(model).expanduser().exists() else None
-        dtype = resolve_dtype(dtype)
-        qmodel = None
-        if check_int("tensor_parallel_size", tensor_parallel_size, lo=1) > 1:   # rank 0 of a group: its shard (notebook 13a)
-            from .parallel import llm_shard
-            qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner, group_size=group_size,
-                                       kv_dtype=kv_storage_dtype(kv_cache_dtype, dtype)), "tp"
-            quantization, self.checkpoint = None, (ckpt := Checkpoint(qmodel.config, {}, "gguf" if path.is_file() else "hf", path))
-        if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
-            if (g := _packed_gguf(path)) is None:
-                raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
-            quantization, qmodel = None, quant.load_quantized_gguf(g)
-            self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
-        if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on the CPU (float32 activations)
-            quantization = None                    # ... when our compiled kernels run here (the torch path dequantizes per call: slow)
-            if dtype == torch.float32 and self.device.type == "cpu" and _cpu_kernels_run() and (g := _packed_gguf(path)) is not None:
-                qmodel = quant.load_quantized_gguf(g)
-                self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
-        if qmodel is None and quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
-            if quantization is not None: raise ValueError(f"quantization: {path} is already quantized; leave quantization=None")
-            config, qmodel = quant.load_quantized_dir(path)
-            self.checkpoint = ckpt = Checkpoint(config, {}, "xllm-quantized", quant.quantized_tokenizer_path(path))
-        elif qmodel is None:                       # float weights go straight to the device, tensor by tensor (quantizing happens on the CPU)
-            self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype, device=self.device if quantization is None else None)
-        self.config, self.model_path, self.quantization = ckpt.config, path, quantization or getattr(qmodel, "quantization_config", None)
-        tok_path = Path(tokenizer).expanduser() if tokenizer is not None else ckpt.tokenizer_path
-        if tok_path is None:
-            raise ValueError(f"{path}: this {ckpt.format} checkpoint carries no tokenizer; pass tokenizer=PATH "
-                             "(e.g. the tokenizer.model or llama2.c tokenizer.bin that goes with it)")
-        if not Path(tok_path).exists(): raise FileNotFoundError(f"tokenizer not found: {tok_path}")
-        self.tokenizer = Tokenizer.from_file(tok_path, vocab_size=self.config.vocab_size)
-        if self.tokenizer.vocab_size > self.config.vocab_size:
-            raise ModelFormatError(tok_path, f"tokenizer has {self.tokenizer.vocab_size} tokens but the model's vocabulary has only {self.config.vocab_size}")
-        if qmodel is None:
-            m = Llama.from_weights(self.config, ckpt.weights, dtype=dtype)
-            if quantization is not None: quant.quantize_model(m, quantization, group_size)   # ValueError names group_size
-        else: m = qmodel if dtype == torch.float32 else qmodel.to(dtype)
-        ckpt.weights = {}   # the module holds them now
+        self.checkpoint, self.tokenizer, self.config, self.model_path, self.quantization = ckpt, loaded.tokenizer, ckpt.config, path, quantization
+        if tensor_parallel_size > 1: runner = "tp"  # rank 0 of a group: its shard (notebook 13a)
         self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
                     max_num_batched_tokens, enable_prefix_caching, max_logprobs)
         self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)  # speculative decoding (notebook 14a), None: off; a draft loaded now
@@ -426,7 +380,7 @@ class LLM:
         "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
         return self.tokenizer
 
-# %% ../nbs/17_llm.ipynb 24
+# %% ../nbs/17_llm.ipynb 23
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
@@ -440,7 +394,7 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 
-# %% ../nbs/17_llm.ipynb 25
+# %% ../nbs/17_llm.ipynb 24
 def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
     spelled in a text prompt are read as the tokens they name, as vLLM and llama.cpp's server read them (a chat message's are
@@ -452,7 +406,7 @@ def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
-# %% ../nbs/17_llm.ipynb 26
+# %% ../nbs/17_llm.ipynb 25
 def chat_template_note(self) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
     is asked (by `encode_chat`, which warns with it, or a front end that says it its own way); else None."""
@@ -461,7 +415,7 @@ def chat_template_note(self) -> str | None:
     self._template_noted = True
     return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
-# %% ../nbs/17_llm.ipynb 27
+# %% ../nbs/17_llm.ipynb 26
 def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
@@ -476,7 +430,7 @@ def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, 
 
 LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = encode_prompt, encode_chat, chat_template_note, _check_ids
 
-# %% ../nbs/17_llm.ipynb 29
+# %% ../nbs/17_llm.ipynb 28
 def build_engine(llm, max_num_seqs: int | None = None):
     """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`): its paged K/V pool (stored as
     `llm.kv_cache_dtype`) is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
@@ -492,7 +446,7 @@ def build_engine(llm, max_num_seqs: int | None = None):
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
 
-# %% ../nbs/17_llm.ipynb 30
+# %% ../nbs/17_llm.ipynb 29
 def get_engine(self):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
     if self._engine is None: self._engine = build_engine(self)
@@ -502,7 +456,7 @@ def _engine_generator(self, p: SamplingParams, index: int = 0):
     "The generator of one engine request: seeded per completion (`index`); unseeded: the LLM's, drawn in a fixed step order; greedy: none."
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
-# %% ../nbs/17_llm.ipynb 31
+# %% ../nbs/17_llm.ipynb 30
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -517,7 +471,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
         out += seq.finish(o.finish_reason)
     return out
 
-# %% ../nbs/17_llm.ipynb 32
+# %% ../nbs/17_llm.ipynb 31
 def _pump(self):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
     The step's outputs wait in `_unfed` until each is handed over: if handing one raises (Ctrl-C, a failing decoder), the
@@ -531,7 +485,7 @@ def _pump(self):
         seq.pending += _feed(eng, seq, o)
         if seq.finished: del self._live[o.request_id]
 
-# %% ../nbs/17_llm.ipynb 33
+# %% ../nbs/17_llm.ipynb 32
 def _add(self, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
     if index and p.prompt_logprobs is not None: p = dataclasses.replace(p, prompt_logprobs=None)   # the prompt is scored once, by completion 0
@@ -548,7 +502,7 @@ def _settle(self, seqs: dict):
     if not self._live:
         while eng.has_unfinished(): eng.step()
 
-# %% ../nbs/17_llm.ipynb 34
+# %% ../nbs/17_llm.ipynb 33
 def _check_pool(self, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
     tokens, when that pool is smaller than the context. An `LLM` is built with a pool that holds its whole context
@@ -563,7 +517,7 @@ def _check_pool(self, eng, prompts, params):
             raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the engine's "
                              f"pool holds ({cap} tokens in kv_cache_memory={self.kv_cache_memory} bytes); raise kv_cache_memory or ask for fewer tokens")
 
-# %% ../nbs/17_llm.ipynb 35
+# %% ../nbs/17_llm.ipynb 34
 def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
     `n` completions is one engine request. A completion the engine failed raises, naming the error."""
@@ -587,7 +541,7 @@ def _run(self, requests: list[tuple[str | None, list[int]]], params: list[Sampli
 
 LLM._run, LLM.get_engine = _run, get_engine
 
-# %% ../nbs/17_llm.ipynb 37
+# %% ../nbs/17_llm.ipynb 36
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -598,7 +552,7 @@ def _params(params, n: int | None = None):
     params.check()                                     # again: a field may have been changed since it was made
     return params if n is None else [params] * n
 
-# %% ../nbs/17_llm.ipynb 38
+# %% ../nbs/17_llm.ipynb 37
 def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
     if isinstance(prompts, (str, dict)): prompts = [prompts]
@@ -614,7 +568,7 @@ def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
             raise ValueError(f"prompts[{i}]: {e}") from None
     return out
 
-# %% ../nbs/17_llm.ipynb 39
+# %% ../nbs/17_llm.ipynb 38
 def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
     prompts = _prompt_list(self, prompts)
@@ -635,7 +589,7 @@ def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = 
     params = _params(params, len(convs))
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
-# %% ../nbs/17_llm.ipynb 40
+# %% ../nbs/17_llm.ipynb 39
 def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
     params = _params(params)
@@ -643,7 +597,7 @@ def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
     return self._stream_ids(ids, params)
 
-# %% ../nbs/17_llm.ipynb 41
+# %% ../nbs/17_llm.ipynb 40
 def _stream_ids(self, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
     _check_pool(self, get_engine(self), [ids], [params])
@@ -658,7 +612,7 @@ def _stream_ids(self, ids, params) -> Iterator[str]:
     finally: _settle(self, {rid: seq})
     self.last_stream_output = seq.output()
 
-# %% ../nbs/17_llm.ipynb 42
+# %% ../nbs/17_llm.ipynb 41
 @torch.inference_mode()
 def logits(self, ids) -> torch.Tensor:
     "float32 logits [T, V] at every position of `ids` (no sampling), through the engine's runner."
@@ -668,7 +622,7 @@ def logits(self, ids) -> torch.Tensor:
 
 LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat, stream, _stream_ids, logits
 
-# %% ../nbs/17_llm.ipynb 44
+# %% ../nbs/17_llm.ipynb 43
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
                enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None,
                speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20):
