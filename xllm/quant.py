@@ -15,10 +15,9 @@ __all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF
            'pack_nibbles', 'unpack_nibbles', 'quantize_int8', 'quantize_int4', 'dequantize_int8', 'dequantize_int4',
            'Int8Linear', 'Int4Linear', 'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0',
            'repack_q4_0', 'repack_q4_1', 'repack_q4_k', 'repack_q6_k', 'repack_gguf', 'assemble', 'PackedRows',
-           'gguf_layers', 'gguf_quantization', 'load_quantized_gguf', 'greedy', 'hf_config_dict',
-           'write_tokenizer_gguf', 'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path', 'is_quantized_dir',
-           'load_quantized_dir', 'SourceLayers', 'source_layers', 'check_group', 'source_note', 'quantize_command',
-           'perplexity']
+           'gguf_layers', 'gguf_quantization', 'load_quantized_gguf', 'hf_config_dict', 'write_tokenizer_gguf',
+           'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path', 'is_quantized_dir', 'load_quantized_dir',
+           'SourceLayers', 'source_layers', 'check_group', 'source_note', 'quantize_command']
 
 # %% ../nbs/07_quantization.ipynb 5
 def pack_nibbles(q: torch.Tensor) -> torch.Tensor:
@@ -524,18 +523,7 @@ def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: b
     return m
 
 
-# %% ../nbs/07_quantization.ipynb 64
-@torch.inference_mode()
-def greedy(model, ids, n: int) -> list[int]:
-    "`n` greedy tokens after the prompt `ids` (a KV cache, one token a step)."
-    cache = model.new_cache(len(ids) + n)
-    logits, out = model(torch.as_tensor(ids), cache, last_only=True), []
-    for _ in range(n):
-        out.append(int(logits[-1].argmax()))
-        logits = model(torch.tensor([out[-1]]), cache)
-    return out
-
-# %% ../nbs/07_quantization.ipynb 67
+# %% ../nbs/07_quantization.ipynb 66
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -549,7 +537,7 @@ def hf_config_dict(config: LlamaConfig) -> dict:
              eos_token_id=c.eos_token_id[0] if len(c.eos_token_id) == 1 else list(c.eos_token_id), torch_dtype="float32")
     return d
 
-# %% ../nbs/07_quantization.ipynb 68
+# %% ../nbs/07_quantization.ipynb 67
 def _module_info(mod) -> dict:
     if isinstance(mod, Int8Linear): return {"bits": 8, "group_size": mod.group_size, "zero_point": False}
     return {"bits": 4, "group_size": mod.group_size, "zero_point": mod.mins is not None}
@@ -571,7 +559,7 @@ def _gguf_value(v, vtype=None) -> bytes:
     if vtype not in fmts: vtype = 6 if isinstance(v, float) else 11
     return struct.pack("<I", vtype) + struct.pack(fmts[vtype], v)
 
-# %% ../nbs/07_quantization.ipynb 69
+# %% ../nbs/07_quantization.ipynb 68
 def write_tokenizer_gguf(src, dest) -> Path:
     "Copy the `tokenizer.*` metadata (and `general.architecture`) of GGUF file `src` into a tensor-free GGUF file `dest`."
     from xllm.gguf import GGUFFile
@@ -588,7 +576,7 @@ def write_tokenizer_gguf(src, dest) -> Path:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer.bin", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "generation_config.json", "added_tokens.json")
 
-# %% ../nbs/07_quantization.ipynb 70
+# %% ../nbs/07_quantization.ipynb 69
 def copy_tokenizer(src, out_dir) -> list[str]:
     "Put the tokenizer of `src` (a model directory, a .gguf file, or a tokenizer file) into `out_dir`; returns the file names written."
     src, out_dir = Path(src), Path(out_dir)
@@ -602,7 +590,7 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-# %% ../nbs/07_quantization.ipynb 71
+# %% ../nbs/07_quantization.ipynb 70
 def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
     """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
     files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
@@ -635,7 +623,7 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     if generation_config: (out_dir / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
     return out_dir
 
-# %% ../nbs/07_quantization.ipynb 72
+# %% ../nbs/07_quantization.ipynb 71
 def quantized_tokenizer_path(path) -> Path | None:
     "Where the tokenizer of a saved quantized directory is: the directory (tokenizer.json/.model/.bin), its tokenizer.gguf, or None."
     p = Path(path)
@@ -648,7 +636,7 @@ def is_quantized_dir(path) -> bool:
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 73
+# %% ../nbs/07_quantization.ipynb 72
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
@@ -732,7 +720,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     m.quantization_config = qc
     return config, m
 
-# %% ../nbs/07_quantization.ipynb 81
+# %% ../nbs/07_quantization.ipynb 80
 def _check_output(inp: Path, out: Path):
     "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
     if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
@@ -741,7 +729,7 @@ def _check_output(inp: Path, out: Path):
     if out.is_dir() and any(out.iterdir()):
         raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
 
-# %% ../nbs/07_quantization.ipynb 82
+# %% ../nbs/07_quantization.ipynb 81
 def _write_error(out: Path, e: BaseException) -> OSError:
     """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
     cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
@@ -756,7 +744,7 @@ def _write_error(out: Path, e: BaseException) -> OSError:
     err.errno = code
     return err
 
-# %% ../nbs/07_quantization.ipynb 83
+# %% ../nbs/07_quantization.ipynb 82
 _WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
 
 def _alive(pid: int) -> bool:
@@ -789,7 +777,7 @@ def _clean_stale(out: Path):
             print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
                   f"(pid {pid})", file=sys.stderr)
 
-# %% ../nbs/07_quantization.ipynb 84
+# %% ../nbs/07_quantization.ipynb 83
 def _write_dir(out: Path, write) -> Path:
     """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
     failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
@@ -815,7 +803,7 @@ def _write_dir(out: Path, write) -> Path:
         raise
     return out
 
-# %% ../nbs/07_quantization.ipynb 85
+# %% ../nbs/07_quantization.ipynb 84
 def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     if fmt == "gguf": return torch.float16
@@ -825,7 +813,7 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 
-# %% ../nbs/07_quantization.ipynb 86
+# %% ../nbs/07_quantization.ipynb 85
 from dataclasses import dataclass
 
 _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
@@ -899,7 +887,7 @@ def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = Fal
     return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
             "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
 
-# %% ../nbs/07_quantization.ipynb 88
+# %% ../nbs/07_quantization.ipynb 87
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
@@ -922,24 +910,3 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     m = quantize_model(Llama.from_weights(ck.config, ck.weights), "int8" if bits == 8 else "int4", group, lm_head=lm_head)
     return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
                                                     float_dtype=_float_dtype(inp, ck.format)))
-
-# %% ../nbs/07_quantization.ipynb 97
-@torch.inference_mode()
-def perplexity(logits_fn, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
-    """Perplexity on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored. `logits_fn(ids)` gives the
-    logits at every position of a window: a `Llama` (its torch forward) or `LLM.logits` (through the engine's runner)."""
-    from tqdm.auto import tqdm
-    ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1)
-    check_int("ctx", ctx, lo=4)
-    n_chunks = ids.numel() // ctx
-    if n_chunks == 0: raise ValueError(f"ctx: {ids.numel()} tokens do not fill one window of ctx={ctx} tokens")
-    first, nll, count = ctx // 2, 0.0, 0
-    for c in tqdm(range(n_chunks), desc=f"perplexity (ctx {ctx})", unit="window", disable=not progress):
-        window = ids[c * ctx:(c + 1) * ctx].clone()
-        if bos_id is not None: window[0] = bos_id
-        logits = logits_fn(window)
-        lp = torch.log_softmax(logits[first:ctx - 1].double(), dim=-1)
-        target = ids[c * ctx + first + 1:(c + 1) * ctx]
-        nll -= lp.gather(1, target[:, None]).sum().item()
-        count += target.numel()
-    return math.exp(nll / count)
