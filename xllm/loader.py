@@ -114,7 +114,7 @@ def _cpu_kernels_run() -> bool:
     from xllm import cpu_kernels
     return cpu_kernels.ENABLED and cpu_kernels.available()
 
-# %% ../nbs/12b_loader.ipynb 22
+# %% ../nbs/12b_loader.ipynb 23
 def _keep_packed(config: EngineConfig, path: Path, shard) -> "GGUFFile | None":
     "The parsed GGUF whose packed layers `config` keeps packed, else None (a ValueError when 'gguf' asks for what `path` lacks)."
     q, dtype = config.quantization, resolve_dtype(config.dtype)
@@ -126,7 +126,7 @@ def _keep_packed(config: EngineConfig, path: Path, shard) -> "GGUFFile | None":
         raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
     return g
 
-# %% ../nbs/12b_loader.ipynb 24
+# %% ../nbs/12b_loader.ipynb 26
 def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     """(a `Llama` whose GGUF layers stay packed (a rank's slices with `shard`), float tensors in float32 then cast to `dtype`;
     the whole model's config)."""
@@ -135,7 +135,6 @@ def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     m.quantization_config = quant.gguf_quantization(g) | ({} if shard is None else {"tensor_parallel": shard[1]})
     return (m if dtype == torch.float32 else m.to(dtype)), config
 
-# %% ../nbs/12b_loader.ipynb 25
 def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkpoint]:
     "A `Llama` from float weights (any format), a rank's slices with `shard`, its linears quantized when `config` asks (int8/int4)."
     dtype, q = resolve_dtype(config.dtype), config.quantization if config.quantization in ("int8", "int4") else None
@@ -145,7 +144,18 @@ def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkp
     if q is not None: quant.quantize_model(m, q, config.group_size, progress=shard is None)   # ValueError names group_size
     return m, ckpt
 
-# %% ../nbs/12b_loader.ipynb 26
+# %% ../nbs/12b_loader.ipynb 28
+def _load_tensor_parallel(config: EngineConfig, path: Path) -> LoadedModel:
+    "Rank 0's shard of a tensor-parallel group, its workers started (notebook 13a), with the tokenizer."
+    from xllm.parallel import llm_shard
+    from xllm.kv_cache import kv_storage_dtype
+    dtype = resolve_dtype(config.dtype)
+    m = llm_shard(path, config.tensor_parallel_size, dtype, config.device, config.quantization, config.runner,
+                  group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype))
+    ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
+    return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
+
+# %% ../nbs/12b_loader.ipynb 29
 def load_model(config: EngineConfig, shard: tuple[int, int] | None = None) -> LoadedModel:
     """The model `config` names, loaded as it asks (see the top of this notebook); `shard=(rank, world)`: that rank's slices only.
     With `config.tensor_parallel_size > 1` (and no `shard`), the ranks are started and this is rank 0's (notebook 13a)."""
@@ -163,14 +173,3 @@ def load_model(config: EngineConfig, shard: tuple[int, int] | None = None) -> Lo
     else: (m, ckpt), q = _float_model(config, path, shard), q if q in ("int8", "int4") else None
     tok = load_tokenizer(config.tokenizer, ckpt, path) if shard is None else None
     return LoadedModel(m.to(config.device).eval(), ckpt, tok, q or getattr(m, "quantization_config", None), path)
-
-# %% ../nbs/12b_loader.ipynb 28
-def _load_tensor_parallel(config: EngineConfig, path: Path) -> LoadedModel:
-    "Rank 0's shard of a tensor-parallel group, its workers started (notebook 13a), with the tokenizer."
-    from xllm.parallel import llm_shard
-    from xllm.kv_cache import kv_storage_dtype
-    dtype = resolve_dtype(config.dtype)
-    m = llm_shard(path, config.tensor_parallel_size, dtype, config.device, config.quantization, config.runner,
-                  group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype))
-    ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
-    return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
