@@ -242,6 +242,8 @@ def model_bytes(model: nn.Module) -> int:
         seen.add(key); total += t.numel() * t.element_size()
     return total
 
+
+# %% ../nbs/07_quantization.ipynb 29
 class Int8Embedding(nn.Module):
     """A token embedding kept as INT8 codes `qweight` `[vocab, hidden]` with scales per row (float32 `[vocab]`) or per group (float16
     `[vocab, hidden/group]`, GGUF Q8_0); a lookup dequantizes only the rows asked for. With tied embeddings it shares `qweight` and `scales`
@@ -272,6 +274,8 @@ class Int8Embedding(nn.Module):
 
     def extra_repr(self): return f"{self.num_embeddings}, {self.embedding_dim}, group_size={None if self.scales.dim() == 1 else self.embedding_dim // self.scales.shape[1]}"
 
+
+# %% ../nbs/07_quantization.ipynb 31
 def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None = 32, lm_head: bool = False,
                    zero_point: bool = True, kernel: str = DEFAULT_KERNEL, progress: bool = True) -> nn.Module:
     """Replace, in place, every `nn.Linear` of `model.model.layers` (and `lm_head` if asked) by `Int8Linear` (`mode="int8"`: groups of
@@ -312,7 +316,8 @@ def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
         if isinstance(m, _QuantLinear): m.set_kernel(kernel)
     return model
 
-# %% ../nbs/07_quantization.ipynb 39
+
+# %% ../nbs/07_quantization.ipynb 43
 GGUF_REPACKABLE = {"Q8_0": 8, "Q4_0": 2, "Q4_1": 3, "Q4_K": 12, "Q6_K": 14}   # type name -> ggml type code
 GGUF_K_TYPES = ("Q4_K", "Q6_K")     # repacked with their two-level scales multiplied out into float16 (the others: bit for bit)
 
@@ -323,7 +328,7 @@ def _blocks(raw, shape, block_bytes: int, name: str, block: int = 32) -> np.ndar
     if raw.size != out * n_in // block * block_bytes: raise ValueError(f"{name} tensor of shape {tuple(shape)} takes {out * n_in // block * block_bytes} bytes, got {raw.size}")
     return raw.reshape(out, n_in // block, block_bytes)
 
-# %% ../nbs/07_quantization.ipynb 41
+# %% ../nbs/07_quantization.ipynb 45
 def _f16_field(b: np.ndarray, start: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(b[..., start:start + 2]).view(np.float16)[..., 0].copy())
 
@@ -332,7 +337,7 @@ def _q4_codes(qs: np.ndarray) -> torch.Tensor:
     codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)                       # (out, blocks, 32) in value order
     return pack_nibbles(torch.from_numpy(codes.reshape(qs.shape[0], -1)))
 
-# %% ../nbs/07_quantization.ipynb 43
+# %% ../nbs/07_quantization.ipynb 47
 def repack_q8_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     "GGUF Q8_0 bytes of a `[out, in]` tensor -> (int8 codes `[out, in]`, float16 scales `[out, in/32]`) for `Int8Linear`."
     b = _blocks(raw, shape, 34, "Q8_0")
@@ -344,7 +349,7 @@ def repack_q4_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor, None]:
     b = _blocks(raw, shape, 18, "Q4_0")
     return _q4_codes(b[..., 2:]), _f16_field(b, 0), None
 
-# %% ../nbs/07_quantization.ipynb 45
+# %% ../nbs/07_quantization.ipynb 49
 def repack_q4_1(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "GGUF Q4_1 bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32)."
     b = _blocks(raw, shape, 20, "Q4_1")
@@ -356,7 +361,7 @@ def _half_of(a: np.ndarray, rows: int, name: str) -> torch.Tensor:
     if not np.isfinite(h).all(): raise ValueError(f"{name}: a scale ({float(np.abs(a).max()):.4g}) overflows float16")
     return torch.from_numpy(h.reshape(rows, -1))
 
-# %% ../nbs/07_quantization.ipynb 47
+# %% ../nbs/07_quantization.ipynb 51
 def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_K bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32).
     Each super-block of 256 values has float16 `d`, `dmin` and 6-bit `sc`, `m` per sub-block of 32: value = d*sc*q - dmin*m. The
@@ -366,7 +371,7 @@ def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q, s, m = q4_k_parts(b.reshape(-1, 144))
     return pack_nibbles(torch.from_numpy(q.reshape(shape[0], -1))), _half_of(s, shape[0], "Q4_K"), _half_of(-m, shape[0], "Q4_K")
 
-# %% ../nbs/07_quantization.ipynb 49
+# %% ../nbs/07_quantization.ipynb 53
 def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     """GGUF Q6_K bytes of a `[out, in]` tensor -> (int8 codes in -32..31, float16 scales `[out, in/16]`) for an `Int8Linear` in groups of 16:
     value = d*sc*q, the product `d*sc` rounded once to float16 (relative error at most 2^-11)."""
@@ -375,7 +380,7 @@ def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     q, s = q6_k_parts(b.reshape(-1, 210))
     return torch.from_numpy(np.ascontiguousarray(q).reshape(shape[0], -1)), _half_of(s, shape[0], "Q6_K")
 
-# %% ../nbs/07_quantization.ipynb 51
+# %% ../nbs/07_quantization.ipynb 55
 def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KERNEL) -> Int8Linear | Int4Linear:
     "A quantized linear layer holding GGUF tensor bytes of type Q8_0, Q4_0, Q4_1, Q4_K or Q6_K (torch-order `shape` `[out, in]`)."
     if len(shape) != 2: raise ValueError(f"only 2-D tensors can become linear layers, got shape {tuple(shape)}")
@@ -386,7 +391,7 @@ def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KER
     if type_name == "Q6_K": return Int8Linear(*repack_q6_k(raw, shape), bias=bias, kernel=kernel)
     raise ValueError(f"type {type_name}: only {', '.join(GGUF_REPACKABLE)} can be kept quantized")
 
-# %% ../nbs/07_quantization.ipynb 57
+# %% ../nbs/07_quantization.ipynb 61
 def _is_linear_weight(name: str) -> bool:
     return name == "lm_head.weight" or (name.endswith(".weight") and any(f".{n}." in name for n in LINEAR_NAMES))
 
@@ -398,7 +403,7 @@ def _permute_rows(mod: _QuantLinear, n_heads: int) -> _QuantLinear:
         if isinstance(t, torch.Tensor): setattr(mod, name, unpermute_rope_rows(t, n_heads))
     return mod
 
-# %% ../nbs/07_quantization.ipynb 59
+# %% ../nbs/07_quantization.ipynb 63
 def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Module:
     "A `Llama` from float tensors (HF names) and quantized linears (module name -> module), with nothing left unset."
     from xllm.model import Llama
@@ -412,7 +417,7 @@ def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Mod
     if missing: raise ModelFormatError(source, f"missing tensor {missing[0]}")
     return m.requires_grad_(False).eval()
 
-# %% ../nbs/07_quantization.ipynb 61
+# %% ../nbs/07_quantization.ipynb 65
 GGUF_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}   # values, bytes a block
 
 class PackedRows:
@@ -432,7 +437,7 @@ class PackedRows:
     def raw(self) -> np.ndarray: return np.ascontiguousarray(self.blocks)
 
 
-# %% ../nbs/07_quantization.ipynb 62
+# %% ../nbs/07_quantization.ipynb 66
 @patch
 def __getitem__(self: PackedRows, key) -> PackedRows:
     "Rows (`[a:b]`) or columns (`[:, a:b]`, on block boundaries: a ModelFormatError names the tensor otherwise) of the blocks."
@@ -451,7 +456,7 @@ def pad_rows(self: PackedRows, n: int) -> PackedRows:
     return PackedRows(np.concatenate([self.blocks, pad]), self.type_name, self.name, self.source)
 
 
-# %% ../nbs/07_quantization.ipynb 65
+# %% ../nbs/07_quantization.ipynb 69
 def _repacked(g, t, cut, h: str, kernel: str):
     """GGUF tensor `t` (HF name `h`), cut by `cut`, as a quantized linear; None for a K-quant whose scales float16 cannot hold (it is
     dequantized instead). Bytes that do not fit its type are a ModelFormatError naming the tensor."""
@@ -473,7 +478,7 @@ def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
     return {"model.embed_tokens": emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tied else {})}
 
 
-# %% ../nbs/07_quantization.ipynb 67
+# %% ../nbs/07_quantization.ipynb 71
 def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True,
                 hook=None) -> tuple[LlamaConfig, dict, dict]:
     """(config, float tensors by HF name, quantized modules by module name) of the parsed GGUF `g`, as `load_quantized_gguf` builds
@@ -505,7 +510,7 @@ def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False
     return config, floats, modules
 
 
-# %% ../nbs/07_quantization.ipynb 68
+# %% ../nbs/07_quantization.ipynb 72
 def gguf_quantization(g) -> dict:
     "The `quantization_config` of a model whose layers come packed from the parsed GGUF `g`: xllm's method and the file's tensor types."
     return {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
@@ -523,7 +528,7 @@ def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: b
     return m
 
 
-# %% ../nbs/07_quantization.ipynb 77
+# %% ../nbs/07_quantization.ipynb 81
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -537,7 +542,7 @@ def hf_config_dict(config: LlamaConfig) -> dict:
              eos_token_id=c.eos_token_id[0] if len(c.eos_token_id) == 1 else list(c.eos_token_id), torch_dtype="float32")
     return d
 
-# %% ../nbs/07_quantization.ipynb 79
+# %% ../nbs/07_quantization.ipynb 83
 def _module_info(mod) -> dict:
     if isinstance(mod, Int8Linear): return {"bits": 8, "group_size": mod.group_size, "zero_point": False}
     return {"bits": 4, "group_size": mod.group_size, "zero_point": mod.mins is not None}
@@ -559,7 +564,7 @@ def _gguf_value(v, vtype=None) -> bytes:
     if vtype not in fmts: vtype = 6 if isinstance(v, float) else 11
     return struct.pack("<I", vtype) + struct.pack(fmts[vtype], v)
 
-# %% ../nbs/07_quantization.ipynb 81
+# %% ../nbs/07_quantization.ipynb 85
 def write_tokenizer_gguf(src, dest) -> Path:
     "Copy the `tokenizer.*` metadata (and `general.architecture`) of GGUF file `src` into a tensor-free GGUF file `dest`."
     from xllm.gguf import GGUFFile
@@ -576,7 +581,7 @@ def write_tokenizer_gguf(src, dest) -> Path:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer.bin", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "generation_config.json", "added_tokens.json")
 
-# %% ../nbs/07_quantization.ipynb 82
+# %% ../nbs/07_quantization.ipynb 86
 def copy_tokenizer(src, out_dir) -> list[str]:
     "Put the tokenizer of `src` (a model directory, a .gguf file, or a tokenizer file) into `out_dir`; returns the file names written."
     src, out_dir = Path(src), Path(out_dir)
@@ -590,7 +595,7 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-# %% ../nbs/07_quantization.ipynb 83
+# %% ../nbs/07_quantization.ipynb 87
 def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
     """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
     files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
@@ -623,7 +628,7 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     if generation_config: (out_dir / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
     return out_dir
 
-# %% ../nbs/07_quantization.ipynb 84
+# %% ../nbs/07_quantization.ipynb 88
 def quantized_tokenizer_path(path) -> Path | None:
     "Where the tokenizer of a saved quantized directory is: the directory (tokenizer.json/.model/.bin), its tokenizer.gguf, or None."
     p = Path(path)
@@ -636,7 +641,7 @@ def is_quantized_dir(path) -> bool:
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 86
+# %% ../nbs/07_quantization.ipynb 90
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
@@ -720,7 +725,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     m.quantization_config = qc
     return config, m
 
-# %% ../nbs/07_quantization.ipynb 94
+# %% ../nbs/07_quantization.ipynb 98
 def _check_output(inp: Path, out: Path):
     "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
     if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
@@ -729,7 +734,7 @@ def _check_output(inp: Path, out: Path):
     if out.is_dir() and any(out.iterdir()):
         raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
 
-# %% ../nbs/07_quantization.ipynb 95
+# %% ../nbs/07_quantization.ipynb 99
 def _write_error(out: Path, e: BaseException) -> OSError:
     """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
     cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
@@ -744,7 +749,7 @@ def _write_error(out: Path, e: BaseException) -> OSError:
     err.errno = code
     return err
 
-# %% ../nbs/07_quantization.ipynb 96
+# %% ../nbs/07_quantization.ipynb 100
 _WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
 
 def _alive(pid: int) -> bool:
@@ -777,7 +782,7 @@ def _clean_stale(out: Path):
             print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
                   f"(pid {pid})", file=sys.stderr)
 
-# %% ../nbs/07_quantization.ipynb 97
+# %% ../nbs/07_quantization.ipynb 101
 def _write_dir(out: Path, write) -> Path:
     """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
     failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
@@ -803,7 +808,7 @@ def _write_dir(out: Path, write) -> Path:
         raise
     return out
 
-# %% ../nbs/07_quantization.ipynb 98
+# %% ../nbs/07_quantization.ipynb 102
 def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     if fmt == "gguf": return torch.float16
@@ -813,7 +818,7 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 
-# %% ../nbs/07_quantization.ipynb 99
+# %% ../nbs/07_quantization.ipynb 103
 from dataclasses import dataclass
 
 _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
@@ -887,7 +892,7 @@ def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = Fal
     return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
             "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
 
-# %% ../nbs/07_quantization.ipynb 101
+# %% ../nbs/07_quantization.ipynb 105
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
