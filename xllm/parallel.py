@@ -101,7 +101,7 @@ def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None)
     return _parallel_shard(EngineConfig(model=d, dtype=dtype, device=device or "cpu", quantization=None), rank, world, group)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 15
+# %% ../nbs/13a_tensor_parallel.ipynb 16
 def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s shard of a model already in memory (tests, random models): the same slices as `load_shard`, taken from its tensors."
     c = model.config
@@ -109,7 +109,7 @@ def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     w = {k: shard_tensor(k, v, rank, world).clone() for k, v in sd.items()}
     return parallelize(Llama.from_weights(tp_config(c, world), w, model.dtype).to(model.device), c, rank, world, group)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 21
+# %% ../nbs/13a_tensor_parallel.ipynb 22
 def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llama:
     """Rank `rank`'s shard of a GGUF file, as `quant.load_quantized_gguf` would build the whole model: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layer
     weights stay packed (`quantized`), their blocks cut from the memory-mapped file (row-parallel layers on block boundaries), a Q8_0
@@ -117,7 +117,7 @@ def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llam
     return _parallel_shard(EngineConfig(model=Path(path), quantization="auto" if quantized else None), rank, world)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 25
+# %% ../nbs/13a_tensor_parallel.ipynb 26
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
@@ -127,7 +127,7 @@ def rendezvous_store(world: int, timeout: float = 60.0) -> dist.TCPStore:
     it and binding it again later leaves a window in which another program may take it: under port pressure it did, EADDRINUSE.)"""
     return dist.TCPStore("127.0.0.1", 0, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 28
+# %% ../nbs/13a_tensor_parallel.ipynb 29
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
 
@@ -169,7 +169,7 @@ class TPGroup:
             dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=t)
         return cls(rank, world, device, timeout, procs)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 30
+# %% ../nbs/13a_tensor_parallel.ipynb 31
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -226,7 +226,7 @@ def agree(self: TPGroup, ok: bool) -> bool:
     dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.ctrl, async_op=True).wait(datetime.timedelta(seconds=self.timeout))
     return bool(t.item())
 
-# %% ../nbs/13a_tensor_parallel.ipynb 32
+# %% ../nbs/13a_tensor_parallel.ipynb 33
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -247,7 +247,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     if h[1]: p = torch.empty(int(h[1]), dtype=torch.int64); dist.broadcast(p, 0, group=self.ctrl)
     return int(h[0]), h[2:].tolist(), p
 
-# %% ../nbs/13a_tensor_parallel.ipynb 34
+# %% ../nbs/13a_tensor_parallel.ipynb 35
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -268,7 +268,7 @@ def shutdown(self: TPGroup):
     if dist.is_initialized(): dist.destroy_process_group()
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 36
+# %% ../nbs/13a_tensor_parallel.ipynb 37
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -276,7 +276,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 37
+# %% ../nbs/13a_tensor_parallel.ipynb 38
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -288,7 +288,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 40
+# %% ../nbs/13a_tensor_parallel.ipynb 41
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -358,7 +358,7 @@ class TPRunner(ModelRunner):
         if self.gen != g.pool_gen: return "a newer engine's K/V pool replaced this engine's on the tensor-parallel workers"
         return None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 41
+# %% ../nbs/13a_tensor_parallel.ipynb 42
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     pool = runner = None
@@ -378,14 +378,14 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 43
+# %% ../nbs/13a_tensor_parallel.ipynb 44
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 45
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -404,7 +404,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 45
+# %% ../nbs/13a_tensor_parallel.ipynb 47
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -423,7 +423,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 46
+# %% ../nbs/13a_tensor_parallel.ipynb 48
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -433,7 +433,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 49
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker processes are spawned here, meeting at a loopback store this process opens first (`rendezvous_store`).
@@ -467,17 +467,17 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 50
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 55
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 56
+# %% ../nbs/13a_tensor_parallel.ipynb 58
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -525,7 +525,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 64
+# %% ../nbs/13a_tensor_parallel.ipynb 66
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -543,7 +543,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 65
+# %% ../nbs/13a_tensor_parallel.ipynb 67
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes (meeting at a store this process holds): {shape: seconds}."""

@@ -658,6 +658,8 @@ def _quant_config(cd, cfg_path) -> dict:
     _expect(qc.get("bits") == (bits[0] if len(bits) == 1 else bits), cfg_path, f"quantization_config.bits is {qc.get('bits')!r}, its modules have {bits}")
     return qc
 
+
+# %% ../nbs/07_quantization.ipynb 92
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
     from xllm.weights import config_from_hf, hf_weight_shapes, open_safetensors
@@ -725,7 +727,8 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     m.quantization_config = qc
     return config, m
 
-# %% ../nbs/07_quantization.ipynb 98
+
+# %% ../nbs/07_quantization.ipynb 100
 def _check_output(inp: Path, out: Path):
     "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
     if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
@@ -734,7 +737,7 @@ def _check_output(inp: Path, out: Path):
     if out.is_dir() and any(out.iterdir()):
         raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
 
-# %% ../nbs/07_quantization.ipynb 99
+# %% ../nbs/07_quantization.ipynb 101
 def _write_error(out: Path, e: BaseException) -> OSError:
     """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
     cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
@@ -749,7 +752,7 @@ def _write_error(out: Path, e: BaseException) -> OSError:
     err.errno = code
     return err
 
-# %% ../nbs/07_quantization.ipynb 100
+# %% ../nbs/07_quantization.ipynb 102
 _WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
 
 def _alive(pid: int) -> bool:
@@ -782,7 +785,7 @@ def _clean_stale(out: Path):
             print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
                   f"(pid {pid})", file=sys.stderr)
 
-# %% ../nbs/07_quantization.ipynb 101
+# %% ../nbs/07_quantization.ipynb 103
 def _write_dir(out: Path, write) -> Path:
     """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
     failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
@@ -808,7 +811,7 @@ def _write_dir(out: Path, write) -> Path:
         raise
     return out
 
-# %% ../nbs/07_quantization.ipynb 102
+# %% ../nbs/07_quantization.ipynb 104
 def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     if fmt == "gguf": return torch.float16
@@ -818,7 +821,7 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 
-# %% ../nbs/07_quantization.ipynb 103
+# %% ../nbs/07_quantization.ipynb 105
 from dataclasses import dataclass
 
 _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
@@ -892,7 +895,7 @@ def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = Fal
     return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
             "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
 
-# %% ../nbs/07_quantization.ipynb 105
+# %% ../nbs/07_quantization.ipynb 107
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
