@@ -41,7 +41,8 @@ def main():
     torch.set_num_threads(a.threads)
     from xllm import cpu_kernels as ck
     from xllm.core import default_model_path
-    from xllm.quant import load_quantized_gguf, perplexity
+    from xllm.quant import load_quantized_gguf
+    from xllm.evaluate import perplexity
     from xllm.tokenizer import Tokenizer
 
     q41 = default_model_path(download=False)

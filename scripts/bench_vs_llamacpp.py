@@ -215,7 +215,8 @@ def main():
     from xllm.weights import load_checkpoint
     from xllm.model import Llama
     from xllm.tokenizer import Tokenizer
-    from xllm.quant import load_quantized_gguf, quantize_model, perplexity, model_bytes
+    from xllm.quant import load_quantized_gguf, quantize_model, model_bytes
+    from xllm.evaluate import perplexity
 
     q41 = default_model_path(download=False)
     work = Path(a.work).expanduser() if a.work else cache_dir() / "bench"

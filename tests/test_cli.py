@@ -171,13 +171,13 @@ def test_quantize_round_trip(tiny, tmp_path, bits):
 
 def test_perplexity_equals_api(tiny):
     import math
-    from xllm import quant
+    from xllm.evaluate import perplexity
     from xllm.llm import LLM
     r = _run(["perplexity", "-m", str(tiny), "--file", str(tiny / "text.txt"), "--ctx", "32"])
     assert r.returncode == 0, r.stderr
     ppl = float(r.stdout.split()[1])
     llm = LLM(tiny)
-    ref = quant.perplexity(llm.logits, llm.tokenizer.encode((tiny / "text.txt").read_text()), 32, bos_id=llm.tokenizer.bos_id, progress=False)
+    ref = perplexity(llm.logits, llm.tokenizer.encode((tiny / "text.txt").read_text()), 32, bos_id=llm.tokenizer.bos_id, progress=False)
     assert math.isfinite(ppl) and f"{ppl:.6f}" == f"{ref:.6f}"
 
 

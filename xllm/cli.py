@@ -39,7 +39,7 @@ def cmd_quantize(args, out=None) -> int:
 # %% ../nbs/21_cli.ipynb 6
 def cmd_perplexity(args, out=None) -> int:
     "Print the perplexity of the model on the text of `args.file` (default: `sample_text_path()`, a text shipped with xllm)."
-    from xllm import quant
+    from xllm.evaluate import perplexity
     out = out or sys.stdout
     if args.ctx < 4: raise _CLIError(f"-c/--ctx-size must be at least 4, got {args.ctx}")
     from xllm.bench import sample_text_path
@@ -52,7 +52,7 @@ def cmd_perplexity(args, out=None) -> int:
     tok = llm.tokenizer
     ids = tok.encode(text)
     bos = tok.bos_id if tok.add_bos_token else None                # windows start with BOS when the model expects one
-    ppl = quant.perplexity(llm.logits, ids, args.ctx, bos_id=bos, progress=True)
+    ppl = perplexity(llm.logits, ids, args.ctx, bos_id=bos, progress=True)
     _write(out, f"perplexity {ppl:.6f} ({len(ids) // args.ctx} windows of {args.ctx} tokens, {len(ids)} tokens)\n")
     return 0
 

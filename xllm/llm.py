@@ -28,6 +28,7 @@ from .runner import choose_runner, runner_class
 from .cpu_kernels import activation_mode, keeps_quantized
 from .engine import Engine
 from .config import EngineConfig
+from .loader import load_model
 from .speculative import _same_tokenizer as check_same_tokenizer   # the engine part (#37) names it so in speculative.py
 
 
@@ -249,71 +250,19 @@ def _fitted(llm) -> tuple[EngineConfig, str | None]:
 
 
 # %% ../nbs/17_llm.ipynb 26
-def _packed_gguf(path: Path):
-    "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
-    if not path.is_file():
-        return None
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF": return None
-    from xllm.gguf import GGUFFile
-    g = GGUFFile(path)
-    return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
-
-
-# %% ../nbs/17_llm.ipynb 28
-def _cpu_kernels_run() -> bool:
-    "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
-    from xllm import cpu_kernels
-    return cpu_kernels.ENABLED and cpu_kernels.available()
-
 class LLM:
     """A LLaMA-family model with its tokenizer, for offline generation (vLLM-style). How its engine is built and runs is one
     `EngineConfig` (notebook 12a): `config`, with `settings` (its field names: `device`, `max_num_seqs`, ...) applied over it."""
     model_id = None   # the Hugging Face id the model was named by, if it was
     def __init__(self, model=None, config: EngineConfig | None = None, **settings):
         cfg = EngineConfig.make(config, **settings, **({} if model is None else {"model": model}))   # checked before the model loads
-        model, tokenizer, dtype, quantization, group_size = cfg.model, cfg.tokenizer, cfg.dtype, cfg.quantization, cfg.group_size
-        runner, kv_cache_dtype, tensor_parallel_size, self.device = cfg.runner, cfg.kv_cache_dtype, cfg.tensor_parallel_size, cfg.device
-        path = resolve_model(model)                # None: the default model; a path; a Hugging Face id, from the hub cache (notebook 01)
-        self.model_id = model if isinstance(model, str) and parse_hub_id(model) and not Path(model).expanduser().exists() else None
-        dtype = resolve_dtype(dtype)
-        qmodel = None
-        if check_int("tensor_parallel_size", tensor_parallel_size, lo=1) > 1:   # rank 0 of a group: its shard (notebook 13a)
-            from .parallel import llm_shard
-            qmodel, runner = llm_shard(path, tensor_parallel_size, dtype, self.device, quantization, runner, group_size=group_size,
-                                       kv_dtype=kv_storage_dtype(kv_cache_dtype, dtype)), "tp"
-            quantization, self.checkpoint = None, (ckpt := Checkpoint(qmodel.config, {}, "gguf" if path.is_file() else "hf", path))
-        if quantization == "gguf":                 # asked for: a GGUF's packed layers stay packed on any device, in any dtype
-            if (g := _packed_gguf(path)) is None:
-                raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
-            quantization, qmodel = None, quant.load_quantized_gguf(g)
-            self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
-        if quantization == "auto":                 # a GGUF's Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layers stay packed on the CPU (float32 activations)
-            quantization = None                    # ... when our compiled kernels run here (the torch path dequantizes per call: slow)
-            if dtype == torch.float32 and self.device.type == "cpu" and _cpu_kernels_run() and (g := _packed_gguf(path)) is not None:
-                qmodel = quant.load_quantized_gguf(g)
-                self.checkpoint = ckpt = Checkpoint(qmodel.config, {}, "gguf", path)
-        if qmodel is None and quant.is_quantized_dir(path):           # written by `xllm quantize`: int8/int4 linears, loaded as they are
-            if quantization is not None: raise ValueError(f"quantization: {path} is already quantized; leave quantization=None")
-            config, qmodel = quant.load_quantized_dir(path)
-            self.checkpoint = ckpt = Checkpoint(config, {}, "xllm-quantized", quant.quantized_tokenizer_path(path))
-        elif qmodel is None:                       # float weights go straight to the device, tensor by tensor (quantizing happens on the CPU)
-            self.checkpoint = ckpt = load_checkpoint(path, dtype=dtype, device=self.device if quantization is None else None)
-        self.config, self.model_path, self.quantization = ckpt.config, path, quantization or getattr(qmodel, "quantization_config", None)
-        tok_path = Path(tokenizer).expanduser() if tokenizer is not None else ckpt.tokenizer_path
-        if tok_path is None:
-            raise ValueError(f"{path}: this {ckpt.format} checkpoint carries no tokenizer; pass tokenizer=PATH "
-                             "(e.g. the tokenizer.model or llama2.c tokenizer.bin that goes with it)")
-        if not Path(tok_path).exists(): raise FileNotFoundError(f"tokenizer not found: {tok_path}")
-        self.tokenizer = Tokenizer.from_file(tok_path, vocab_size=self.config.vocab_size)
-        if self.tokenizer.vocab_size > self.config.vocab_size:
-            raise ModelFormatError(tok_path, f"tokenizer has {self.tokenizer.vocab_size} tokens but the model's vocabulary has only {self.config.vocab_size}")
-        if qmodel is None:
-            m = Llama.from_weights(self.config, ckpt.weights, dtype=dtype)
-            if quantization is not None: quant.quantize_model(m, quantization, group_size)   # ValueError names group_size
-        else: m = qmodel if dtype == torch.float32 else qmodel.to(dtype)
-        ckpt.weights = {}   # the module holds them now
-        self._setup(m.to(self.device).eval(), cfg)
+        self.device = cfg.device
+        loaded = load_model(cfg)                      # notebook 12b: which loader (GGUF kept packed, quantized, float, a TP shard), the tokenizer
+        self.checkpoint, self.tokenizer, self.config = loaded.checkpoint, loaded.tokenizer, loaded.checkpoint.config
+        self.model_path, self.quantization = loaded.path, loaded.quantization
+        m = cfg.model
+        self.model_id = m if isinstance(m, str) and parse_hub_id(m) and not Path(m).expanduser().exists() else None
+        self._setup(loaded.model.to(self.device).eval(), cfg)
 
     @classmethod
     def from_model(cls, model: Llama, tokenizer: Tokenizer, config: EngineConfig | None = None, name: str = "model", source: str = "in memory",
@@ -335,7 +284,7 @@ class LLM:
         return self.tokenizer
 
 
-# %% ../nbs/17_llm.ipynb 29
+# %% ../nbs/17_llm.ipynb 27
 @patch
 def _setup(self: LLM, model, cfg: EngineConfig):
     """The part of building shared by `__init__` and `from_model`: `engine_config` (the context fitted to the K/V pool), the
@@ -358,7 +307,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     self._load_draft()
 
 
-# %% ../nbs/17_llm.ipynb 30
+# %% ../nbs/17_llm.ipynb 28
 @patch
 def _load_draft(self: LLM):
     """A draft model named by path (`speculative={"method": "draft", "model": PATH}`) loaded now, as the target was, on its device in
@@ -372,7 +321,7 @@ def _load_draft(self: LLM):
     self.engine_config = dataclasses.replace(self.engine_config, speculative=dataclasses.replace(spec, model=draft))
 
 
-# %% ../nbs/17_llm.ipynb 35
+# %% ../nbs/17_llm.ipynb 33
 @patch(as_prop=True)
 def max_model_len(self: LLM) -> int:
     "The context: most tokens of prompt and output together (`engine_config.max_model_len`, fitted to the K/V pool)."
@@ -412,7 +361,7 @@ def __repr__(self: LLM):
             + (f", {self.activations} activations" if self.activations else "") + f"; {self.engine_config.summary()})")
 
 
-# %% ../nbs/17_llm.ipynb 39
+# %% ../nbs/17_llm.ipynb 37
 @patch
 def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
@@ -428,7 +377,7 @@ def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     return ids
 
 
-# %% ../nbs/17_llm.ipynb 41
+# %% ../nbs/17_llm.ipynb 39
 @patch
 def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
@@ -442,7 +391,7 @@ def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
 
-# %% ../nbs/17_llm.ipynb 43
+# %% ../nbs/17_llm.ipynb 41
 @patch
 def chat_template_note(self: LLM) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
@@ -453,7 +402,7 @@ def chat_template_note(self: LLM) -> str | None:
     return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 
-# %% ../nbs/17_llm.ipynb 45
+# %% ../nbs/17_llm.ipynb 43
 @patch
 def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
@@ -468,7 +417,7 @@ def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=T
     return "".join(t for t, _ in parts), self._check_ids(self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
 
-# %% ../nbs/17_llm.ipynb 48
+# %% ../nbs/17_llm.ipynb 46
 def _runner_options(llm) -> dict | None:
     "What the LLM's runner class takes beyond the model and pool: the CUDA graphs switch, or the CPU runner's activations."
     if llm.runner_name in ("cuda", "tp"): return {"enforce_eager": llm.engine_config.enforce_eager}
@@ -488,7 +437,7 @@ def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
                   runner_options=_runner_options(llm), max_num_batched_tokens=c.num_batched_tokens, **engine_settings)
 
 
-# %% ../nbs/17_llm.ipynb 51
+# %% ../nbs/17_llm.ipynb 49
 @patch
 def get_engine(self: LLM):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
@@ -501,7 +450,7 @@ def _engine_generator(self: LLM, p: SamplingParams, index: int = 0):
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
 
-# %% ../nbs/17_llm.ipynb 53
+# %% ../nbs/17_llm.ipynb 51
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -517,7 +466,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 54
+# %% ../nbs/17_llm.ipynb 52
 @patch
 def _pump(self: LLM):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
@@ -533,7 +482,7 @@ def _pump(self: LLM):
         if seq.finished: del self._live[o.request_id]
 
 
-# %% ../nbs/17_llm.ipynb 55
+# %% ../nbs/17_llm.ipynb 53
 @patch
 def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
@@ -553,7 +502,7 @@ def _settle(self: LLM, seqs: dict):
         while eng.has_unfinished(): eng.step()
 
 
-# %% ../nbs/17_llm.ipynb 56
+# %% ../nbs/17_llm.ipynb 54
 @patch
 def _check_pool(self: LLM, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
@@ -570,7 +519,7 @@ def _check_pool(self: LLM, eng, prompts, params):
                              f"pool holds ({cap} tokens in {eng.pool.num_blocks} blocks); raise kv_cache_memory or ask for fewer tokens")
 
 
-# %% ../nbs/17_llm.ipynb 58
+# %% ../nbs/17_llm.ipynb 56
 @patch
 def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
@@ -594,7 +543,7 @@ def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[S
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 
-# %% ../nbs/17_llm.ipynb 62
+# %% ../nbs/17_llm.ipynb 60
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -606,7 +555,7 @@ def _params(params, n: int | None = None):
     return params if n is None else [params] * n
 
 
-# %% ../nbs/17_llm.ipynb 64
+# %% ../nbs/17_llm.ipynb 62
 @patch
 def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
@@ -624,7 +573,7 @@ def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 66
+# %% ../nbs/17_llm.ipynb 64
 @patch
 def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
@@ -648,7 +597,7 @@ def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bo
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
 
-# %% ../nbs/17_llm.ipynb 68
+# %% ../nbs/17_llm.ipynb 66
 @patch
 def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
@@ -665,7 +614,7 @@ def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     self.last_stream_output = seq.output()
 
 
-# %% ../nbs/17_llm.ipynb 69
+# %% ../nbs/17_llm.ipynb 67
 @patch
 def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
@@ -675,7 +624,7 @@ def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[
     return self._stream_ids(ids, params)
 
 
-# %% ../nbs/17_llm.ipynb 71
+# %% ../nbs/17_llm.ipynb 69
 @patch
 @torch.inference_mode()
 def logits(self: LLM, ids) -> torch.Tensor:
@@ -685,7 +634,7 @@ def logits(self: LLM, ids) -> torch.Tensor:
     return self.get_engine().prompt_logits(ids).cpu()
 
 
-# %% ../nbs/17_llm.ipynb 75
+# %% ../nbs/17_llm.ipynb 73
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.

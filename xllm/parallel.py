@@ -15,61 +15,16 @@ from .core import LlamaConfig, ModelFormatError, check_int
 from .model import Llama, PagedBatch
 from .kv_pool import PagedKVPool
 from .runner import ModelRunner, choose_runner, runner_class
+from .config import EngineConfig
+from .loader import tp_config, shard_slice, shard_tensor, load_model
 
 # %% auto 0
-__all__ = ['COLUMN', 'ROW', 'CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'tp_config',
-           'shard_slice', 'shard_tensor', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard',
-           'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store', 'TPGroup', 'encode_batch', 'decode_batch',
-           'shard_runner', 'TPRunner', 'worker_loop', 'rank_device', 'build_shard', 'start_tp', 'serve_worker',
-           'llm_shard', 'allreduce_cost']
-
-# %% ../nbs/13a_tensor_parallel.ipynb 6
-def tp_config(config: LlamaConfig, world: int) -> LlamaConfig:
-    """The shape one rank of `world` computes: query heads, K/V heads and the MLP's intermediate size divided by `world`, the
-    vocabulary cut into `world` equal slices (the last padded). A ValueError naming the field that `world` does not divide."""
-    check_int("tensor_parallel_size", world, lo=1)
-    c = config
-    for f in ("num_attention_heads", "num_key_value_heads", "intermediate_size"):
-        if getattr(c, f) % world:
-            raise ValueError(f"tensor_parallel_size {world} does not divide the model's {f} ({getattr(c, f)}); "
-                             f"K/V heads are split across ranks, never replicated, so it must divide num_key_value_heads")
-    return dataclasses.replace(c, num_attention_heads=c.num_attention_heads // world, num_key_value_heads=c.num_key_value_heads // world,
-                               intermediate_size=c.intermediate_size // world, vocab_size=-(-c.vocab_size // world), head_dim=c.head_dim,
-                               bos_token_id=None, eos_token_id=[])
+__all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding',
+           'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store',
+           'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop', 'rank_device',
+           'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'allreduce_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 9
-COLUMN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")   # split by output features (rows of the weight)
-ROW = ("o_proj", "down_proj")                                     # split by input features (columns of the weight)
-
-def shard_slice(name: str, shape: tuple, rank: int, world: int) -> tuple[int | None, int, int]:
-    """Where rank `rank`'s piece of the HF tensor `name` (full shape `shape`) lies: `(dim, start, stop)`; dim None for a tensor every
-    rank holds whole (the norms, the biases of o/down). The vocabulary's last slice may be short (it is padded when loaded)."""
-    kind = name.split(".")[-2]
-    if kind in COLUMN: n = shape[0]; return 0, rank * n // world, (rank + 1) * n // world
-    if kind in ROW and name.endswith("weight"): n = shape[1]; return 1, rank * n // world, (rank + 1) * n // world
-    if kind in ("embed_tokens", "lm_head"):
-        per = -(-shape[0] // world)
-        return 0, min(rank * per, shape[0]), min((rank + 1) * per, shape[0])
-    return None, 0, shape[0] if shape else 0
-
-# %% ../nbs/13a_tensor_parallel.ipynb 10
-def shard_tensor(name: str, t, rank: int, world: int, full_shape: tuple | None = None) -> torch.Tensor:
-    """Rank `rank`'s piece of `t` (a tensor, or a safetensors slice read only where it is cut): columns/rows per `shard_slice`,
-    vocabulary slices padded with zero rows, the biases of o/down zero except on rank 0 (the all-reduce adds them once)."""
-    shape = tuple(full_shape if full_shape is not None else (t.get_shape() if hasattr(t, "get_shape") else t.shape))
-    dim, a, b = shard_slice(name, shape, rank, world)
-    kind = name.split(".")[-2]
-    if dim is None:
-        x = t[:] if hasattr(t, "get_shape") else t
-        if kind in ROW and rank: x = torch.zeros_like(x)           # bias of a row-parallel layer: added once, by rank 0
-        return x
-    x = t[a:b] if dim == 0 else t[:, a:b]
-    if kind in ("embed_tokens", "lm_head"):
-        per = -(-shape[0] // world)
-        if x.shape[0] < per: x = torch.cat([x, x.new_zeros(per - x.shape[0], *x.shape[1:])])
-    return x
-
-# %% ../nbs/13a_tensor_parallel.ipynb 14
 class AllReduce(nn.Module):
     "A row-parallel layer: this rank's partial product (its input columns) summed over the group by one all-reduce."
     def __init__(self, inner: nn.Module, group=None):
@@ -79,7 +34,7 @@ class AllReduce(nn.Module):
         dist.all_reduce(y, group=self.group)
         return y
 
-# %% ../nbs/13a_tensor_parallel.ipynb 15
+# %% ../nbs/13a_tensor_parallel.ipynb 10
 class VocabEmbedding(nn.Module):
     "An embedding that holds rows `start..start+n` of the vocabulary: ids elsewhere give zeros, and an all-reduce fills them in."
     def __init__(self, inner: nn.Embedding, start: int, n: int, group=None):
@@ -99,7 +54,7 @@ class VocabEmbedding(nn.Module):
         dist.all_reduce(x, group=self.group)
         return x
 
-# %% ../nbs/13a_tensor_parallel.ipynb 16
+# %% ../nbs/13a_tensor_parallel.ipynb 11
 class VocabHead(nn.Module):
     "The LM head's slice of the vocabulary: every rank's logits gathered (all-gather) and the padding cut off."
     def __init__(self, inner: nn.Module, vocab_size: int, world: int, group=None):
@@ -114,7 +69,7 @@ class VocabHead(nn.Module):
         dist.all_gather(parts, y, group=self.group)
         return torch.cat(parts, -1)[:, :self.vocab_size]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 17
+# %% ../nbs/13a_tensor_parallel.ipynb 12
 def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None) -> Llama:
     """Swap `m`'s layers (built for `tp_config(config, world)`, holding rank `rank`'s weights) for their parallel versions: o and down
     all-reduce, the embedding and the head work on vocabulary slices. `m.config` becomes the full config, `m.kv_config` the
@@ -129,38 +84,24 @@ def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None
     m.kv_config, m.config, m.tp_rank, m.tp_world, m.tp_group = m.config, config, rank, world, None   # start_tp sets the group
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 19
+# %% ../nbs/13a_tensor_parallel.ipynb 14
+def _parallel_shard(config: EngineConfig, rank: int, world: int, group=None) -> Llama:
+    "Rank `rank`'s slices of the model `config` names, loaded by `load_model` through the shard hook, parallelized."
+    lm = load_model(config, shard=(rank, world))
+    return parallelize(lm.model, lm.checkpoint.config, rank, world, group)
+
 def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None) -> Llama:
     """Rank `rank`'s shard of the Hugging Face checkpoint at `path` (a directory of safetensors), read slice by slice from the
     memory-mapped files: no process ever holds the whole model. Returned parallelized (`parallelize`)."""
-    from xllm.weights import (_read_json, _safetensors_shards, _open_safetensors, config_from_hf, hf_weight_shapes, _check_shapes,
-                              resolve_dtype, _place)
-    d, dtype = Path(path).expanduser(), resolve_dtype(dtype)
+    d = Path(path).expanduser()
     if d.is_file() and (d.name == "config.json" or d.suffix == ".safetensors"): d = d.parent
     if not d.is_dir():
         raise ValueError(f"load_shard reads a Hugging Face safetensors directory slice by slice; {d} is not one "
                          "(a GGUF file: load_gguf_shard; llama2.c files are not sharded)")
-    if not (d / "config.json").is_file(): raise ModelFormatError(d, "not a model directory: no config.json")
-    gen = _read_json(d / "generation_config.json") if (d / "generation_config.json").is_file() else {}
-    config = config_from_hf(_read_json(d / "config.json"), d / "config.json", gen if isinstance(gen, dict) else {})
-    expected = hf_weight_shapes(config)
-    wmap, files = _safetensors_shards(d)
-    handles = {p: _open_safetensors(p) for p in files}
-    where = {}
-    for p, f in handles.items():
-        for k in f.keys(): where.setdefault(k, p)
-    if wmap is not None: where.update({k: v for k, v in wmap.items() if k in expected})
-    if config.tie_word_embeddings: expected.pop("lm_head.weight", None)
-    w = {}
-    for name, shape in expected.items():
-        if name not in where: raise ModelFormatError(d, f"missing tensor {name} (expected shape {list(shape)})")
-        sl = handles[where[name]].get_slice(name)
-        _check_shapes({name: shape}, {name: sl.get_shape()}, where[name])
-        w[name] = _place(shard_tensor(name, sl, rank, world), dtype, device)
-    m = Llama.from_weights(tp_config(config, world), w, dtype)
-    return parallelize(m, config, rank, world, group)
+    return _parallel_shard(EngineConfig(model=d, dtype=dtype, device=device or "cpu", quantization=None), rank, world, group)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 20
+
+# %% ../nbs/13a_tensor_parallel.ipynb 16
 def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s shard of a model already in memory (tests, random models): the same slices as `load_shard`, taken from its tensors."
     c = model.config
@@ -168,64 +109,15 @@ def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     w = {k: shard_tensor(k, v, rank, world).clone() for k, v in sd.items()}
     return parallelize(Llama.from_weights(tp_config(c, world), w, model.dtype).to(model.device), c, rank, world, group)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 26
-_GGUF_BLOCK = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}   # values, bytes a block
-
-def _gguf_piece(g, t, dim: int, a: int, b: int):
-    """Rows `a:b` (dim 0) or columns `a:b` (dim 1) of the quantized GGUF tensor `t` as (raw bytes, torch-order shape): blocks cut out of
-    the memory-mapped file, columns only on block boundaries (a ValueError naming the tensor otherwise)."""
-    vals, nbytes = _GGUF_BLOCK[t.type_name]
-    out, n_in = t.shape
-    blocks = np.asarray(g.raw(t.name)).reshape(out, n_in // vals, nbytes)
-    if dim == 0: return np.ascontiguousarray(blocks[a:b]), (b - a, n_in)
-    if a % vals or b % vals:
-        raise ValueError(f"tensor {t.name} ({t.type_name}, blocks of {vals}) cannot be split at columns {a}:{b}: "
-                         f"tensor_parallel_size must cut its {n_in} input features on block boundaries")
-    return np.ascontiguousarray(blocks[:, a // vals:b // vals]), (out, b - a)
-
-# %% ../nbs/13a_tensor_parallel.ipynb 27
+# %% ../nbs/13a_tensor_parallel.ipynb 22
 def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llama:
     """Rank `rank`'s shard of a GGUF file, as `quant.load_quantized_gguf` would build the whole model: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layer
     weights stay packed (`quantized`), their blocks cut from the memory-mapped file (row-parallel layers on block boundaries), a Q8_0
     embedding stays INT8 (its vocabulary slice); other tensors are dequantized one at a time and cut. Float32, parallelized."""
-    from xllm.gguf import GGUFFile
-    from xllm.weights import config_from_gguf, gguf_to_hf_name, hf_to_gguf_name, hf_weight_shapes, unpermute_rope_rows
-    from xllm import quant
-    g = GGUFFile(Path(path))
-    rope_freqs = g.dequantize("rope_freqs.weight").numpy() if "rope_freqs.weight" in g.tensors else None
-    config = config_from_gguf(g.metadata, g.path, g.tensors, rope_freqs)
-    local = tp_config(config, world)
-    names = {h: n for n in g.tensors if (h := gguf_to_hf_name(n)) is not None}
-    heads = lambda h, c: c.num_attention_heads if ".q_proj." in h else c.num_key_value_heads if ".k_proj." in h else None
-    floats, modules, per = {}, {}, local.vocab_size
-    for h, shape in hf_weight_shapes(config).items():
-        if h not in names: raise ModelFormatError(g.path, f"missing tensor {hf_to_gguf_name(h)} ({h})")
-        t = g.tensors[names[h]]
-        dim, a, b = shard_slice(h, shape, rank, world)
-        if quantized and h == "model.embed_tokens.weight" and t.type_name == "Q8_0":
-            q, sc = quant.repack_q8_0(*_gguf_piece(g, t, 0, a, b))
-            q, sc = torch.cat([q, q.new_zeros(per - q.shape[0], q.shape[1])]), torch.cat([sc, sc.new_zeros(per - sc.shape[0], sc.shape[1])])
-            modules["model.embed_tokens"] = emb = quant.Int8Embedding(q, sc)
-            if config.tie_word_embeddings: modules["lm_head"] = quant.Int8Linear(emb.qweight, emb.scales, None)
-            continue
-        mod = None
-        if quantized and dim is not None and h != "lm_head.weight" and quant._is_linear_weight(h) and t.type_name in quant.GGUF_REPACKABLE:
-            try:
-                raw, piece_shape = _gguf_piece(g, t, dim, a, b)
-                mod = quant.repack_gguf(raw, t.type_name, piece_shape)
-            except ValueError as e:
-                if t.type_name not in quant.GGUF_K_TYPES or "cannot be split" in str(e): raise ModelFormatError(g.path, str(e)) from None
-        if mod is not None: modules[h[:-len(".weight")]] = quant._permute_rows(mod, heads(h, local)) if heads(h, local) else mod
-        else:
-            w = g.dequantize(t.name)                       # one tensor at a time, then cut
-            floats[h] = shard_tensor(h, unpermute_rope_rows(w, heads(h, config)) if heads(h, config) else w, rank, world).clone()
-    for name, mod in modules.items():
-        if name + ".bias" in floats: mod.bias = floats.pop(name + ".bias").float()
-    m = parallelize(quant._assemble(local, floats, modules, g.path), config, rank, world)
-    m.quantization_config = {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()}), "tensor_parallel": world}
-    return m
+    return _parallel_shard(EngineConfig(model=Path(path), quantization="auto" if quantized else None), rank, world)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 31
+
+# %% ../nbs/13a_tensor_parallel.ipynb 26
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
@@ -235,7 +127,7 @@ def rendezvous_store(world: int, timeout: float = 60.0) -> dist.TCPStore:
     it and binding it again later leaves a window in which another program may take it: under port pressure it did, EADDRINUSE.)"""
     return dist.TCPStore("127.0.0.1", 0, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 34
+# %% ../nbs/13a_tensor_parallel.ipynb 29
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
 
@@ -277,7 +169,7 @@ class TPGroup:
             dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=t)
         return cls(rank, world, device, timeout, procs)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 36
+# %% ../nbs/13a_tensor_parallel.ipynb 31
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -334,7 +226,7 @@ def agree(self: TPGroup, ok: bool) -> bool:
     dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.ctrl, async_op=True).wait(datetime.timedelta(seconds=self.timeout))
     return bool(t.item())
 
-# %% ../nbs/13a_tensor_parallel.ipynb 38
+# %% ../nbs/13a_tensor_parallel.ipynb 33
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -355,7 +247,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     if h[1]: p = torch.empty(int(h[1]), dtype=torch.int64); dist.broadcast(p, 0, group=self.ctrl)
     return int(h[0]), h[2:].tolist(), p
 
-# %% ../nbs/13a_tensor_parallel.ipynb 40
+# %% ../nbs/13a_tensor_parallel.ipynb 35
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -376,7 +268,7 @@ def shutdown(self: TPGroup):
     if dist.is_initialized(): dist.destroy_process_group()
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 42
+# %% ../nbs/13a_tensor_parallel.ipynb 37
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -384,7 +276,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 43
+# %% ../nbs/13a_tensor_parallel.ipynb 38
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -396,7 +288,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 46
+# %% ../nbs/13a_tensor_parallel.ipynb 41
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -466,7 +358,7 @@ class TPRunner(ModelRunner):
         if self.gen != g.pool_gen: return "a newer engine's K/V pool replaced this engine's on the tensor-parallel workers"
         return None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 42
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     pool = runner = None
@@ -486,36 +378,33 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 49
+# %% ../nbs/13a_tensor_parallel.ipynb 44
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 45
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
-    """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`load_shard`; `("hf", path, dtype, "int8"|"int4",
-    group_size)`: then quantized), `("gguf", path, dtype, quantized)`
-    slices of a GGUF file (`load_gguf_shard`), or `("random", hf_config_dict,
-    seed, dtype)` a `random_llama` drawn whole and cut (tests only: small models)."""
+    """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
+    then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
+    packed when `quantized`), both loaded by `load_model` through the shard hook; or `("random", hf_config_dict, seed, dtype)` a
+    `random_llama` drawn whole and cut (tests only: small models)."""
     kind = spec[0]
     if kind == "hf":
-        m = load_shard(spec[1], rank, world, spec[2], None if len(spec) > 3 and spec[3] else device)
-        if len(spec) > 3 and spec[3]:           # ("hf", path, dtype, mode, group): this rank's slices quantized as the whole model's would be
-            from xllm.quant import quantize_model
-            quantize_model(m, spec[3], spec[4], progress=False)
-        return m.to(device)
+        q, group = (spec[3], spec[4]) if len(spec) > 3 and spec[3] else (None, 32)
+        return _parallel_shard(EngineConfig(model=Path(spec[1]), dtype=spec[2], device=device, quantization=q, group_size=group), rank, world)
     if kind == "gguf":
-        m = load_gguf_shard(spec[1], rank, world, spec[3])
-        return (m if spec[2] == torch.float32 else m.to(spec[2])).to(device)
+        return _parallel_shard(EngineConfig(model=Path(spec[1]), dtype=spec[2], device=device, quantization="auto" if spec[3] else None), rank, world)
     if kind == "random":
         from xllm.weights import config_from_hf
         from xllm.model import random_llama
         return shard_model(random_llama(config_from_hf(spec[1], "random"), spec[2], dtype=spec[3]), rank, world).to(device)
     raise ValueError(f"unknown shard spec {kind!r}")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+
+# %% ../nbs/13a_tensor_parallel.ipynb 47
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -534,7 +423,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 52
+# %% ../nbs/13a_tensor_parallel.ipynb 48
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -544,7 +433,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 53
+# %% ../nbs/13a_tensor_parallel.ipynb 49
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker processes are spawned here, meeting at a loopback store this process opens first (`rendezvous_store`).
@@ -578,17 +467,17 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 54
+# %% ../nbs/13a_tensor_parallel.ipynb 50
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 61
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 62
+# %% ../nbs/13a_tensor_parallel.ipynb 58
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -636,7 +525,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 70
+# %% ../nbs/13a_tensor_parallel.ipynb 66
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -654,7 +543,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 71
+# %% ../nbs/13a_tensor_parallel.ipynb 67
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes (meeting at a store this process holds): {shape: seconds}."""

@@ -7,16 +7,17 @@ from __future__ import annotations
 import json, math, shutil, struct
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+from fastcore.basics import patch
 from .core import LlamaConfig, ModelFormatError, check_int, read_json
 
 # %% auto 0
-__all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF_K_TYPES', 'QUANT_METHOD', 'pack_nibbles',
-           'unpack_nibbles', 'quantize_int8', 'quantize_int4', 'dequantize_int8', 'dequantize_int4', 'Int8Linear',
-           'Int4Linear', 'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0', 'repack_q4_0',
-           'repack_q4_1', 'repack_q4_k', 'repack_q6_k', 'repack_gguf', 'load_quantized_gguf', 'greedy',
-           'hf_config_dict', 'write_tokenizer_gguf', 'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path',
-           'is_quantized_dir', 'load_quantized_dir', 'SourceLayers', 'source_layers', 'check_group', 'source_note',
-           'quantize_command', 'perplexity']
+__all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF_K_TYPES', 'GGUF_BLOCKS', 'QUANT_METHOD',
+           'pack_nibbles', 'unpack_nibbles', 'quantize_int8', 'quantize_int4', 'dequantize_int8', 'dequantize_int4',
+           'Int8Linear', 'Int4Linear', 'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0',
+           'repack_q4_0', 'repack_q4_1', 'repack_q4_k', 'repack_q6_k', 'repack_gguf', 'assemble', 'PackedRows',
+           'gguf_layers', 'gguf_quantization', 'load_quantized_gguf', 'hf_config_dict', 'write_tokenizer_gguf',
+           'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path', 'is_quantized_dir', 'load_quantized_dir',
+           'SourceLayers', 'source_layers', 'check_group', 'source_note', 'quantize_command']
 
 # %% ../nbs/07_quantization.ipynb 5
 def pack_nibbles(q: torch.Tensor) -> torch.Tensor:
@@ -49,7 +50,7 @@ def quantize_int8(w: torch.Tensor, group_size: int | None = None) -> tuple[torch
     q = torch.round(g / torch.where(scale > 0, scale.float(), 1)[..., None]).clamp_(-127, 127).to(torch.int8)
     return q.reshape(w.shape), scale
 
-# %% ../nbs/07_quantization.ipynb 9
+# %% ../nbs/07_quantization.ipynb 10
 def quantize_int4(w: torch.Tensor, group_size: int = 32, zero_point: bool = True):
     "Group-wise INT4: (packed codes uint8 `[out, in/2]`, float16 scales `[out, in/group]`, float16 mins `[out, in/group]` or None when symmetric)."
     g = _groups(w, group_size)
@@ -65,7 +66,7 @@ def quantize_int4(w: torch.Tensor, group_size: int = 32, zero_point: bool = True
         q = (torch.round(g / torch.where(s != 0, s, 1)[..., None]) + 8).clamp_(0, 15)
     return pack_nibbles(q.to(torch.uint8).reshape(w.shape)), scale, mn
 
-# %% ../nbs/07_quantization.ipynb 10
+# %% ../nbs/07_quantization.ipynb 12
 def dequantize_int8(q: torch.Tensor, scale: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
     "The weight `[out, in]` that INT8 codes and scales (per channel `[out]` or per group `[out, G]`) stand for: `q * scale`, computed in float32."
     if scale.dim() == 1: w = q.float() * scale.float()[:, None]
@@ -82,7 +83,7 @@ def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor 
     else: w = q.float() * scale.float()[..., None] + mn.float()[..., None]
     return w.reshape(out, n_in).to(dtype)
 
-# %% ../nbs/07_quantization.ipynb 13
+# %% ../nbs/07_quantization.ipynb 15
 KERNELS = ("bf16", "f32", "dequant")
 DEFAULT_KERNEL = "bf16"
 
@@ -129,7 +130,7 @@ class _QuantLinear(nn.Module):
     def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, kernel={self.kernel!r}"
 
 
-# %% ../nbs/07_quantization.ipynb 14
+# %% ../nbs/07_quantization.ipynb 16
 class Int8Linear(_QuantLinear):
     "A linear layer with an INT8 weight `[out, in]` and float scales: per output channel `[out]` (ATen kernel) or per group `[out, in/group]` (GGUF Q8_0)."
     def __init__(self, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None, kernel: str = DEFAULT_KERNEL):
@@ -168,7 +169,7 @@ class Int8Linear(_QuantLinear):
         if pad: x = F.pad(x, (0, pad))
         return torch.ops.aten._weight_int8pack_mm(x.contiguous(), w, s)
 
-# %% ../nbs/07_quantization.ipynb 15
+# %% ../nbs/07_quantization.ipynb 17
 class Int4Linear(_QuantLinear):
     "A linear layer with a group-wise INT4 weight: packed codes uint8 `[out, in/2]`, float16 `scales` and `mins` (None: symmetric) `[out, in/group]`."
     def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias: torch.Tensor | None = None,
@@ -221,7 +222,7 @@ class Int4Linear(_QuantLinear):
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), packed, self.group_size, sz)
         return y[:, :self.out_features] if y.shape[1] != self.out_features else y
 
-# %% ../nbs/07_quantization.ipynb 25
+# %% ../nbs/07_quantization.ipynb 27
 LINEAR_NAMES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 def _set_module(root: nn.Module, name: str, mod: nn.Module):
@@ -241,6 +242,8 @@ def model_bytes(model: nn.Module) -> int:
         seen.add(key); total += t.numel() * t.element_size()
     return total
 
+
+# %% ../nbs/07_quantization.ipynb 29
 class Int8Embedding(nn.Module):
     """A token embedding kept as INT8 codes `qweight` `[vocab, hidden]` with scales per row (float32 `[vocab]`) or per group (float16
     `[vocab, hidden/group]`, GGUF Q8_0); a lookup dequantizes only the rows asked for. With tied embeddings it shares `qweight` and `scales`
@@ -271,6 +274,8 @@ class Int8Embedding(nn.Module):
 
     def extra_repr(self): return f"{self.num_embeddings}, {self.embedding_dim}, group_size={None if self.scales.dim() == 1 else self.embedding_dim // self.scales.shape[1]}"
 
+
+# %% ../nbs/07_quantization.ipynb 31
 def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None = 32, lm_head: bool = False,
                    zero_point: bool = True, kernel: str = DEFAULT_KERNEL, progress: bool = True) -> nn.Module:
     """Replace, in place, every `nn.Linear` of `model.model.layers` (and `lm_head` if asked) by `Int8Linear` (`mode="int8"`: groups of
@@ -311,7 +316,8 @@ def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
         if isinstance(m, _QuantLinear): m.set_kernel(kernel)
     return model
 
-# %% ../nbs/07_quantization.ipynb 37
+
+# %% ../nbs/07_quantization.ipynb 43
 GGUF_REPACKABLE = {"Q8_0": 8, "Q4_0": 2, "Q4_1": 3, "Q4_K": 12, "Q6_K": 14}   # type name -> ggml type code
 GGUF_K_TYPES = ("Q4_K", "Q6_K")     # repacked with their two-level scales multiplied out into float16 (the others: bit for bit)
 
@@ -322,7 +328,7 @@ def _blocks(raw, shape, block_bytes: int, name: str, block: int = 32) -> np.ndar
     if raw.size != out * n_in // block * block_bytes: raise ValueError(f"{name} tensor of shape {tuple(shape)} takes {out * n_in // block * block_bytes} bytes, got {raw.size}")
     return raw.reshape(out, n_in // block, block_bytes)
 
-# %% ../nbs/07_quantization.ipynb 38
+# %% ../nbs/07_quantization.ipynb 45
 def _f16_field(b: np.ndarray, start: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(b[..., start:start + 2]).view(np.float16)[..., 0].copy())
 
@@ -331,7 +337,7 @@ def _q4_codes(qs: np.ndarray) -> torch.Tensor:
     codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)                       # (out, blocks, 32) in value order
     return pack_nibbles(torch.from_numpy(codes.reshape(qs.shape[0], -1)))
 
-# %% ../nbs/07_quantization.ipynb 39
+# %% ../nbs/07_quantization.ipynb 47
 def repack_q8_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     "GGUF Q8_0 bytes of a `[out, in]` tensor -> (int8 codes `[out, in]`, float16 scales `[out, in/32]`) for `Int8Linear`."
     b = _blocks(raw, shape, 34, "Q8_0")
@@ -343,7 +349,7 @@ def repack_q4_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor, None]:
     b = _blocks(raw, shape, 18, "Q4_0")
     return _q4_codes(b[..., 2:]), _f16_field(b, 0), None
 
-# %% ../nbs/07_quantization.ipynb 40
+# %% ../nbs/07_quantization.ipynb 49
 def repack_q4_1(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "GGUF Q4_1 bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32)."
     b = _blocks(raw, shape, 20, "Q4_1")
@@ -355,7 +361,7 @@ def _half_of(a: np.ndarray, rows: int, name: str) -> torch.Tensor:
     if not np.isfinite(h).all(): raise ValueError(f"{name}: a scale ({float(np.abs(a).max()):.4g}) overflows float16")
     return torch.from_numpy(h.reshape(rows, -1))
 
-# %% ../nbs/07_quantization.ipynb 41
+# %% ../nbs/07_quantization.ipynb 51
 def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_K bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32).
     Each super-block of 256 values has float16 `d`, `dmin` and 6-bit `sc`, `m` per sub-block of 32: value = d*sc*q - dmin*m. The
@@ -365,7 +371,7 @@ def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q, s, m = q4_k_parts(b.reshape(-1, 144))
     return pack_nibbles(torch.from_numpy(q.reshape(shape[0], -1))), _half_of(s, shape[0], "Q4_K"), _half_of(-m, shape[0], "Q4_K")
 
-# %% ../nbs/07_quantization.ipynb 42
+# %% ../nbs/07_quantization.ipynb 53
 def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     """GGUF Q6_K bytes of a `[out, in]` tensor -> (int8 codes in -32..31, float16 scales `[out, in/16]`) for an `Int8Linear` in groups of 16:
     value = d*sc*q, the product `d*sc` rounded once to float16 (relative error at most 2^-11)."""
@@ -374,7 +380,7 @@ def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     q, s = q6_k_parts(b.reshape(-1, 210))
     return torch.from_numpy(np.ascontiguousarray(q).reshape(shape[0], -1)), _half_of(s, shape[0], "Q6_K")
 
-# %% ../nbs/07_quantization.ipynb 43
+# %% ../nbs/07_quantization.ipynb 55
 def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KERNEL) -> Int8Linear | Int4Linear:
     "A quantized linear layer holding GGUF tensor bytes of type Q8_0, Q4_0, Q4_1, Q4_K or Q6_K (torch-order `shape` `[out, in]`)."
     if len(shape) != 2: raise ValueError(f"only 2-D tensors can become linear layers, got shape {tuple(shape)}")
@@ -385,7 +391,7 @@ def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KER
     if type_name == "Q6_K": return Int8Linear(*repack_q6_k(raw, shape), bias=bias, kernel=kernel)
     raise ValueError(f"type {type_name}: only {', '.join(GGUF_REPACKABLE)} can be kept quantized")
 
-# %% ../nbs/07_quantization.ipynb 49
+# %% ../nbs/07_quantization.ipynb 61
 def _is_linear_weight(name: str) -> bool:
     return name == "lm_head.weight" or (name.endswith(".weight") and any(f".{n}." in name for n in LINEAR_NAMES))
 
@@ -397,8 +403,8 @@ def _permute_rows(mod: _QuantLinear, n_heads: int) -> _QuantLinear:
         if isinstance(t, torch.Tensor): setattr(mod, name, unpermute_rope_rows(t, n_heads))
     return mod
 
-# %% ../nbs/07_quantization.ipynb 50
-def _assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Module:
+# %% ../nbs/07_quantization.ipynb 63
+def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Module:
     "A `Llama` from float tensors (HF names) and quantized linears (module name -> module), with nothing left unset."
     from xllm.model import Llama
     with torch.device("meta"): m = Llama(config)
@@ -411,61 +417,118 @@ def _assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Mo
     if missing: raise ModelFormatError(source, f"missing tensor {missing[0]}")
     return m.requires_grad_(False).eval()
 
-# %% ../nbs/07_quantization.ipynb 51
-def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
-    """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0/Q4_K/Q6_K layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors
-    float32 (a K-quant tensor too, in the rare case that its multiplied-out scales overflow float16).
-    A Q8_0 token embedding stays INT8 (`Int8Embedding`, unless `embedding_int8=False`); tied, it is also the head (an `Int8Linear`).
-    `path` may also be an already parsed `GGUFFile`."""
-    from xllm.gguf import GGUFFile
+# %% ../nbs/07_quantization.ipynb 65
+GGUF_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}   # values, bytes a block
+
+class PackedRows:
+    """The blocks of a GGUF tensor kept packed, not yet repacked: a lazy slice, as a safetensors slice is, that a loading hook cuts
+    (`t[a:b]` rows, `t[:, a:b]` columns on block boundaries only) before `repack_gguf` reads `raw` and `shape`."""
+    def __init__(self, blocks: np.ndarray, type_name: str, name: str, source=None):
+        self.blocks, self.type_name, self.name, self.source = blocks, type_name, name, source
+        self.shape = (blocks.shape[0], blocks.shape[1] * GGUF_BLOCKS[type_name][0])
+
+    @classmethod
+    def of(cls, g, t) -> "PackedRows":
+        "The blocks of tensor `t` of the parsed GGUF `g`, a view of the memory-mapped file (a ValueError when its bytes do not fit)."
+        vals, nbytes = GGUF_BLOCKS[t.type_name]
+        return cls(_blocks(g.raw(t.name), t.shape, nbytes, t.type_name, vals), t.type_name, t.name, g.path)
+
+    @property
+    def raw(self) -> np.ndarray: return np.ascontiguousarray(self.blocks)
+
+
+# %% ../nbs/07_quantization.ipynb 66
+@patch
+def __getitem__(self: PackedRows, key) -> PackedRows:
+    "Rows (`[a:b]`) or columns (`[:, a:b]`, on block boundaries: a ModelFormatError names the tensor otherwise) of the blocks."
+    rows, cols = key if isinstance(key, tuple) else (key, slice(None))
+    vals, n_in = GGUF_BLOCKS[self.type_name][0], self.shape[1]
+    a, b = cols.start or 0, n_in if cols.stop is None else cols.stop
+    if a % vals or b % vals:
+        raise ModelFormatError(self.source, f"tensor {self.name} ({self.type_name}, blocks of {vals}) cannot be split at columns {a}:{b}: "
+                                            f"tensor_parallel_size must cut its {n_in} input features on block boundaries")
+    return PackedRows(self.blocks[rows, a // vals:b // vals], self.type_name, self.name, self.source)
+
+@patch
+def pad_rows(self: PackedRows, n: int) -> PackedRows:
+    "`n` rows: these, then rows of zero blocks (a zero scale: they dequantize to 0)."
+    pad = np.zeros((n - self.shape[0], *self.blocks.shape[1:]), np.uint8)
+    return PackedRows(np.concatenate([self.blocks, pad]), self.type_name, self.name, self.source)
+
+
+# %% ../nbs/07_quantization.ipynb 69
+def _repacked(g, t, cut, h: str, kernel: str):
+    """GGUF tensor `t` (HF name `h`), cut by `cut`, as a quantized linear; None for a K-quant whose scales float16 cannot hold (it is
+    dequantized instead). Bytes that do not fit its type are a ModelFormatError naming the tensor."""
+    try:
+        p = cut(h, PackedRows.of(g, t))
+        return repack_gguf(p.raw, t.type_name, p.shape, kernel=kernel)
+    except ModelFormatError: raise
+    except ValueError as e:
+        if t.type_name in GGUF_K_TYPES: return None
+        raise ModelFormatError(g.path, f"tensor {t.name}: {e}") from None
+
+def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
+    "A Q8_0 token embedding kept INT8 (`Int8Embedding`; tied, also the head, an `Int8Linear`), cut by `cut`: module name -> module."
+    try:
+        p = cut("model.embed_tokens.weight", PackedRows.of(g, t))
+        emb = Int8Embedding(*repack_q8_0(p.raw, p.shape))
+    except ModelFormatError: raise
+    except ValueError as e: raise ModelFormatError(g.path, f"tensor {t.name}: {e}") from None
+    return {"model.embed_tokens": emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tied else {})}
+
+
+# %% ../nbs/07_quantization.ipynb 71
+def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True,
+                hook=None) -> tuple[LlamaConfig, dict, dict]:
+    """(config, float tensors by HF name, quantized modules by module name) of the parsed GGUF `g`, as `load_quantized_gguf` builds
+    the model from them. `hook(name, t)` keeps part of each tensor, as `load_checkpoint`'s does: `t` is a float tensor or, for a
+    layer kept packed, its `PackedRows` (cut before repacking, so only those blocks are read)."""
     from xllm.weights import config_from_gguf, gguf_to_hf_name, hf_to_gguf_name, hf_weight_shapes, unpermute_rope_rows
-    _check_kernel(kernel)
-    g = path if isinstance(path, GGUFFile) else GGUFFile(Path(path))
-    path = g.path
+    cut, path = hook or (lambda name, t: t), g.path
     rope_freqs = g.dequantize("rope_freqs.weight").numpy() if "rope_freqs.weight" in g.tensors else None
     config = config_from_gguf(g.metadata, path, g.tensors, rope_freqs)
     names = {h: n for n in g.tensors if (h := gguf_to_hf_name(n)) is not None}
-    heads = lambda h: config.num_attention_heads if ".q_proj." in h else config.num_key_value_heads if ".k_proj." in h else None
+    roped = lambda h: ".q_proj." in h or ".k_proj." in h         # rows in llama.cpp's interleaved order, per head
     floats, modules = {}, {}
     for h, shape in hf_weight_shapes(config).items():
         if h not in names: raise ModelFormatError(path, f"missing tensor {hf_to_gguf_name(h)} ({h})")
         t = g.tensors[names[h]]
         if tuple(t.shape) != tuple(shape): raise ModelFormatError(path, f"tensor {t.name} has shape {list(t.shape)}, expected {list(shape)}")
         if h == "model.embed_tokens.weight" and embedding_int8 and t.type_name == "Q8_0":
-            try: emb = Int8Embedding(*repack_q8_0(g.raw(t.name), t.shape))
-            except ValueError as e: raise ModelFormatError(path, f"tensor {t.name}: {e}") from None
-            modules["model.embed_tokens"] = emb
-            if config.tie_word_embeddings: modules["lm_head"] = Int8Linear(emb.qweight, emb.scales, None, kernel)
+            modules.update(_int8_embedding(g, t, cut, config.tie_word_embeddings, kernel))
             continue
-        keep = _is_linear_weight(h) and t.type_name in GGUF_REPACKABLE and (h != "lm_head.weight" or lm_head_quantized)
         mod = None
-        if keep:
-            try: mod = repack_gguf(g.raw(t.name), t.type_name, t.shape, kernel=kernel)
-            except ValueError as e:
-                if t.type_name not in GGUF_K_TYPES: raise ModelFormatError(path, f"tensor {t.name}: {e}") from None
-        if mod is not None:
-            modules[h[:-len(".weight")]] = _permute_rows(mod, heads(h)) if heads(h) else mod
+        if _is_linear_weight(h) and t.type_name in GGUF_REPACKABLE and (h != "lm_head.weight" or lm_head_quantized):
+            mod = _repacked(g, t, cut, h, kernel)
+        if mod is not None: modules[h[:-len(".weight")]] = _permute_rows(mod, mod.out_features // config.head_dim) if roped(h) else mod
         else:
             w = g.dequantize(t.name)
-            floats[h] = unpermute_rope_rows(w, heads(h)) if heads(h) else w
+            floats[h] = cut(h, unpermute_rope_rows(w, w.shape[0] // config.head_dim) if roped(h) else w)
     for name, mod in modules.items():
         if name + ".bias" in floats: mod.bias = floats.pop(name + ".bias").float()
-    m = _assemble(config, floats, modules, path)
-    m.quantization_config = {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
+    return config, floats, modules
+
+
+# %% ../nbs/07_quantization.ipynb 72
+def gguf_quantization(g) -> dict:
+    "The `quantization_config` of a model whose layers come packed from the parsed GGUF `g`: xllm's method and the file's tensor types."
+    return {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
+
+def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
+    """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0/Q4_K/Q6_K layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors
+    float32 (a K-quant tensor too, in the rare case that its multiplied-out scales overflow float16).
+    A Q8_0 token embedding stays INT8 (`Int8Embedding`, unless `embedding_int8=False`); tied, it is also the head (an `Int8Linear`).
+    `path` may also be an already parsed `GGUFFile`."""
+    from xllm.gguf import GGUFFile
+    _check_kernel(kernel)
+    g = path if isinstance(path, GGUFFile) else GGUFFile(Path(path))
+    m = assemble(*gguf_layers(g, kernel, lm_head_quantized, embedding_int8), g.path)
+    m.quantization_config = gguf_quantization(g)
     return m
 
-# %% ../nbs/07_quantization.ipynb 58
-@torch.inference_mode()
-def greedy(model, ids, n: int) -> list[int]:
-    "`n` greedy tokens after the prompt `ids` (a KV cache, one token a step)."
-    cache = model.new_cache(len(ids) + n)
-    logits, out = model(torch.as_tensor(ids), cache, last_only=True), []
-    for _ in range(n):
-        out.append(int(logits[-1].argmax()))
-        logits = model(torch.tensor([out[-1]]), cache)
-    return out
 
-# %% ../nbs/07_quantization.ipynb 61
+# %% ../nbs/07_quantization.ipynb 81
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -479,7 +542,7 @@ def hf_config_dict(config: LlamaConfig) -> dict:
              eos_token_id=c.eos_token_id[0] if len(c.eos_token_id) == 1 else list(c.eos_token_id), torch_dtype="float32")
     return d
 
-# %% ../nbs/07_quantization.ipynb 62
+# %% ../nbs/07_quantization.ipynb 83
 def _module_info(mod) -> dict:
     if isinstance(mod, Int8Linear): return {"bits": 8, "group_size": mod.group_size, "zero_point": False}
     return {"bits": 4, "group_size": mod.group_size, "zero_point": mod.mins is not None}
@@ -501,7 +564,7 @@ def _gguf_value(v, vtype=None) -> bytes:
     if vtype not in fmts: vtype = 6 if isinstance(v, float) else 11
     return struct.pack("<I", vtype) + struct.pack(fmts[vtype], v)
 
-# %% ../nbs/07_quantization.ipynb 63
+# %% ../nbs/07_quantization.ipynb 85
 def write_tokenizer_gguf(src, dest) -> Path:
     "Copy the `tokenizer.*` metadata (and `general.architecture`) of GGUF file `src` into a tensor-free GGUF file `dest`."
     from xllm.gguf import GGUFFile
@@ -518,7 +581,7 @@ def write_tokenizer_gguf(src, dest) -> Path:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer.bin", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "generation_config.json", "added_tokens.json")
 
-# %% ../nbs/07_quantization.ipynb 64
+# %% ../nbs/07_quantization.ipynb 86
 def copy_tokenizer(src, out_dir) -> list[str]:
     "Put the tokenizer of `src` (a model directory, a .gguf file, or a tokenizer file) into `out_dir`; returns the file names written."
     src, out_dir = Path(src), Path(out_dir)
@@ -532,7 +595,7 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-# %% ../nbs/07_quantization.ipynb 65
+# %% ../nbs/07_quantization.ipynb 87
 def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
     """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
     files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
@@ -565,7 +628,7 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     if generation_config: (out_dir / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
     return out_dir
 
-# %% ../nbs/07_quantization.ipynb 66
+# %% ../nbs/07_quantization.ipynb 88
 def quantized_tokenizer_path(path) -> Path | None:
     "Where the tokenizer of a saved quantized directory is: the directory (tokenizer.json/.model/.bin), its tokenizer.gguf, or None."
     p = Path(path)
@@ -578,7 +641,7 @@ def is_quantized_dir(path) -> bool:
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 67
+# %% ../nbs/07_quantization.ipynb 90
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
@@ -595,9 +658,11 @@ def _quant_config(cd, cfg_path) -> dict:
     _expect(qc.get("bits") == (bits[0] if len(bits) == 1 else bits), cfg_path, f"quantization_config.bits is {qc.get('bits')!r}, its modules have {bits}")
     return qc
 
+
+# %% ../nbs/07_quantization.ipynb 92
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
-    from xllm.weights import config_from_hf, hf_weight_shapes, _open_safetensors
+    from xllm.weights import config_from_hf, hf_weight_shapes, open_safetensors
     _check_kernel(kernel)
     d = Path(path)
     cfg_path, st_path = d / "config.json", d / "model.safetensors"
@@ -609,7 +674,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     gen = read_json(gen_path) if gen_path.is_file() else {}
     _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
     config = config_from_hf(cd, cfg_path, gen)
-    f = _open_safetensors(st_path)
+    f = open_safetensors(st_path)
     keys = set(f.keys())
     shape = lambda k: tuple(f.get_slice(k).get_shape())
     used = set()                                                   # every tensor must be read: none is silently ignored
@@ -658,11 +723,12 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
         floats[h] = t.float()
     _expect(keys <= used, st_path, f"tensor {min(keys - used, default='')} does not go with its layer's other tensors (so it would be ignored)")
     _expect(set(qc["modules"]) <= set(modules), st_path, f"quantization_config.modules names {min(set(qc['modules']) - set(modules), default='')}, which has no .scales")
-    m = _assemble(config, floats, modules, st_path)
+    m = assemble(config, floats, modules, st_path)
     m.quantization_config = qc
     return config, m
 
-# %% ../nbs/07_quantization.ipynb 75
+
+# %% ../nbs/07_quantization.ipynb 100
 def _check_output(inp: Path, out: Path):
     "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
     if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
@@ -671,7 +737,7 @@ def _check_output(inp: Path, out: Path):
     if out.is_dir() and any(out.iterdir()):
         raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
 
-# %% ../nbs/07_quantization.ipynb 76
+# %% ../nbs/07_quantization.ipynb 101
 def _write_error(out: Path, e: BaseException) -> OSError:
     """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
     cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
@@ -686,7 +752,7 @@ def _write_error(out: Path, e: BaseException) -> OSError:
     err.errno = code
     return err
 
-# %% ../nbs/07_quantization.ipynb 77
+# %% ../nbs/07_quantization.ipynb 102
 _WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
 
 def _alive(pid: int) -> bool:
@@ -719,7 +785,7 @@ def _clean_stale(out: Path):
             print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
                   f"(pid {pid})", file=sys.stderr)
 
-# %% ../nbs/07_quantization.ipynb 78
+# %% ../nbs/07_quantization.ipynb 103
 def _write_dir(out: Path, write) -> Path:
     """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
     failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
@@ -745,7 +811,7 @@ def _write_dir(out: Path, write) -> Path:
         raise
     return out
 
-# %% ../nbs/07_quantization.ipynb 79
+# %% ../nbs/07_quantization.ipynb 104
 def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     if fmt == "gguf": return torch.float16
@@ -755,7 +821,7 @@ def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 
-# %% ../nbs/07_quantization.ipynb 80
+# %% ../nbs/07_quantization.ipynb 105
 from dataclasses import dataclass
 
 _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
@@ -829,7 +895,7 @@ def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = Fal
     return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
             "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
 
-# %% ../nbs/07_quantization.ipynb 82
+# %% ../nbs/07_quantization.ipynb 107
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
@@ -852,24 +918,3 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     m = quantize_model(Llama.from_weights(ck.config, ck.weights), "int8" if bits == 8 else "int4", group, lm_head=lm_head)
     return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
                                                     float_dtype=_float_dtype(inp, ck.format)))
-
-# %% ../nbs/07_quantization.ipynb 91
-@torch.inference_mode()
-def perplexity(logits_fn, token_ids, ctx: int = 512, bos_id: int | None = None, progress: bool = True) -> float:
-    """Perplexity on `token_ids`, llama-perplexity style: windows of `ctx`, second half of each scored. `logits_fn(ids)` gives the
-    logits at every position of a window: a `Llama` (its torch forward) or `LLM.logits` (through the engine's runner)."""
-    from tqdm.auto import tqdm
-    ids = torch.as_tensor(token_ids, dtype=torch.long).reshape(-1)
-    check_int("ctx", ctx, lo=4)
-    n_chunks = ids.numel() // ctx
-    if n_chunks == 0: raise ValueError(f"ctx: {ids.numel()} tokens do not fill one window of ctx={ctx} tokens")
-    first, nll, count = ctx // 2, 0.0, 0
-    for c in tqdm(range(n_chunks), desc=f"perplexity (ctx {ctx})", unit="window", disable=not progress):
-        window = ids[c * ctx:(c + 1) * ctx].clone()
-        if bos_id is not None: window[0] = bos_id
-        logits = logits_fn(window)
-        lp = torch.log_softmax(logits[first:ctx - 1].double(), dim=-1)
-        target = ids[c * ctx + first + 1:(c + 1) * ctx]
-        nll -= lp.gather(1, target[:, None]).sum().item()
-        count += target.numel()
-    return math.exp(nll / count)

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 import numpy as np, torch
 from functools import partial
-from .core import LlamaConfig, ModelFormatError, _check_rope_scaling, check_bool, check_int, check_number, read_json
+from .core import LlamaConfig, ModelFormatError, check_rope_scaling, check_bool, check_int, check_number, read_json
 
 # %% auto 0
 __all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'config_from_hf', 'llama3_rope_factors', 'config_from_gguf',
-           'Checkpoint', 'resolve_dtype', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
+           'Checkpoint', 'resolve_dtype', 'open_safetensors', 'gguf_to_hf_name', 'hf_to_gguf_name', 'load_checkpoint']
 
 # %% ../nbs/05_weights.ipynb 7
 def hf_weight_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
@@ -55,7 +55,7 @@ def _token_ids(v, name, source) -> list[int]:
     vs = [] if v is None else v if isinstance(v, list) else [v]
     return [check_int(f"config: {name}", t, rule="an int or a list of ints", error=partial(ModelFormatError, source)) for t in vs]
 
-# %% ../nbs/05_weights.ipynb 17
+# %% ../nbs/05_weights.ipynb 18
 def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
     "(rope_theta, rope_scaling) from a HF config dict: transformers-5 `rope_parameters` first, else 4.x `rope_theta`/`rope_scaling`."
     rp = d.get("rope_parameters")
@@ -65,7 +65,7 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
         theta, sc = rp.get("rope_theta", d.get("rope_theta")), {k: v for k, v in rp.items() if k != "rope_theta"}
         if d.get("rope_theta") is not None:            # a 4.x value beside the 5.x one is not used, but it must not be impossible either
             _number(d["rope_theta"], "rope_theta", source, lo=1, open_lo=True)
-        if isinstance(d.get("rope_scaling"), dict): _check_rope_scaling(d["rope_scaling"], source)
+        if isinstance(d.get("rope_scaling"), dict): check_rope_scaling(d["rope_scaling"], source)
     else:
         sc = d.get("rope_scaling") or {}
         if not isinstance(sc, dict): raise ModelFormatError(source, f"config: rope_scaling must be a dict or null, got {sc!r}")
@@ -82,11 +82,13 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
 
 _CONFIG_DTYPES = ("float32", "float16", "bfloat16", "float64", "float", "half", "double", "fp32", "fp16", "bf16", "auto")
 
-# %% ../nbs/05_weights.ipynb 18
+# %% ../nbs/05_weights.ipynb 20
 def _flag(d: dict, k: str, source) -> bool:
     "A true/false field of config.json (absent or null: false); anything else is refused by name."
     return d.get(k) is not None and check_bool(f"config: {k}", d[k], "true or false", partial(ModelFormatError, source))
 
+
+# %% ../nbs/05_weights.ipynb 22
 def config_from_hf(d: dict, source=None, generation_config: dict | None = None) -> LlamaConfig:
     "A `LlamaConfig` from a parsed Hugging Face `config.json` (`source`: that file, for errors); EOS ids of `generation_config` merged in."
     if not isinstance(d, dict): raise ModelFormatError(source, "config: expected a JSON object")
@@ -123,7 +125,8 @@ def config_from_hf(d: dict, source=None, generation_config: dict | None = None) 
         attention_bias=_flag(d, "attention_bias", source), mlp_bias=_flag(d, "mlp_bias", source),
         bos_token_id=bos, eos_token_id=eos, source=str(source) if source is not None else None)
 
-# %% ../nbs/05_weights.ipynb 22
+
+# %% ../nbs/05_weights.ipynb 26
 def llama3_rope_factors(theta: float, head_dim: int, scaling: dict) -> np.ndarray:
     "Per-frequency divisors of Llama 3.1 RoPE scaling (what llama.cpp stores as `rope_freqs.weight`), float64 `[head_dim/2]`."
     inv = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
@@ -133,7 +136,7 @@ def llama3_rope_factors(theta: float, head_dim: int, scaling: dict) -> np.ndarra
     mid = 1 / ((1 - smooth) / factor + smooth)
     return np.where(wavelen < orig / hi, 1.0, np.where(wavelen > orig / lo, factor, mid))
 
-# %% ../nbs/05_weights.ipynb 23
+# %% ../nbs/05_weights.ipynb 28
 def _llama3_from_rope_freqs(freqs, theta, head_dim, orig, source) -> dict | None:
     "HF `llama3` rope parameters that reproduce llama.cpp's `rope_freqs` divisors (None when they are all 1)."
     f = np.asarray(freqs, dtype=np.float64).reshape(-1)
@@ -161,7 +164,7 @@ _GGUF_KEYS = {"vocab_size": "llama.vocab_size", "hidden_size": "llama.embedding_
               "rms_norm_eps": "llama.attention.layer_norm_rms_epsilon", "rope_theta": "llama.rope.freq_base", "factor": "llama.rope.scaling.factor",
               "max_position_embeddings": "llama.context_length"}
 
-# %% ../nbs/05_weights.ipynb 24
+# %% ../nbs/05_weights.ipynb 30
 def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, rope_freqs=None) -> LlamaConfig:
     "A `LlamaConfig` from GGUF metadata. `tensors` (name -> info with `.shape`, optional) decides tied embeddings/biases; `rope_freqs`: the `rope_freqs.weight` values."
     md, tensors = metadata, tensors or {}
@@ -208,7 +211,7 @@ def config_from_gguf(metadata: dict, source=None, tensors: dict | None = None, r
         keys = [k for f, k in _GGUF_KEYS.items() if re.search(rf"\b{f}\b", e.problem)]
         raise ModelFormatError(source, e.problem + (f" (GGUF metadata {', '.join(keys)})" if keys else "")) from None
 
-# %% ../nbs/05_weights.ipynb 28
+# %% ../nbs/05_weights.ipynb 34
 @dataclass
 class Checkpoint:
     "A loaded model: its config, its tensors (HF `LlamaForCausalLM` names), where it came from and where its tokenizer is."
@@ -228,6 +231,8 @@ def resolve_dtype(dtype) -> torch.dtype:
     if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in _DTYPES: return _DTYPES[dtype.lower().removeprefix("torch.")]
     raise ValueError(f"dtype: expected None, float32, float16, bfloat16 or float64, got {dtype!r}")
 
+
+# %% ../nbs/05_weights.ipynb 37
 _SHAPE_FIELDS = {"embed_tokens": "vocab_size, hidden_size", "lm_head": "vocab_size, hidden_size", "q_proj": "num_attention_heads x head_dim, hidden_size",
                  "k_proj": "num_key_value_heads x head_dim, hidden_size", "v_proj": "num_key_value_heads x head_dim, hidden_size",
                  "o_proj": "hidden_size, num_attention_heads x head_dim", "gate_proj": "intermediate_size, hidden_size",
@@ -244,6 +249,8 @@ def _check_shapes(expected: dict, found: dict, source, label=lambda name: name):
         if tuple(found[name]) != tuple(shape):
             raise ModelFormatError(source, f"tensor {label(name)} has shape {list(found[name])}, but the config implies {list(shape)} ({_shape_fields(name)})")
 
+
+# %% ../nbs/05_weights.ipynb 39
 def _check_layers(names, n_layers: int, source, field: str, prefix: str, where: str):
     """The layers that tensor `names` belong to (`prefix`N.) must be exactly 0..n_layers-1: a config that claims fewer layers than the
     file holds would silently drop some, one that claims more cannot run. ModelFormatError naming `field` otherwise."""
@@ -260,7 +267,8 @@ def _progress(total: int, desc: str):
     from tqdm.auto import tqdm
     return tqdm(total=total, desc=desc, unit="tensor", delay=1, leave=False)
 
-# %% ../nbs/05_weights.ipynb 32
+
+# %% ../nbs/05_weights.ipynb 42
 _ST_DTYPES = {"F32", "F16", "BF16", "F64"}
 
 def _read_json(path: Path) -> Any: return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError
@@ -286,8 +294,9 @@ def _safetensors_shards(d: Path) -> tuple[dict[str, Path] | None, list[Path]]:
     other = [p.name for p in d.glob("*.bin")] + [p.name for p in d.glob("*.pth")]
     raise ModelFormatError(d, "no model.safetensors (or model.safetensors.index.json) found" + (f"; {other[0]} (pickle) is not supported, convert it to safetensors" if other else ""))
 
-# %% ../nbs/05_weights.ipynb 33
-def _open_safetensors(p: Path):
+# %% ../nbs/05_weights.ipynb 44
+def open_safetensors(p: Path):
+    "The safetensors file `p` opened lazily (`safe_open`): a ModelFormatError names the file when it is empty, unreadable or not safetensors."
     from safetensors import safe_open
     if p.stat().st_size == 0: raise ModelFormatError(p, "empty file (0 bytes)")
     try: open(p, "rb").close()
@@ -299,8 +308,13 @@ def _place(t: torch.Tensor, dtype: torch.dtype, device=None) -> torch.Tensor:
     "One loaded tensor to `device` (when given) and then `dtype`: the cast runs where the tensor lands, one tensor at a time."
     return (t if device is None else t.to(device)).to(dtype)
 
-# %% ../nbs/05_weights.ipynb 34
-def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
+def _read_st(f, name: str, source, hook=None) -> torch.Tensor:
+    "Tensor `name` of the open safetensors file `f`: whole, or `hook(name, lazy slice)`, which reads only the piece it cuts."
+    try: return f.get_tensor(name) if hook is None else hook(name, f.get_slice(name))
+    except Exception as e: raise ModelFormatError(source, f"cannot read tensor {name}: {e}") from None
+
+# %% ../nbs/05_weights.ipynb 46
+def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     cfg_path = d / "config.json"
     if not cfg_path.is_file(): raise ModelFormatError(d, "not a model directory: no config.json")
     gen_path = d / "generation_config.json"
@@ -313,7 +327,7 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     config = config_from_hf(cd, cfg_path, gen)
     expected = hf_weight_shapes(config)
     wmap, files = _safetensors_shards(d)
-    handles = {p: _open_safetensors(p) for p in files}
+    handles = {p: open_safetensors(p) for p in files}
     where: dict[str, Path] = {}
     for p, f in handles.items():
         for k in f.keys(): where.setdefault(k, p)
@@ -334,21 +348,19 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None) -> Checkpoint:
     weights = {}
     with _progress(len(expected), f"loading {d.name}") as bar:
         for name in expected:
-            try: t = handles[where[name]].get_tensor(name)
-            except Exception as e: raise ModelFormatError(where[name], f"cannot read tensor {name}: {e}") from None
+            t = _read_st(handles[where[name]], name, where[name], hook)
             weights[name] = _place(t, dtype, device)
             if t.dtype == torch.float64 and not torch.isfinite(weights[name]).all() and torch.isfinite(t).all():
                 raise ModelFormatError(where[name], f"tensor {name} is float64 with values beyond the range of {dtype}")
             bar.update()
     if config.tie_word_embeddings and "lm_head.weight" in where:   # tied, yet the files carry a head: a copy is fine, a different one a lie
-        try: head = handles[where["lm_head.weight"]].get_tensor("lm_head.weight")
-        except Exception as e: raise ModelFormatError(where["lm_head.weight"], f"cannot read tensor lm_head.weight: {e}") from None
-        if tuple(head.shape) != tuple(expected["model.embed_tokens.weight"]) or not torch.equal(_place(head, dtype, device), weights["model.embed_tokens.weight"]):
+        head, emb = _read_st(handles[where["lm_head.weight"]], "lm_head.weight", where["lm_head.weight"], hook), weights["model.embed_tokens.weight"]
+        if head.shape != emb.shape or not torch.equal(_place(head, dtype, device), emb):
             raise ModelFormatError(cfg_path, "config: tie_word_embeddings is true, but the safetensors files hold an lm_head.weight that differs "
                                              "from model.embed_tokens.weight (set tie_word_embeddings to false to use it)")
     return Checkpoint(config, weights, "hf", d, gen)
 
-# %% ../nbs/05_weights.ipynb 36
+# %% ../nbs/05_weights.ipynb 48
 _GGUF_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
 _GGUF_BLK = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
              "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
@@ -362,7 +374,7 @@ def gguf_to_hf_name(name: str) -> str | None:
         return f"model.layers.{int(parts[1])}.{_GGUF_BLK[parts[2]]}.{parts[3]}"
     return None
 
-# %% ../nbs/05_weights.ipynb 37
+# %% ../nbs/05_weights.ipynb 50
 def hf_to_gguf_name(name: str) -> str:
     "The llama.cpp name of a HF `LlamaForCausalLM` tensor name (inverse of `gguf_to_hf_name`)."
     top = {v: k for k, v in _GGUF_TOP.items()}
@@ -371,8 +383,8 @@ def hf_to_gguf_name(name: str) -> str:
     mod, kind = rest.rsplit(".", 1)
     return f"blk.{layer}.{ {v: k for k, v in _GGUF_BLK.items()}[mod]}.{kind}"
 
-# %% ../nbs/05_weights.ipynb 38
-def _load_gguf(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
+# %% ../nbs/05_weights.ipynb 51
+def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     from xllm.gguf import GGUFFile
     try: g = GGUFFile(path)
     except ModelFormatError: raise
@@ -391,11 +403,11 @@ def _load_gguf(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
             t = g.dequantize(names[h])
             if ".self_attn.q_proj." in h: t = unpermute_rope_rows(t, config.num_attention_heads)
             elif ".self_attn.k_proj." in h: t = unpermute_rope_rows(t, config.num_key_value_heads)
-            weights[h] = _place(t, dtype, device)
+            weights[h] = _place(t if hook is None else hook(h, t), dtype, device)
             bar.update()
     return Checkpoint(config, weights, "gguf", path, {})
 
-# %% ../nbs/05_weights.ipynb 41
+# %% ../nbs/05_weights.ipynb 54
 L2C_MAGIC = 0x616B3432   # "ak42"
 
 def _l2c_layout(c: LlamaConfig, version: int, shared: bool, seq_len: int) -> list[tuple[str, tuple[int, ...], bool]]:
@@ -415,7 +427,7 @@ def _l2c_layout(c: LlamaConfig, version: int, shared: bool, seq_len: int) -> lis
 _L2C_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "wq": "self_attn.q_proj", "wk": "self_attn.k_proj",
            "wv": "self_attn.v_proj", "wo": "self_attn.o_proj", "w1": "mlp.gate_proj", "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
 
-# %% ../nbs/05_weights.ipynb 42
+# %% ../nbs/05_weights.ipynb 56
 def _l2c_tokenizer(path: Path, vocab: int) -> Path | None:
     "A tokenizer beside a llama2.c checkpoint whose vocabulary size is `vocab`, or None."
     for p in [path.with_name(f"tok{vocab}.model"), path.with_name(f"tok{vocab}.bin"), path.with_name("tokenizer.model"), path.with_name("tokenizer.bin")]:
@@ -433,8 +445,8 @@ def _tokenizer_vocab_size(p: Path) -> int | None:
         return n if off == len(b) else None
     except Exception: return None
 
-# %% ../nbs/05_weights.ipynb 43
-def _load_llama2c(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
+# %% ../nbs/05_weights.ipynb 58
+def _load_llama2c(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     size = path.stat().st_size
     with open(path, "rb") as f: head = f.read(256)
     if len(head) < 28: raise ModelFormatError(path, f"too short for a llama2.c header ({len(head)} bytes)")
@@ -476,24 +488,26 @@ def _load_llama2c(path: Path, dtype: torch.dtype, device=None) -> Checkpoint:
             elif base == "wk": t = unpermute_rope_rows(t, nkv)
             name = {"emb": "model.embed_tokens.weight", "norm": "model.norm.weight", "cls": "lm_head.weight"}.get(base)
             if base in _L2C_HF: name = f"model.layers.{layer}.{_L2C_HF[base]}.weight"
-            if name is not None: weights[name] = _place(t, dtype, device)
+            if name is not None: weights[name] = _place(t if hook is None else hook(name, t), dtype, device)
             bar.update()
     del mm
     return Checkpoint(config, weights, "llama2c", _l2c_tokenizer(path, V), {})
 
-# %% ../nbs/05_weights.ipynb 45
-def load_checkpoint(path, dtype=None, device=None) -> Checkpoint:
+# %% ../nbs/05_weights.ipynb 60
+def load_checkpoint(path, dtype=None, device=None, hook=None) -> Checkpoint:
     """Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default
-    float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model."""
+    float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model.
+    `hook(name, t)`, when given, returns the part of each tensor to keep (`t`: a tensor, or a safetensors slice that reads only
+    what is cut from it), after the shape checks: tensor parallelism loads a rank's slices so (notebook 12b's `shard_hook`)."""
     dtype, path = resolve_dtype(dtype), Path(path).expanduser()
     if not path.exists(): raise FileNotFoundError(f"no such model file or directory: {path}")
     if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"):
         if path.suffix == ".safetensors" and not (path.parent / "config.json").is_file():
             raise ModelFormatError(path, f"a .safetensors file is read with the config.json of its directory, and {path.parent} has none")
         path = path.parent
-    if path.is_dir(): return _load_hf(path, dtype, device)
+    if path.is_dir(): return _load_hf(path, dtype, device, hook)
     if path.stat().st_size == 0: raise ModelFormatError(path, "empty file (0 bytes)")
     with open(path, "rb") as f: magic = f.read(4)
-    if magic == b"GGUF" or path.suffix == ".gguf": return _load_gguf(path, dtype, device)
-    if (len(magic) == 4 and struct.unpack("<I", magic)[0] == L2C_MAGIC) or path.suffix == ".bin": return _load_llama2c(path, dtype, device)
+    if magic == b"GGUF" or path.suffix == ".gguf": return _load_gguf(path, dtype, device, hook)
+    if (len(magic) == 4 and struct.unpack("<I", magic)[0] == L2C_MAGIC) or path.suffix == ".bin": return _load_llama2c(path, dtype, device, hook)
     raise ModelFormatError(path, "unrecognised model file: expected a Hugging Face directory, a .gguf file or a llama2.c .bin")
