@@ -781,9 +781,6 @@ def _prompt_list(p) -> list:
     if all(isinstance(x, int) for x in p): return [{"prompt_token_ids": p}]
     return [x if isinstance(x, str) else {"prompt_token_ids": x} for x in p]
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
-
 # %% ../nbs/19_server.ipynb 56
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
@@ -1130,7 +1127,7 @@ class _JSON(JSONResponse):
 
 def _error(e: APIError) -> _JSON: return _JSON(e.body(), status_code=e.status, headers=e.headers)
 
-# %% ../nbs/19_server.ipynb 78
+# %% ../nbs/19_server.ipynb 79
 class _Stream(StreamingResponse):
     "Server-sent events: a chunk that waits the stall timeout to be sent ends the stream (its engine requests aborted)."
     def __init__(self, gen):
@@ -1145,7 +1142,7 @@ class _Stream(StreamingResponse):
         self.st = scope["app"].state.xllm
         await super().__call__(scope, receive, send)
 
-# %% ../nbs/19_server.ipynb 79
+# %% ../nbs/19_server.ipynb 81
 class OpenAIServing:
     "What every endpoint family shares: the app's `_State` (`st`), its `LLM`, the served model's name, the tokenizing slots."
     def __init__(self, st: _State): self.st, self.llm = st, st.llm
@@ -1159,7 +1156,7 @@ class OpenAIServing:
         "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
         return self.st.tokenizing if request.state.authenticated else self.st.public_tokenizing
 
-# %% ../nbs/19_server.ipynb 80
+# %% ../nbs/19_server.ipynb 83
 def _json_body(request) -> bool:
     "Whether FastAPI reads `request`'s body as JSON (no content type, or an application/json one)."
     ct = request.headers.get("content-type")
@@ -1180,7 +1177,7 @@ class _Generating(OpenAIServing):
         except ValueError as e:
             raise APIError(400, str(e), param=str(e).split(":")[0], code="context_length_exceeded" if isinstance(e, _TooLong) else None) from None
 
-# %% ../nbs/19_server.ipynb 81
+# %% ../nbs/19_server.ipynb 85
 @patch
 async def constrained(self: _Generating, req, params):
     "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
@@ -1189,7 +1186,7 @@ async def constrained(self: _Generating, req, params):
     await compile_structured(self.llm.tokenizer, so, _structured_field(req))
     return dataclasses.replace(params, structured_outputs=so)
 
-# %% ../nbs/19_server.ipynb 82
+# %% ../nbs/19_server.ipynb 87
 @patch
 async def encode(self: _Generating, fs, param, req, params):
     """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
@@ -1207,15 +1204,7 @@ async def encode(self: _Generating, fs, param, req, params):
         ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
     return prompts, ps
 
-# %% ../nbs/19_server.ipynb 83
-@patch
-async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
-    "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
-    reply = _Reply(self.st, "chat.completion" if isinstance(req, ChatRequest) else "text_completion", req, prompts, ps, params, bias, echo, tools)
-    self.st.admit(len(reply.jobs))
-    return reply.stream() if req.stream else await reply.whole(request)
-
-# %% ../nbs/19_server.ipynb 85
+# %% ../nbs/19_server.ipynb 90
 class _Reply:
     "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
     def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
@@ -1236,7 +1225,7 @@ class _Reply:
         if self.params.logprobs is None: return None
         return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
 
-# %% ../nbs/19_server.ipynb 86
+# %% ../nbs/19_server.ipynb 92
 @patch
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
@@ -1260,7 +1249,7 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
             if reason == "stop": reason = "tool_calls"
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 87
+# %% ../nbs/19_server.ipynb 94
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1274,7 +1263,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 88
+# %% ../nbs/19_server.ipynb 96
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1283,17 +1272,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-@patch
-def stream(self: _Reply) -> _Stream:
-    "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
-    done, st = [], self.st
-    def release():
-        if not done: done.append(1); st.in_flight -= len(self.jobs)
-    gen = self._events(release)
-    weakref.finalize(gen, release)
-    return _Stream(gen)
-
-# %% ../nbs/19_server.ipynb 89
+# %% ../nbs/19_server.ipynb 98
 @patch
 async def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1309,7 +1288,7 @@ async def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 90
+# %% ../nbs/19_server.ipynb 99
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1346,7 +1325,26 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 92
+# %% ../nbs/19_server.ipynb 100
+@patch
+def stream(self: _Reply) -> _Stream:
+    "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
+    done, st = [], self.st
+    def release():
+        if not done: done.append(1); st.in_flight -= len(self.jobs)
+    gen = self._events(release)
+    weakref.finalize(gen, release)
+    return _Stream(gen)
+
+# %% ../nbs/19_server.ipynb 102
+@patch
+async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
+    "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
+    reply = _Reply(self.st, "chat.completion" if isinstance(req, ChatRequest) else "text_completion", req, prompts, ps, params, bias, echo, tools)
+    self.st.admit(len(reply.jobs))
+    return reply.stream() if req.stream else await reply.whole(request)
+
+# %% ../nbs/19_server.ipynb 105
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1361,45 +1359,46 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 93
+# %% ../nbs/19_server.ipynb 107
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
-    async def create(self, req: ChatRequest, request):
-        self.served(req.model)
-        st, llm = self.st, self.llm
-        params, bias = to_sampling_params(req, None, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
-        params = await self.constrained(req, params)
-        msgs = _chat_messages(req.messages)
-        st.check_choices(params.n)
-        st.check_chars(sum(len(m["content"] or "") + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
-                       + (len(json.dumps(req.tools)) if req.tools else 0), "messages")
-        msgs, template_tools, tools, params = await self.with_tools(req, msgs, params)
-        prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
-        return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
+    async def with_tools(self, req, msgs, params):
+        """The messages for the template, the tools it is given, (tools, format) to read the answer with (None: not read), and
+        `params`, constrained to one valid call for tool_choice 'required' or a named function (notebook 19a)."""
+        from xllm.tools import check_tools, tool_format, tool_messages, tool_call_constraint
+        try: tools, choice = check_tools(req.tools, req.tool_choice)
+        except ValueError as e: raise APIError(400, str(e), param="tool_choice" if str(e).startswith("tool_choice") else "tools") from None
+        fmt = tool_format(getattr(self.llm.tokenizer, "chat_template", None))
+        shown = tools if choice != "none" else []
+        try: msgs = tool_messages(msgs, shown, fmt)
+        except (KeyError, TypeError) as e: raise APIError(400, f"messages: a malformed tool call ({e})", param="messages") from None
+        except ValueError as e: raise APIError(400, str(e), param="messages") from None     # arguments nested too deeply to read
+        try: so = tool_call_constraint(shown, choice, fmt)
+        except ValueError as e: raise APIError(400, f"tools: the grammar of the tool call they ask for is too large: {e}", param="tools") from None
+        if so is not None:
+            if params.structured_outputs is not None:
+                raise APIError(400, "tool_choice: 'required' or a named function cannot be combined with response_format or structured outputs", param="tool_choice")
+            await compile_structured(self.llm.tokenizer, so, "tools")
+            params = dataclasses.replace(params, structured_outputs=so)
+        return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 94
+# %% ../nbs/19_server.ipynb 109
 @patch
-async def with_tools(self: ServingChat, req, msgs, params):
-    """The messages for the template, the tools it is given, (tools, format) to read the answer with (None: not read), and
-    `params`, constrained to one valid call for tool_choice 'required' or a named function (notebook 19a)."""
-    from xllm.tools import check_tools, tool_format, tool_messages, tool_call_constraint
-    try: tools, choice = check_tools(req.tools, req.tool_choice)
-    except ValueError as e: raise APIError(400, str(e), param="tool_choice" if str(e).startswith("tool_choice") else "tools") from None
-    fmt = tool_format(getattr(self.llm.tokenizer, "chat_template", None))
-    shown = tools if choice != "none" else []
-    try: msgs = tool_messages(msgs, shown, fmt)
-    except (KeyError, TypeError) as e: raise APIError(400, f"messages: a malformed tool call ({e})", param="messages") from None
-    except ValueError as e: raise APIError(400, str(e), param="messages") from None     # arguments nested too deeply to read
-    try: so = tool_call_constraint(shown, choice, fmt)
-    except ValueError as e: raise APIError(400, f"tools: the grammar of the tool call they ask for is too large: {e}", param="tools") from None
-    if so is not None:
-        if params.structured_outputs is not None:
-            raise APIError(400, "tool_choice: 'required' or a named function cannot be combined with response_format or structured outputs", param="tool_choice")
-        await compile_structured(self.llm.tokenizer, so, "tools")
-        params = dataclasses.replace(params, structured_outputs=so)
-    return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
+async def create(self: ServingChat, req: ChatRequest, request):
+    "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
+    self.served(req.model)
+    st, llm = self.st, self.llm
+    params, bias = to_sampling_params(req, None, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
+    params = await self.constrained(req, params)
+    msgs = _chat_messages(req.messages)
+    st.check_choices(params.n)
+    st.check_chars(sum(len(m["content"] or "") + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
+                   + (len(json.dumps(req.tools)) if req.tools else 0), "messages")
+    msgs, template_tools, tools, params = await self.with_tools(req, msgs, params)
+    prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
+    return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 96
+# %% ../nbs/19_server.ipynb 112
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1420,7 +1419,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 97
+# %% ../nbs/19_server.ipynb 114
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1437,7 +1436,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 98
+# %% ../nbs/19_server.ipynb 116
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard: return ModelCard(id=self.st.model_name, max_model_len=self.st.max_len)
@@ -1452,7 +1451,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 99
+# %% ../nbs/19_server.ipynb 118
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1466,7 +1465,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 101
+# %% ../nbs/19_server.ipynb 121
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1483,7 +1482,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 103
+# %% ../nbs/19_server.ipynb 123
 async def _api_error(request, e: APIError): return _error(e)
 
 async def _http(request, e: HTTPException):
@@ -1495,7 +1494,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 104
+# %% ../nbs/19_server.ipynb 125
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1507,7 +1506,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 105
+# %% ../nbs/19_server.ipynb 127
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1520,7 +1519,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 106
+# %% ../nbs/19_server.ipynb 128
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1535,7 +1534,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 107
+# %% ../nbs/19_server.ipynb 130
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1550,7 +1549,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 108
+# %% ../nbs/19_server.ipynb 132
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1561,7 +1560,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 109
+# %% ../nbs/19_server.ipynb 133
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -1572,7 +1571,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 110
+# %% ../nbs/19_server.ipynb 135
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
@@ -1600,7 +1599,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 112
+# %% ../nbs/19_server.ipynb 138
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1640,7 +1639,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 114
+# %% ../nbs/19_server.ipynb 140
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1665,7 +1664,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 115
+# %% ../nbs/19_server.ipynb 141
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1687,7 +1686,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 116
+# %% ../nbs/19_server.ipynb 142
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1702,19 +1701,24 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 117
+# %% ../nbs/19_server.ipynb 143
+def _load_llm(model, engine_config, settings: dict):
+    "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
+    from xllm.llm import LLM
+    return LLM(model, **settings) if engine_config is None else LLM(model, config=engine_config, **settings)
+
+# %% ../nbs/19_server.ipynb 145
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
-          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", **llm_kw):
+          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", engine_config=None, **settings):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
     `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`.
     `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`.
-    `log_stats`: seconds between two stats lines while busy (None: none); `log_level` "debug" adds each choice's timings."""
+    `log_stats`: seconds between two stats lines while busy (None: none); `log_level` "debug" adds each choice's timings.
+    Without `llm`, `LLM(model, config=engine_config, **settings)` is loaded (`settings`: `EngineConfig` fields)."""
     import sys
-    if llm is None:
-        from xllm.llm import LLM
-        llm = LLM(model, **llm_kw)
+    if llm is None: llm = _load_llm(model, engine_config, settings)
     app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
                      model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats)
     if api_key is None and not _loopback(host):
@@ -1734,7 +1738,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 118
+# %% ../nbs/19_server.ipynb 146
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
