@@ -4,8 +4,8 @@
 
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
-           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'HEALTH_POLL',
-           'DEAD_LINGER', 'TRIM_EVERY', 'LOG_STATS_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'CompletionRequest',
+           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'TRIM_EVERY',
+           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'CompletionRequest',
            'ChatMessage', 'ChatRequest', 'TokenizeRequest', 'DetokenizeRequest', 'ErrorInfo', 'Error', 'Usage',
            'CompletionLogprobs', 'TopLogprob', 'TokenLogprob', 'ChatLogprobs', 'CompletionChoice', 'CompletionResponse',
            'CompletionChunk', 'FunctionCall', 'ToolCall', 'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse',
@@ -419,6 +419,7 @@ def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
+# %% ../nbs/19_server.ipynb 33
 def check_supported(req, vocab_size: int) -> dict[int, float]:
     """Refuse with a 400 naming the field the OpenAI options xllm does not implement, rather than answer as if they had been
     honoured: `suffix`, `best_of` other than `n`, the deprecated `functions`.
@@ -440,7 +441,7 @@ def logit_bias_processor(bias: dict[int, float]):
     ids, vals = torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
-# %% ../nbs/19_server.ipynb 35
+# %% ../nbs/19_server.ipynb 36
 GRAMMAR_TIMEOUT = 10.0     # seconds a schema or grammar may take to compile before the request is refused
 
 def structured_outputs(req):
@@ -486,7 +487,7 @@ async def compile_structured(tokenizer, so, field: str = "response_format", time
     except GrammarError as e: raise APIError(400, f"{field}: {e}", param=field) from None
     except (asyncio.TimeoutError, TimeoutError): raise APIError(400, f"{field}: the schema or grammar took more than {timeout:g} s to compile", param=field) from None
 
-# %% ../nbs/19_server.ipynb 38
+# %% ../nbs/19_server.ipynb 39
 def _ended(o) -> Exception:
     """The failure of an engine request that ended with neither 'stop' nor 'length': a `GrammarError` when its structured output
     could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
@@ -549,7 +550,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                        (first or end) - t0, (n - 1) / (end - first) if first and n > 1 and end > first else 0.0, ended)
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
-# %% ../nbs/19_server.ipynb 39
+# %% ../nbs/19_server.ipynb 40
 def _choice_error(e: Exception, field: str | None) -> APIError:
     """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
@@ -579,7 +580,7 @@ async def _run_all(state, jobs, field: str | None = None):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 43
+# %% ../nbs/19_server.ipynb 44
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -602,7 +603,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 48
+# %% ../nbs/19_server.ipynb 49
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
@@ -640,85 +641,7 @@ class _EngineCollector:
                                 (CounterMetricFamily, "vllm:spec_decode_num_accepted_tokens", "Speculative decoding: proposed tokens accepted.", core.spec_stats.num_accepted)):
             m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
 
-# %% ../nbs/19_server.ipynb 50
-class _State:
-    """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
-    limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
-    def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str, limits=None, stall_timeout: float = 30.0):
-        from xllm.engine import AsyncEngine
-        from xllm.llm import build_engine
-        self.llm, self.model_name, self.max_num_seqs, self.max_waiting = llm, model_name, max_num_seqs, max_waiting
-        self.core = build_engine(llm, max_num_seqs)   # the server's own engine, with the LLM's K/V settings
-        self.engine = AsyncEngine(self.core)
-        self.max_len = min(llm.max_model_len, self.core.pool.num_tokens)   # tokens (prompt + output) one request may reach
-        self.in_flight = 0          # engine requests (choices) admitted and not yet done
-        self.disconnected = 0       # non-streaming requests whose client went away before the answer (aborted)
-        self.stalled = 0            # streams aborted because their client stopped reading
-        self.longest_token = max(len(_token_bytes(llm.tokenizer, i)) for i in range(llm.tokenizer.vocab_size))
-        self.max_chars = self.max_len * self.longest_token   # more characters than this cannot fit in max_len tokens
-        self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
-        self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
-        self.limits, self.counts, self.stall_timeout = limits or ServerLimits(), LimitCounts(), stall_timeout
-        self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
-        self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
-        self.metrics = Metrics(self)
-        self._closed = None
-
-    def close(self) -> int:
-        "Shut the engine down, once (what still runs is aborted); returns how many requests were unfinished then."
-        if self._closed is None:
-            self._closed = self.core.num_unfinished
-            self.engine.shutdown(5)
-        return self._closed
-
-    def check_chars(self, n: int, param: str):
-        "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
-        if n > self.max_chars:
-            raise APIError(400, f"{param}: {n} characters cannot fit in the {self.max_len} tokens a request may hold{self.why_max_len()} (a token of this "
-                                f"vocabulary covers at most {self.longest_token} characters); refused before tokenizing", param=param,
-                           code="context_length_exceeded")
-
-    def check_choices(self, n: int):
-        "A 400 for a request of `n` choices (prompts x n), more than the server ever runs at once: retrying cannot help."
-        limit = self.max_num_seqs + self.max_waiting
-        if n > limit:
-            raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
-                                f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
-
-    def admit(self, n: int):
-        """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
-        (retrying cannot help), with 503 (and Retry-After) when the choices already in flight leave no room for it now."""
-        self.check_choices(n)
-        if self.dead: raise APIError(503, f"the engine cannot run ({self.dead}); the server is stopping", "server_error", None, "engine_dead")
-        limit = self.max_num_seqs + self.max_waiting
-        if self.in_flight + n > limit:
-            raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
-        self.in_flight += n
-
-    def why_max_len(self) -> str:
-        "Why a request may hold `max_len` tokens when that is less than the model's context: said in every context error."
-        if self.max_len < self.llm.max_model_len: note = f"its K/V pool is smaller than the model's context of {self.llm.max_model_len}"
-        elif note := getattr(self.llm, "context_note", None): pass
-        else: return ""
-        return f" ({note}; --kv-cache-memory raises it)"
-
-    def max_tokens(self, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
-        """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
-        in `max_len`, else a 400 (as vLLM's); without one, `default` (None: all that fits) cut to what fits. Nothing is cut short
-        silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted).
-        A `min_tokens` larger than what fits is a 400 too."""
-        C = self.max_len
-        lim = f"this server holds {C} tokens per request{self.why_max_len()}"
-        if n_prompt >= C:
-            raise APIError(400, f"prompt has {n_prompt} tokens; {lim}, which leaves no room to generate", param="prompt", code="context_length_exceeded")
-        if asked is not None and n_prompt + asked > C:
-            raise APIError(400, f"{field}: the prompt ({n_prompt} tokens) plus {field} ({asked}) is {n_prompt + asked} tokens; {lim}. "
-                                "Shorten the prompt or ask for fewer tokens", param=field, code="context_length_exceeded")
-        if n_prompt + min_tokens > C:
-            raise APIError(400, f"min_tokens: the prompt ({n_prompt} tokens) plus min_tokens ({min_tokens}) is {n_prompt + min_tokens} tokens; {lim}. "
-                                "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
-        return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
-
+# %% ../nbs/19_server.ipynb 51
 _ROLES = ("system", "developer", "user", "assistant")
 
 def _content(c, i: int) -> str:
@@ -749,6 +672,11 @@ def _chat_messages(messages) -> list[dict]:
         out.append(d)
     return out
 
+# %% ../nbs/19_server.ipynb 53
+def _lp(v: float) -> float:
+    "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
+    return v if math.isfinite(v) else -9999.0
+
 def _token_bytes(tok, i: int) -> bytes:
     try: return tok.token_bytes(int(i))
     except Exception: return tok.id_to_piece(int(i)).encode()
@@ -774,6 +702,7 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
             "top_logprobs": [None if d is None else by_text(i, d) for i, d in lps],
             "text_offset": offs}
 
+# %% ../nbs/19_server.ipynb 55
 def _prompt_list(p) -> list:
     "A completion request's `prompt` (a string, strings, token ids or lists of token ids) as a list of `LLM` prompts (str or `{'prompt_token_ids': ids}`)."
     if isinstance(p, str): return [p]
@@ -781,11 +710,11 @@ def _prompt_list(p) -> list:
     if all(isinstance(x, int) for x in p): return [{"prompt_token_ids": p}]
     return [x if isinstance(x, str) else {"prompt_token_ids": x} for x in p]
 
-# %% ../nbs/19_server.ipynb 56
+# %% ../nbs/19_server.ipynb 60
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
-# %% ../nbs/19_server.ipynb 57
+# %% ../nbs/19_server.ipynb 61
 @dataclasses.dataclass
 class ServerLimits:
     """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
@@ -803,11 +732,7 @@ class ServerLimits:
         check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
 
 
-# %% ../nbs/19_server.ipynb 59
-def _lp(v: float) -> float:
-    "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
-    return v if math.isfinite(v) else -9999.0
-
+# %% ../nbs/19_server.ipynb 63
 async def _send_error(send, e: APIError):
     "Answer a raw ASGI request with `e` as OpenAI's error JSON (and its headers, e.g. Retry-After), closing the connection (the rest of the body stays unread)."
     body = _dumps(e.body()).encode()
@@ -816,7 +741,7 @@ async def _send_error(send, e: APIError):
                 *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 62
+# %% ../nbs/19_server.ipynb 65
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
     by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
@@ -877,7 +802,7 @@ class _BodyLimit:
         finally: release()
 
 
-# %% ../nbs/19_server.ipynb 67
+# %% ../nbs/19_server.ipynb 70
 def _raw_answer(e: APIError) -> bytes:
     "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
     from http import HTTPStatus
@@ -898,6 +823,7 @@ class LimitCounts:
     body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
     send_stalls: int = 0          # connections aborted because bytes they had to send did not move for the stall timeout
 
+# %% ../nbs/19_server.ipynb 72
 SWEEP_EVERY = 1.0          # seconds between two looks at what each connection still has to send
 
 def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None, stall_timeout: float = 30.0):
@@ -976,8 +902,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             counts.connections = len(self.connections)
     return Connection
 
-
-# %% ../nbs/19_server.ipynb 70
+# %% ../nbs/19_server.ipynb 75
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
@@ -998,10 +923,7 @@ async def _send_whole(send, status: int, headers, body: bytes, timeout: float, m
     for k in range(0, max(len(body), 1), SEND_CHUNK):
         await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
-# %% ../nbs/19_server.ipynb 73
-HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
-DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
-
+# %% ../nbs/19_server.ipynb 78
 def public_paths(paths) -> frozenset:
     "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/' (else `ValueError`)."
     if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
@@ -1010,7 +932,7 @@ def public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-
+# %% ../nbs/19_server.ipynb 80
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
     scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
@@ -1033,6 +955,7 @@ class _KeyCheck:
         if ok: return await self.app(scope, receive, send)
         await _send_error(send, APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
+# %% ../nbs/19_server.ipynb 82
 def _quiet_accept_errors(inner=None, every: float = 10.0):
     """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
     traceback each time) into one log line every `every` s; anything else goes to `inner` (or asyncio's default)."""
@@ -1052,6 +975,7 @@ def _engine_health(st) -> str | None:
         _log.exception("xllm: the engine's health check failed")
         return "the engine's health check failed"
 
+# %% ../nbs/19_server.ipynb 84
 TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
 LOG_STATS_EVERY = 10.0     # seconds between two stats lines while the server is busy (vLLM's interval)
 
@@ -1079,6 +1003,10 @@ async def _log_stats(st, every: float):
         now, t1 = _stats_snapshot(st), time.monotonic()
         if (line := _stats_line(st, was, now, t1 - t)) is not None: _log.info(line)
         was, t = now, t1
+
+# %% ../nbs/19_server.ipynb 86
+HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
+DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
 def _malloc_trim():
     "Give the C heap's free pages back to the system (glibc's `malloc_trim`; elsewhere nothing)."
@@ -1110,8 +1038,93 @@ async def _watch_engine(st):
     await asyncio.sleep(DEAD_LINGER)
     if st.on_dead is not None: st.on_dead()
 
+# %% ../nbs/19_server.ipynb 88
+class _State:
+    """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
+    limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
+    def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str, limits=None, stall_timeout: float = 30.0):
+        from xllm.engine import AsyncEngine
+        from xllm.llm import build_engine
+        self.llm, self.model_name, self.max_num_seqs, self.max_waiting = llm, model_name, max_num_seqs, max_waiting
+        self.core = build_engine(llm, max_num_seqs)   # the server's own engine, with the LLM's K/V settings
+        self.engine = AsyncEngine(self.core)
+        self.max_len = min(llm.max_model_len, self.core.pool.num_tokens)   # tokens (prompt + output) one request may reach
+        self.in_flight = 0          # engine requests (choices) admitted and not yet done
+        self.disconnected = 0       # non-streaming requests whose client went away before the answer (aborted)
+        self.stalled = 0            # streams aborted because their client stopped reading
+        self.longest_token = max(len(_token_bytes(llm.tokenizer, i)) for i in range(llm.tokenizer.vocab_size))
+        self.max_chars = self.max_len * self.longest_token   # more characters than this cannot fit in max_len tokens
+        self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
+        self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
+        self.limits, self.counts, self.stall_timeout = limits or ServerLimits(), LimitCounts(), stall_timeout
+        self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
+        self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
+        self.metrics = Metrics(self)
+        self._closed = None
 
-# %% ../nbs/19_server.ipynb 77
+    def close(self) -> int:
+        "Shut the engine down, once (what still runs is aborted); returns how many requests were unfinished then."
+        if self._closed is None:
+            self._closed = self.core.num_unfinished
+            self.engine.shutdown(5)
+        return self._closed
+
+    def why_max_len(self) -> str:
+        "Why a request may hold `max_len` tokens when that is less than the model's context: said in every context error."
+        if self.max_len < self.llm.max_model_len: note = f"its K/V pool is smaller than the model's context of {self.llm.max_model_len}"
+        elif note := getattr(self.llm, "context_note", None): pass
+        else: return ""
+        return f" ({note}; --kv-cache-memory raises it)"
+
+# %% ../nbs/19_server.ipynb 90
+@patch
+def check_chars(self: _State, n: int, param: str):
+    "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
+    if n > self.max_chars:
+        raise APIError(400, f"{param}: {n} characters cannot fit in the {self.max_len} tokens a request may hold{self.why_max_len()} (a token of this "
+                            f"vocabulary covers at most {self.longest_token} characters); refused before tokenizing", param=param,
+                       code="context_length_exceeded")
+
+@patch
+def check_choices(self: _State, n: int):
+    "A 400 for a request of `n` choices (prompts x n), more than the server ever runs at once: retrying cannot help."
+    limit = self.max_num_seqs + self.max_waiting
+    if n > limit:
+        raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
+                            f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
+
+# %% ../nbs/19_server.ipynb 92
+@patch
+def admit(self: _State, n: int):
+    """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
+    (retrying cannot help), with 503 (and Retry-After) when the choices already in flight leave no room for it now."""
+    self.check_choices(n)
+    if self.dead: raise APIError(503, f"the engine cannot run ({self.dead}); the server is stopping", "server_error", None, "engine_dead")
+    limit = self.max_num_seqs + self.max_waiting
+    if self.in_flight + n > limit:
+        raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
+    self.in_flight += n
+
+# %% ../nbs/19_server.ipynb 94
+@patch
+def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
+    """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
+    in `max_len`, else a 400 (as vLLM's); without one, `default` (None: all that fits) cut to what fits. Nothing is cut short
+    silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted).
+    A `min_tokens` larger than what fits is a 400 too."""
+    C = self.max_len
+    lim = f"this server holds {C} tokens per request{self.why_max_len()}"
+    if n_prompt >= C:
+        raise APIError(400, f"prompt has {n_prompt} tokens; {lim}, which leaves no room to generate", param="prompt", code="context_length_exceeded")
+    if asked is not None and n_prompt + asked > C:
+        raise APIError(400, f"{field}: the prompt ({n_prompt} tokens) plus {field} ({asked}) is {n_prompt + asked} tokens; {lim}. "
+                            "Shorten the prompt or ask for fewer tokens", param=field, code="context_length_exceeded")
+    if n_prompt + min_tokens > C:
+        raise APIError(400, f"min_tokens: the prompt ({n_prompt} tokens) plus min_tokens ({min_tokens}) is {n_prompt + min_tokens} tokens; {lim}. "
+                            "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
+    return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
+
+# %% ../nbs/19_server.ipynb 96
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -1127,7 +1140,7 @@ class _JSON(JSONResponse):
 
 def _error(e: APIError) -> _JSON: return _JSON(e.body(), status_code=e.status, headers=e.headers)
 
-# %% ../nbs/19_server.ipynb 79
+# %% ../nbs/19_server.ipynb 98
 class _Stream(StreamingResponse):
     "Server-sent events: a chunk that waits the stall timeout to be sent ends the stream (its engine requests aborted)."
     def __init__(self, gen):
@@ -1142,7 +1155,7 @@ class _Stream(StreamingResponse):
         self.st = scope["app"].state.xllm
         await super().__call__(scope, receive, send)
 
-# %% ../nbs/19_server.ipynb 81
+# %% ../nbs/19_server.ipynb 100
 class OpenAIServing:
     "What every endpoint family shares: the app's `_State` (`st`), its `LLM`, the served model's name, the tokenizing slots."
     def __init__(self, st: _State): self.st, self.llm = st, st.llm
@@ -1156,7 +1169,7 @@ class OpenAIServing:
         "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
         return self.st.tokenizing if request.state.authenticated else self.st.public_tokenizing
 
-# %% ../nbs/19_server.ipynb 83
+# %% ../nbs/19_server.ipynb 102
 def _json_body(request) -> bool:
     "Whether FastAPI reads `request`'s body as JSON (no content type, or an application/json one)."
     ct = request.headers.get("content-type")
@@ -1177,7 +1190,7 @@ class _Generating(OpenAIServing):
         except ValueError as e:
             raise APIError(400, str(e), param=str(e).split(":")[0], code="context_length_exceeded" if isinstance(e, _TooLong) else None) from None
 
-# %% ../nbs/19_server.ipynb 85
+# %% ../nbs/19_server.ipynb 104
 @patch
 async def constrained(self: _Generating, req, params):
     "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
@@ -1186,7 +1199,7 @@ async def constrained(self: _Generating, req, params):
     await compile_structured(self.llm.tokenizer, so, _structured_field(req))
     return dataclasses.replace(params, structured_outputs=so)
 
-# %% ../nbs/19_server.ipynb 87
+# %% ../nbs/19_server.ipynb 106
 @patch
 async def encode(self: _Generating, fs, param, req, params):
     """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
@@ -1204,7 +1217,7 @@ async def encode(self: _Generating, fs, param, req, params):
         ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
     return prompts, ps
 
-# %% ../nbs/19_server.ipynb 90
+# %% ../nbs/19_server.ipynb 109
 class _Reply:
     "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
     def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
@@ -1225,7 +1238,7 @@ class _Reply:
         if self.params.logprobs is None: return None
         return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
 
-# %% ../nbs/19_server.ipynb 92
+# %% ../nbs/19_server.ipynb 111
 @patch
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
@@ -1249,7 +1262,7 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
             if reason == "stop": reason = "tool_calls"
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 94
+# %% ../nbs/19_server.ipynb 113
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1263,7 +1276,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 96
+# %% ../nbs/19_server.ipynb 115
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1272,7 +1285,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 98
+# %% ../nbs/19_server.ipynb 117
 @patch
 async def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1288,7 +1301,7 @@ async def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 99
+# %% ../nbs/19_server.ipynb 118
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1325,7 +1338,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 100
+# %% ../nbs/19_server.ipynb 119
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1336,7 +1349,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 102
+# %% ../nbs/19_server.ipynb 121
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1344,7 +1357,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 105
+# %% ../nbs/19_server.ipynb 124
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1359,7 +1372,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 107
+# %% ../nbs/19_server.ipynb 126
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1382,7 +1395,7 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 109
+# %% ../nbs/19_server.ipynb 128
 @patch
 async def create(self: ServingChat, req: ChatRequest, request):
     "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
@@ -1398,7 +1411,7 @@ async def create(self: ServingChat, req: ChatRequest, request):
     prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 112
+# %% ../nbs/19_server.ipynb 131
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1419,7 +1432,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 114
+# %% ../nbs/19_server.ipynb 133
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1436,7 +1449,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 116
+# %% ../nbs/19_server.ipynb 135
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard: return ModelCard(id=self.st.model_name, max_model_len=self.st.max_len)
@@ -1451,7 +1464,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 118
+# %% ../nbs/19_server.ipynb 137
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1465,7 +1478,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 121
+# %% ../nbs/19_server.ipynb 140
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1482,7 +1495,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 123
+# %% ../nbs/19_server.ipynb 142
 async def _api_error(request, e: APIError): return _error(e)
 
 async def _http(request, e: HTTPException):
@@ -1494,7 +1507,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 125
+# %% ../nbs/19_server.ipynb 144
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1506,7 +1519,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 127
+# %% ../nbs/19_server.ipynb 146
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1519,7 +1532,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 128
+# %% ../nbs/19_server.ipynb 147
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1534,7 +1547,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 130
+# %% ../nbs/19_server.ipynb 149
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1549,7 +1562,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 132
+# %% ../nbs/19_server.ipynb 151
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1560,7 +1573,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 133
+# %% ../nbs/19_server.ipynb 152
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -1571,7 +1584,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 135
+# %% ../nbs/19_server.ipynb 154
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
@@ -1599,7 +1612,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 138
+# %% ../nbs/19_server.ipynb 157
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1639,7 +1652,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 140
+# %% ../nbs/19_server.ipynb 159
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1664,7 +1677,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 141
+# %% ../nbs/19_server.ipynb 160
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1686,7 +1699,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 142
+# %% ../nbs/19_server.ipynb 161
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1701,13 +1714,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 143
+# %% ../nbs/19_server.ipynb 162
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, **settings) if engine_config is None else LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 145
+# %% ../nbs/19_server.ipynb 164
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -1738,7 +1751,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 146
+# %% ../nbs/19_server.ipynb 165
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
