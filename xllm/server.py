@@ -61,7 +61,7 @@ def _shape(d, max_prompts: int, max_len: int, why: str = ""):
     s = d.get("stop")
     if isinstance(s, list) and len(s) > MAX_STOP_STRINGS: no("stop", f"{len(s)} stop strings; at most {MAX_STOP_STRINGS}")
 
-# %% ../nbs/19_server.ipynb 8
+# %% ../nbs/19_server.ipynb 9
 def _nullable(schema: dict):
     "OpenAPI: an option that is not required also takes null, which means its default (`_Req._nulls`)."
     for f, prop in schema.get("properties", {}).items():
@@ -77,7 +77,7 @@ class _Req(BaseModel):
     def _nulls(cls, d):        # OpenAI's clients may send null for any option they leave unset: it means the default
         return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
 
-# %% ../nbs/19_server.ipynb 9
+# %% ../nbs/19_server.ipynb 11
 class _SamplingFields(_Req):
     "The sampling options (OpenAI's, then vLLM's extras); `to_sampling_params` turns them into `SamplingParams`."
     model: str | None = None
@@ -98,7 +98,7 @@ class _SamplingFields(_Req):
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
 
-# %% ../nbs/19_server.ipynb 10
+# %% ../nbs/19_server.ipynb 12
 class _Options(_SamplingFields):
     "Every option of completions and chat: sampling, streaming, structured outputs."
     stream: bool = False
@@ -112,6 +112,7 @@ class _Options(_SamplingFields):
     guided_choice: list[str] | None = None
     guided_grammar: str | None = None
 
+# %% ../nbs/19_server.ipynb 13
 class CompletionRequest(_Options):
     "`/v1/completions`: a prompt (text(s) or token ids, as OpenAI accepts) to continue."
     prompt: str | list[str] | list[StrictInt] | list[list[StrictInt]]
@@ -120,7 +121,7 @@ class CompletionRequest(_Options):
     echo: bool = False
     suffix: str | None = None
 
-# %% ../nbs/19_server.ipynb 11
+# %% ../nbs/19_server.ipynb 14
 class ChatMessage(BaseModel):
     "One message of a conversation, as sent (checked further by `_chat_messages`)."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -140,7 +141,7 @@ class ChatRequest(_Options):
     tool_choice: Any = None
     functions: list[Any] | None = None
 
-# %% ../nbs/19_server.ipynb 12
+# %% ../nbs/19_server.ipynb 15
 class TokenizeRequest(BaseModel):
     "vLLM's /tokenize: a text prompt, or chat messages through the template."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -159,7 +160,7 @@ class DetokenizeRequest(BaseModel):
 _UNION_FIELDS = {"prompt": "a string, a list of strings, a list of token ids (integers) or a list of token-id lists",
                  "stop": "a string or a list of strings"}     # pydantic's message for these would name one alternative only
 
-# %% ../nbs/19_server.ipynb 15
+# %% ../nbs/19_server.ipynb 18
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _dumps(obj) -> str:
@@ -173,7 +174,7 @@ class _Out(BaseModel):
         self.model_fields_set.update(set(type(self).model_fields) - self._optional)
     def dump(self) -> dict: return self.model_dump(exclude_unset=True)
 
-# %% ../nbs/19_server.ipynb 16
+# %% ../nbs/19_server.ipynb 19
 class ErrorInfo(_Out):
     message: str
     type: str
@@ -192,7 +193,7 @@ class Usage(_Out):
     def of(cls, prompt_tokens: int, completion_tokens: int): return cls(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                                                           total_tokens=prompt_tokens + completion_tokens)
 
-# %% ../nbs/19_server.ipynb 18
+# %% ../nbs/19_server.ipynb 21
 class CompletionLogprobs(_Out):
     "OpenAI's legacy logprobs: parallel lists (`_logprobs`); an echoed prompt's first token has null for both."
     tokens: list[str]
@@ -211,7 +212,7 @@ class TokenLogprob(TopLogprob):
 class ChatLogprobs(_Out):
     content: list[TokenLogprob]
 
-# %% ../nbs/19_server.ipynb 19
+# %% ../nbs/19_server.ipynb 22
 class CompletionChoice(_Out):
     "A completion's choice, whole or (its text so far) as a stream chunk's."
     index: int
@@ -227,6 +228,7 @@ class CompletionResponse(_Out):
     choices: list[CompletionChoice]
     usage: Usage
 
+# %% ../nbs/19_server.ipynb 23
 class CompletionChunk(_Out):
     "One SSE event of a streamed completion; `usage` only with `stream_options.include_usage` (null but in the last)."
     _optional: ClassVar[frozenset] = frozenset({"usage"})
@@ -237,7 +239,7 @@ class CompletionChunk(_Out):
     choices: list[CompletionChoice]
     usage: Usage | None = None
 
-# %% ../nbs/19_server.ipynb 21
+# %% ../nbs/19_server.ipynb 25
 class FunctionCall(_Out):
     name: str
     arguments: str          # JSON text
@@ -254,6 +256,7 @@ class AssistantMessage(_Out):
     content: str | None
     tool_calls: list[ToolCall] | None = None
 
+# %% ../nbs/19_server.ipynb 26
 class ChatChoice(_Out):
     index: int
     message: AssistantMessage
@@ -268,7 +271,7 @@ class ChatCompletionResponse(_Out):
     choices: list[ChatChoice]
     usage: Usage
 
-# %% ../nbs/19_server.ipynb 22
+# %% ../nbs/19_server.ipynb 27
 class DeltaToolCall(_Out):
     index: int
     id: str
@@ -282,6 +285,7 @@ class Delta(_Out):
     content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
 
+# %% ../nbs/19_server.ipynb 28
 class ChatStreamChoice(_Out):
     index: int
     delta: Delta
@@ -297,7 +301,7 @@ class ChatCompletionChunk(_Out):
     choices: list[ChatStreamChoice]
     usage: Usage | None = None
 
-# %% ../nbs/19_server.ipynb 24
+# %% ../nbs/19_server.ipynb 30
 class ModelCard(_Out):
     id: str
     object: Literal["model"] = "model"
@@ -314,13 +318,14 @@ class TokenizeResponse(_Out):
     max_model_len: int
     tokens: list[int]
 
+# %% ../nbs/19_server.ipynb 31
 class DetokenizeResponse(_Out):
     prompt: str
 
 class Version(_Out):
     version: str
 
-# %% ../nbs/19_server.ipynb 25
+# %% ../nbs/19_server.ipynb 32
 class TokenizerInfo(_Out):
     "vLLM's /tokenizer_info."
     tokenizer_class: str
@@ -332,6 +337,7 @@ class TokenizerInfo(_Out):
     model_max_length: int
     vocab_size: int
 
+# %% ../nbs/19_server.ipynb 33
 class Health(_Out):
     "`/health`: ok or not (and why); the counts only to a client holding the key."
     _optional: ClassVar[frozenset] = frozenset({"reason", "in_flight", "unfinished", "running", "waiting", "used_blocks", "num_blocks",
@@ -348,7 +354,7 @@ class Health(_Out):
     stalled: int | None = None
     limits: dict[str, int] | None = None
 
-# %% ../nbs/19_server.ipynb 27
+# %% ../nbs/19_server.ipynb 35
 class APIError(Exception):
     "An error returned to the client as OpenAI's error JSON with HTTP `status` (and extra response `headers`, e.g. Retry-After)."
     def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None, code: str | None = None,
@@ -361,6 +367,7 @@ class APIError(Exception):
 
 _INTERNAL = APIError(500, "internal server error (logged on the server)", "server_error")   # a bug's answer: no internals
 
+# %% ../nbs/19_server.ipynb 37
 def _forget(e: BaseException):
     """Drop `e`'s tracebacks and the exceptions it was raised from. A request body refused while it was read (408, 503) surfaces as
     Starlette's ClientDisconnect inside FastAPI's HTTPException; their tracebacks hold the frames that read the body, in a
@@ -376,12 +383,13 @@ def _forget(e: BaseException):
         return
     for c in chain: c.__traceback__ = c.__cause__ = c.__context__ = None
 
+# %% ../nbs/19_server.ipynb 38
 def _busy(why: str) -> APIError:
     "A 503 for a server that has no room now (`why`, then 'retry later'), with Retry-After: retrying can help."
     return APIError(503, f"{why}; retry later", "server_error", None, "overloaded", headers={"Retry-After": "1"})
 _log = logging.getLogger("uvicorn.error")     # uvicorn logs a failed request's traceback here; a stream's bug is logged here too
 
-# %% ../nbs/19_server.ipynb 30
+# %% ../nbs/19_server.ipynb 41
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
     m = getattr(req, "max_completion_tokens", None)
@@ -419,7 +427,7 @@ def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
-# %% ../nbs/19_server.ipynb 33
+# %% ../nbs/19_server.ipynb 44
 def check_supported(req, vocab_size: int) -> dict[int, float]:
     """Refuse with a 400 naming the field the OpenAI options xllm does not implement, rather than answer as if they had been
     honoured: `suffix`, `best_of` other than `n`, the deprecated `functions`.
@@ -436,12 +444,13 @@ def check_supported(req, vocab_size: int) -> dict[int, float]:
     check_token_ids(list(bias), vocab_size, "logit_bias", lambda m: APIError(400, m, param="logit_bias"))
     return bias
 
+# %% ../nbs/19_server.ipynb 45
 def logit_bias_processor(bias: dict[int, float]):
     "A logits processor (`f(output_ids, logits) -> logits`) that adds `bias[t]` to the logit of each token `t`: OpenAI's `logit_bias`."
     ids, vals = torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
-# %% ../nbs/19_server.ipynb 36
+# %% ../nbs/19_server.ipynb 48
 GRAMMAR_TIMEOUT = 10.0     # seconds a schema or grammar may take to compile before the request is refused
 
 def structured_outputs(req):
@@ -473,6 +482,7 @@ def structured_outputs(req):
         return StructuredOutputsParams(**kw)
     except ValueError as e: raise APIError(400, f"{field}: {e}", param=field) from None
 
+# %% ../nbs/19_server.ipynb 49
 _SO_FIELDS = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
 
 def _structured_field(req) -> str | None:
@@ -487,7 +497,7 @@ async def compile_structured(tokenizer, so, field: str = "response_format", time
     except GrammarError as e: raise APIError(400, f"{field}: {e}", param=field) from None
     except (asyncio.TimeoutError, TimeoutError): raise APIError(400, f"{field}: the schema or grammar took more than {timeout:g} s to compile", param=field) from None
 
-# %% ../nbs/19_server.ipynb 39
+# %% ../nbs/19_server.ipynb 52
 def _ended(o) -> Exception:
     """The failure of an engine request that ended with neither 'stop' nor 'length': a `GrammarError` when its structured output
     could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
@@ -550,7 +560,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                        (first or end) - t0, (n - 1) / (end - first) if first and n > 1 and end > first else 0.0, ended)
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
-# %% ../nbs/19_server.ipynb 40
+# %% ../nbs/19_server.ipynb 53
 def _choice_error(e: Exception, field: str | None) -> APIError:
     """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
@@ -562,6 +572,7 @@ def _choice_error(e: Exception, field: str | None) -> APIError:
     _log.error("a request failed: %s: %s", type(e).__name__, e)      # the details stay in the server's log
     return _INTERNAL
 
+# %% ../nbs/19_server.ipynb 54
 async def _run_all(state, jobs, field: str | None = None):
     """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
     completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone). A choice that fails
@@ -580,7 +591,7 @@ async def _run_all(state, jobs, field: str | None = None):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 44
+# %% ../nbs/19_server.ipynb 58
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -603,7 +614,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 49
+# %% ../nbs/19_server.ipynb 63
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
@@ -623,6 +634,7 @@ class Metrics:
         self.success = Counter("vllm:request_success", "Finished requests, by finish reason.", ["model_name", "finished_reason"], registry=r)
         r.register(_EngineCollector(state))
 
+# %% ../nbs/19_server.ipynb 64
 class _EngineCollector:
     """The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens,
     speculative decoding's proposals, proposed and accepted tokens (0 when it is off)."""
@@ -641,7 +653,7 @@ class _EngineCollector:
                                 (CounterMetricFamily, "vllm:spec_decode_num_accepted_tokens", "Speculative decoding: proposed tokens accepted.", core.spec_stats.num_accepted)):
             m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
 
-# %% ../nbs/19_server.ipynb 51
+# %% ../nbs/19_server.ipynb 66
 _ROLES = ("system", "developer", "user", "assistant")
 
 def _content(c, i: int) -> str:
@@ -672,7 +684,7 @@ def _chat_messages(messages) -> list[dict]:
         out.append(d)
     return out
 
-# %% ../nbs/19_server.ipynb 53
+# %% ../nbs/19_server.ipynb 68
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -702,7 +714,7 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
             "top_logprobs": [None if d is None else by_text(i, d) for i, d in lps],
             "text_offset": offs}
 
-# %% ../nbs/19_server.ipynb 55
+# %% ../nbs/19_server.ipynb 70
 def _prompt_list(p) -> list:
     "A completion request's `prompt` (a string, strings, token ids or lists of token ids) as a list of `LLM` prompts (str or `{'prompt_token_ids': ids}`)."
     if isinstance(p, str): return [p]
@@ -710,11 +722,11 @@ def _prompt_list(p) -> list:
     if all(isinstance(x, int) for x in p): return [{"prompt_token_ids": p}]
     return [x if isinstance(x, str) else {"prompt_token_ids": x} for x in p]
 
-# %% ../nbs/19_server.ipynb 60
+# %% ../nbs/19_server.ipynb 75
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
-# %% ../nbs/19_server.ipynb 61
+# %% ../nbs/19_server.ipynb 76
 @dataclasses.dataclass
 class ServerLimits:
     """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
@@ -732,7 +744,7 @@ class ServerLimits:
         check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
 
 
-# %% ../nbs/19_server.ipynb 63
+# %% ../nbs/19_server.ipynb 78
 async def _send_error(send, e: APIError):
     "Answer a raw ASGI request with `e` as OpenAI's error JSON (and its headers, e.g. Retry-After), closing the connection (the rest of the body stays unread)."
     body = _dumps(e.body()).encode()
@@ -741,7 +753,7 @@ async def _send_error(send, e: APIError):
                 *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 65
+# %% ../nbs/19_server.ipynb 81
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
     by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
@@ -802,7 +814,7 @@ class _BodyLimit:
         finally: release()
 
 
-# %% ../nbs/19_server.ipynb 70
+# %% ../nbs/19_server.ipynb 86
 def _raw_answer(e: APIError) -> bytes:
     "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
     from http import HTTPStatus
@@ -823,7 +835,7 @@ class LimitCounts:
     body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
     send_stalls: int = 0          # connections aborted because bytes they had to send did not move for the stall timeout
 
-# %% ../nbs/19_server.ipynb 72
+# %% ../nbs/19_server.ipynb 88
 SWEEP_EVERY = 1.0          # seconds between two looks at what each connection still has to send
 
 def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None, stall_timeout: float = 30.0):
@@ -902,7 +914,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             counts.connections = len(self.connections)
     return Connection
 
-# %% ../nbs/19_server.ipynb 75
+# %% ../nbs/19_server.ipynb 91
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
@@ -923,7 +935,7 @@ async def _send_whole(send, status: int, headers, body: bytes, timeout: float, m
     for k in range(0, max(len(body), 1), SEND_CHUNK):
         await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
-# %% ../nbs/19_server.ipynb 78
+# %% ../nbs/19_server.ipynb 94
 def public_paths(paths) -> frozenset:
     "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/' (else `ValueError`)."
     if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
@@ -932,7 +944,7 @@ def public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-# %% ../nbs/19_server.ipynb 80
+# %% ../nbs/19_server.ipynb 96
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
     scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
@@ -955,7 +967,7 @@ class _KeyCheck:
         if ok: return await self.app(scope, receive, send)
         await _send_error(send, APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
-# %% ../nbs/19_server.ipynb 82
+# %% ../nbs/19_server.ipynb 98
 def _quiet_accept_errors(inner=None, every: float = 10.0):
     """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
     traceback each time) into one log line every `every` s; anything else goes to `inner` (or asyncio's default)."""
@@ -968,6 +980,7 @@ def _quiet_accept_errors(inner=None, every: float = 10.0):
             _log.warning("xllm: cannot accept connections: %s (out of file descriptors? --max-connections bounds what clients hold)", ctx.get("exception"))
     return handler
 
+# %% ../nbs/19_server.ipynb 99
 def _engine_health(st) -> str | None:
     "`st.engine.health()`; a health check that raises is a bug, logged, and the engine is taken for dead (nothing fails silently)."
     try: return st.engine.health()
@@ -975,7 +988,7 @@ def _engine_health(st) -> str | None:
         _log.exception("xllm: the engine's health check failed")
         return "the engine's health check failed"
 
-# %% ../nbs/19_server.ipynb 84
+# %% ../nbs/19_server.ipynb 101
 TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
 LOG_STATS_EVERY = 10.0     # seconds between two stats lines while the server is busy (vLLM's interval)
 
@@ -988,6 +1001,7 @@ def _stats_line(st, was: dict, now: dict, seconds: float) -> str | None:
     return (f"xllm: prompt {d['prompt'] / seconds:.1f} tok/s, generation {d['generation'] / seconds:.1f} tok/s, running {now['running']}, "
             f"waiting {now['waiting']}, K/V cache {100 * now['used'] / now['blocks']:.1f}% used, prefix cache hits {hits}")
 
+# %% ../nbs/19_server.ipynb 102
 def _stats_snapshot(st) -> dict:
     "The counters `_stats_line` compares: the token counters of /metrics, and the engine's (plain integers the engine thread updates)."
     bm, sched = st.core.block_manager, st.core.scheduler
@@ -1004,7 +1018,7 @@ async def _log_stats(st, every: float):
         if (line := _stats_line(st, was, now, t1 - t)) is not None: _log.info(line)
         was, t = now, t1
 
-# %% ../nbs/19_server.ipynb 86
+# %% ../nbs/19_server.ipynb 104
 HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
 DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
@@ -1030,6 +1044,7 @@ async def _trim_after_refusals(st, drop: int = 64):
             await asyncio.to_thread(_malloc_trim)
         last, was = now, open_now
 
+# %% ../nbs/19_server.ipynb 105
 async def _watch_engine(st):
     "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
     while (why := _engine_health(st)) is None: await asyncio.sleep(HEALTH_POLL)
@@ -1038,7 +1053,7 @@ async def _watch_engine(st):
     await asyncio.sleep(DEAD_LINGER)
     if st.on_dead is not None: st.on_dead()
 
-# %% ../nbs/19_server.ipynb 88
+# %% ../nbs/19_server.ipynb 108
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
@@ -1076,7 +1091,7 @@ class _State:
         else: return ""
         return f" ({note}; --kv-cache-memory raises it)"
 
-# %% ../nbs/19_server.ipynb 90
+# %% ../nbs/19_server.ipynb 110
 @patch
 def check_chars(self: _State, n: int, param: str):
     "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
@@ -1093,7 +1108,7 @@ def check_choices(self: _State, n: int):
         raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
                             f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
 
-# %% ../nbs/19_server.ipynb 92
+# %% ../nbs/19_server.ipynb 112
 @patch
 def admit(self: _State, n: int):
     """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
@@ -1105,7 +1120,7 @@ def admit(self: _State, n: int):
         raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
     self.in_flight += n
 
-# %% ../nbs/19_server.ipynb 94
+# %% ../nbs/19_server.ipynb 114
 @patch
 def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
     """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
@@ -1124,7 +1139,7 @@ def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | No
                             "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
     return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
 
-# %% ../nbs/19_server.ipynb 96
+# %% ../nbs/19_server.ipynb 116
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -1140,7 +1155,7 @@ class _JSON(JSONResponse):
 
 def _error(e: APIError) -> _JSON: return _JSON(e.body(), status_code=e.status, headers=e.headers)
 
-# %% ../nbs/19_server.ipynb 98
+# %% ../nbs/19_server.ipynb 118
 class _Stream(StreamingResponse):
     "Server-sent events: a chunk that waits the stall timeout to be sent ends the stream (its engine requests aborted)."
     def __init__(self, gen):
@@ -1155,7 +1170,7 @@ class _Stream(StreamingResponse):
         self.st = scope["app"].state.xllm
         await super().__call__(scope, receive, send)
 
-# %% ../nbs/19_server.ipynb 100
+# %% ../nbs/19_server.ipynb 120
 class OpenAIServing:
     "What every endpoint family shares: the app's `_State` (`st`), its `LLM`, the served model's name, the tokenizing slots."
     def __init__(self, st: _State): self.st, self.llm = st, st.llm
@@ -1169,7 +1184,7 @@ class OpenAIServing:
         "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
         return self.st.tokenizing if request.state.authenticated else self.st.public_tokenizing
 
-# %% ../nbs/19_server.ipynb 102
+# %% ../nbs/19_server.ipynb 122
 def _json_body(request) -> bool:
     "Whether FastAPI reads `request`'s body as JSON (no content type, or an application/json one)."
     ct = request.headers.get("content-type")
@@ -1190,7 +1205,7 @@ class _Generating(OpenAIServing):
         except ValueError as e:
             raise APIError(400, str(e), param=str(e).split(":")[0], code="context_length_exceeded" if isinstance(e, _TooLong) else None) from None
 
-# %% ../nbs/19_server.ipynb 104
+# %% ../nbs/19_server.ipynb 124
 @patch
 async def constrained(self: _Generating, req, params):
     "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
@@ -1199,7 +1214,7 @@ async def constrained(self: _Generating, req, params):
     await compile_structured(self.llm.tokenizer, so, _structured_field(req))
     return dataclasses.replace(params, structured_outputs=so)
 
-# %% ../nbs/19_server.ipynb 106
+# %% ../nbs/19_server.ipynb 126
 @patch
 async def encode(self: _Generating, fs, param, req, params):
     """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
@@ -1217,7 +1232,7 @@ async def encode(self: _Generating, fs, param, req, params):
         ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
     return prompts, ps
 
-# %% ../nbs/19_server.ipynb 109
+# %% ../nbs/19_server.ipynb 129
 class _Reply:
     "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
     def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
@@ -1238,7 +1253,7 @@ class _Reply:
         if self.params.logprobs is None: return None
         return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
 
-# %% ../nbs/19_server.ipynb 111
+# %% ../nbs/19_server.ipynb 131
 @patch
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
@@ -1262,7 +1277,7 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
             if reason == "stop": reason = "tool_calls"
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 113
+# %% ../nbs/19_server.ipynb 133
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1276,7 +1291,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 115
+# %% ../nbs/19_server.ipynb 135
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1285,7 +1300,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 117
+# %% ../nbs/19_server.ipynb 137
 @patch
 async def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1301,7 +1316,7 @@ async def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 118
+# %% ../nbs/19_server.ipynb 138
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1338,7 +1353,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 119
+# %% ../nbs/19_server.ipynb 139
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1349,7 +1364,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 121
+# %% ../nbs/19_server.ipynb 141
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1357,7 +1372,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 124
+# %% ../nbs/19_server.ipynb 144
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1372,7 +1387,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 126
+# %% ../nbs/19_server.ipynb 146
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1395,7 +1410,7 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 128
+# %% ../nbs/19_server.ipynb 148
 @patch
 async def create(self: ServingChat, req: ChatRequest, request):
     "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
@@ -1411,7 +1426,7 @@ async def create(self: ServingChat, req: ChatRequest, request):
     prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 131
+# %% ../nbs/19_server.ipynb 151
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1432,7 +1447,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 133
+# %% ../nbs/19_server.ipynb 153
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1449,7 +1464,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 135
+# %% ../nbs/19_server.ipynb 155
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard: return ModelCard(id=self.st.model_name, max_model_len=self.st.max_len)
@@ -1464,7 +1479,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 137
+# %% ../nbs/19_server.ipynb 157
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1478,7 +1493,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 140
+# %% ../nbs/19_server.ipynb 160
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1495,7 +1510,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 142
+# %% ../nbs/19_server.ipynb 162
 async def _api_error(request, e: APIError): return _error(e)
 
 async def _http(request, e: HTTPException):
@@ -1507,7 +1522,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 144
+# %% ../nbs/19_server.ipynb 164
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1519,7 +1534,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 146
+# %% ../nbs/19_server.ipynb 166
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1532,7 +1547,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 147
+# %% ../nbs/19_server.ipynb 167
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1547,7 +1562,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 149
+# %% ../nbs/19_server.ipynb 169
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1562,7 +1577,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 151
+# %% ../nbs/19_server.ipynb 171
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1573,7 +1588,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 152
+# %% ../nbs/19_server.ipynb 173
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -1584,7 +1599,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 154
+# %% ../nbs/19_server.ipynb 175
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
@@ -1612,7 +1627,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 157
+# %% ../nbs/19_server.ipynb 178
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1626,6 +1641,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
+# %% ../nbs/19_server.ipynb 179
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -1652,7 +1668,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 159
+# %% ../nbs/19_server.ipynb 181
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1677,7 +1693,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 160
+# %% ../nbs/19_server.ipynb 182
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1699,7 +1715,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 161
+# %% ../nbs/19_server.ipynb 183
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1714,13 +1730,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 162
+# %% ../nbs/19_server.ipynb 185
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, **settings) if engine_config is None else LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 164
+# %% ../nbs/19_server.ipynb 187
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -1751,7 +1767,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 165
+# %% ../nbs/19_server.ipynb 188
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
