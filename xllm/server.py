@@ -1302,7 +1302,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
 
 # %% ../nbs/19_server.ipynb 137
 @patch
-async def _tool_deltas(self: _Reply, held, i, d, fin):
+def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
     from xllm.tools import openai_tool_calls
     d = held[i].feed(d)
@@ -1335,7 +1335,7 @@ async def _events(self: _Reply, release):
                 yield self._chunk({"index": i, "text": self.head[i], "logprobs": L})
             if fin is not None: ctoks += nt
             if self.tools:                         # text that may be a tool call waits; the calls come at the end
-                d, fin, calls = await self._tool_deltas(held, i, d, fin)
+                d, fin, calls = self._tool_deltas(held, i, d, fin)
                 for c in calls: yield c
             if not d and fin is None and not lp: continue
             L = self.logprobs(lp, offs.get(i, 0))
