@@ -4,11 +4,17 @@
 
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
-           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'HEALTH_POLL',
-           'DEAD_LINGER', 'TRIM_EVERY', 'LOG_STATS_EVERY', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'APIError',
+           'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'TRIM_EVERY',
+           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'CompletionRequest',
+           'ChatMessage', 'ChatRequest', 'TokenizeRequest', 'DetokenizeRequest', 'ErrorInfo', 'Error', 'Usage',
+           'CompletionLogprobs', 'TopLogprob', 'TokenLogprob', 'ChatLogprobs', 'CompletionChoice', 'CompletionResponse',
+           'CompletionChunk', 'FunctionCall', 'ToolCall', 'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse',
+           'DeltaToolCall', 'Delta', 'ChatStreamChoice', 'ChatCompletionChunk', 'ModelCard', 'ModelList',
+           'TokenizeResponse', 'DetokenizeResponse', 'Version', 'TokenizerInfo', 'Health', 'APIError',
            'to_sampling_params', 'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured',
-           'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'create_app',
-           'BackgroundServer', 'start_server', 'serve', 'launch']
+           'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing',
+           'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo', 'create_app', 'BackgroundServer',
+           'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -19,17 +25,18 @@ from .core import check_bool, check_int, check_number, check_token_ids
 from .sampling import SamplingParams
 from .chat import text_content
 
-# %% ../nbs/19_server.ipynb 5
-def _pyd():
-    "pydantic/fastapi are imported lazily: the rest of xllm does not need them."
-    import pydantic
-    return pydantic
+from typing import ClassVar
+from contextlib import asynccontextmanager
+from fastcore.basics import patch
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
+# %% ../nbs/19_server.ipynb 6
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 32, 1024   # stop strings per request, characters per stop string (OpenAI takes 4)
+MAX_DETOKENIZE = 1 << 20                      # token ids one /detokenize request may send
 
 class _TooLong(ValueError): "A list longer than the tokens a request holds (answered with code context_length_exceeded)."
 
-# %% ../nbs/19_server.ipynb 6
+# %% ../nbs/19_server.ipynb 7
 def _shape(d, max_prompts: int, max_len: int, why: str = ""):
     """Refuse, on the raw JSON and before pydantic builds anything, lists longer than a request can use: more prompts than the server
     takes at once, token-id lists or conversations longer than `max_len` tokens (`why`: why that is the limit), more stop strings
@@ -54,85 +61,300 @@ def _shape(d, max_prompts: int, max_len: int, why: str = ""):
     s = d.get("stop")
     if isinstance(s, list) and len(s) > MAX_STOP_STRINGS: no("stop", f"{len(s)} stop strings; at most {MAX_STOP_STRINGS}")
 
-# %% ../nbs/19_server.ipynb 7
-def _models(max_prompts: int = 1 << 30, max_len: int = 1 << 30, why: str = ""):
-    """The pydantic request models (`CompletionRequest`, `ChatRequest`, and vLLM's `TokenizeRequest`, `DetokenizeRequest`): types
-    and ranges, and (`_shape`) list lengths against `max_prompts` and `max_len`; `to_sampling_params` and `check_supported` check the rest."""
-    from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
-    class _Req(BaseModel):
-        model_config = ConfigDict(extra="ignore", strict=True)     # strict: `true` is not a number, 1.0 not an integer, 1 not a bool
-        @model_validator(mode="before")
-        @classmethod
-        def _nulls(cls, d):        # OpenAI's clients may send null for any option they leave unset: it means the default
-            _shape(d, max_prompts, max_len, why)
-            return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
-        model: str | None = None
-        max_tokens: int | None = Field(None, ge=1)
-        temperature: float = Field(1.0, ge=0)
-        top_p: float = Field(1.0, gt=0, le=1)
-        top_k: int = Field(-1, ge=-1)
-        min_p: float = Field(0.0, ge=0, le=1)
-        seed: int | None = Field(None, ge=-(1 << 63), le=(1 << 63) - 1)     # vLLM's range: a signed 64-bit integer
-        stop: str | list[str] | None = None
-        n: int = Field(1, ge=1, le=128)
-        presence_penalty: float = Field(0.0, ge=-2, le=2)
-        frequency_penalty: float = Field(0.0, ge=-2, le=2)
-        repetition_penalty: float = Field(1.0, gt=0)
-        logit_bias: dict[str, float] | None = None
-        ignore_eos: bool = False
-        min_tokens: int = Field(0, ge=0)                                  # vLLM's extra sampling options
-        include_stop_str_in_output: bool = False
-        skip_special_tokens: bool = True
-        stream: bool = False
-        stream_options: dict[str, Any] | None = None
-        user: str | None = None
-        best_of: int | None = Field(None, ge=1)                           # accepted only as n (xllm returns every choice)
-        response_format: dict[str, Any] | None = None                     # OpenAI's structured outputs: json_object, json_schema
-        structured_outputs: dict[str, Any] | None = None                  # vLLM's: json, regex, choice, grammar, json_object
-        guided_json: Any = None                                           # vLLM's older names for the same
-        guided_regex: str | None = None
-        guided_choice: list[str] | None = None
-        guided_grammar: str | None = None
-    class CompletionRequest(_Req):
-        prompt: str | list[str] | list[StrictInt] | list[list[StrictInt]]     # text(s) or token ids, as OpenAI accepts
-        max_tokens: int | None = Field(None, ge=0)                        # 0: score the prompt only (with echo and logprobs)
-        logprobs: int | None = Field(None, ge=0, le=20)
-        echo: bool = False
-        suffix: str | None = None
-    class ChatMessage(BaseModel):
-        model_config = ConfigDict(extra="ignore", strict=True)
-        role: str
-        content: str | list[dict[str, Any]] | None = None
-        tool_calls: list[Any] | None = None
-        tool_call_id: str | None = None
-        name: str | None = None
-    class ChatRequest(_Req):
-        messages: list[ChatMessage] = Field(min_length=1)
-        max_completion_tokens: int | None = Field(None, ge=1)
-        logprobs: bool = False
-        top_logprobs: int | None = Field(None, ge=0, le=20)
-        tools: list[Any] | None = None
-        tool_choice: Any = None
-        functions: list[Any] | None = None
-    class TokenizeRequest(BaseModel):          # vLLM's /tokenize: a text prompt, or chat messages through the template
-        model_config = ConfigDict(extra="ignore", strict=True)
-        model: str | None = None
-        prompt: str | None = None
-        messages: list[ChatMessage] | None = None
-        add_special_tokens: bool = True          # the prompt's BOS, when the model wants one
-        add_generation_prompt: bool = True
-    class DetokenizeRequest(BaseModel):
-        model_config = ConfigDict(extra="ignore", strict=True)
-        model: str | None = None
-        tokens: list[StrictInt] = Field(max_length=MAX_DETOKENIZE)
-    return CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest
+# %% ../nbs/19_server.ipynb 9
+def _nullable(schema: dict):
+    "OpenAPI: an option that is not required also takes null, which means its default (`_Req._nulls`)."
+    for f, prop in schema.get("properties", {}).items():
+        if f not in schema.get("required", []) and "null" not in json.dumps(prop):
+            schema["properties"][f] = {"anyOf": [{k: v for k, v in prop.items() if k not in ("title", "default")}, {"type": "null"}],
+                                       **{k: prop[k] for k in ("title", "default") if k in prop}}
 
-MAX_DETOKENIZE = 1 << 20   # token ids one /detokenize request may send
+class _Req(BaseModel):
+    "The options completions and chat share. Strict: `true` is not a number, 1.0 not an integer, 1 not a bool."
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, d):        # OpenAI's clients may send null for any option they leave unset: it means the default
+        return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
+
+# %% ../nbs/19_server.ipynb 11
+class _SamplingFields(_Req):
+    "The sampling options (OpenAI's, then vLLM's extras); `to_sampling_params` turns them into `SamplingParams`."
+    model: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(-1, ge=-1)
+    min_p: float = Field(0.0, ge=0, le=1)
+    seed: int | None = Field(None, ge=-(1 << 63), le=(1 << 63) - 1)     # vLLM's range: a signed 64-bit integer
+    stop: str | list[str] | None = None
+    n: int = Field(1, ge=1, le=128)
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
+    frequency_penalty: float = Field(0.0, ge=-2, le=2)
+    repetition_penalty: float = Field(1.0, gt=0)
+    logit_bias: dict[str, float] | None = None
+    ignore_eos: bool = False
+    min_tokens: int = Field(0, ge=0)                                  # vLLM's extra sampling options
+    include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True
+
+# %% ../nbs/19_server.ipynb 12
+class _Options(_SamplingFields):
+    "Every option of completions and chat: sampling, streaming, structured outputs."
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    user: str | None = None
+    best_of: int | None = Field(None, ge=1)                           # accepted only as n (xllm returns every choice)
+    response_format: dict[str, Any] | None = None                     # OpenAI's structured outputs: json_object, json_schema
+    structured_outputs: dict[str, Any] | None = None                  # vLLM's: json, regex, choice, grammar, json_object
+    guided_json: Any = None                                           # vLLM's older names for the same
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+
+# %% ../nbs/19_server.ipynb 13
+class CompletionRequest(_Options):
+    "`/v1/completions`: a prompt (text(s) or token ids, as OpenAI accepts) to continue."
+    prompt: str | list[str] | list[StrictInt] | list[list[StrictInt]]
+    max_tokens: int | None = Field(None, ge=0)                        # 0: score the prompt only (with echo and logprobs)
+    logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool = False
+    suffix: str | None = None
+
+# %% ../nbs/19_server.ipynb 14
+class ChatMessage(BaseModel):
+    "One message of a conversation, as sent (checked further by `_chat_messages`)."
+    model_config = ConfigDict(extra="ignore", strict=True)
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[Any] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+class ChatRequest(_Options):
+    "`/v1/chat/completions`: a conversation to answer (the chat template applied), with tools if any."
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+
+# %% ../nbs/19_server.ipynb 15
+class TokenizeRequest(BaseModel):
+    "vLLM's /tokenize: a text prompt, or chat messages through the template."
+    model_config = ConfigDict(extra="ignore", strict=True)
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    add_special_tokens: bool = True          # the prompt's BOS, when the model wants one
+    add_generation_prompt: bool = True
+
+class DetokenizeRequest(BaseModel):
+    "vLLM's /detokenize: token ids to write out."
+    model_config = ConfigDict(extra="ignore", strict=True)
+    model: str | None = None
+    tokens: list[StrictInt] = Field(max_length=MAX_DETOKENIZE)
 
 _UNION_FIELDS = {"prompt": "a string, a list of strings, a list of token ids (integers) or a list of token-id lists",
                  "stop": "a string or a list of strings"}     # pydantic's message for these would name one alternative only
 
-# %% ../nbs/19_server.ipynb 8
+# %% ../nbs/19_server.ipynb 18
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+def _dumps(obj) -> str:
+    "JSON text for a response: strict JSON (no NaN/Infinity: ValueError), lone surrogates replaced by U+FFFD, so it always encodes as UTF-8."
+    return _SURROGATE.sub("\ufffd", json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+
+class _Out(BaseModel):
+    "A response model: `dump()` is what is sent (fields in `_optional` only when set)."
+    _optional: ClassVar[frozenset] = frozenset()
+    def model_post_init(self, _):
+        self.model_fields_set.update(set(type(self).model_fields) - self._optional)
+    def dump(self) -> dict: return self.model_dump(exclude_unset=True)
+
+# %% ../nbs/19_server.ipynb 19
+class ErrorInfo(_Out):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+class Error(_Out):
+    "OpenAI's error JSON, the answer to every failed request."
+    error: ErrorInfo
+
+class Usage(_Out):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    @classmethod
+    def of(cls, prompt_tokens: int, completion_tokens: int): return cls(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                                                          total_tokens=prompt_tokens + completion_tokens)
+
+# %% ../nbs/19_server.ipynb 21
+class CompletionLogprobs(_Out):
+    "OpenAI's legacy logprobs: parallel lists (`_logprobs`); an echoed prompt's first token has null for both."
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    top_logprobs: list[dict[str, float] | None]
+    text_offset: list[int]
+
+class TopLogprob(_Out):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+class ChatLogprobs(_Out):
+    content: list[TokenLogprob]
+
+# %% ../nbs/19_server.ipynb 22
+class CompletionChoice(_Out):
+    "A completion's choice, whole or (its text so far) as a stream chunk's."
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None = None
+    finish_reason: str | None = None
+
+class CompletionResponse(_Out):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+
+# %% ../nbs/19_server.ipynb 23
+class CompletionChunk(_Out):
+    "One SSE event of a streamed completion; `usage` only with `stream_options.include_usage` (null but in the last)."
+    _optional: ClassVar[frozenset] = frozenset({"usage"})
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+# %% ../nbs/19_server.ipynb 25
+class FunctionCall(_Out):
+    name: str
+    arguments: str          # JSON text
+
+class ToolCall(_Out):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+class AssistantMessage(_Out):
+    "The answer's message; `tool_calls` only when the answer was read as tool calls (then `content` may be null)."
+    _optional: ClassVar[frozenset] = frozenset({"tool_calls"})
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
+
+# %% ../nbs/19_server.ipynb 26
+class ChatChoice(_Out):
+    index: int
+    message: AssistantMessage
+    logprobs: ChatLogprobs | None = None
+    finish_reason: str | None = None
+
+class ChatCompletionResponse(_Out):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+# %% ../nbs/19_server.ipynb 27
+class DeltaToolCall(_Out):
+    index: int
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+class Delta(_Out):
+    "What a chat chunk adds to its choice: the role (first chunk), text, or tool calls; `{}` for none (the last chunk)."
+    _optional: ClassVar[frozenset] = frozenset({"role", "content", "tool_calls"})
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
+
+# %% ../nbs/19_server.ipynb 28
+class ChatStreamChoice(_Out):
+    index: int
+    delta: Delta
+    logprobs: ChatLogprobs | None = None
+    finish_reason: str | None = None
+
+class ChatCompletionChunk(_Out):
+    _optional: ClassVar[frozenset] = frozenset({"usage"})
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatStreamChoice]
+    usage: Usage | None = None
+
+# %% ../nbs/19_server.ipynb 30
+class ModelCard(_Out):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "xllm"
+    max_model_len: int
+
+class ModelList(_Out):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+class TokenizeResponse(_Out):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+
+# %% ../nbs/19_server.ipynb 31
+class DetokenizeResponse(_Out):
+    prompt: str
+
+class Version(_Out):
+    version: str
+
+# %% ../nbs/19_server.ipynb 32
+class TokenizerInfo(_Out):
+    "vLLM's /tokenizer_info."
+    tokenizer_class: str
+    bos_token: str | None
+    eos_token: str | None
+    pad_token: str | None = None
+    add_bos_token: bool
+    chat_template: str | None
+    model_max_length: int
+    vocab_size: int
+
+# %% ../nbs/19_server.ipynb 33
+class Health(_Out):
+    "`/health`: ok or not (and why); the counts only to a client holding the key."
+    _optional: ClassVar[frozenset] = frozenset({"reason", "in_flight", "unfinished", "running", "waiting", "used_blocks", "num_blocks",
+                                                "disconnected", "stalled", "limits"})
+    status: Literal["ok", "unavailable"]
+    reason: str | None = None
+    in_flight: int | None = None
+    unfinished: int | None = None
+    running: int | None = None
+    waiting: int | None = None
+    used_blocks: int | None = None
+    num_blocks: int | None = None
+    disconnected: int | None = None
+    stalled: int | None = None
+    limits: dict[str, int] | None = None
+
+# %% ../nbs/19_server.ipynb 35
 class APIError(Exception):
     "An error returned to the client as OpenAI's error JSON with HTTP `status` (and extra response `headers`, e.g. Retry-After)."
     def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None, code: str | None = None,
@@ -141,10 +363,11 @@ class APIError(Exception):
         self.status, self.message, self.type, self.param, self.code, self.headers = status, message, type, param, code, headers
     def body(self) -> dict:
         "OpenAI's error JSON: `{'error': {'message', 'type', 'param', 'code'}}`."
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return Error(error=ErrorInfo(message=self.message, type=self.type, param=self.param, code=self.code)).dump()
 
 _INTERNAL = APIError(500, "internal server error (logged on the server)", "server_error")   # a bug's answer: no internals
 
+# %% ../nbs/19_server.ipynb 37
 def _forget(e: BaseException):
     """Drop `e`'s tracebacks and the exceptions it was raised from. A request body refused while it was read (408, 503) surfaces as
     Starlette's ClientDisconnect inside FastAPI's HTTPException; their tracebacks hold the frames that read the body, in a
@@ -160,12 +383,13 @@ def _forget(e: BaseException):
         return
     for c in chain: c.__traceback__ = c.__cause__ = c.__context__ = None
 
+# %% ../nbs/19_server.ipynb 38
 def _busy(why: str) -> APIError:
     "A 503 for a server that has no room now (`why`, then 'retry later'), with Retry-After: retrying can help."
     return APIError(503, f"{why}; retry later", "server_error", None, "overloaded", headers={"Retry-After": "1"})
 _log = logging.getLogger("uvicorn.error")     # uvicorn logs a failed request's traceback here; a stream's bug is logged here too
 
-# %% ../nbs/19_server.ipynb 11
+# %% ../nbs/19_server.ipynb 41
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
     m = getattr(req, "max_completion_tokens", None)
@@ -203,6 +427,7 @@ def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
+# %% ../nbs/19_server.ipynb 44
 def check_supported(req, vocab_size: int) -> dict[int, float]:
     """Refuse with a 400 naming the field the OpenAI options xllm does not implement, rather than answer as if they had been
     honoured: `suffix`, `best_of` other than `n`, the deprecated `functions`.
@@ -219,12 +444,13 @@ def check_supported(req, vocab_size: int) -> dict[int, float]:
     check_token_ids(list(bias), vocab_size, "logit_bias", lambda m: APIError(400, m, param="logit_bias"))
     return bias
 
+# %% ../nbs/19_server.ipynb 45
 def logit_bias_processor(bias: dict[int, float]):
     "A logits processor (`f(output_ids, logits) -> logits`) that adds `bias[t]` to the logit of each token `t`: OpenAI's `logit_bias`."
     ids, vals = torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
-# %% ../nbs/19_server.ipynb 16
+# %% ../nbs/19_server.ipynb 48
 GRAMMAR_TIMEOUT = 10.0     # seconds a schema or grammar may take to compile before the request is refused
 
 def structured_outputs(req):
@@ -256,6 +482,7 @@ def structured_outputs(req):
         return StructuredOutputsParams(**kw)
     except ValueError as e: raise APIError(400, f"{field}: {e}", param=field) from None
 
+# %% ../nbs/19_server.ipynb 49
 _SO_FIELDS = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
 
 def _structured_field(req) -> str | None:
@@ -270,7 +497,7 @@ async def compile_structured(tokenizer, so, field: str = "response_format", time
     except GrammarError as e: raise APIError(400, f"{field}: {e}", param=field) from None
     except (asyncio.TimeoutError, TimeoutError): raise APIError(400, f"{field}: the schema or grammar took more than {timeout:g} s to compile", param=field) from None
 
-# %% ../nbs/19_server.ipynb 19
+# %% ../nbs/19_server.ipynb 52
 def _ended(o) -> Exception:
     """The failure of an engine request that ended with neither 'stop' nor 'length': a `GrammarError` when its structured output
     could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
@@ -333,7 +560,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                        (first or end) - t0, (n - 1) / (end - first) if first and n > 1 and end > first else 0.0, ended)
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
-# %% ../nbs/19_server.ipynb 20
+# %% ../nbs/19_server.ipynb 53
 def _choice_error(e: Exception, field: str | None) -> APIError:
     """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
@@ -345,6 +572,7 @@ def _choice_error(e: Exception, field: str | None) -> APIError:
     _log.error("a request failed: %s: %s", type(e).__name__, e)      # the details stay in the server's log
     return _INTERNAL
 
+# %% ../nbs/19_server.ipynb 54
 async def _run_all(state, jobs, field: str | None = None):
     """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
     completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone). A choice that fails
@@ -363,7 +591,7 @@ async def _run_all(state, jobs, field: str | None = None):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 24
+# %% ../nbs/19_server.ipynb 58
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -386,7 +614,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 29
+# %% ../nbs/19_server.ipynb 63
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
@@ -406,6 +634,7 @@ class Metrics:
         self.success = Counter("vllm:request_success", "Finished requests, by finish reason.", ["model_name", "finished_reason"], registry=r)
         r.register(_EngineCollector(state))
 
+# %% ../nbs/19_server.ipynb 64
 class _EngineCollector:
     """The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens,
     speculative decoding's proposals, proposed and accepted tokens (0 when it is off)."""
@@ -424,85 +653,7 @@ class _EngineCollector:
                                 (CounterMetricFamily, "vllm:spec_decode_num_accepted_tokens", "Speculative decoding: proposed tokens accepted.", core.spec_stats.num_accepted)):
             m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
 
-# %% ../nbs/19_server.ipynb 31
-class _State:
-    """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
-    limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
-    def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str, limits=None, stall_timeout: float = 30.0):
-        from xllm.engine import AsyncEngine
-        from xllm.llm import build_engine
-        self.llm, self.model_name, self.max_num_seqs, self.max_waiting = llm, model_name, max_num_seqs, max_waiting
-        self.core = build_engine(llm, max_num_seqs)   # the server's own engine, with the LLM's K/V settings
-        self.engine = AsyncEngine(self.core)
-        self.max_len = min(llm.max_model_len, self.core.pool.num_tokens)   # tokens (prompt + output) one request may reach
-        self.in_flight = 0          # engine requests (choices) admitted and not yet done
-        self.disconnected = 0       # non-streaming requests whose client went away before the answer (aborted)
-        self.stalled = 0            # streams aborted because their client stopped reading
-        self.longest_token = max(len(_token_bytes(llm.tokenizer, i)) for i in range(llm.tokenizer.vocab_size))
-        self.max_chars = self.max_len * self.longest_token   # more characters than this cannot fit in max_len tokens
-        self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
-        self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
-        self.limits, self.counts, self.stall_timeout = limits or ServerLimits(), LimitCounts(), stall_timeout
-        self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
-        self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
-        self.metrics = Metrics(self)
-        self._closed = None
-
-    def close(self) -> int:
-        "Shut the engine down, once (what still runs is aborted); returns how many requests were unfinished then."
-        if self._closed is None:
-            self._closed = self.core.num_unfinished
-            self.engine.shutdown(5)
-        return self._closed
-
-    def check_chars(self, n: int, param: str):
-        "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
-        if n > self.max_chars:
-            raise APIError(400, f"{param}: {n} characters cannot fit in the {self.max_len} tokens a request may hold{self.why_max_len()} (a token of this "
-                                f"vocabulary covers at most {self.longest_token} characters); refused before tokenizing", param=param,
-                           code="context_length_exceeded")
-
-    def check_choices(self, n: int):
-        "A 400 for a request of `n` choices (prompts x n), more than the server ever runs at once: retrying cannot help."
-        limit = self.max_num_seqs + self.max_waiting
-        if n > limit:
-            raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
-                                f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
-
-    def admit(self, n: int):
-        """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
-        (retrying cannot help), with 503 (and Retry-After) when the choices already in flight leave no room for it now."""
-        self.check_choices(n)
-        if self.dead: raise APIError(503, f"the engine cannot run ({self.dead}); the server is stopping", "server_error", None, "engine_dead")
-        limit = self.max_num_seqs + self.max_waiting
-        if self.in_flight + n > limit:
-            raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
-        self.in_flight += n
-
-    def why_max_len(self) -> str:
-        "Why a request may hold `max_len` tokens when that is less than the model's context: said in every context error."
-        if self.max_len < self.llm.max_model_len: note = f"its K/V pool is smaller than the model's context of {self.llm.max_model_len}"
-        elif note := getattr(self.llm, "context_note", None): pass
-        else: return ""
-        return f" ({note}; --kv-cache-memory raises it)"
-
-    def max_tokens(self, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
-        """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
-        in `max_len`, else a 400 (as vLLM's); without one, `default` (None: all that fits) cut to what fits. Nothing is cut short
-        silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted).
-        A `min_tokens` larger than what fits is a 400 too."""
-        C = self.max_len
-        lim = f"this server holds {C} tokens per request{self.why_max_len()}"
-        if n_prompt >= C:
-            raise APIError(400, f"prompt has {n_prompt} tokens; {lim}, which leaves no room to generate", param="prompt", code="context_length_exceeded")
-        if asked is not None and n_prompt + asked > C:
-            raise APIError(400, f"{field}: the prompt ({n_prompt} tokens) plus {field} ({asked}) is {n_prompt + asked} tokens; {lim}. "
-                                "Shorten the prompt or ask for fewer tokens", param=field, code="context_length_exceeded")
-        if n_prompt + min_tokens > C:
-            raise APIError(400, f"min_tokens: the prompt ({n_prompt} tokens) plus min_tokens ({min_tokens}) is {n_prompt + min_tokens} tokens; {lim}. "
-                                "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
-        return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
-
+# %% ../nbs/19_server.ipynb 66
 _ROLES = ("system", "developer", "user", "assistant")
 
 def _content(c, i: int) -> str:
@@ -533,6 +684,11 @@ def _chat_messages(messages) -> list[dict]:
         out.append(d)
     return out
 
+# %% ../nbs/19_server.ipynb 68
+def _lp(v: float) -> float:
+    "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
+    return v if math.isfinite(v) else -9999.0
+
 def _token_bytes(tok, i: int) -> bytes:
     try: return tok.token_bytes(int(i))
     except Exception: return tok.id_to_piece(int(i)).encode()
@@ -558,6 +714,7 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
             "top_logprobs": [None if d is None else by_text(i, d) for i, d in lps],
             "text_offset": offs}
 
+# %% ../nbs/19_server.ipynb 70
 def _prompt_list(p) -> list:
     "A completion request's `prompt` (a string, strings, token ids or lists of token ids) as a list of `LLM` prompts (str or `{'prompt_token_ids': ids}`)."
     if isinstance(p, str): return [p]
@@ -565,20 +722,11 @@ def _prompt_list(p) -> list:
     if all(isinstance(x, int) for x in p): return [{"prompt_token_ids": p}]
     return [x if isinstance(x, str) else {"prompt_token_ids": x} for x in p]
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
-
-# %% ../nbs/19_server.ipynb 37
+# %% ../nbs/19_server.ipynb 75
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-def _dumps(obj) -> str:
-    "JSON text for a response: strict JSON (no NaN/Infinity: ValueError), lone surrogates replaced by U+FFFD, so it always encodes as UTF-8."
-    return _SURROGATE.sub("\ufffd", json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
-
-# %% ../nbs/19_server.ipynb 38
+# %% ../nbs/19_server.ipynb 76
 @dataclasses.dataclass
 class ServerLimits:
     """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
@@ -596,11 +744,7 @@ class ServerLimits:
         check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
 
 
-# %% ../nbs/19_server.ipynb 40
-def _lp(v: float) -> float:
-    "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
-    return v if math.isfinite(v) else -9999.0
-
+# %% ../nbs/19_server.ipynb 78
 async def _send_error(send, e: APIError):
     "Answer a raw ASGI request with `e` as OpenAI's error JSON (and its headers, e.g. Retry-After), closing the connection (the rest of the body stays unread)."
     body = _dumps(e.body()).encode()
@@ -609,7 +753,7 @@ async def _send_error(send, e: APIError):
                 *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 43
+# %% ../nbs/19_server.ipynb 81
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
     by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
@@ -670,7 +814,7 @@ class _BodyLimit:
         finally: release()
 
 
-# %% ../nbs/19_server.ipynb 48
+# %% ../nbs/19_server.ipynb 86
 def _raw_answer(e: APIError) -> bytes:
     "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
     from http import HTTPStatus
@@ -691,6 +835,7 @@ class LimitCounts:
     body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
     send_stalls: int = 0          # connections aborted because bytes they had to send did not move for the stall timeout
 
+# %% ../nbs/19_server.ipynb 88
 SWEEP_EVERY = 1.0          # seconds between two looks at what each connection still has to send
 
 def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None, stall_timeout: float = 30.0):
@@ -769,8 +914,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             counts.connections = len(self.connections)
     return Connection
 
-
-# %% ../nbs/19_server.ipynb 51
+# %% ../nbs/19_server.ipynb 91
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
@@ -791,59 +935,7 @@ async def _send_whole(send, status: int, headers, body: bytes, timeout: float, m
     for k in range(0, max(len(body), 1), SEND_CHUNK):
         await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
-def _stream_class(StreamingResponse):
-    "The SSE response class (built on starlette's, imported lazily): a chunk that waits `stall_timeout` s to be sent ends the stream."
-    class Stream(StreamingResponse):
-        def __init__(self, gen, stall_timeout: float, on_stall):
-            super().__init__(gen, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-            self.stall_timeout, self.on_stall = stall_timeout, on_stall
-        async def stream_response(self, send):
-            try: await super().stream_response(_timed(send, self.stall_timeout))
-            except _Stalled:            # close the generator: its engine requests are aborted, their blocks freed
-                self.on_stall()
-                await self.body_iterator.aclose()
-    return Stream
-
-# %% ../nbs/19_server.ipynb 53
-def _openapi(app, keyed: bool, model_name: str, public=frozenset({"/health"})) -> dict:
-    """The OpenAPI schema of what the server really answers: 400 (not FastAPI's 422) for invalid requests, 401 when a key is set,
-    404 (another model's name, an unknown path), 413 and 503 where they happen, each as OpenAI's error JSON, and SSE
-    (`text/event-stream`) beside JSON for the completions. `model` names the one model served (`model_name`) or is left out."""
-    from fastapi.openapi.utils import get_openapi
-    s = get_openapi(title=app.title, version=app.version, routes=app.routes)
-    comps = s.setdefault("components", {}).setdefault("schemas", {})
-    for k in ("HTTPValidationError", "ValidationError"): comps.pop(k, None)
-    comps["Error"] = {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["message", "type"],
-                      "properties": {"message": {"type": "string"}, "type": {"type": "string"},
-                                     "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}}
-    err = lambda why: {"description": why, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-    sse = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}   # one event: a JSON chunk or [DONE]
-    for name in ("CompletionRequest", "ChatRequest", "TokenizeRequest", "DetokenizeRequest"):
-        if "model" in comps.get(name, {}).get("properties", {}): comps[name]["properties"]["model"] = {"anyOf": [{"enum": [model_name]}, {"type": "null"}]}
-    for name in ("CompletionRequest", "ChatRequest"):              # null means the default for every option (`_nulls`)
-        schema = comps.get(name, {})
-        for f, prop in schema.get("properties", {}).items():
-            if f not in schema.get("required", []) and "null" not in json.dumps(prop):
-                schema["properties"][f] = {"anyOf": [{k: v for k, v in prop.items() if k not in ("title", "default")}, {"type": "null"}],
-                                           **{k: prop[k] for k in ("title", "default") if k in prop}}
-    for path, ops in s["paths"].items():
-        for method, op in ops.items():
-            r = op.setdefault("responses", {})
-            r.pop("422", None)
-            if keyed and path not in public: r["401"] = err("missing or wrong API key")
-            if path in ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"):
-                r["404"] = err("not the model served here")
-            if method == "post":
-                if path.startswith("/v1/"): r["200"]["content"]["text/event-stream"] = {"schema": sse}     # when stream is true
-                r["400"] = err("invalid request: types, values, a prompt beyond the context, an unsupported option")
-                r["413"] = err(f"body larger than {MAX_BODY_BYTES} bytes")
-                r["503"] = err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")
-    return s
-
-# %% ../nbs/19_server.ipynb 55
-HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
-DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
-
+# %% ../nbs/19_server.ipynb 94
 def public_paths(paths) -> frozenset:
     "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/' (else `ValueError`)."
     if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
@@ -852,7 +944,7 @@ def public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-
+# %% ../nbs/19_server.ipynb 96
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
     scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
@@ -875,6 +967,7 @@ class _KeyCheck:
         if ok: return await self.app(scope, receive, send)
         await _send_error(send, APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
+# %% ../nbs/19_server.ipynb 98
 def _quiet_accept_errors(inner=None, every: float = 10.0):
     """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
     traceback each time) into one log line every `every` s; anything else goes to `inner` (or asyncio's default)."""
@@ -887,6 +980,7 @@ def _quiet_accept_errors(inner=None, every: float = 10.0):
             _log.warning("xllm: cannot accept connections: %s (out of file descriptors? --max-connections bounds what clients hold)", ctx.get("exception"))
     return handler
 
+# %% ../nbs/19_server.ipynb 99
 def _engine_health(st) -> str | None:
     "`st.engine.health()`; a health check that raises is a bug, logged, and the engine is taken for dead (nothing fails silently)."
     try: return st.engine.health()
@@ -894,6 +988,7 @@ def _engine_health(st) -> str | None:
         _log.exception("xllm: the engine's health check failed")
         return "the engine's health check failed"
 
+# %% ../nbs/19_server.ipynb 101
 TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
 LOG_STATS_EVERY = 10.0     # seconds between two stats lines while the server is busy (vLLM's interval)
 
@@ -906,6 +1001,7 @@ def _stats_line(st, was: dict, now: dict, seconds: float) -> str | None:
     return (f"xllm: prompt {d['prompt'] / seconds:.1f} tok/s, generation {d['generation'] / seconds:.1f} tok/s, running {now['running']}, "
             f"waiting {now['waiting']}, K/V cache {100 * now['used'] / now['blocks']:.1f}% used, prefix cache hits {hits}")
 
+# %% ../nbs/19_server.ipynb 102
 def _stats_snapshot(st) -> dict:
     "The counters `_stats_line` compares: the token counters of /metrics, and the engine's (plain integers the engine thread updates)."
     bm, sched = st.core.block_manager, st.core.scheduler
@@ -921,6 +1017,10 @@ async def _log_stats(st, every: float):
         now, t1 = _stats_snapshot(st), time.monotonic()
         if (line := _stats_line(st, was, now, t1 - t)) is not None: _log.info(line)
         was, t = now, t1
+
+# %% ../nbs/19_server.ipynb 104
+HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
+DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
 def _malloc_trim():
     "Give the C heap's free pages back to the system (glibc's `malloc_trim`; elsewhere nothing)."
@@ -944,6 +1044,7 @@ async def _trim_after_refusals(st, drop: int = 64):
             await asyncio.to_thread(_malloc_trim)
         last, was = now, open_now
 
+# %% ../nbs/19_server.ipynb 105
 async def _watch_engine(st):
     "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
     while (why := _engine_health(st)) is None: await asyncio.sleep(HEALTH_POLL)
@@ -952,8 +1053,553 @@ async def _watch_engine(st):
     await asyncio.sleep(DEAD_LINGER)
     if st.on_dead is not None: st.on_dead()
 
+# %% ../nbs/19_server.ipynb 108
+class _State:
+    """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
+    limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
+    def __init__(self, llm, max_num_seqs: int, max_waiting: int, model_name: str, limits=None, stall_timeout: float = 30.0):
+        from xllm.engine import AsyncEngine
+        from xllm.llm import build_engine
+        self.llm, self.model_name, self.max_num_seqs, self.max_waiting = llm, model_name, max_num_seqs, max_waiting
+        self.core = build_engine(llm, max_num_seqs)   # the server's own engine, with the LLM's K/V settings
+        self.engine = AsyncEngine(self.core)
+        self.max_len = min(llm.max_model_len, self.core.pool.num_tokens)   # tokens (prompt + output) one request may reach
+        self.in_flight = 0          # engine requests (choices) admitted and not yet done
+        self.disconnected = 0       # non-streaming requests whose client went away before the answer (aborted)
+        self.stalled = 0            # streams aborted because their client stopped reading
+        self.longest_token = max(len(_token_bytes(llm.tokenizer, i)) for i in range(llm.tokenizer.vocab_size))
+        self.max_chars = self.max_len * self.longest_token   # more characters than this cannot fit in max_len tokens
+        self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
+        self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
+        self.limits, self.counts, self.stall_timeout = limits or ServerLimits(), LimitCounts(), stall_timeout
+        self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
+        self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
+        self.metrics = Metrics(self)
+        self._closed = None
 
-# %% ../nbs/19_server.ipynb 58
+    def close(self) -> int:
+        "Shut the engine down, once (what still runs is aborted); returns how many requests were unfinished then."
+        if self._closed is None:
+            self._closed = self.core.num_unfinished
+            self.engine.shutdown(5)
+        return self._closed
+
+    def why_max_len(self) -> str:
+        "Why a request may hold `max_len` tokens when that is less than the model's context: said in every context error."
+        if self.max_len < self.llm.max_model_len: note = f"its K/V pool is smaller than the model's context of {self.llm.max_model_len}"
+        elif note := getattr(self.llm, "context_note", None): pass
+        else: return ""
+        return f" ({note}; --kv-cache-memory raises it)"
+
+# %% ../nbs/19_server.ipynb 110
+@patch
+def check_chars(self: _State, n: int, param: str):
+    "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
+    if n > self.max_chars:
+        raise APIError(400, f"{param}: {n} characters cannot fit in the {self.max_len} tokens a request may hold{self.why_max_len()} (a token of this "
+                            f"vocabulary covers at most {self.longest_token} characters); refused before tokenizing", param=param,
+                       code="context_length_exceeded")
+
+@patch
+def check_choices(self: _State, n: int):
+    "A 400 for a request of `n` choices (prompts x n), more than the server ever runs at once: retrying cannot help."
+    limit = self.max_num_seqs + self.max_waiting
+    if n > limit:
+        raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
+                            f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
+
+# %% ../nbs/19_server.ipynb 112
+@patch
+def admit(self: _State, n: int):
+    """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
+    (retrying cannot help), with 503 (and Retry-After) when the choices already in flight leave no room for it now."""
+    self.check_choices(n)
+    if self.dead: raise APIError(503, f"the engine cannot run ({self.dead}); the server is stopping", "server_error", None, "engine_dead")
+    limit = self.max_num_seqs + self.max_waiting
+    if self.in_flight + n > limit:
+        raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
+    self.in_flight += n
+
+# %% ../nbs/19_server.ipynb 114
+@patch
+def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
+    """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
+    in `max_len`, else a 400 (as vLLM's); without one, `default` (None: all that fits) cut to what fits. Nothing is cut short
+    silently: the K/V pool holds every admitted request whole (requests that do not fit together wait or are preempted).
+    A `min_tokens` larger than what fits is a 400 too."""
+    C = self.max_len
+    lim = f"this server holds {C} tokens per request{self.why_max_len()}"
+    if n_prompt >= C:
+        raise APIError(400, f"prompt has {n_prompt} tokens; {lim}, which leaves no room to generate", param="prompt", code="context_length_exceeded")
+    if asked is not None and n_prompt + asked > C:
+        raise APIError(400, f"{field}: the prompt ({n_prompt} tokens) plus {field} ({asked}) is {n_prompt + asked} tokens; {lim}. "
+                            "Shorten the prompt or ask for fewer tokens", param=field, code="context_length_exceeded")
+    if n_prompt + min_tokens > C:
+        raise APIError(400, f"min_tokens: the prompt ({n_prompt} tokens) plus min_tokens ({min_tokens}) is {n_prompt + min_tokens} tokens; {lim}. "
+                            "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
+    return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
+
+# %% ../nbs/19_server.ipynb 116
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+
+class _JSON(JSONResponse):
+    "JSON (`_dumps`; a response model is dumped), sent in `SEND_CHUNK` pieces within the stall timeout: an unread answer is let go."
+    def render(self, content) -> bytes: return _dumps(content.dump() if isinstance(content, _Out) else content).encode()
+    async def __call__(self, scope, receive, send):
+        st = scope["app"].state.xllm
+        try: await _send_whole(send, self.status_code, self.raw_headers, self.body, st.stall_timeout, st.limits.body_min_rate)
+        except _Stalled: st.stalled += 1
+
+def _error(e: APIError) -> _JSON: return _JSON(e.body(), status_code=e.status, headers=e.headers)
+
+# %% ../nbs/19_server.ipynb 118
+class _Stream(StreamingResponse):
+    "Server-sent events: a chunk that waits the stall timeout to be sent ends the stream (its engine requests aborted)."
+    def __init__(self, gen):
+        super().__init__(gen, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    async def stream_response(self, send):
+        st = self.st
+        try: await super().stream_response(_timed(send, st.stall_timeout))
+        except _Stalled:            # close the generator: its engine requests are aborted, their blocks freed
+            st.stalled += 1
+            await self.body_iterator.aclose()
+    async def __call__(self, scope, receive, send):
+        self.st = scope["app"].state.xllm
+        await super().__call__(scope, receive, send)
+
+# %% ../nbs/19_server.ipynb 120
+class OpenAIServing:
+    "What every endpoint family shares: the app's `_State` (`st`), its `LLM`, the served model's name, the tokenizing slots."
+    def __init__(self, st: _State): self.st, self.llm = st, st.llm
+
+    def served(self, name):
+        "A 404 `model_not_found` (as vLLM answers) unless `name` is the served model's name (or None: the one model served)."
+        if name is not None and name != self.st.model_name:
+            raise APIError(404, f"model {name!r} is not served here; this server serves {self.st.model_name!r}", param="model", code="model_not_found")
+
+    def tokenizing(self, request):
+        "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
+        return self.st.tokenizing if request.state.authenticated else self.st.public_tokenizing
+
+# %% ../nbs/19_server.ipynb 122
+def _json_body(request) -> bool:
+    "Whether FastAPI reads `request`'s body as JSON (no content type, or an application/json one)."
+    ct = request.headers.get("content-type")
+    if not ct: return True
+    main, _, sub = ct.split(";")[0].strip().lower().partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+class _Generating(OpenAIServing):
+    "Completions and chat: the raw request against the server's limits, its structured outputs, its prompts tokenized, the answer."
+    async def check_shape(self, request: Request):
+        """A dependency of the two routes, run before pydantic builds the request model: `_shape` on the raw JSON, against the
+        choices this server takes at once and the tokens a request holds."""
+        if not _json_body(request): return
+        try: body = await request.json()          # already read and parsed by FastAPI: cached
+        except ValueError: return                 # FastAPI answers it
+        st = self.st
+        try: _shape(body, st.max_num_seqs + st.max_waiting, st.max_len, st.why_max_len())
+        except ValueError as e:
+            raise APIError(400, str(e), param=str(e).split(":")[0], code="context_length_exceeded" if isinstance(e, _TooLong) else None) from None
+
+# %% ../nbs/19_server.ipynb 124
+@patch
+async def constrained(self: _Generating, req, params):
+    "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
+    so = structured_outputs(req)
+    if so is None: return params
+    await compile_structured(self.llm.tokenizer, so, _structured_field(req))
+    return dataclasses.replace(params, structured_outputs=so)
+
+# %% ../nbs/19_server.ipynb 126
+@patch
+async def encode(self: _Generating, fs, param, req, params):
+    """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
+    event loop (other clients' streams), and hold it to the per-request limit before the next one is tokenized. Returns the
+    prompts (text, ids) and the `SamplingParams` of each, its max_tokens what the prompt leaves room for."""
+    st, asked = self.st, _asked_tokens(req)
+    field = "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens"
+    prompts, ps = [], []
+    for f in fs:
+        async with st.tokenizing:       # TOKENIZE_AT_ONCE at a time: concurrent big prompts queue instead of piling up in memory
+            try: prompts.append(await asyncio.to_thread(f))
+            except ValueError as e: raise APIError(400, str(e), param=param) from None
+            except RecursionError:     # the template walks the messages' data (tool calls' arguments, tools) recursively
+                raise APIError(400, f"{param}: nested too deeply to format with the chat template", param=param) from None
+        ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
+    return prompts, ps
+
+# %% ../nbs/19_server.ipynb 129
+class _Reply:
+    "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
+    def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
+        self.st, self.kind, self.req, self.params, self.tools, self.chat = st, kind, req, params, tools, kind == "chat.completion"
+        n, score_only, tok = params.n, _score_only(req), st.llm.tokenizer
+        self.field = _structured_field(req) or ("tools" if params.structured_outputs is not None else None)   # named by a grammar's failure
+        procs = [logit_bias_processor(bias)] if bias else None
+        self.jobs = [(ids, ps[k], k * n + j, j, procs, score_only) for k, (_, ids) in enumerate(prompts) for j in range(n)]
+        self.pids = [ids for _, ids in prompts for _ in range(n)]       # each choice's prompt ids
+        self.scored = echo and params.prompt_logprobs is not None
+        self.rid = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex
+        self.created, self.ptoks = int(time.time()), sum(len(ids) for _, ids in prompts)
+        self.head = [(t if t is not None else tok.decode(ids, skip_special=True)) if echo else "" for t, ids in prompts for _ in range(n)]
+
+    def prompt_lps(self, i, plp): return list(zip(self.pids[i], plp)) if plp is not None else []
+    def logprobs(self, lps, offset: int = 0):
+        "OpenAI's logprobs object of `lps` (`_logprobs`), None when none were asked for."
+        if self.params.logprobs is None: return None
+        return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
+
+# %% ../nbs/19_server.ipynb 131
+@patch
+async def _collect(self: _Reply, texts, reasons, lps) -> int:
+    "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
+    ctoks = 0
+    async for i, d, fin, nt, lp, plp in _run_all(self.st, self.jobs, self.field):
+        texts[i] += d
+        lps.setdefault(i, []).extend(self.prompt_lps(i, plp) + lp)
+        if fin is not None: reasons[i], ctoks = fin, ctoks + nt
+    return ctoks
+
+@patch
+def _choice(self: _Reply, i: int, text: str, lps, reason):
+    "Choice `i` of a whole answer; a chat answer with tools is read for tool calls (finish reason 'tool_calls')."
+    if not self.chat: return CompletionChoice(index=i, text=text, logprobs=self.logprobs(lps), finish_reason=reason)
+    msg = AssistantMessage(content=text)
+    if self.tools:
+        from xllm.tools import parse_tool_calls, openai_tool_calls
+        content, calls = parse_tool_calls(text, *self.tools)
+        if calls:
+            msg = AssistantMessage(content=content, tool_calls=openai_tool_calls(calls))
+            if reason == "stop": reason = "tool_calls"
+    return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
+
+# %% ../nbs/19_server.ipynb 133
+@patch
+async def whole(self: _Reply, request):
+    "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
+    st, texts, reasons, lps = self.st, dict(enumerate(self.head)), {}, {}
+    try: ctoks = await _unless_disconnected(request, self._collect(texts, reasons, lps))
+    except ClientDisconnected:
+        st.disconnected += 1
+        return Response(status_code=499)
+    finally: st.in_flight -= len(self.jobs)
+    choices = [self._choice(i, texts[i], lps.get(i, []), reasons[i]) for i in range(len(self.jobs))]
+    R = ChatCompletionResponse if self.chat else CompletionResponse
+    return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
+
+# %% ../nbs/19_server.ipynb 135
+@patch
+def _chunk(self: _Reply, *choices, usage=None) -> str:
+    "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
+    C, Choice = (ChatCompletionChunk, ChatStreamChoice) if self.chat else (CompletionChunk, CompletionChoice)
+    kw = {"usage": usage} if (self.req.stream_options or {}).get("include_usage") else {}
+    c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
+    return f"data: {_dumps(c.dump())}\n\n"
+
+# %% ../nbs/19_server.ipynb 137
+@patch
+def _tool_deltas(self: _Reply, held, i, d, fin):
+    "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
+    from xllm.tools import openai_tool_calls
+    d = held[i].feed(d)
+    if fin is None: return d, fin, []
+    rest, calls = held[i].finish()
+    d, out = d + rest, []
+    if calls:
+        if d: out.append(self._chunk({"index": i, "delta": {"content": d}}))
+        d = ""
+        out += [self._chunk({"index": i, "delta": {"tool_calls": [{"index": k, **tc}]}}) for k, tc in enumerate(openai_tool_calls(calls))]
+        if fin == "stop": fin = "tool_calls"
+    return d, fin, out
+
+# %% ../nbs/19_server.ipynb 138
+@patch
+async def _events(self: _Reply, release):
+    "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
+    ctoks, offs, results = 0, {}, _run_all(self.st, self.jobs, self.field)
+    try:
+        if self.tools:
+            from xllm.tools import ToolStream
+            held = {i: ToolStream(*self.tools) for i in range(len(self.jobs))}
+        if self.chat: yield self._chunk(*({"index": i, "delta": {"role": "assistant", "content": ""}} for i in range(len(self.jobs))))
+        for i, h in enumerate(self.head):
+            if h and not self.scored: yield self._chunk({"index": i, "text": h})
+        async for i, d, fin, nt, lp, plp in results:
+            if self.scored and plp is not None:    # the echoed prompt, once its log-probabilities have come
+                L = self.logprobs(self.prompt_lps(i, plp))
+                offs[i] = sum(map(len, L["tokens"]))
+                yield self._chunk({"index": i, "text": self.head[i], "logprobs": L})
+            if fin is not None: ctoks += nt
+            if self.tools:                         # text that may be a tool call waits; the calls come at the end
+                d, fin, calls = self._tool_deltas(held, i, d, fin)
+                for c in calls: yield c
+            if not d and fin is None and not lp: continue
+            L = self.logprobs(lp, offs.get(i, 0))
+            if L is not None and not self.chat: offs[i] = offs.get(i, 0) + sum(map(len, L["tokens"]))
+            text = {"delta": {"content": d} if d else {}} if self.chat else {"text": d}
+            yield self._chunk({"index": i, **text, "logprobs": L, "finish_reason": fin})
+        if (self.req.stream_options or {}).get("include_usage"): yield self._chunk(usage=Usage.of(self.ptoks, ctoks))
+    except APIError as e: yield f"data: {_dumps(e.body())}\n\n"
+    except Exception:                 # a bug: logged; the client gets the error event a non-streaming request would get as its 500, then [DONE]
+        _log.exception("stream %s failed", self.rid)
+        yield f"data: {_dumps(_INTERNAL.body())}\n\n"
+    finally:
+        try: await results.aclose()  # its tasks cancelled, their engine requests aborted, now rather than at garbage collection
+        except RuntimeError: pass    # still running in a task being cancelled: its own finally does the same
+        release()
+    yield "data: [DONE]\n\n"
+
+# %% ../nbs/19_server.ipynb 139
+@patch
+def stream(self: _Reply) -> _Stream:
+    "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
+    done, st = [], self.st
+    def release():
+        if not done: done.append(1); st.in_flight -= len(self.jobs)
+    gen = self._events(release)
+    weakref.finalize(gen, release)
+    return _Stream(gen)
+
+# %% ../nbs/19_server.ipynb 141
+@patch
+async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
+    "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
+    reply = _Reply(self.st, "chat.completion" if isinstance(req, ChatRequest) else "text_completion", req, prompts, ps, params, bias, echo, tools)
+    self.st.admit(len(reply.jobs))
+    return reply.stream() if req.stream else await reply.whole(request)
+
+# %% ../nbs/19_server.ipynb 144
+class ServingCompletion(_Generating):
+    "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
+    async def create(self, req: CompletionRequest, request):
+        self.served(req.model)
+        st, llm = self.st, self.llm
+        params, bias = to_sampling_params(req, 16, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
+        params = await self.constrained(req, params)
+        ps = _prompt_list(req.prompt)
+        st.check_choices(len(ps) * params.n)
+        for p in ps:
+            if isinstance(p, str): st.check_chars(len(p), "prompt")
+        prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
+        return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
+
+# %% ../nbs/19_server.ipynb 146
+class ServingChat(_Generating):
+    "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
+    async def with_tools(self, req, msgs, params):
+        """The messages for the template, the tools it is given, (tools, format) to read the answer with (None: not read), and
+        `params`, constrained to one valid call for tool_choice 'required' or a named function (notebook 19a)."""
+        from xllm.tools import check_tools, tool_format, tool_messages, tool_call_constraint
+        try: tools, choice = check_tools(req.tools, req.tool_choice)
+        except ValueError as e: raise APIError(400, str(e), param="tool_choice" if str(e).startswith("tool_choice") else "tools") from None
+        fmt = tool_format(getattr(self.llm.tokenizer, "chat_template", None))
+        shown = tools if choice != "none" else []
+        try: msgs = tool_messages(msgs, shown, fmt)
+        except (KeyError, TypeError) as e: raise APIError(400, f"messages: a malformed tool call ({e})", param="messages") from None
+        except ValueError as e: raise APIError(400, str(e), param="messages") from None     # arguments nested too deeply to read
+        try: so = tool_call_constraint(shown, choice, fmt)
+        except ValueError as e: raise APIError(400, f"tools: the grammar of the tool call they ask for is too large: {e}", param="tools") from None
+        if so is not None:
+            if params.structured_outputs is not None:
+                raise APIError(400, "tool_choice: 'required' or a named function cannot be combined with response_format or structured outputs", param="tool_choice")
+            await compile_structured(self.llm.tokenizer, so, "tools")
+            params = dataclasses.replace(params, structured_outputs=so)
+        return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
+
+# %% ../nbs/19_server.ipynb 148
+@patch
+async def create(self: ServingChat, req: ChatRequest, request):
+    "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
+    self.served(req.model)
+    st, llm = self.st, self.llm
+    params, bias = to_sampling_params(req, None, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
+    params = await self.constrained(req, params)
+    msgs = _chat_messages(req.messages)
+    st.check_choices(params.n)
+    st.check_chars(sum(len(m["content"] or "") + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
+                   + (len(json.dumps(req.tools)) if req.tools else 0), "messages")
+    msgs, template_tools, tools, params = await self.with_tools(req, msgs, params)
+    prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
+    return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
+
+# %% ../nbs/19_server.ipynb 151
+class ServingTokens(OpenAIServing):
+    "vLLM's /tokenize, /detokenize and /tokenizer_info."
+    async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
+        "The ids a completion prompt (special tokens read as tokens) or a chat (the template applied) gives."
+        self.served(req.model)
+        st, tok = self.st, self.llm.tokenizer
+        if (req.prompt is None) == (req.messages is None): raise APIError(400, "tokenize: send either prompt or messages", param="prompt")
+        if req.prompt is not None:
+            st.check_chars(len(req.prompt), "prompt")
+            f = lambda: tok.encode(req.prompt, add_bos=req.add_special_tokens and tok.add_bos_token, allow_special=True)
+        else:
+            msgs = _chat_messages(req.messages)
+            st.check_chars(sum(len(m["content"] or "") for m in msgs), "messages")
+            from xllm.chat import apply_chat_template_parts      # the template's markup as special tokens, the messages as text
+            f = lambda: tok.encode_parts(apply_chat_template_parts(tok, msgs, add_generation_prompt=req.add_generation_prompt))
+        async with self.tokenizing(request):
+            try: ids = await asyncio.to_thread(f)
+            except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
+        return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
+
+# %% ../nbs/19_server.ipynb 153
+@patch
+async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
+    "The text of token ids (special tokens written out)."
+    self.served(req.model)
+    tok = self.llm.tokenizer
+    ids = check_token_ids(req.tokens, tok.vocab_size, "tokens", error=lambda m: APIError(400, m, param="tokens"))
+    async with self.tokenizing(request): return DetokenizeResponse(prompt=await asyncio.to_thread(tok.decode, ids))
+
+@patch
+def info(self: ServingTokens) -> TokenizerInfo:
+    """What a client needs to tokenize through `/tokenize` and format chats as the server does (lm-eval's `tokenizer_backend=remote`
+    reads it): the special tokens, the chat template, the context."""
+    t = self.llm.tokenizer
+    return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
+                         chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
+
+# %% ../nbs/19_server.ipynb 155
+class ServingInfo(OpenAIServing):
+    "The model served, the server's health, its version and its Prometheus metrics."
+    def card(self) -> ModelCard: return ModelCard(id=self.st.model_name, max_model_len=self.st.max_len)
+    def models(self) -> ModelList: return ModelList(data=[self.card()])
+    def model(self, model_id: str) -> ModelCard:
+        self.served(model_id)
+        return self.card()
+    def version(self) -> Version:
+        from xllm import __version__
+        return Version(version=__version__)
+    def metrics(self) -> Response:
+        from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
+        return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+# %% ../nbs/19_server.ipynb 157
+@patch
+def health(self: ServingInfo, request) -> _JSON:
+    "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
+    st = self.st
+    why = st.dead or _engine_health(st)
+    kw = {} if why is None else {"reason": why}
+    if request.state.authenticated:
+        c = st.core
+        kw.update(in_flight=st.in_flight, unfinished=c.num_unfinished, running=len(c.scheduler.running), waiting=len(c.scheduler.waiting),
+                  used_blocks=c.block_manager.num_used_blocks, num_blocks=c.pool.num_blocks, disconnected=st.disconnected, stalled=st.stalled,
+                  limits=dataclasses.asdict(st.counts))
+    return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
+
+# %% ../nbs/19_server.ipynb 160
+_SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
+_NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
+
+def _err(why: str) -> dict: return {"model": Error, "description": why}
+
+def _responses(path: str, post: bool = False, keyed: bool = False, params: bool = False) -> dict:
+    "What a route answers besides its 200's model, each error as OpenAI's error JSON (`keyed`: a key is needed; `params`: it has some)."
+    r = {401: _err("missing or wrong API key")} if keyed else {}
+    if path in _NAMED: r[404] = _err("not the model served here")
+    if post: r |= {400: _err("invalid request: types, values, a prompt beyond the context, an unsupported option"),
+                   413: _err(f"body larger than {MAX_BODY_BYTES} bytes"),
+                   503: _err("overloaded: more requests in flight than the server takes; retry after Retry-After seconds")}
+    if post and path.startswith("/v1/"): r[200] = {"content": _SSE}      # when stream is true
+    if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
+    return r
+
+# %% ../nbs/19_server.ipynb 162
+async def _api_error(request, e: APIError): return _error(e)
+
+async def _http(request, e: HTTPException):
+    "FastAPI's own errors: an unknown route, a wrong method, a body that is not UTF-8 JSON."
+    _forget(e)                                 # a body refused mid-read: its chunks are in the frames of e's cause (else: logged)
+    msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics, /version and /health",
+           405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
+    return _JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
+
+async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
+
+# %% ../nbs/19_server.ipynb 164
+async def _invalid(request, e: RequestValidationError):
+    "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
+    err = e.errors()[0] if e.errors() else {}
+    loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+    if err.get("type") == "json_invalid": msg, param = f"malformed JSON body: {err.get('msg')}", None
+    elif loc and loc[0] in _UNION_FIELDS and err.get("type") != "missing": msg, param = f"{loc[0]}: expected {_UNION_FIELDS[loc[0]]}", loc[0]
+    else: msg, param = f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid request')}", (loc[0] if loc else None)
+    return _error(APIError(400, msg, param=param))
+
+_HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
+
+# %% ../nbs/19_server.ipynb 166
+@asynccontextmanager
+async def _lifespan(app):
+    "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
+    st, loop = app.state.xllm, asyncio.get_running_loop()
+    loop.set_exception_handler(_quiet_accept_errors(loop.get_exception_handler()))
+    tasks = [asyncio.ensure_future(_watch_engine(st)), asyncio.ensure_future(_trim_after_refusals(st))]
+    if st.log_stats: tasks.append(asyncio.ensure_future(_log_stats(st, st.log_stats)))
+    try: yield
+    finally:
+        for t in tasks: t.cancel()
+        st.close()
+
+# %% ../nbs/19_server.ipynb 167
+def _model_routes(app, st, R):
+    "The informational routes: health, version, the model served, metrics."
+    info = ServingInfo(st)
+    @app.get("/health", response_model=Health, responses=R("/health") | {503: {"model": Health, "description": "the engine cannot run"}})
+    async def health(request: Request): return info.health(request)
+    @app.get("/version", response_model=Version, responses=R("/version"))
+    async def version(): return _JSON(info.version())
+    @app.get("/v1/models", response_model=ModelList, responses=R("/v1/models"))
+    async def models(): return _JSON(info.models())
+    @app.get("/v1/models/{model_id:path}", response_model=ModelCard, responses=R("/v1/models/{model_id}", params=True))
+    async def model(model_id: str): return _JSON(info.model(model_id))
+    @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
+    async def metrics(): return info.metrics()
+
+# %% ../nbs/19_server.ipynb 169
+def _generate_routes(app, st, R):
+    "The completions, chat and tokenizer routes."
+    completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
+    @app.post("/v1/completions", response_model=CompletionResponse, responses=R("/v1/completions", post=True), dependencies=[Depends(completion.check_shape)])
+    async def completions(req: CompletionRequest, request: Request): return await completion.create(req, request)
+    @app.post("/v1/chat/completions", response_model=ChatCompletionResponse, responses=R("/v1/chat/completions", post=True), dependencies=[Depends(chat.check_shape)])
+    async def chat_completions(req: ChatRequest, request: Request): return await chat.create(req, request)
+    @app.post("/tokenize", response_model=TokenizeResponse, responses=R("/tokenize", post=True))
+    async def tokenize(req: TokenizeRequest, request: Request): return _JSON(await tokens.tokenize(req, request))
+    @app.post("/detokenize", response_model=DetokenizeResponse, responses=R("/detokenize", post=True))
+    async def detokenize(req: DetokenizeRequest, request: Request): return _JSON(await tokens.detokenize(req, request))
+    @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
+    async def tokenizer_info(): return _JSON(tokens.info())
+
+# %% ../nbs/19_server.ipynb 171
+def _name_model(app, model_name: str):
+    "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
+    def openapi():
+        s = FastAPI.openapi(app)               # generated once from the routes, then cached
+        for name in ("CompletionRequest", "ChatRequest", "TokenizeRequest", "DetokenizeRequest"):
+            props = s.get("components", {}).get("schemas", {}).get(name, {}).get("properties", {})
+            if "model" in props: props["model"] = {"anyOf": [{"enum": [model_name]}, {"type": "null"}]}
+        return s
+    app.openapi = openapi
+
+# %% ../nbs/19_server.ipynb 173
+def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
+    "`ValueError` naming the argument of `create_app` that is out of range."
+    check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
+    check_number("log_stats", log_stats, lo=0, optional=True, rule="a number of seconds (0 or None: no stats lines)")
+    check_int("max_num_seqs", max_num_seqs, lo=1)
+    check_int("max_waiting", max_waiting, lo=0)
+    if limits is not None and not isinstance(limits, ServerLimits): raise ValueError(f"limits must be a ServerLimits, got {type(limits).__name__}")
+    for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
+        if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
+
+# %% ../nbs/19_server.ipynb 175
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
@@ -964,321 +1610,24 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     client reads nothing for `stall_timeout` s is let go. `limits`: `ServerLimits` (connections, bodies). `docs`: serve /docs
     (Swagger UI, whose scripts come from a CDN: off by default); /openapi.json is always there. `log_stats`: seconds between
     two stats lines while busy (None or 0: none)."""
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response, StreamingResponse
-    from starlette.exceptions import HTTPException
-    from contextlib import asynccontextmanager
     if max_num_seqs is None: max_num_seqs = llm.max_num_seqs
-    check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
-    check_number("log_stats", log_stats, lo=0, optional=True, rule="a number of seconds (0 or None: no stats lines)")
-    check_int("max_num_seqs", max_num_seqs, lo=1)
-    check_int("max_waiting", max_waiting, lo=0)
-    if limits is not None and not isinstance(limits, ServerLimits): raise ValueError(f"limits must be a ServerLimits, got {type(limits).__name__}")
-    for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
-        if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
+    _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats)
     public = public_paths(public_endpoints)
     if "/docs" in public: public |= {"/openapi.json"}         # the page loads the schema
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_name, limits, stall_timeout)   # the name: a Hugging Face id as given, else the file's
-    CompletionRequest, ChatRequest, TokenizeRequest, DetokenizeRequest = _models(max_num_seqs + max_waiting, st.max_len, st.why_max_len())
-
-    @asynccontextmanager
-    async def lifespan(app):
-        loop = asyncio.get_running_loop()
-        loop.set_exception_handler(_quiet_accept_errors(loop.get_exception_handler()))
-        tasks = [asyncio.ensure_future(_watch_engine(st)), asyncio.ensure_future(_trim_after_refusals(st))]
-        if log_stats: tasks.append(asyncio.ensure_future(_log_stats(st, log_stats)))
-        try: yield
-        finally:
-            for t in tasks: t.cancel()
-            st.close()
-    app = FastAPI(title="xllm", lifespan=lifespan, docs_url="/docs" if docs else None, redoc_url=None)
+    st.log_stats = log_stats
+    app = FastAPI(title="xllm", lifespan=_lifespan, docs_url="/docs" if docs else None, redoc_url=None)
     app.state.xllm = st
-    class JSON(JSONResponse):
-        def render(self, content) -> bytes: return _dumps(content).encode()
-        async def __call__(self, scope, receive, send):     # in pieces, each within the stall timeout: an unread answer is let go
-            try: await _send_whole(send, self.status_code, self.raw_headers, self.body, stall_timeout, st.limits.body_min_rate)
-            except _Stalled: st.stalled += 1
-    def error(e: APIError): return JSON(e.body(), status_code=e.status, headers=e.headers)
-    Stream = _stream_class(StreamingResponse)
-
-    @app.exception_handler(APIError)
-    async def _api_error(request, e: APIError): return error(e)
-
-    @app.exception_handler(HTTPException)          # FastAPI's own: unknown route, wrong method, a body that is not UTF-8 JSON
-    async def _http(request, e: HTTPException):
-        _forget(e)                                 # a body refused mid-read: its chunks are in the frames of e's cause (else: logged)
-        msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics, /version and /health",
-               405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
-        return JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
-
-    @app.exception_handler(Exception)              # a bug: logged by uvicorn; the client gets JSON without internals
-    async def _bug(request, e: Exception): return error(_INTERNAL)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request, e: RequestValidationError):
-        err = e.errors()[0] if e.errors() else {}
-        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
-        if err.get("type") == "json_invalid": msg, param = f"malformed JSON body: {err.get('msg')}", None
-        elif err.get("type") == "value_error" and not loc:       # `_shape`'s, on the whole body: "field: why"
-            msg = str(err.get("msg", "")).removeprefix("Value error, "); param = msg.split(":")[0]
-            if isinstance((err.get("ctx") or {}).get("error"), _TooLong): return error(APIError(400, msg, param=param, code="context_length_exceeded"))
-        elif loc and loc[0] in _UNION_FIELDS and err.get("type") != "missing": msg, param = f"{loc[0]}: expected {_UNION_FIELDS[loc[0]]}", loc[0]
-        else: msg, param = f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid request')}", (loc[0] if loc else None)
-        return error(APIError(400, msg, param=param))
-
+    for exc, handler in _HANDLERS: app.add_exception_handler(exc, handler)
     app.add_middleware(_BodyLimit, limits=st.limits, counts=st.counts)   # inside the key check below: a stranger gets 401, not 413
     app.add_middleware(_KeyCheck, api_key=api_key, metrics_key=metrics_key, public=public)
-
-    @app.get("/health")
-    async def health(request: Request):
-        "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
-        why = st.dead or _engine_health(st)
-        d = {"status": "ok"} if why is None else {"status": "unavailable", "reason": why}
-        if request.state.authenticated:
-            c = st.core
-            d.update(in_flight=st.in_flight, unfinished=c.num_unfinished, running=len(c.scheduler.running), waiting=len(c.scheduler.waiting),
-                     used_blocks=c.block_manager.num_used_blocks, num_blocks=c.pool.num_blocks, disconnected=st.disconnected, stalled=st.stalled,
-                     limits=dataclasses.asdict(st.counts))
-        return JSON(d, status_code=200 if why is None else 503)
-
-    @app.get("/version")
-    async def version():
-        "vLLM's /version: the server's version."
-        from xllm import __version__
-        return {"version": __version__}
-
-    card = lambda: {"id": st.model_name, "object": "model", "created": 0, "owned_by": "xllm", "max_model_len": st.max_len}
-    @app.get("/v1/models")
-    async def models(): return {"object": "list", "data": [card()]}
-
-    @app.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
-    async def metrics():
-        from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
-        return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    def served(name):
-        "A 404 `model_not_found` (as vLLM answers) unless `name` is the served model's name (or None: the one model served)."
-        if name is not None and name != st.model_name:
-            raise APIError(404, f"model {name!r} is not served here; this server serves {st.model_name!r}", param="model", code="model_not_found")
-
-    @app.get("/v1/models/{model_id:path}")
-    async def model(model_id: str):
-        served(model_id)
-        return card()
-
-    async def constrained(req, params):
-        "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
-        so = structured_outputs(req)
-        if so is None: return params
-        await compile_structured(llm.tokenizer, so, _structured_field(req))
-        return dataclasses.replace(params, structured_outputs=so)
-
-    async def with_tools(req, msgs, params):
-        """The messages for the template, the tools it is given, (tools, format) to read the answer with (None: not read), and
-        `params`, constrained to one valid call for tool_choice 'required' or a named function (notebook 19a)."""
-        from xllm.tools import check_tools, tool_format, tool_messages, tool_call_constraint
-        try: tools, choice = check_tools(req.tools, req.tool_choice)
-        except ValueError as e: raise APIError(400, str(e), param="tool_choice" if str(e).startswith("tool_choice") else "tools") from None
-        fmt = tool_format(getattr(llm.tokenizer, "chat_template", None))
-        shown = tools if choice != "none" else []
-        try: msgs = tool_messages(msgs, shown, fmt)
-        except (KeyError, TypeError) as e: raise APIError(400, f"messages: a malformed tool call ({e})", param="messages") from None
-        except ValueError as e: raise APIError(400, str(e), param="messages") from None     # arguments nested too deeply to read
-        try: so = tool_call_constraint(shown, choice, fmt)
-        except ValueError as e: raise APIError(400, f"tools: the grammar of the tool call they ask for is too large: {e}", param="tools") from None
-        if so is not None:
-            if params.structured_outputs is not None:
-                raise APIError(400, "tool_choice: 'required' or a named function cannot be combined with response_format or structured outputs", param="tool_choice")
-            await compile_structured(llm.tokenizer, so, "tools")
-            params = dataclasses.replace(params, structured_outputs=so)
-        return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
-
-    async def encode(fs, param, req, params):
-        """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
-        event loop (other clients' streams), and hold it to the per-request limit before the next one is tokenized. Returns the
-        prompts (text, ids) and the `SamplingParams` of each, its max_tokens what the prompt leaves room for."""
-        asked = _asked_tokens(req)
-        field = "max_completion_tokens" if getattr(req, "max_completion_tokens", None) else "max_tokens"
-        prompts, ps = [], []
-        for f in fs:
-            async with st.tokenizing:       # TOKENIZE_AT_ONCE at a time: concurrent big prompts queue instead of piling up in memory
-                try: prompts.append(await asyncio.to_thread(f))
-                except ValueError as e: raise APIError(400, str(e), param=param) from None
-                except RecursionError:     # the template walks the messages' data (tool calls' arguments, tools) recursively
-                    raise APIError(400, f"{param}: nested too deeply to format with the chat template", param=param) from None
-            ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
-        return prompts, ps
-
-    async def respond(kind, request, req, prompts, ps, params, bias, echo=False, tools=None):
-        """prompts: list of (text, ids), `ps` their SamplingParams (`encode`). Non-streaming JSON or an SSE stream; `kind` is
-        'text_completion' or 'chat.completion'. With `echo`, each choice's text starts with its prompt, and with logprobs its
-        logprobs start with the prompt's tokens (computed in the prefill: `SamplingParams.prompt_logprobs`)."""
-        n, score_only = params.n, _score_only(req)
-        field = _structured_field(req) or ("tools" if params.structured_outputs is not None else None)    # named by a grammar's failure
-        procs = [logit_bias_processor(bias)] if bias else None
-        jobs = [(ids, ps[k], k * n + j, j, procs, score_only) for k, (_, ids) in enumerate(prompts) for j in range(n)]
-        pids = [ids for _, ids in prompts for _ in range(n)]       # each choice's prompt ids
-        scored = echo and params.prompt_logprobs is not None
-        def prompt_lps(i, plp): return list(zip(pids[i], plp)) if plp is not None else []
-        st.admit(len(jobs))
-        rid = ("cmpl-" if kind == "text_completion" else "chatcmpl-") + uuid.uuid4().hex
-        created, ptoks = int(time.time()), sum(len(ids) for _, ids in prompts)
-        chat = kind == "chat.completion"
-        head = [(t if t is not None else llm.tokenizer.decode(ids, skip_special=True)) if echo else "" for t, ids in prompts for _ in range(n)]
-        if not req.stream:
-            texts, reasons, lps = dict(enumerate(head)), {}, {}
-            async def collect():
-                ctoks = 0
-                async for i, d, fin, nt, lp, plp in _run_all(st, jobs, field):
-                    texts[i] += d
-                    lps.setdefault(i, []).extend(prompt_lps(i, plp) + lp)
-                    if fin is not None: reasons[i], ctoks = fin, ctoks + nt
-                return ctoks
-            try: ctoks = await _unless_disconnected(request, collect())
-            except ClientDisconnected:
-                st.disconnected += 1
-                return Response(status_code=499)      # nobody reads it; the engine requests are already aborted
-            finally: st.in_flight -= len(jobs)
-            LP = lambda i: _logprobs(llm.tokenizer, lps.get(i, []), chat, params.logprobs) if params.logprobs is not None else None
-            ch = [({"index": i, "message": {"role": "assistant", "content": texts[i]}, "logprobs": LP(i), "finish_reason": reasons[i]} if chat else
-                   {"index": i, "text": texts[i], "logprobs": LP(i), "finish_reason": reasons[i]}) for i in range(len(jobs))]
-            if tools:                                              # the answers read for tool calls
-                from xllm.tools import parse_tool_calls, openai_tool_calls
-                for c in ch:
-                    content, calls = parse_tool_calls(c["message"]["content"], *tools)
-                    if calls:
-                        c["message"] = {"role": "assistant", "content": content, "tool_calls": openai_tool_calls(calls)}
-                        if c["finish_reason"] == "stop": c["finish_reason"] = "tool_calls"
-            return JSON({"id": rid, "object": kind, "created": created, "model": st.model_name, "choices": ch, "usage": _usage(ptoks, ctoks)})
-        include_usage = bool((req.stream_options or {}).get("include_usage"))
-        obj = kind + ".chunk" if chat else kind
-        def chunk(choices, usage=None):
-            d = {"id": rid, "object": obj, "created": created, "model": st.model_name, "choices": choices}
-            if include_usage: d["usage"] = usage
-            return f"data: {_dumps(d)}\n\n"
-        done = []
-        def release():                       # once, from the generator's end or, if it never ran (client gone first), its collection
-            if not done: done.append(1); st.in_flight -= len(jobs)
-        async def events():
-            ctoks, offs = 0, {}
-            results = _run_all(st, jobs, field)
-            try:
-                if tools:
-                    from xllm.tools import ToolStream, openai_tool_calls
-                    held = {i: ToolStream(*tools) for i in range(len(jobs))}
-                if chat:
-                    yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None} for i in range(len(jobs))])
-                for i, h in enumerate(head):
-                    if h and not scored: yield chunk([{"index": i, "text": h, "logprobs": None, "finish_reason": None}])
-                async for i, d, fin, nt, lp, plp in results:
-                    if scored and plp is not None:    # the echoed prompt, once its log-probabilities have come
-                        L = _logprobs(llm.tokenizer, prompt_lps(i, plp), chat, params.logprobs)
-                        offs[i] = sum(map(len, L["tokens"]))
-                        yield chunk([{"index": i, "text": head[i], "logprobs": L, "finish_reason": None}])
-                    if fin is not None: ctoks += nt
-                    if tools:                              # text that may be a tool call waits; the calls come at the end
-                        d = held[i].feed(d)
-                        if fin is not None:
-                            rest, calls = held[i].finish()
-                            d += rest
-                            if calls:
-                                if d: yield chunk([{"index": i, "delta": {"content": d}, "logprobs": None, "finish_reason": None}]); d = ""
-                                for k, tc in enumerate(openai_tool_calls(calls)):
-                                    yield chunk([{"index": i, "delta": {"tool_calls": [{"index": k, **tc}]}, "logprobs": None, "finish_reason": None}])
-                                if fin == "stop": fin = "tool_calls"
-                    if not d and fin is None and not lp: continue
-                    L = _logprobs(llm.tokenizer, lp, chat, params.logprobs, offs.get(i, 0)) if params.logprobs is not None else None
-                    if L is not None and not chat: offs[i] = offs.get(i, 0) + sum(map(len, L["tokens"]))
-                    if chat: c = {"index": i, "delta": {"content": d} if d else {}, "logprobs": L, "finish_reason": fin}
-                    else: c = {"index": i, "text": d, "logprobs": L, "finish_reason": fin}
-                    yield chunk([c])
-                if include_usage: yield chunk([], _usage(ptoks, ctoks))
-            except APIError as e: yield f"data: {_dumps(e.body())}\n\n"
-            except Exception:                 # a bug: logged; the client gets the error event a non-streaming request would get as its 500, then [DONE]
-                _log.exception("stream %s failed", rid)
-                yield f"data: {_dumps(_INTERNAL.body())}\n\n"
-            finally:
-                try: await results.aclose()  # its tasks cancelled, their engine requests aborted, now rather than at garbage collection
-                except RuntimeError: pass    # still running in a task being cancelled: its own finally does the same
-                release()
-            yield "data: [DONE]\n\n"
-        gen = events()
-        weakref.finalize(gen, release)
-        def stalled(): st.stalled += 1
-        return Stream(gen, stall_timeout, stalled)
-
-    @app.post("/v1/completions")
-    async def completions(req: CompletionRequest, request: Request):
-        served(req.model)
-        params, bias = to_sampling_params(req, 16, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
-        params = await constrained(req, params)
-        ps = _prompt_list(req.prompt)
-        st.check_choices(len(ps) * params.n)                # before any tokenizing: a request that can never run costs nothing
-        for p in ps:
-            if isinstance(p, str): st.check_chars(len(p), "prompt")
-        prompts, limits = await encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
-        return await respond("text_completion", request, req, prompts, limits, params, bias, echo=req.echo)
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(req: ChatRequest, request: Request):
-        served(req.model)
-        params, bias = to_sampling_params(req, None, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
-        params = await constrained(req, params)
-        msgs = _chat_messages(req.messages)
-        st.check_choices(params.n)
-        st.check_chars(sum(len(m["content"] or "") + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
-                       + (len(json.dumps(req.tools)) if req.tools else 0), "messages")
-        msgs, template_tools, tools, params = await with_tools(req, msgs, params)
-        prompts, limits = await encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
-        return await respond("chat.completion", request, req, prompts, limits, params, bias, tools=tools)
-
-    def tokenizing(request):
-        "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
-        return st.tokenizing if request.state.authenticated else st.public_tokenizing
-
-    @app.post("/tokenize")
-    async def tokenize(req: TokenizeRequest, request: Request):
-        "vLLM's /tokenize: the ids a completion prompt (special tokens read as tokens) or a chat (the template applied) gives."
-        served(req.model)
-        if (req.prompt is None) == (req.messages is None): raise APIError(400, "tokenize: send either prompt or messages", param="prompt")
-        if req.prompt is not None:
-            st.check_chars(len(req.prompt), "prompt")
-            f = lambda: llm.tokenizer.encode(req.prompt, add_bos=req.add_special_tokens and llm.tokenizer.add_bos_token, allow_special=True)
-        else:
-            msgs = _chat_messages(req.messages)
-            st.check_chars(sum(len(m["content"] or "") for m in msgs), "messages")
-            from xllm.chat import apply_chat_template_parts      # the template's markup as special tokens, the messages as text
-            f = lambda: llm.tokenizer.encode_parts(apply_chat_template_parts(llm.tokenizer, msgs, add_generation_prompt=req.add_generation_prompt))
-        async with tokenizing(request):
-            try: ids = await asyncio.to_thread(f)
-            except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
-        return {"count": len(ids), "max_model_len": st.max_len, "tokens": ids}
-
-    @app.post("/detokenize")
-    async def detokenize(req: DetokenizeRequest, request: Request):
-        "vLLM's /detokenize: the text of token ids (special tokens written out)."
-        served(req.model)
-        ids = check_token_ids(req.tokens, llm.tokenizer.vocab_size, "tokens", error=lambda m: APIError(400, m, param="tokens"))
-        async with tokenizing(request): return {"prompt": await asyncio.to_thread(llm.tokenizer.decode, ids)}
-
-    @app.get("/tokenizer_info")
-    async def tokenizer_info():
-        """vLLM's /tokenizer_info: what a client needs to tokenize through `/tokenize` and format chats as the server does (lm-eval's
-        `tokenizer_backend=remote` reads it): the special tokens, the chat template, the context."""
-        t = llm.tokenizer
-        return {"tokenizer_class": type(t).__name__, "bos_token": t.bos_token, "eos_token": t.eos_token, "pad_token": None,
-                "add_bos_token": t.add_bos_token, "chat_template": t.chat_template, "model_max_length": st.max_len, "vocab_size": t.vocab_size}
-
-    def openapi():
-        if app.openapi_schema is None: app.openapi_schema = _openapi(app, api_key is not None, st.model_name, public)
-        return app.openapi_schema
-    app.openapi = openapi
+    R = lambda path, **kw: _responses(path, keyed=api_key is not None and path not in public, **kw)
+    _model_routes(app, st, R); _generate_routes(app, st, R); _name_model(app, st.model_name)
     paths = sorted(r.path for r in app.routes if "{" not in r.path)     # a route with parameters (/v1/models/{id}) cannot be opened alone
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 60
+# %% ../nbs/19_server.ipynb 178
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1292,6 +1641,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
+# %% ../nbs/19_server.ipynb 179
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -1318,7 +1668,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 62
+# %% ../nbs/19_server.ipynb 181
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1343,7 +1693,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 63
+# %% ../nbs/19_server.ipynb 182
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1365,7 +1715,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 64
+# %% ../nbs/19_server.ipynb 183
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1380,19 +1730,24 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 65
+# %% ../nbs/19_server.ipynb 185
+def _load_llm(model, engine_config, settings: dict):
+    "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
+    from xllm.llm import LLM
+    return LLM(model, **settings) if engine_config is None else LLM(model, config=engine_config, **settings)
+
+# %% ../nbs/19_server.ipynb 187
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
-          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", **llm_kw):
+          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", engine_config=None, **settings):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
     `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`.
     `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`.
-    `log_stats`: seconds between two stats lines while busy (None: none); `log_level` "debug" adds each choice's timings."""
+    `log_stats`: seconds between two stats lines while busy (None: none); `log_level` "debug" adds each choice's timings.
+    Without `llm`, `LLM(model, config=engine_config, **settings)` is loaded (`settings`: `EngineConfig` fields)."""
     import sys
-    if llm is None:
-        from xllm.llm import LLM
-        llm = LLM(model, **llm_kw)
+    if llm is None: llm = _load_llm(model, engine_config, settings)
     app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
                      model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats)
     if api_key is None and not _loopback(host):
@@ -1412,7 +1767,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 66
+# %% ../nbs/19_server.ipynb 188
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
