@@ -1734,7 +1734,7 @@ def _loopback(host: str) -> bool:
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
-    return LLM(model, **settings) if engine_config is None else LLM(model, config=engine_config, **settings)
+    return LLM(model, config=engine_config, **settings)
 
 # %% ../nbs/19_server.ipynb 187
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
@@ -1759,7 +1759,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     sock = _socket(server.config)
     port = sock.getsockname()[1]
     if server.cap_note: print(f"xllm: note: {server.cap_note}", file=sys.stderr, flush=True)
-    print(f"xllm: serving {llm.model_name} as {app.state.xllm.model_name!r} on {_url(host, port)}/v1 ({core.kv_cache_report}; runner {core.runner_reason})", flush=True)
+    print(f"xllm: serving {llm.model_name} as {app.state.xllm.model_name!r} on {_url(host, port)}/v1 ({core.kv_cache_report}; runner {llm.runner_reason})", flush=True)
     import signal
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGHUP"):     # a closed terminal: as SIGTERM
         signal.signal(signal.SIGHUP, lambda sig, frame: server.handle_exit(signal.SIGTERM, frame))
