@@ -11,9 +11,9 @@ from pathlib import Path
 __all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
            'DEFAULT_MODEL_WHEEL', 'DEFAULT_MODEL_WHEEL_BYTES', 'HUB_ID', 'GGUF_PREFERENCE', 'HF_DIR_FILES', 'CSRC',
            'ModelFormatError', 'read_json', 'check_int', 'check_number', 'check_bool', 'check_token_ids', 'piece_bytes',
-           'LlamaConfig', 'cache_dir', 'sha256_file', 'default_model_path', 'find_shared', 'parse_hub_id',
-           'hub_cache_dir', 'hub_offline', 'hub_repo_dir', 'cached_snapshot', 'hf_dir_files', 'choose_hub_file',
-           'resolve_hub_id', 'resolve_model', 'read_source', 'source_region', 'show_source']
+           'check_rope_scaling', 'LlamaConfig', 'cache_dir', 'sha256_file', 'default_model_path', 'find_shared',
+           'parse_hub_id', 'hub_cache_dir', 'hub_offline', 'hub_repo_dir', 'cached_snapshot', 'hf_dir_files',
+           'choose_hub_file', 'resolve_hub_id', 'resolve_model', 'read_source', 'source_region', 'show_source']
 
 # %% ../nbs/01_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -132,7 +132,7 @@ from dataclasses import dataclass, field
 
 MAX_POSITIONS = 1 << 24   # max_position_embeddings above this is refused: the longest real context (Llama 4 Scout) is 10M; 10**12 is a corrupt file
 
-def _check_rope_scaling(sc, source):
+def check_rope_scaling(sc, source):
     "RoPE scaling parameters must be finite and possible: factors > 0, high_freq_factor > low_freq_factor, a positive original context."
     if sc is None: return
     if not isinstance(sc, dict): raise ModelFormatError(source, f"config: rope_scaling must be a dict or null, got {sc!r}")
@@ -192,7 +192,7 @@ class LlamaConfig:
             raise self._error(f"config: num_key_value_heads {self.num_key_value_heads} does not divide num_attention_heads {self.num_attention_heads}")
         check_number("config: rms_norm_eps", self.rms_norm_eps, 0, 1, open_lo=True, open_hi=True, error=self._error)
         check_number("config: rope_theta", self.rope_theta, lo=1, open_lo=True, error=self._error)
-        _check_rope_scaling(self.rope_scaling, self.source)
+        check_rope_scaling(self.rope_scaling, self.source)
         for k in "tie_word_embeddings attention_bias mlp_bias".split(): check_bool(f"config: {k}", getattr(self, k), "true or false", self._error)
         if max(self.vocab_size, self.hidden_size, self.intermediate_size) > 1 << 22 or self.num_hidden_layers > 1024:
             raise ModelFormatError(self.source, "config: sizes are absurdly large (corrupt header?)")

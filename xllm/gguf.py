@@ -190,6 +190,12 @@ class GGUFFile:
         if self._data is None: self._data = np.frombuffer(self._mm, dtype=np.uint8)
         return self._data[t.offset:t.offset + t.nbytes]
 
+    def dequantize(self, name: str) -> torch.Tensor:
+        "Tensor `name` decoded to a float32 torch tensor of shape `self.tensors[name].shape` (by the module's `dequantize` below)."
+        t = self._info(name)
+        return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
+
+
 # %% ../nbs/02_gguf.ipynb 27
 def _f16(b: np.ndarray) -> np.ndarray:
     "Last axis of 2 bytes, read as float16 and widened: (n, 2) uint8 -> (n, 1) float32."
@@ -297,8 +303,3 @@ def dequantize(raw, ggml_type: int, shape, path=None) -> torch.Tensor:
     else: out = _BLOCK_DECODERS[ggml_type](raw.reshape(-1, ts))
     return torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32).reshape(shape))
 
-def _gguf_dequantize(self: GGUFFile, name: str) -> torch.Tensor:
-    "Tensor `name` decoded to a float32 torch tensor of shape `self.tensors[name].shape`."
-    t = self._info(name)
-    return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
-GGUFFile.dequantize = _gguf_dequantize

@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs, heapq, re, struct, unicodedata
 from pathlib import Path
 from functools import partial
+from fastcore.basics import patch
 from .core import ModelFormatError, check_int, check_token_ids, piece_bytes, read_json
 
 # %% auto 0
@@ -160,7 +161,8 @@ class SentencePieceBPE:
         return text
 
 # %% ../nbs/03_tokenizer.ipynb 11
-def _spm_encode(self, text: str, at_start: bool = True) -> list[int]:
+@patch
+def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
     "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
     s = self.normalize(text, at_start)
     if not s: return []
@@ -178,7 +180,8 @@ def _spm_encode(self, text: str, at_start: bool = True) -> list[int]:
     return out
 
 # %% ../nbs/03_tokenizer.ipynb 12
-def _initial_symbols(self, word):
+@patch
+def _initial_symbols(self: SentencePieceBPE, word):
     if self.mode == "spm": return list(word)
     syms = []
     p2id = self._p2id if self.mode == "rank" else self._runc_p2id
@@ -189,7 +192,8 @@ def _initial_symbols(self, word):
     return syms
 
 # %% ../nbs/03_tokenizer.ipynb 13
-def _encode_word(self, word: str) -> list[int]:
+@patch
+def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
     syms = self._initial_symbols(word)
     n = len(syms)
@@ -233,7 +237,8 @@ def _encode_word(self, word: str) -> list[int]:
     return out
 
 # %% ../nbs/03_tokenizer.ipynb 14
-def _emit(self, piece, out, rev):
+@patch
+def _emit(self: SentencePieceBPE, piece, out, rev):
     "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
     i = (self._runc_p2id if self.mode == "runc" else self._p2id).get(piece, self.unk_id)
     if i is None or i == self.unk_id and self.types[i] == UNKNOWN and piece != self.pieces[i]:
@@ -243,12 +248,9 @@ def _emit(self, piece, out, rev):
         for part in rev[piece]: self._emit(part, out, rev)
     else: out.append(i)
 
-
-SentencePieceBPE.encode, SentencePieceBPE._initial_symbols = _spm_encode, _initial_symbols
-SentencePieceBPE._encode_word, SentencePieceBPE._emit = _encode_word, _emit
-
 # %% ../nbs/03_tokenizer.ipynb 15
-def _spm_token_bytes(self, i: int) -> bytes:
+@patch
+def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
     t, p = self.types[i], self.pieces[i]
     if t == BYTE: return bytes([_byte_piece_value(p)])
@@ -256,7 +258,8 @@ def _spm_token_bytes(self, i: int) -> bytes:
     if t == CONTROL: return piece_bytes(p)
     return piece_bytes(p.replace(SPACE, " ") if self.escape_whitespaces else p)
 
-def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
+@patch
+def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
     As sentencepiece decodes: a text piece there loses one leading '▁' (the dummy prefix); with `remove_extra_whitespaces`
     the start lasts as long as pieces decode to nothing (so all leading '▁' pieces vanish), otherwise it ends after one piece.
@@ -269,8 +272,6 @@ def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
     if (self.add_dummy_prefix or self.remove_extra_whitespaces) and self.pieces[i].startswith(SPACE): b = b[1:]
     return b, self.remove_extra_whitespaces and not b
 
-SentencePieceBPE.token_bytes, SentencePieceBPE.start_token_bytes = _spm_token_bytes, _spm_start_token_bytes
-
 # %% ../nbs/03_tokenizer.ipynb 24
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
@@ -281,7 +282,8 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
 # %% ../nbs/03_tokenizer.ipynb 25
-def _from_model_proto(cls, data: bytes, path=None):
+@patch(cls_method=True)
+def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
     except ImportError: raise ImportError("reading a SentencePiece .model needs the `sentencepiece` package") from None
     m = pb.ModelProto()
@@ -302,16 +304,15 @@ def _from_model_proto(cls, data: bytes, path=None):
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
 # %% ../nbs/03_tokenizer.ipynb 26
-@classmethod
-def _from_model_file(cls, path):
+@patch(cls_method=True)
+def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
-    return _from_model_proto(cls, path.read_bytes(), path)
-SentencePieceBPE.from_model_file = _from_model_file
+    return cls._from_model_proto(path.read_bytes(), path)
 
 # %% ../nbs/03_tokenizer.ipynb 27
-@classmethod
-def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
+@patch(cls_method=True)
+def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
     path = Path(path)
     data = path.read_bytes()
@@ -335,7 +336,6 @@ def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
         t = UNKNOWN if q == "<unk>" else CONTROL if q != p or q in ("<s>", "</s>") else BYTE if _byte_piece_value(q) is not None else NORMAL
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
-SentencePieceBPE.from_llama2c_bin = _from_llama2c_bin
 
 # %% ../nbs/03_tokenizer.ipynb 29
 def _json_parts(node, key="normalizers"):
@@ -344,8 +344,8 @@ def _json_parts(node, key="normalizers"):
     if node.get("type") == "Sequence": return [x for sub in node.get(key, []) for x in _json_parts(sub, key)]
     return [node]
 
-@classmethod
-def _from_tokenizer_json(cls, d: dict, path=None):
+@patch(cls_method=True)
+def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
     m = d.get("model") if isinstance(d, dict) else None
     if not isinstance(m, dict) or m.get("type") != "BPE": raise ModelFormatError(path, f"tokenizer.json: model.type must be 'BPE', got {None if not isinstance(m, dict) else m.get('type')!r}")
@@ -380,7 +380,6 @@ def _from_tokenizer_json(cls, d: dict, path=None):
     return cls(pieces, [0.0] * n, types, add_dummy_prefix=add_prefix, remove_extra_whitespaces=False, escape_whitespaces=escape,
                byte_fallback=bool(m.get("byte_fallback")), normalizer=norm, unk_surface=unk or "<unk>", mode="rank", merges=merges,
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
-SentencePieceBPE.from_tokenizer_json = _from_tokenizer_json
 
 # %% ../nbs/03_tokenizer.ipynb 30
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
@@ -389,8 +388,8 @@ def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     if not isinstance(v, bool): raise ModelFormatError(path, f"{key} must be a bool, got {v!r:.40}")
     return v
 
-@classmethod
-def _from_gguf_metadata(cls, md: dict, path=None):
+@patch(cls_method=True)
+def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
     if md.get("tokenizer.ggml.model") != "llama": raise ModelFormatError(path, f"tokenizer.ggml.model is {md.get('tokenizer.ggml.model')!r}, not 'llama'")
     toks = md.get("tokenizer.ggml.tokens")
@@ -406,7 +405,6 @@ def _from_gguf_metadata(cls, md: dict, path=None):
     return cls(list(toks), list(scores), types, add_dummy_prefix=_md_flag(md, "tokenizer.ggml.add_space_prefix", True, path),
                remove_extra_whitespaces=_md_flag(md, "tokenizer.ggml.remove_extra_whitespaces", False, path), byte_fallback=byte_fb,
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
-SentencePieceBPE.from_gguf_metadata = _from_gguf_metadata
 
 # %% ../nbs/03_tokenizer.ipynb 32
 class StreamDecoder:
@@ -661,8 +659,8 @@ def _json_tokenizer(p: Path) -> dict:
     try: return _tokenizer_from_json(d, p)
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
-@classmethod
-def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer":
+@patch(cls_method=True)
+def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c
     `tokenizer.bin` (`vocab_size` from the checkpoint header; None reads to the end) or a model directory."""
     p = Path(path)
@@ -688,4 +686,3 @@ def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer
             m = SentencePieceBPE.from_model_file(p); kw = dict(model=m, **_spm_kwargs(m))
     model = kw.pop("model")
     return cls(model, path=p, **kw)
-Tokenizer.from_file = _tokenizer_from_file

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 import numpy as np, torch
 from functools import partial
-from .core import LlamaConfig, ModelFormatError, _check_rope_scaling, check_bool, check_int, check_number, read_json
+from .core import LlamaConfig, ModelFormatError, check_rope_scaling, check_bool, check_int, check_number, read_json
 
 # %% auto 0
 __all__ = ['L2C_MAGIC', 'hf_weight_shapes', 'unpermute_rope_rows', 'config_from_hf', 'llama3_rope_factors', 'config_from_gguf',
@@ -65,7 +65,7 @@ def _rope_from_hf(d: dict, source) -> tuple[float, dict | None]:
         theta, sc = rp.get("rope_theta", d.get("rope_theta")), {k: v for k, v in rp.items() if k != "rope_theta"}
         if d.get("rope_theta") is not None:            # a 4.x value beside the 5.x one is not used, but it must not be impossible either
             _number(d["rope_theta"], "rope_theta", source, lo=1, open_lo=True)
-        if isinstance(d.get("rope_scaling"), dict): _check_rope_scaling(d["rope_scaling"], source)
+        if isinstance(d.get("rope_scaling"), dict): check_rope_scaling(d["rope_scaling"], source)
     else:
         sc = d.get("rope_scaling") or {}
         if not isinstance(sc, dict): raise ModelFormatError(source, f"config: rope_scaling must be a dict or null, got {sc!r}")
