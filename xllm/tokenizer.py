@@ -11,8 +11,8 @@ from fastcore.basics import patch
 from .core import ModelFormatError, check_int, check_token_ids, piece_bytes, read_json
 
 # %% auto 0
-__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE',
-           'StreamDecoder', 'Tokenizer']
+__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE', 'Tokenizer',
+           'StreamDecoder']
 
 # %% ../nbs/03_tokenizer.ipynb 5
 # SentencePiece piece types (the same numbers are used by GGUF's `tokenizer.ggml.token_type`)
@@ -31,7 +31,7 @@ def _byte_piece_value(piece: str) -> int | None:
         except ValueError: return None
     return None
 
-# %% ../nbs/03_tokenizer.ipynb 7
+# %% ../nbs/03_tokenizer.ipynb 8
 class CharsMap:
     "SentencePiece's precompiled normalization map (a Darts double-array trie over UTF-8 bytes + replacement strings)."
     def __init__(self, blob: bytes, path=None):
@@ -74,7 +74,7 @@ class CharsMap:
                 out.append(b[i:i + n]); i += n
         return b"".join(out).decode("utf-8", "replace")
 
-# %% ../nbs/03_tokenizer.ipynb 10
+# %% ../nbs/03_tokenizer.ipynb 12
 class SentencePieceBPE:
     """SentencePiece-style BPE over characters, with byte fallback (Llama 2, TinyLlama, Mistral).
 
@@ -160,26 +160,7 @@ class SentencePieceBPE:
         if self.add_dummy_prefix and self.treat_whitespace_as_suffix: text += sp   # even if only spaces were there
         return text
 
-# %% ../nbs/03_tokenizer.ipynb 11
-@patch
-def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
-    "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
-    s = self.normalize(text, at_start)
-    if not s: return []
-    parts = self._user_re.split(s) if self._user_re else [s]
-    out, cache = [], self._cache
-    for k, part in enumerate(parts):
-        if k % 2: out.append(self._p2id[part]); continue     # a user-defined piece
-        for seg in self._split(part):
-            ids = cache.get(seg)
-            if ids is None:
-                ids = self._encode_word(seg)
-                if len(cache) > 200_000: cache.clear()
-                cache[seg] = ids
-            out.extend(ids)
-    return out
-
-# %% ../nbs/03_tokenizer.ipynb 12
+# %% ../nbs/03_tokenizer.ipynb 15
 @patch
 def _initial_symbols(self: SentencePieceBPE, word):
     if self.mode == "spm": return list(word)
@@ -191,7 +172,19 @@ def _initial_symbols(self: SentencePieceBPE, word):
         else: syms.append(ch)
     return syms
 
-# %% ../nbs/03_tokenizer.ipynb 13
+# %% ../nbs/03_tokenizer.ipynb 17
+@patch
+def _emit(self: SentencePieceBPE, piece, out, rev):
+    "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
+    i = (self._runc_p2id if self.mode == "runc" else self._p2id).get(piece, self.unk_id)
+    if i is None or i == self.unk_id and self.types[i] == UNKNOWN and piece != self.pieces[i]:
+        if self.byte_fallback: out.extend(self._byte_ids[b] for b in piece.encode("utf-8", "surrogatepass"))
+        else: out.append(self.unk_id)
+    elif self.types[i] == UNUSED and piece in rev:
+        for part in rev[piece]: self._emit(part, out, rev)
+    else: out.append(i)
+
+# %% ../nbs/03_tokenizer.ipynb 19
 @patch
 def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
@@ -236,19 +229,26 @@ def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
         i = nxt[i]
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 14
+# %% ../nbs/03_tokenizer.ipynb 21
 @patch
-def _emit(self: SentencePieceBPE, piece, out, rev):
-    "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
-    i = (self._runc_p2id if self.mode == "runc" else self._p2id).get(piece, self.unk_id)
-    if i is None or i == self.unk_id and self.types[i] == UNKNOWN and piece != self.pieces[i]:
-        if self.byte_fallback: out.extend(self._byte_ids[b] for b in piece.encode("utf-8", "surrogatepass"))
-        else: out.append(self.unk_id)
-    elif self.types[i] == UNUSED and piece in rev:
-        for part in rev[piece]: self._emit(part, out, rev)
-    else: out.append(i)
+def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
+    "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
+    s = self.normalize(text, at_start)
+    if not s: return []
+    parts = self._user_re.split(s) if self._user_re else [s]
+    out, cache = [], self._cache
+    for k, part in enumerate(parts):
+        if k % 2: out.append(self._p2id[part]); continue     # a user-defined piece
+        for seg in self._split(part):
+            ids = cache.get(seg)
+            if ids is None:
+                ids = self._encode_word(seg)
+                if len(cache) > 200_000: cache.clear()
+                cache[seg] = ids
+            out.extend(ids)
+    return out
 
-# %% ../nbs/03_tokenizer.ipynb 15
+# %% ../nbs/03_tokenizer.ipynb 25
 @patch
 def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
@@ -272,7 +272,7 @@ def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     if (self.add_dummy_prefix or self.remove_extra_whitespaces) and self.pieces[i].startswith(SPACE): b = b[1:]
     return b, self.remove_extra_whitespaces and not b
 
-# %% ../nbs/03_tokenizer.ipynb 24
+# %% ../nbs/03_tokenizer.ipynb 30
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -281,7 +281,7 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
-# %% ../nbs/03_tokenizer.ipynb 25
+# %% ../nbs/03_tokenizer.ipynb 32
 @patch(cls_method=True)
 def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
@@ -303,14 +303,14 @@ def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 26
+# %% ../nbs/03_tokenizer.ipynb 33
 @patch(cls_method=True)
 def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
     return cls._from_model_proto(path.read_bytes(), path)
 
-# %% ../nbs/03_tokenizer.ipynb 27
+# %% ../nbs/03_tokenizer.ipynb 34
 @patch(cls_method=True)
 def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -337,13 +337,15 @@ def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None)
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 
-# %% ../nbs/03_tokenizer.ipynb 29
+# %% ../nbs/03_tokenizer.ipynb 37
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
     if node.get("type") == "Sequence": return [x for sub in node.get(key, []) for x in _json_parts(sub, key)]
     return [node]
 
+
+# %% ../nbs/03_tokenizer.ipynb 39
 @patch(cls_method=True)
 def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
@@ -381,13 +383,16 @@ def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
                byte_fallback=bool(m.get("byte_fallback")), normalizer=norm, unk_surface=unk or "<unk>", mode="rank", merges=merges,
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 30
+
+# %% ../nbs/03_tokenizer.ipynb 41
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
     v = md.get(key, default)
     if not isinstance(v, bool): raise ModelFormatError(path, f"{key} must be a bool, got {v!r:.40}")
     return v
 
+
+# %% ../nbs/03_tokenizer.ipynb 43
 @patch(cls_method=True)
 def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -406,28 +411,8 @@ def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
                remove_extra_whitespaces=_md_flag(md, "tokenizer.ggml.remove_extra_whitespaces", False, path), byte_fallback=byte_fb,
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 32
-class StreamDecoder:
-    "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
-    def __init__(self, tok: "Tokenizer", skip_special: bool = False):
-        self.tok, self.skip_special, self.ids = tok, skip_special, []
-        self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
 
-    def put(self, i) -> str:
-        "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
-        (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
-        self.ids.append(i)
-        if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
-        b, self._start = self.tok._token_bytes(i, self._start)
-        return self._dec.decode(b)
-
-    def flush(self) -> str:
-        "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
-        out = self._dec.decode(b"", final=True)
-        self._dec.reset()
-        return out
-
-# %% ../nbs/03_tokenizer.ipynb 33
+# %% ../nbs/03_tokenizer.ipynb 46
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -536,7 +521,28 @@ class Tokenizer:
         if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
         return self._p2id[s]
 
-# %% ../nbs/03_tokenizer.ipynb 35
+# %% ../nbs/03_tokenizer.ipynb 48
+class StreamDecoder:
+    "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
+    def __init__(self, tok: "Tokenizer", skip_special: bool = False):
+        self.tok, self.skip_special, self.ids = tok, skip_special, []
+        self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
+
+    def put(self, i) -> str:
+        "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
+        (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
+        self.ids.append(i)
+        if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
+        b, self._start = self.tok._token_bytes(i, self._start)
+        return self._dec.decode(b)
+
+    def flush(self) -> str:
+        "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
+        out = self._dec.decode(b"", final=True)
+        self._dec.reset()
+        return out
+
+# %% ../nbs/03_tokenizer.ipynb 51
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -544,7 +550,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 36
+# %% ../nbs/03_tokenizer.ipynb 53
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -553,7 +559,7 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 37
+# %% ../nbs/03_tokenizer.ipynb 55
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
@@ -587,7 +593,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
         kw["special_tokens"] = {**sp["special_tokens"], **special}
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 38
+# %% ../nbs/03_tokenizer.ipynb 57
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -604,7 +610,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 39
+# %% ../nbs/03_tokenizer.ipynb 59
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -652,7 +658,7 @@ def _apply_model_dir(kw: dict, d: Path):
     kw["eos_ids"] = eos
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 40
+# %% ../nbs/03_tokenizer.ipynb 61
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
