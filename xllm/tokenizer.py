@@ -449,79 +449,95 @@ class Tokenizer:
 
     def __repr__(self): return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, path={self.path!r})"
 
-    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
-        """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
-        SentencePiece models add their dummy prefix '▁' at the start of every text run (the start of the text, and after a special token)."""
-        ids = self._encode([(text, self._all_re if allow_special else self._added_re)])   # added (non-special) tokens: always
-        if add_bos and self.bos_id is not None and not (ids and ids[0] == self.bos_id): ids.insert(0, self.bos_id)
-        if add_eos and self.eos_id is not None and not (ids and ids[-1] == self.eos_id): ids.append(self.eos_id)
-        return ids
-
-    def encode_parts(self, parts) -> list[int]:
-        """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
-        inside the parts that allow them, so such a token's string in another part (a chat message) is ordinary text, its characters'
-        tokens. Text is tokenized across part boundaries as one run, so this equals `encode(joined, allow_special=True)` whenever no
-        added token is refused."""
-        return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
-
-    def _encode(self, parts) -> list[int]:
-        "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
-        runs, buf = [], []                     # text runs (str) and token ids (int), in order
-        for text, rx in parts:
-            if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
-            for k, piece in enumerate(rx.split(text) if rx else [text]):
-                if k % 2: runs += ["".join(buf), self._text2id[piece]]; buf = []
-                else: buf.append(piece)
-        runs.append("".join(buf))
-        ids = []
-        for k, run in enumerate(runs):
-            if not isinstance(run, str): ids.append(run)
-            elif run: ids.extend(self.model.encode(run, at_start=k == 0) if self.kind == "spm" else self.model.encode(run))
-        return ids
-
-    def _token_bytes(self, i: int, start: bool):
-        "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
-        if i >= self.model.vocab_size: return piece_bytes(self._extra[i]), start
-        if not start or self._start_bytes is None: return self.model.token_bytes(i), False
-        if i in self._keeps_start: return self.model.token_bytes(i), True
-        return self._start_bytes(i)
-
-    def token_bytes(self, i: int) -> bytes:
-        "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
-        (i,) = check_token_ids([i], self.vocab_size, "token_bytes")
-        return self._token_bytes(i, False)[0]
-
-    def decode(self, ids, skip_special: bool = False) -> str:
-        "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
-        chunks, cur, start = [], [], True
-        for i in check_token_ids(ids, self.vocab_size, "decode"):
-            if skip_special and i in self._special_ids:
-                chunks.append(b"".join(cur)); cur = []
-                continue
-            b, start = self._token_bytes(i, start)
-            cur.append(b)
-        chunks.append(b"".join(cur))
-        return "".join(c.decode("utf-8", self._errors) for c in chunks)
-
-    def stream_decoder(self, skip_special: bool = False) -> StreamDecoder:
-        "A `StreamDecoder` that turns token ids one at a time into text."
-        return StreamDecoder(self, skip_special)
-
-    def id_to_piece(self, i: int) -> str:
-        "The vocabulary piece (token string) of id `i`."
-        (i,) = check_token_ids([i], self.vocab_size, "id_to_piece")
-        return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
-
-    def piece_to_id(self, s: str) -> int:
-        "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
-        if s in self._text2id: return self._text2id[s]
-        if self._p2id is None:
-            self._p2id = {}
-            for i, p in enumerate(self.model.pieces): self._p2id.setdefault(p, i)
-        if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
-        return self._p2id[s]
 
 # %% ../nbs/03_tokenizer.ipynb 48
+@patch
+def id_to_piece(self: Tokenizer, i: int) -> str:
+    "The vocabulary piece (token string) of id `i`."
+    (i,) = check_token_ids([i], self.vocab_size, "id_to_piece")
+    return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
+
+@patch
+def piece_to_id(self: Tokenizer, s: str) -> int:
+    "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
+    if s in self._text2id: return self._text2id[s]
+    if self._p2id is None:
+        self._p2id = {}
+        for i, p in enumerate(self.model.pieces): self._p2id.setdefault(p, i)
+    if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
+    return self._p2id[s]
+
+
+# %% ../nbs/03_tokenizer.ipynb 50
+@patch
+def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
+    """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
+    SentencePiece models add their dummy prefix '▁' at the start of every text run (the start of the text, and after a special token)."""
+    ids = self._encode([(text, self._all_re if allow_special else self._added_re)])   # added (non-special) tokens: always
+    if add_bos and self.bos_id is not None and not (ids and ids[0] == self.bos_id): ids.insert(0, self.bos_id)
+    if add_eos and self.eos_id is not None and not (ids and ids[-1] == self.eos_id): ids.append(self.eos_id)
+    return ids
+
+@patch
+def encode_parts(self: Tokenizer, parts) -> list[int]:
+    """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
+    inside the parts that allow them, so such a token's string in another part (a chat message) is ordinary text, its characters'
+    tokens. Text is tokenized across part boundaries as one run, so this equals `encode(joined, allow_special=True)` whenever no
+    added token is refused."""
+    return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
+
+@patch
+def _encode(self: Tokenizer, parts) -> list[int]:
+    "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
+    runs, buf = [], []                     # text runs (str) and token ids (int), in order
+    for text, rx in parts:
+        if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
+        for k, piece in enumerate(rx.split(text) if rx else [text]):
+            if k % 2: runs += ["".join(buf), self._text2id[piece]]; buf = []
+            else: buf.append(piece)
+    runs.append("".join(buf))
+    ids = []
+    for k, run in enumerate(runs):
+        if not isinstance(run, str): ids.append(run)
+        elif run: ids.extend(self.model.encode(run, at_start=k == 0) if self.kind == "spm" else self.model.encode(run))
+    return ids
+
+
+# %% ../nbs/03_tokenizer.ipynb 52
+@patch
+def _token_bytes(self: Tokenizer, i: int, start: bool):
+    "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
+    if i >= self.model.vocab_size: return piece_bytes(self._extra[i]), start
+    if not start or self._start_bytes is None: return self.model.token_bytes(i), False
+    if i in self._keeps_start: return self.model.token_bytes(i), True
+    return self._start_bytes(i)
+
+@patch
+def token_bytes(self: Tokenizer, i: int) -> bytes:
+    "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
+    (i,) = check_token_ids([i], self.vocab_size, "token_bytes")
+    return self._token_bytes(i, False)[0]
+
+@patch
+def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
+    "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
+    chunks, cur, start = [], [], True
+    for i in check_token_ids(ids, self.vocab_size, "decode"):
+        if skip_special and i in self._special_ids:
+            chunks.append(b"".join(cur)); cur = []
+            continue
+        b, start = self._token_bytes(i, start)
+        cur.append(b)
+    chunks.append(b"".join(cur))
+    return "".join(c.decode("utf-8", self._errors) for c in chunks)
+
+@patch
+def stream_decoder(self: Tokenizer, skip_special: bool = False) -> StreamDecoder:
+    "A `StreamDecoder` that turns token ids one at a time into text."
+    return StreamDecoder(self, skip_special)
+
+
+# %% ../nbs/03_tokenizer.ipynb 54
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
@@ -542,7 +558,7 @@ class StreamDecoder:
         self._dec.reset()
         return out
 
-# %% ../nbs/03_tokenizer.ipynb 51
+# %% ../nbs/03_tokenizer.ipynb 57
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -550,7 +566,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 53
+# %% ../nbs/03_tokenizer.ipynb 59
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -559,7 +575,7 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 55
+# %% ../nbs/03_tokenizer.ipynb 61
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
@@ -593,7 +609,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
         kw["special_tokens"] = {**sp["special_tokens"], **special}
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 57
+# %% ../nbs/03_tokenizer.ipynb 63
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -610,7 +626,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 59
+# %% ../nbs/03_tokenizer.ipynb 65
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -658,7 +674,7 @@ def _apply_model_dir(kw: dict, d: Path):
     kw["eos_ids"] = eos
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 61
+# %% ../nbs/03_tokenizer.ipynb 67
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
