@@ -363,6 +363,8 @@ def hf_dir_files(files) -> list[str]:
     "Of a repository's `files`, those a Hugging Face directory load reads: `HF_DIR_FILES` and the `.safetensors` at its top."
     return sorted(f for f in files if "/" not in f and (f in HF_DIR_FILES or f.endswith(".safetensors")))
 
+
+# %% ../nbs/01_core.ipynb 52
 def choose_hub_file(files, want: str | None, model: str) -> str:
     """What to load of a repository holding `files` (paths in it): '' for the repository as a Hugging Face directory, else the
     path of one GGUF file. `want`: the id's `:FILE.gguf` or `:QUANT`. A `ValueError` naming `model` and listing the GGUF files
@@ -389,7 +391,8 @@ def choose_hub_file(files, want: str | None, model: str) -> str:
     shown = ", ".join(sorted(files)[:12]) + (f" and {len(files) - 12} more" if len(files) > 12 else "")
     raise ValueError(f"{model}: nothing xllm can load (a config.json with .safetensors weights, or a .gguf file); its files: {shown or 'none'}")
 
-# %% ../nbs/01_core.ipynb 53
+
+# %% ../nbs/01_core.ipynb 55
 def _snapshot_files(snap: Path) -> list[str]:
     "The files of a cached snapshot, as paths in the repository (a link to a blob that is not there does not count)."
     return [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
@@ -410,7 +413,7 @@ def _hub_error(e: Exception, rev: str | None) -> str:
     if name == "RevisionNotFoundError": return f"the repository has no revision {rev!r}"
     return f"could not get it from huggingface.co ({name}: {text})"
 
-# %% ../nbs/01_core.ipynb 54
+# %% ../nbs/01_core.ipynb 56
 def resolve_hub_id(model: str, download: bool = True) -> Path:
     """The local path of the Hugging Face id `model` (`owner/name[@revision][:FILE.gguf|:QUANT]`): a directory (Hugging Face
     format) or a GGUF file in the hub cache, downloaded there with `huggingface_hub` when the cache lacks it, `download` is True and
@@ -444,7 +447,7 @@ def resolve_hub_id(model: str, download: bool = True) -> Path:
     except Exception as e: raise FileNotFoundError(f"{head}; {_hub_error(e, rev)}") from None
     return snap / choice
 
-# %% ../nbs/01_core.ipynb 59
+# %% ../nbs/01_core.ipynb 61
 def resolve_model(model=None, download: bool = True) -> Path:
     """The path to load for `model`: None -> the default model (`default_model_path`); an existing file or directory -> itself
     (a local path always wins); a Hugging Face id `owner/name[@revision][:FILE.gguf|:QUANT]` -> its copy in the hub cache,
@@ -455,7 +458,7 @@ def resolve_model(model=None, download: bool = True) -> Path:
     if parse_hub_id(model) is not None: return resolve_hub_id(model, download)
     raise FileNotFoundError(f"model not found: {path}")
 
-# %% ../nbs/01_core.ipynb 62
+# %% ../nbs/01_core.ipynb 64
 import re
 import xllm
 
@@ -470,6 +473,8 @@ def read_source(*names: str) -> str:
         return re.sub(r'^#include "([^"]+)"[^\n]*$', lambda m: inline((path.parent / m.group(1)).resolve()), path.read_text(), flags=re.M)
     return "".join(inline((CSRC / n).resolve()) for n in names)
 
+
+# %% ../nbs/01_core.ipynb 66
 def source_region(path: str, region: str | None = None) -> str:
     "The text of `xllm/csrc/<path>`, or of its region `region`, without the region marker lines."
     lines = (CSRC / path).read_text().splitlines()
@@ -490,3 +495,4 @@ def show_source(path: str, region: str | None = None):
     "A Markdown code block of `source_region(path, region)`, to show kernel source beside its prose in a notebook."
     from IPython.display import Markdown
     return Markdown(f"```cpp\n{source_region(path, region)}\n```")
+
