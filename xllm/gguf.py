@@ -8,6 +8,7 @@ import math, mmap, os, struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from fastcore.basics import patch
 import numpy as np, torch
 from .core import ModelFormatError
 
@@ -61,46 +62,55 @@ class _Cursor:
     def u32(self, what): return self.unpack("<I", what)
     def u64(self, what): return self.unpack("<Q", what)
 
-    def string(self, what: str) -> str:
-        n = self.u64(f"length of {what}")
-        self.need(n, f"{what} ({n} bytes)")
-        s = bytes(self.buf[self.pos:self.pos + n]); self.pos += n
-        return s.decode("utf-8", "surrogateescape")
 
-    def string_array(self, count: int, what: str) -> list[str]:
-        "`count` strings in a tight loop (token lists and merges are 50k+ long)."
-        buf, size, pos, unpack, out = self.buf, self.size, self.pos, struct.unpack_from, [None] * count
-        for i in range(count):
-            if pos + 8 > size: self.pos = pos; self.need(8, f"length of {what}[{i}]")
-            n = unpack("<Q", buf, pos)[0]; pos += 8
-            if n > size - pos: self.pos = pos; self.need(n, f"{what}[{i}] ({n} bytes)")
-            out[i] = bytes(buf[pos:pos + n]).decode("utf-8", "surrogateescape"); pos += n
-        self.pos = pos
-        return out
+# %% ../nbs/02_gguf.ipynb 14
+@patch
+def string(self: _Cursor, what: str) -> str:
+    n = self.u64(f"length of {what}")
+    self.need(n, f"{what} ({n} bytes)")
+    s = bytes(self.buf[self.pos:self.pos + n]); self.pos += n
+    return s.decode("utf-8", "surrogateescape")
 
-    def value(self, vtype: int, what: str, depth: int = 0):
-        if vtype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown metadata value type {vtype}")
-        if vtype == 8: return self.string(what)
-        if vtype == 9: return self.array(what, depth + 1)
-        v = self.unpack(GGUF_VALUE_TYPES[vtype][1], what)
-        return bool(v) if vtype == 7 else v
+@patch
+def string_array(self: _Cursor, count: int, what: str) -> list[str]:
+    "`count` strings in a tight loop (token lists and merges are 50k+ long)."
+    buf, size, pos, unpack, out = self.buf, self.size, self.pos, struct.unpack_from, [None] * count
+    for i in range(count):
+        if pos + 8 > size: self.pos = pos; self.need(8, f"length of {what}[{i}]")
+        n = unpack("<Q", buf, pos)[0]; pos += 8
+        if n > size - pos: self.pos = pos; self.need(n, f"{what}[{i}] ({n} bytes)")
+        out[i] = bytes(buf[pos:pos + n]).decode("utf-8", "surrogateescape"); pos += n
+    self.pos = pos
+    return out
 
-    def array(self, what: str, depth: int = 1) -> list:
-        if depth > _MAX_ARRAY_DEPTH: self.fail(f"{what}: arrays nested deeper than {_MAX_ARRAY_DEPTH}")
-        etype = self.u32(f"element type of {what}")
-        if etype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown array element type {etype}")
-        count = self.u64(f"length of {what}")
-        fmt = GGUF_VALUE_TYPES[etype][1]
-        min_size = 8 if etype == 8 else 12 if etype == 9 else struct.calcsize(fmt)  # smallest possible element
-        if count * min_size > self.size - self.pos:
-            self.fail(f"{what}: array of {count} elements cannot fit in the {self.size - self.pos} bytes left in the file")
-        if etype == 8: return self.string_array(count, what)
-        if etype == 9: return [self.array(f"{what}[{i}]", depth + 1) for i in range(count)]
-        a = np.frombuffer(self.buf, dtype=np.dtype(fmt), count=count, offset=self.pos)
-        self.pos += a.nbytes
-        return (a != 0).tolist() if etype == 7 else a.tolist()
 
-# %% ../nbs/02_gguf.ipynb 15
+# %% ../nbs/02_gguf.ipynb 16
+@patch
+def value(self: _Cursor, vtype: int, what: str, depth: int = 0):
+    if vtype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown metadata value type {vtype}")
+    if vtype == 8: return self.string(what)
+    if vtype == 9: return self.array(what, depth + 1)
+    v = self.unpack(GGUF_VALUE_TYPES[vtype][1], what)
+    return bool(v) if vtype == 7 else v
+
+@patch
+def array(self: _Cursor, what: str, depth: int = 1) -> list:
+    if depth > _MAX_ARRAY_DEPTH: self.fail(f"{what}: arrays nested deeper than {_MAX_ARRAY_DEPTH}")
+    etype = self.u32(f"element type of {what}")
+    if etype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown array element type {etype}")
+    count = self.u64(f"length of {what}")
+    fmt = GGUF_VALUE_TYPES[etype][1]
+    min_size = 8 if etype == 8 else 12 if etype == 9 else struct.calcsize(fmt)  # smallest possible element
+    if count * min_size > self.size - self.pos:
+        self.fail(f"{what}: array of {count} elements cannot fit in the {self.size - self.pos} bytes left in the file")
+    if etype == 8: return self.string_array(count, what)
+    if etype == 9: return [self.array(f"{what}[{i}]", depth + 1) for i in range(count)]
+    a = np.frombuffer(self.buf, dtype=np.dtype(fmt), count=count, offset=self.pos)
+    self.pos += a.nbytes
+    return (a != 0).tolist() if etype == 7 else a.tolist()
+
+
+# %% ../nbs/02_gguf.ipynb 19
 @dataclass(frozen=True)
 class GGUFTensorInfo:
     "Where one tensor lives in a GGUF file. `shape` is torch (row-major) order, the reverse of ggml's `ne`."
@@ -116,7 +126,7 @@ class GGUFTensorInfo:
         "Number of elements (the product of `shape`)."
         return math.prod(self.shape)
 
-# %% ../nbs/02_gguf.ipynb 16
+# %% ../nbs/02_gguf.ipynb 20
 class GGUFFile:
     "A parsed GGUF file: `.metadata`, `.tensors` (name -> `GGUFTensorInfo`); tensor data stays memory-mapped until asked for."
     def __init__(self, path):
@@ -196,7 +206,7 @@ class GGUFFile:
         return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
 
 
-# %% ../nbs/02_gguf.ipynb 27
+# %% ../nbs/02_gguf.ipynb 31
 def _f16(b: np.ndarray) -> np.ndarray:
     "Last axis of 2 bytes, read as float16 and widened: (n, 2) uint8 -> (n, 1) float32."
     return np.ascontiguousarray(b).view("<f2").astype(np.float32)
@@ -210,7 +220,7 @@ def _bits(b: np.ndarray) -> np.ndarray:
     return np.unpackbits(b, axis=-1, bitorder="little")
 
 
-# %% ../nbs/02_gguf.ipynb 29
+# %% ../nbs/02_gguf.ipynb 33
 _SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8)
 
 def _deq_q8_0(b): return _f16(b[:, :2]) * b[:, 2:].view(np.int8).astype(np.float32)
@@ -225,7 +235,7 @@ def _deq_q5_1(b):
 def _deq_q8_k(b): return np.ascontiguousarray(b[:, :4]).view("<f4") * b[:, 4:260].view(np.int8).astype(np.float32)
 
 
-# %% ../nbs/02_gguf.ipynb 34
+# %% ../nbs/02_gguf.ipynb 38
 def _k_scales_mins(s: np.ndarray):
     "Q4_K/Q5_K: (n, 12) bytes -> eight 6-bit scales and eight 6-bit mins, as float32 (n, 8) each."
     sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)], axis=-1)
@@ -245,7 +255,7 @@ def _deq_q4_k(b):
     return (s[:, :, None] * q.astype(np.float32) - m[:, :, None]).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 36
+# %% ../nbs/02_gguf.ipynb 40
 def _deq_q5_k(b):
     n = b.shape[0]
     d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
@@ -256,7 +266,7 @@ def _deq_q5_k(b):
     return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 38
+# %% ../nbs/02_gguf.ipynb 42
 def q6_k_parts(b: np.ndarray):
     """Q6_K super-blocks `(n, 210)` bytes -> codes `(n, 16, 16)` int8 in -32..31 and scales `d * sc` `(n, 16)` float32:
     value = scale * code, for 16 sub-blocks of 16 values."""
@@ -272,7 +282,7 @@ def _deq_q6_k(b):
     return (s[:, :, None] * q.astype(np.float32)).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 40
+# %% ../nbs/02_gguf.ipynb 44
 def _deq_q3_k(b):
     n = b.shape[0]
     hm, qs, s, d = b[:, 0:32], b[:, 32:96].reshape(n, 2, 1, 32), b[:, 96:108], _f16(b[:, 108:110])
@@ -285,7 +295,7 @@ def _deq_q3_k(b):
     return ((d * sc)[:, :, None] * q).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 42
+# %% ../nbs/02_gguf.ipynb 46
 def _deq_q2_k(b):
     n = b.shape[0]
     s, qs, d, dmin = b[:, 0:16], b[:, 16:80].reshape(n, 2, 1, 32), _f16(b[:, 80:82]), _f16(b[:, 82:84])
@@ -293,7 +303,7 @@ def _deq_q2_k(b):
     return ((d * (s & 0x0F).astype(np.float32))[:, :, None] * q - (dmin * (s >> 4).astype(np.float32))[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 45
+# %% ../nbs/02_gguf.ipynb 49
 _BLOCK_DECODERS = {2: _deq_q4_0, 3: _deq_q4_1, 6: _deq_q5_0, 7: _deq_q5_1, 8: _deq_q8_0, 10: _deq_q2_k, 11: _deq_q3_k,
                    12: _deq_q4_k, 13: _deq_q5_k, 14: _deq_q6_k, 15: _deq_q8_k}
 _PLAIN_DTYPES = {0: "<f4", 1: "<f2", 24: "i1", 25: "<i2", 26: "<i4", 27: "<i8", 28: "<f8"}
