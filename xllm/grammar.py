@@ -6,6 +6,7 @@
 from __future__ import annotations
 import copy, os, sys, threading, time, weakref
 from collections import OrderedDict
+from fastcore.basics import patch
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
@@ -293,44 +294,52 @@ class Grammar:
             self._over = (f"structured_outputs.{self.kind}: the grammar took {self.cpu_s:.3g} s of CPU by token {self.tokens + 1}, "
                           f"over the limit of {self.request_s:g} s a request")
 
-    def _fill(self, ptr: int, nbytes: int):
-        """The mask for the next token into the memory at `ptr`, timed in the CPU time of the thread that computes it: what this
-        grammar costs, however busy the machine is (llguidance computes a single mask on the calling thread, without the GIL)."""
-        t = time.thread_time()
-        self.m.unsafe_compute_mask_ptr(ptr, nbytes)
-        self._mask_s = s = time.thread_time() - t
-        self._spend(s, s, "computing the allowed tokens")
-
-    def fill_mask(self, row: torch.Tensor):
-        "Write the allowed next tokens into `row`, a contiguous CPU int32 tensor of `ceil(vocab / 32)` words (bit t of the vocabulary: token t)."
-        self._check()
-        self._fill(row.data_ptr(), row.numel() * 4)
-        self._check()
-
-    def advance(self, token: int):
-        "Take `token` (sampled under the mask); `GrammarError` if the grammar cannot take it, or if the token went past a limit."
-        self._check()
-        t = time.thread_time()
-        ok = self.m.consume_token(int(token))
-        s = time.thread_time() - t
-        self._spend(s, self._mask_s + s, "computing the allowed tokens and taking the token")
-        self._mask_s = 0.0
-        if not ok: self._check(); raise GrammarError(f"structured_outputs.{self.kind}: token {token} is not allowed here")
-        self.tokens += 1
-        self._check()
-
-    def rollback(self, n: int):
-        "Undo the last `n` tokens taken."
-        if n and not self.m.rollback(int(n)): self._check()
-        self.tokens = max(0, self.tokens - int(n))
-
     @property
     def done(self) -> bool: "True when the grammar is complete and can take no more tokens (the request stops)."; return self.m.is_stopped()
     @property
     def accepting(self) -> bool: "True when the output so far is a complete match (EOS is allowed)."; return self.m.is_accepting()
 
 
-# %% ../nbs/08a_grammar.ipynb 39
+# %% ../nbs/08a_grammar.ipynb 38
+@patch
+def _fill(self: Grammar, ptr: int, nbytes: int):
+    """The mask for the next token into the memory at `ptr`, timed in the CPU time of the thread that computes it: what this
+    grammar costs, however busy the machine is (llguidance computes a single mask on the calling thread, without the GIL)."""
+    t = time.thread_time()
+    self.m.unsafe_compute_mask_ptr(ptr, nbytes)
+    self._mask_s = s = time.thread_time() - t
+    self._spend(s, s, "computing the allowed tokens")
+
+@patch
+def fill_mask(self: Grammar, row: torch.Tensor):
+    "Write the allowed next tokens into `row`, a contiguous CPU int32 tensor of `ceil(vocab / 32)` words (bit t of the vocabulary: token t)."
+    self._check()
+    self._fill(row.data_ptr(), row.numel() * 4)
+    self._check()
+
+
+# %% ../nbs/08a_grammar.ipynb 40
+@patch
+def advance(self: Grammar, token: int):
+    "Take `token` (sampled under the mask); `GrammarError` if the grammar cannot take it, or if the token went past a limit."
+    self._check()
+    t = time.thread_time()
+    ok = self.m.consume_token(int(token))
+    s = time.thread_time() - t
+    self._spend(s, self._mask_s + s, "computing the allowed tokens and taking the token")
+    self._mask_s = 0.0
+    if not ok: self._check(); raise GrammarError(f"structured_outputs.{self.kind}: token {token} is not allowed here")
+    self.tokens += 1
+    self._check()
+
+@patch
+def rollback(self: Grammar, n: int):
+    "Undo the last `n` tokens taken."
+    if n and not self.m.rollback(int(n)): self._check()
+    self.tokens = max(0, self.tokens - int(n))
+
+
+# %% ../nbs/08a_grammar.ipynb 43
 def mask_threads() -> int:
     "Threads that compute masks at once: the CPUs this process may run on, at most 32."
     try: n = len(os.sched_getaffinity(0))
@@ -356,7 +365,7 @@ def _fill_all(jobs, nbytes: int):
     for f in fs: f.result()
 
 
-# %% ../nbs/08a_grammar.ipynb 41
+# %% ../nbs/08a_grammar.ipynb 45
 def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
     """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, computed on up
     to `mask_threads()` threads at once and each timed against its grammar's limits, and {index: GrammarError} for the grammars that
@@ -380,7 +389,7 @@ def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
     return bits
 
 
-# %% ../nbs/08a_grammar.ipynb 43
+# %% ../nbs/08a_grammar.ipynb 47
 def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     """A bitmask `[B, W]` (int32) as a CPU bool tensor `[B, width]`: True where the token is allowed. Columns past the bitmask's
     `32 * W` (rows of the model's vocabulary the tokenizer does not have) are False. numpy's `unpackbits` on the words' bytes
