@@ -580,6 +580,8 @@ def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
 
+
+# %% ../nbs/03_tokenizer.ipynb 63
 def _tokenizer_from_json(d: dict, path) -> dict:
     "Model and Tokenizer keyword arguments from a tokenizer.json dict."
     if not isinstance(d, dict) or not isinstance(d.get("model"), dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")
@@ -609,7 +611,8 @@ def _tokenizer_from_json(d: dict, path) -> dict:
         kw["special_tokens"] = {**sp["special_tokens"], **special}
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 63
+
+# %% ../nbs/03_tokenizer.ipynb 65
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -626,7 +629,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 65
+# %% ../nbs/03_tokenizer.ipynb 67
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -634,6 +637,8 @@ def _token_text(cfg: dict, key: str, path):
     if t is not None and not isinstance(t, str): raise ModelFormatError(path, f"{key} must be a string or {{'content': string}}, got {v!r:.40}")
     return t
 
+
+# %% ../nbs/03_tokenizer.ipynb 69
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
     cfg_path = d / "tokenizer_config.json"
@@ -674,13 +679,16 @@ def _apply_model_dir(kw: dict, d: Path):
     kw["eos_ids"] = eos
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 67
+
+# %% ../nbs/03_tokenizer.ipynb 71
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
     try: return _tokenizer_from_json(d, p)
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
+
+# %% ../nbs/03_tokenizer.ipynb 73
 @patch(cls_method=True)
 def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c
@@ -708,3 +716,4 @@ def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer
             m = SentencePieceBPE.from_model_file(p); kw = dict(model=m, **_spm_kwargs(m))
     model = kw.pop("model")
     return cls(model, path=p, **kw)
+
