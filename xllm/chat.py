@@ -353,7 +353,7 @@ def _n_chars(v) -> int:
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
     return v.bit_length() * 10 // 33 + 1 if isinstance(v, int) and not isinstance(v, bool) else 6
 
-# %% ../nbs/04_chat.ipynb 43
+# %% ../nbs/04_chat.ipynb 44
 def _render_in(job: tuple, in_process: bool) -> str:
     "`job` (source, variables, max_chars) rendered in a worker of `template_workers()`, or here when `in_process`."
     if not in_process: return template_workers().run(job, MAX_RENDER_SECONDS)
@@ -366,7 +366,7 @@ def _check_compiles(source: str, in_process: bool):
     _render_in((source, None, 0), in_process)
 
 
-# %% ../nbs/04_chat.ipynb 45
+# %% ../nbs/04_chat.ipynb 46
 class ChatTemplate:
     """A chat template plus the BOS/EOS token strings it may print. It is compiled and rendered in a worker process bounded by the
     operating system (`TemplateWorkers`), or in this process when `in_process` (default: `IN_PROCESS`), for templates you trust."""
@@ -392,7 +392,7 @@ class ChatTemplate:
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
 
-# %% ../nbs/04_chat.ipynb 56
+# %% ../nbs/04_chat.ipynb 57
 BUILTIN_TEMPLATES = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -433,7 +433,7 @@ BUILTIN_TEMPLATES = {
 {%- endif %}""",
 }
 
-# %% ../nbs/04_chat.ipynb 57
+# %% ../nbs/04_chat.ipynb 58
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -441,7 +441,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 60
+# %% ../nbs/04_chat.ipynb 61
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -457,7 +457,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 64
+# %% ../nbs/04_chat.ipynb 65
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -468,7 +468,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
-# %% ../nbs/04_chat.ipynb 65
+# %% ../nbs/04_chat.ipynb 67
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -477,7 +477,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
-# %% ../nbs/04_chat.ipynb 66
+# %% ../nbs/04_chat.ipynb 69
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -486,7 +486,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
-# %% ../nbs/04_chat.ipynb 67
+# %% ../nbs/04_chat.ipynb 71
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -497,7 +497,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
-# %% ../nbs/04_chat.ipynb 68
+# %% ../nbs/04_chat.ipynb 73
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -505,7 +505,7 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-# %% ../nbs/04_chat.ipynb 69
+# %% ../nbs/04_chat.ipynb 75
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the
