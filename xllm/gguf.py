@@ -126,7 +126,7 @@ class GGUFTensorInfo:
         "Number of elements (the product of `shape`)."
         return math.prod(self.shape)
 
-# %% ../nbs/02_gguf.ipynb 20
+# %% ../nbs/02_gguf.ipynb 21
 class GGUFFile:
     "A parsed GGUF file: `.metadata`, `.tensors` (name -> `GGUFTensorInfo`); tensor data stays memory-mapped until asked for."
     def __init__(self, path):
@@ -206,7 +206,7 @@ class GGUFFile:
         return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
 
 
-# %% ../nbs/02_gguf.ipynb 31
+# %% ../nbs/02_gguf.ipynb 32
 def _f16(b: np.ndarray) -> np.ndarray:
     "Last axis of 2 bytes, read as float16 and widened: (n, 2) uint8 -> (n, 1) float32."
     return np.ascontiguousarray(b).view("<f2").astype(np.float32)
@@ -220,7 +220,7 @@ def _bits(b: np.ndarray) -> np.ndarray:
     return np.unpackbits(b, axis=-1, bitorder="little")
 
 
-# %% ../nbs/02_gguf.ipynb 33
+# %% ../nbs/02_gguf.ipynb 34
 _SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8)
 
 def _deq_q8_0(b): return _f16(b[:, :2]) * b[:, 2:].view(np.int8).astype(np.float32)
@@ -235,7 +235,7 @@ def _deq_q5_1(b):
 def _deq_q8_k(b): return np.ascontiguousarray(b[:, :4]).view("<f4") * b[:, 4:260].view(np.int8).astype(np.float32)
 
 
-# %% ../nbs/02_gguf.ipynb 38
+# %% ../nbs/02_gguf.ipynb 39
 def _k_scales_mins(s: np.ndarray):
     "Q4_K/Q5_K: (n, 12) bytes -> eight 6-bit scales and eight 6-bit mins, as float32 (n, 8) each."
     sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)], axis=-1)
@@ -255,7 +255,7 @@ def _deq_q4_k(b):
     return (s[:, :, None] * q.astype(np.float32) - m[:, :, None]).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 40
+# %% ../nbs/02_gguf.ipynb 41
 def _deq_q5_k(b):
     n = b.shape[0]
     d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
@@ -266,7 +266,7 @@ def _deq_q5_k(b):
     return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 42
+# %% ../nbs/02_gguf.ipynb 43
 def q6_k_parts(b: np.ndarray):
     """Q6_K super-blocks `(n, 210)` bytes -> codes `(n, 16, 16)` int8 in -32..31 and scales `d * sc` `(n, 16)` float32:
     value = scale * code, for 16 sub-blocks of 16 values."""
@@ -282,7 +282,7 @@ def _deq_q6_k(b):
     return (s[:, :, None] * q.astype(np.float32)).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 44
+# %% ../nbs/02_gguf.ipynb 45
 def _deq_q3_k(b):
     n = b.shape[0]
     hm, qs, s, d = b[:, 0:32], b[:, 32:96].reshape(n, 2, 1, 32), b[:, 96:108], _f16(b[:, 108:110])
@@ -295,7 +295,7 @@ def _deq_q3_k(b):
     return ((d * sc)[:, :, None] * q).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 46
+# %% ../nbs/02_gguf.ipynb 47
 def _deq_q2_k(b):
     n = b.shape[0]
     s, qs, d, dmin = b[:, 0:16], b[:, 16:80].reshape(n, 2, 1, 32), _f16(b[:, 80:82]), _f16(b[:, 82:84])
@@ -303,7 +303,7 @@ def _deq_q2_k(b):
     return ((d * (s & 0x0F).astype(np.float32))[:, :, None] * q - (dmin * (s >> 4).astype(np.float32))[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 49
+# %% ../nbs/02_gguf.ipynb 50
 _BLOCK_DECODERS = {2: _deq_q4_0, 3: _deq_q4_1, 6: _deq_q5_0, 7: _deq_q5_1, 8: _deq_q8_0, 10: _deq_q2_k, 11: _deq_q3_k,
                    12: _deq_q4_k, 13: _deq_q5_k, 14: _deq_q6_k, 15: _deq_q8_k}
 _PLAIN_DTYPES = {0: "<f4", 1: "<f2", 24: "i1", 25: "<i2", 26: "<i4", 27: "<i8", 28: "<f8"}

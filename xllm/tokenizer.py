@@ -303,14 +303,14 @@ def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 33
+# %% ../nbs/03_tokenizer.ipynb 34
 @patch(cls_method=True)
 def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
     return cls._from_model_proto(path.read_bytes(), path)
 
-# %% ../nbs/03_tokenizer.ipynb 34
+# %% ../nbs/03_tokenizer.ipynb 36
 @patch(cls_method=True)
 def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -337,7 +337,7 @@ def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None)
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 
-# %% ../nbs/03_tokenizer.ipynb 37
+# %% ../nbs/03_tokenizer.ipynb 39
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -345,7 +345,7 @@ def _json_parts(node, key="normalizers"):
     return [node]
 
 
-# %% ../nbs/03_tokenizer.ipynb 39
+# %% ../nbs/03_tokenizer.ipynb 41
 @patch(cls_method=True)
 def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
@@ -384,7 +384,7 @@ def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 41
+# %% ../nbs/03_tokenizer.ipynb 43
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
     v = md.get(key, default)
@@ -392,7 +392,7 @@ def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     return v
 
 
-# %% ../nbs/03_tokenizer.ipynb 43
+# %% ../nbs/03_tokenizer.ipynb 45
 @patch(cls_method=True)
 def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -412,7 +412,7 @@ def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 46
+# %% ../nbs/03_tokenizer.ipynb 48
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -450,7 +450,7 @@ class Tokenizer:
     def __repr__(self): return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, path={self.path!r})"
 
 
-# %% ../nbs/03_tokenizer.ipynb 48
+# %% ../nbs/03_tokenizer.ipynb 50
 @patch
 def id_to_piece(self: Tokenizer, i: int) -> str:
     "The vocabulary piece (token string) of id `i`."
@@ -468,7 +468,7 @@ def piece_to_id(self: Tokenizer, s: str) -> int:
     return self._p2id[s]
 
 
-# %% ../nbs/03_tokenizer.ipynb 50
+# %% ../nbs/03_tokenizer.ipynb 52
 @patch
 def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
     """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
@@ -503,7 +503,7 @@ def _encode(self: Tokenizer, parts) -> list[int]:
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 52
+# %% ../nbs/03_tokenizer.ipynb 54
 @patch
 def _token_bytes(self: Tokenizer, i: int, start: bool):
     "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
@@ -537,7 +537,7 @@ def stream_decoder(self: Tokenizer, skip_special: bool = False) -> StreamDecoder
     return StreamDecoder(self, skip_special)
 
 
-# %% ../nbs/03_tokenizer.ipynb 54
+# %% ../nbs/03_tokenizer.ipynb 56
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
@@ -558,7 +558,7 @@ class StreamDecoder:
         self._dec.reset()
         return out
 
-# %% ../nbs/03_tokenizer.ipynb 57
+# %% ../nbs/03_tokenizer.ipynb 59
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -566,7 +566,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 59
+# %% ../nbs/03_tokenizer.ipynb 61
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -575,13 +575,13 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 61
+# %% ../nbs/03_tokenizer.ipynb 63
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
 
 
-# %% ../nbs/03_tokenizer.ipynb 63
+# %% ../nbs/03_tokenizer.ipynb 65
 def _tokenizer_from_json(d: dict, path) -> dict:
     "Model and Tokenizer keyword arguments from a tokenizer.json dict."
     if not isinstance(d, dict) or not isinstance(d.get("model"), dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")
@@ -612,7 +612,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 65
+# %% ../nbs/03_tokenizer.ipynb 67
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -629,7 +629,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 67
+# %% ../nbs/03_tokenizer.ipynb 69
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -638,7 +638,7 @@ def _token_text(cfg: dict, key: str, path):
     return t
 
 
-# %% ../nbs/03_tokenizer.ipynb 69
+# %% ../nbs/03_tokenizer.ipynb 71
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
     cfg_path = d / "tokenizer_config.json"
@@ -680,7 +680,7 @@ def _apply_model_dir(kw: dict, d: Path):
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 71
+# %% ../nbs/03_tokenizer.ipynb 73
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
@@ -688,7 +688,7 @@ def _json_tokenizer(p: Path) -> dict:
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
 
-# %% ../nbs/03_tokenizer.ipynb 73
+# %% ../nbs/03_tokenizer.ipynb 75
 @patch(cls_method=True)
 def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c
