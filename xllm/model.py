@@ -246,7 +246,7 @@ def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: 
                                        is_causal=start == 0, enable_gqa=q.shape[1] != k.shape[1])
     return o[0].transpose(0, 1)
 
-# %% ../nbs/06_model.ipynb 36
+# %% ../nbs/06_model.ipynb 37
 class Attention(nn.Module):
     "Grouped-query self-attention with RoPE over a batch; writes the batch's keys/values into layer `idx` of the K/V store."
     def __init__(self, c: LlamaConfig, idx: int, device=None):
@@ -271,7 +271,7 @@ class Attention(nn.Module):
         for r0, r1, start, keys in b.prefills: o[r0:r1] = chunk_attention(q[r0:r1], kv, i, keys, start)
         return self.o_proj(o.reshape(N, nh * hd))
 
-# %% ../nbs/06_model.ipynb 38
+# %% ../nbs/06_model.ipynb 40
 class MLP(nn.Module):
     "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`."
     def __init__(self, c: LlamaConfig, device=None):
@@ -293,7 +293,7 @@ class Block(nn.Module):
         h = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, batch)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-# %% ../nbs/06_model.ipynb 40
+# %% ../nbs/06_model.ipynb 43
 class Llama(nn.Module):
     "A LLaMA-family decoder with Hugging Face `LlamaForCausalLM` parameter names; one forward over a batch of sequences' chunks."
     def __init__(self, config: LlamaConfig, device=None):
@@ -327,7 +327,7 @@ class Llama(nn.Module):
         return self.lm_head(self.model.norm(x[batch.logits_rows])).float()
 
 
-# %% ../nbs/06_model.ipynb 41
+# %% ../nbs/06_model.ipynb 44
 @patch
 def new_cache(self: Llama, max_len: int | None = None) -> KVCache:
     "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."
@@ -358,7 +358,7 @@ def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) ->
     return logits
 
 
-# %% ../nbs/06_model.ipynb 43
+# %% ../nbs/06_model.ipynb 46
 @patch(cls_method=True)
 def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dtype | None = None) -> Llama:
     "Build the model around `weights` (HF names; no `lm_head.weight` needed when tied), cast to `dtype` (default: the embedding's)."
@@ -382,7 +382,7 @@ def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dt
     return m.requires_grad_(False).eval()
 
 
-# %% ../nbs/06_model.ipynb 49
+# %% ../nbs/06_model.ipynb 52
 def random_llama(config: LlamaConfig, seed: int = 0, scale: float = 1.5, dtype: torch.dtype | None = None) -> Llama:
     """A `Llama` of `config`'s shape with seeded random weights: norms U(0.7, 1.3), embeddings N(0, 0.3), matrices
     N(0, scale / sqrt(fan-in)); float32 unless `dtype`."""
