@@ -401,6 +401,8 @@ def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     if m.shape[1] >= width: return m[:, :width]
     return torch.cat([m, m.new_zeros(B, width - m.shape[1])], 1)
 
+
+# %% ../nbs/08a_grammar.ipynb 49
 def masked_logits(logits: torch.Tensor, rows: list[int], bits: torch.Tensor) -> torch.Tensor:
     """`logits` with the tokens of `rows` that their bitmask rows (`bits`, on the CPU) do not allow at -inf: a new tensor (`logits`
     itself is not changed; the other rows are copied as they are). The mask is unpacked on the CPU and moved to the logits' device

@@ -237,6 +237,8 @@ def hit_rate(self: BlockManager) -> float:
     "Fraction of full prompt blocks found in the prefix cache so far."
     return self.num_hit_blocks / self.num_queried_blocks if self.num_queried_blocks else 0.0
 
+
+# %% ../nbs/10_kv_cache.ipynb 35
 @patch
 def check_invariants(self: BlockManager):
     "Re-derive all bookkeeping from the block tables; `AssertionError` on any inconsistency."
@@ -258,7 +260,8 @@ def check_invariants(self: BlockManager):
     assert sum(h is not None for h in self.block_hash) == len(self.cached)
     if not self.enable_prefix_caching: assert not self.cached and not ev
 
-# %% ../nbs/10_kv_cache.ipynb 54
+
+# %% ../nbs/10_kv_cache.ipynb 56
 def _dtype_size(dtype) -> int:
     if isinstance(dtype, torch.dtype): return torch.empty((), dtype=dtype).element_size()
     raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")
@@ -272,7 +275,7 @@ def kv_storage_dtype(kv_dtype, dtype):
     if kv_dtype == dtype: return dtype
     raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or the model's dtype {dtype}, got {kv_dtype!r}")
 
-# %% ../nbs/10_kv_cache.ipynb 56
+# %% ../nbs/10_kv_cache.ipynb 58
 def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=None) -> int:
     """Bytes of K and V for one token over all layers (only the KV heads are stored), in the model's `dtype` or as int8 codes
     (`kv_dtype='int8'`) plus one float32 scale per token, head, K or V."""
@@ -288,7 +291,7 @@ def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_
     if n < 1: raise ValueError(f"kv_cache_memory of {int(kv_cache_memory_bytes)} bytes is less than one KV block ({per_block} bytes = {block_size} tokens)")
     return n
 
-# %% ../nbs/10_kv_cache.ipynb 58
+# %% ../nbs/10_kv_cache.ipynb 60
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB": return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
