@@ -8,6 +8,7 @@ import heapq, unicodedata, warnings
 from pathlib import Path
 import regex
 from functools import partial
+from fastcore.basics import patch
 from .core import ModelFormatError, check_int, piece_bytes
 
 # %% auto 0
@@ -25,6 +26,8 @@ def bytes_to_unicode() -> dict[int, str]:
         else: table[b] = chr(256 + shift); shift += 1    # the others move to U+0100.., in byte order
     return table
 
+
+# %% ../nbs/03a_bpe.ipynb 8
 BYTE_TO_UNICODE = bytes_to_unicode()
 UNICODE_TO_BYTE = {c: b for b, c in BYTE_TO_UNICODE.items()}
 # `bytes.decode('latin-1')` turns byte b into chr(b); `str.translate` with this table then gives the GPT-2 character (fast, in C).
@@ -43,7 +46,8 @@ def byte_decode(piece: str) -> bytes:
         else: out.append(b)
     return bytes(out)
 
-# %% ../nbs/03a_bpe.ipynb 9
+
+# %% ../nbs/03a_bpe.ipynb 11
 # GPT-2 and HF ByteLevel(use_regex=True)
 PAT_GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # Llama 3: case-insensitive contractions, an optional non-letter before letters, 1-3 digits, newlines kept apart
@@ -70,7 +74,7 @@ GGUF_PRE_NAMES = {
     "qwen2": "qwen2", "deepseek-r1-qwen": "qwen2", "megrez": "qwen2",
 }
 
-# %% ../nbs/03a_bpe.ipynb 10
+# %% ../nbs/03a_bpe.ipynb 13
 _BEHAVIORS = {"isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous"}
 
 def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, path=None):
@@ -115,7 +119,7 @@ def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, p
         return [t for t in (out[::-1] if behavior == "merged_with_next" else out) if t]
     return step
 
-# %% ../nbs/03a_bpe.ipynb 11
+# %% ../nbs/03a_bpe.ipynb 15
 def compile_pre_tokenizer(steps, path=None) -> list:
     "Turn a list of step tuples (see `PRE_TOKENIZERS`) into functions chunk -> chunks."
     fns = []
@@ -126,7 +130,7 @@ def compile_pre_tokenizer(steps, path=None) -> list:
         else: raise ValueError(f"pre: unknown pre-tokenizer step {st!r}")
     return fns
 
-# %% ../nbs/03a_bpe.ipynb 12
+# %% ../nbs/03a_bpe.ipynb 17
 def pre_tokenize(text: str, steps) -> list[str]:
     "Run compiled steps over `text`: each step splits every chunk further."
     chunks = [text] if text else []
@@ -136,7 +140,7 @@ def pre_tokenize(text: str, steps) -> list[str]:
         chunks = out
     return chunks
 
-# %% ../nbs/03a_bpe.ipynb 20
+# %% ../nbs/03a_bpe.ipynb 25
 class ByteLevelBPE:
     "Byte-level BPE (GPT-2, Llama 3, SmolLM2, Qwen2): pre-tokenize, write bytes as GPT-2 characters, merge by rank."
     def __init__(self, vocab: dict[str, int], merges: list, pre: str | list = "gpt2", *,
@@ -198,11 +202,17 @@ class ByteLevelBPE:
         "Number of tokens in the vocabulary (added tokens included)."
         return len(self.pieces)
 
+    def pre_tokenize(self, text: str) -> list[str]:
+        "The chunks (plain text, before the byte mapping) that BPE runs on separately."
+        for f in self.normalizers: text = unicodedata.normalize(f, text)
+        return pre_tokenize(text, self._steps)
+
     def __repr__(self):
         return f"ByteLevelBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, pre={self.pre if isinstance(self.pre, str) else 'custom'!r})"
 
-# %% ../nbs/03a_bpe.ipynb 22
-def _bpe(self, word: str) -> list[int]:
+# %% ../nbs/03a_bpe.ipynb 27
+@patch
+def bpe(self: ByteLevelBPE, word: str) -> list[int]:
     "Ids for one byte-level chunk: merge the lowest-ranked adjacent pair until no adjacent pair is a merge."
     vocab = self._bpe_vocab
     if len(word) == 1 or (self.ignore_merges and word in vocab):
@@ -237,12 +247,10 @@ def _bpe(self, word: str) -> list[int]:
             if r2 is not None: heapq.heappush(heap, (r2, p, syms[p], m))
     return [vocab[s] for s in syms if s is not None]
 
-def _pre_tokenize(self, text: str) -> list[str]:
-    "The chunks (plain text, before the byte mapping) that BPE runs on separately."
-    for f in self.normalizers: text = unicodedata.normalize(f, text)
-    return pre_tokenize(text, self._steps)
 
-def _encode(self, text: str) -> list[int]:
+# %% ../nbs/03a_bpe.ipynb 29
+@patch
+def encode(self: ByteLevelBPE, text: str) -> list[int]:
     "Token ids of plain `text` (no special-token matching, no BOS)."
     if not isinstance(text, str): raise TypeError(f"text: expected str, got {type(text).__name__}")
     cache, out = self._cache, []
@@ -255,7 +263,10 @@ def _encode(self, text: str) -> list[int]:
         out.extend(ids)
     return out
 
-def _token_bytes(self, id: int) -> bytes:
+
+# %% ../nbs/03a_bpe.ipynb 32
+@patch
+def token_bytes(self: ByteLevelBPE, id: int) -> bytes:
     "The raw bytes token `id` stands for (added/special tokens: the UTF-8 of their text)."
     if not isinstance(id, int) or not 0 <= id < len(self.pieces):
         raise ValueError(f"id: {id!r} is outside the vocabulary (size {len(self.pieces)})")
@@ -265,14 +276,13 @@ def _token_bytes(self, id: int) -> bytes:
         b = self._tb[id] = piece_bytes(p) if id in self._added_ids else byte_decode(p)
     return b
 
-def _decode_bytes(self, ids) -> bytes:
+@patch
+def decode_bytes(self: ByteLevelBPE, ids) -> bytes:
     "The concatenated `token_bytes` of `ids`."
     return b"".join(self.token_bytes(i) for i in ids)
 
-ByteLevelBPE.bpe, ByteLevelBPE.pre_tokenize, ByteLevelBPE.encode = _bpe, _pre_tokenize, _encode
-ByteLevelBPE.token_bytes, ByteLevelBPE.decode_bytes = _token_bytes, _decode_bytes
 
-# %% ../nbs/03a_bpe.ipynb 30
+# %% ../nbs/03a_bpe.ipynb 39
 def _hf_pre_steps(pt, path=None) -> list:
     "Translate a tokenizer.json `pre_tokenizer` object into our list of steps."
     if pt is None: return []
@@ -296,7 +306,7 @@ def _hf_pre_steps(pt, path=None) -> list:
         return [("split", pat, beh, bool(pt.get("invert", False)))]
     raise ModelFormatError(path, f"pre_tokenizer type {t!r} is not supported for byte-level BPE")
 
-# %% ../nbs/03a_bpe.ipynb 31
+# %% ../nbs/03a_bpe.ipynb 41
 def _hf_normalizers(nm, path=None) -> list[str]:
     "Translate a tokenizer.json `normalizer` into unicodedata forms."
     if nm is None: return []
@@ -305,8 +315,9 @@ def _hf_normalizers(nm, path=None) -> list[str]:
     if t in ("NFC", "NFD", "NFKC", "NFKD"): return [t]
     raise ModelFormatError(path, f"normalizer {t!r} is not supported for byte-level BPE")
 
-# %% ../nbs/03a_bpe.ipynb 32
-def _from_tokenizer_json(cls, d, path=None) -> ByteLevelBPE:
+# %% ../nbs/03a_bpe.ipynb 43
+@patch(cls_method=True)
+def from_tokenizer_json(cls: ByteLevelBPE, d, path=None) -> ByteLevelBPE:
     "Build from a parsed tokenizer.json dict (or its path)."
     if isinstance(d, (str, Path)):
         path = path or d
@@ -330,8 +341,9 @@ def _from_tokenizer_json(cls, d, path=None) -> ByteLevelBPE:
                ignore_merges=bool(m.get("ignore_merges", False)), normalizers=_hf_normalizers(d.get("normalizer"), path),
                unk_token=m.get("unk_token"), fuse_unk=bool(m.get("fuse_unk", False)), path=path)
 
-# %% ../nbs/03a_bpe.ipynb 33
-def _from_gguf_metadata(cls, md: dict, path=None) -> ByteLevelBPE:
+# %% ../nbs/03a_bpe.ipynb 45
+@patch(cls_method=True)
+def from_gguf_metadata(cls: ByteLevelBPE, md: dict, path=None) -> ByteLevelBPE:
     "Build from the metadata of a GGUF file whose tokenizer.ggml.model is 'gpt2'."
     model = md.get("tokenizer.ggml.model")
     if model != "gpt2": raise ModelFormatError(path, f"tokenizer.ggml.model is {model!r}, not 'gpt2' (byte-level BPE)")
@@ -352,6 +364,3 @@ def _from_gguf_metadata(cls, md: dict, path=None) -> ByteLevelBPE:
         warnings.warn(f"{path}: tokenizer.ggml.pre={name!r} is not known to xllm; using the GPT-2 pre-tokenizer")
         pre = "gpt2"
     return cls(vocab, merges, pre, added=added, ignore_merges=(pre == "llama3"), pieces=list(toks), path=path)
-
-ByteLevelBPE.from_tokenizer_json = classmethod(_from_tokenizer_json)
-ByteLevelBPE.from_gguf_metadata = classmethod(_from_gguf_metadata)

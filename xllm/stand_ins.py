@@ -80,7 +80,7 @@ def _stand_in_corpus(n: int = 600) -> list[str]:
             f"{rng.choice(what)} {i % 97} times. \"{rng.choice(who).title()}!\" {rng.choice(['it', 'she', 'he'])} {rng.choice(did)}."
             for i in range(n)]
 
-# %% ../nbs/06a_stand_ins.ipynb 13
+# %% ../nbs/06a_stand_ins.ipynb 14
 def stand_in_model(dest, seed: int = 0) -> Path:
     """Write into the directory `dest` a Hugging Face checkpoint of stories260K's shape (`STAND_IN_CONFIG`) with seeded random
     weights and a 512-piece SentencePiece tokenizer trained here; returns `dest`. For tests and demos without shared data."""

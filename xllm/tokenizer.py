@@ -7,11 +7,12 @@ from __future__ import annotations
 import codecs, heapq, re, struct, unicodedata
 from pathlib import Path
 from functools import partial
+from fastcore.basics import patch
 from .core import ModelFormatError, check_int, check_token_ids, piece_bytes, read_json
 
 # %% auto 0
-__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE',
-           'StreamDecoder', 'Tokenizer']
+__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE', 'Tokenizer',
+           'StreamDecoder']
 
 # %% ../nbs/03_tokenizer.ipynb 5
 # SentencePiece piece types (the same numbers are used by GGUF's `tokenizer.ggml.token_type`)
@@ -30,7 +31,7 @@ def _byte_piece_value(piece: str) -> int | None:
         except ValueError: return None
     return None
 
-# %% ../nbs/03_tokenizer.ipynb 7
+# %% ../nbs/03_tokenizer.ipynb 8
 class CharsMap:
     "SentencePiece's precompiled normalization map (a Darts double-array trie over UTF-8 bytes + replacement strings)."
     def __init__(self, blob: bytes, path=None):
@@ -73,7 +74,7 @@ class CharsMap:
                 out.append(b[i:i + n]); i += n
         return b"".join(out).decode("utf-8", "replace")
 
-# %% ../nbs/03_tokenizer.ipynb 10
+# %% ../nbs/03_tokenizer.ipynb 12
 class SentencePieceBPE:
     """SentencePiece-style BPE over characters, with byte fallback (Llama 2, TinyLlama, Mistral).
 
@@ -159,26 +160,9 @@ class SentencePieceBPE:
         if self.add_dummy_prefix and self.treat_whitespace_as_suffix: text += sp   # even if only spaces were there
         return text
 
-# %% ../nbs/03_tokenizer.ipynb 11
-def _spm_encode(self, text: str, at_start: bool = True) -> list[int]:
-    "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
-    s = self.normalize(text, at_start)
-    if not s: return []
-    parts = self._user_re.split(s) if self._user_re else [s]
-    out, cache = [], self._cache
-    for k, part in enumerate(parts):
-        if k % 2: out.append(self._p2id[part]); continue     # a user-defined piece
-        for seg in self._split(part):
-            ids = cache.get(seg)
-            if ids is None:
-                ids = self._encode_word(seg)
-                if len(cache) > 200_000: cache.clear()
-                cache[seg] = ids
-            out.extend(ids)
-    return out
-
-# %% ../nbs/03_tokenizer.ipynb 12
-def _initial_symbols(self, word):
+# %% ../nbs/03_tokenizer.ipynb 15
+@patch
+def _initial_symbols(self: SentencePieceBPE, word):
     if self.mode == "spm": return list(word)
     syms = []
     p2id = self._p2id if self.mode == "rank" else self._runc_p2id
@@ -188,8 +172,21 @@ def _initial_symbols(self, word):
         else: syms.append(ch)
     return syms
 
-# %% ../nbs/03_tokenizer.ipynb 13
-def _encode_word(self, word: str) -> list[int]:
+# %% ../nbs/03_tokenizer.ipynb 17
+@patch
+def _emit(self: SentencePieceBPE, piece, out, rev):
+    "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
+    i = (self._runc_p2id if self.mode == "runc" else self._p2id).get(piece, self.unk_id)
+    if i is None or i == self.unk_id and self.types[i] == UNKNOWN and piece != self.pieces[i]:
+        if self.byte_fallback: out.extend(self._byte_ids[b] for b in piece.encode("utf-8", "surrogatepass"))
+        else: out.append(self.unk_id)
+    elif self.types[i] == UNUSED and piece in rev:
+        for part in rev[piece]: self._emit(part, out, rev)
+    else: out.append(i)
+
+# %% ../nbs/03_tokenizer.ipynb 19
+@patch
+def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
     syms = self._initial_symbols(word)
     n = len(syms)
@@ -232,23 +229,28 @@ def _encode_word(self, word: str) -> list[int]:
         i = nxt[i]
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 14
-def _emit(self, piece, out, rev):
-    "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
-    i = (self._runc_p2id if self.mode == "runc" else self._p2id).get(piece, self.unk_id)
-    if i is None or i == self.unk_id and self.types[i] == UNKNOWN and piece != self.pieces[i]:
-        if self.byte_fallback: out.extend(self._byte_ids[b] for b in piece.encode("utf-8", "surrogatepass"))
-        else: out.append(self.unk_id)
-    elif self.types[i] == UNUSED and piece in rev:
-        for part in rev[piece]: self._emit(part, out, rev)
-    else: out.append(i)
+# %% ../nbs/03_tokenizer.ipynb 21
+@patch
+def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
+    "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
+    s = self.normalize(text, at_start)
+    if not s: return []
+    parts = self._user_re.split(s) if self._user_re else [s]
+    out, cache = [], self._cache
+    for k, part in enumerate(parts):
+        if k % 2: out.append(self._p2id[part]); continue     # a user-defined piece
+        for seg in self._split(part):
+            ids = cache.get(seg)
+            if ids is None:
+                ids = self._encode_word(seg)
+                if len(cache) > 200_000: cache.clear()
+                cache[seg] = ids
+            out.extend(ids)
+    return out
 
-
-SentencePieceBPE.encode, SentencePieceBPE._initial_symbols = _spm_encode, _initial_symbols
-SentencePieceBPE._encode_word, SentencePieceBPE._emit = _encode_word, _emit
-
-# %% ../nbs/03_tokenizer.ipynb 15
-def _spm_token_bytes(self, i: int) -> bytes:
+# %% ../nbs/03_tokenizer.ipynb 25
+@patch
+def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
     t, p = self.types[i], self.pieces[i]
     if t == BYTE: return bytes([_byte_piece_value(p)])
@@ -256,7 +258,8 @@ def _spm_token_bytes(self, i: int) -> bytes:
     if t == CONTROL: return piece_bytes(p)
     return piece_bytes(p.replace(SPACE, " ") if self.escape_whitespaces else p)
 
-def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
+@patch
+def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
     As sentencepiece decodes: a text piece there loses one leading '▁' (the dummy prefix); with `remove_extra_whitespaces`
     the start lasts as long as pieces decode to nothing (so all leading '▁' pieces vanish), otherwise it ends after one piece.
@@ -269,9 +272,7 @@ def _spm_start_token_bytes(self, i: int) -> tuple[bytes, bool]:
     if (self.add_dummy_prefix or self.remove_extra_whitespaces) and self.pieces[i].startswith(SPACE): b = b[1:]
     return b, self.remove_extra_whitespaces and not b
 
-SentencePieceBPE.token_bytes, SentencePieceBPE.start_token_bytes = _spm_token_bytes, _spm_start_token_bytes
-
-# %% ../nbs/03_tokenizer.ipynb 24
+# %% ../nbs/03_tokenizer.ipynb 30
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -280,8 +281,9 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
-# %% ../nbs/03_tokenizer.ipynb 25
-def _from_model_proto(cls, data: bytes, path=None):
+# %% ../nbs/03_tokenizer.ipynb 32
+@patch(cls_method=True)
+def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
     except ImportError: raise ImportError("reading a SentencePiece .model needs the `sentencepiece` package") from None
     m = pb.ModelProto()
@@ -301,17 +303,16 @@ def _from_model_proto(cls, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 26
-@classmethod
-def _from_model_file(cls, path):
+# %% ../nbs/03_tokenizer.ipynb 34
+@patch(cls_method=True)
+def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
-    return _from_model_proto(cls, path.read_bytes(), path)
-SentencePieceBPE.from_model_file = _from_model_file
+    return cls._from_model_proto(path.read_bytes(), path)
 
-# %% ../nbs/03_tokenizer.ipynb 27
-@classmethod
-def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
+# %% ../nbs/03_tokenizer.ipynb 36
+@patch(cls_method=True)
+def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
     path = Path(path)
     data = path.read_bytes()
@@ -335,17 +336,18 @@ def _from_llama2c_bin(cls, path, vocab_size: int | None = None):
         t = UNKNOWN if q == "<unk>" else CONTROL if q != p or q in ("<s>", "</s>") else BYTE if _byte_piece_value(q) is not None else NORMAL
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
-SentencePieceBPE.from_llama2c_bin = _from_llama2c_bin
 
-# %% ../nbs/03_tokenizer.ipynb 29
+# %% ../nbs/03_tokenizer.ipynb 39
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
     if node.get("type") == "Sequence": return [x for sub in node.get(key, []) for x in _json_parts(sub, key)]
     return [node]
 
-@classmethod
-def _from_tokenizer_json(cls, d: dict, path=None):
+
+# %% ../nbs/03_tokenizer.ipynb 41
+@patch(cls_method=True)
+def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
     m = d.get("model") if isinstance(d, dict) else None
     if not isinstance(m, dict) or m.get("type") != "BPE": raise ModelFormatError(path, f"tokenizer.json: model.type must be 'BPE', got {None if not isinstance(m, dict) else m.get('type')!r}")
@@ -380,17 +382,19 @@ def _from_tokenizer_json(cls, d: dict, path=None):
     return cls(pieces, [0.0] * n, types, add_dummy_prefix=add_prefix, remove_extra_whitespaces=False, escape_whitespaces=escape,
                byte_fallback=bool(m.get("byte_fallback")), normalizer=norm, unk_surface=unk or "<unk>", mode="rank", merges=merges,
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
-SentencePieceBPE.from_tokenizer_json = _from_tokenizer_json
 
-# %% ../nbs/03_tokenizer.ipynb 30
+
+# %% ../nbs/03_tokenizer.ipynb 43
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
     v = md.get(key, default)
     if not isinstance(v, bool): raise ModelFormatError(path, f"{key} must be a bool, got {v!r:.40}")
     return v
 
-@classmethod
-def _from_gguf_metadata(cls, md: dict, path=None):
+
+# %% ../nbs/03_tokenizer.ipynb 45
+@patch(cls_method=True)
+def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
     if md.get("tokenizer.ggml.model") != "llama": raise ModelFormatError(path, f"tokenizer.ggml.model is {md.get('tokenizer.ggml.model')!r}, not 'llama'")
     toks = md.get("tokenizer.ggml.tokens")
@@ -406,30 +410,9 @@ def _from_gguf_metadata(cls, md: dict, path=None):
     return cls(list(toks), list(scores), types, add_dummy_prefix=_md_flag(md, "tokenizer.ggml.add_space_prefix", True, path),
                remove_extra_whitespaces=_md_flag(md, "tokenizer.ggml.remove_extra_whitespaces", False, path), byte_fallback=byte_fb,
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
-SentencePieceBPE.from_gguf_metadata = _from_gguf_metadata
 
-# %% ../nbs/03_tokenizer.ipynb 32
-class StreamDecoder:
-    "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
-    def __init__(self, tok: "Tokenizer", skip_special: bool = False):
-        self.tok, self.skip_special, self.ids = tok, skip_special, []
-        self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
 
-    def put(self, i) -> str:
-        "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
-        (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
-        self.ids.append(i)
-        if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
-        b, self._start = self.tok._token_bytes(i, self._start)
-        return self._dec.decode(b)
-
-    def flush(self) -> str:
-        "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
-        out = self._dec.decode(b"", final=True)
-        self._dec.reset()
-        return out
-
-# %% ../nbs/03_tokenizer.ipynb 33
+# %% ../nbs/03_tokenizer.ipynb 48
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -466,79 +449,116 @@ class Tokenizer:
 
     def __repr__(self): return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, path={self.path!r})"
 
-    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
-        """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
-        SentencePiece models add their dummy prefix '▁' at the start of every text run (the start of the text, and after a special token)."""
-        ids = self._encode([(text, self._all_re if allow_special else self._added_re)])   # added (non-special) tokens: always
-        if add_bos and self.bos_id is not None and not (ids and ids[0] == self.bos_id): ids.insert(0, self.bos_id)
-        if add_eos and self.eos_id is not None and not (ids and ids[-1] == self.eos_id): ids.append(self.eos_id)
-        return ids
 
-    def encode_parts(self, parts) -> list[int]:
-        """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
-        inside the parts that allow them, so such a token's string in another part (a chat message) is ordinary text, its characters'
-        tokens. Text is tokenized across part boundaries as one run, so this equals `encode(joined, allow_special=True)` whenever no
-        added token is refused."""
-        return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
+# %% ../nbs/03_tokenizer.ipynb 50
+@patch
+def id_to_piece(self: Tokenizer, i: int) -> str:
+    "The vocabulary piece (token string) of id `i`."
+    (i,) = check_token_ids([i], self.vocab_size, "id_to_piece")
+    return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
-    def _encode(self, parts) -> list[int]:
-        "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
-        runs, buf = [], []                     # text runs (str) and token ids (int), in order
-        for text, rx in parts:
-            if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
-            for k, piece in enumerate(rx.split(text) if rx else [text]):
-                if k % 2: runs += ["".join(buf), self._text2id[piece]]; buf = []
-                else: buf.append(piece)
-        runs.append("".join(buf))
-        ids = []
-        for k, run in enumerate(runs):
-            if not isinstance(run, str): ids.append(run)
-            elif run: ids.extend(self.model.encode(run, at_start=k == 0) if self.kind == "spm" else self.model.encode(run))
-        return ids
+@patch
+def piece_to_id(self: Tokenizer, s: str) -> int:
+    "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
+    if s in self._text2id: return self._text2id[s]
+    if self._p2id is None:
+        self._p2id = {}
+        for i, p in enumerate(self.model.pieces): self._p2id.setdefault(p, i)
+    if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
+    return self._p2id[s]
 
-    def _token_bytes(self, i: int, start: bool):
-        "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
-        if i >= self.model.vocab_size: return piece_bytes(self._extra[i]), start
-        if not start or self._start_bytes is None: return self.model.token_bytes(i), False
-        if i in self._keeps_start: return self.model.token_bytes(i), True
-        return self._start_bytes(i)
 
-    def token_bytes(self, i: int) -> bytes:
-        "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
-        (i,) = check_token_ids([i], self.vocab_size, "token_bytes")
-        return self._token_bytes(i, False)[0]
+# %% ../nbs/03_tokenizer.ipynb 52
+@patch
+def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
+    """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
+    SentencePiece models add their dummy prefix '▁' at the start of every text run (the start of the text, and after a special token)."""
+    ids = self._encode([(text, self._all_re if allow_special else self._added_re)])   # added (non-special) tokens: always
+    if add_bos and self.bos_id is not None and not (ids and ids[0] == self.bos_id): ids.insert(0, self.bos_id)
+    if add_eos and self.eos_id is not None and not (ids and ids[-1] == self.eos_id): ids.append(self.eos_id)
+    return ids
 
-    def decode(self, ids, skip_special: bool = False) -> str:
-        "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
-        chunks, cur, start = [], [], True
-        for i in check_token_ids(ids, self.vocab_size, "decode"):
-            if skip_special and i in self._special_ids:
-                chunks.append(b"".join(cur)); cur = []
-                continue
-            b, start = self._token_bytes(i, start)
-            cur.append(b)
-        chunks.append(b"".join(cur))
-        return "".join(c.decode("utf-8", self._errors) for c in chunks)
+@patch
+def encode_parts(self: Tokenizer, parts) -> list[int]:
+    """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
+    inside the parts that allow them, so such a token's string in another part (a chat message) is ordinary text, its characters'
+    tokens. Text is tokenized across part boundaries as one run, so this equals `encode(joined, allow_special=True)` whenever no
+    added token is refused."""
+    return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
 
-    def stream_decoder(self, skip_special: bool = False) -> StreamDecoder:
-        "A `StreamDecoder` that turns token ids one at a time into text."
-        return StreamDecoder(self, skip_special)
+@patch
+def _encode(self: Tokenizer, parts) -> list[int]:
+    "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
+    runs, buf = [], []                     # text runs (str) and token ids (int), in order
+    for text, rx in parts:
+        if not isinstance(text, str): raise TypeError(f"text must be a str, got {type(text).__name__}")
+        for k, piece in enumerate(rx.split(text) if rx else [text]):
+            if k % 2: runs += ["".join(buf), self._text2id[piece]]; buf = []
+            else: buf.append(piece)
+    runs.append("".join(buf))
+    ids = []
+    for k, run in enumerate(runs):
+        if not isinstance(run, str): ids.append(run)
+        elif run: ids.extend(self.model.encode(run, at_start=k == 0) if self.kind == "spm" else self.model.encode(run))
+    return ids
 
-    def id_to_piece(self, i: int) -> str:
-        "The vocabulary piece (token string) of id `i`."
-        (i,) = check_token_ids([i], self.vocab_size, "id_to_piece")
-        return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
-    def piece_to_id(self, s: str) -> int:
-        "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
-        if s in self._text2id: return self._text2id[s]
-        if self._p2id is None:
-            self._p2id = {}
-            for i, p in enumerate(self.model.pieces): self._p2id.setdefault(p, i)
-        if s not in self._p2id: raise KeyError(f"piece {s!r} is not in the vocabulary")
-        return self._p2id[s]
+# %% ../nbs/03_tokenizer.ipynb 54
+@patch
+def _token_bytes(self: Tokenizer, i: int, start: bool):
+    "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
+    if i >= self.model.vocab_size: return piece_bytes(self._extra[i]), start
+    if not start or self._start_bytes is None: return self.model.token_bytes(i), False
+    if i in self._keeps_start: return self.model.token_bytes(i), True
+    return self._start_bytes(i)
 
-# %% ../nbs/03_tokenizer.ipynb 35
+@patch
+def token_bytes(self: Tokenizer, i: int) -> bytes:
+    "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
+    (i,) = check_token_ids([i], self.vocab_size, "token_bytes")
+    return self._token_bytes(i, False)[0]
+
+@patch
+def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
+    "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
+    chunks, cur, start = [], [], True
+    for i in check_token_ids(ids, self.vocab_size, "decode"):
+        if skip_special and i in self._special_ids:
+            chunks.append(b"".join(cur)); cur = []
+            continue
+        b, start = self._token_bytes(i, start)
+        cur.append(b)
+    chunks.append(b"".join(cur))
+    return "".join(c.decode("utf-8", self._errors) for c in chunks)
+
+@patch
+def stream_decoder(self: Tokenizer, skip_special: bool = False) -> StreamDecoder:
+    "A `StreamDecoder` that turns token ids one at a time into text."
+    return StreamDecoder(self, skip_special)
+
+
+# %% ../nbs/03_tokenizer.ipynb 56
+class StreamDecoder:
+    "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
+    def __init__(self, tok: "Tokenizer", skip_special: bool = False):
+        self.tok, self.skip_special, self.ids = tok, skip_special, []
+        self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
+
+    def put(self, i) -> str:
+        "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
+        (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
+        self.ids.append(i)
+        if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
+        b, self._start = self.tok._token_bytes(i, self._start)
+        return self._dec.decode(b)
+
+    def flush(self) -> str:
+        "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
+        out = self._dec.decode(b"", final=True)
+        self._dec.reset()
+        return out
+
+# %% ../nbs/03_tokenizer.ipynb 59
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -546,7 +566,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 36
+# %% ../nbs/03_tokenizer.ipynb 61
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -555,11 +575,13 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 37
+# %% ../nbs/03_tokenizer.ipynb 63
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
 
+
+# %% ../nbs/03_tokenizer.ipynb 65
 def _tokenizer_from_json(d: dict, path) -> dict:
     "Model and Tokenizer keyword arguments from a tokenizer.json dict."
     if not isinstance(d, dict) or not isinstance(d.get("model"), dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")
@@ -589,7 +611,8 @@ def _tokenizer_from_json(d: dict, path) -> dict:
         kw["special_tokens"] = {**sp["special_tokens"], **special}
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 38
+
+# %% ../nbs/03_tokenizer.ipynb 67
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -606,7 +629,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 39
+# %% ../nbs/03_tokenizer.ipynb 69
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -614,6 +637,8 @@ def _token_text(cfg: dict, key: str, path):
     if t is not None and not isinstance(t, str): raise ModelFormatError(path, f"{key} must be a string or {{'content': string}}, got {v!r:.40}")
     return t
 
+
+# %% ../nbs/03_tokenizer.ipynb 71
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
     cfg_path = d / "tokenizer_config.json"
@@ -654,15 +679,18 @@ def _apply_model_dir(kw: dict, d: Path):
     kw["eos_ids"] = eos
     return kw
 
-# %% ../nbs/03_tokenizer.ipynb 40
+
+# %% ../nbs/03_tokenizer.ipynb 73
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
     try: return _tokenizer_from_json(d, p)
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
-@classmethod
-def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer":
+
+# %% ../nbs/03_tokenizer.ipynb 75
+@patch(cls_method=True)
+def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c
     `tokenizer.bin` (`vocab_size` from the checkpoint header; None reads to the end) or a model directory."""
     p = Path(path)
@@ -688,4 +716,4 @@ def _tokenizer_from_file(cls, path, vocab_size: int | None = None) -> "Tokenizer
             m = SentencePieceBPE.from_model_file(p); kw = dict(model=m, **_spm_kwargs(m))
     model = kw.pop("model")
     return cls(model, path=p, **kw)
-Tokenizer.from_file = _tokenizer_from_file
+
