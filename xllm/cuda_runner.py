@@ -5,6 +5,7 @@
 # %% ../nbs/16b_cuda_runner.ipynb 3
 from __future__ import annotations
 import warnings
+from fastcore.basics import patch
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F, torch.distributed as dist
 from .model import PagedBatch, chunk_attention, table_slots
@@ -296,14 +297,15 @@ class CudaRunner(ModelRunner):
                 f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
 
 # %% ../nbs/16b_cuda_runner.ipynb 15
-def _linear(self, mod, x, out, fused=None):
+@patch
+def _linear(self: CudaRunner, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
     `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction). A shard's row-parallel layer (`AllReduce`):
     its partial product, summed over the group in `out`; its head (`VocabHead`): its vocabulary slice, every rank's gathered."""
     if isinstance(mod, AllReduce):
-        dist.all_reduce(_linear(self, mod.inner, x, out), group=mod.group)
+        dist.all_reduce(self._linear(mod.inner, x, out), group=mod.group)
         return out
-    if isinstance(mod, VocabHead): return _gather_head(self, mod, x, out)
+    if isinstance(mod, VocabHead): return self._gather_head(mod, x, out)
     if fused is None and type(mod) is not nn.Linear: fused = self.quant.get(id(mod))
     if isinstance(fused, ck.QuantWeight): return self.ops.quant_linear(x, fused, out, self.dequant_ws, self.quant_gemv_rows)
     if fused is not None: W, b = fused
@@ -316,30 +318,33 @@ def _linear(self, mod, x, out, fused=None):
 # %% ../nbs/16b_cuda_runner.ipynb 16
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor    # renamed in torch 2.13
 
-def _gather_head(self, head: VocabHead, x, out):
+@patch
+def _gather_head(self: CudaRunner, head: VocabHead, x, out):
     """`out` = the full logits of a shard's `head`: this rank's slice into a buffer, every rank's slices gathered
     (`all_gather_single`: one launch, capturable), the last slice's padding cut."""
     n, w = x.shape[0], head.inner.out_features
     local = torch.empty(n, w, dtype=out.dtype, device=out.device)
     parts = torch.empty(head.world * n, w, dtype=out.dtype, device=out.device)
-    _all_gather(parts, _linear(self, head.inner, x, local), group=head.group)
+    _all_gather(parts, self._linear(head.inner, x, local), group=head.group)
     out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
     return out
 
 # %% ../nbs/16b_cuda_runner.ipynb 17
-def _parts(self, mods, x, out, part):
+@patch
+def _parts(self: CudaRunner, mods, x, out, part):
     """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
     q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a Q6_K v)."""
     n, c0 = x.shape[0], 0
     for mod in mods:
         w = mod.out_features
         t = part.view(-1)[:n * w].view(n, w)
-        _linear(self, mod, x, t)
+        self._linear(mod, x, t)
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
 # %% ../nbs/16b_cuda_runner.ipynb 18
-def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
+@patch
+def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
     layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool) into `out`.
     Returns the last layer's MLP output; `bf['res']` holds the residual stream before it is added."""
@@ -356,42 +361,43 @@ def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
         (qkv_f, gu_f) = self.fused[i]
         x = o.rms_norm(h if h is not None else res, layer.input_layernorm.weight, c.rms_norm_eps, residual=res if h is not None else None, out=bf["normed"])
         qkv = bf["qkv"]
-        if qkv_f is not None: _linear(self, None, x, qkv, qkv_f)
-        else: _parts(self, (a.q_proj, a.k_proj, a.v_proj), x, qkv, bf["part"])
+        if qkv_f is not None: self._linear(None, x, qkv, qkv_f)
+        else: self._parts((a.q_proj, a.k_proj, a.v_proj), x, qkv, bf["part"])
         q, k, v = qkv[:, :nq].view(n, nh, hd), qkv[:, nq:nq + nk].view(n, nkv, hd), qkv[:, nq + nk:].view(n, nkv, hd)
         o.rope_(q, k, bf["pos"], self.cos, self.sin)
         o.kv_append(k, v, pool.k_flat[i], pool.v_flat[i], bf["slots"], pool.k_scale_flat[i], pool.v_scale_flat[i])
         bf["q"].copy_(q)
         attend(i, bf["q"], bf["attn"])
-        _linear(self, a.o_proj, bf["attn"].view(n, nq), bf["o"])
+        self._linear(a.o_proj, bf["attn"].view(n, nq), bf["o"])
         x = o.rms_norm(bf["o"], layer.post_attention_layernorm.weight, c.rms_norm_eps, residual=res, out=bf["normed"])
-        if gu_f is not None: _linear(self, None, x, bf["gu"], gu_f)
-        else: _parts(self, (mlp.gate_proj, mlp.up_proj), x, bf["gu"], bf["part"])
+        if gu_f is not None: self._linear(None, x, bf["gu"], gu_f)
+        else: self._parts((mlp.gate_proj, mlp.up_proj), x, bf["gu"], bf["part"])
         o.silu_and_mul_fused(bf["gu"], out=bf["act"])
-        h = _linear(self, mlp.down_proj, bf["act"], bf["mlp"])
+        h = self._linear(mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
 # %% ../nbs/16b_cuda_runner.ipynb 19
-def _decode(self, n: int) -> torch.Tensor:
+@patch
+def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
     m, c, o, pool, bf = self.model, self.config, self.ops, self.pool, {k: v[:n] for k, v in self.buf.items()}
     attend = lambda i, q, out: o.paged_attention(q, pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=out, workspace=self.attn_ws,
                                                  k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
-    h = _layers(self, bf, n, attend)
+    h = self._layers(bf, n, attend)
     x = o.rms_norm(h, m.model.norm.weight, c.rms_norm_eps, residual=bf["res"], out=bf["normed"])
-    _linear(self, m.lm_head, x, bf["logits_dt"])
+    self._linear(m.lm_head, x, bf["logits_dt"])
     bf["logits"].copy_(bf["logits_dt"])
     return bf["logits"]
 
-CudaRunner._decode = _decode
-
 # %% ../nbs/16b_cuda_runner.ipynb 21
-def _supports(self, batch: PagedBatch) -> bool:
+@patch
+def supports(self: CudaRunner, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
     B = batch.num_tokens
     return len(batch.cu_seqlens) - 1 == B and 0 < B <= self.max_batch and self.supports_ragged(batch)
 
-def _load(self, batch: PagedBatch, n: int):
+@patch
+def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     "Copy the batch's inputs into buffer rows 0..B-1 and padding into rows B..n-1."
     bf, B = self.buf, batch.num_tokens
     bf["ids"][:B].copy_(batch.token_ids); bf["pos"][:B].copy_(batch.positions); bf["slots"][:B].copy_(batch.slot_mapping)
@@ -401,7 +407,8 @@ def _load(self, batch: PagedBatch, n: int):
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
 # %% ../nbs/16b_cuda_runner.ipynb 22
-def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
+@patch
+def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
     B = batch.num_tokens
     n = _bucket(sorted(self.graphs), B) if self.graphs else None
@@ -409,7 +416,7 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
         if not B <= pad_to <= self.max_batch: raise ValueError(f"pad_to must be in [{B}, {self.max_batch}], got {pad_to}")
         n = pad_to
     n = n or B
-    _load(self, batch, n)
+    self.load_batch(batch, n)
     if n in self.graphs:
         graph, out = self.graphs[n]
         graph.replay()
@@ -420,13 +427,15 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     return out[batch.logits_rows]
 
 # %% ../nbs/16b_cuda_runner.ipynb 23
-def _supports_ragged(self, batch: PagedBatch) -> bool:
+@patch
+def supports_ragged(self: CudaRunner, batch: PagedBatch) -> bool:
     "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
     return (max(batch.context_lens) <= self.max_model_len
             and all(len(t) <= self.max_blocks for t in batch.block_tables))
 
+@patch
 @torch.inference_mode()
-def _ragged(self, batch: PagedBatch) -> torch.Tensor:
+def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     """float32 logits of `batch.logits_rows` for any batch — prompt chunks, decode rows or both — eagerly, through the same
     kernels as the decode step on buffers made for its `N` token rows. Attention: the chunks of at most `kernel_chunk_tokens`
     tokens (decode rows included) in one `paged_attention_chunks` launch, causal, each K/V row loaded once per tile of
@@ -450,26 +459,25 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
         if chunks: o.paged_attention_chunks(q, pool.k[i], pool.v[i], tables, chunks, out=out, plan=plan, k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
         for r0, r1, start, keys in long: out[r0:r1] = chunk_attention(q[r0:r1], pool, i, keys, start)
 
-    h = _layers(self, bf, N, attend)
+    h = self._layers(bf, N, attend)
     rows = batch.logits_rows                                            # the final norm and lm_head only where logits are wanted
     x = o.rms_norm(h.index_select(0, rows), m.model.norm.weight, c.rms_norm_eps, residual=bf["res"].index_select(0, rows),
                    out=torch.empty(rows.shape[0], c.hidden_size, dtype=m.dtype, device=dev))
     logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
-    return _linear(self, m.lm_head, x, logits).float()
+    return self._linear(m.lm_head, x, logits).float()
 
 # %% ../nbs/16b_cuda_runner.ipynb 24
-def _call(self, batch: PagedBatch) -> torch.Tensor:
+@patch
+def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
     if self.supports(batch): return self.step(batch)
     if not self.supports_ragged(batch): raise ValueError(f"a batch past the runner's max_model_len ({self.max_model_len})")
     self.num_ragged_steps += 1
     return self.ragged(batch)
 
-CudaRunner.supports, CudaRunner.step, CudaRunner.__call__ = _supports, _step, _call
-CudaRunner.supports_ragged, CudaRunner.ragged = _supports_ragged, _ragged
-
 # %% ../nbs/16b_cuda_runner.ipynb 26
-def _capture(self, batch_sizes=None) -> list[int]:
+@patch
+def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager). A
     capture that fails leaves the runner eager, with a warning. A tensor-parallel shard's ranks agree after each size (`agree`):
     all replay graphs or all run eagerly, so their decode steps pad alike and issue the same collectives."""
@@ -493,8 +501,6 @@ def _capture(self, batch_sizes=None) -> list[int]:
             return []
     torch.cuda.synchronize(self.device)
     return sorted(self.graphs)
-
-CudaRunner.capture = _capture
 
 # %% ../nbs/16b_cuda_runner.ipynb 28
 @torch.inference_mode()
