@@ -19,7 +19,7 @@ import xllm.cuda_kernels as ck
 # %% auto 0
 __all__ = ['TorchOps', 'CudaOps', 'int8_kv_supported', 'default_graph_batch_sizes', 'CudaRunner', 'greedy_paged']
 
-# %% ../nbs/16b_cuda_runner.ipynb 5
+# %% ../nbs/16b_cuda_runner.ipynb 7
 class TorchOps:
     "The runner's operations in plain torch (any device), with the CUDA kernels' signatures and semantics (fp32 math, one rounding)."
     name = "torch"
@@ -94,6 +94,7 @@ class TorchOps:
         "Causal attention of prompt chunks over the paged K/V, as one decode row per token (`plan`: `chunk_plan`'s)."
         return _rows_attention(TorchOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
+# %% ../nbs/16b_cuda_runner.ipynb 11
 def _pa2(n_heads: int, n_kv: int, head_dim: int) -> bool:
     "Whether `paged_attention_v2`'s kernel has an instance for these shapes (head dims 32-256, at most 8 query heads per KV head)."
     return head_dim in ck.PA2_HEAD_DIMS and n_heads // n_kv <= ck.PA2_MAX_GROUP
@@ -137,6 +138,7 @@ class CudaOps:
             return ck.paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out=out, tiles=plan, k_scale=k_scale, v_scale=v_scale)
         return _rows_attention(CudaOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
+# %% ../nbs/16b_cuda_runner.ipynb 13
 def _rows_attention(attention, q, k_cache, v_cache, rows_plan, out, k_scale=None, v_scale=None):
     "Prompt chunks through a decode `attention` over `chunk_rows`' rows: one query row per token, its chunk's block table, context `position + 1`."
     rows, tables, lens = rows_plan
@@ -149,7 +151,7 @@ def int8_kv_supported(config) -> bool:
     "Whether xllm's CUDA kernels attend over an int8 K/V pool of this model (`paged_attention_v2`'s head dims and GQA groups)."
     return _pa2(config.num_attention_heads, config.num_key_value_heads, config.head_dim)
 
-# %% ../nbs/16b_cuda_runner.ipynb 10
+# %% ../nbs/16b_cuda_runner.ipynb 16
 def _bucket(sizes, n: int) -> int | None:
     "The smallest size in sorted `sizes` that holds `n` rows (None if none does)."
     return next((s for s in sizes if s >= n), None)
@@ -159,7 +161,7 @@ def default_graph_batch_sizes(max_batch: int) -> list[int]:
     sizes = [s for s in (1, 2, 4, 8) if s <= max_batch] + list(range(16, max_batch + 1, 16))
     return sorted(set(sizes + [max_batch]))
 
-# %% ../nbs/16b_cuda_runner.ipynb 11
+# %% ../nbs/16b_cuda_runner.ipynb 18
 def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     "Concatenate plain nn.Linear weights (and biases) along the output dim; each module's weight becomes a view of the result."
     if not all(type(m) is nn.Linear for m in mods): return None
@@ -175,7 +177,7 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         i += n
     return W, b
 
-# %% ../nbs/16b_cuda_runner.ipynb 12
+# %% ../nbs/16b_cuda_runner.ipynb 20
 def _fuse_quant(mods) -> ck.QuantWeight | None:
     """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch; each
     module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice. None if
@@ -193,7 +195,7 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
         i += n
     return qw
 
-# %% ../nbs/16b_cuda_runner.ipynb 13
+# %% ../nbs/16b_cuda_runner.ipynb 21
 class CudaRunner(ModelRunner):
     """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
     graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
@@ -253,50 +255,57 @@ class CudaRunner(ModelRunner):
         "Capture the decode graphs (none with `enforce_eager`)."
         self.capture()
 
-    def _buffers(self, n: int, decode: bool = True) -> dict:
-        """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
-        context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading it)."""
-        c, kc, dev, dt = self.config, self.shard, self.device, self.model.dtype
-        nh, nkv, hd, H, I = kc.num_attention_heads, kc.num_key_value_heads, kc.head_dim, c.hidden_size, kc.intermediate_size
-        e = lambda *s, dtype=dt: (torch.zeros if decode else torch.empty)(*s, dtype=dtype, device=dev)
-        b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
-                 res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
-                 gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H))
-        if any(f is None for pair in self.fused for f in pair):     # a stack the kernels cannot take in one launch: its parts, one by one
-            b["part"] = e(n, max(nh * hd, I))
-        if decode: b.update(tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
-                            logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
-        return b
+# %% ../nbs/16b_cuda_runner.ipynb 24
+@patch
+def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
+    """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
+    context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading it)."""
+    c, kc, dev, dt = self.config, self.shard, self.device, self.model.dtype
+    nh, nkv, hd, H, I = kc.num_attention_heads, kc.num_key_value_heads, kc.head_dim, c.hidden_size, kc.intermediate_size
+    e = lambda *s, dtype=dt: (torch.zeros if decode else torch.empty)(*s, dtype=dtype, device=dev)
+    b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
+             res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
+             gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H))
+    if any(f is None for pair in self.fused for f in pair):     # a stack the kernels cannot take in one launch: its parts, one by one
+        b["part"] = e(n, max(nh * hd, I))
+    if decode: b.update(tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
+                        logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
+    return b
 
-    def _dequant_workspace(self) -> torch.Tensor:
-        """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or stack; a
-        larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or kernels."""
-        head = self.model.lm_head
-        lm = self.quant.get(id(head.inner if isinstance(head, VocabHead) else head))
-        qws = [*self.quant.values(), *(f for pair in self.fused for f in pair if isinstance(f, ck.QuantWeight))]
-        n = max((qw.shape[0] * qw.shape[1] for qw in qws if qw is not lm), default=0)
-        if lm is not None: n = max(n, min(lm.shape[0], 256) * lm.shape[1])   # a quantized head alone: slices of 256 rows
-        return torch.empty(n if self.ops is CudaOps else 0, dtype=self.model.dtype, device=self.device)
+# %% ../nbs/16b_cuda_runner.ipynb 25
+@patch
+def _dequant_workspace(self: CudaRunner) -> torch.Tensor:
+    """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or stack; a
+    larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or kernels."""
+    head = self.model.lm_head
+    lm = self.quant.get(id(head.inner if isinstance(head, VocabHead) else head))
+    qws = [*self.quant.values(), *(f for pair in self.fused for f in pair if isinstance(f, ck.QuantWeight))]
+    n = max((qw.shape[0] * qw.shape[1] for qw in qws if qw is not lm), default=0)
+    if lm is not None: n = max(n, min(lm.shape[0], 256) * lm.shape[1])   # a quantized head alone: slices of 256 rows
+    return torch.empty(n if self.ops is CudaOps else 0, dtype=self.model.dtype, device=self.device)
 
-    def _attention_workspace(self, n: int) -> torch.Tensor:
-        "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
-        c, ws = self.shard, 0
-        nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        if self.ops is CudaOps and _pa2(nh, nkv, hd):
-            ctx, sms = self.max_blocks * self.pool.block_size, ck.num_sms(self.device)
-            ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
-        return torch.zeros(ws, dtype=torch.float32, device=self.device)
+@patch
+def _attention_workspace(self: CudaRunner, n: int) -> torch.Tensor:
+    "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
+    c, ws = self.shard, 0
+    nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    if self.ops is CudaOps and _pa2(nh, nkv, hd):
+        ctx, sms = self.max_blocks * self.pool.block_size, ck.num_sms(self.device)
+        ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
+    return torch.zeros(ws, dtype=torch.float32, device=self.device)
 
-    @property
-    def buffer_bytes(self) -> int:
-        "Bytes of the preallocated activation buffers."
-        return sum(t.numel() * t.element_size() for t in [*self.buf.values(), self.attn_ws, self.dequant_ws])
+# %% ../nbs/16b_cuda_runner.ipynb 26
+@patch(as_prop=True)
+def buffer_bytes(self: CudaRunner) -> int:
+    "Bytes of the preallocated activation buffers."
+    return sum(t.numel() * t.element_size() for t in [*self.buf.values(), self.attn_ws, self.dequant_ws])
 
-    def __repr__(self):
-        return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
-                f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
+@patch
+def __repr__(self: CudaRunner):
+    return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
+            f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
 
-# %% ../nbs/16b_cuda_runner.ipynb 15
+# %% ../nbs/16b_cuda_runner.ipynb 29
 @patch
 def _linear(self: CudaRunner, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
@@ -315,7 +324,7 @@ def _linear(self: CudaRunner, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 16
+# %% ../nbs/16b_cuda_runner.ipynb 31
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor    # renamed in torch 2.13
 
 @patch
@@ -329,7 +338,7 @@ def _gather_head(self: CudaRunner, head: VocabHead, x, out):
     out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 17
+# %% ../nbs/16b_cuda_runner.ipynb 32
 @patch
 def _parts(self: CudaRunner, mods, x, out, part):
     """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
@@ -342,7 +351,7 @@ def _parts(self: CudaRunner, mods, x, out, part):
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 18
+# %% ../nbs/16b_cuda_runner.ipynb 34
 @patch
 def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
@@ -376,7 +385,7 @@ def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
         h = self._linear(mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
-# %% ../nbs/16b_cuda_runner.ipynb 19
+# %% ../nbs/16b_cuda_runner.ipynb 35
 @patch
 def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
@@ -389,13 +398,20 @@ def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     bf["logits"].copy_(bf["logits_dt"])
     return bf["logits"]
 
-# %% ../nbs/16b_cuda_runner.ipynb 21
+# %% ../nbs/16b_cuda_runner.ipynb 37
 @patch
 def supports(self: CudaRunner, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
     B = batch.num_tokens
     return len(batch.cu_seqlens) - 1 == B and 0 < B <= self.max_batch and self.supports_ragged(batch)
 
+@patch
+def supports_ragged(self: CudaRunner, batch: PagedBatch) -> bool:
+    "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
+    return (max(batch.context_lens) <= self.max_model_len
+            and all(len(t) <= self.max_blocks for t in batch.block_tables))
+
+# %% ../nbs/16b_cuda_runner.ipynb 39
 @patch
 def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     "Copy the batch's inputs into buffer rows 0..B-1 and padding into rows B..n-1."
@@ -406,7 +422,7 @@ def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
-# %% ../nbs/16b_cuda_runner.ipynb 22
+# %% ../nbs/16b_cuda_runner.ipynb 41
 @patch
 def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
@@ -426,13 +442,7 @@ def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torc
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
-# %% ../nbs/16b_cuda_runner.ipynb 23
-@patch
-def supports_ragged(self: CudaRunner, batch: PagedBatch) -> bool:
-    "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
-    return (max(batch.context_lens) <= self.max_model_len
-            and all(len(t) <= self.max_blocks for t in batch.block_tables))
-
+# %% ../nbs/16b_cuda_runner.ipynb 43
 @patch
 @torch.inference_mode()
 def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
@@ -466,7 +476,7 @@ def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
     return self._linear(m.lm_head, x, logits).float()
 
-# %% ../nbs/16b_cuda_runner.ipynb 24
+# %% ../nbs/16b_cuda_runner.ipynb 45
 @patch
 def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
@@ -475,7 +485,7 @@ def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     self.num_ragged_steps += 1
     return self.ragged(batch)
 
-# %% ../nbs/16b_cuda_runner.ipynb 26
+# %% ../nbs/16b_cuda_runner.ipynb 48
 @patch
 def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager). A
@@ -502,7 +512,7 @@ def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     torch.cuda.synchronize(self.device)
     return sorted(self.graphs)
 
-# %% ../nbs/16b_cuda_runner.ipynb 28
+# %% ../nbs/16b_cuda_runner.ipynb 51
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None, prefill: bool = False) -> tuple[list[list[int]], list[torch.Tensor]]:
     """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward
