@@ -26,6 +26,7 @@ def _shared(m: re.Match) -> str:
         out.append(f"{typ}* {name} = emu::static_smem<{typ}>(__COUNTER__, {n});")
     return " ".join(out)
 
+# %% ../nbs/16a_cuda_emulator.ipynb 11
 def emulator_source(cuda_source: str | None = None, kernel_names=None) -> str:
     "C++ for the CPU from CUDA source (default: `xllm.cuda_kernels.CUDA_SOURCE` and its `KERNEL_NAMES`)."
     src = ck.CUDA_SOURCE if cuda_source is None else cuda_source
@@ -38,7 +39,7 @@ def emulator_source(cuda_source: str | None = None, kernel_names=None) -> str:
             "\nstd::map<std::string, emu::Entry>& emu::registry() {\n    static std::map<std::string, emu::Entry> r = {\n" + reg +
             "    };\n    return r;\n}\n" + EMU_EPILOGUE)
 
-# %% ../nbs/16a_cuda_emulator.ipynb 14
+# %% ../nbs/16a_cuda_emulator.ipynb 16
 _LIBS: dict = {}
 _LOCK = threading.Lock()
 FLAGS = ["-O1", "-std=c++17", "-shared", "-fPIC", "-fno-strict-aliasing", "-U_FORTIFY_SOURCE", "-Wno-unknown-pragmas"]
@@ -58,10 +59,10 @@ def build(cuda_source: str | None = None, kernel_names=None, compiler: str | Non
         _LIBS[key] = lib
         return lib
 
+# %% ../nbs/16a_cuda_emulator.ipynb 18
 _CTYPES = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64, np.dtype(np.int32): ctypes.c_int32,
            np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
-# %% ../nbs/16a_cuda_emulator.ipynb 15
 def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared_mem: int = 0, seed: int = 1, lib=None, extents=None):
     """Run kernel `name` on the CPU: `grid`/`block` as ints or up to 3-tuples, `args` numpy scalars (pointers as np.uint64 from
     `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). `extents`: per argument, the bytes
@@ -84,7 +85,7 @@ def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared
                             addrs, sizes, ext, n, ctypes.c_uint(seed), err, len(err))
     if rc: raise RuntimeError(f"emulated CUDA launch failed: {err.value.decode(errors='replace')}")
 
-# %% ../nbs/16a_cuda_emulator.ipynb 16
+# %% ../nbs/16a_cuda_emulator.ipynb 20
 def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
     "`launch` with the extent of every tensor the kernel wrappers passed (recorded by `cuda_kernels._p`)."
     extents = ck.take_extents()

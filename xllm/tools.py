@@ -5,6 +5,7 @@
 # %% ../nbs/19a_tool_calls.ipynb 4
 from __future__ import annotations
 import json, re, uuid
+from fastcore.basics import patch
 
 from .sampling import StructuredOutputsParams
 
@@ -16,23 +17,28 @@ __all__ = ['GENERIC_TOOL_PROMPT', 'check_tools', 'tool_format', 'tool_messages',
 # %% ../nbs/19a_tool_calls.ipynb 6
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
+def _check_tool(i: int, t, out: list[dict]) -> dict:
+    "`tools[i]` checked, as `{'type': 'function', 'function': {...}}`; `out`: the tools before it, checked. `ValueError` naming the field."
+    f = t.get("function") if isinstance(t, dict) else None
+    if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(f, dict):
+        raise ValueError(f"tools[{i}]: expected {{'type': 'function', 'function': {{'name': ..., 'parameters': {{...}}}}}}")
+    name = f.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"tools[{i}].function.name: 1 to 64 letters, digits, '_' or '-', got {name!r:.40}")
+    if any(o["function"]["name"] == name for o in out): raise ValueError(f"tools[{i}].function.name: {name!r} is given twice")
+    params = f.get("parameters", {"type": "object", "properties": {}})
+    if not isinstance(params, dict): raise ValueError(f"tools[{i}].function.parameters: must be a JSON schema object")
+    desc = f.get("description")
+    if desc is not None and not isinstance(desc, str): raise ValueError(f"tools[{i}].function.description: must be a string")
+    return {"type": "function", "function": {"name": name, **({"description": desc} if desc else {}), "parameters": params}}
+
+# %% ../nbs/19a_tool_calls.ipynb 9
 def check_tools(tools, tool_choice) -> tuple[list[dict], str]:
     """OpenAI's `tools` and `tool_choice`, checked: the tools as `[{'type': 'function', 'function': {'name', 'description', 'parameters'}}]`
     and the choice as 'none', 'auto', 'required' or the name of the one function to call. `ValueError` naming the field."""
     out = []
     if tools is not None and not isinstance(tools, list): raise ValueError("tools: must be a list of {'type': 'function', 'function': {...}} objects")
-    for i, t in enumerate(tools or []):
-        f = t.get("function") if isinstance(t, dict) else None
-        if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(f, dict):
-            raise ValueError(f"tools[{i}]: expected {{'type': 'function', 'function': {{'name': ..., 'parameters': {{...}}}}}}")
-        name = f.get("name")
-        if not isinstance(name, str) or not _NAME.fullmatch(name): raise ValueError(f"tools[{i}].function.name: 1 to 64 letters, digits, '_' or '-', got {name!r:.40}")
-        if any(o["function"]["name"] == name for o in out): raise ValueError(f"tools[{i}].function.name: {name!r} is given twice")
-        params = f.get("parameters", {"type": "object", "properties": {}})
-        if not isinstance(params, dict): raise ValueError(f"tools[{i}].function.parameters: must be a JSON schema object")
-        desc = f.get("description")
-        if desc is not None and not isinstance(desc, str): raise ValueError(f"tools[{i}].function.description: must be a string")
-        out.append({"type": "function", "function": {"name": name, **({"description": desc} if desc else {}), "parameters": params}})
+    for i, t in enumerate(tools or []): out.append(_check_tool(i, t, out))
     c = tool_choice
     if c is None: c = "auto" if out else "none"
     if isinstance(c, dict):
@@ -45,7 +51,7 @@ def check_tools(tools, tool_choice) -> tuple[list[dict], str]:
     return out, c
 
 
-# %% ../nbs/19a_tool_calls.ipynb 9
+# %% ../nbs/19a_tool_calls.ipynb 12
 def tool_format(template: str | None) -> str:
     """How a model whose chat template is `template` (its source) writes tool calls: 'hermes' (Hermes, Qwen: JSON inside
     `<tool_call>` tags), 'llama3' (Llama 3.1+: a bare JSON object `{"name", "parameters"}`, maybe after `<|python_tag|>`), or
@@ -55,12 +61,7 @@ def tool_format(template: str | None) -> str:
     if "<|python_tag|>" in s or ("<|start_header_id|>" in s and "tools" in s): return "llama3"
     return "generic"
 
-GENERIC_TOOL_PROMPT = """You can call these tools (JSON schemas of their parameters):
-{tools}
-To call a tool, answer with nothing but <tool_call>{{"name": "tool name", "arguments": {{...}}}}</tool_call> (one such block per call). A tool's result comes back as <tool_response>...</tool_response>; then answer the user."""
-
-
-# %% ../nbs/19a_tool_calls.ipynb 12
+# %% ../nbs/19a_tool_calls.ipynb 15
 _UNREADABLE = (ValueError, RecursionError)     # what json.loads raises on text it cannot read: bad JSON, or nesting deeper than Python's stack
 
 def _arguments(v):
@@ -72,6 +73,11 @@ def _arguments(v):
         except ValueError: return v
         return d if isinstance(d, dict) else v
     return v
+
+# %% ../nbs/19a_tool_calls.ipynb 17
+GENERIC_TOOL_PROMPT = """You can call these tools (JSON schemas of their parameters):
+{tools}
+To call a tool, answer with nothing but <tool_call>{{"name": "tool name", "arguments": {{...}}}}</tool_call> (one such block per call). A tool's result comes back as <tool_response>...</tool_response>; then answer the user."""
 
 def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dict]:
     """`messages` (OpenAI's shapes: assistant `tool_calls`, `role: tool` results) as the chat template takes them. 'hermes' and
@@ -102,8 +108,7 @@ def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dic
         else: out.insert(0, {"role": "system", "content": prompt})
     return out
 
-
-# %% ../nbs/19a_tool_calls.ipynb 15
+# %% ../nbs/19a_tool_calls.ipynb 20
 def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> StructuredOutputsParams | None:
     """For `tool_choice` 'required' or a named function: the structured-outputs constraint under which the model can only write
     one call, in its format, to an allowed tool with arguments valid under that tool's schema. None for 'auto' and 'none'."""
@@ -118,7 +123,7 @@ def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> Structured
     return StructuredOutputsParams(grammar='start: "<tool_call>" call "</tool_call>"\ncall: %json ' + json.dumps(bound_numbers(schema)))
 
 
-# %% ../nbs/19a_tool_calls.ipynb 18
+# %% ../nbs/19a_tool_calls.ipynb 23
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
 
 def _call(d, names, key_alts=("arguments", "parameters")):
@@ -131,6 +136,7 @@ def _call(d, names, key_alts=("arguments", "parameters")):
     if not isinstance(args, dict): return None
     return {"name": d["name"], "arguments": json.dumps(args, ensure_ascii=False)}
 
+# %% ../nbs/19a_tool_calls.ipynb 25
 def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None, list[dict]]:
     """The model's `text` as (content, calls): calls are `{'name', 'arguments'}` (arguments as JSON text, as OpenAI returns them) to
     tools of `tools`; content is the text outside the calls (None when empty and there are calls). Text that does not parse as a call
@@ -150,12 +156,12 @@ def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None
     content = "".join(rest).strip() if calls else text
     return (content or None), calls
 
+# %% ../nbs/19a_tool_calls.ipynb 27
 def openai_tool_calls(calls: list[dict]) -> list[dict]:
     "Calls as OpenAI's `message.tool_calls`, each with a new id."
     return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
 
-
-# %% ../nbs/19a_tool_calls.ipynb 20
+# %% ../nbs/19a_tool_calls.ipynb 29
 class ToolStream:
     """Streams a choice's text when it may hold tool calls: `feed(delta)` returns the text that can be sent as content now
     (nothing that could be the start of a call is sent early), `finish()` returns (content left to send, calls)."""
@@ -174,20 +180,22 @@ class ToolStream:
             if "<tool_call>".startswith(t[-k:]): return len(t) - k
         return len(t)
 
-    def feed(self, delta: str) -> str:
-        "Take the next piece of text; return what may be sent as content now."
-        self.text += delta
-        if self.held: return ""
-        n = max(self.sent, self._safe())
-        if self.fmt == "llama3" and n == self.sent and self.text.strip(): self.held = self.text.lstrip()[:1] in ("{", "<")
-        if self.fmt != "llama3" and "<tool_call>" in self.text: self.held = True
-        out, self.sent = self.text[self.sent:n], n
-        return out
+# %% ../nbs/19a_tool_calls.ipynb 32
+@patch
+def feed(self: ToolStream, delta: str) -> str:
+    "Take the next piece of text; return what may be sent as content now."
+    self.text += delta
+    if self.held: return ""
+    n = max(self.sent, self._safe())
+    if self.fmt == "llama3" and n == self.sent and self.text.strip(): self.held = self.text.lstrip()[:1] in ("{", "<")
+    if self.fmt != "llama3" and "<tool_call>" in self.text: self.held = True
+    out, self.sent = self.text[self.sent:n], n
+    return out
 
-    def finish(self) -> tuple[str, list[dict]]:
-        "At the end: (the content not sent yet, the calls `{'name', 'arguments'}` read from the text held back)."
-        tail = self.text[self.sent:]
-        content, calls = parse_tool_calls(tail, self.tools, self.fmt)
-        if not calls: return tail, []
-        return (content or ""), calls
-
+@patch
+def finish(self: ToolStream) -> tuple[str, list[dict]]:
+    "At the end: (the content not sent yet, the calls `{'name', 'arguments'}` read from the text held back)."
+    tail = self.text[self.sent:]
+    content, calls = parse_tool_calls(tail, self.tools, self.fmt)
+    if not calls: return tail, []
+    return (content or ""), calls
