@@ -6,6 +6,7 @@
 from __future__ import annotations
 import ctypes, hashlib, os, platform, re, shutil, subprocess, sys, threading, time, warnings
 from contextlib import contextmanager
+from fastcore.basics import patch
 from dataclasses import dataclass
 from pathlib import Path
 import torch, torch.nn as nn
@@ -37,13 +38,14 @@ def _cpu_tag() -> str:
     except OSError: pass
     return f"{platform.machine()} {flags}"
 
+# %% ../nbs/15_cpu_kernels.ipynb 27
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
 ABI_VERSION = 4      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
-# %% ../nbs/15_cpu_kernels.ipynb 26
+# %% ../nbs/15_cpu_kernels.ipynb 28
 def abi_signatures(header: str) -> dict:
     "`{name: (argtypes, restype)}` of every `xk_*` function declared in `header`: any pointer a `c_void_p`, scalars by type."
     def ctype(decl: str):
@@ -56,7 +58,7 @@ def abi_signatures(header: str) -> dict:
         sigs[name] = ([] if params.strip() in ("", "void") else [ctype(a) for a in params.split(",")], ctype(ret))
     return sigs
 
-# %% ../nbs/15_cpu_kernels.ipynb 27
+# %% ../nbs/15_cpu_kernels.ipynb 29
 def _bind(lib, expected: int = ABI_VERSION):
     "Check the library's ABI version, then set every declared function's ctypes signature from the header."
     lib.xk_abi_version.argtypes, lib.xk_abi_version.restype = [], ctypes.c_int
@@ -67,12 +69,13 @@ def _bind(lib, expected: int = ABI_VERSION):
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
 
-# %% ../nbs/15_cpu_kernels.ipynb 28
+# %% ../nbs/15_cpu_kernels.ipynb 30
 def library_path(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "") -> Path:
     "Where `compile_library` keeps the library of `source` built with `cxx` and `flags`: `cache_dir()/kernels/<stem>_<hash>.so`."
     key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
     return cache_dir() / "kernels" / f"{stem}_{key}.so"
 
+# %% ../nbs/15_cpu_kernels.ipynb 32
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
     """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the source,
     compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half a file.
@@ -89,13 +92,14 @@ def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extr
         os.replace(tmp, so)
     return so
 
-# %% ../nbs/15_cpu_kernels.ipynb 29
+# %% ../nbs/15_cpu_kernels.ipynb 34
 def _build_isa() -> str:
     "The widest integer dot product a `-march=native` build gets on this CPU, in words (from /proc/cpuinfo; `isa()` says what it got)."
     for v, name in (("avx512_vnni", "AVX512-VNNI"), ("avx_vnni", "AVX-VNNI"), ("avx2", "AVX2")):
         if cpu_has(v): return name
     return platform.machine() or "this CPU"
 
+# %% ../nbs/15_cpu_kernels.ipynb 35
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
     """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags and CPU) and load it.
     Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the package then uses its torch path."""
@@ -132,7 +136,7 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
         return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 30
+# %% ../nbs/15_cpu_kernels.ipynb 36
 def available() -> bool:
     "Whether the compiled kernels are loaded (building them at first call)."
     return _active() is not None
@@ -142,7 +146,7 @@ def status() -> str:
     build()
     return _STATUS
 
-# %% ../nbs/15_cpu_kernels.ipynb 32
+# %% ../nbs/15_cpu_kernels.ipynb 38
 ISA_NAMES = {0: "none (portable row path)", 1: "AVX2 (vpmaddubsw)", 2: "AVX-VNNI (256-bit vpdpbusd)", 3: "AVX512-VNNI (512-bit vpdpbusd)"}
 ISA_VARIANTS = {   # flags that select each level (on top of the portable set), and the /proc/cpuinfo flags it needs to run
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
@@ -165,6 +169,7 @@ def cpu_has(variant: str) -> bool:
     flags = set(_cpu_tag().split())
     return all(f in flags for f in ISA_VARIANTS[variant][1])
 
+# %% ../nbs/15_cpu_kernels.ipynb 40
 def build_variant(variant: str, compiler: str | None = None):
     """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the library.
     Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises RuntimeError on failure."""
@@ -181,7 +186,7 @@ def library(lib):
     try: yield lib
     finally: _USING.lib = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 40
+# %% ../nbs/15_cpu_kernels.ipynb 48
 F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -191,6 +196,7 @@ def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
 
 def _threads(threads: int | None) -> int: return torch.get_num_threads() if threads is None else max(1, int(threads))
 
+# %% ../nbs/15_cpu_kernels.ipynb 50
 @dataclass
 class LinSpec:
     "A linear layer's weight as the kernels read it: `kind` (F32, Q8_ROW, Q8_GROUP, Q4), shape `[N, K]`, `G` groups a row, the tensors."
@@ -205,6 +211,7 @@ class LinSpec:
         "The C call's arguments for this layer: kind, sizes and raw pointers."
         return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
 
+# %% ../nbs/15_cpu_kernels.ipynb 52
 def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     "A float32 weight `[N, K]`."
     w = _f32(w, "weight")
@@ -233,6 +240,7 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
     return LinSpec(Q4, N, K, scales.shape[1], packed.contiguous(), scales.contiguous(), None if mins is None else mins.contiguous(),
                    None if bias is None else _f32(bias, "bias"))
 
+# %% ../nbs/15_cpu_kernels.ipynb 54
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
@@ -253,6 +261,7 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
+# %% ../nbs/15_cpu_kernels.ipynb 56
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows on, `x` is
     packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up); below, each takes the row path.
@@ -272,6 +281,7 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
+# %% ../nbs/15_cpu_kernels.ipynb 58
 def gemm_min_rows(a8: bool = False) -> int:
     """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number when the
     build has no AVX2)."""
@@ -279,7 +289,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 65
+# %% ../nbs/15_cpu_kernels.ipynb 84
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -293,7 +303,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 66
+# %% ../nbs/15_cpu_kernels.ipynb 85
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3: raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
@@ -303,7 +313,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 67
+# %% ../nbs/15_cpu_kernels.ipynb 86
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -312,7 +322,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 68
+# %% ../nbs/15_cpu_kernels.ipynb 87
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -323,7 +333,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 69
+# %% ../nbs/15_cpu_kernels.ipynb 88
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool` `[rows, kv_heads, d]`
@@ -346,7 +356,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
 
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
-# %% ../nbs/15_cpu_kernels.ipynb 70
+# %% ../nbs/15_cpu_kernels.ipynb 89
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     "float32 `W @ x` by one of the `GEMV_VARIANTS` (the matrix-vector story)."
     W, x = _f32(W, "W"), _f32(x, "x")
@@ -356,7 +366,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 80
+# %% ../nbs/15_cpu_kernels.ipynb 99
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
     Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
@@ -369,7 +379,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 81
+# %% ../nbs/15_cpu_kernels.ipynb 100
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -387,7 +397,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
 
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
-# %% ../nbs/15_cpu_kernels.ipynb 82
+# %% ../nbs/15_cpu_kernels.ipynb 101
 @contextmanager
 def disabled():
     "Inside the block the compiled kernels count as off: `CpuRunner.unsupported` says so, and `LLM(quantization='auto')` loads floats."
@@ -396,7 +406,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 85
+# %% ../nbs/15_cpu_kernels.ipynb 104
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
@@ -412,6 +422,8 @@ class ModelPlan:
     A tensor-parallel shard (notebook 13a: o/down in `AllReduce`, the embedding and head on vocabulary slices) runs too: the
     plan gets the rank's heads and columns, the library calls back into `dist.all_reduce` for the embeddings and after o and
     down (the `reduce` of `xk_plan_set_tp`), and `forward` gathers the head's slices as `VocabHead` does."""
+    PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
+
     def __init__(self, model, a8: int = 0):
         c, lib = model.config, _lib()
         kc = getattr(model, "kv_config", c)       # a tensor-parallel shard: this rank's heads and columns (the same config otherwise)
@@ -482,75 +494,84 @@ class ModelPlan:
         self.sample = [(d, k, o, o.data_ptr()) for d, k, o in tensors[:24] + tensors[-24:]]
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
-    def _set_tp(self, h, groups: list, emb_slice, world: int, expected: int):
-        "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
-        import torch.distributed as dist
-        if emb_slice is None or len(groups) != expected or any(g is not groups[0] for g in groups):
-            raise ValueError("a partly tensor-parallel model (every o/down all-reducing, the embedding and the head on vocabulary slices, or none)")
-        group, state = groups[0], {"error": None}
-        def reduce(ptr, n):
-            if state["error"] is not None: return            # one collective failed: the rest of the call is garbage, not a wait each
-            try: dist.all_reduce(torch.frombuffer((ctypes.c_float * n).from_address(ptr), dtype=torch.float32), group=group)
-            except BaseException as e: state["error"] = e
-        self._reduce = _REDUCE_FN(reduce)
-        self.tp = (group, world, state)
-        self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
+# %% ../nbs/15_cpu_kernels.ipynb 105
+@patch
+def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
+    "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
+    import torch.distributed as dist
+    if emb_slice is None or len(groups) != expected or any(g is not groups[0] for g in groups):
+        raise ValueError("a partly tensor-parallel model (every o/down all-reducing, the embedding and the head on vocabulary slices, or none)")
+    group, state = groups[0], {"error": None}
+    def reduce(ptr, n):
+        if state["error"] is not None: return            # one collective failed: the rest of the call is garbage, not a wait each
+        try: dist.all_reduce(torch.frombuffer((ctypes.c_float * n).from_address(ptr), dtype=torch.float32), group=group)
+        except BaseException as e: state["error"] = e
+    self._reduce = _REDUCE_FN(reduce)
+    self.tp = (group, world, state)
+    self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
-    def _float_sources(self, model):
-        lm = model._modules.get("lm_head")
-        return [lm.weight] if isinstance(lm, nn.Linear) else []
+@patch
+def _float_sources(self: ModelPlan, model):
+    lm = model._modules.get("lm_head")
+    return [lm.weight] if isinstance(lm, nn.Linear) else []
 
-    def __del__(self):
-        if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
+# %% ../nbs/15_cpu_kernels.ipynb 106
+@patch
+def __del__(self: ModelPlan):
+    if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
-    @property
-    def ok(self) -> bool:
-        "Whether the compiled decode step can run this model (else `reason` says why)."
-        return self.reason is None
+@patch(as_prop=True)
+def ok(self: ModelPlan) -> bool:
+    "Whether the compiled decode step can run this model (else `reason` says why)."
+    return self.reason is None
 
-    def check(self, model):
-        """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in place
-        shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head unchanged in
-        place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
-        if ((model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
-                or not all(d.get(k) is o for d, k, o in self.modules)
-                or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
-            raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
+@patch
+def check(self: ModelPlan, model):
+    """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in place
+    shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head unchanged in
+    place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
+    if ((model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
+            or not all(d.get(k) is o for d, k, o in self.modules)
+            or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
+        raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
-    def forward(self, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
-                out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
-        """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
-        `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's positions
-        `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache). `cos`/`sin`: float32
-        tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: the caller
-        (`CpuRunner`) checks them first."""
-        L, M = self.n_layers, out_rows.shape[0]
-        out = torch.empty(M, self.out_width)
-        ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
-        self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
-                                  _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(), _threads(threads))
-        return out if self.tp is None else self._gather(out)
+# %% ../nbs/15_cpu_kernels.ipynb 107
+@patch
+def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
+            out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
+    """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
+    `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's positions
+    `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache). `cos`/`sin`: float32
+    tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: the caller
+    (`CpuRunner`) checks them first."""
+    L, M = self.n_layers, out_rows.shape[0]
+    out = torch.empty(M, self.out_width)
+    ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
+    self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
+                              _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(), _threads(threads))
+    return out if self.tp is None else self._gather(out)
 
-    def _gather(self, out: torch.Tensor) -> torch.Tensor:
-        "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
-        import torch.distributed as dist
-        group, world, state = self.tp
-        if (e := state["error"]) is not None: state["error"] = None; raise e
-        parts = [torch.empty_like(out) for _ in range(world)]
-        dist.all_gather(parts, out, group=group)
-        return torch.cat(parts, -1)[:, :self.vocab]
+@patch
+def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
+    "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
+    import torch.distributed as dist
+    group, world, state = self.tp
+    if (e := state["error"]) is not None: state["error"] = None; raise e
+    parts = [torch.empty_like(out) for _ in range(world)]
+    dist.all_gather(parts, out, group=group)
+    return torch.cat(parts, -1)[:, :self.vocab]
 
-    PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
+# %% ../nbs/15_cpu_kernels.ipynb 108
+@patch
+def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
+    """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`, summed
+    over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
+    buf = (ctypes.c_double * 8)()
+    self._lib.xk_plan_profile(self._h, int(enable), buf)
+    n = int(buf[7])
+    return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-    def profile(self, enable: bool = True) -> dict[str, float]:
-        """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`, summed
-        over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
-        buf = (ctypes.c_double * 8)()
-        self._lib.xk_plan_profile(self._h, int(enable), buf)
-        n = int(buf[7])
-        return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
-
-# %% ../nbs/15_cpu_kernels.ipynb 87
+# %% ../nbs/15_cpu_kernels.ipynb 110
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -571,7 +592,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
                                               + ("" if activations is not None else " (from XLLM_CPU_ACTIVATIONS)"))
     return a
 
-# %% ../nbs/15_cpu_kernels.ipynb 88
+# %% ../nbs/15_cpu_kernels.ipynb 111
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -617,7 +638,7 @@ class CpuRunner(ModelRunner):
         return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                                  batch.key_slots, batch.key_offsets, self.threads)
 
-# %% ../nbs/15_cpu_kernels.ipynb 89
+# %% ../nbs/15_cpu_kernels.ipynb 112
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output rows
     than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must cover."""
