@@ -502,7 +502,7 @@ def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Ten
     gm = next((x for x in PA2_GROUPS if x >= G * max((t[1] for t in tiles), default=1)), PA2_MAX_GROUP)
     return torch.tensor(tiles, dtype=torch.int32).reshape(-1, 4).to(device), gm
 
-# %% ../nbs/16_cuda_kernels.ipynb 83
+# %% ../nbs/16_cuda_kernels.ipynb 84
 def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, chunks,
                            out: torch.Tensor | None = None, scale: float | None = None, num_warps: int = 4, tiles=None,
                            k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
@@ -527,7 +527,7 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     _launch_v2(q, k_cache, v_cache, block_tables, out, gm, tiles_t.shape[0] * n_kv, num_warps, smem, scale, k_scale, v_scale, tiles=tiles_t)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 84
+# %% ../nbs/16_cuda_kernels.ipynb 85
 def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of `q`,
     their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and the route
@@ -539,7 +539,7 @@ def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.
     return (torch.tensor(rows, dtype=torch.long, device=dev), block_tables[torch.tensor(trow, dtype=torch.long, device=dev)].contiguous(),
             torch.tensor(lens, dtype=torch.int32, device=dev))
 
-# %% ../nbs/16_cuda_kernels.ipynb 85
+# %% ../nbs/16_cuda_kernels.ipynb 87
 def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=None, k_scale=None, v_scale=None):
     "float64 reference: `paged_attention_ref` over `chunk_rows` (rows no chunk covers are zeros)."
     rows, tables, lens = chunk_rows(block_tables.cpu(), chunks)
@@ -547,7 +547,7 @@ def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=
     if rows.numel(): out[rows] = paged_attention_ref(q.cpu()[rows], k_cache, v_cache, tables, lens, scale, k_scale, v_scale)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 90
+# %% ../nbs/16_cuda_kernels.ipynb 92
 def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
               k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv, head_dim]`, or the
@@ -585,7 +585,7 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                 (_p(k), _p(v), _p(k_cache), _p(v_cache), _p(slot_mapping), np.int32(n_kv), np.int32(D),
                  np.int64(k.stride(0)), np.int64(v.stride(0)), np.int64(num_slots)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 95
+# %% ../nbs/16_cuda_kernels.ipynb 97
 def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     "`Int8Linear.scales` (float32 `[out]` or float16 `[out, G]`) as the kernel reads them: float32 `[out, G]` (G = 1 per row)."
     s = scales.float()
@@ -607,7 +607,7 @@ class QuantWeight(NamedTuple):
         "`(out_features, in_features)`."
         return self.codes.shape[0], self.codes.shape[1] * (2 if self.bits == 4 else 1)
 
-# %% ../nbs/16_cuda_kernels.ipynb 96
+# %% ../nbs/16_cuda_kernels.ipynb 98
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
     if not isinstance(qw, QuantWeight): raise ValueError(f"expected a QuantWeight, got {type(qw).__name__}")
@@ -631,7 +631,7 @@ def _check_quant(x: torch.Tensor, qw: QuantWeight):
     if not all(t is None or t.is_contiguous() for t in qw[1:4]): raise ValueError("codes, scales and mins must be contiguous")
     if qw.codes.data_ptr() % 16: raise ValueError("codes must be 16-byte aligned (vector loads)")
 
-# %% ../nbs/16_cuda_kernels.ipynb 97
+# %% ../nbs/16_cuda_kernels.ipynb 99
 def _half_scales(qw: QuantWeight) -> str:
     "The kernel-name infix of an int8 weight with float16 scales (`_h`: the instances that read them as they are)."
     return "_h" if qw.bits == 8 and qw.scales.dtype == torch.float16 else ""
@@ -653,7 +653,7 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
              np.int32(I // G), np.int64(x.stride(0)), np.int64(out.stride(0))))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 98
+# %% ../nbs/16_cuda_kernels.ipynb 100
 def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`, `scales`
@@ -661,7 +661,7 @@ def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bia
     float16 `[out, G]`, `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(8, weight, scales, None, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 99
+# %% ../nbs/16_cuda_kernels.ipynb 101
 def int8_linear_ref(x, weight, scales, bias=None):
     "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
     return quant_linear_ref(x, QuantWeight(8, weight, scales[:, None] if scales.dim() == 1 else scales, None, bias))
@@ -676,7 +676,7 @@ def quant_weight_ref(qw: QuantWeight) -> torch.Tensor:
     w = q * s[..., None] if qw.bits == 8 else (q * s[..., None] + qw.mins.double().cpu()[..., None] if qw.mins is not None else (q - 8) * s[..., None])
     return w.reshape(O, I)
 
-# %% ../nbs/16_cuda_kernels.ipynb 100
+# %% ../nbs/16_cuda_kernels.ipynb 102
 def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     """float64 reference on the CPU: x @ Wᵀ + bias; with `weight_dtype`, W rounded to it first (what dequantize + GEMM
     multiplies with: the rounding of each weight is that path's, not the GEMM's)."""
@@ -685,7 +685,7 @@ def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     y = x.double().cpu() @ w.T
     return y if qw.bias is None else y + qw.bias.double().cpu()
 
-# %% ../nbs/16_cuda_kernels.ipynb 106
+# %% ../nbs/16_cuda_kernels.ipynb 108
 QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
 
 def quant_weight(mods) -> QuantWeight | None:
@@ -712,7 +712,7 @@ def quant_weight(mods) -> QuantWeight | None:
         bias = cat([m.bias.float() if m.bias is not None else torch.zeros(m.out_features, device=m.scales.device) for m in mods])
     return QuantWeight(bits, cat(codes), cat(sc), None if mn is None else cat(mn), bias)
 
-# %% ../nbs/16_cuda_kernels.ipynb 107
+# %% ../nbs/16_cuda_kernels.ipynb 110
 def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (q * scales + mins)ᵀ + bias, or (q - 8) * scales without `mins`, with `Int4Linear`'s
@@ -720,7 +720,7 @@ def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mi
     `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(4, qweight, scales, mins, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 108
+# %% ../nbs/16_cuda_kernels.ipynb 111
 def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
     "Write the weight `qw` stands for into `out` (contiguous `[O, I]`, 16-byte aligned; float32, float16 or bfloat16), in one pass."
     _check("out", out, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -735,7 +735,7 @@ def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
             (_p(out), _p(qw.codes), _p(qw.scales), *extra, np.int32(O), np.int32(I), np.int32(G), np.int32(I // G)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 109
+# %% ../nbs/16_cuda_kernels.ipynb 112
 def _out_rows(qw: QuantWeight, a: int, b: int) -> QuantWeight:
     "Output rows `a:b` of `qw` (views; no bias)."
     return QuantWeight(qw.bits, qw.codes[a:b], qw.scales[a:b], None if qw.mins is None else qw.mins[a:b], None)
