@@ -207,6 +207,7 @@ class CudaRunner(ModelRunner):
     A tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, o and down all-reduced in place
     in the runner's buffers, `VocabEmbedding`'s all-reduce and `VocabHead`'s gather on tensors of their own, all inside the captured graphs; `agree`
     (`TPGroup.agree`: this rank's success in, every rank's out) makes the ranks capture each graph together or fall back together."""
+    name = "cuda"
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
                  graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, agree=None, **options):
         c = model.config
@@ -239,23 +240,24 @@ class CudaRunner(ModelRunner):
         self.graphs: dict = {}                      # batch size -> (CUDAGraph, its logits buffer)
         self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = 0
 
-    name = "cuda"
-    @classmethod
-    def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
-        "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
-        if model.device.type != "cuda": return f"the model is on {model.device.type} (the CUDA runner needs a GPU)"
-        if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda12]' or 'xllm[cuda13]' (the CUDA of your driver and torch)"
-        kc = getattr(model, "kv_config", model.config)
-        if kv_dtype == torch.int8 and not int8_kv_supported(kc): return f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it"
-        try: ck.load_kernels(model.device, ck.model_kernel_names(kc))   # this model's part of the source, built once
-        except RuntimeError as e: return f"xllm's CUDA kernels do not build here: {e}"
-        return None
+# %% ../nbs/16b_cuda_runner.ipynb 22
+@patch(cls_method=True)
+def unsupported(cls: CudaRunner, model: Llama, kv_dtype=None) -> str | None:
+    "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
+    if model.device.type != "cuda": return f"the model is on {model.device.type} (the CUDA runner needs a GPU)"
+    if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda12]' or 'xllm[cuda13]' (the CUDA of your driver and torch)"
+    kc = getattr(model, "kv_config", model.config)
+    if kv_dtype == torch.int8 and not int8_kv_supported(kc): return f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it"
+    try: ck.load_kernels(model.device, ck.model_kernel_names(kc))   # this model's part of the source, built once
+    except RuntimeError as e: return f"xllm's CUDA kernels do not build here: {e}"
+    return None
 
-    def warm_up(self):
-        "Capture the decode graphs (none with `enforce_eager`)."
-        self.capture()
+@patch
+def warm_up(self: CudaRunner):
+    "Capture the decode graphs (none with `enforce_eager`)."
+    self.capture()
 
-# %% ../nbs/16b_cuda_runner.ipynb 24
+# %% ../nbs/16b_cuda_runner.ipynb 25
 @patch
 def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
     """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
@@ -272,7 +274,7 @@ def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
                         logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
     return b
 
-# %% ../nbs/16b_cuda_runner.ipynb 25
+# %% ../nbs/16b_cuda_runner.ipynb 26
 @patch
 def _dequant_workspace(self: CudaRunner) -> torch.Tensor:
     """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or stack; a
@@ -294,7 +296,7 @@ def _attention_workspace(self: CudaRunner, n: int) -> torch.Tensor:
         ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
     return torch.zeros(ws, dtype=torch.float32, device=self.device)
 
-# %% ../nbs/16b_cuda_runner.ipynb 26
+# %% ../nbs/16b_cuda_runner.ipynb 27
 @patch(as_prop=True)
 def buffer_bytes(self: CudaRunner) -> int:
     "Bytes of the preallocated activation buffers."
@@ -305,7 +307,7 @@ def __repr__(self: CudaRunner):
     return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
             f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
 
-# %% ../nbs/16b_cuda_runner.ipynb 29
+# %% ../nbs/16b_cuda_runner.ipynb 30
 @patch
 def _linear(self: CudaRunner, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
@@ -324,7 +326,7 @@ def _linear(self: CudaRunner, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 31
+# %% ../nbs/16b_cuda_runner.ipynb 32
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor    # renamed in torch 2.13
 
 @patch
@@ -338,7 +340,7 @@ def _gather_head(self: CudaRunner, head: VocabHead, x, out):
     out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 32
+# %% ../nbs/16b_cuda_runner.ipynb 33
 @patch
 def _parts(self: CudaRunner, mods, x, out, part):
     """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
@@ -351,7 +353,7 @@ def _parts(self: CudaRunner, mods, x, out, part):
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 34
+# %% ../nbs/16b_cuda_runner.ipynb 35
 @patch
 def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
@@ -385,7 +387,7 @@ def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
         h = self._linear(mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
-# %% ../nbs/16b_cuda_runner.ipynb 35
+# %% ../nbs/16b_cuda_runner.ipynb 36
 @patch
 def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
@@ -398,7 +400,7 @@ def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     bf["logits"].copy_(bf["logits_dt"])
     return bf["logits"]
 
-# %% ../nbs/16b_cuda_runner.ipynb 37
+# %% ../nbs/16b_cuda_runner.ipynb 38
 @patch
 def supports(self: CudaRunner, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
@@ -411,7 +413,7 @@ def supports_ragged(self: CudaRunner, batch: PagedBatch) -> bool:
     return (max(batch.context_lens) <= self.max_model_len
             and all(len(t) <= self.max_blocks for t in batch.block_tables))
 
-# %% ../nbs/16b_cuda_runner.ipynb 39
+# %% ../nbs/16b_cuda_runner.ipynb 40
 @patch
 def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     "Copy the batch's inputs into buffer rows 0..B-1 and padding into rows B..n-1."
@@ -422,7 +424,7 @@ def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
-# %% ../nbs/16b_cuda_runner.ipynb 41
+# %% ../nbs/16b_cuda_runner.ipynb 42
 @patch
 def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
@@ -442,7 +444,7 @@ def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torc
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
-# %% ../nbs/16b_cuda_runner.ipynb 43
+# %% ../nbs/16b_cuda_runner.ipynb 44
 @patch
 @torch.inference_mode()
 def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
@@ -476,7 +478,7 @@ def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
     return self._linear(m.lm_head, x, logits).float()
 
-# %% ../nbs/16b_cuda_runner.ipynb 45
+# %% ../nbs/16b_cuda_runner.ipynb 46
 @patch
 def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
@@ -485,7 +487,7 @@ def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     self.num_ragged_steps += 1
     return self.ragged(batch)
 
-# %% ../nbs/16b_cuda_runner.ipynb 48
+# %% ../nbs/16b_cuda_runner.ipynb 49
 @patch
 def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager). A
@@ -512,7 +514,7 @@ def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     torch.cuda.synchronize(self.device)
     return sorted(self.graphs)
 
-# %% ../nbs/16b_cuda_runner.ipynb 51
+# %% ../nbs/16b_cuda_runner.ipynb 52
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None, prefill: bool = False) -> tuple[list[list[int]], list[torch.Tensor]]:
     """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward
