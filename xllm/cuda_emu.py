@@ -48,7 +48,8 @@ def build(cuda_source: str | None = None, kernel_names=None, compiler: str | Non
     "Compile `emulator_source(...)` (cached on disk by content) and load it; raises `RuntimeError` with the compiler's message."
     cpp = emulator_source(cuda_source, kernel_names)
     cxx = compiler or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if cxx is None: raise RuntimeError("the CUDA emulator needs a C++17 compiler with _Float16 (g++ 12 or later); none found (set CXX)")
+    if cxx is None:
+        raise RuntimeError("the CUDA emulator needs a C++17 compiler with _Float16 (g++ 12 or later); none found (set CXX)")
     key = (cpp, cxx)
     with _LOCK:
         if key in _LIBS: return _LIBS[key]
@@ -64,16 +65,18 @@ _CTYPES = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_in
            np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
 def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared_mem: int = 0, seed: int = 1, lib=None, extents=None):
-    """Run kernel `name` on the CPU: `grid`/`block` as ints or up to 3-tuples, `args` numpy scalars (pointers as np.uint64 from
-    `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). `extents`: per argument, the bytes
-    the tensor it points to spans (memcheck: the kernel then runs on guarded copies), or None. Raises `RuntimeError` on any error."""
+    """Run kernel `name` on the CPU: `grid`/`block` as ints or up to 3-tuples, `args` numpy scalars (pointers as
+    np.uint64 from `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). `extents`:
+    per argument, the bytes the tensor it points to spans (memcheck: the kernel then runs on guarded copies), or
+    None. Raises `RuntimeError` on any error."""
     lib = lib or build()
     g = (tuple(grid) if isinstance(grid, tuple) else (grid,)) + (1, 1)
     b = (tuple(block) if isinstance(block, tuple) else (block,)) + (1, 1)
     vals = []
     for i, a in enumerate(args):
         ct = _CTYPES.get(a.dtype) if isinstance(a, np.generic) else None
-        if ct is None: raise TypeError(f"{name}: argument {i} is {type(a).__name__}; kernels take numpy scalars (np.uint64 pointers, np.int32, np.int64, np.float32)")
+        if ct is None:
+            raise TypeError(f"{name}: argument {i} is {type(a).__name__}; kernels take numpy scalars (np.uint64 pointers, np.int32, np.int64, np.float32)")
         vals.append(ct(a.item()))
     n = len(vals)
     addrs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(v) for v in vals])
@@ -94,9 +97,9 @@ def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
 
 @contextlib.contextmanager
 def emulate(seed: int = 1, memcheck: bool = True):
-    """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first use).
-    `memcheck`: each tensor argument is copied between two inaccessible pages, so a kernel that reads or writes past a
-    tensor's ends fails with an error naming the argument."""
+    """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first
+    use). `memcheck`: each tensor argument is copied between two inaccessible pages, so a kernel that reads or writes
+    past a tensor's ends fails with an error naming the argument."""
     prev = ck.set_emulator(partial(memcheck_launch if memcheck else launch, seed=seed, lib=build()))   # built once, not per launch
     try: yield
     finally: ck.set_emulator(prev)

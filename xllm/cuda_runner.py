@@ -62,8 +62,8 @@ class TorchOps:
 
     @staticmethod
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
-        """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale` for an
-        int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
+        """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale`
+        for an int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
         B, H, D = q.shape
         nb, bs, n_kv, _ = k_cache.shape
         Lmax = block_tables.shape[1] * bs
@@ -117,11 +117,12 @@ class CudaOps:
 
     @staticmethod
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
-        """Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`; an int8 cache
-        with its scales), else the first-generation kernel (float caches only)."""
+        """Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`; an
+        int8 cache with its scales), else the first-generation kernel (float caches only)."""
         if _pa2(q.shape[1], k_cache.shape[2], q.shape[2]):
             return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out, workspace=workspace, k_scale=k_scale, v_scale=v_scale)
-        if k_scale is not None: raise ValueError(f"an int8 KV cache needs paged_attention_v2: head_dim in {ck.PA2_HEAD_DIMS}, at most {ck.PA2_MAX_GROUP} heads per KV head")
+        if k_scale is not None:
+            raise ValueError(f"an int8 KV cache needs paged_attention_v2: head_dim in {ck.PA2_HEAD_DIMS}, at most {ck.PA2_MAX_GROUP} heads per KV head")
         return ck.paged_attention(q, k_cache, v_cache, block_tables, context_lens, out=out)
 
     @staticmethod
@@ -133,7 +134,8 @@ class CudaOps:
     @staticmethod
     def paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out, plan=None, k_scale=None, v_scale=None):
         """Causal attention of prompt chunks: `paged_attention_chunks` (tiles of tokens sharing each K/V load) where
-        `paged_attention_v2` applies, else the first-generation kernel over one row per token. `plan`: `chunk_plan`'s."""
+        `paged_attention_v2` applies, else the first-generation kernel over one row per token. `plan`:
+        `chunk_plan`'s."""
         if _pa2(q.shape[1], k_cache.shape[2], q.shape[2]):
             return ck.paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out=out, tiles=plan, k_scale=k_scale, v_scale=v_scale)
         return _rows_attention(CudaOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
@@ -179,9 +181,9 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
 
 # %% ../nbs/16b_cuda_runner.ipynb 20
 def _fuse_quant(mods) -> ck.QuantWeight | None:
-    """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch; each
-    module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice. None if
-    the kernels cannot take them (`ck.quant_weight`)."""
+    """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch;
+    each module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice.
+    None if the kernels cannot take them (`ck.quant_weight`)."""
     qw = ck.quant_weight(mods)
     if qw is None or len(mods) == 1: return qw
     i = 0
@@ -197,16 +199,17 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
 
 # %% ../nbs/16b_cuda_runner.ipynb 21
 class CudaRunner(ModelRunner):
-    """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
-    graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
-    returns (float32 logits of `batch.logits_rows`), for every batch the engine makes; a pool the kernels cannot read (int8 K/V
-    where `int8_kv_supported` is False) is refused when the runner is built.
-    `kernel_chunk_tokens`: prompt chunks of at most this many tokens attend through the paged-attention kernel, longer ones
-    through `scaled_dot_product_attention` over their gathered keys. Quantized linears (`Int8Linear`, `Int4Linear`) go through
-    `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above.
-    A tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, o and down all-reduced in place
-    in the runner's buffers, `VocabEmbedding`'s all-reduce and `VocabHead`'s gather on tensors of their own, all inside the captured graphs; `agree`
-    (`TPGroup.agree`: this rank's success in, every rank's out) makes the ranks capture each graph together or fall back together."""
+    """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed
+    as CUDA graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
+    returns (float32 logits of `batch.logits_rows`), for every batch the engine makes; a pool the kernels cannot read
+    (int8 K/V where `int8_kv_supported` is False) is refused when the runner is built. `kernel_chunk_tokens`: prompt
+    chunks of at most this many tokens attend through the paged-attention kernel, longer ones through
+    `scaled_dot_product_attention` over their gathered keys. Quantized linears (`Int8Linear`, `Int4Linear`) go
+    through `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above. A
+    tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, o and down
+    all-reduced in place in the runner's buffers, `VocabEmbedding`'s all-reduce and `VocabHead`'s gather on tensors
+    of their own, all inside the captured graphs; `agree` (`TPGroup.agree`: this rank's success in, every rank's out)
+    makes the ranks capture each graph together or fall back together."""
     name = "cuda"
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
                  graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, agree=None, **options):
@@ -215,11 +218,13 @@ class CudaRunner(ModelRunner):
         check_int("max_batch", max_batch, lo=1)
         check_int("kernel_chunk_tokens", kernel_chunk_tokens, lo=1)
         self.kernel_chunk_tokens, self.agree = kernel_chunk_tokens, agree
-        if pool.dtype != model.dtype: raise ValueError(f"pool dtype {pool.dtype} differs from the model's {model.dtype}")
+        if pool.dtype != model.dtype:
+            raise ValueError(f"pool dtype {pool.dtype} differs from the model's {model.dtype}")
         self.model, self.pool, self.config, self.max_batch = model, pool, c, max_batch
         self.device = dev = model.device
         self.max_model_len = max_model_len or c.max_position_embeddings
-        if not 0 < self.max_model_len <= c.max_position_embeddings: raise ValueError(f"max_model_len must be in [1, {c.max_position_embeddings}], got {max_model_len!r}")
+        if not 0 < self.max_model_len <= c.max_position_embeddings:
+            raise ValueError(f"max_model_len must be in [1, {c.max_position_embeddings}], got {max_model_len!r}")
         self.ops = ops if ops is not None else (CudaOps if dev.type == "cuda" and ck.cupy_available() else TorchOps)
         if pool.quantized and self.ops is CudaOps and not int8_kv_supported(kc):
             raise ValueError(f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it (see int8_kv_supported)")
@@ -260,8 +265,9 @@ def warm_up(self: CudaRunner):
 # %% ../nbs/16b_cuda_runner.ipynb 25
 @patch
 def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
-    """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
-    context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading it)."""
+    """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block
+    tables, context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading
+    it)."""
     c, kc, dev, dt = self.config, self.shard, self.device, self.model.dtype
     nh, nkv, hd, H, I = kc.num_attention_heads, kc.num_key_value_heads, kc.head_dim, c.hidden_size, kc.intermediate_size
     e = lambda *s, dtype=dt: (torch.zeros if decode else torch.empty)(*s, dtype=dtype, device=dev)
@@ -277,8 +283,9 @@ def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
 # %% ../nbs/16b_cuda_runner.ipynb 26
 @patch
 def _dequant_workspace(self: CudaRunner) -> torch.Tensor:
-    """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or stack; a
-    larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or kernels."""
+    """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or
+    stack; a larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or
+    kernels."""
     head = self.model.lm_head
     lm = self.quant.get(id(head.inner if isinstance(head, VocabHead) else head))
     qws = [*self.quant.values(), *(f for pair in self.fused for f in pair if isinstance(f, ck.QuantWeight))]
@@ -311,8 +318,9 @@ def __repr__(self: CudaRunner):
 @patch
 def _linear(self: CudaRunner, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
-    `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction). A shard's row-parallel layer (`AllReduce`):
-    its partial product, summed over the group in `out`; its head (`VocabHead`): its vocabulary slice, every rank's gathered."""
+    `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction). A shard's row-parallel layer
+    (`AllReduce`): its partial product, summed over the group in `out`; its head (`VocabHead`): its vocabulary slice,
+    every rank's gathered."""
     if isinstance(mod, AllReduce):
         dist.all_reduce(self._linear(mod.inner, x, out), group=mod.group)
         return out
@@ -343,8 +351,9 @@ def _gather_head(self: CudaRunner, head: VocabHead, x, out):
 # %% ../nbs/16b_cuda_runner.ipynb 33
 @patch
 def _parts(self: CudaRunner, mods, x, out, part):
-    """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
-    q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a Q6_K v)."""
+    """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part`
+    buffer: for a q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a
+    Q6_K v)."""
     n, c0 = x.shape[0], 0
     for mod in mods:
         w = mod.out_features
@@ -356,9 +365,9 @@ def _parts(self: CudaRunner, mods, x, out, part):
 # %% ../nbs/16b_cuda_runner.ipynb 35
 @patch
 def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
-    """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
-    layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool) into `out`.
-    Returns the last layer's MLP output; `bf['res']` holds the residual stream before it is added."""
+    """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i,
+    q, out)` is layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool)
+    into `out`. Returns the last layer's MLP output; `bf['res']` holds the residual stream before it is added."""
     m, c, o, pool = self.model, self.shard, self.ops, self.pool
     nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     nq, nk = nh * hd, nkv * hd
@@ -431,7 +440,8 @@ def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torc
     B = batch.num_tokens
     n = _bucket(sorted(self.graphs), B) if self.graphs else None
     if pad_to is not None:
-        if not B <= pad_to <= self.max_batch: raise ValueError(f"pad_to must be in [{B}, {self.max_batch}], got {pad_to}")
+        if not B <= pad_to <= self.max_batch:
+            raise ValueError(f"pad_to must be in [{B}, {self.max_batch}], got {pad_to}")
         n = pad_to
     n = n or B
     self.load_batch(batch, n)
@@ -448,10 +458,11 @@ def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torc
 @patch
 @torch.inference_mode()
 def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
-    """float32 logits of `batch.logits_rows` for any batch — prompt chunks, decode rows or both — eagerly, through the same
-    kernels as the decode step on buffers made for its `N` token rows. Attention: the chunks of at most `kernel_chunk_tokens`
-    tokens (decode rows included) in one `paged_attention_chunks` launch, causal, each K/V row loaded once per tile of
-    tokens; each longer chunk through `chunk_attention` (`scaled_dot_product_attention` over its gathered keys)."""
+    """float32 logits of `batch.logits_rows` for any batch — prompt chunks, decode rows or both — eagerly, through the
+    same kernels as the decode step on buffers made for its `N` token rows. Attention: the chunks of at most
+    `kernel_chunk_tokens` tokens (decode rows included) in one `paged_attention_chunks` launch, causal, each K/V row
+    loaded once per tile of tokens; each longer chunk through `chunk_attention` (`scaled_dot_product_attention` over
+    its gathered keys)."""
     m, c, o, pool, dev = self.model, self.config, self.ops, self.pool, self.device
     N, bs = batch.num_tokens, pool.block_size
     bf = self._buffers(N, decode=False)
@@ -483,16 +494,18 @@ def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
 def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
     if self.supports(batch): return self.step(batch)
-    if not self.supports_ragged(batch): raise ValueError(f"a batch past the runner's max_model_len ({self.max_model_len})")
+    if not self.supports_ragged(batch):
+        raise ValueError(f"a batch past the runner's max_model_len ({self.max_model_len})")
     self.num_ragged_steps += 1
     return self.ragged(batch)
 
 # %% ../nbs/16b_cuda_runner.ipynb 49
 @patch
 def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
-    """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager). A
-    capture that fails leaves the runner eager, with a warning. A tensor-parallel shard's ranks agree after each size (`agree`):
-    all replay graphs or all run eagerly, so their decode steps pad alike and issue the same collectives."""
+    """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when
+    eager). A capture that fails leaves the runner eager, with a warning. A tensor-parallel shard's ranks agree after
+    each size (`agree`): all replay graphs or all run eagerly, so their decode steps pad alike and issue the same
+    collectives."""
     if self.enforce_eager: return []
     bf, mempool, err = self.buf, torch.cuda.graph_pool_handle(), None
     for n in sorted(set(batch_sizes or self.graph_batch_sizes), reverse=True):
@@ -517,15 +530,17 @@ def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
 # %% ../nbs/16b_cuda_runner.ipynb 52
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None, prefill: bool = False) -> tuple[list[list[int]], list[torch.Tensor]]:
-    """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward
-    (via `step` too with `prefill`: a tensor-parallel shard's runner, whose ranks must all see every batch), decode via
-    `step(batch)` (default the torch forward). Returns the new tokens per sequence and each step's logits."""
+    """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the
+    torch forward (via `step` too with `prefill`: a tensor-parallel shard's runner, whose ranks must all see every
+    batch), decode via `step(batch)` (default the torch forward). Returns the new tokens per sequence and each step's
+    logits."""
     step = step or (lambda b: model(b, pool))
     bs = pool.block_size
     tables, nxt = [], 0
     for p in prompts:
         nb = -(-(len(p) + n) // bs)
-        if nxt + nb > pool.num_blocks: raise ValueError(f"the pool's {pool.num_blocks} blocks cannot hold the prompts and {n} new tokens each")
+        if nxt + nb > pool.num_blocks:
+            raise ValueError(f"the pool's {pool.num_blocks} blocks cannot hold the prompts and {n} new tokens each")
         tables.append(list(range(nxt, nxt + nb))); nxt += nb
     dev = model.device
     first = PagedBatch.build([(list(p), 0, t) for p, t in zip(prompts, tables)], bs, pool.null_slot, "last", dev)

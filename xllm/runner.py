@@ -17,11 +17,12 @@ __all__ = ['ModelRunner', 'runner_class', 'choose_runner']
 
 # %% ../nbs/13_runner.ipynb 8
 class ModelRunner:
-    """Runs the engine's batches through a model, K/V in the engine's pool. This one is the reference: the torch forward of
-    notebook 06 (`model(batch, pool)`), on any device. Faster runners subclass it and compute the same logits."""
+    """Runs the engine's batches through a model, K/V in the engine's pool. This one is the reference: the torch forward
+    of notebook 06 (`model(batch, pool)`), on any device. Faster runners subclass it and compute the same logits."""
     name = "torch"
     def __init__(self, model: Llama, pool: PagedKVPool, **options):
-        if pool.dtype != model.dtype: raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
+        if pool.dtype != model.dtype:
+            raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
         self.model, self.pool = model, pool
 
     @classmethod
@@ -41,9 +42,10 @@ def warm_up(self: ModelRunner):
 
 @patch
 def health(self: ModelRunner) -> str | None:
-    """None while this runner can run a step; else why not, in one line fit to show a client (no paths, ports or tracebacks).
-    Cheap and read-only: a server asks every second, from another thread than the one running steps. A runner in this
-    process always can; rank 0 of a tensor-parallel group cannot once the group failed or a worker process died (13a)."""
+    """None while this runner can run a step; else why not, in one line fit to show a client (no paths, ports or
+    tracebacks). Cheap and read-only: a server asks every second, from another thread than the one running steps. A
+    runner in this process always can; rank 0 of a tensor-parallel group cannot once the group failed or a worker
+    process died (13a)."""
     return None
 
 # %% ../nbs/13_runner.ipynb 14
@@ -55,12 +57,13 @@ def runner_class(name: str) -> type:
 
 # %% ../nbs/13_runner.ipynb 16
 def choose_runner(model: Llama, kv_dtype=None, name: str | None = None) -> tuple[type, str]:
-    """The runner class for `model` (K/V stored as `kv_dtype`) and a line saying why. `name` forces one (a ValueError with the
-    reason when it cannot run the model); by default the compiled one of the model's device ('cuda' on a GPU, else 'cpu'), or
-    'torch' when that one cannot run it."""
+    """The runner class for `model` (K/V stored as `kv_dtype`) and a line saying why. `name` forces one (a ValueError
+    with the reason when it cannot run the model); by default the compiled one of the model's device ('cuda' on a
+    GPU, else 'cpu'), or 'torch' when that one cannot run it."""
     if name is not None:
         cls = runner_class(name)
-        if (why := cls.unsupported(model, kv_dtype)) is not None: raise ValueError(f"runner {name!r} cannot run this model: {why}")
+        if (why := cls.unsupported(model, kv_dtype)) is not None:
+            raise ValueError(f"runner {name!r} cannot run this model: {why}")
         return cls, f"{name} (asked for)"
     fast = "cuda" if model.device.type == "cuda" else "cpu"
     if (why := runner_class(fast).unsupported(model, kv_dtype)) is None: return runner_class(fast), fast

@@ -25,28 +25,34 @@ def _check_tool(i: int, t, out: list[dict]) -> dict:
     name = f.get("name")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"tools[{i}].function.name: 1 to 64 letters, digits, '_' or '-', got {name!r:.40}")
-    if any(o["function"]["name"] == name for o in out): raise ValueError(f"tools[{i}].function.name: {name!r} is given twice")
+    if any(o["function"]["name"] == name for o in out):
+        raise ValueError(f"tools[{i}].function.name: {name!r} is given twice")
     params = f.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(params, dict): raise ValueError(f"tools[{i}].function.parameters: must be a JSON schema object")
     desc = f.get("description")
-    if desc is not None and not isinstance(desc, str): raise ValueError(f"tools[{i}].function.description: must be a string")
+    if desc is not None and not isinstance(desc, str):
+        raise ValueError(f"tools[{i}].function.description: must be a string")
     return {"type": "function", "function": {"name": name, **({"description": desc} if desc else {}), "parameters": params}}
 
 # %% ../nbs/19a_tool_calls.ipynb 9
 def check_tools(tools, tool_choice) -> tuple[list[dict], str]:
-    """OpenAI's `tools` and `tool_choice`, checked: the tools as `[{'type': 'function', 'function': {'name', 'description', 'parameters'}}]`
-    and the choice as 'none', 'auto', 'required' or the name of the one function to call. `ValueError` naming the field."""
+    """OpenAI's `tools` and `tool_choice`, checked: the tools as `[{'type': 'function', 'function': {'name',
+    'description', 'parameters'}}]` and the choice as 'none', 'auto', 'required' or the name of the one function to
+    call. `ValueError` naming the field."""
     out = []
-    if tools is not None and not isinstance(tools, list): raise ValueError("tools: must be a list of {'type': 'function', 'function': {...}} objects")
+    if tools is not None and not isinstance(tools, list):
+        raise ValueError("tools: must be a list of {'type': 'function', 'function': {...}} objects")
     for i, t in enumerate(tools or []): out.append(_check_tool(i, t, out))
     c = tool_choice
     if c is None: c = "auto" if out else "none"
     if isinstance(c, dict):
         n = (c.get("function") or {}).get("name") if c.get("type") == "function" and isinstance(c.get("function"), dict) else None
-        if not isinstance(n, str): raise ValueError("tool_choice: expected 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}")
+        if not isinstance(n, str):
+            raise ValueError("tool_choice: expected 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}")
         if n not in {t["function"]["name"] for t in out}: raise ValueError(f"tool_choice: no tool is named {n!r:.64}")
         return out, n
-    if c not in ("none", "auto", "required"): raise ValueError(f"tool_choice: expected 'none', 'auto', 'required' or a named function, got {c!r:.40}")
+    if c not in ("none", "auto", "required"):
+        raise ValueError(f"tool_choice: expected 'none', 'auto', 'required' or a named function, got {c!r:.40}")
     if c == "required" and not out: raise ValueError("tool_choice: 'required' needs tools")
     return out, c
 
@@ -54,8 +60,9 @@ def check_tools(tools, tool_choice) -> tuple[list[dict], str]:
 # %% ../nbs/19a_tool_calls.ipynb 12
 def tool_format(template: str | None) -> str:
     """How a model whose chat template is `template` (its source) writes tool calls: 'hermes' (Hermes, Qwen: JSON inside
-    `<tool_call>` tags), 'llama3' (Llama 3.1+: a bare JSON object `{"name", "parameters"}`, maybe after `<|python_tag|>`), or
-    'generic' (a template that shows no tools: xllm describes them in a system message and reads the Hermes-style tags)."""
+    `<tool_call>` tags), 'llama3' (Llama 3.1+: a bare JSON object `{"name", "parameters"}`, maybe after
+    `<|python_tag|>`), or 'generic' (a template that shows no tools: xllm describes them in a system message and
+    reads the Hermes-style tags)."""
     s = template or ""
     if "<tool_call>" in s: return "hermes"
     if "<|python_tag|>" in s or ("<|start_header_id|>" in s and "tools" in s): return "llama3"
@@ -65,8 +72,8 @@ def tool_format(template: str | None) -> str:
 _UNREADABLE = (ValueError, RecursionError)     # what json.loads raises on text it cannot read: bad JSON, or nesting deeper than Python's stack
 
 def _arguments(v):
-    """A tool call's arguments as the template wants them (a dict; OpenAI sends a JSON string; text that is not a JSON object stays
-    text). `ValueError` for JSON nested too deeply for Python's parser (a `RecursionError` there)."""
+    """A tool call's arguments as the template wants them (a dict; OpenAI sends a JSON string; text that is not a JSON
+    object stays text). `ValueError` for JSON nested too deeply for Python's parser (a `RecursionError` there)."""
     if isinstance(v, str):
         try: d = json.loads(v)
         except RecursionError: raise ValueError("arguments: JSON nested too deeply to read") from None
@@ -80,11 +87,12 @@ GENERIC_TOOL_PROMPT = """You can call these tools (JSON schemas of their paramet
 To call a tool, answer with nothing but <tool_call>{{"name": "tool name", "arguments": {{...}}}}</tool_call> (one such block per call). A tool's result comes back as <tool_response>...</tool_response>; then answer the user."""
 
 def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dict]:
-    """`messages` (OpenAI's shapes: assistant `tool_calls`, `role: tool` results) as the chat template takes them. 'hermes' and
-    'llama3' templates read `tool_calls` ({'type', 'function': {'name', 'arguments' as a dict}}) and `tool` messages themselves;
-    for 'generic', calls become `<tool_call>` text in the assistant's message, results become user messages in `<tool_response>`
-    tags (consecutive ones merged), and the tools are described in the system message (`GENERIC_TOOL_PROMPT`). `ValueError` naming
-    the call whose arguments are JSON nested too deeply to read."""
+    """`messages` (OpenAI's shapes: assistant `tool_calls`, `role: tool` results) as the chat template takes them.
+    'hermes' and 'llama3' templates read `tool_calls` ({'type', 'function': {'name', 'arguments' as a dict}}) and
+    `tool` messages themselves; for 'generic', calls become `<tool_call>` text in the assistant's message, results
+    become user messages in `<tool_response>` tags (consecutive ones merged), and the tools are described in the
+    system message (`GENERIC_TOOL_PROMPT`). `ValueError` naming the call whose arguments are JSON nested too deeply
+    to read."""
     out = []
     for i, m in enumerate(messages):
         calls = []
@@ -110,8 +118,9 @@ def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dic
 
 # %% ../nbs/19a_tool_calls.ipynb 20
 def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> StructuredOutputsParams | None:
-    """For `tool_choice` 'required' or a named function: the structured-outputs constraint under which the model can only write
-    one call, in its format, to an allowed tool with arguments valid under that tool's schema. None for 'auto' and 'none'."""
+    """For `tool_choice` 'required' or a named function: the structured-outputs constraint under which the model can
+    only write one call, in its format, to an allowed tool with arguments valid under that tool's schema. None for
+    'auto' and 'none'."""
     if choice in ("auto", "none"): return None
     key = "parameters" if fmt == "llama3" else "arguments"
     allowed = [t["function"] for t in tools if choice == "required" or t["function"]["name"] == choice]
@@ -138,9 +147,10 @@ def _call(d, names, key_alts=("arguments", "parameters")):
 
 # %% ../nbs/19a_tool_calls.ipynb 25
 def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None, list[dict]]:
-    """The model's `text` as (content, calls): calls are `{'name', 'arguments'}` (arguments as JSON text, as OpenAI returns them) to
-    tools of `tools`; content is the text outside the calls (None when empty and there are calls). Text that does not parse as a call
-    to a known tool stays content, JSON too deeply nested for Python's parser included: nothing is lost, nothing fails."""
+    """The model's `text` as (content, calls): calls are `{'name', 'arguments'}` (arguments as JSON text, as OpenAI
+    returns them) to tools of `tools`; content is the text outside the calls (None when empty and there are calls).
+    Text that does not parse as a call to a known tool stays content, JSON too deeply nested for Python's parser
+    included: nothing is lost, nothing fails."""
     names = {t["function"]["name"] for t in tools}
     if fmt == "llama3":
         try: c = _call(json.loads(text.replace("<|python_tag|>", "").strip()), names)
@@ -163,8 +173,8 @@ def openai_tool_calls(calls: list[dict]) -> list[dict]:
 
 # %% ../nbs/19a_tool_calls.ipynb 29
 class ToolStream:
-    """Streams a choice's text when it may hold tool calls: `feed(delta)` returns the text that can be sent as content now
-    (nothing that could be the start of a call is sent early), `finish()` returns (content left to send, calls)."""
+    """Streams a choice's text when it may hold tool calls: `feed(delta)` returns the text that can be sent as content
+    now (nothing that could be the start of a call is sent early), `finish()` returns (content left to send, calls)."""
     def __init__(self, tools: list[dict], fmt: str): self.tools, self.fmt, self.text, self.sent, self.held = tools, fmt, "", 0, False
 
     def _safe(self) -> int:
