@@ -77,9 +77,9 @@ def library_path(source: str, stem: str, flags: list[str], cxx: str, key_extra: 
 
 # %% ../nbs/15_cpu_kernels.ipynb 32
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
-    """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the source,
-    compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half a file.
-    Raises `RuntimeError` with the compiler's messages when it fails."""
+    """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the
+    source, compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half
+    a file. Raises `RuntimeError` with the compiler's messages when it fails."""
     so = library_path(source, stem, flags, cxx, key_extra)
     out = so.parent
     if not so.exists():
@@ -101,8 +101,9 @@ def _build_isa() -> str:
 
 # %% ../nbs/15_cpu_kernels.ipynb 35
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
-    """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags and CPU) and load it.
-    Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the package then uses its torch path."""
+    """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags
+    and CPU) and load it. Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the
+    package then uses its torch path."""
     global _LIB, _STATUS
     with _LOCK:
         if _LIB is not None and not force: return _LIB
@@ -171,9 +172,11 @@ def cpu_has(variant: str) -> bool:
 
 # %% ../nbs/15_cpu_kernels.ipynb 40
 def build_variant(variant: str, compiler: str | None = None):
-    """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the library.
-    Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises RuntimeError on failure."""
-    if variant not in ISA_VARIANTS: raise ValueError(f"variant: expected one of {', '.join(ISA_VARIANTS)}, got {variant!r}")
+    """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the
+    library. Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises
+    RuntimeError on failure."""
+    if variant not in ISA_VARIANTS:
+        raise ValueError(f"variant: expected one of {', '.join(ISA_VARIANTS)}, got {variant!r}")
     cxx = compiler or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if cxx is None: raise RuntimeError("no C++ compiler found")
     so = compile_library(read_source("cpu/xllm_cpu.cpp"), f"xllm_cpu_{variant}", _flag_sets(False)[0] + ISA_VARIANTS[variant][0], cxx)
@@ -191,7 +194,8 @@ F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
 def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
-    if t.device.type != "cpu" or t.dtype != torch.float32: raise ValueError(f"{name}: expected a float32 CPU tensor, got {t.dtype} on {t.device}")
+    if t.device.type != "cpu" or t.dtype != torch.float32:
+        raise ValueError(f"{name}: expected a float32 CPU tensor, got {t.dtype} on {t.device}")
     return t.contiguous()
 
 def _threads(threads: int | None) -> int: return torch.get_num_threads() if threads is None else max(1, int(threads))
@@ -219,24 +223,29 @@ def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
 
 def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     "INT8 codes `[N, K]` with float32 scales per row `[N]` or float16 scales per group `[N, G]`."
-    if q.dtype != torch.int8 or q.dim() != 2: raise ValueError(f"weight: expected int8 [N, K], got {q.dtype} {tuple(q.shape)}")
+    if q.dtype != torch.int8 or q.dim() != 2:
+        raise ValueError(f"weight: expected int8 [N, K], got {q.dtype} {tuple(q.shape)}")
     N, K = q.shape
     if scales.dim() == 1:
         if scales.shape != (N,): raise ValueError(f"scales: expected [{N}], got {tuple(scales.shape)}")
         kind, G, scales = Q8_ROW, 1, scales.float().contiguous()
     else:
-        if scales.dim() != 2 or scales.shape[0] != N or K % scales.shape[1]: raise ValueError(f"scales: {tuple(scales.shape)} does not fit [{N}, {K}]")
-        if scales.dtype != torch.float16: raise ValueError(f"scales: per-group scales must be float16, got {scales.dtype}")
+        if scales.dim() != 2 or scales.shape[0] != N or K % scales.shape[1]:
+            raise ValueError(f"scales: {tuple(scales.shape)} does not fit [{N}, {K}]")
+        if scales.dtype != torch.float16:
+            raise ValueError(f"scales: per-group scales must be float16, got {scales.dtype}")
         kind, G, scales = Q8_GROUP, scales.shape[1], scales.contiguous()
     return LinSpec(kind, N, K, G, q.contiguous(), scales, None, None if bias is None else _f32(bias, "bias"))
 
 def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias=None) -> LinSpec:
     "Packed INT4 codes `[N, K/2]` (column 2j in the low nibble), float16 scales and mins (None: symmetric, code 8 is zero) `[N, G]`."
-    if packed.dtype != torch.uint8 or packed.dim() != 2: raise ValueError(f"qweight: expected uint8 [N, K/2], got {packed.dtype} {tuple(packed.shape)}")
+    if packed.dtype != torch.uint8 or packed.dim() != 2:
+        raise ValueError(f"qweight: expected uint8 [N, K/2], got {packed.dtype} {tuple(packed.shape)}")
     N, K = packed.shape[0], 2 * packed.shape[1]
     if scales.dtype != torch.float16 or scales.dim() != 2 or scales.shape[0] != N or K % scales.shape[1] or (K // scales.shape[1]) % 2:
         raise ValueError(f"scales: expected float16 [{N}, G] with an even group size dividing {K}, got {scales.dtype} {tuple(scales.shape)}")
-    if mins is not None and (mins.dtype != torch.float16 or mins.shape != scales.shape): raise ValueError(f"mins: expected float16 {tuple(scales.shape)}")
+    if mins is not None and (mins.dtype != torch.float16 or mins.shape != scales.shape):
+        raise ValueError(f"mins: expected float16 {tuple(scales.shape)}")
     return LinSpec(Q4, N, K, scales.shape[1], packed.contiguous(), scales.contiguous(), None if mins is None else mins.contiguous(),
                    None if bias is None else _f32(bias, "bias"))
 
@@ -245,33 +254,38 @@ LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
            method: str = "auto") -> torch.Tensor:
-    """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel. `method`: `"rows"` reads each row of W once for all T
-    (rows split over threads), `"gemm"` is the cache-blocked GEMM, `"auto"` takes the GEMM from `gemm_min_rows()` rows on (AVX2).
-    `a8` (1 or True): quantize x to int8 per block of 32 and use integer dot products, on the row path and in the int8 GEMM
-    (quantized weights, AVX2, K % 32 == 0, groups of a power-of-two number of 32-blocks; otherwise the float path). `a8=2`: in the GEMM, a
-    second int8 pass over the rounding residual `x - d q` (the row path then runs float)."""
+    """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel. `method`: `"rows"` reads each row of W
+    once for all T (rows split over threads), `"gemm"` is the cache-blocked GEMM, `"auto"` takes the GEMM from
+    `gemm_min_rows()` rows on (AVX2). `a8` (1 or True): quantize x to int8 per block of 32 and use integer dot
+    products, on the row path and in the int8 GEMM (quantized weights, AVX2, K % 32 == 0, groups of a power-of-two
+    number of 32-blocks; otherwise the float path). `a8=2`: in the GEMM, a second int8 pass over the rounding
+    residual `x - d q` (the row path then runs float)."""
     if a8 not in (0, 1, 2): raise ValueError(f"a8: expected 0, 1 or 2 (or a bool), got {a8!r}")
-    if method not in LINEAR_METHODS: raise ValueError(f"method: expected one of {', '.join(LINEAR_METHODS)}, got {method!r}")
+    if method not in LINEAR_METHODS:
+        raise ValueError(f"method: expected one of {', '.join(LINEAR_METHODS)}, got {method!r}")
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     x = _f32(x, "x")
     if x.dim() != 2 or x.shape[1] != spec.K: raise ValueError(f"x: expected [T, {spec.K}], got {tuple(x.shape)}")
     out = torch.empty(x.shape[0], spec.N) if out is None else out
-    if out.shape != (x.shape[0], spec.N) or out.dtype != torch.float32 or not out.is_contiguous(): raise ValueError(f"out: expected contiguous float32 [{x.shape[0]}, {spec.N}]")
+    if out.shape != (x.shape[0], spec.N) or out.dtype != torch.float32 or not out.is_contiguous():
+        raise ValueError(f"out: expected contiguous float32 [{x.shape[0]}, {spec.N}]")
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
 # %% ../nbs/15_cpu_kernels.ipynb 56
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
-    """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows on, `x` is
-    packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up); below, each takes the row path.
-    `a8`: int8 activations for every weight that allows them (see `linear`); the int8 GEMM when all of them do."""
+    """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows
+    on, `x` is packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up);
+    below, each takes the row path. `a8`: int8 activations for every weight that allows them (see `linear`); the int8
+    GEMM when all of them do."""
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     if not specs: return []
     x = _f32(x, "x")
     K = specs[0].K
-    if x.dim() != 2 or x.shape[1] != K or any(s.K != K for s in specs): raise ValueError(f"x {tuple(x.shape)} and the weights' inputs {[s.K for s in specs]} differ")
+    if x.dim() != 2 or x.shape[1] != K or any(s.K != K for s in specs):
+        raise ValueError(f"x {tuple(x.shape)} and the weights' inputs {[s.K for s in specs]} differ")
     outs = [torch.empty(x.shape[0], s.N) for s in specs]
     n, P = len(specs), ctypes.c_void_p
     arr = lambda typ, vals: (typ * n)(*vals)
@@ -283,8 +297,8 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
 
 # %% ../nbs/15_cpu_kernels.ipynb 58
 def gemm_min_rows(a8: bool = False) -> int:
-    """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number when the
-    build has no AVX2)."""
+    """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number
+    when the build has no AVX2)."""
     lib = _active()
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
@@ -306,10 +320,12 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
 # %% ../nbs/15_cpu_kernels.ipynb 87
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
-    if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3: raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
+    if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
+        raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
     T, H, d = x.shape
     cos, sin = _f32(cos, "cos"), _f32(sin, "sin")
-    if d % 2 or cos.shape != (T, d) or sin.shape != (T, d): raise ValueError(f"cos/sin: expected [{T}, {d}] with an even head_dim")
+    if d % 2 or cos.shape != (T, d) or sin.shape != (T, d):
+        raise ValueError(f"cos/sin: expected [{T}, {d}] with an even head_dim")
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
@@ -328,7 +344,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
     H, d = q.shape
     L, kvh, d2 = k.shape
-    if d2 != d or v.shape != k.shape or H % kvh or L < 1: raise ValueError(f"shapes: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if d2 != d or v.shape != k.shape or H % kvh or L < 1:
+        raise ValueError(f"shapes: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     out = torch.empty_like(q) if out is None else out
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
@@ -336,9 +353,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
 # %% ../nbs/15_cpu_kernels.ipynb 93
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
-    """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool` `[rows, kv_heads, d]`
-    (a `PagedKVPool` layer's `k_flat`/`v_flat`); `slots [B, L]` int64, row `b` listing the pool rows of sequence `b`'s keys in order
-    (padded past `lens[b]`); `lens [B]` int64, keys per sequence (1..L). Scale `1/sqrt(d)`; (sequence, head) pairs split over threads."""
+    """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
+    `[rows, kv_heads, d]` (a `PagedKVPool` layer's `k_flat`/`v_flat`); `slots [B, L]` int64, row `b` listing the pool
+    rows of sequence `b`'s keys in order (padded past `lens[b]`); `lens [B]` int64, keys per sequence (1..L). Scale
+    `1/sqrt(d)`; (sequence, head) pairs split over threads."""
     q, k_pool, v_pool = _f32(q, "q"), _f32(k_pool, "k_pool"), _f32(v_pool, "v_pool")
     if q.dim() != 3 or k_pool.dim() != 3 or v_pool.shape != k_pool.shape or k_pool.shape[2] != q.shape[2] or q.shape[1] % k_pool.shape[1]:
         raise ValueError(f"shapes: q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)}")
@@ -346,10 +364,13 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     if slots.dtype != torch.int64 or lens.dtype != torch.int64 or slots.dim() != 2 or slots.shape[0] != B or lens.shape != (B,):
         raise ValueError(f"slots: expected int64 [{B}, L] and lens int64 [{B}], got {slots.dtype} {tuple(slots.shape)}, {lens.dtype} {tuple(lens.shape)}")
     slots, lens = slots.contiguous(), lens.contiguous()
-    if B and (int(lens.min()) < 1 or int(lens.max()) > slots.shape[1]): raise ValueError(f"lens: expected values in 1..{slots.shape[1]}")
-    if B and (int(slots.min()) < 0 or int(slots.max()) >= k_pool.shape[0]): raise ValueError(f"slots: expected rows in 0..{k_pool.shape[0] - 1}")
+    if B and (int(lens.min()) < 1 or int(lens.max()) > slots.shape[1]):
+        raise ValueError(f"lens: expected values in 1..{slots.shape[1]}")
+    if B and (int(slots.min()) < 0 or int(slots.max()) >= k_pool.shape[0]):
+        raise ValueError(f"slots: expected rows in 0..{k_pool.shape[0] - 1}")
     out = torch.empty_like(q) if out is None else out
-    if out.shape != q.shape or out.dtype != torch.float32 or not out.is_contiguous(): raise ValueError(f"out: expected contiguous float32 {tuple(q.shape)}")
+    if out.shape != q.shape or out.dtype != torch.float32 or not out.is_contiguous():
+        raise ValueError(f"out: expected contiguous float32 {tuple(q.shape)}")
     _lib().xk_paged_attention(q.data_ptr(), k_pool.data_ptr(), v_pool.data_ptr(), slots.data_ptr(), lens.data_ptr(), B, slots.shape[1],
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
@@ -360,16 +381,19 @@ GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + thr
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     "float32 `W @ x` by one of the `GEMV_VARIANTS` (the matrix-vector story)."
     W, x = _f32(W, "W"), _f32(x, "x")
-    if W.dim() != 2 or x.numel() != W.shape[1]: raise ValueError(f"W {tuple(W.shape)} and x {tuple(x.shape)} do not fit")
-    if variant not in range(len(GEMV_VARIANTS)): raise ValueError(f"variant: expected 0..{len(GEMV_VARIANTS) - 1}, got {variant!r}")
+    if W.dim() != 2 or x.numel() != W.shape[1]:
+        raise ValueError(f"W {tuple(W.shape)} and x {tuple(x.shape)} do not fit")
+    if variant not in range(len(GEMV_VARIANTS)):
+        raise ValueError(f"variant: expected 0..{len(GEMV_VARIANTS) - 1}, got {variant!r}")
     out = torch.empty(W.shape[0]) if out is None else out
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
 # %% ../nbs/15_cpu_kernels.ipynb 103
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
-    Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
+    """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
+    dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
+    instead of 4."""
     if w.dim() != 2 or w.dtype != torch.float32 or w.shape[1] % group: return None
     g = w.reshape(w.shape[0], -1, group)
     d = g.abs().amax(2) / 127
@@ -415,20 +439,22 @@ def _version(t: torch.Tensor) -> int | None:
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 class ModelPlan:
-    """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight (kept
-    quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no longer holds the tensors it was built from.
-    `a8`: 1, int8 activations (quantized per block of 32) and integer dot products wherever the weight allows them; 2, with
-    a second int8 pass over the activations' rounding residual in the GEMM.
-    A tensor-parallel shard (notebook 13a: o/down in `AllReduce`, the embedding and head on vocabulary slices) runs too: the
-    plan gets the rank's heads and columns, the library calls back into `dist.all_reduce` for the embeddings and after o and
-    down (the `reduce` of `xk_plan_set_tp`), and `forward` gathers the head's slices as `VocabHead` does."""
+    """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight
+    (kept quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no
+    longer holds the tensors it was built from. `a8`: 1, int8 activations (quantized per block of 32) and integer dot
+    products wherever the weight allows them; 2, with a second int8 pass over the activations' rounding residual in
+    the GEMM. A tensor-parallel shard (notebook 13a: o/down in `AllReduce`, the embedding and head on vocabulary
+    slices) runs too: the plan gets the rank's heads and columns, the library calls back into `dist.all_reduce` for
+    the embeddings and after o and down (the `reduce` of `xk_plan_set_tp`), and `forward` gathers the head's slices
+    as `VocabHead` does."""
     PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
 
     def __init__(self, model, a8: int = 0):
         c, lib = model.config, _lib()
         kc = getattr(model, "kv_config", c)       # a tensor-parallel shard: this rank's heads and columns (the same config otherwise)
         self.tp = None                            # a shard's (group, world, error of the last call), set below
-        if a8 not in (0, 1, 2): raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
+        if a8 not in (0, 1, 2):
+            raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
         self.a8 = int(a8)       # int8 activations for every linear whose weight allows them (`linear(a8=...)`)
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
@@ -527,9 +553,9 @@ def ok(self: ModelPlan) -> bool:
 
 @patch
 def check(self: ModelPlan, model):
-    """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in place
-    shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head unchanged in
-    place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
+    """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
+    place shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head
+    unchanged in place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
     if ((model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
             or not all(d.get(k) is o for d, k, o in self.modules)
             or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
@@ -540,10 +566,10 @@ def check(self: ModelPlan, model):
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
-    `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's positions
-    `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache). `cos`/`sin`: float32
-    tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: the caller
-    (`CpuRunner`) checks them first."""
+    `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's
+    positions `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache).
+    `cos`/`sin`: float32 tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code
+    trusts every index: the caller (`CpuRunner`) checks them first."""
     L, M = self.n_layers, out_rows.shape[0]
     out = torch.empty(M, self.out_width)
     ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
@@ -564,8 +590,8 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
 # %% ../nbs/15_cpu_kernels.ipynb 114
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
-    """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`, summed
-    over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
+    """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
+    summed over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
     buf = (ctypes.c_double * 8)()
     self._lib.xk_plan_profile(self._h, int(enable), buf)
     n = int(buf[7])
@@ -580,12 +606,12 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
-    """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`, else the
-    default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot product (as llama.cpp
-    quantizes activations for quantized weights), "float" otherwise. "float": float32 activations, the reference. "int8":
-    each input row quantized per block of 32 and integer dot products (the numerics of llama.cpp's Q8 activations); "int8x2":
-    the same plus a second int8 pass over the rounding residual in the GEMM (about 15 bits of each activation; a few rows take
-    the float row path)."""
+    """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
+    else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
+    product (as llama.cpp quantizes activations for quantized weights), "float" otherwise. "float": float32
+    activations, the reference. "int8": each input row quantized per block of 32 and integer dot products (the
+    numerics of llama.cpp's Q8 activations); "int8x2": the same plus a second int8 pass over the rounding residual in
+    the GEMM (about 15 bits of each activation; a few rows take the float row path)."""
     default = "int8" if quantized and (lib := _active()) is not None and lib.xk_isa() > 0 else "float"
     a = activations if activations is not None else os.environ.get("XLLM_CPU_ACTIVATIONS") or default
     if a not in ACTIVATIONS: raise ValueError(f"activations: expected one of {', '.join(ACTIVATIONS)}, got {a!r}"
@@ -640,16 +666,19 @@ class CpuRunner(ModelRunner):
 
 # %% ../nbs/15_cpu_kernels.ipynb 119
 def _check_batch(b, vocab: int, rows: int) -> int:
-    """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output rows
-    than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must cover."""
+    """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
+    rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
+    cover."""
     N, nkeys = b.token_ids.shape[0], b.key_slots.shape[0]
     if b.logits_rows.shape[0] > N: raise ValueError(f"PagedBatch: {b.logits_rows.shape[0]} logits rows for {N} tokens")
     ints = (b.token_ids, b.positions, b.slot_mapping, b.key_slots, b.key_offsets, b.logits_rows)
-    if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints): raise ValueError("PagedBatch index tensors must be contiguous int64")
+    if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints):
+        raise ValueError("PagedBatch index tensors must be contiguous int64")
     if b.positions.shape[0] != N or b.slot_mapping.shape[0] != N or b.key_offsets.shape[0] != N:
         raise ValueError(f"PagedBatch of {N} tokens with {b.positions.shape[0]} positions, {b.slot_mapping.shape[0]} slots, {b.key_offsets.shape[0]} key offsets")
     for name, t, hi in (("token id", b.token_ids, vocab), ("slot", b.slot_mapping, rows), ("key slot", b.key_slots, rows),
                         ("logits row", b.logits_rows, N), ("position", b.positions, nkeys), ("key offset", b.key_offsets, nkeys),
                         ("key", b.key_offsets + b.positions, nkeys)):
-        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi): raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi):
+            raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return int(b.positions.max()) + 1
