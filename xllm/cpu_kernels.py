@@ -6,6 +6,7 @@
 from __future__ import annotations
 import ctypes, hashlib, os, platform, re, shutil, subprocess, sys, threading, time, warnings
 from contextlib import contextmanager
+from fastcore.basics import patch
 from dataclasses import dataclass
 from pathlib import Path
 import torch, torch.nn as nn
@@ -37,13 +38,14 @@ def _cpu_tag() -> str:
     except OSError: pass
     return f"{platform.machine()} {flags}"
 
+# %% ../nbs/15_cpu_kernels.ipynb 27
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
 ABI_VERSION = 4      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
-# %% ../nbs/15_cpu_kernels.ipynb 26
+# %% ../nbs/15_cpu_kernels.ipynb 28
 def abi_signatures(header: str) -> dict:
     "`{name: (argtypes, restype)}` of every `xk_*` function declared in `header`: any pointer a `c_void_p`, scalars by type."
     def ctype(decl: str):
@@ -56,7 +58,7 @@ def abi_signatures(header: str) -> dict:
         sigs[name] = ([] if params.strip() in ("", "void") else [ctype(a) for a in params.split(",")], ctype(ret))
     return sigs
 
-# %% ../nbs/15_cpu_kernels.ipynb 27
+# %% ../nbs/15_cpu_kernels.ipynb 29
 def _bind(lib, expected: int = ABI_VERSION):
     "Check the library's ABI version, then set every declared function's ctypes signature from the header."
     lib.xk_abi_version.argtypes, lib.xk_abi_version.restype = [], ctypes.c_int
@@ -67,16 +69,17 @@ def _bind(lib, expected: int = ABI_VERSION):
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
 
-# %% ../nbs/15_cpu_kernels.ipynb 28
+# %% ../nbs/15_cpu_kernels.ipynb 30
 def library_path(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "") -> Path:
     "Where `compile_library` keeps the library of `source` built with `cxx` and `flags`: `cache_dir()/kernels/<stem>_<hash>.so`."
     key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
     return cache_dir() / "kernels" / f"{stem}_{key}.so"
 
+# %% ../nbs/15_cpu_kernels.ipynb 32
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
-    """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the source,
-    compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half a file.
-    Raises `RuntimeError` with the compiler's messages when it fails."""
+    """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the
+    source, compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half
+    a file. Raises `RuntimeError` with the compiler's messages when it fails."""
     so = library_path(source, stem, flags, cxx, key_extra)
     out = so.parent
     if not so.exists():
@@ -89,16 +92,18 @@ def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extr
         os.replace(tmp, so)
     return so
 
-# %% ../nbs/15_cpu_kernels.ipynb 29
+# %% ../nbs/15_cpu_kernels.ipynb 34
 def _build_isa() -> str:
     "The widest integer dot product a `-march=native` build gets on this CPU, in words (from /proc/cpuinfo; `isa()` says what it got)."
     for v, name in (("avx512_vnni", "AVX512-VNNI"), ("avx_vnni", "AVX-VNNI"), ("avx2", "AVX2")):
         if cpu_has(v): return name
     return platform.machine() or "this CPU"
 
+# %% ../nbs/15_cpu_kernels.ipynb 35
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
-    """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags and CPU) and load it.
-    Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the package then uses its torch path."""
+    """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags
+    and CPU) and load it. Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the
+    package then uses its torch path."""
     global _LIB, _STATUS
     with _LOCK:
         if _LIB is not None and not force: return _LIB
@@ -132,7 +137,7 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
         return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 30
+# %% ../nbs/15_cpu_kernels.ipynb 36
 def available() -> bool:
     "Whether the compiled kernels are loaded (building them at first call)."
     return _active() is not None
@@ -142,7 +147,7 @@ def status() -> str:
     build()
     return _STATUS
 
-# %% ../nbs/15_cpu_kernels.ipynb 32
+# %% ../nbs/15_cpu_kernels.ipynb 38
 ISA_NAMES = {0: "none (portable row path)", 1: "AVX2 (vpmaddubsw)", 2: "AVX-VNNI (256-bit vpdpbusd)", 3: "AVX512-VNNI (512-bit vpdpbusd)"}
 ISA_VARIANTS = {   # flags that select each level (on top of the portable set), and the /proc/cpuinfo flags it needs to run
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
@@ -165,10 +170,13 @@ def cpu_has(variant: str) -> bool:
     flags = set(_cpu_tag().split())
     return all(f in flags for f in ISA_VARIANTS[variant][1])
 
+# %% ../nbs/15_cpu_kernels.ipynb 40
 def build_variant(variant: str, compiler: str | None = None):
-    """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the library.
-    Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises RuntimeError on failure."""
-    if variant not in ISA_VARIANTS: raise ValueError(f"variant: expected one of {', '.join(ISA_VARIANTS)}, got {variant!r}")
+    """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the
+    library. Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises
+    RuntimeError on failure."""
+    if variant not in ISA_VARIANTS:
+        raise ValueError(f"variant: expected one of {', '.join(ISA_VARIANTS)}, got {variant!r}")
     cxx = compiler or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if cxx is None: raise RuntimeError("no C++ compiler found")
     so = compile_library(read_source("cpu/xllm_cpu.cpp"), f"xllm_cpu_{variant}", _flag_sets(False)[0] + ISA_VARIANTS[variant][0], cxx)
@@ -181,16 +189,18 @@ def library(lib):
     try: yield lib
     finally: _USING.lib = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 40
+# %% ../nbs/15_cpu_kernels.ipynb 48
 F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
 def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
-    if t.device.type != "cpu" or t.dtype != torch.float32: raise ValueError(f"{name}: expected a float32 CPU tensor, got {t.dtype} on {t.device}")
+    if t.device.type != "cpu" or t.dtype != torch.float32:
+        raise ValueError(f"{name}: expected a float32 CPU tensor, got {t.dtype} on {t.device}")
     return t.contiguous()
 
 def _threads(threads: int | None) -> int: return torch.get_num_threads() if threads is None else max(1, int(threads))
 
+# %% ../nbs/15_cpu_kernels.ipynb 50
 @dataclass
 class LinSpec:
     "A linear layer's weight as the kernels read it: `kind` (F32, Q8_ROW, Q8_GROUP, Q4), shape `[N, K]`, `G` groups a row, the tensors."
@@ -205,6 +215,7 @@ class LinSpec:
         "The C call's arguments for this layer: kind, sizes and raw pointers."
         return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
 
+# %% ../nbs/15_cpu_kernels.ipynb 52
 def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     "A float32 weight `[N, K]`."
     w = _f32(w, "weight")
@@ -212,57 +223,69 @@ def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
 
 def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     "INT8 codes `[N, K]` with float32 scales per row `[N]` or float16 scales per group `[N, G]`."
-    if q.dtype != torch.int8 or q.dim() != 2: raise ValueError(f"weight: expected int8 [N, K], got {q.dtype} {tuple(q.shape)}")
+    if q.dtype != torch.int8 or q.dim() != 2:
+        raise ValueError(f"weight: expected int8 [N, K], got {q.dtype} {tuple(q.shape)}")
     N, K = q.shape
     if scales.dim() == 1:
         if scales.shape != (N,): raise ValueError(f"scales: expected [{N}], got {tuple(scales.shape)}")
         kind, G, scales = Q8_ROW, 1, scales.float().contiguous()
     else:
-        if scales.dim() != 2 or scales.shape[0] != N or K % scales.shape[1]: raise ValueError(f"scales: {tuple(scales.shape)} does not fit [{N}, {K}]")
-        if scales.dtype != torch.float16: raise ValueError(f"scales: per-group scales must be float16, got {scales.dtype}")
+        if scales.dim() != 2 or scales.shape[0] != N or K % scales.shape[1]:
+            raise ValueError(f"scales: {tuple(scales.shape)} does not fit [{N}, {K}]")
+        if scales.dtype != torch.float16:
+            raise ValueError(f"scales: per-group scales must be float16, got {scales.dtype}")
         kind, G, scales = Q8_GROUP, scales.shape[1], scales.contiguous()
     return LinSpec(kind, N, K, G, q.contiguous(), scales, None, None if bias is None else _f32(bias, "bias"))
 
 def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias=None) -> LinSpec:
     "Packed INT4 codes `[N, K/2]` (column 2j in the low nibble), float16 scales and mins (None: symmetric, code 8 is zero) `[N, G]`."
-    if packed.dtype != torch.uint8 or packed.dim() != 2: raise ValueError(f"qweight: expected uint8 [N, K/2], got {packed.dtype} {tuple(packed.shape)}")
+    if packed.dtype != torch.uint8 or packed.dim() != 2:
+        raise ValueError(f"qweight: expected uint8 [N, K/2], got {packed.dtype} {tuple(packed.shape)}")
     N, K = packed.shape[0], 2 * packed.shape[1]
     if scales.dtype != torch.float16 or scales.dim() != 2 or scales.shape[0] != N or K % scales.shape[1] or (K // scales.shape[1]) % 2:
         raise ValueError(f"scales: expected float16 [{N}, G] with an even group size dividing {K}, got {scales.dtype} {tuple(scales.shape)}")
-    if mins is not None and (mins.dtype != torch.float16 or mins.shape != scales.shape): raise ValueError(f"mins: expected float16 {tuple(scales.shape)}")
+    if mins is not None and (mins.dtype != torch.float16 or mins.shape != scales.shape):
+        raise ValueError(f"mins: expected float16 {tuple(scales.shape)}")
     return LinSpec(Q4, N, K, scales.shape[1], packed.contiguous(), scales.contiguous(), None if mins is None else mins.contiguous(),
                    None if bias is None else _f32(bias, "bias"))
 
+# %% ../nbs/15_cpu_kernels.ipynb 54
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
            method: str = "auto") -> torch.Tensor:
-    """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel. `method`: `"rows"` reads each row of W once for all T
-    (rows split over threads), `"gemm"` is the cache-blocked GEMM, `"auto"` takes the GEMM from `gemm_min_rows()` rows on (AVX2).
-    `a8` (1 or True): quantize x to int8 per block of 32 and use integer dot products, on the row path and in the int8 GEMM
-    (quantized weights, AVX2, K % 32 == 0, groups of a power-of-two number of 32-blocks; otherwise the float path). `a8=2`: in the GEMM, a
-    second int8 pass over the rounding residual `x - d q` (the row path then runs float)."""
+    """`x [T, K] @ W.T (+ bias)` -> `[T, N]` float32 with the compiled kernel. `method`: `"rows"` reads each row of W
+    once for all T (rows split over threads), `"gemm"` is the cache-blocked GEMM, `"auto"` takes the GEMM from
+    `gemm_min_rows()` rows on (AVX2). `a8` (1 or True): quantize x to int8 per block of 32 and use integer dot
+    products, on the row path and in the int8 GEMM (quantized weights, AVX2, K % 32 == 0, groups of a power-of-two
+    number of 32-blocks; otherwise the float path). `a8=2`: in the GEMM, a second int8 pass over the rounding
+    residual `x - d q` (the row path then runs float)."""
     if a8 not in (0, 1, 2): raise ValueError(f"a8: expected 0, 1 or 2 (or a bool), got {a8!r}")
-    if method not in LINEAR_METHODS: raise ValueError(f"method: expected one of {', '.join(LINEAR_METHODS)}, got {method!r}")
+    if method not in LINEAR_METHODS:
+        raise ValueError(f"method: expected one of {', '.join(LINEAR_METHODS)}, got {method!r}")
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     x = _f32(x, "x")
     if x.dim() != 2 or x.shape[1] != spec.K: raise ValueError(f"x: expected [T, {spec.K}], got {tuple(x.shape)}")
     out = torch.empty(x.shape[0], spec.N) if out is None else out
-    if out.shape != (x.shape[0], spec.N) or out.dtype != torch.float32 or not out.is_contiguous(): raise ValueError(f"out: expected contiguous float32 [{x.shape[0]}, {spec.N}]")
+    if out.shape != (x.shape[0], spec.N) or out.dtype != torch.float32 or not out.is_contiguous():
+        raise ValueError(f"out: expected contiguous float32 [{x.shape[0]}, {spec.N}]")
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
+# %% ../nbs/15_cpu_kernels.ipynb 56
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
-    """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows on, `x` is
-    packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up); below, each takes the row path.
-    `a8`: int8 activations for every weight that allows them (see `linear`); the int8 GEMM when all of them do."""
+    """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows
+    on, `x` is packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up);
+    below, each takes the row path. `a8`: int8 activations for every weight that allows them (see `linear`); the int8
+    GEMM when all of them do."""
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
     if not specs: return []
     x = _f32(x, "x")
     K = specs[0].K
-    if x.dim() != 2 or x.shape[1] != K or any(s.K != K for s in specs): raise ValueError(f"x {tuple(x.shape)} and the weights' inputs {[s.K for s in specs]} differ")
+    if x.dim() != 2 or x.shape[1] != K or any(s.K != K for s in specs):
+        raise ValueError(f"x {tuple(x.shape)} and the weights' inputs {[s.K for s in specs]} differ")
     outs = [torch.empty(x.shape[0], s.N) for s in specs]
     n, P = len(specs), ctypes.c_void_p
     arr = lambda typ, vals: (typ * n)(*vals)
@@ -272,14 +295,15 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
+# %% ../nbs/15_cpu_kernels.ipynb 58
 def gemm_min_rows(a8: bool = False) -> int:
-    """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number when the
-    build has no AVX2)."""
+    """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number
+    when the build has no AVX2)."""
     lib = _active()
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 65
+# %% ../nbs/15_cpu_kernels.ipynb 84
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -293,17 +317,19 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 66
+# %% ../nbs/15_cpu_kernels.ipynb 87
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
-    if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3: raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
+    if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
+        raise ValueError("x: expected a contiguous float32 [T, heads, head_dim] tensor")
     T, H, d = x.shape
     cos, sin = _f32(cos, "cos"), _f32(sin, "sin")
-    if d % 2 or cos.shape != (T, d) or sin.shape != (T, d): raise ValueError(f"cos/sin: expected [{T}, {d}] with an even head_dim")
+    if d % 2 or cos.shape != (T, d) or sin.shape != (T, d):
+        raise ValueError(f"cos/sin: expected [{T}, {d}] with an even head_dim")
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 67
+# %% ../nbs/15_cpu_kernels.ipynb 89
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -312,23 +338,25 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 68
+# %% ../nbs/15_cpu_kernels.ipynb 91
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
     H, d = q.shape
     L, kvh, d2 = k.shape
-    if d2 != d or v.shape != k.shape or H % kvh or L < 1: raise ValueError(f"shapes: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if d2 != d or v.shape != k.shape or H % kvh or L < 1:
+        raise ValueError(f"shapes: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
     out = torch.empty_like(q) if out is None else out
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 69
+# %% ../nbs/15_cpu_kernels.ipynb 93
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
-    """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool` `[rows, kv_heads, d]`
-    (a `PagedKVPool` layer's `k_flat`/`v_flat`); `slots [B, L]` int64, row `b` listing the pool rows of sequence `b`'s keys in order
-    (padded past `lens[b]`); `lens [B]` int64, keys per sequence (1..L). Scale `1/sqrt(d)`; (sequence, head) pairs split over threads."""
+    """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
+    `[rows, kv_heads, d]` (a `PagedKVPool` layer's `k_flat`/`v_flat`); `slots [B, L]` int64, row `b` listing the pool
+    rows of sequence `b`'s keys in order (padded past `lens[b]`); `lens [B]` int64, keys per sequence (1..L). Scale
+    `1/sqrt(d)`; (sequence, head) pairs split over threads."""
     q, k_pool, v_pool = _f32(q, "q"), _f32(k_pool, "k_pool"), _f32(v_pool, "v_pool")
     if q.dim() != 3 or k_pool.dim() != 3 or v_pool.shape != k_pool.shape or k_pool.shape[2] != q.shape[2] or q.shape[1] % k_pool.shape[1]:
         raise ValueError(f"shapes: q {tuple(q.shape)}, k_pool {tuple(k_pool.shape)}, v_pool {tuple(v_pool.shape)}")
@@ -336,30 +364,36 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
     if slots.dtype != torch.int64 or lens.dtype != torch.int64 or slots.dim() != 2 or slots.shape[0] != B or lens.shape != (B,):
         raise ValueError(f"slots: expected int64 [{B}, L] and lens int64 [{B}], got {slots.dtype} {tuple(slots.shape)}, {lens.dtype} {tuple(lens.shape)}")
     slots, lens = slots.contiguous(), lens.contiguous()
-    if B and (int(lens.min()) < 1 or int(lens.max()) > slots.shape[1]): raise ValueError(f"lens: expected values in 1..{slots.shape[1]}")
-    if B and (int(slots.min()) < 0 or int(slots.max()) >= k_pool.shape[0]): raise ValueError(f"slots: expected rows in 0..{k_pool.shape[0] - 1}")
+    if B and (int(lens.min()) < 1 or int(lens.max()) > slots.shape[1]):
+        raise ValueError(f"lens: expected values in 1..{slots.shape[1]}")
+    if B and (int(slots.min()) < 0 or int(slots.max()) >= k_pool.shape[0]):
+        raise ValueError(f"slots: expected rows in 0..{k_pool.shape[0] - 1}")
     out = torch.empty_like(q) if out is None else out
-    if out.shape != q.shape or out.dtype != torch.float32 or not out.is_contiguous(): raise ValueError(f"out: expected contiguous float32 {tuple(q.shape)}")
+    if out.shape != q.shape or out.dtype != torch.float32 or not out.is_contiguous():
+        raise ValueError(f"out: expected contiguous float32 {tuple(q.shape)}")
     _lib().xk_paged_attention(q.data_ptr(), k_pool.data_ptr(), v_pool.data_ptr(), slots.data_ptr(), lens.data_ptr(), B, slots.shape[1],
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
 
+# %% ../nbs/15_cpu_kernels.ipynb 96
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
-# %% ../nbs/15_cpu_kernels.ipynb 70
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     "float32 `W @ x` by one of the `GEMV_VARIANTS` (the matrix-vector story)."
     W, x = _f32(W, "W"), _f32(x, "x")
-    if W.dim() != 2 or x.numel() != W.shape[1]: raise ValueError(f"W {tuple(W.shape)} and x {tuple(x.shape)} do not fit")
-    if variant not in range(len(GEMV_VARIANTS)): raise ValueError(f"variant: expected 0..{len(GEMV_VARIANTS) - 1}, got {variant!r}")
+    if W.dim() != 2 or x.numel() != W.shape[1]:
+        raise ValueError(f"W {tuple(W.shape)} and x {tuple(x.shape)} do not fit")
+    if variant not in range(len(GEMV_VARIANTS)):
+        raise ValueError(f"variant: expected 0..{len(GEMV_VARIANTS) - 1}, got {variant!r}")
     out = torch.empty(W.shape[0]) if out is None else out
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 80
+# %% ../nbs/15_cpu_kernels.ipynb 103
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a dequantized GGUF
-    Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight instead of 4."""
+    """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
+    dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
+    instead of 4."""
     if w.dim() != 2 or w.dtype != torch.float32 or w.shape[1] % group: return None
     g = w.reshape(w.shape[0], -1, group)
     d = g.abs().amax(2) / 127
@@ -369,7 +403,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 81
+# %% ../nbs/15_cpu_kernels.ipynb 105
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -385,9 +419,9 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
+# %% ../nbs/15_cpu_kernels.ipynb 107
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
-# %% ../nbs/15_cpu_kernels.ipynb 82
 @contextmanager
 def disabled():
     "Inside the block the compiled kernels count as off: `CpuRunner.unsupported` says so, and `LLM(quantization='auto')` loads floats."
@@ -396,7 +430,7 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 85
+# %% ../nbs/15_cpu_kernels.ipynb 110
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
@@ -405,18 +439,22 @@ def _version(t: torch.Tensor) -> int | None:
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 class ModelPlan:
-    """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight (kept
-    quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no longer holds the tensors it was built from.
-    `a8`: 1, int8 activations (quantized per block of 32) and integer dot products wherever the weight allows them; 2, with
-    a second int8 pass over the activations' rounding residual in the GEMM.
-    A tensor-parallel shard (notebook 13a: o/down in `AllReduce`, the embedding and head on vocabulary slices) runs too: the
-    plan gets the rank's heads and columns, the library calls back into `dist.all_reduce` for the embeddings and after o and
-    down (the `reduce` of `xk_plan_set_tp`), and `forward` gathers the head's slices as `VocabHead` does."""
+    """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight
+    (kept quantized), preallocated scratch, one OpenMP parallel region a call. `check()` refuses a model that no
+    longer holds the tensors it was built from. `a8`: 1, int8 activations (quantized per block of 32) and integer dot
+    products wherever the weight allows them; 2, with a second int8 pass over the activations' rounding residual in
+    the GEMM. A tensor-parallel shard (notebook 13a: o/down in `AllReduce`, the embedding and head on vocabulary
+    slices) runs too: the plan gets the rank's heads and columns, the library calls back into `dist.all_reduce` for
+    the embeddings and after o and down (the `reduce` of `xk_plan_set_tp`), and `forward` gathers the head's slices
+    as `VocabHead` does."""
+    PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
+
     def __init__(self, model, a8: int = 0):
         c, lib = model.config, _lib()
         kc = getattr(model, "kv_config", c)       # a tensor-parallel shard: this rank's heads and columns (the same config otherwise)
         self.tp = None                            # a shard's (group, world, error of the last call), set below
-        if a8 not in (0, 1, 2): raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
+        if a8 not in (0, 1, 2):
+            raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
         self.a8 = int(a8)       # int8 activations for every linear whose weight allows them (`linear(a8=...)`)
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
@@ -482,75 +520,84 @@ class ModelPlan:
         self.sample = [(d, k, o, o.data_ptr()) for d, k, o in tensors[:24] + tensors[-24:]]
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
-    def _set_tp(self, h, groups: list, emb_slice, world: int, expected: int):
-        "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
-        import torch.distributed as dist
-        if emb_slice is None or len(groups) != expected or any(g is not groups[0] for g in groups):
-            raise ValueError("a partly tensor-parallel model (every o/down all-reducing, the embedding and the head on vocabulary slices, or none)")
-        group, state = groups[0], {"error": None}
-        def reduce(ptr, n):
-            if state["error"] is not None: return            # one collective failed: the rest of the call is garbage, not a wait each
-            try: dist.all_reduce(torch.frombuffer((ctypes.c_float * n).from_address(ptr), dtype=torch.float32), group=group)
-            except BaseException as e: state["error"] = e
-        self._reduce = _REDUCE_FN(reduce)
-        self.tp = (group, world, state)
-        self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
+# %% ../nbs/15_cpu_kernels.ipynb 111
+@patch
+def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
+    "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
+    import torch.distributed as dist
+    if emb_slice is None or len(groups) != expected or any(g is not groups[0] for g in groups):
+        raise ValueError("a partly tensor-parallel model (every o/down all-reducing, the embedding and the head on vocabulary slices, or none)")
+    group, state = groups[0], {"error": None}
+    def reduce(ptr, n):
+        if state["error"] is not None: return            # one collective failed: the rest of the call is garbage, not a wait each
+        try: dist.all_reduce(torch.frombuffer((ctypes.c_float * n).from_address(ptr), dtype=torch.float32), group=group)
+        except BaseException as e: state["error"] = e
+    self._reduce = _REDUCE_FN(reduce)
+    self.tp = (group, world, state)
+    self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
-    def _float_sources(self, model):
-        lm = model._modules.get("lm_head")
-        return [lm.weight] if isinstance(lm, nn.Linear) else []
+@patch
+def _float_sources(self: ModelPlan, model):
+    lm = model._modules.get("lm_head")
+    return [lm.weight] if isinstance(lm, nn.Linear) else []
 
-    def __del__(self):
-        if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
+# %% ../nbs/15_cpu_kernels.ipynb 112
+@patch
+def __del__(self: ModelPlan):
+    if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
-    @property
-    def ok(self) -> bool:
-        "Whether the compiled decode step can run this model (else `reason` says why)."
-        return self.reason is None
+@patch(as_prop=True)
+def ok(self: ModelPlan) -> bool:
+    "Whether the compiled decode step can run this model (else `reason` says why)."
+    return self.reason is None
 
-    def check(self, model):
-        """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in place
-        shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head unchanged in
-        place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
-        if ((model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
-                or not all(d.get(k) is o for d, k, o in self.modules)
-                or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
-            raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
+@patch
+def check(self: ModelPlan, model):
+    """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
+    place shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head
+    unchanged in place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
+    if ((model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
+            or not all(d.get(k) is o for d, k, o in self.modules)
+            or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
+        raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
-    def forward(self, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
-                out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
-        """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
-        `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's positions
-        `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache). `cos`/`sin`: float32
-        tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code trusts every index: the caller
-        (`CpuRunner`) checks them first."""
-        L, M = self.n_layers, out_rows.shape[0]
-        out = torch.empty(M, self.out_width)
-        ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
-        self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
-                                  _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(), _threads(threads))
-        return out if self.tp is None else self._gather(out)
+# %% ../nbs/15_cpu_kernels.ipynb 113
+@patch
+def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
+            out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
+    """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
+    `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's
+    positions `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache).
+    `cos`/`sin`: float32 tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code
+    trusts every index: the caller (`CpuRunner`) checks them first."""
+    L, M = self.n_layers, out_rows.shape[0]
+    out = torch.empty(M, self.out_width)
+    ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
+    self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
+                              _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(), _threads(threads))
+    return out if self.tp is None else self._gather(out)
 
-    def _gather(self, out: torch.Tensor) -> torch.Tensor:
-        "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
-        import torch.distributed as dist
-        group, world, state = self.tp
-        if (e := state["error"]) is not None: state["error"] = None; raise e
-        parts = [torch.empty_like(out) for _ in range(world)]
-        dist.all_gather(parts, out, group=group)
-        return torch.cat(parts, -1)[:, :self.vocab]
+@patch
+def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
+    "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
+    import torch.distributed as dist
+    group, world, state = self.tp
+    if (e := state["error"]) is not None: state["error"] = None; raise e
+    parts = [torch.empty_like(out) for _ in range(world)]
+    dist.all_gather(parts, out, group=group)
+    return torch.cat(parts, -1)[:, :self.vocab]
 
-    PHASES = ("norm + q/k/v", "RoPE + KV append", "attention", "o_proj + residual", "norm + gate/up + SiLU", "down + residual", "norm + lm_head")
+# %% ../nbs/15_cpu_kernels.ipynb 114
+@patch
+def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
+    """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
+    summed over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
+    buf = (ctypes.c_double * 8)()
+    self._lib.xk_plan_profile(self._h, int(enable), buf)
+    n = int(buf[7])
+    return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-    def profile(self, enable: bool = True) -> dict[str, float]:
-        """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`, summed
-        over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
-        buf = (ctypes.c_double * 8)()
-        self._lib.xk_plan_profile(self._h, int(enable), buf)
-        n = int(buf[7])
-        return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
-
-# %% ../nbs/15_cpu_kernels.ipynb 87
+# %% ../nbs/15_cpu_kernels.ipynb 116
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -559,19 +606,19 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
-    """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`, else the
-    default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot product (as llama.cpp
-    quantizes activations for quantized weights), "float" otherwise. "float": float32 activations, the reference. "int8":
-    each input row quantized per block of 32 and integer dot products (the numerics of llama.cpp's Q8 activations); "int8x2":
-    the same plus a second int8 pass over the rounding residual in the GEMM (about 15 bits of each activation; a few rows take
-    the float row path)."""
+    """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
+    else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
+    product (as llama.cpp quantizes activations for quantized weights), "float" otherwise. "float": float32
+    activations, the reference. "int8": each input row quantized per block of 32 and integer dot products (the
+    numerics of llama.cpp's Q8 activations); "int8x2": the same plus a second int8 pass over the rounding residual in
+    the GEMM (about 15 bits of each activation; a few rows take the float row path)."""
     default = "int8" if quantized and (lib := _active()) is not None and lib.xk_isa() > 0 else "float"
     a = activations if activations is not None else os.environ.get("XLLM_CPU_ACTIVATIONS") or default
     if a not in ACTIVATIONS: raise ValueError(f"activations: expected one of {', '.join(ACTIVATIONS)}, got {a!r}"
                                               + ("" if activations is not None else " (from XLLM_CPU_ACTIVATIONS)"))
     return a
 
-# %% ../nbs/15_cpu_kernels.ipynb 88
+# %% ../nbs/15_cpu_kernels.ipynb 118
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -617,18 +664,21 @@ class CpuRunner(ModelRunner):
         return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                                  batch.key_slots, batch.key_offsets, self.threads)
 
-# %% ../nbs/15_cpu_kernels.ipynb 89
+# %% ../nbs/15_cpu_kernels.ipynb 119
 def _check_batch(b, vocab: int, rows: int) -> int:
-    """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output rows
-    than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must cover."""
+    """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
+    rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
+    cover."""
     N, nkeys = b.token_ids.shape[0], b.key_slots.shape[0]
     if b.logits_rows.shape[0] > N: raise ValueError(f"PagedBatch: {b.logits_rows.shape[0]} logits rows for {N} tokens")
     ints = (b.token_ids, b.positions, b.slot_mapping, b.key_slots, b.key_offsets, b.logits_rows)
-    if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints): raise ValueError("PagedBatch index tensors must be contiguous int64")
+    if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints):
+        raise ValueError("PagedBatch index tensors must be contiguous int64")
     if b.positions.shape[0] != N or b.slot_mapping.shape[0] != N or b.key_offsets.shape[0] != N:
         raise ValueError(f"PagedBatch of {N} tokens with {b.positions.shape[0]} positions, {b.slot_mapping.shape[0]} slots, {b.key_offsets.shape[0]} key offsets")
     for name, t, hi in (("token id", b.token_ids, vocab), ("slot", b.slot_mapping, rows), ("key slot", b.key_slots, rows),
                         ("logits row", b.logits_rows, N), ("position", b.positions, nkeys), ("key offset", b.key_offsets, nkeys),
                         ("key", b.key_offsets + b.positions, nkeys)):
-        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi): raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi):
+            raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return int(b.positions.max()) + 1

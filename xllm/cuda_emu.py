@@ -26,6 +26,7 @@ def _shared(m: re.Match) -> str:
         out.append(f"{typ}* {name} = emu::static_smem<{typ}>(__COUNTER__, {n});")
     return " ".join(out)
 
+# %% ../nbs/16a_cuda_emulator.ipynb 11
 def emulator_source(cuda_source: str | None = None, kernel_names=None) -> str:
     "C++ for the CPU from CUDA source (default: `xllm.cuda_kernels.CUDA_SOURCE` and its `KERNEL_NAMES`)."
     src = ck.CUDA_SOURCE if cuda_source is None else cuda_source
@@ -38,7 +39,7 @@ def emulator_source(cuda_source: str | None = None, kernel_names=None) -> str:
             "\nstd::map<std::string, emu::Entry>& emu::registry() {\n    static std::map<std::string, emu::Entry> r = {\n" + reg +
             "    };\n    return r;\n}\n" + EMU_EPILOGUE)
 
-# %% ../nbs/16a_cuda_emulator.ipynb 14
+# %% ../nbs/16a_cuda_emulator.ipynb 16
 _LIBS: dict = {}
 _LOCK = threading.Lock()
 FLAGS = ["-O1", "-std=c++17", "-shared", "-fPIC", "-fno-strict-aliasing", "-U_FORTIFY_SOURCE", "-Wno-unknown-pragmas"]
@@ -47,7 +48,8 @@ def build(cuda_source: str | None = None, kernel_names=None, compiler: str | Non
     "Compile `emulator_source(...)` (cached on disk by content) and load it; raises `RuntimeError` with the compiler's message."
     cpp = emulator_source(cuda_source, kernel_names)
     cxx = compiler or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if cxx is None: raise RuntimeError("the CUDA emulator needs a C++17 compiler with _Float16 (g++ 12 or later); none found (set CXX)")
+    if cxx is None:
+        raise RuntimeError("the CUDA emulator needs a C++17 compiler with _Float16 (g++ 12 or later); none found (set CXX)")
     key = (cpp, cxx)
     with _LOCK:
         if key in _LIBS: return _LIBS[key]
@@ -58,21 +60,23 @@ def build(cuda_source: str | None = None, kernel_names=None, compiler: str | Non
         _LIBS[key] = lib
         return lib
 
+# %% ../nbs/16a_cuda_emulator.ipynb 18
 _CTYPES = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64, np.dtype(np.int32): ctypes.c_int32,
            np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 
-# %% ../nbs/16a_cuda_emulator.ipynb 15
 def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared_mem: int = 0, seed: int = 1, lib=None, extents=None):
-    """Run kernel `name` on the CPU: `grid`/`block` as ints or up to 3-tuples, `args` numpy scalars (pointers as np.uint64 from
-    `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). `extents`: per argument, the bytes
-    the tensor it points to spans (memcheck: the kernel then runs on guarded copies), or None. Raises `RuntimeError` on any error."""
+    """Run kernel `name` on the CPU: `grid`/`block` as ints or up to 3-tuples, `args` numpy scalars (pointers as
+    np.uint64 from `data_ptr()` of CPU tensors). `seed` shuffles the order threads run in (0: in order). `extents`:
+    per argument, the bytes the tensor it points to spans (memcheck: the kernel then runs on guarded copies), or
+    None. Raises `RuntimeError` on any error."""
     lib = lib or build()
     g = (tuple(grid) if isinstance(grid, tuple) else (grid,)) + (1, 1)
     b = (tuple(block) if isinstance(block, tuple) else (block,)) + (1, 1)
     vals = []
     for i, a in enumerate(args):
         ct = _CTYPES.get(a.dtype) if isinstance(a, np.generic) else None
-        if ct is None: raise TypeError(f"{name}: argument {i} is {type(a).__name__}; kernels take numpy scalars (np.uint64 pointers, np.int32, np.int64, np.float32)")
+        if ct is None:
+            raise TypeError(f"{name}: argument {i} is {type(a).__name__}; kernels take numpy scalars (np.uint64 pointers, np.int32, np.int64, np.float32)")
         vals.append(ct(a.item()))
     n = len(vals)
     addrs = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(v) for v in vals])
@@ -84,7 +88,7 @@ def launch(name: str, grid: int | tuple, block: int | tuple, args: tuple, shared
                             addrs, sizes, ext, n, ctypes.c_uint(seed), err, len(err))
     if rc: raise RuntimeError(f"emulated CUDA launch failed: {err.value.decode(errors='replace')}")
 
-# %% ../nbs/16a_cuda_emulator.ipynb 16
+# %% ../nbs/16a_cuda_emulator.ipynb 20
 def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
     "`launch` with the extent of every tensor the kernel wrappers passed (recorded by `cuda_kernels._p`)."
     extents = ck.take_extents()
@@ -93,9 +97,9 @@ def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
 
 @contextlib.contextmanager
 def emulate(seed: int = 1, memcheck: bool = True):
-    """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first use).
-    `memcheck`: each tensor argument is copied between two inaccessible pages, so a kernel that reads or writes past a
-    tensor's ends fails with an error naming the argument."""
+    """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first
+    use). `memcheck`: each tensor argument is copied between two inaccessible pages, so a kernel that reads or writes
+    past a tensor's ends fails with an error naming the argument."""
     prev = ck.set_emulator(partial(memcheck_launch if memcheck else launch, seed=seed, lib=build()))   # built once, not per launch
     try: yield
     finally: ck.set_emulator(prev)

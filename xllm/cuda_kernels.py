@@ -36,8 +36,9 @@ KERNEL_NAMES = ([f"{k}_{s}" for k in ("rms_norm", "rope", "silu_mul", "softmax",
 
 # %% ../nbs/16_cuda_kernels.ipynb 11
 def compile_check(arch: str = "sm_90", nvcc: str | None = None, key=None) -> dict:
-    """Compile `CUDA_SOURCE` (or one part of it, `module_key`'s `key`) with `nvcc -cubin -arch=<arch>`; raise `RuntimeError`
-    with nvcc's message on failure, or when the cubin lacks one of the part's kernels. Returns a summary."""
+    """Compile `CUDA_SOURCE` (or one part of it, `module_key`'s `key`) with `nvcc -cubin -arch=<arch>`; raise
+    `RuntimeError` with nvcc's message on failure, or when the cubin lacks one of the part's kernels. Returns a
+    summary."""
     if not isinstance(arch, str) or not arch.startswith("sm_") or not arch[3:].isdigit():
         raise ValueError(f"arch must look like 'sm_90', got {arch!r}")
     nvcc = nvcc or shutil.which("nvcc")
@@ -90,8 +91,8 @@ def cupy_available() -> bool:
     except Exception: return False
 
 def module_key(name: str):
-    """Which compile of `CUDA_SOURCE` holds kernel `name`: `("pa2", head_dim, group)` for an instance of `paged_attention_v2`
-    (float and int8 caches, every dtype), else `"base"` (every other kernel)."""
+    """Which compile of `CUDA_SOURCE` holds kernel `name`: `("pa2", head_dim, group)` for an instance of
+    `paged_attention_v2` (float and int8 caches, every dtype), else `"base"` (every other kernel)."""
     m = re.fullmatch(r"paged_attention_v2(?:_i8)?_(?:f32|f16|bf16)_d(\d+)_g(\d+)", name)
     return ("pa2", int(m[1]), int(m[2])) if m else "base"
 
@@ -113,18 +114,20 @@ def _kernel(name: str, device_index: int):
         _modules[key] = mod
     return mod.get_function(name)
 
+# %% ../nbs/16_cuda_kernels.ipynb 20
 def model_kernel_names(config) -> list[str]:
-    """The kernels a runner over `config`'s model can launch: every kernel outside `paged_attention_v2`, and v2's instances
-    for its head dim and the groups its steps pick (decode: the smallest that holds n_heads / n_kv; prompt tiles: any larger)."""
+    """The kernels a runner over `config`'s model can launch: every kernel outside `paged_attention_v2`, and v2's
+    instances for its head dim and the groups its steps pick (decode: the smallest that holds n_heads / n_kv; prompt
+    tiles: any larger)."""
     G = config.num_attention_heads // config.num_key_value_heads
     return [n for n in KERNEL_NAMES if (k := module_key(n)) == "base" or (k[1] == config.head_dim and k[2] >= min(
         [g for g in PA2_GROUPS if g >= G] or [PA2_MAX_GROUP]))]
 
 def load_kernels(device=None, names=None) -> int:
-    """Build (NVRTC, cached by CuPy) and load kernels on a CUDA `device` now, rather than at the first launch (which may come
-    inside a CUDA graph capture); `names` (default: all) as `model_kernel_names` gives them for one model, which compiles only
-    its part of the source. Returns how many. Raises `RuntimeError` naming the cause when they cannot be built (no CuPy, a
-    CuPy wheel for another CUDA version...)."""
+    """Build (NVRTC, cached by CuPy) and load kernels on a CUDA `device` now, rather than at the first launch (which may
+    come inside a CUDA graph capture); `names` (default: all) as `model_kernel_names` gives them for one model, which
+    compiles only its part of the source. Returns how many. Raises `RuntimeError` naming the cause when they cannot
+    be built (no CuPy, a CuPy wheel for another CUDA version...)."""
     d = torch.device("cuda" if device is None else device)
     idx = d.index if d.index is not None else torch.cuda.current_device()
     names = KERNEL_NAMES if names is None else list(names)
@@ -133,6 +136,7 @@ def load_kernels(device=None, names=None) -> int:
     except Exception as e: raise RuntimeError(f"xllm's CUDA kernels could not be built on cuda:{idx}: {type(e).__name__}: {e}") from e
     return len(names)
 
+# %% ../nbs/16_cuda_kernels.ipynb 22
 _EMULATOR = None   # inside xllm.cuda_emu.emulate(): a launcher that runs the kernels on CPU tensors
 
 def _launch(name: str, t: torch.Tensor, grid: int | tuple, block: int, args: tuple, shared_mem: int = 0):
@@ -153,8 +157,8 @@ def _launch(name: str, t: torch.Tensor, grid: int | tuple, block: int, args: tup
 _EXTENTS: dict = {}   # while emulating: data_ptr -> bytes its tensor view spans, for the emulator's memcheck
 
 def set_emulator(launcher):
-    """Route launches on CPU tensors to `launcher(name, grid, block, args, shared_mem)` (None: CPU tensors refused again);
-    returns the previous one. Used by `xllm.cuda_emu.emulate`; the recorded extents start empty."""
+    """Route launches on CPU tensors to `launcher(name, grid, block, args, shared_mem)` (None: CPU tensors refused
+    again); returns the previous one. Used by `xllm.cuda_emu.emulate`; the recorded extents start empty."""
     global _EMULATOR
     prev, _EMULATOR = _EMULATOR, launcher
     _EXTENTS.clear()
@@ -165,6 +169,7 @@ def take_extents() -> dict:
     out = dict(_EXTENTS); _EXTENTS.clear()
     return out
 
+# %% ../nbs/16_cuda_kernels.ipynb 24
 def _p(t: torch.Tensor | None):
     "A tensor's address as the kernels take it (np.uint64; 0 for None)."
     if t is None: return np.uint64(0)
@@ -180,25 +185,30 @@ def _check(name: str, t: torch.Tensor, device=None, dtype=None, dims=None, inner
     if device is not None and t.device != device: raise ValueError(f"{name} is on {t.device}, expected {device}")
     if dtype is not None and t.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
         raise ValueError(f"{name} has dtype {t.dtype}, expected {dtype}")
-    if dims is not None and t.dim() != dims: raise ValueError(f"{name} must have {dims} dims, got shape {tuple(t.shape)}")
-    if inner_contiguous and t.dim() and t.stride(-1) != 1: raise ValueError(f"{name} must be contiguous in its last dim")
+    if dims is not None and t.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dims, got shape {tuple(t.shape)}")
+    if inner_contiguous and t.dim() and t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dim")
 
 def _threads(n: int, cap: int = 1024) -> int: return max(32, min(cap, (n + 31) // 32 * 32))
 
-# %% ../nbs/16_cuda_kernels.ipynb 21
+# %% ../nbs/16_cuda_kernels.ipynb 28
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual: torch.Tensor | None = None,
              out: torch.Tensor | None = None) -> torch.Tensor:
     "RMSNorm over the last dim of `x` [rows, H] (fp32 accumulation). With `residual`: `residual += x` in place first, normalize that."
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
     _check("weight", weight, device=x.device, dtype=x.dtype, dims=1)
-    if not weight.is_contiguous() or weight.shape[0] != x.shape[1]: raise ValueError(f"weight must be contiguous [{x.shape[1]}], got {tuple(weight.shape)}")
+    if not weight.is_contiguous() or weight.shape[0] != x.shape[1]:
+        raise ValueError(f"weight must be contiguous [{x.shape[1]}], got {tuple(weight.shape)}")
     if residual is not None:
         _check("residual", residual, device=x.device, dtype=x.dtype, dims=2)
-        if residual.shape != x.shape: raise ValueError(f"residual shape {tuple(residual.shape)} != x shape {tuple(x.shape)}")
+        if residual.shape != x.shape:
+            raise ValueError(f"residual shape {tuple(residual.shape)} != x shape {tuple(x.shape)}")
     if out is None: out = torch.empty_like(x, memory_format=torch.contiguous_format)
     _check("out", out, device=x.device, dtype=x.dtype, dims=2)
     if out.shape != x.shape: raise ValueError(f"out shape {tuple(out.shape)} != x shape {tuple(x.shape)}")
-    if not (isinstance(eps, (int, float)) and eps >= 0): raise ValueError(f"eps must be a non-negative number, got {eps!r}")
+    if not (isinstance(eps, (int, float)) and eps >= 0):
+        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
     rows, H = x.shape
     if rows == 0: return out
     rs = residual.stride(0) if residual is not None else 0
@@ -206,13 +216,14 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual:
             (_p(x), _p(residual), _p(weight), _p(out), np.int32(H), np.int64(x.stride(0)), np.int64(rs), np.int64(out.stride(0)), np.float32(eps)))
     return out
 
+# %% ../nbs/16_cuda_kernels.ipynb 30
 def rms_norm_ref(x, weight, eps=1e-6, residual=None):
     "float64 reference: (out, new_residual). The residual sum is rounded to x's dtype, as the kernel stores it."
     s = x.double() if residual is None else (x.double() + residual.double()).to(x.dtype).double()
     out = weight.double() * s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + eps)
     return out, (None if residual is None else s.to(x.dtype))
 
-# %% ../nbs/16_cuda_kernels.ipynb 25
+# %% ../nbs/16_cuda_kernels.ipynb 34
 def kernel_rtol(dtype) -> float:
     "Allowed relative error of a kernel's output vs the float64 reference: fp32 math + one rounding to `dtype`."
     return {torch.float32: 1e-5, torch.float16: 1e-3 + 2**-11, torch.bfloat16: 1e-3 + 2**-8}[dtype]
@@ -229,13 +240,14 @@ def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     diff = ((out - ref).abs() - 2**-24).clamp_min(0)
     return float((diff / (ref.abs() + 0.1 * scale + 1e-300)).max()) if ref.numel() else 0.0
 
-# %% ../nbs/16_cuda_kernels.ipynb 29
+# %% ../nbs/16_cuda_kernels.ipynb 38
 def rope_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     "Rotate q [T, n_heads, D] and k [T, n_kv, D] in place (HF rotate-half) at `positions` (int64 [T]) with float32 cos/sin tables."
     _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
     _check("k", k, device=q.device, dtype=q.dtype, dims=3)
     T, nq, D = q.shape
-    if k.shape[0] != T or k.shape[2] != D: raise ValueError(f"k shape {tuple(k.shape)} does not match q {tuple(q.shape)}")
+    if k.shape[0] != T or k.shape[2] != D:
+        raise ValueError(f"k shape {tuple(k.shape)} does not match q {tuple(q.shape)}")
     if D % 2: raise ValueError(f"head_dim must be even, got {D}")
     for n, t in (("q", q), ("k", k)):
         if t.stride(1) != D: raise ValueError(f"{n} heads must be contiguous (stride(1) == head_dim)")
@@ -243,14 +255,17 @@ def rope_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos: torch.
     if positions.shape[0] != T or not positions.is_contiguous(): raise ValueError(f"positions must be contiguous [{T}]")
     for n, t in (("cos", cos), ("sin", sin)):
         _check(n, t, device=q.device, dtype=torch.float32, dims=2)
-        if t.shape[1] not in (D // 2, D): raise ValueError(f"{n} must be [max_pos, {D // 2}] or [max_pos, {D}], got {tuple(t.shape)}")
-    if cos.shape != sin.shape or cos.stride() != sin.stride(): raise ValueError("cos and sin must have the same shape and strides")
+        if t.shape[1] not in (D // 2, D):
+            raise ValueError(f"{n} must be [max_pos, {D // 2}] or [max_pos, {D}], got {tuple(t.shape)}")
+    if cos.shape != sin.shape or cos.stride() != sin.stride():
+        raise ValueError("cos and sin must have the same shape and strides")
     if T == 0: return q, k
     _launch(f"rope_{DTYPE_SUFFIX[q.dtype]}", q, T, _threads((nq + k.shape[1]) * D // 2, 256),
             (_p(q), _p(k), _p(positions), _p(cos), _p(sin), np.int32(nq), np.int32(k.shape[1]), np.int32(D),
              np.int64(q.stride(0)), np.int64(k.stride(0)), np.int64(cos.stride(0)), np.int32(cos.shape[0])))
     return q, k
 
+# %% ../nbs/16_cuda_kernels.ipynb 40
 def rope_ref(x, positions, cos, sin):
     "float64 reference for one of q/k: x [T, H, D], tables [max_pos, >= D/2]."
     D = x.shape[-1]; h = D // 2
@@ -258,7 +273,7 @@ def rope_ref(x, positions, cos, sin):
     x1, x2 = x.double()[..., :h], x.double()[..., h:]
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
 
-# %% ../nbs/16_cuda_kernels.ipynb 34
+# %% ../nbs/16_cuda_kernels.ipynb 45
 def silu_and_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "silu(gate) * up for [rows, I] tensors (fp32 math)."
     _check("gate", gate, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -279,12 +294,13 @@ def silu_and_mul_fused(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     I = x.shape[1] // 2
     return silu_and_mul(x[:, :I], x[:, I:], out)
 
+# %% ../nbs/16_cuda_kernels.ipynb 47
 def silu_and_mul_ref(gate, up):
     "float64 reference."
     g = gate.double()
     return g * torch.sigmoid(g) * up.double()
 
-# %% ../nbs/16_cuda_kernels.ipynb 40
+# %% ../nbs/16_cuda_kernels.ipynb 54
 _sm_counts: dict = {}
 EMULATED_SMS = 132   # an H200's: the emulator makes the same launch decisions (splits) as that GPU
 
@@ -295,15 +311,18 @@ def num_sms(device) -> int:
     if i not in _sm_counts: _sm_counts[i] = torch.cuda.get_device_properties(i).multi_processor_count
     return _sm_counts[i]
 
+# %% ../nbs/16_cuda_kernels.ipynb 56
 def softmax_splits(rows: int, N: int, num_sms: int, min_chunk: int = 4096) -> int:
     "Blocks per row for `softmax`: 1 when the rows alone fill the SMs, else enough for ~2 blocks per SM, each >= `min_chunk` columns."
     if rows >= num_sms: return 1
     return max(1, min(-(-2 * num_sms // rows), -(-N // min_chunk)))
 
+# %% ../nbs/16_cuda_kernels.ipynb 58
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, splits: int | None = None) -> torch.Tensor:
-    """Softmax over the last dim of x [rows, N] (online normalizer, fp32 math). -inf entries get 0; a row of all -inf gives NaN, like torch.
-    `splits`: blocks per row (None: `softmax_splits`); with more than one, a first kernel reduces each chunk to (max, sum) and a
-    second merges a row's states and writes it, so a few long rows still use every SM."""
+    """Softmax over the last dim of x [rows, N] (online normalizer, fp32 math). -inf entries get 0; a row of all -inf
+    gives NaN, like torch. `splits`: blocks per row (None: `softmax_splits`); with more than one, a first kernel
+    reduces each chunk to (max, sum) and a second merges a row's states and writes it, so a few long rows still use
+    every SM."""
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
     if out is None: out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     _check("out", out, device=x.device, dtype=x.dtype, dims=2)
@@ -324,11 +343,12 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, splits: int | None
             (_p(x), _p(out), _p(ws), np.int32(N), np.int64(x.stride(0)), np.int64(out.stride(0)), np.int32(S), np.int32(chunk)))
     return out
 
+# %% ../nbs/16_cuda_kernels.ipynb 60
 def softmax_ref(x):
     "float64 reference."
     return torch.softmax(x.double(), -1)
 
-# %% ../nbs/16_cuda_kernels.ipynb 43
+# %% ../nbs/16_cuda_kernels.ipynb 64
 def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None, cache_dtype=None):
     """Validate paged-attention inputs (shapes, dtypes, devices, contiguity; the caches in `cache_dtype`, default q's);
     returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."""
@@ -338,24 +358,27 @@ def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_
     for n, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         _check(n, t, device=q.device, dtype=cache_dtype or q.dtype, dims=4)
         if not t.is_contiguous(): raise ValueError(f"{n} must be contiguous [num_blocks, block_size, n_kv, head_dim]")
-    if k_cache.shape != v_cache.shape: raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ")
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ")
     nb, bs, n_kv, Dk = k_cache.shape
     if Dk != D: raise ValueError(f"cache head_dim {Dk} != q head_dim {D}")
     if max_head_dim is not None and D > max_head_dim: raise ValueError(f"head_dim must be <= {max_head_dim}, got {D}")
-    if head_dims is not None and D not in head_dims: raise ValueError(f"head_dim must be one of {head_dims} for paged_attention_v2, got {D}")
+    if head_dims is not None and D not in head_dims:
+        raise ValueError(f"head_dim must be one of {head_dims} for paged_attention_v2, got {D}")
     if n_kv <= 0 or H % n_kv: raise ValueError(f"n_heads {H} must be a multiple of the cache's n_kv {n_kv}")
     _check("block_tables", block_tables, device=q.device, dtype=torch.int32, dims=2)
     if not block_tables.is_contiguous(): raise ValueError("block_tables must be contiguous [rows, max_blocks]")
     if context_lens is not None:                                   # None: prompt chunks, whose contexts come with the chunks
         _check("context_lens", context_lens, device=q.device, dtype=torch.int32, dims=1)
         if block_tables.shape[0] != B: raise ValueError(f"block_tables must be contiguous [{B}, max_blocks]")
-        if context_lens.shape[0] != B or not context_lens.is_contiguous(): raise ValueError(f"context_lens must be contiguous [{B}]")
+        if context_lens.shape[0] != B or not context_lens.is_contiguous():
+            raise ValueError(f"context_lens must be contiguous [{B}]")
     if out is None: out = torch.empty_like(q)
     _check("out", out, device=q.device, dtype=q.dtype, dims=3)
     if out.shape != q.shape or not out.is_contiguous(): raise ValueError(f"out must be contiguous {tuple(q.shape)}")
     return out, (B, H, D), (nb, bs, n_kv)
 
-# %% ../nbs/16_cuda_kernels.ipynb 44
+# %% ../nbs/16_cuda_kernels.ipynb 65
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                     context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
                     num_warps: int = 4) -> torch.Tensor:
@@ -370,10 +393,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
              np.int32(D), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale)), shared_mem=smem)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 45
+# %% ../nbs/16_cuda_kernels.ipynb 66
 def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=None, k_scale=None, v_scale=None):
-    """float64 reference on the CPU: gather each sequence's keys/values through its block table, plain softmax attention (GQA by
-    repeat). An int8 cache comes with its scales `[num_blocks, block_size, n_kv]`: K = code * scale, exactly, in float64."""
+    """float64 reference on the CPU: gather each sequence's keys/values through its block table, plain softmax attention
+    (GQA by repeat). An int8 cache comes with its scales `[num_blocks, block_size, n_kv]`: K = code * scale, exactly,
+    in float64."""
     B, H, D = q.shape
     bs, n_kv = k_cache.shape[1], k_cache.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
@@ -391,10 +415,11 @@ def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=N
         out[b] = torch.einsum("hl,lhd->hd", p, V)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 46
+# %% ../nbs/16_cuda_kernels.ipynb 67
 def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, device="cpu"):
-    """Test inputs for paged attention: random q `[B, H, D]`, a pool of random K/V blocks (3 spare) whose blocks are handed to
-    the sequences in a shuffled order, their block tables and context lengths `lens` (drawn on the CPU from `generator`)."""
+    """Test inputs for paged attention: random q `[B, H, D]`, a pool of random K/V blocks (3 spare) whose blocks are
+    handed to the sequences in a shuffled order, their block tables and context lengths `lens` (drawn on the CPU from
+    `generator`)."""
     need = [(L + bs - 1) // bs for L in lens]
     nb = sum(need) + 3
     perm = torch.randperm(nb, generator=generator)
@@ -406,29 +431,31 @@ def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, d
     to = lambda t: t.to(device=device, dtype=dtype)
     return to(q), to(kc), to(vc), bt.to(device), torch.tensor(lens, dtype=torch.int32, device=device)
 
-# %% ../nbs/16_cuda_kernels.ipynb 56
+# %% ../nbs/16_cuda_kernels.ipynb 77
 def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int, min_split: int = 256) -> int:
     "Splits (split-K) for a decode launch: ~2 blocks per SM over `batch * n_kv` (sequence, KV head) pairs, each split >= `min_split` tokens."
     work = batch * n_kv
     if work >= 2 * num_sms: return 1
     return max(1, min(-(-2 * num_sms // work), -(-max_context // min_split)))
 
+# %% ../nbs/16_cuda_kernels.ipynb 79
 def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                        context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
                        num_splits: int | None = None, num_warps: int = 4, workspace: torch.Tensor | None = None,
                        k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Decode attention like `paged_attention` (same arguments and layout), one block per (sequence, KV head, split) serving
-    the GQA group; head_dim in `PA2_HEAD_DIMS`, at most `PA2_MAX_GROUP` query heads per KV head, 16-byte aligned tensors.
-    An int8 cache (`PagedKVPool(kv_dtype='int8')`) needs its scales `k_scale` / `v_scale` (float32 `[num_blocks, block_size, n_kv]`,
-    the pool's `k_scale[layer]`): each K/V row is its codes times its scale, dequantized in registers.
-    `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel, whose inputs (each split's max, sum and
-    unnormalized output: `B * n_heads * num_splits * (head_dim + 2)` floats) go to `workspace` (float32, contiguous) when
-    given, so the call allocates nothing; else to new tensors."""
+    """Decode attention like `paged_attention` (same arguments and layout), one block per (sequence, KV head, split)
+    serving the GQA group; head_dim in `PA2_HEAD_DIMS`, at most `PA2_MAX_GROUP` query heads per KV head, 16-byte
+    aligned tensors. An int8 cache (`PagedKVPool(kv_dtype='int8')`) needs its scales `k_scale` / `v_scale` (float32
+    `[num_blocks, block_size, n_kv]`, the pool's `k_scale[layer]`): each K/V row is its codes times its scale,
+    dequantized in registers. `num_splits`: None picks `paged_attention_splits`; > 1 adds the combine kernel, whose
+    inputs (each split's max, sum and unnormalized output: `B * n_heads * num_splits * (head_dim + 2)` floats) go to
+    `workspace` (float32, contiguous) when given, so the call allocates nothing; else to new tensors."""
     out, (B, H, D), (nb, bs, n_kv) = _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     G = H // n_kv
     if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
     smem = num_warps * G * (D + 2) * 4
-    if smem > 48 * 1024: raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {G} heads per group; use fewer")
+    if smem > 48 * 1024:
+        raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {G} heads per group; use fewer")
     if B == 0: return out
     max_context = block_tables.shape[1] * bs                  # bounds every context length, known without reading the device
     if max_context == 0: return out.zero_()
@@ -452,7 +479,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
         _launch(f"paged_attention_combine_{sfx}", q, B * H, _threads(D, 256), (_p(out), _p(part_ml), _p(part_acc), np.int32(D), np.int32(num_splits)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 57
+# %% ../nbs/16_cuda_kernels.ipynb 80
 def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, smem, scale, k_scale=None, v_scale=None, tiles=None,
                lens=None, num_splits=1, split_size=None, part_ml=None, part_acc=None):
     "Launch `paged_attention_v2{_i8}_<dtype>_d<D>_g<gm>` with the kernel's argument list: decode (`lens`) or prompt chunks (`tiles`)."
@@ -463,7 +490,7 @@ def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, sm
              np.int32(q.shape[1]), np.int32(k_cache.shape[2]), np.int32(k_cache.shape[1]), np.int32(block_tables.shape[1]), np.float32(scale),
              np.int32(num_splits), np.int32(split_size if split_size is not None else block_tables.shape[1] * k_cache.shape[1])), shared_mem=smem)
 
-# %% ../nbs/16_cuda_kernels.ipynb 58
+# %% ../nbs/16_cuda_kernels.ipynb 81
 def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale):
     "`_check_paged` plus what `paged_attention_v2`'s kernel needs: its head dims and groups, int8 caches with scales, 16-byte alignment."
     quantized = k_cache.dtype == torch.int8
@@ -476,32 +503,35 @@ def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_s
             if not t.is_contiguous() or t.numel() != nb * bs * n_kv:
                 raise ValueError(f"{n} must be contiguous float32 [{nb}, {bs}, {n_kv}] (the pool's scales of the layer), got {tuple(t.shape)}")
     elif k_scale is not None or v_scale is not None: raise ValueError("k_scale / v_scale are only for an int8 cache")
-    if H // n_kv > PA2_MAX_GROUP: raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
+    if H // n_kv > PA2_MAX_GROUP:
+        raise ValueError(f"n_heads / n_kv = {H // n_kv} query heads per KV head; paged_attention_v2 serves at most {PA2_MAX_GROUP}")
     for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
         if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
     return out, (B, H, D), (nb, bs, n_kv)
 
-# %% ../nbs/16_cuda_kernels.ipynb 59
+# %% ../nbs/16_cuda_kernels.ipynb 82
 def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Tensor, int]:
-    """The tiles `paged_attention_chunks` launches over: `chunks` is a host list of `(first_row, num_tokens, table_row, start)`,
-    each cut into tiles of up to `PA2_MAX_GROUP // G` tokens (G = n_heads / n_kv), so that a block's (token, head) rows fit
-    one kernel instance. Returns int32 `[tiles, 4]` on `device` and that instance's rows per block. Build once per step."""
+    """The tiles `paged_attention_chunks` launches over: `chunks` is a host list of `(first_row, num_tokens, table_row,
+    start)`, each cut into tiles of up to `PA2_MAX_GROUP // G` tokens (G = n_heads / n_kv), so that a block's (token,
+    head) rows fit one kernel instance. Returns int32 `[tiles, 4]` on `device` and that instance's rows per block.
+    Build once per step."""
     G = n_heads // n_kv
     tq = max(1, PA2_MAX_GROUP // G)
     tiles = [(r0 + j, min(tq, n - j), c, s + j) for r0, n, c, s in chunks for j in range(0, n, tq)]
     gm = next((x for x in PA2_GROUPS if x >= G * max((t[1] for t in tiles), default=1)), PA2_MAX_GROUP)
     return torch.tensor(tiles, dtype=torch.int32).reshape(-1, 4).to(device), gm
 
-# %% ../nbs/16_cuda_kernels.ipynb 60
+# %% ../nbs/16_cuda_kernels.ipynb 84
 def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, chunks,
                            out: torch.Tensor | None = None, scale: float | None = None, num_warps: int = 4, tiles=None,
                            k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
-    """Causal attention of prompt chunks over the paged cache, their K/V already in it. `q` `[N, n_heads, head_dim]` holds
-    the chunks' tokens; `chunks` is a host list of `(first_row, num_tokens, table_row, start)`: the chunk's rows of `q` and
-    `out`, its row of `block_tables` (int32 `[chunks, max_blocks]`) and its first token's position. Token `j` of a chunk
-    attends to positions `0 .. start + j`. One launch of `paged_attention_v2`'s kernel over tiles of consecutive tokens
-    (`chunk_tiles`, or `tiles` built by it), so each K/V row a block loads serves every token and head of its tile. Rows of
-    `out` no chunk covers are left as they are. Layouts, head dims, GQA limit and int8 caches as `paged_attention_v2`."""
+    """Causal attention of prompt chunks over the paged cache, their K/V already in it. `q` `[N, n_heads, head_dim]`
+    holds the chunks' tokens; `chunks` is a host list of `(first_row, num_tokens, table_row, start)`: the chunk's
+    rows of `q` and `out`, its row of `block_tables` (int32 `[chunks, max_blocks]`) and its first token's position.
+    Token `j` of a chunk attends to positions `0 .. start + j`. One launch of `paged_attention_v2`'s kernel over
+    tiles of consecutive tokens (`chunk_tiles`, or `tiles` built by it), so each K/V row a block loads serves every
+    token and head of its tile. Rows of `out` no chunk covers are left as they are. Layouts, head dims, GQA limit and
+    int8 caches as `paged_attention_v2`."""
     out, (N, H, D), (nb, bs, n_kv) = _check_v2(q, k_cache, v_cache, block_tables, None, out, k_scale, v_scale)
     C, max_ctx = block_tables.shape[0], block_tables.shape[1] * bs
     for i, ch in enumerate(chunks):
@@ -511,17 +541,18 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
     tiles_t, gm = tiles if tiles is not None else chunk_tiles(chunks, H, n_kv, q.device)
     smem = num_warps * gm * (D + 2) * 4
-    if smem > 48 * 1024: raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {gm} rows per block; use fewer")
+    if smem > 48 * 1024:
+        raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {gm} rows per block; use fewer")
     if tiles_t.shape[0] == 0: return out
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     _launch_v2(q, k_cache, v_cache, block_tables, out, gm, tiles_t.shape[0] * n_kv, num_warps, smem, scale, k_scale, v_scale, tiles=tiles_t)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 61
+# %% ../nbs/16_cuda_kernels.ipynb 85
 def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of `q`,
-    their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and the route
-    for shapes the tiled kernel does not serve, run the decode attention over these rows."""
+    """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of
+    `q`, their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and
+    the route for shapes the tiled kernel does not serve, run the decode attention over these rows."""
     rows, trow, lens = [], [], []
     for r0, n, c, s in chunks:
         rows.extend(range(r0, r0 + n)); trow.extend([c] * n); lens.extend(range(s + 1, s + n + 1))
@@ -529,7 +560,7 @@ def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.
     return (torch.tensor(rows, dtype=torch.long, device=dev), block_tables[torch.tensor(trow, dtype=torch.long, device=dev)].contiguous(),
             torch.tensor(lens, dtype=torch.int32, device=dev))
 
-# %% ../nbs/16_cuda_kernels.ipynb 62
+# %% ../nbs/16_cuda_kernels.ipynb 87
 def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=None, k_scale=None, v_scale=None):
     "float64 reference: `paged_attention_ref` over `chunk_rows` (rows no chunk covers are zeros)."
     rows, tables, lens = chunk_rows(block_tables.cpu(), chunks)
@@ -537,12 +568,13 @@ def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=
     if rows.numel(): out[rows] = paged_attention_ref(q.cpu()[rows], k_cache, v_cache, tables, lens, scale, k_scale, v_scale)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 67
+# %% ../nbs/16_cuda_kernels.ipynb 92
 def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
               k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
-    """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv, head_dim]`, or the
-    `[num_blocks, block_size, n_kv, head_dim]` view) at `slot_mapping` (int64 `[N]`; slots outside the pool are skipped).
-    int8 caches need `k_scale` / `v_scale` (float32 `[num_slots, n_kv]`) and are quantized like `xllm.kv_pool.quantize_kv`."""
+    """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv,
+    head_dim]`, or the `[num_blocks, block_size, n_kv, head_dim]` view) at `slot_mapping` (int64 `[N]`; slots outside
+    the pool are skipped). int8 caches need `k_scale` / `v_scale` (float32 `[num_slots, n_kv]`) and are quantized
+    like `xllm.kv_pool.quantize_kv`."""
     _check("k", k, dtype=tuple(DTYPE_SUFFIX), dims=3)
     _check("v", v, device=k.device, dtype=k.dtype, dims=3)
     N, n_kv, D = k.shape
@@ -554,16 +586,19 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
         _check(n, t, device=k.device, dtype=torch.int8 if quantized else k.dtype)
         if t.dim() < 3 or tuple(t.shape[-2:]) != (n_kv, D) or not t.is_contiguous():
             raise ValueError(f"{n} must be contiguous [..., {n_kv}, {D}] (the pool's layout), got {tuple(t.shape)}")
-    if v_cache.shape != k_cache.shape: raise ValueError(f"v_cache {tuple(v_cache.shape)} and k_cache {tuple(k_cache.shape)} differ")
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"v_cache {tuple(v_cache.shape)} and k_cache {tuple(k_cache.shape)} differ")
     num_slots = k_cache.numel() // (n_kv * D)
     if quantized:
         for n, t in (("k_scale", k_scale), ("v_scale", v_scale)):
             if t is None: raise ValueError(f"{n} is required for an int8 cache")
             _check(n, t, device=k.device, dtype=torch.float32)
-            if not t.is_contiguous() or t.numel() != num_slots * n_kv: raise ValueError(f"{n} must be contiguous float32 [{num_slots}, {n_kv}], got {tuple(t.shape)}")
+            if not t.is_contiguous() or t.numel() != num_slots * n_kv:
+                raise ValueError(f"{n} must be contiguous float32 [{num_slots}, {n_kv}], got {tuple(t.shape)}")
     elif k_scale is not None or v_scale is not None: raise ValueError("k_scale / v_scale are only for an int8 cache")
     _check("slot_mapping", slot_mapping, device=k.device, dtype=torch.int64, dims=1)
-    if slot_mapping.shape[0] != N or not slot_mapping.is_contiguous(): raise ValueError(f"slot_mapping must be contiguous int64 [{N}]")
+    if slot_mapping.shape[0] != N or not slot_mapping.is_contiguous():
+        raise ValueError(f"slot_mapping must be contiguous int64 [{N}]")
     if N == 0: return
     sfx = DTYPE_SUFFIX[k.dtype]
     if quantized:
@@ -575,17 +610,17 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                 (_p(k), _p(v), _p(k_cache), _p(v_cache), _p(slot_mapping), np.int32(n_kv), np.int32(D),
                  np.int64(k.stride(0)), np.int64(v.stride(0)), np.int64(num_slots)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 72
+# %% ../nbs/16_cuda_kernels.ipynb 97
 def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     "`Int8Linear.scales` (float32 `[out]` or float16 `[out, G]`) as the kernel reads them: float32 `[out, G]` (G = 1 per row)."
     s = scales.float()
     return (s[:, None] if s.dim() == 1 else s).contiguous()
 
 class QuantWeight(NamedTuple):
-    """A weight-only quantized linear as xllm's kernels read it. `bits` 8: `codes` int8 `[O, I]`, `scales` float32 `[O, G]`
-    (`int8_scales`) or float16 `[O, G]` (grouped, as `Int8Linear` keeps them), no `mins`. `bits` 4: `codes` uint8 `[O, I/2]` (two a byte, `xllm.quant.pack_nibbles`), `scales` and
-    `mins` float16 `[O, G]` (`mins` None: w = (q - 8) * scale). `bias` float32 `[O]` or None. I / G is a multiple of 16 (int8)
-    or 32 (int4)."""
+    """A weight-only quantized linear as xllm's kernels read it. `bits` 8: `codes` int8 `[O, I]`, `scales` float32 `[O,
+    G]` (`int8_scales`) or float16 `[O, G]` (grouped, as `Int8Linear` keeps them), no `mins`. `bits` 4: `codes` uint8
+    `[O, I/2]` (two a byte, `xllm.quant.pack_nibbles`), `scales` and `mins` float16 `[O, G]` (`mins` None: w = (q -
+    8) * scale). `bias` float32 `[O]` or None. I / G is a multiple of 16 (int8) or 32 (int4)."""
     bits: int
     codes: torch.Tensor
     scales: torch.Tensor
@@ -597,7 +632,7 @@ class QuantWeight(NamedTuple):
         "`(out_features, in_features)`."
         return self.codes.shape[0], self.codes.shape[1] * (2 if self.bits == 4 else 1)
 
-# %% ../nbs/16_cuda_kernels.ipynb 73
+# %% ../nbs/16_cuda_kernels.ipynb 98
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
     if not isinstance(qw, QuantWeight): raise ValueError(f"expected a QuantWeight, got {type(qw).__name__}")
@@ -614,14 +649,17 @@ def _check_quant(x: torch.Tensor, qw: QuantWeight):
     if qw.mins is not None:
         if qw.bits == 8: raise ValueError("mins are only for int4 weights")
         _check("mins", qw.mins, device=x.device, dtype=torch.float16, dims=2)
-        if qw.mins.shape != qw.scales.shape: raise ValueError(f"mins {tuple(qw.mins.shape)} must match scales {tuple(qw.scales.shape)}")
+        if qw.mins.shape != qw.scales.shape:
+            raise ValueError(f"mins {tuple(qw.mins.shape)} must match scales {tuple(qw.scales.shape)}")
     if qw.bias is not None:
         _check("bias", qw.bias, device=x.device, dtype=torch.float32, dims=1)
-        if qw.bias.shape[0] != O or not qw.bias.is_contiguous(): raise ValueError(f"bias must be contiguous float32 [{O}]")
-    if not all(t is None or t.is_contiguous() for t in qw[1:4]): raise ValueError("codes, scales and mins must be contiguous")
+        if qw.bias.shape[0] != O or not qw.bias.is_contiguous():
+            raise ValueError(f"bias must be contiguous float32 [{O}]")
+    if not all(t is None or t.is_contiguous() for t in qw[1:4]):
+        raise ValueError("codes, scales and mins must be contiguous")
     if qw.codes.data_ptr() % 16: raise ValueError("codes must be 16-byte aligned (vector loads)")
 
-# %% ../nbs/16_cuda_kernels.ipynb 74
+# %% ../nbs/16_cuda_kernels.ipynb 99
 def _half_scales(qw: QuantWeight) -> str:
     "The kernel-name infix of an int8 weight with float16 scales (`_h`: the instances that read them as they are)."
     return "_h" if qw.bits == 8 and qw.scales.dtype == torch.float16 else ""
@@ -631,7 +669,8 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
     _check_quant(x, qw)
     M, (O, I) = x.shape[0], qw.shape
-    if not x.is_contiguous() or x.data_ptr() % 16: raise ValueError("x must be contiguous and 16-byte aligned (vector loads)")
+    if not x.is_contiguous() or x.data_ptr() % 16:
+        raise ValueError("x must be contiguous and 16-byte aligned (vector loads)")
     if out is None: out = torch.empty(M, O, dtype=x.dtype, device=x.device)
     _check("out", out, device=x.device, dtype=x.dtype, dims=2)
     if out.shape != (M, O) or not out.is_contiguous(): raise ValueError(f"out must be contiguous [{M}, {O}]")
@@ -643,15 +682,15 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
              np.int32(I // G), np.int64(x.stride(0)), np.int64(out.stride(0))))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 75
+# %% ../nbs/16_cuda_kernels.ipynb 100
 def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
-    """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`, `scales`
-    float32 `[out, G]` (see `int8_scales`; G = 1 per row, else groups of in/G columns, a multiple of 16) or the module's own
-    float16 `[out, G]`, `bias` float32 `[out]`."""
+    """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`,
+    `scales` float32 `[out, G]` (see `int8_scales`; G = 1 per row, else groups of in/G columns, a multiple of 16) or
+    the module's own float16 `[out, G]`, `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(8, weight, scales, None, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 76
+# %% ../nbs/16_cuda_kernels.ipynb 101
 def int8_linear_ref(x, weight, scales, bias=None):
     "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
     return quant_linear_ref(x, QuantWeight(8, weight, scales[:, None] if scales.dim() == 1 else scales, None, bias))
@@ -666,7 +705,7 @@ def quant_weight_ref(qw: QuantWeight) -> torch.Tensor:
     w = q * s[..., None] if qw.bits == 8 else (q * s[..., None] + qw.mins.double().cpu()[..., None] if qw.mins is not None else (q - 8) * s[..., None])
     return w.reshape(O, I)
 
-# %% ../nbs/16_cuda_kernels.ipynb 77
+# %% ../nbs/16_cuda_kernels.ipynb 102
 def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     """float64 reference on the CPU: x @ Wᵀ + bias; with `weight_dtype`, W rounded to it first (what dequantize + GEMM
     multiplies with: the rounding of each weight is that path's, not the GEMM's)."""
@@ -675,13 +714,14 @@ def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     y = x.double().cpu() @ w.T
     return y if qw.bias is None else y + qw.bias.double().cpu()
 
-# %% ../nbs/16_cuda_kernels.ipynb 83
+# %% ../nbs/16_cuda_kernels.ipynb 108
 QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
 
 def quant_weight(mods) -> QuantWeight | None:
-    """The `QuantWeight` of an `Int8Linear` or `Int4Linear`, or of a list of them stacked along the output dimension (one
-    launch for q/k/v); None when the kernels cannot take them (mixed kinds, group sizes or minimums; in_features or the
-    group not a multiple of 16 for int8, 32 for int4). One module's tensors are used as they are where their dtype fits."""
+    """The `QuantWeight` of an `Int8Linear` or `Int4Linear`, or of a list of them stacked along the output dimension
+    (one launch for q/k/v); None when the kernels cannot take them (mixed kinds, group sizes or minimums; in_features
+    or the group not a multiple of 16 for int8, 32 for int4). One module's tensors are used as they are where their
+    dtype fits."""
     from xllm.quant import Int8Linear, Int4Linear
     mods = list(mods) if isinstance(mods, (list, tuple)) else [mods]
     kind = type(mods[0]) if mods else None
@@ -702,21 +742,22 @@ def quant_weight(mods) -> QuantWeight | None:
         bias = cat([m.bias.float() if m.bias is not None else torch.zeros(m.out_features, device=m.scales.device) for m in mods])
     return QuantWeight(bits, cat(codes), cat(sc), None if mn is None else cat(mn), bias)
 
-# %% ../nbs/16_cuda_kernels.ipynb 84
+# %% ../nbs/16_cuda_kernels.ipynb 110
 def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (q * scales + mins)ᵀ + bias, or (q - 8) * scales without `mins`, with `Int4Linear`'s
-    layout: `qweight` uint8 `[out, in/2]` (two codes a byte), `scales`/`mins` float16 `[out, G]` (in/G a multiple of 32),
-    `bias` float32 `[out]`."""
+    layout: `qweight` uint8 `[out, in/2]` (two codes a byte), `scales`/`mins` float16 `[out, G]` (in/G a multiple of
+    32), `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(4, qweight, scales, mins, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 85
+# %% ../nbs/16_cuda_kernels.ipynb 111
 def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
     "Write the weight `qw` stands for into `out` (contiguous `[O, I]`, 16-byte aligned; float32, float16 or bfloat16), in one pass."
     _check("out", out, dtype=tuple(DTYPE_SUFFIX), dims=2)
     _check_quant(out, qw)
     O, I = qw.shape
-    if out.shape != (O, I) or not out.is_contiguous() or out.data_ptr() % 16: raise ValueError(f"out must be contiguous 16-byte aligned [{O}, {I}]")
+    if out.shape != (O, I) or not out.is_contiguous() or out.data_ptr() % 16:
+        raise ValueError(f"out must be contiguous 16-byte aligned [{O}, {I}]")
     n = O * I // (16 if qw.bits == 8 else 32)
     if n == 0: return out
     G = qw.scales.shape[1]
@@ -725,7 +766,7 @@ def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
             (_p(out), _p(qw.codes), _p(qw.scales), *extra, np.int32(O), np.int32(I), np.int32(G), np.int32(I // G)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 86
+# %% ../nbs/16_cuda_kernels.ipynb 112
 def _out_rows(qw: QuantWeight, a: int, b: int) -> QuantWeight:
     "Output rows `a:b` of `qw` (views; no bias)."
     return QuantWeight(qw.bits, qw.codes[a:b], qw.scales[a:b], None if qw.mins is None else qw.mins[a:b], None)
@@ -733,15 +774,16 @@ def _out_rows(qw: QuantWeight, a: int, b: int) -> QuantWeight:
 def quant_linear(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None = None, workspace: torch.Tensor | None = None,
                  gemv_rows: int = QUANT_GEMV_ROWS) -> torch.Tensor:
     """y `[M, O]` = x @ Wᵀ + bias for the quantized weight `qw`: the GEMV kernel for at most `gemv_rows` rows, else
-    `dequantize_weight` into `workspace` (a flat tensor of x's dtype; allocated when None) and `torch.mm` (cuBLAS): all at
-    once when it holds the O·I weights, else in slices of as many output rows as it holds, each product written straight
-    into its columns of `out` (through the transposed view: `outᵀ[rows] = W[rows] @ xᵀ`)."""
+    `dequantize_weight` into `workspace` (a flat tensor of x's dtype; allocated when None) and `torch.mm` (cuBLAS):
+    all at once when it holds the O·I weights, else in slices of as many output rows as it holds, each product
+    written straight into its columns of `out` (through the transposed view: `outᵀ[rows] = W[rows] @ xᵀ`)."""
     if x.shape[0] <= gemv_rows: return _gemv(x, qw, out)
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
     O, I = qw.shape
     if workspace is None: workspace = torch.empty(O * I, dtype=x.dtype, device=x.device)
     rows = min(O, workspace.numel() // max(I, 1))
-    if workspace.dtype != x.dtype or (O and not rows): raise ValueError(f"workspace must be {x.dtype} with at least {I} elements (one weight row)")
+    if workspace.dtype != x.dtype or (O and not rows):
+        raise ValueError(f"workspace must be {x.dtype} with at least {I} elements (one weight row)")
     if out is None: out = torch.empty(x.shape[0], O, dtype=x.dtype, device=x.device)
     for a in range(0, O, max(rows, 1)):
         part = qw if rows == O else _out_rows(qw, a, a + rows)

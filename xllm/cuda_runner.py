@@ -5,6 +5,7 @@
 # %% ../nbs/16b_cuda_runner.ipynb 3
 from __future__ import annotations
 import warnings
+from fastcore.basics import patch
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F, torch.distributed as dist
 from .model import PagedBatch, chunk_attention, table_slots
@@ -18,7 +19,7 @@ import xllm.cuda_kernels as ck
 # %% auto 0
 __all__ = ['TorchOps', 'CudaOps', 'int8_kv_supported', 'default_graph_batch_sizes', 'CudaRunner', 'greedy_paged']
 
-# %% ../nbs/16b_cuda_runner.ipynb 5
+# %% ../nbs/16b_cuda_runner.ipynb 7
 class TorchOps:
     "The runner's operations in plain torch (any device), with the CUDA kernels' signatures and semantics (fp32 math, one rounding)."
     name = "torch"
@@ -61,8 +62,8 @@ class TorchOps:
 
     @staticmethod
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
-        """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale` for an
-        int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
+        """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale`
+        for an int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
         B, H, D = q.shape
         nb, bs, n_kv, _ = k_cache.shape
         Lmax = block_tables.shape[1] * bs
@@ -93,6 +94,7 @@ class TorchOps:
         "Causal attention of prompt chunks over the paged K/V, as one decode row per token (`plan`: `chunk_plan`'s)."
         return _rows_attention(TorchOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
+# %% ../nbs/16b_cuda_runner.ipynb 11
 def _pa2(n_heads: int, n_kv: int, head_dim: int) -> bool:
     "Whether `paged_attention_v2`'s kernel has an instance for these shapes (head dims 32-256, at most 8 query heads per KV head)."
     return head_dim in ck.PA2_HEAD_DIMS and n_heads // n_kv <= ck.PA2_MAX_GROUP
@@ -115,11 +117,12 @@ class CudaOps:
 
     @staticmethod
     def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
-        """Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`; an int8 cache
-        with its scales), else the first-generation kernel (float caches only)."""
+        """Paged decode attention through `paged_attention_v2` where it applies (split-K partials in `workspace`; an
+        int8 cache with its scales), else the first-generation kernel (float caches only)."""
         if _pa2(q.shape[1], k_cache.shape[2], q.shape[2]):
             return ck.paged_attention_v2(q, k_cache, v_cache, block_tables, context_lens, out=out, workspace=workspace, k_scale=k_scale, v_scale=v_scale)
-        if k_scale is not None: raise ValueError(f"an int8 KV cache needs paged_attention_v2: head_dim in {ck.PA2_HEAD_DIMS}, at most {ck.PA2_MAX_GROUP} heads per KV head")
+        if k_scale is not None:
+            raise ValueError(f"an int8 KV cache needs paged_attention_v2: head_dim in {ck.PA2_HEAD_DIMS}, at most {ck.PA2_MAX_GROUP} heads per KV head")
         return ck.paged_attention(q, k_cache, v_cache, block_tables, context_lens, out=out)
 
     @staticmethod
@@ -131,11 +134,13 @@ class CudaOps:
     @staticmethod
     def paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out, plan=None, k_scale=None, v_scale=None):
         """Causal attention of prompt chunks: `paged_attention_chunks` (tiles of tokens sharing each K/V load) where
-        `paged_attention_v2` applies, else the first-generation kernel over one row per token. `plan`: `chunk_plan`'s."""
+        `paged_attention_v2` applies, else the first-generation kernel over one row per token. `plan`:
+        `chunk_plan`'s."""
         if _pa2(q.shape[1], k_cache.shape[2], q.shape[2]):
             return ck.paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out=out, tiles=plan, k_scale=k_scale, v_scale=v_scale)
         return _rows_attention(CudaOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
+# %% ../nbs/16b_cuda_runner.ipynb 13
 def _rows_attention(attention, q, k_cache, v_cache, rows_plan, out, k_scale=None, v_scale=None):
     "Prompt chunks through a decode `attention` over `chunk_rows`' rows: one query row per token, its chunk's block table, context `position + 1`."
     rows, tables, lens = rows_plan
@@ -148,7 +153,7 @@ def int8_kv_supported(config) -> bool:
     "Whether xllm's CUDA kernels attend over an int8 K/V pool of this model (`paged_attention_v2`'s head dims and GQA groups)."
     return _pa2(config.num_attention_heads, config.num_key_value_heads, config.head_dim)
 
-# %% ../nbs/16b_cuda_runner.ipynb 10
+# %% ../nbs/16b_cuda_runner.ipynb 16
 def _bucket(sizes, n: int) -> int | None:
     "The smallest size in sorted `sizes` that holds `n` rows (None if none does)."
     return next((s for s in sizes if s >= n), None)
@@ -158,7 +163,7 @@ def default_graph_batch_sizes(max_batch: int) -> list[int]:
     sizes = [s for s in (1, 2, 4, 8) if s <= max_batch] + list(range(16, max_batch + 1, 16))
     return sorted(set(sizes + [max_batch]))
 
-# %% ../nbs/16b_cuda_runner.ipynb 11
+# %% ../nbs/16b_cuda_runner.ipynb 18
 def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     "Concatenate plain nn.Linear weights (and biases) along the output dim; each module's weight becomes a view of the result."
     if not all(type(m) is nn.Linear for m in mods): return None
@@ -174,11 +179,11 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         i += n
     return W, b
 
-# %% ../nbs/16b_cuda_runner.ipynb 12
+# %% ../nbs/16b_cuda_runner.ipynb 20
 def _fuse_quant(mods) -> ck.QuantWeight | None:
-    """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch; each
-    module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice. None if
-    the kernels cannot take them (`ck.quant_weight`)."""
+    """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch;
+    each module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice.
+    None if the kernels cannot take them (`ck.quant_weight`)."""
     qw = ck.quant_weight(mods)
     if qw is None or len(mods) == 1: return qw
     i = 0
@@ -192,18 +197,20 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
         i += n
     return qw
 
-# %% ../nbs/16b_cuda_runner.ipynb 13
+# %% ../nbs/16b_cuda_runner.ipynb 21
 class CudaRunner(ModelRunner):
-    """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed as CUDA
-    graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
-    returns (float32 logits of `batch.logits_rows`), for every batch the engine makes; a pool the kernels cannot read (int8 K/V
-    where `int8_kv_supported` is False) is refused when the runner is built.
-    `kernel_chunk_tokens`: prompt chunks of at most this many tokens attend through the paged-attention kernel, longer ones
-    through `scaled_dot_product_attention` over their gathered keys. Quantized linears (`Int8Linear`, `Int4Linear`) go through
-    `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above.
-    A tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, o and down all-reduced in place
-    in the runner's buffers, `VocabEmbedding`'s all-reduce and `VocabHead`'s gather on tensors of their own, all inside the captured graphs; `agree`
-    (`TPGroup.agree`: this rank's success in, every rank's out) makes the ranks capture each graph together or fall back together."""
+    """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed
+    as CUDA graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
+    returns (float32 logits of `batch.logits_rows`), for every batch the engine makes; a pool the kernels cannot read
+    (int8 K/V where `int8_kv_supported` is False) is refused when the runner is built. `kernel_chunk_tokens`: prompt
+    chunks of at most this many tokens attend through the paged-attention kernel, longer ones through
+    `scaled_dot_product_attention` over their gathered keys. Quantized linears (`Int8Linear`, `Int4Linear`) go
+    through `ops.quant_linear`: the GEMV kernel up to `quant_gemv_rows` rows, dequantize + cuBLAS above. A
+    tensor-parallel shard (notebook 13a) runs too: its heads and columns from `model.kv_config`, o and down
+    all-reduced in place in the runner's buffers, `VocabEmbedding`'s all-reduce and `VocabHead`'s gather on tensors
+    of their own, all inside the captured graphs; `agree` (`TPGroup.agree`: this rank's success in, every rank's out)
+    makes the ranks capture each graph together or fall back together."""
+    name = "cuda"
     def __init__(self, model: Llama, pool: PagedKVPool, max_batch: int = 256, max_model_len: int | None = None,
                  graph_batch_sizes=None, enforce_eager: bool = False, ops=None, kernel_chunk_tokens: int = 64, agree=None, **options):
         c = model.config
@@ -211,11 +218,13 @@ class CudaRunner(ModelRunner):
         check_int("max_batch", max_batch, lo=1)
         check_int("kernel_chunk_tokens", kernel_chunk_tokens, lo=1)
         self.kernel_chunk_tokens, self.agree = kernel_chunk_tokens, agree
-        if pool.dtype != model.dtype: raise ValueError(f"pool dtype {pool.dtype} differs from the model's {model.dtype}")
+        if pool.dtype != model.dtype:
+            raise ValueError(f"pool dtype {pool.dtype} differs from the model's {model.dtype}")
         self.model, self.pool, self.config, self.max_batch = model, pool, c, max_batch
         self.device = dev = model.device
         self.max_model_len = max_model_len or c.max_position_embeddings
-        if not 0 < self.max_model_len <= c.max_position_embeddings: raise ValueError(f"max_model_len must be in [1, {c.max_position_embeddings}], got {max_model_len!r}")
+        if not 0 < self.max_model_len <= c.max_position_embeddings:
+            raise ValueError(f"max_model_len must be in [1, {c.max_position_embeddings}], got {max_model_len!r}")
         self.ops = ops if ops is not None else (CudaOps if dev.type == "cuda" and ck.cupy_available() else TorchOps)
         if pool.quantized and self.ops is CudaOps and not int8_kv_supported(kc):
             raise ValueError(f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it (see int8_kv_supported)")
@@ -236,74 +245,86 @@ class CudaRunner(ModelRunner):
         self.graphs: dict = {}                      # batch size -> (CUDAGraph, its logits buffer)
         self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = 0
 
-    name = "cuda"
-    @classmethod
-    def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
-        "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
-        if model.device.type != "cuda": return f"the model is on {model.device.type} (the CUDA runner needs a GPU)"
-        if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda12]' or 'xllm[cuda13]' (the CUDA of your driver and torch)"
-        kc = getattr(model, "kv_config", model.config)
-        if kv_dtype == torch.int8 and not int8_kv_supported(kc): return f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it"
-        try: ck.load_kernels(model.device, ck.model_kernel_names(kc))   # this model's part of the source, built once
-        except RuntimeError as e: return f"xllm's CUDA kernels do not build here: {e}"
-        return None
+# %% ../nbs/16b_cuda_runner.ipynb 22
+@patch(cls_method=True)
+def unsupported(cls: CudaRunner, model: Llama, kv_dtype=None) -> str | None:
+    "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
+    if model.device.type != "cuda": return f"the model is on {model.device.type} (the CUDA runner needs a GPU)"
+    if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda12]' or 'xllm[cuda13]' (the CUDA of your driver and torch)"
+    kc = getattr(model, "kv_config", model.config)
+    if kv_dtype == torch.int8 and not int8_kv_supported(kc): return f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it"
+    try: ck.load_kernels(model.device, ck.model_kernel_names(kc))   # this model's part of the source, built once
+    except RuntimeError as e: return f"xllm's CUDA kernels do not build here: {e}"
+    return None
 
-    def warm_up(self):
-        "Capture the decode graphs (none with `enforce_eager`)."
-        self.capture()
+@patch
+def warm_up(self: CudaRunner):
+    "Capture the decode graphs (none with `enforce_eager`)."
+    self.capture()
 
-    def _buffers(self, n: int, decode: bool = True) -> dict:
-        """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block tables,
-        context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading it)."""
-        c, kc, dev, dt = self.config, self.shard, self.device, self.model.dtype
-        nh, nkv, hd, H, I = kc.num_attention_heads, kc.num_key_value_heads, kc.head_dim, c.hidden_size, kc.intermediate_size
-        e = lambda *s, dtype=dt: (torch.zeros if decode else torch.empty)(*s, dtype=dtype, device=dev)
-        b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
-                 res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
-                 gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H))
-        if any(f is None for pair in self.fused for f in pair):     # a stack the kernels cannot take in one launch: its parts, one by one
-            b["part"] = e(n, max(nh * hd, I))
-        if decode: b.update(tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
-                            logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
-        return b
+# %% ../nbs/16b_cuda_runner.ipynb 25
+@patch
+def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
+    """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block
+    tables, context lengths and logits of `n` rows; else uninitialized (a ragged step writes every row before reading
+    it)."""
+    c, kc, dev, dt = self.config, self.shard, self.device, self.model.dtype
+    nh, nkv, hd, H, I = kc.num_attention_heads, kc.num_key_value_heads, kc.head_dim, c.hidden_size, kc.intermediate_size
+    e = lambda *s, dtype=dt: (torch.zeros if decode else torch.empty)(*s, dtype=dtype, device=dev)
+    b = dict(ids=e(n, dtype=torch.long), pos=e(n, dtype=torch.long), slots=e(n, dtype=torch.long),
+             res=e(n, H), normed=e(n, H), qkv=e(n, (nh + 2 * nkv) * hd), q=e(n, nh, hd), attn=e(n, nh, hd), o=e(n, H),
+             gu=e(n, 2 * I), act=e(n, I), mlp=e(n, H))
+    if any(f is None for pair in self.fused for f in pair):     # a stack the kernels cannot take in one launch: its parts, one by one
+        b["part"] = e(n, max(nh * hd, I))
+    if decode: b.update(tables=e(n, self.max_blocks, dtype=torch.int32), lens=e(n, dtype=torch.int32),
+                        logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
+    return b
 
-    def _dequant_workspace(self) -> torch.Tensor:
-        """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or stack; a
-        larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or kernels."""
-        head = self.model.lm_head
-        lm = self.quant.get(id(head.inner if isinstance(head, VocabHead) else head))
-        qws = [*self.quant.values(), *(f for pair in self.fused for f in pair if isinstance(f, ck.QuantWeight))]
-        n = max((qw.shape[0] * qw.shape[1] for qw in qws if qw is not lm), default=0)
-        if lm is not None: n = max(n, min(lm.shape[0], 256) * lm.shape[1])   # a quantized head alone: slices of 256 rows
-        return torch.empty(n if self.ops is CudaOps else 0, dtype=self.model.dtype, device=self.device)
+# %% ../nbs/16b_cuda_runner.ipynb 26
+@patch
+def _dequant_workspace(self: CudaRunner) -> torch.Tensor:
+    """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or
+    stack; a larger quantized `lm_head` goes through it in slices of output rows. Empty without quantized weights or
+    kernels."""
+    head = self.model.lm_head
+    lm = self.quant.get(id(head.inner if isinstance(head, VocabHead) else head))
+    qws = [*self.quant.values(), *(f for pair in self.fused for f in pair if isinstance(f, ck.QuantWeight))]
+    n = max((qw.shape[0] * qw.shape[1] for qw in qws if qw is not lm), default=0)
+    if lm is not None: n = max(n, min(lm.shape[0], 256) * lm.shape[1])   # a quantized head alone: slices of 256 rows
+    return torch.empty(n if self.ops is CudaOps else 0, dtype=self.model.dtype, device=self.device)
 
-    def _attention_workspace(self, n: int) -> torch.Tensor:
-        "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
-        c, ws = self.shard, 0
-        nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        if self.ops is CudaOps and _pa2(nh, nkv, hd):
-            ctx, sms = self.max_blocks * self.pool.block_size, ck.num_sms(self.device)
-            ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
-        return torch.zeros(ws, dtype=torch.float32, device=self.device)
+@patch
+def _attention_workspace(self: CudaRunner, n: int) -> torch.Tensor:
+    "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
+    c, ws = self.shard, 0
+    nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    if self.ops is CudaOps and _pa2(nh, nkv, hd):
+        ctx, sms = self.max_blocks * self.pool.block_size, ck.num_sms(self.device)
+        ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
+    return torch.zeros(ws, dtype=torch.float32, device=self.device)
 
-    @property
-    def buffer_bytes(self) -> int:
-        "Bytes of the preallocated activation buffers."
-        return sum(t.numel() * t.element_size() for t in [*self.buf.values(), self.attn_ws, self.dequant_ws])
+# %% ../nbs/16b_cuda_runner.ipynb 27
+@patch(as_prop=True)
+def buffer_bytes(self: CudaRunner) -> int:
+    "Bytes of the preallocated activation buffers."
+    return sum(t.numel() * t.element_size() for t in [*self.buf.values(), self.attn_ws, self.dequant_ws])
 
-    def __repr__(self):
-        return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
-                f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
+@patch
+def __repr__(self: CudaRunner):
+    return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
+            f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
 
-# %% ../nbs/16b_cuda_runner.ipynb 15
-def _linear(self, mod, x, out, fused=None):
+# %% ../nbs/16b_cuda_runner.ipynb 30
+@patch
+def _linear(self: CudaRunner, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
-    `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction). A shard's row-parallel layer (`AllReduce`):
-    its partial product, summed over the group in `out`; its head (`VocabHead`): its vocabulary slice, every rank's gathered."""
+    `ops.quant_linear` for quantized ones (`ck.QuantWeight`s made at construction). A shard's row-parallel layer
+    (`AllReduce`): its partial product, summed over the group in `out`; its head (`VocabHead`): its vocabulary slice,
+    every rank's gathered."""
     if isinstance(mod, AllReduce):
-        dist.all_reduce(_linear(self, mod.inner, x, out), group=mod.group)
+        dist.all_reduce(self._linear(mod.inner, x, out), group=mod.group)
         return out
-    if isinstance(mod, VocabHead): return _gather_head(self, mod, x, out)
+    if isinstance(mod, VocabHead): return self._gather_head(mod, x, out)
     if fused is None and type(mod) is not nn.Linear: fused = self.quant.get(id(mod))
     if isinstance(fused, ck.QuantWeight): return self.ops.quant_linear(x, fused, out, self.dequant_ws, self.quant_gemv_rows)
     if fused is not None: W, b = fused
@@ -313,36 +334,40 @@ def _linear(self, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 16
+# %% ../nbs/16b_cuda_runner.ipynb 32
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor    # renamed in torch 2.13
 
-def _gather_head(self, head: VocabHead, x, out):
+@patch
+def _gather_head(self: CudaRunner, head: VocabHead, x, out):
     """`out` = the full logits of a shard's `head`: this rank's slice into a buffer, every rank's slices gathered
     (`all_gather_single`: one launch, capturable), the last slice's padding cut."""
     n, w = x.shape[0], head.inner.out_features
     local = torch.empty(n, w, dtype=out.dtype, device=out.device)
     parts = torch.empty(head.world * n, w, dtype=out.dtype, device=out.device)
-    _all_gather(parts, _linear(self, head.inner, x, local), group=head.group)
+    _all_gather(parts, self._linear(head.inner, x, local), group=head.group)
     out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 17
-def _parts(self, mods, x, out, part):
-    """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part` buffer: for a
-    q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a Q6_K v)."""
+# %% ../nbs/16b_cuda_runner.ipynb 33
+@patch
+def _parts(self: CudaRunner, mods, x, out, part):
+    """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part`
+    buffer: for a q/k/v or gate/up stack that is not one weight the kernels take (e.g. GGUF Q4_K_M: Q4_K q/k beside a
+    Q6_K v)."""
     n, c0 = x.shape[0], 0
     for mod in mods:
         w = mod.out_features
         t = part.view(-1)[:n * w].view(n, w)
-        _linear(self, mod, x, t)
+        self._linear(mod, x, t)
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 18
-def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
-    """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i, q, out)` is
-    layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool) into `out`.
-    Returns the last layer's MLP output; `bf['res']` holds the residual stream before it is added."""
+# %% ../nbs/16b_cuda_runner.ipynb 35
+@patch
+def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
+    """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i,
+    q, out)` is layer `i`'s attention of the contiguous `q` `[n, n_heads, head_dim]` (its K/V already in the pool)
+    into `out`. Returns the last layer's MLP output; `bf['res']` holds the residual stream before it is added."""
     m, c, o, pool = self.model, self.shard, self.ops, self.pool
     nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     nq, nk = nh * hd, nkv * hd
@@ -356,42 +381,50 @@ def _layers(self, bf: dict, n: int, attend) -> torch.Tensor:
         (qkv_f, gu_f) = self.fused[i]
         x = o.rms_norm(h if h is not None else res, layer.input_layernorm.weight, c.rms_norm_eps, residual=res if h is not None else None, out=bf["normed"])
         qkv = bf["qkv"]
-        if qkv_f is not None: _linear(self, None, x, qkv, qkv_f)
-        else: _parts(self, (a.q_proj, a.k_proj, a.v_proj), x, qkv, bf["part"])
+        if qkv_f is not None: self._linear(None, x, qkv, qkv_f)
+        else: self._parts((a.q_proj, a.k_proj, a.v_proj), x, qkv, bf["part"])
         q, k, v = qkv[:, :nq].view(n, nh, hd), qkv[:, nq:nq + nk].view(n, nkv, hd), qkv[:, nq + nk:].view(n, nkv, hd)
         o.rope_(q, k, bf["pos"], self.cos, self.sin)
         o.kv_append(k, v, pool.k_flat[i], pool.v_flat[i], bf["slots"], pool.k_scale_flat[i], pool.v_scale_flat[i])
         bf["q"].copy_(q)
         attend(i, bf["q"], bf["attn"])
-        _linear(self, a.o_proj, bf["attn"].view(n, nq), bf["o"])
+        self._linear(a.o_proj, bf["attn"].view(n, nq), bf["o"])
         x = o.rms_norm(bf["o"], layer.post_attention_layernorm.weight, c.rms_norm_eps, residual=res, out=bf["normed"])
-        if gu_f is not None: _linear(self, None, x, bf["gu"], gu_f)
-        else: _parts(self, (mlp.gate_proj, mlp.up_proj), x, bf["gu"], bf["part"])
+        if gu_f is not None: self._linear(None, x, bf["gu"], gu_f)
+        else: self._parts((mlp.gate_proj, mlp.up_proj), x, bf["gu"], bf["part"])
         o.silu_and_mul_fused(bf["gu"], out=bf["act"])
-        h = _linear(self, mlp.down_proj, bf["act"], bf["mlp"])
+        h = self._linear(mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
-# %% ../nbs/16b_cuda_runner.ipynb 19
-def _decode(self, n: int) -> torch.Tensor:
+# %% ../nbs/16b_cuda_runner.ipynb 36
+@patch
+def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
     m, c, o, pool, bf = self.model, self.config, self.ops, self.pool, {k: v[:n] for k, v in self.buf.items()}
     attend = lambda i, q, out: o.paged_attention(q, pool.k[i], pool.v[i], bf["tables"], bf["lens"], out=out, workspace=self.attn_ws,
                                                  k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
-    h = _layers(self, bf, n, attend)
+    h = self._layers(bf, n, attend)
     x = o.rms_norm(h, m.model.norm.weight, c.rms_norm_eps, residual=bf["res"], out=bf["normed"])
-    _linear(self, m.lm_head, x, bf["logits_dt"])
+    self._linear(m.lm_head, x, bf["logits_dt"])
     bf["logits"].copy_(bf["logits_dt"])
     return bf["logits"]
 
-CudaRunner._decode = _decode
-
-# %% ../nbs/16b_cuda_runner.ipynb 21
-def _supports(self, batch: PagedBatch) -> bool:
+# %% ../nbs/16b_cuda_runner.ipynb 38
+@patch
+def supports(self: CudaRunner, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
     B = batch.num_tokens
     return len(batch.cu_seqlens) - 1 == B and 0 < B <= self.max_batch and self.supports_ragged(batch)
 
-def _load(self, batch: PagedBatch, n: int):
+@patch
+def supports_ragged(self: CudaRunner, batch: PagedBatch) -> bool:
+    "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
+    return (max(batch.context_lens) <= self.max_model_len
+            and all(len(t) <= self.max_blocks for t in batch.block_tables))
+
+# %% ../nbs/16b_cuda_runner.ipynb 40
+@patch
+def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     "Copy the batch's inputs into buffer rows 0..B-1 and padding into rows B..n-1."
     bf, B = self.buf, batch.num_tokens
     bf["ids"][:B].copy_(batch.token_ids); bf["pos"][:B].copy_(batch.positions); bf["slots"][:B].copy_(batch.slot_mapping)
@@ -400,16 +433,18 @@ def _load(self, batch: PagedBatch, n: int):
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
-# %% ../nbs/16b_cuda_runner.ipynb 22
-def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
+# %% ../nbs/16b_cuda_runner.ipynb 42
+@patch
+def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
     B = batch.num_tokens
     n = _bucket(sorted(self.graphs), B) if self.graphs else None
     if pad_to is not None:
-        if not B <= pad_to <= self.max_batch: raise ValueError(f"pad_to must be in [{B}, {self.max_batch}], got {pad_to}")
+        if not B <= pad_to <= self.max_batch:
+            raise ValueError(f"pad_to must be in [{B}, {self.max_batch}], got {pad_to}")
         n = pad_to
     n = n or B
-    _load(self, batch, n)
+    self.load_batch(batch, n)
     if n in self.graphs:
         graph, out = self.graphs[n]
         graph.replay()
@@ -419,18 +454,15 @@ def _step(self, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
-# %% ../nbs/16b_cuda_runner.ipynb 23
-def _supports_ragged(self, batch: PagedBatch) -> bool:
-    "True for any batch `ragged` takes: a K/V pool `ops` attend over, contexts within `max_model_len`."
-    return (max(batch.context_lens) <= self.max_model_len
-            and all(len(t) <= self.max_blocks for t in batch.block_tables))
-
+# %% ../nbs/16b_cuda_runner.ipynb 44
+@patch
 @torch.inference_mode()
-def _ragged(self, batch: PagedBatch) -> torch.Tensor:
-    """float32 logits of `batch.logits_rows` for any batch — prompt chunks, decode rows or both — eagerly, through the same
-    kernels as the decode step on buffers made for its `N` token rows. Attention: the chunks of at most `kernel_chunk_tokens`
-    tokens (decode rows included) in one `paged_attention_chunks` launch, causal, each K/V row loaded once per tile of
-    tokens; each longer chunk through `chunk_attention` (`scaled_dot_product_attention` over its gathered keys)."""
+def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
+    """float32 logits of `batch.logits_rows` for any batch — prompt chunks, decode rows or both — eagerly, through the
+    same kernels as the decode step on buffers made for its `N` token rows. Attention: the chunks of at most
+    `kernel_chunk_tokens` tokens (decode rows included) in one `paged_attention_chunks` launch, causal, each K/V row
+    loaded once per tile of tokens; each longer chunk through `chunk_attention` (`scaled_dot_product_attention` over
+    its gathered keys)."""
     m, c, o, pool, dev = self.model, self.config, self.ops, self.pool, self.device
     N, bs = batch.num_tokens, pool.block_size
     bf = self._buffers(N, decode=False)
@@ -450,29 +482,30 @@ def _ragged(self, batch: PagedBatch) -> torch.Tensor:
         if chunks: o.paged_attention_chunks(q, pool.k[i], pool.v[i], tables, chunks, out=out, plan=plan, k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
         for r0, r1, start, keys in long: out[r0:r1] = chunk_attention(q[r0:r1], pool, i, keys, start)
 
-    h = _layers(self, bf, N, attend)
+    h = self._layers(bf, N, attend)
     rows = batch.logits_rows                                            # the final norm and lm_head only where logits are wanted
     x = o.rms_norm(h.index_select(0, rows), m.model.norm.weight, c.rms_norm_eps, residual=bf["res"].index_select(0, rows),
                    out=torch.empty(rows.shape[0], c.hidden_size, dtype=m.dtype, device=dev))
     logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
-    return _linear(self, m.lm_head, x, logits).float()
+    return self._linear(m.lm_head, x, logits).float()
 
-# %% ../nbs/16b_cuda_runner.ipynb 24
-def _call(self, batch: PagedBatch) -> torch.Tensor:
+# %% ../nbs/16b_cuda_runner.ipynb 46
+@patch
+def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
     if self.supports(batch): return self.step(batch)
-    if not self.supports_ragged(batch): raise ValueError(f"a batch past the runner's max_model_len ({self.max_model_len})")
+    if not self.supports_ragged(batch):
+        raise ValueError(f"a batch past the runner's max_model_len ({self.max_model_len})")
     self.num_ragged_steps += 1
     return self.ragged(batch)
 
-CudaRunner.supports, CudaRunner.step, CudaRunner.__call__ = _supports, _step, _call
-CudaRunner.supports_ragged, CudaRunner.ragged = _supports_ragged, _ragged
-
-# %% ../nbs/16b_cuda_runner.ipynb 26
-def _capture(self, batch_sizes=None) -> list[int]:
-    """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when eager). A
-    capture that fails leaves the runner eager, with a warning. A tensor-parallel shard's ranks agree after each size (`agree`):
-    all replay graphs or all run eagerly, so their decode steps pad alike and issue the same collectives."""
+# %% ../nbs/16b_cuda_runner.ipynb 49
+@patch
+def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
+    """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when
+    eager). A capture that fails leaves the runner eager, with a warning. A tensor-parallel shard's ranks agree after
+    each size (`agree`): all replay graphs or all run eagerly, so their decode steps pad alike and issue the same
+    collectives."""
     if self.enforce_eager: return []
     bf, mempool, err = self.buf, torch.cuda.graph_pool_handle(), None
     for n in sorted(set(batch_sizes or self.graph_batch_sizes), reverse=True):
@@ -494,20 +527,20 @@ def _capture(self, batch_sizes=None) -> list[int]:
     torch.cuda.synchronize(self.device)
     return sorted(self.graphs)
 
-CudaRunner.capture = _capture
-
-# %% ../nbs/16b_cuda_runner.ipynb 28
+# %% ../nbs/16b_cuda_runner.ipynb 52
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None, prefill: bool = False) -> tuple[list[list[int]], list[torch.Tensor]]:
-    """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the torch forward
-    (via `step` too with `prefill`: a tensor-parallel shard's runner, whose ranks must all see every batch), decode via
-    `step(batch)` (default the torch forward). Returns the new tokens per sequence and each step's logits."""
+    """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the
+    torch forward (via `step` too with `prefill`: a tensor-parallel shard's runner, whose ranks must all see every
+    batch), decode via `step(batch)` (default the torch forward). Returns the new tokens per sequence and each step's
+    logits."""
     step = step or (lambda b: model(b, pool))
     bs = pool.block_size
     tables, nxt = [], 0
     for p in prompts:
         nb = -(-(len(p) + n) // bs)
-        if nxt + nb > pool.num_blocks: raise ValueError(f"the pool's {pool.num_blocks} blocks cannot hold the prompts and {n} new tokens each")
+        if nxt + nb > pool.num_blocks:
+            raise ValueError(f"the pool's {pool.num_blocks} blocks cannot hold the prompts and {n} new tokens each")
         tables.append(list(range(nxt, nxt + nb))); nxt += nb
     dev = model.device
     first = PagedBatch.build([(list(p), 0, t) for p, t in zip(prompts, tables)], bs, pool.null_slot, "last", dev)

@@ -5,6 +5,7 @@
 # %% ../nbs/13_runner.ipynb 4
 from __future__ import annotations
 import importlib
+from fastcore.basics import patch
 import torch
 
 from .model import Llama, PagedBatch
@@ -14,13 +15,14 @@ from .config import RUNNERS   # name -> (module, class), written once in noteboo
 # %% auto 0
 __all__ = ['ModelRunner', 'runner_class', 'choose_runner']
 
-# %% ../nbs/13_runner.ipynb 5
+# %% ../nbs/13_runner.ipynb 8
 class ModelRunner:
-    """Runs the engine's batches through a model, K/V in the engine's pool. This one is the reference: the torch forward of
-    notebook 06 (`model(batch, pool)`), on any device. Faster runners subclass it and compute the same logits."""
+    """Runs the engine's batches through a model, K/V in the engine's pool. This one is the reference: the torch forward
+    of notebook 06 (`model(batch, pool)`), on any device. Faster runners subclass it and compute the same logits."""
     name = "torch"
     def __init__(self, model: Llama, pool: PagedKVPool, **options):
-        if pool.dtype != model.dtype: raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
+        if pool.dtype != model.dtype:
+            raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
         self.model, self.pool = model, pool
 
     @classmethod
@@ -31,34 +33,38 @@ class ModelRunner:
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
         "float32 logits `[len(batch.logits_rows), vocab]`; the batch's K/V are written into the pool."
         return self.model(batch, self.pool)
-
-    def warm_up(self):
-        "Anything to do once before the first step (the CUDA runner captures its graphs); nothing here."
-
-    def health(self) -> str | None:
-        """None while this runner can run a step; else why not, in one line fit to show a client (no paths, ports or tracebacks).
-        Cheap and read-only: a server asks every second, from another thread than the one running steps. A runner in this
-        process always can; rank 0 of a tensor-parallel group cannot once the group failed or a worker process died (13a)."""
-        return None
     def __repr__(self): return f"{type(self).__name__}({self.name})"
 
+# %% ../nbs/13_runner.ipynb 11
+@patch
+def warm_up(self: ModelRunner):
+    "Anything to do once before the first step (the CUDA runner captures its graphs); nothing here."
 
-# %% ../nbs/13_runner.ipynb 7
+@patch
+def health(self: ModelRunner) -> str | None:
+    """None while this runner can run a step; else why not, in one line fit to show a client (no paths, ports or
+    tracebacks). Cheap and read-only: a server asks every second, from another thread than the one running steps. A
+    runner in this process always can; rank 0 of a tensor-parallel group cannot once the group failed or a worker
+    process died (13a)."""
+    return None
+
+# %% ../nbs/13_runner.ipynb 14
 def runner_class(name: str) -> type:
     "The runner class called `name` ('torch', 'cpu' or 'cuda'); its module is imported only now."
     if name not in RUNNERS: raise ValueError(f"runner: expected one of {', '.join(map(repr, RUNNERS))}, got {name!r}")
     mod, cls = RUNNERS[name]
     return getattr(importlib.import_module(mod), cls)
 
+# %% ../nbs/13_runner.ipynb 16
 def choose_runner(model: Llama, kv_dtype=None, name: str | None = None) -> tuple[type, str]:
-    """The runner class for `model` (K/V stored as `kv_dtype`) and a line saying why. `name` forces one (a ValueError with the
-    reason when it cannot run the model); by default the compiled one of the model's device ('cuda' on a GPU, else 'cpu'), or
-    'torch' when that one cannot run it."""
+    """The runner class for `model` (K/V stored as `kv_dtype`) and a line saying why. `name` forces one (a ValueError
+    with the reason when it cannot run the model); by default the compiled one of the model's device ('cuda' on a
+    GPU, else 'cpu'), or 'torch' when that one cannot run it."""
     if name is not None:
         cls = runner_class(name)
-        if (why := cls.unsupported(model, kv_dtype)) is not None: raise ValueError(f"runner {name!r} cannot run this model: {why}")
+        if (why := cls.unsupported(model, kv_dtype)) is not None:
+            raise ValueError(f"runner {name!r} cannot run this model: {why}")
         return cls, f"{name} (asked for)"
     fast = "cuda" if model.device.type == "cuda" else "cpu"
     if (why := runner_class(fast).unsupported(model, kv_dtype)) is None: return runner_class(fast), fast
     return runner_class("torch"), f"torch ({fast} runner: {why})"
-

@@ -5,6 +5,7 @@
 # %% ../nbs/19a_tool_calls.ipynb 4
 from __future__ import annotations
 import json, re, uuid
+from fastcore.basics import patch
 
 from .sampling import StructuredOutputsParams
 
@@ -16,56 +17,63 @@ __all__ = ['GENERIC_TOOL_PROMPT', 'check_tools', 'tool_format', 'tool_messages',
 # %% ../nbs/19a_tool_calls.ipynb 6
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
+def _check_tool(i: int, t, out: list[dict]) -> dict:
+    "`tools[i]` checked, as `{'type': 'function', 'function': {...}}`; `out`: the tools before it, checked. `ValueError` naming the field."
+    f = t.get("function") if isinstance(t, dict) else None
+    if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(f, dict):
+        raise ValueError(f"tools[{i}]: expected {{'type': 'function', 'function': {{'name': ..., 'parameters': {{...}}}}}}")
+    name = f.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"tools[{i}].function.name: 1 to 64 letters, digits, '_' or '-', got {name!r:.40}")
+    if any(o["function"]["name"] == name for o in out):
+        raise ValueError(f"tools[{i}].function.name: {name!r} is given twice")
+    params = f.get("parameters", {"type": "object", "properties": {}})
+    if not isinstance(params, dict): raise ValueError(f"tools[{i}].function.parameters: must be a JSON schema object")
+    desc = f.get("description")
+    if desc is not None and not isinstance(desc, str):
+        raise ValueError(f"tools[{i}].function.description: must be a string")
+    return {"type": "function", "function": {"name": name, **({"description": desc} if desc else {}), "parameters": params}}
+
+# %% ../nbs/19a_tool_calls.ipynb 9
 def check_tools(tools, tool_choice) -> tuple[list[dict], str]:
-    """OpenAI's `tools` and `tool_choice`, checked: the tools as `[{'type': 'function', 'function': {'name', 'description', 'parameters'}}]`
-    and the choice as 'none', 'auto', 'required' or the name of the one function to call. `ValueError` naming the field."""
+    """OpenAI's `tools` and `tool_choice`, checked: the tools as `[{'type': 'function', 'function': {'name',
+    'description', 'parameters'}}]` and the choice as 'none', 'auto', 'required' or the name of the one function to
+    call. `ValueError` naming the field."""
     out = []
-    if tools is not None and not isinstance(tools, list): raise ValueError("tools: must be a list of {'type': 'function', 'function': {...}} objects")
-    for i, t in enumerate(tools or []):
-        f = t.get("function") if isinstance(t, dict) else None
-        if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(f, dict):
-            raise ValueError(f"tools[{i}]: expected {{'type': 'function', 'function': {{'name': ..., 'parameters': {{...}}}}}}")
-        name = f.get("name")
-        if not isinstance(name, str) or not _NAME.fullmatch(name): raise ValueError(f"tools[{i}].function.name: 1 to 64 letters, digits, '_' or '-', got {name!r:.40}")
-        if any(o["function"]["name"] == name for o in out): raise ValueError(f"tools[{i}].function.name: {name!r} is given twice")
-        params = f.get("parameters", {"type": "object", "properties": {}})
-        if not isinstance(params, dict): raise ValueError(f"tools[{i}].function.parameters: must be a JSON schema object")
-        desc = f.get("description")
-        if desc is not None and not isinstance(desc, str): raise ValueError(f"tools[{i}].function.description: must be a string")
-        out.append({"type": "function", "function": {"name": name, **({"description": desc} if desc else {}), "parameters": params}})
+    if tools is not None and not isinstance(tools, list):
+        raise ValueError("tools: must be a list of {'type': 'function', 'function': {...}} objects")
+    for i, t in enumerate(tools or []): out.append(_check_tool(i, t, out))
     c = tool_choice
     if c is None: c = "auto" if out else "none"
     if isinstance(c, dict):
         n = (c.get("function") or {}).get("name") if c.get("type") == "function" and isinstance(c.get("function"), dict) else None
-        if not isinstance(n, str): raise ValueError("tool_choice: expected 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}")
+        if not isinstance(n, str):
+            raise ValueError("tool_choice: expected 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}")
         if n not in {t["function"]["name"] for t in out}: raise ValueError(f"tool_choice: no tool is named {n!r:.64}")
         return out, n
-    if c not in ("none", "auto", "required"): raise ValueError(f"tool_choice: expected 'none', 'auto', 'required' or a named function, got {c!r:.40}")
+    if c not in ("none", "auto", "required"):
+        raise ValueError(f"tool_choice: expected 'none', 'auto', 'required' or a named function, got {c!r:.40}")
     if c == "required" and not out: raise ValueError("tool_choice: 'required' needs tools")
     return out, c
 
 
-# %% ../nbs/19a_tool_calls.ipynb 9
+# %% ../nbs/19a_tool_calls.ipynb 12
 def tool_format(template: str | None) -> str:
     """How a model whose chat template is `template` (its source) writes tool calls: 'hermes' (Hermes, Qwen: JSON inside
-    `<tool_call>` tags), 'llama3' (Llama 3.1+: a bare JSON object `{"name", "parameters"}`, maybe after `<|python_tag|>`), or
-    'generic' (a template that shows no tools: xllm describes them in a system message and reads the Hermes-style tags)."""
+    `<tool_call>` tags), 'llama3' (Llama 3.1+: a bare JSON object `{"name", "parameters"}`, maybe after
+    `<|python_tag|>`), or 'generic' (a template that shows no tools: xllm describes them in a system message and
+    reads the Hermes-style tags)."""
     s = template or ""
     if "<tool_call>" in s: return "hermes"
     if "<|python_tag|>" in s or ("<|start_header_id|>" in s and "tools" in s): return "llama3"
     return "generic"
 
-GENERIC_TOOL_PROMPT = """You can call these tools (JSON schemas of their parameters):
-{tools}
-To call a tool, answer with nothing but <tool_call>{{"name": "tool name", "arguments": {{...}}}}</tool_call> (one such block per call). A tool's result comes back as <tool_response>...</tool_response>; then answer the user."""
-
-
-# %% ../nbs/19a_tool_calls.ipynb 12
+# %% ../nbs/19a_tool_calls.ipynb 15
 _UNREADABLE = (ValueError, RecursionError)     # what json.loads raises on text it cannot read: bad JSON, or nesting deeper than Python's stack
 
 def _arguments(v):
-    """A tool call's arguments as the template wants them (a dict; OpenAI sends a JSON string; text that is not a JSON object stays
-    text). `ValueError` for JSON nested too deeply for Python's parser (a `RecursionError` there)."""
+    """A tool call's arguments as the template wants them (a dict; OpenAI sends a JSON string; text that is not a JSON
+    object stays text). `ValueError` for JSON nested too deeply for Python's parser (a `RecursionError` there)."""
     if isinstance(v, str):
         try: d = json.loads(v)
         except RecursionError: raise ValueError("arguments: JSON nested too deeply to read") from None
@@ -73,12 +81,18 @@ def _arguments(v):
         return d if isinstance(d, dict) else v
     return v
 
+# %% ../nbs/19a_tool_calls.ipynb 17
+GENERIC_TOOL_PROMPT = """You can call these tools (JSON schemas of their parameters):
+{tools}
+To call a tool, answer with nothing but <tool_call>{{"name": "tool name", "arguments": {{...}}}}</tool_call> (one such block per call). A tool's result comes back as <tool_response>...</tool_response>; then answer the user."""
+
 def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dict]:
-    """`messages` (OpenAI's shapes: assistant `tool_calls`, `role: tool` results) as the chat template takes them. 'hermes' and
-    'llama3' templates read `tool_calls` ({'type', 'function': {'name', 'arguments' as a dict}}) and `tool` messages themselves;
-    for 'generic', calls become `<tool_call>` text in the assistant's message, results become user messages in `<tool_response>`
-    tags (consecutive ones merged), and the tools are described in the system message (`GENERIC_TOOL_PROMPT`). `ValueError` naming
-    the call whose arguments are JSON nested too deeply to read."""
+    """`messages` (OpenAI's shapes: assistant `tool_calls`, `role: tool` results) as the chat template takes them.
+    'hermes' and 'llama3' templates read `tool_calls` ({'type', 'function': {'name', 'arguments' as a dict}}) and
+    `tool` messages themselves; for 'generic', calls become `<tool_call>` text in the assistant's message, results
+    become user messages in `<tool_response>` tags (consecutive ones merged), and the tools are described in the
+    system message (`GENERIC_TOOL_PROMPT`). `ValueError` naming the call whose arguments are JSON nested too deeply
+    to read."""
     out = []
     for i, m in enumerate(messages):
         calls = []
@@ -102,11 +116,11 @@ def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dic
         else: out.insert(0, {"role": "system", "content": prompt})
     return out
 
-
-# %% ../nbs/19a_tool_calls.ipynb 15
+# %% ../nbs/19a_tool_calls.ipynb 20
 def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> StructuredOutputsParams | None:
-    """For `tool_choice` 'required' or a named function: the structured-outputs constraint under which the model can only write
-    one call, in its format, to an allowed tool with arguments valid under that tool's schema. None for 'auto' and 'none'."""
+    """For `tool_choice` 'required' or a named function: the structured-outputs constraint under which the model can
+    only write one call, in its format, to an allowed tool with arguments valid under that tool's schema. None for
+    'auto' and 'none'."""
     if choice in ("auto", "none"): return None
     key = "parameters" if fmt == "llama3" else "arguments"
     allowed = [t["function"] for t in tools if choice == "required" or t["function"]["name"] == choice]
@@ -118,7 +132,7 @@ def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> Structured
     return StructuredOutputsParams(grammar='start: "<tool_call>" call "</tool_call>"\ncall: %json ' + json.dumps(bound_numbers(schema)))
 
 
-# %% ../nbs/19a_tool_calls.ipynb 18
+# %% ../nbs/19a_tool_calls.ipynb 23
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
 
 def _call(d, names, key_alts=("arguments", "parameters")):
@@ -131,10 +145,12 @@ def _call(d, names, key_alts=("arguments", "parameters")):
     if not isinstance(args, dict): return None
     return {"name": d["name"], "arguments": json.dumps(args, ensure_ascii=False)}
 
+# %% ../nbs/19a_tool_calls.ipynb 25
 def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None, list[dict]]:
-    """The model's `text` as (content, calls): calls are `{'name', 'arguments'}` (arguments as JSON text, as OpenAI returns them) to
-    tools of `tools`; content is the text outside the calls (None when empty and there are calls). Text that does not parse as a call
-    to a known tool stays content, JSON too deeply nested for Python's parser included: nothing is lost, nothing fails."""
+    """The model's `text` as (content, calls): calls are `{'name', 'arguments'}` (arguments as JSON text, as OpenAI
+    returns them) to tools of `tools`; content is the text outside the calls (None when empty and there are calls).
+    Text that does not parse as a call to a known tool stays content, JSON too deeply nested for Python's parser
+    included: nothing is lost, nothing fails."""
     names = {t["function"]["name"] for t in tools}
     if fmt == "llama3":
         try: c = _call(json.loads(text.replace("<|python_tag|>", "").strip()), names)
@@ -150,15 +166,15 @@ def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None
     content = "".join(rest).strip() if calls else text
     return (content or None), calls
 
+# %% ../nbs/19a_tool_calls.ipynb 27
 def openai_tool_calls(calls: list[dict]) -> list[dict]:
     "Calls as OpenAI's `message.tool_calls`, each with a new id."
     return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
 
-
-# %% ../nbs/19a_tool_calls.ipynb 20
+# %% ../nbs/19a_tool_calls.ipynb 29
 class ToolStream:
-    """Streams a choice's text when it may hold tool calls: `feed(delta)` returns the text that can be sent as content now
-    (nothing that could be the start of a call is sent early), `finish()` returns (content left to send, calls)."""
+    """Streams a choice's text when it may hold tool calls: `feed(delta)` returns the text that can be sent as content
+    now (nothing that could be the start of a call is sent early), `finish()` returns (content left to send, calls)."""
     def __init__(self, tools: list[dict], fmt: str): self.tools, self.fmt, self.text, self.sent, self.held = tools, fmt, "", 0, False
 
     def _safe(self) -> int:
@@ -174,20 +190,22 @@ class ToolStream:
             if "<tool_call>".startswith(t[-k:]): return len(t) - k
         return len(t)
 
-    def feed(self, delta: str) -> str:
-        "Take the next piece of text; return what may be sent as content now."
-        self.text += delta
-        if self.held: return ""
-        n = max(self.sent, self._safe())
-        if self.fmt == "llama3" and n == self.sent and self.text.strip(): self.held = self.text.lstrip()[:1] in ("{", "<")
-        if self.fmt != "llama3" and "<tool_call>" in self.text: self.held = True
-        out, self.sent = self.text[self.sent:n], n
-        return out
+# %% ../nbs/19a_tool_calls.ipynb 32
+@patch
+def feed(self: ToolStream, delta: str) -> str:
+    "Take the next piece of text; return what may be sent as content now."
+    self.text += delta
+    if self.held: return ""
+    n = max(self.sent, self._safe())
+    if self.fmt == "llama3" and n == self.sent and self.text.strip(): self.held = self.text.lstrip()[:1] in ("{", "<")
+    if self.fmt != "llama3" and "<tool_call>" in self.text: self.held = True
+    out, self.sent = self.text[self.sent:n], n
+    return out
 
-    def finish(self) -> tuple[str, list[dict]]:
-        "At the end: (the content not sent yet, the calls `{'name', 'arguments'}` read from the text held back)."
-        tail = self.text[self.sent:]
-        content, calls = parse_tool_calls(tail, self.tools, self.fmt)
-        if not calls: return tail, []
-        return (content or ""), calls
-
+@patch
+def finish(self: ToolStream) -> tuple[str, list[dict]]:
+    "At the end: (the content not sent yet, the calls `{'name', 'arguments'}` read from the text held back)."
+    tail = self.text[self.sent:]
+    content, calls = parse_tool_calls(tail, self.tools, self.fmt)
+    if not calls: return tail, []
+    return (content or ""), calls
