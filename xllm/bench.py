@@ -272,13 +272,13 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
 
 # %% ../nbs/20_bench.ipynb 35
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
-    "Milliseconds of `PagedBatch.build` and of `CudaRunner`'s `_load` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
+    "Milliseconds of `PagedBatch.build` and of `CudaRunner.load_batch` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
     from xllm.core import LlamaConfig
     from xllm.model import PagedBatch
     from xllm.kv_pool import PagedKVPool
     from xllm.model import Llama
-    from xllm.cuda_runner import CudaRunner, _load
+    from xllm.cuda_runner import CudaRunner
     nblk = -(-(context + 1) // 16)
     chunks = [([7], context, list(range(i * nblk, (i + 1) * nblk))) for i in range(batch)]
     c = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
@@ -292,7 +292,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
             ts.append((time.perf_counter() - t) / 10 * 1e3)
         return min(ts)
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
-    return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: _load(runner, b, batch))}
+    return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: runner.load_batch(b, batch))}
 
 # %% ../nbs/20_bench.ipynb 38
 def _stream_completion(url: str, prompt: str, n: int) -> str:

@@ -13,6 +13,7 @@ from .core import LlamaConfig, ModelFormatError, check_int, resolve_model
 from .weights import Checkpoint, load_checkpoint, resolve_dtype
 from . import quant
 from .quant import PackedRows
+from .gguf import GGUFFile
 from .tokenizer import Tokenizer
 from .model import Llama
 from .config import EngineConfig
@@ -105,7 +106,6 @@ def packed_gguf(path: Path):
     if not path.is_file(): return None
     with open(path, "rb") as f:
         if f.read(4) != b"GGUF": return None
-    from xllm.gguf import GGUFFile
     g = GGUFFile(path)
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
