@@ -14,8 +14,8 @@ import torch
 
 from fastcore.basics import patch
 
-from .core import ModelFormatError, check_int, check_token_ids, default_model_path, resolve_model, parse_hub_id
-from .weights import load_checkpoint, resolve_dtype, Checkpoint
+from .core import check_int, check_token_ids, parse_hub_id
+from .weights import resolve_dtype, Checkpoint
 from . import quant
 from .tokenizer import Tokenizer
 from . import chat as chat_templates
@@ -29,6 +29,8 @@ from .cpu_kernels import activation_mode, keeps_quantized
 from .engine import Engine
 from .config import EngineConfig
 from .loader import load_model
+from .parallel import load_group
+from . import cpu_kernels
 from .speculative import _same_tokenizer as check_same_tokenizer   # the engine part (#37) names it so in speculative.py
 
 
@@ -250,6 +252,10 @@ def _fitted(llm) -> tuple[EngineConfig, str | None]:
 
 
 # %% ../nbs/17_llm.ipynb 26
+def _cpu_kernels_run() -> bool:
+    "Whether the compiled CPU kernels (notebook 15) are on and build here: 'auto' keeps a GGUF's layers packed for them (12b)."
+    return cpu_kernels.ENABLED and cpu_kernels.available()
+
 class LLM:
     """A LLaMA-family model with its tokenizer, for offline generation (vLLM-style). How its engine is built and runs is one
     `EngineConfig` (notebook 12a): `config`, with `settings` (its field names: `device`, `max_num_seqs`, ...) applied over it."""
@@ -257,7 +263,8 @@ class LLM:
     def __init__(self, model=None, config: EngineConfig | None = None, **settings):
         cfg = EngineConfig.make(config, **settings, **({} if model is None else {"model": model}))   # checked before the model loads
         self.device = cfg.device
-        loaded = load_model(cfg)                      # notebook 12b: which loader (GGUF kept packed, quantized, float, a TP shard), the tokenizer
+        if cfg.tensor_parallel_size > 1: loaded = load_group(cfg)    # rank 0's slices, the workers started (notebook 13a)
+        else: loaded = load_model(cfg, cpu_kernels_run=_cpu_kernels_run)   # which loader (GGUF kept packed, quantized, float): 12b
         self.checkpoint, self.tokenizer, self.config = loaded.checkpoint, loaded.tokenizer, loaded.checkpoint.config
         self.model_path, self.quantization = loaded.path, loaded.quantization
         m = cfg.model

@@ -109,18 +109,14 @@ def packed_gguf(path: Path):
     g = GGUFFile(path)
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
-def _cpu_kernels_run() -> bool:
-    "Whether the compiled CPU kernels (notebook 15, imported only when asked) are on and build here."
-    from xllm import cpu_kernels
-    return cpu_kernels.ENABLED and cpu_kernels.available()
-
 # %% ../nbs/12b_loader.ipynb 23
-def _keep_packed(config: EngineConfig, path: Path, shard) -> "GGUFFile | None":
-    "The parsed GGUF whose packed layers `config` keeps packed, else None (a ValueError when 'gguf' asks for what `path` lacks)."
+def _keep_packed(config: EngineConfig, path: Path, shard, cpu_kernels_run=None) -> GGUFFile | None:
+    """The parsed GGUF whose packed layers `config` keeps packed, else None (a ValueError when 'gguf' asks for what `path` lacks).
+    'auto' keeps them packed for a rank's slices, or on the CPU in float32 when `cpu_kernels_run()` says the compiled kernels run."""
     q, dtype = config.quantization, resolve_dtype(config.dtype)
     if q not in ("auto", "gguf"): return None
-    if q == "auto" and shard is None and not (dtype == torch.float32 and torch.device(config.device).type == "cpu" and _cpu_kernels_run()):
-        return None
+    on_cpu = dtype == torch.float32 and torch.device(config.device).type == "cpu"
+    if q == "auto" and shard is None and not (on_cpu and cpu_kernels_run is not None and cpu_kernels_run()): return None
     g = packed_gguf(path)
     if g is None and q == "gguf":
         raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
@@ -145,24 +141,15 @@ def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkp
     return m, ckpt
 
 # %% ../nbs/12b_loader.ipynb 28
-def _load_tensor_parallel(config: EngineConfig, path: Path) -> LoadedModel:
-    "Rank 0's shard of a tensor-parallel group, its workers started (notebook 13a), with the tokenizer."
-    from xllm.parallel import llm_shard
-    from xllm.kv_cache import kv_storage_dtype
-    dtype = resolve_dtype(config.dtype)
-    m = llm_shard(path, config.tensor_parallel_size, dtype, config.device, config.quantization, config.runner,
-                  group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype))
-    ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
-    return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
-
-# %% ../nbs/12b_loader.ipynb 29
-def load_model(config: EngineConfig, shard: tuple[int, int] | None = None) -> LoadedModel:
+def load_model(config: EngineConfig, shard: tuple[int, int] | None = None, cpu_kernels_run=None) -> LoadedModel:
     """The model `config` names, loaded as it asks (see the top of this notebook); `shard=(rank, world)`: that rank's slices only.
-    With `config.tensor_parallel_size > 1` (and no `shard`), the ranks are started and this is rank 0's (notebook 13a)."""
-    path, dtype = resolve_model(config.model), resolve_dtype(config.dtype)
-    if config.tensor_parallel_size > 1 and shard is None: return _load_tensor_parallel(config, path)
-    q = config.quantization
-    if (g := _keep_packed(config, path, shard)) is not None:
+    `cpu_kernels_run`: a function saying whether the compiled CPU kernels (notebook 15) run here, asked only when 'auto' would keep
+    a GGUF packed on the CPU (`LLM` passes it). A tensor-parallel group is started by `xllm.parallel.load_group` (notebook 13a)."""
+    if config.tensor_parallel_size > 1 and shard is None:
+        raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size}: load_model loads one process's model or one rank's slices "
+                         "(shard=(rank, world)); xllm.parallel.load_group starts a group")
+    path, dtype, q = resolve_model(config.model), resolve_dtype(config.dtype), config.quantization
+    if (g := _keep_packed(config, path, shard, cpu_kernels_run)) is not None:
         m, whole = _packed_model(g, dtype, shard)
         ckpt, q = Checkpoint(whole, {}, "gguf", path), None
     elif quant.is_quantized_dir(path):                 # written by `xllm quantize`: int8/int4 linears, loaded as they are

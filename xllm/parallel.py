@@ -4,25 +4,24 @@
 
 # %% ../nbs/13a_tensor_parallel.ipynb 4
 from __future__ import annotations
-import dataclasses, datetime, importlib, os, sys, traceback, weakref
+import datetime, importlib, os, sys, traceback, weakref
 from pathlib import Path
-import numpy as np
-import torch, torch.nn as nn, torch.nn.functional as F
+import torch, torch.nn as nn
 import torch.distributed as dist
 from fastcore.basics import patch
 
-from .core import LlamaConfig, ModelFormatError, check_int
+from .core import LlamaConfig, check_int
 from .model import Llama, PagedBatch
 from .kv_pool import PagedKVPool
 from .runner import ModelRunner, choose_runner, runner_class
 from .config import EngineConfig
-from .loader import tp_config, shard_slice, shard_tensor, load_model
+from .loader import LoadedModel, tp_config, shard_tensor, load_model, load_tokenizer
 
 # %% auto 0
 __all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding',
            'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store',
            'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop', 'rank_device',
-           'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'allreduce_cost']
+           'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'load_group', 'allreduce_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 9
 class AllReduce(nn.Module):
@@ -525,7 +524,21 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 66
+# %% ../nbs/13a_tensor_parallel.ipynb 67
+def load_group(config: EngineConfig) -> LoadedModel:
+    "Rank 0's slices of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
+    if config.tensor_parallel_size < 2:
+        raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size}: a group has at least 2 ranks (load_model loads one process's model)")
+    from xllm.core import resolve_model
+    from xllm.weights import Checkpoint, resolve_dtype
+    from xllm.kv_cache import kv_storage_dtype
+    path, dtype = resolve_model(config.model), resolve_dtype(config.dtype)
+    m = llm_shard(path, config.tensor_parallel_size, dtype, config.device, config.quantization, config.runner,
+                  group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype))
+    ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
+    return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
+
+# %% ../nbs/13a_tensor_parallel.ipynb 69
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -543,7 +556,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 67
+# %% ../nbs/13a_tensor_parallel.ipynb 70
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes (meeting at a store this process holds): {shape: seconds}."""

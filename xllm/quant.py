@@ -4,11 +4,11 @@
 
 # %% ../nbs/07_quantization.ipynb 3
 from __future__ import annotations
-import json, math, shutil, struct
+import json, shutil, struct
 from pathlib import Path
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
-from .core import LlamaConfig, ModelFormatError, check_int, read_json
+from .core import LlamaConfig, ModelFormatError, read_json
 
 # %% auto 0
 __all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF_K_TYPES', 'GGUF_BLOCKS', 'QUANT_METHOD',

@@ -18,7 +18,7 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import torch
 from .core import check_bool, check_int, check_number, check_token_ids

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_weights.ipynb 3
 from __future__ import annotations
-import json, math, re, struct, warnings
+import math, re, struct, warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
