@@ -276,7 +276,7 @@ def test_ignore_eos_and_template_note(tiny):
 
 def test_serve_served_model_name(tiny):
     "`xllm serve --served-model-name NAME`: /v1/models lists NAME, responses carry it, /v1/models/NAME answers and another id is a 404."
-    import json, socket, time, urllib.request, urllib.error
+    import json, urllib.request, urllib.error
     from xllm.server import launch
     p, url = launch([sys.executable, "-m", "xllm", "serve", "-m", str(tiny), "--port", "0", "--served-model-name", "my-model"], timeout=120, cwd=ROOT)
     try:
@@ -324,7 +324,7 @@ def test_quantize_killed_run_is_cleaned_up(tiny, tmp_path):
     """Issue #39: a quantize SIGKILLed while it writes leaves its hidden temporary directory (nothing of it runs after); the next run
     to the same output removes it, saying so in one line on stderr, and writes the output. A temporary directory whose writer still
     runs (here: this test's process) is left alone, silently."""
-    import json, signal, socket, time
+    import json, socket, time
     out, ready = tmp_path / "q", tmp_path / "ready"
     slow = ("import sys, time, pathlib, safetensors.torch as st\nreal = st.save_file\n"
             f"def slow(*a, **k): real(*a, **k); pathlib.Path({str(ready)!r}).write_text('written'); time.sleep(600)\n"

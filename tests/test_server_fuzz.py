@@ -12,7 +12,7 @@ import torch
 
 schemathesis = pytest.importorskip("schemathesis", minversion="4.0")
 pytest.importorskip("fastapi"); pytest.importorskip("sentencepiece")
-import schemathesis.checks
+import schemathesis.checks   # noqa: F811 (the submodule, after importorskip gave the package)
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode

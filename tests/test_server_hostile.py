@@ -1,7 +1,7 @@
 """The server under hostile clients (issue 22): huge prompts refused before tokenizing, tokenization bounded, text that cannot be
 UTF-8 encoded and -inf log-probs still answered in JSON, strict types, streams whose client stops reading aborted, an OpenAPI
 schema of what the server really answers, and a bounded shutdown on SIGTERM."""
-import http.client, json, os, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
+import http.client, json, os, signal, socket, sys, threading, time, urllib.error, urllib.request
 import pytest
 
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")

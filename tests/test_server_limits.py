@@ -2,7 +2,7 @@
 path behind the key; /health from the engine. Each server runs in a subprocess on the stand-in model, on a port taken as it
 binds (`xllm.server.launch`); its memory is read from /proc (VmRSS). Counts are sized for CI; the note on the issue has the
 full-size runs."""
-import http.client, json, os, re, resource, signal, socket, sys, time, urllib.error, urllib.request
+import json, os, re, resource, signal, socket, sys, time, urllib.error, urllib.request
 import pytest
 
 pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
@@ -105,7 +105,7 @@ def test_stalled_bodies_are_bounded(model_dir, tmp_path):
     conns = []
     try:
         base = srv.rss()
-        head = (f"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8000000\r\n\r\n").encode()
+        head = ("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8000000\r\n\r\n").encode()
         body = head + b'{"prompt": "' + b"x" * (2 << 20)
         peak = 0.0
         for i in range(300):
