@@ -4,7 +4,7 @@
 
 # %% ../nbs/17_llm.ipynb 3
 from __future__ import annotations
-import collections, dataclasses, functools, numbers, warnings
+import collections, dataclasses, functools, numbers, os, warnings
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ from .runner import choose_runner, runner_class
 from .cpu_kernels import ACTIVATIONS, activation_mode, keeps_quantized
 from .engine import Engine
 from .config import SpeculativeConfig
-from .speculative import load_draft
+from .speculative import check_same_tokenizer
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',
@@ -292,6 +292,16 @@ def _packed_gguf(path: Path):
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
 # %% ../nbs/17_llm.ipynb 22
+def _load_draft(cfg: SpeculativeConfig | None, device, dtype, tokenizer) -> SpeculativeConfig | None:
+    """`cfg` with a draft model given by path loaded, as an `LLM` on `device` in `dtype` (xllm's default quantization), its tokenizer
+    checked against `tokenizer` (ValueError where they differ); any other `cfg` as it is. An `Engine` takes the draft loaded."""
+    if cfg is None or cfg.method != "draft" or not isinstance(cfg.model, (str, os.PathLike)): return cfg
+    draft = LLM(cfg.model, device=device, dtype=dtype)
+    if tokenizer is not None: check_same_tokenizer(draft.tokenizer, tokenizer)
+    draft.draft_for = tokenizer                 # checked against this one: `make_proposer` does not compare them again
+    return dataclasses.replace(cfg, model=draft)
+
+# %% ../nbs/17_llm.ipynb 23
 def _cpu_kernels_run() -> bool:
     "Whether the compiled CPU kernels (notebook 15) are on and build here: then a GGUF's packed layers stay packed."
     from xllm import cpu_kernels
@@ -354,7 +364,7 @@ class LLM:
         ckpt.weights = {}   # the module holds them now
         self._setup(m.to(self.device).eval(), max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager,
                     max_num_batched_tokens, enable_prefix_caching, max_logprobs)
-        self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)  # speculative decoding (notebook 14a), None: off; a draft loaded now
+        self.speculative = _load_draft(spec, self.device, self.model.dtype, self.tokenizer)  # speculative decoding (notebook 14a), None: off; a draft loaded now
         if tensor_parallel_size > 1:                # which runner computes every rank's shard, and why (notebook 13a)
             self.runner_reason = f"tp ({tensor_parallel_size} ranks, each {self.model.tp_runner_reason})"
 
@@ -375,7 +385,7 @@ class LLM:
         spec = SpeculativeConfig.make(speculative)
         self._setup(model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens,
                     enable_prefix_caching, max_logprobs)
-        self.speculative = load_draft(spec, self.device, self.model.dtype, self.tokenizer)
+        self.speculative = _load_draft(spec, self.device, self.model.dtype, self.tokenizer)
         return self
 
     def _setup(self, model, max_model_len, seed, runner, kv_cache_dtype, kv_cache_memory, max_num_seqs, enforce_eager, max_num_batched_tokens,
@@ -426,7 +436,7 @@ class LLM:
         "The model's `Tokenizer` (vLLM's name for `llm.tokenizer`)."
         return self.tokenizer
 
-# %% ../nbs/17_llm.ipynb 24
+# %% ../nbs/17_llm.ipynb 25
 def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
     length, so that a prompt leaves room for at least one new token)."""
@@ -440,7 +450,7 @@ def _check_ids(self, ids, what="prompt", limit=None) -> list[int]:
     if limit is not None and len(ids) >= limit: raise ValueError(f"{what} has {len(ids)} tokens, more than the model's context of {limit - 1}")
     return ids
 
-# %% ../nbs/17_llm.ipynb 25
+# %% ../nbs/17_llm.ipynb 26
 def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
     spelled in a text prompt are read as the tokens they name, as vLLM and llama.cpp's server read them (a chat message's are
@@ -452,7 +462,7 @@ def encode_prompt(self, prompt) -> tuple[str | None, list[int]]:
     if isinstance(prompt, dict) and "prompt" in prompt: return encode_prompt(self, prompt["prompt"])
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
-# %% ../nbs/17_llm.ipynb 26
+# %% ../nbs/17_llm.ipynb 27
 def chat_template_note(self) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
     is asked (by `encode_chat`, which warns with it, or a front end that says it its own way); else None."""
@@ -461,7 +471,7 @@ def chat_template_note(self) -> str | None:
     self._template_noted = True
     return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
-# %% ../nbs/17_llm.ipynb 27
+# %% ../nbs/17_llm.ipynb 28
 def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
@@ -476,7 +486,7 @@ def encode_chat(self, messages, chat_template=None, add_generation_prompt=True, 
 
 LLM.encode_prompt, LLM.encode_chat, LLM.chat_template_note, LLM._check_ids = encode_prompt, encode_chat, chat_template_note, _check_ids
 
-# %% ../nbs/17_llm.ipynb 29
+# %% ../nbs/17_llm.ipynb 30
 def build_engine(llm, max_num_seqs: int | None = None):
     """A new continuous-batching `Engine` over `llm`'s model with its runner (`llm.runner_name`): its paged K/V pool (stored as
     `llm.kv_cache_dtype`) is at most `llm.kv_cache_memory` bytes, and no larger than `max_num_seqs` full-context sequences need."""
@@ -492,7 +502,7 @@ def build_engine(llm, max_num_seqs: int | None = None):
     eng.runner_reason = llm.runner_reason                            # chosen when the LLM was built, and why
     return eng
 
-# %% ../nbs/17_llm.ipynb 30
+# %% ../nbs/17_llm.ipynb 31
 def get_engine(self):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
     if self._engine is None: self._engine = build_engine(self)
@@ -502,7 +512,7 @@ def _engine_generator(self, p: SamplingParams, index: int = 0):
     "The generator of one engine request: seeded per completion (`index`); unseeded: the LLM's, drawn in a fixed step order; greedy: none."
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
-# %% ../nbs/17_llm.ipynb 31
+# %% ../nbs/17_llm.ipynb 32
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -517,7 +527,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
         out += seq.finish(o.finish_reason)
     return out
 
-# %% ../nbs/17_llm.ipynb 32
+# %% ../nbs/17_llm.ipynb 33
 def _pump(self):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
     The step's outputs wait in `_unfed` until each is handed over: if handing one raises (Ctrl-C, a failing decoder), the
@@ -531,7 +541,7 @@ def _pump(self):
         seq.pending += _feed(eng, seq, o)
         if seq.finished: del self._live[o.request_id]
 
-# %% ../nbs/17_llm.ipynb 33
+# %% ../nbs/17_llm.ipynb 34
 def _add(self, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
     if index and p.prompt_logprobs is not None: p = dataclasses.replace(p, prompt_logprobs=None)   # the prompt is scored once, by completion 0
@@ -548,7 +558,7 @@ def _settle(self, seqs: dict):
     if not self._live:
         while eng.has_unfinished(): eng.step()
 
-# %% ../nbs/17_llm.ipynb 34
+# %% ../nbs/17_llm.ipynb 35
 def _check_pool(self, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
     tokens, when that pool is smaller than the context. An `LLM` is built with a pool that holds its whole context
@@ -563,7 +573,7 @@ def _check_pool(self, eng, prompts, params):
             raise ValueError(f"{f'prompts[{r}]: ' if len(prompts) > 1 else ''}{asked} needs {need} tokens of K/V, more than the engine's "
                              f"pool holds ({cap} tokens in kv_cache_memory={self.kv_cache_memory} bytes); raise kv_cache_memory or ask for fewer tokens")
 
-# %% ../nbs/17_llm.ipynb 35
+# %% ../nbs/17_llm.ipynb 36
 def _run(self, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
     `n` completions is one engine request. A completion the engine failed raises, naming the error."""
@@ -587,7 +597,7 @@ def _run(self, requests: list[tuple[str | None, list[int]]], params: list[Sampli
 
 LLM._run, LLM.get_engine = _run, get_engine
 
-# %% ../nbs/17_llm.ipynb 37
+# %% ../nbs/17_llm.ipynb 38
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -598,7 +608,7 @@ def _params(params, n: int | None = None):
     params.check()                                     # again: a field may have been changed since it was made
     return params if n is None else [params] * n
 
-# %% ../nbs/17_llm.ipynb 38
+# %% ../nbs/17_llm.ipynb 39
 def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
     if isinstance(prompts, (str, dict)): prompts = [prompts]
@@ -614,7 +624,7 @@ def _prompt_list(self, prompts) -> list[tuple[str | None, list[int]]]:
             raise ValueError(f"prompts[{i}]: {e}") from None
     return out
 
-# %% ../nbs/17_llm.ipynb 39
+# %% ../nbs/17_llm.ipynb 40
 def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
     prompts = _prompt_list(self, prompts)
@@ -635,7 +645,7 @@ def chat(self, messages, params: SamplingParams | None = None, use_tqdm: bool = 
     params = _params(params, len(convs))
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
 
-# %% ../nbs/17_llm.ipynb 40
+# %% ../nbs/17_llm.ipynb 41
 def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
     params = _params(params)
@@ -643,7 +653,7 @@ def stream(self, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
     return self._stream_ids(ids, params)
 
-# %% ../nbs/17_llm.ipynb 41
+# %% ../nbs/17_llm.ipynb 42
 def _stream_ids(self, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
     _check_pool(self, get_engine(self), [ids], [params])
@@ -658,7 +668,7 @@ def _stream_ids(self, ids, params) -> Iterator[str]:
     finally: _settle(self, {rid: seq})
     self.last_stream_output = seq.output()
 
-# %% ../nbs/17_llm.ipynb 42
+# %% ../nbs/17_llm.ipynb 43
 @torch.inference_mode()
 def logits(self, ids) -> torch.Tensor:
     "float32 logits [T, V] at every position of `ids` (no sampling), through the engine's runner."
@@ -668,7 +678,7 @@ def logits(self, ids) -> torch.Tensor:
 
 LLM.generate, LLM.chat, LLM.stream, LLM._stream_ids, LLM.logits = generate, chat, stream, _stream_ids, logits
 
-# %% ../nbs/17_llm.ipynb 44
+# %% ../nbs/17_llm.ipynb 45
 def random_llm(spec: str, device="cpu", dtype=None, tokenizer=None, seed: int = 0, kv_cache_dtype=None, kv_cache_memory=None, max_num_seqs=None,
                enforce_eager: bool = False, max_num_batched_tokens=None, quantization: str | None = None, group_size: int = 32, runner=None,
                speculative: dict | None = None, enable_prefix_caching: bool = True, max_logprobs: int = 20):

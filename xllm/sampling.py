@@ -4,16 +4,18 @@
 
 # %% ../nbs/08_sampling.ipynb 4
 from __future__ import annotations
-import hashlib, math
+import collections, hashlib, math
 from dataclasses import dataclass, field
 
 import torch
+from fastcore.basics import patch
 from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
 __all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'SEED_MIN', 'SEED_MAX', 'CPU_SAMPLE_ELEMENTS',
            'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
-           'NonFiniteLogitsError', 'SampleResult', 'seeded_generator', 'Sampler']
+           'NonFiniteLogitsError', 'SampleResult', 'check_finite', 'seeded_generator', 'Sampler', 'SampleRequest',
+           'finish_reason', 'apply_logits_processors', 'accept_token']
 
 # %% ../nbs/08_sampling.ipynb 6
 MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
@@ -228,7 +230,7 @@ class SampleResult:
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
 # %% ../nbs/08_sampling.ipynb 27
-def _check_finite(logits: torch.Tensor, source: str | None = None):
+def check_finite(logits: torch.Tensor, source: str | None = None):
     "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
     nan, pinf = torch.isnan(logits), torch.isposinf(logits)
@@ -253,7 +255,7 @@ def _banned(x: torch.Tensor, ban: list[int]) -> torch.Tensor:
 
 # %% ../nbs/08_sampling.ipynb 29
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
-    """Why a row `x` whose raw logits passed `_check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
+    """Why a row `x` whose raw logits passed `check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
     y = x.double()
     if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
@@ -299,7 +301,18 @@ def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:
-    "Turns logits into tokens according to `SamplingParams` (stateless; each request brings its own generator)."
+    """Turns logits into tokens according to `SamplingParams`; each request brings its own generator. An engine's sampler knows
+    the target's `vocab_size`, the rows past `num_decodable` (the tokenizer's end) that are never sampled, and `constrain`: the
+    structured outputs' masking, `constrain(logits, rows, grammars) -> (masked logits, {row: error})` (notebook 14 passes notebook
+    08a's). `row_fallbacks` counts, by reason, the rows the batched path could not take."""
+    def __init__(self, vocab_size: int | None = None, num_decodable: int | None = None, constrain=None):
+        self.vocab_size, self.num_decodable, self.constrain = vocab_size, num_decodable, constrain
+        self.row_fallbacks: collections.Counter = collections.Counter()
+
+    @property
+    def num_row_fallbacks(self) -> int:
+        "Rows sampled one at a time (a logits processor, a float32 overflow) since the sampler was made."
+        return sum(self.row_fallbacks.values())
 
     @staticmethod
     def make_generator(params: SamplingParams, device="cpu", index: int = 0) -> torch.Generator:
@@ -356,7 +369,7 @@ class Sampler:
         res: list = [None] * B
         for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
             if ok: continue
-            try: _check_finite(x[b])                                   # raises with the details
+            try: check_finite(x[b])                                   # raises with the details
             except NonFiniteLogitsError as e: res[b] = e
         rows = [b for b in range(B) if res[b] is None]
         pen = [b for b in rows if params[b].has_penalties]
@@ -364,7 +377,9 @@ class Sampler:
         xp = x.clone() if pen or bans else x                           # penalized logits (the raw ones give the logprobs)
         for b in pen:
             p = params[b]
-            xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+            try: xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+            except ValueError as e: res[b] = e                        # a history id outside the vocabulary: this row fails alone
+        rows = [b for b in rows if res[b] is None]
         for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
         tok = torch.zeros(B, dtype=torch.long, device=x.device)
         groups: dict = {}
@@ -392,6 +407,7 @@ class Sampler:
         for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
             if res[b] is not None: continue
             if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
+                self.row_fallbacks["float32 overflow"] += 1
                 t = self._wide(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
                 if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
                 l = float(raw[b, t])
@@ -423,3 +439,210 @@ class Sampler:
             if isinstance(r, Exception): raise r
         return res
 
+
+# %% ../nbs/08_sampling.ipynb 52
+class SampleRequest:
+    """A request as the sampler reads it: `params`, its `generator`, `logits_processors` (`f(output_token_ids, row) -> row`), the
+    token ids that end it (`stop_ids`), `stop_checker(output_token_ids) -> reason | None` (stop strings), its `grammar` (an object
+    with `advance(token)` and `done`, masked by the sampler's `constrain`), and its `output_token_ids` / `prompt_token_ids`."""
+    def __init__(self, params: SamplingParams, generator=None, output_token_ids=(), prompt_token_ids=(), logits_processors=(),
+                 stop_ids=(), stop_checker=None, grammar=None):
+        self.params, self.generator, self.grammar, self.stop_checker = params, generator, grammar, stop_checker
+        self.output_token_ids, self.prompt_token_ids = list(output_token_ids), list(prompt_token_ids)
+        self.logits_processors, self.stop_ids = list(logits_processors), set(stop_ids)
+
+    @property
+    def num_output_tokens(self) -> int: return len(self.output_token_ids)
+
+# %% ../nbs/08_sampling.ipynb 55
+def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
+    "Why `req` ends with `tok` as its next token (after `pending` ones of a verified run), or None."
+    if tok in req.stop_ids: return "stop"
+    if req.grammar is not None and req.grammar.done: return "stop"        # the structured output is complete
+    n = req.num_output_tokens + len(pending) + 1
+    if req.params.max_tokens is not None and n >= req.params.max_tokens: return "length"
+    if req.stop_checker is not None and n > req.params.min_tokens:          # not before min_tokens
+        return req.stop_checker(req.output_token_ids + list(pending) + [tok]) or None
+    return None
+
+# %% ../nbs/08_sampling.ipynb 58
+def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> torch.Tensor:
+    "`x` through `processors` in turn, given the output so far; a ValueError names one that breaks the shape."
+    for f in processors:
+        shape, x = x.shape, f(output_token_ids, x)
+        if not isinstance(x, torch.Tensor) or x.shape != shape:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {got}, expected a tensor of shape {tuple(shape)}")
+    return x
+
+# %% ../nbs/08_sampling.ipynb 61
+def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, generator: torch.Generator | None = None) -> tuple[int, bool]:
+    """One verified position: `(token, accepted)`, the token distributed as `probs` (normalized here) whatever the proposal.
+    `q`: the proposer's probabilities (None: all mass on `d`). Takes one uniform number from `generator` and, on a rejection,
+    the inverse-CDF draw's one more."""
+    p = probs.double(); p = p / p.sum()
+    qd = 1.0 if q is None else float(q[d].double() / q.double().sum())
+    u = float(torch.rand(1, generator=generator, dtype=torch.float64))
+    if u * qd < float(p[d]): return d, True
+    if q is None: r = p.clone(); r[d] = 0.0
+    else: r = (p - q.double() / q.double().sum()).clamp_min(0.0)
+    if not float(r.sum()) > 0: r = p                      # rounding left no residual (p == q): p itself
+    return _draw(r, generator), False
+
+# %% ../nbs/08_sampling.ipynb 64
+def _logprobs(params, r) -> dict | None:
+    "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
+    return {r.token_id: r.logprob, **(r.top_logprobs or {})} if params.logprobs is not None else None
+
+@patch
+def _masked(self: Sampler, logits: torch.Tensor, reqs) -> tuple[torch.Tensor, dict]:
+    "`logits` with each constrained row's refused tokens at -inf (a new tensor, if any row is), and {row: error} of failed grammars."
+    rows = [i for i, r in enumerate(reqs) if r.grammar is not None]
+    if not rows: return logits, {}
+    if self.constrain is None: raise ValueError("a request has a grammar, and this sampler has no `constrain` to mask its rows")
+    return self.constrain(logits, rows, [reqs[i].grammar for i in rows])
+
+# %% ../nbs/08_sampling.ipynb 65
+@patch
+def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
+    """{row: token} of the rows that need nothing but an argmax (greedy; no penalties, processors, logprobs or `min_tokens` ban;
+    every sampleable logit finite), in one batched call. The others (a non-finite row too) take the paths that decide the same."""
+    idx = [i for i, r in enumerate(reqs) if (p := r.params).greedy and not p.has_penalties and not r.logits_processors
+           and p.logprobs is None and r.num_output_tokens >= p.min_tokens]
+    if not idx: return {}
+    x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
+    vals, toks = x[:, :self.num_decodable].max(1)                  # one pass; a NaN or +inf in a row makes its max non-finite
+    toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
+    return {i: t for i, t in zip(idx, toks) if t >= 0}
+
+# %% ../nbs/08_sampling.ipynb 66
+@patch
+def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
+    "{row: (token, logprobs) or the row's exception} of the rows without processors that `done` does not hold, by `sample_rows`."
+    idx = [i for i, r in enumerate(reqs) if i not in done and not r.logits_processors]
+    if not idx: return {}
+    x = logits[idx]                                                  # a copy
+    if self.num_decodable is not None and self.num_decodable < x.shape[-1]: x[:, self.num_decodable:] = float("-inf")
+    rs = [reqs[i] for i in idx]
+    res = self.sample_rows(x, [r.params for r in rs], [r.generator for r in rs], [r.output_token_ids for r in rs], [r.prompt_token_ids for r in rs])
+    return {i: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for i, r, s in zip(idx, rs, res)}
+
+# %% ../nbs/08_sampling.ipynb 67
+@patch
+def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, dict | None]:
+    "The token and logprobs of one row with logits processors (counted in `row_fallbacks`)."
+    self.row_fallbacks["logits processors"] += 1
+    nd = self.num_decodable
+    if nd is not None and nd < row.shape[-1]: row = row.clone(); row[nd:] = float("-inf")
+    out_ids = req.output_token_ids
+    x = apply_logits_processors(req.logits_processors, out_ids, row)
+    try: r = self.sample(x, req.params, req.generator, out_ids, req.prompt_token_ids)
+    except NonFiniteLogitsError:          # the model's row was fine (a finite max): name the processors that broke it
+        if req.logits_processors and bool(torch.isfinite(row.amax())):
+            check_finite(x, "the logits processors " + ", ".join(repr(getattr(f, "__name__", f)) for f in req.logits_processors))
+        raise                             # else the sampler's message stands
+    return r.token_id, _logprobs(req.params, r)
+
+# %% ../nbs/08_sampling.ipynb 68
+@patch
+def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
+    "`sample_requests` for rows without drafts: per request `(token, logprobs, finish reason, 0)` or its exception."
+    logits, broken = self._masked(logits, reqs)
+    greedy = self._greedy(logits, reqs)
+    together = self._together(logits, reqs, greedy)
+    out = []
+    for i, req in enumerate(reqs):
+        try:
+            if i in broken: raise broken[i]
+            if i in greedy: tok, lp = greedy[i], None
+            elif i in together:
+                if isinstance(s := together[i], Exception): raise s
+                tok, lp = s
+            else: tok, lp = self._alone(req, logits[i])
+            if req.grammar is not None: req.grammar.advance(tok)
+            out.append((tok, lp, finish_reason(req, tok), 0))
+        except Exception as e: out.append(e)              # this request's failure, returned to end it alone (not hidden)
+    return out
+
+# %% ../nbs/08_sampling.ipynb 70
+@patch
+def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int]) -> torch.Tensor:
+    "Row `x` of a verified run as the sampler's input after the tokens `hist`: the vocabulary's end, the grammar's mask, the processors."
+    nd = self.num_decodable
+    if nd is not None and nd < x.shape[-1]: x = x.clone(); x[nd:] = float("-inf")
+    if req.grammar is not None:                           # the grammar has advanced through the run's tokens before this one
+        masked, errors = self.constrain(x[None], [0], [req.grammar])
+        if errors: raise errors[0]
+        x = masked[0]
+    x = apply_logits_processors(req.logits_processors, hist, x)
+    check_finite(x, "the logits processors" if req.logits_processors else None)
+    return x
+
+# %% ../nbs/08_sampling.ipynb 71
+@patch
+def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int], d: int | None, q) -> tuple[int, bool]:
+    "The token at one verified position and whether it is the proposal `d` (None: the position after the draft)."
+    p, g, prompt = req.params, req.generator, req.prompt_token_ids
+    y = Sampler.process(x, p, hist, prompt)
+    m, t = y.max(-1)
+    if not math.isfinite(float(m)): return self.sample(x, p, g, hist, prompt).token_id, False     # the float64 path
+    if p.greedy: return int(t), int(t) == d
+    if p.seed is not None:                                  # coupled: the plain draw
+        tok = self.sample(x, p, g, hist, prompt).token_id
+        return tok, tok == d
+    if d is None: return _draw(torch.softmax(y, -1), g), False
+    return accept_token(torch.softmax(y, -1), d, q, g)
+
+# %% ../nbs/08_sampling.ipynb 72
+@patch
+def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[int], qs) -> tuple[list[int], list | None, str | None, int]:
+    "One request's verified run: (tokens, their logprobs or None, finish reason or None, proposals accepted)."
+    p, out_ids = req.params, req.output_token_ids
+    toks, lps, accepted, reason = [], ([] if p.logprobs is not None else None), 0, None
+    for j in range(len(draft) + 1):
+        hist = out_ids + toks
+        x = self._position(req, rows[j], hist)
+        d = draft[j] if j < len(draft) else None
+        tok, ok = self._decide(req, x, hist, d, qs[j] if qs and d is not None else None)
+        if lps is not None:
+            raw = torch.log_softmax(x.float(), -1)
+            vals, ids = torch.topk(raw, min(p.logprobs, raw.shape[-1]))
+            lps.append({tok: float(raw[tok]), **dict(zip(ids.tolist(), vals.tolist()))})
+        if req.grammar is not None: req.grammar.advance(tok)
+        reason = finish_reason(req, tok, toks)
+        toks.append(tok); accepted += ok
+        if reason is not None or not ok: break
+    return toks, lps, reason, accepted
+
+# %% ../nbs/08_sampling.ipynb 74
+@patch
+def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, draft_probs=None) -> list:
+    """The step's sampling decision: per request `(token, logprobs, finish reason, 0)`, or with a draft `(tokens, logprobs,
+    finish reason, proposals accepted)`, or the exception that ends that request alone."""
+    if not drafts or not any(drafts): return self._plain(logits, requests)
+    plain, runs, r = [], [], 0
+    for i, d in enumerate(drafts):
+        if d: runs.append((i, r)); r += 1 + len(d)
+        else: plain.append((i, r)); r += 1
+    res = [None] * len(requests)
+    if plain:
+        for (i, _), o in zip(plain, self._plain(logits[[r for _, r in plain]], [requests[i] for i, _ in plain])): res[i] = o
+    for i, r in runs:
+        d = drafts[i]
+        try: res[i] = self._verify(requests[i], logits[r:r + 1 + len(d)], d, draft_probs[i] if draft_probs else None)
+        except Exception as e: res[i] = e                  # this request's failure, returned to end it alone
+    return res
+
+# %% ../nbs/08_sampling.ipynb 79
+@patch
+def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted: list[int]) -> tuple[int, torch.Tensor | None] | None:
+    "A draft model's next proposal for `req` from its logits `row` after `drafted`: `(token, q or None)`, or None (no finite logit)."
+    p, W = req.params, self.vocab_size or row.shape[-1]
+    V = min(self.num_decodable or W, W)
+    x = row.new_full((W,), float("-inf"), dtype=torch.float32); x[:V] = row[:V].float()
+    y = Sampler.process(x, p, req.output_token_ids + drafted, req.prompt_token_ids)
+    m, t = y.max(-1)
+    if not math.isfinite(float(m)): return None                   # the target's own path will sample this position
+    if p.greedy or p.seed is not None: return int(t), None
+    q = torch.softmax(y, -1)
+    return _draw(q, req.generator), q
