@@ -48,6 +48,8 @@ class EngineResult:
     logprobs: list[dict[int, float]] | None = None
     prompt_logprobs: list[dict[int, float] | None] | None = None
 
+
+# %% ../nbs/14_engine.ipynb 8
 class _Request(SampleRequest):
     "A request in the engine: what the sampler reads (its token ids from its sequence) and the engine's own state of it."
     def __init__(self, request_id, seq, params, generator, logits_processors, stop_checker, eos_ids, grammar=None):
@@ -66,6 +68,8 @@ class _Request(SampleRequest):
     @property
     def num_output_tokens(self) -> int: return self.seq.num_output_tokens
 
+
+# %% ../nbs/14_engine.ipynb 10
 def _grammar_masks(logits: torch.Tensor, rows: list[int], grammars) -> tuple[torch.Tensor, dict]:
     """The engine's `Sampler.constrain`: `logits` with rows `rows`' refused tokens at -inf (a new tensor), their `grammars`' masks
     filled on the CPU all at once (notebook 08a), and {row: GrammarError} for the grammars that failed."""
@@ -75,7 +79,7 @@ def _grammar_masks(logits: torch.Tensor, rows: list[int], grammars) -> tuple[tor
     return masked_logits(logits, [rows[k] for k in ok], bits[ok]), {rows[k]: e for k, e in errors.items()}
 
 
-# %% ../nbs/14_engine.ipynb 7
+# %% ../nbs/14_engine.ipynb 11
 class Engine:
     """Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`. Built from an
     `EngineConfig` (`config`, with `settings` applied over it by `EngineConfig.make`); `runner`: a runner class chosen already (by
@@ -107,7 +111,7 @@ class Engine:
         self.set_speculative(ec.speculative)         # a draft model: its own pool and runner (ValueError when it does not fit)
         if verbose: print(f"{self.kv_cache_report}\nrunner: {self.runner_reason}" + self._draft_note(), file=sys.stderr)
 
-# %% ../nbs/14_engine.ipynb 8
+# %% ../nbs/14_engine.ipynb 12
 @patch
 def _make_pool(self: Engine, num_blocks: int | None) -> PagedKVPool:
     "The paged K/V pool: `num_blocks` blocks, else as many as `kv_cache_memory` bytes hold (the device's default when None)."
@@ -136,7 +140,7 @@ def _make_runner(self: Engine, runner: type | None, options: dict | None):
     r.warm_up()
     return r
 
-# %% ../nbs/14_engine.ipynb 9
+# %% ../nbs/14_engine.ipynb 13
 @patch
 def set_speculative(self: Engine, spec: SpeculativeConfig | dict | None, proposer: Proposer | None = None):
     """Speculate with `spec` from the next step on (None: stop). Its proposer is made by `make_proposer` (a draft model's own pool
@@ -165,7 +169,17 @@ def _draft_note(self: Engine) -> str:
 def __repr__(self: Engine):
     return f"Engine({self.kv_cache_report}; runner {self.runner.name}{self._draft_note()}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
 
-# %% ../nbs/14_engine.ipynb 12
+# %% ../nbs/14_engine.ipynb 16
+@patch
+def _make_grammar(self: Engine, params: SamplingParams):
+    "The request's `Grammar` for `params.structured_outputs` (None without one), from the compiled-grammar cache."
+    so = params.structured_outputs
+    if so is None: return None
+    if self.tokenizer is None: raise ValueError("SamplingParams.structured_outputs: the engine has no tokenizer to build a grammar from")
+    from xllm.grammar import grammar_cache
+    return grammar_cache.get(self.tokenizer, so)
+
+# %% ../nbs/14_engine.ipynb 18
 @patch
 def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
                 index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
@@ -202,7 +216,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids, grammar)
     return request_id
 
-# %% ../nbs/14_engine.ipynb 13
+# %% ../nbs/14_engine.ipynb 20
 @patch
 def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
@@ -218,7 +232,7 @@ def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     self._pending.append(StepOutput(request_id, [], True, reason))
     return True
 
-# %% ../nbs/14_engine.ipynb 14
+# %% ../nbs/14_engine.ipynb 22
 @patch
 def abort(self: Engine, request_id) -> bool:
     "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -229,7 +243,7 @@ def has_unfinished(self: Engine) -> bool:
     "Whether any request is waiting, running or not yet returned."
     return bool(self.requests or self._pending)
 
-# %% ../nbs/14_engine.ipynb 15
+# %% ../nbs/14_engine.ipynb 24
 @patch(as_prop=True)
 def num_unfinished(self: Engine) -> int:
     "How many requests are waiting or running."
@@ -250,7 +264,7 @@ def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
         with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
     finally: bm.free(seq)
 
-# %% ../nbs/14_engine.ipynb 17
+# %% ../nbs/14_engine.ipynb 27
 @patch
 def step(self: Engine) -> list[StepOutput]:
     "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
@@ -262,7 +276,7 @@ def step(self: Engine) -> list[StepOutput]:
         for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
         self._deferred.clear()
 
-# %% ../nbs/14_engine.ipynb 18
+# %% ../nbs/14_engine.ipynb 28
 @patch
 def _step(self: Engine) -> list[StepOutput]:
     outputs, self._pending = self._pending, []
@@ -277,7 +291,7 @@ def _step(self: Engine) -> list[StepOutput]:
     self._record(out)
     return outputs
 
-# %% ../nbs/14_engine.ipynb 19
+# %% ../nbs/14_engine.ipynb 29
 @patch
 def _ended(self: Engine, seqs, outputs: list):
     "The final outputs of the requests of `seqs`, which the scheduler ended (context or pool full)."
@@ -294,7 +308,7 @@ def _forward(self: Engine, out) -> torch.Tensor:
     if self.speculator is not None: self.spec_stats.observe(out.num_batched_tokens + sum(len(c.draft) for c in out.chunks), time.perf_counter() - t0)
     return self._score_prompts(scored, logits, samp) if scored else logits
 
-# %% ../nbs/14_engine.ipynb 20
+# %% ../nbs/14_engine.ipynb 30
 @patch
 def _batch(self: Engine, chunks, rows) -> PagedBatch:
     """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them). A chunk's
@@ -321,7 +335,7 @@ def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
     return rows, scored, samp
 
 
-# %% ../nbs/14_engine.ipynb 21
+# %% ../nbs/14_engine.ipynb 32
 @patch
 def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
     """A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs); the
@@ -337,7 +351,7 @@ def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> 
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
 
 
-# %% ../nbs/14_engine.ipynb 22
+# %% ../nbs/14_engine.ipynb 33
 @patch
 def _record(self: Engine, out):
     self.scheduler.finished.clear()
@@ -346,7 +360,7 @@ def _record(self: Engine, out):
     bm, sched = self.block_manager, self.scheduler
     self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-# %% ../nbs/14_engine.ipynb 24
+# %% ../nbs/14_engine.ipynb 35
 @patch
 def _propose(self: Engine, out) -> dict | None:
     """Drafts on this step's decode chunks from the speculator (`chunk.draft`, their K/V slots reserved): {seq id: the draft's
@@ -379,7 +393,7 @@ def _reserve(self: Engine, c, draft: list[int]) -> int:
     if draft: bm.append_slot(seq, n + len(draft)); c.draft = draft
     return len(draft)
 
-# %% ../nbs/14_engine.ipynb 25
+# %% ../nbs/14_engine.ipynb 37
 @patch
 def _next_tokens(self: Engine, chunks, logits, qs: dict | None, outputs: list) -> tuple[dict, dict, dict]:
     """Each sampling chunk's next token (or verified run, with the drafts' probabilities `qs`) and finish reason, from one sampler
@@ -403,7 +417,7 @@ def _fail(self: Engine, seq, e: Exception, outputs: list):
     self.requests.pop(seq.seq_id); self.scheduler.abort(seq.seq_id); seq.finish_reason = "error"
     outputs.append(StepOutput(seq.seq_id, [], True, "error", f"{type(e).__name__}: {e}"))
 
-# %% ../nbs/14_engine.ipynb 27
+# %% ../nbs/14_engine.ipynb 40
 @patch
 def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) -> torch.Tensor:
     """Record the prompt log-probabilities of the `scored` chunks (chunk, index of its first row among `logits`); return the
@@ -430,17 +444,7 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
     return logits if len(samp) == logits.shape[0] else logits[samp]
 
 
-# %% ../nbs/14_engine.ipynb 29
-@patch
-def _make_grammar(self: Engine, params: SamplingParams):
-    "The request's `Grammar` for `params.structured_outputs` (None without one), from the compiled-grammar cache."
-    so = params.structured_outputs
-    if so is None: return None
-    if self.tokenizer is None: raise ValueError("SamplingParams.structured_outputs: the engine has no tokenizer to build a grammar from")
-    from xllm.grammar import grammar_cache
-    return grammar_cache.get(self.tokenizer, so)
-
-# %% ../nbs/14_engine.ipynb 31
+# %% ../nbs/14_engine.ipynb 44
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -476,7 +480,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 74
+# %% ../nbs/14_engine.ipynb 88
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:
