@@ -83,7 +83,7 @@ def _canonical(v) -> str:
     except RecursionError: raise ValueError("StructuredOutputsParams.json must be plain JSON data: nested too deeply") from None
 
 
-# %% ../nbs/08_sampling.ipynb 7
+# %% ../nbs/08_sampling.ipynb 8
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
@@ -163,7 +163,7 @@ class SamplingParams:
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
 
-# %% ../nbs/08_sampling.ipynb 15
+# %% ../nbs/08_sampling.ipynb 16
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(ids if ids is not None else [], dtype=torch.long, device=device).reshape(-1)
     if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size): check_token_ids(t, vocab_size, name)   # raises, naming the first bad id
@@ -184,7 +184,7 @@ def apply_penalties(logits: torch.Tensor, output_token_ids=(), prompt_token_ids=
         logits -= frequency_penalty * counts + presence_penalty * (counts > 0).to(logits.dtype)
     return logits
 
-# %% ../nbs/08_sampling.ipynb 18
+# %% ../nbs/08_sampling.ipynb 19
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     "Mask to -inf every logit below the k-th largest (k <= 0 or k >= vocab: unchanged)."
     if k <= 0 or k >= logits.shape[-1]: return logits
@@ -217,7 +217,7 @@ def apply_min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     probs = torch.softmax(logits, dim=-1)
     return logits.masked_fill(probs < p * probs.max(dim=-1, keepdim=True).values, float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 26
+# %% ../nbs/08_sampling.ipynb 27
 class NonFiniteLogitsError(ValueError):
     """A row that cannot be sampled: the logits hold NaN or +inf (a numerical failure in the model or a logits processor), no finite
     value at all, or they overflow float32 under the request's penalties and temperature. The message says which."""
@@ -229,7 +229,7 @@ class SampleResult:
     logprob: float
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
-# %% ../nbs/08_sampling.ipynb 27
+# %% ../nbs/08_sampling.ipynb 29
 def check_finite(logits: torch.Tensor, source: str | None = None):
     "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
@@ -241,7 +241,7 @@ def check_finite(logits: torch.Tensor, source: str | None = None):
     if not bool(torch.isfinite(logits).any()):
         raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
 
-# %% ../nbs/08_sampling.ipynb 28
+# %% ../nbs/08_sampling.ipynb 31
 def _stop_ban(params, output_token_ids) -> list[int]:
     """The token ids `params.min_tokens` forbids next (vLLM's `MinTokensLogitsProcessor`): while fewer than `min_tokens` tokens
     are out, the stop tokens, i.e. `stop_token_ids` and the EOS ids the engine puts in `_all_stop_token_ids` (unless `ignore_eos`);
@@ -253,7 +253,7 @@ def _banned(x: torch.Tensor, ban: list[int]) -> torch.Tensor:
     "A copy of `x` (`[..., V]`) with the ids of `ban` inside the vocabulary at -inf."
     return x.index_fill(-1, torch.tensor([t for t in ban if t < x.shape[-1]], dtype=torch.long, device=x.device), float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 29
+# %% ../nbs/08_sampling.ipynb 33
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
     """Why a row `x` whose raw logits passed `check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
@@ -266,7 +266,7 @@ def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str
              if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
     return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
 
-# %% ../nbs/08_sampling.ipynb 31
+# %% ../nbs/08_sampling.ipynb 35
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
@@ -287,7 +287,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     return int(_draw_rows(probs[None], [generator])[0])
 
 
-# %% ../nbs/08_sampling.ipynb 32
+# %% ../nbs/08_sampling.ipynb 37
 def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     """A `torch.Generator` seeded with a 64-bit hash of `seed` (an integer in [-2**63, 2**64 - 1]) and `salt` (e.g. which of a
     request's completions), so that every bit of the seed counts: torch's CPU generator (MT19937) keeps the low 32 bits of what
@@ -297,7 +297,7 @@ def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     h = hashlib.blake2b(repr((seed, *salt)).encode(), digest_size=8).digest()
     return torch.Generator(device=device).manual_seed(int.from_bytes(h, "little"))
 
-# %% ../nbs/08_sampling.ipynb 33
+# %% ../nbs/08_sampling.ipynb 39
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:
@@ -354,93 +354,99 @@ class Sampler:
         y = apply_min_p(apply_top_p(apply_top_k((y - m) / p.temperature, p.top_k), p.top_p), p.min_p)
         return _draw(torch.softmax(y, -1), generator)
 
-    def sample_rows(self, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
-        """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
-        or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected): non-finite raw logits, or
-        processed ones with no finite maximum (float32 overflow under the penalties or temperature), found on the device and read
-        back with the tokens, so a good batch costs no extra synchronization.
-        The rows are sampled together: penalties (and the stop tokens `min_tokens` holds back) row by row, then each group of
-        rows with the same settings through one filter pipeline and one inverse-CDF draw, and every result is read back to the
-        host at once. A row gets the same
-        token as it would alone (its own generator's next number, the same float operations on its values)."""
-        B, V = logits.shape
-        if V == 0: raise ValueError("logits have no entries (a vocabulary of 0 tokens)")
-        x = logits.float()
-        res: list = [None] * B
-        for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
-            if ok: continue
-            try: check_finite(x[b])                                   # raises with the details
-            except NonFiniteLogitsError as e: res[b] = e
-        rows = [b for b in range(B) if res[b] is None]
-        pen = [b for b in rows if params[b].has_penalties]
-        bans = {b: ban for b in rows if (ban := _stop_ban(params[b], output_token_ids[b]))}   # min_tokens: stop tokens held back
-        xp = x.clone() if pen or bans else x                           # penalized logits (the raw ones give the logprobs)
-        for b in pen:
-            p = params[b]
-            try: xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
-            except ValueError as e: res[b] = e                        # a history id outside the vocabulary: this row fails alone
-        rows = [b for b in rows if res[b] is None]
-        for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
-        tok = torch.zeros(B, dtype=torch.long, device=x.device)
-        groups: dict = {}
-        for b in rows:
-            p = params[b]
-            groups.setdefault(("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p, p.min_p), []).append(b)
-        if x.device.type == "cpu":                                     # on a CPU, a few rows at a time stay in cache through every pass
-            n = max(1, CPU_SAMPLE_ELEMENTS // V)
-            groups = {(k, i): g[i:i + n] for k, g in groups.items() for i in range(0, len(g), n)}
-        for key, g in groups.items():
-            idx = torch.tensor(g, device=x.device)
-            xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
-            if params[g[0]].greedy:                                    # the max in the same pass: a NaN, +inf or all -inf left by
-                m, t = xg.max(-1)                                      # the penalties make it non-finite, and the row -1
-                t = torch.where(torch.isfinite(m), t, -1)
-            else: t = _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])   # -1: no distribution
-            tok.index_copy_(0, idx, t)
-        raw = torch.log_softmax(x, dim=-1)                             # raw-logit log-probabilities (vLLM's default)
-        lp = raw.gather(1, tok.clamp(min=0)[:, None])[:, 0]
-        tops: dict = {}
-        for k in {params[b].logprobs for b in rows if params[b].logprobs}:
-            g = [b for b in rows if params[b].logprobs == k]
-            v, i = torch.topk(raw[g], min(k, V), dim=-1)
-            tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
-        for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
-            if res[b] is not None: continue
-            if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
-                self.row_fallbacks["float32 overflow"] += 1
-                t = self._wide(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
-                if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
-                l = float(raw[b, t])
-            if l == -math.inf:      # the raw logits span more than float32 holds (x[t] - logsumexp overflows): the exact value in float64
-                l = float(x[b, t].double() - torch.logsumexp(x[b].double(), 0))
-            if b in tops and -math.inf in tops[b].values():   # an alternative's float32 log-prob overflowed (a masked token stays -inf)
-                lse = torch.logsumexp(x[b].double(), 0)
-                tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
-            res[b] = SampleResult(t, l, tops.get(b))
-        return res
 
-    def sample(self, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
-        """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them (`sample_rows`; the first row that cannot be
-        sampled raises). For a batch, `params`/`generator` may be one object or a list with one per row, and
-        `output_token_ids`/`prompt_token_ids` a list of per-row lists."""
-        if logits.dim() == 1:
-            return self.sample(logits[None], params, [generator], None if output_token_ids is None else [output_token_ids],
-                               None if prompt_token_ids is None else [prompt_token_ids])[0]
-        if logits.dim() != 2: raise ValueError(f"logits must be [V] or [B, V], got shape {tuple(logits.shape)}")
-        B = logits.shape[0]
-        ps = list(params) if isinstance(params, (list, tuple)) else [params] * B
-        gs = list(generator) if isinstance(generator, (list, tuple)) else [generator] * B
-        outs = [()] * B if output_token_ids is None else list(output_token_ids)
-        prompts = [()] * B if prompt_token_ids is None else list(prompt_token_ids)
-        for name, v in (("params", ps), ("generator", gs), ("output_token_ids", outs), ("prompt_token_ids", prompts)):
-            if len(v) != B: raise ValueError(f"{name} has {len(v)} entries for a batch of {B} rows")
-        res = self.sample_rows(logits, ps, gs, outs, prompts)
-        for r in res:
-            if isinstance(r, Exception): raise r
-        return res
+# %% ../nbs/08_sampling.ipynb 41
+@patch
+def sample_rows(self: Sampler, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
+    """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
+    or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected): non-finite raw logits, or
+    processed ones with no finite maximum (float32 overflow under the penalties or temperature), found on the device and read
+    back with the tokens, so a good batch costs no extra synchronization.
+    The rows are sampled together: penalties (and the stop tokens `min_tokens` holds back) row by row, then each group of
+    rows with the same settings through one filter pipeline and one inverse-CDF draw, and every result is read back to the
+    host at once. A row gets the same
+    token as it would alone (its own generator's next number, the same float operations on its values)."""
+    B, V = logits.shape
+    if V == 0: raise ValueError("logits have no entries (a vocabulary of 0 tokens)")
+    x = logits.float()
+    res: list = [None] * B
+    for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
+        if ok: continue
+        try: check_finite(x[b])                                   # raises with the details
+        except NonFiniteLogitsError as e: res[b] = e
+    rows = [b for b in range(B) if res[b] is None]
+    pen = [b for b in rows if params[b].has_penalties]
+    bans = {b: ban for b in rows if (ban := _stop_ban(params[b], output_token_ids[b]))}   # min_tokens: stop tokens held back
+    xp = x.clone() if pen or bans else x                           # penalized logits (the raw ones give the logprobs)
+    for b in pen:
+        p = params[b]
+        try: xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+        except ValueError as e: res[b] = e                        # a history id outside the vocabulary: this row fails alone
+    rows = [b for b in rows if res[b] is None]
+    for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
+    tok = torch.zeros(B, dtype=torch.long, device=x.device)
+    groups: dict = {}
+    for b in rows:
+        p = params[b]
+        groups.setdefault(("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p, p.min_p), []).append(b)
+    if x.device.type == "cpu":                                     # on a CPU, a few rows at a time stay in cache through every pass
+        n = max(1, CPU_SAMPLE_ELEMENTS // V)
+        groups = {(k, i): g[i:i + n] for k, g in groups.items() for i in range(0, len(g), n)}
+    for key, g in groups.items():
+        idx = torch.tensor(g, device=x.device)
+        xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
+        if params[g[0]].greedy:                                    # the max in the same pass: a NaN, +inf or all -inf left by
+            m, t = xg.max(-1)                                      # the penalties make it non-finite, and the row -1
+            t = torch.where(torch.isfinite(m), t, -1)
+        else: t = _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])   # -1: no distribution
+        tok.index_copy_(0, idx, t)
+    raw = torch.log_softmax(x, dim=-1)                             # raw-logit log-probabilities (vLLM's default)
+    lp = raw.gather(1, tok.clamp(min=0)[:, None])[:, 0]
+    tops: dict = {}
+    for k in {params[b].logprobs for b in rows if params[b].logprobs}:
+        g = [b for b in rows if params[b].logprobs == k]
+        v, i = torch.topk(raw[g], min(k, V), dim=-1)
+        tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
+    for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
+        if res[b] is not None: continue
+        if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
+            self.row_fallbacks["float32 overflow"] += 1
+            t = self._wide(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
+            if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
+            l = float(raw[b, t])
+        if l == -math.inf:      # the raw logits span more than float32 holds (x[t] - logsumexp overflows): the exact value in float64
+            l = float(x[b, t].double() - torch.logsumexp(x[b].double(), 0))
+        if b in tops and -math.inf in tops[b].values():   # an alternative's float32 log-prob overflowed (a masked token stays -inf)
+            lse = torch.logsumexp(x[b].double(), 0)
+            tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
+        res[b] = SampleResult(t, l, tops.get(b))
+    return res
 
 
-# %% ../nbs/08_sampling.ipynb 52
+# %% ../nbs/08_sampling.ipynb 43
+@patch
+def sample(self: Sampler, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
+    """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them (`sample_rows`; the first row that cannot be
+    sampled raises). For a batch, `params`/`generator` may be one object or a list with one per row, and
+    `output_token_ids`/`prompt_token_ids` a list of per-row lists."""
+    if logits.dim() == 1:
+        return self.sample(logits[None], params, [generator], None if output_token_ids is None else [output_token_ids],
+                           None if prompt_token_ids is None else [prompt_token_ids])[0]
+    if logits.dim() != 2: raise ValueError(f"logits must be [V] or [B, V], got shape {tuple(logits.shape)}")
+    B = logits.shape[0]
+    ps = list(params) if isinstance(params, (list, tuple)) else [params] * B
+    gs = list(generator) if isinstance(generator, (list, tuple)) else [generator] * B
+    outs = [()] * B if output_token_ids is None else list(output_token_ids)
+    prompts = [()] * B if prompt_token_ids is None else list(prompt_token_ids)
+    for name, v in (("params", ps), ("generator", gs), ("output_token_ids", outs), ("prompt_token_ids", prompts)):
+        if len(v) != B: raise ValueError(f"{name} has {len(v)} entries for a batch of {B} rows")
+    res = self.sample_rows(logits, ps, gs, outs, prompts)
+    for r in res:
+        if isinstance(r, Exception): raise r
+    return res
+
+
+# %% ../nbs/08_sampling.ipynb 62
 class SampleRequest:
     """A request as the sampler reads it: `params`, its `generator`, `logits_processors` (`f(output_token_ids, row) -> row`), the
     token ids that end it (`stop_ids`), `stop_checker(output_token_ids) -> reason | None` (stop strings), its `grammar` (an object
@@ -454,7 +460,7 @@ class SampleRequest:
     @property
     def num_output_tokens(self) -> int: return len(self.output_token_ids)
 
-# %% ../nbs/08_sampling.ipynb 55
+# %% ../nbs/08_sampling.ipynb 65
 def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
     "Why `req` ends with `tok` as its next token (after `pending` ones of a verified run), or None."
     if tok in req.stop_ids: return "stop"
@@ -465,7 +471,7 @@ def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
         return req.stop_checker(req.output_token_ids + list(pending) + [tok]) or None
     return None
 
-# %% ../nbs/08_sampling.ipynb 58
+# %% ../nbs/08_sampling.ipynb 68
 def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> torch.Tensor:
     "`x` through `processors` in turn, given the output so far; a ValueError names one that breaks the shape."
     for f in processors:
@@ -475,7 +481,7 @@ def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> to
             raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {got}, expected a tensor of shape {tuple(shape)}")
     return x
 
-# %% ../nbs/08_sampling.ipynb 61
+# %% ../nbs/08_sampling.ipynb 71
 def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, generator: torch.Generator | None = None) -> tuple[int, bool]:
     """One verified position: `(token, accepted)`, the token distributed as `probs` (normalized here) whatever the proposal.
     `q`: the proposer's probabilities (None: all mass on `d`). Takes one uniform number from `generator` and, on a rejection,
@@ -489,7 +495,7 @@ def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, gen
     if not float(r.sum()) > 0: r = p                      # rounding left no residual (p == q): p itself
     return _draw(r, generator), False
 
-# %% ../nbs/08_sampling.ipynb 64
+# %% ../nbs/08_sampling.ipynb 74
 def _logprobs(params, r) -> dict | None:
     "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
     return {r.token_id: r.logprob, **(r.top_logprobs or {})} if params.logprobs is not None else None
@@ -502,7 +508,7 @@ def _masked(self: Sampler, logits: torch.Tensor, reqs) -> tuple[torch.Tensor, di
     if self.constrain is None: raise ValueError("a request has a grammar, and this sampler has no `constrain` to mask its rows")
     return self.constrain(logits, rows, [reqs[i].grammar for i in rows])
 
-# %% ../nbs/08_sampling.ipynb 65
+# %% ../nbs/08_sampling.ipynb 76
 @patch
 def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
     """{row: token} of the rows that need nothing but an argmax (greedy; no penalties, processors, logprobs or `min_tokens` ban;
@@ -515,7 +521,7 @@ def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
     toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
     return {i: t for i, t in zip(idx, toks) if t >= 0}
 
-# %% ../nbs/08_sampling.ipynb 66
+# %% ../nbs/08_sampling.ipynb 78
 @patch
 def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     "{row: (token, logprobs) or the row's exception} of the rows without processors that `done` does not hold, by `sample_rows`."
@@ -527,7 +533,7 @@ def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     res = self.sample_rows(x, [r.params for r in rs], [r.generator for r in rs], [r.output_token_ids for r in rs], [r.prompt_token_ids for r in rs])
     return {i: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for i, r, s in zip(idx, rs, res)}
 
-# %% ../nbs/08_sampling.ipynb 67
+# %% ../nbs/08_sampling.ipynb 80
 @patch
 def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, dict | None]:
     "The token and logprobs of one row with logits processors (counted in `row_fallbacks`)."
@@ -543,7 +549,7 @@ def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, d
         raise                             # else the sampler's message stands
     return r.token_id, _logprobs(req.params, r)
 
-# %% ../nbs/08_sampling.ipynb 68
+# %% ../nbs/08_sampling.ipynb 82
 @patch
 def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
     "`sample_requests` for rows without drafts: per request `(token, logprobs, finish reason, 0)` or its exception."
@@ -564,7 +570,7 @@ def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
         except Exception as e: out.append(e)              # this request's failure, returned to end it alone (not hidden)
     return out
 
-# %% ../nbs/08_sampling.ipynb 70
+# %% ../nbs/08_sampling.ipynb 85
 @patch
 def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int]) -> torch.Tensor:
     "Row `x` of a verified run as the sampler's input after the tokens `hist`: the vocabulary's end, the grammar's mask, the processors."
@@ -578,7 +584,7 @@ def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int
     check_finite(x, "the logits processors" if req.logits_processors else None)
     return x
 
-# %% ../nbs/08_sampling.ipynb 71
+# %% ../nbs/08_sampling.ipynb 87
 @patch
 def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int], d: int | None, q) -> tuple[int, bool]:
     "The token at one verified position and whether it is the proposal `d` (None: the position after the draft)."
@@ -593,7 +599,7 @@ def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int],
     if d is None: return _draw(torch.softmax(y, -1), g), False
     return accept_token(torch.softmax(y, -1), d, q, g)
 
-# %% ../nbs/08_sampling.ipynb 72
+# %% ../nbs/08_sampling.ipynb 89
 @patch
 def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[int], qs) -> tuple[list[int], list | None, str | None, int]:
     "One request's verified run: (tokens, their logprobs or None, finish reason or None, proposals accepted)."
@@ -614,7 +620,7 @@ def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[i
         if reason is not None or not ok: break
     return toks, lps, reason, accepted
 
-# %% ../nbs/08_sampling.ipynb 74
+# %% ../nbs/08_sampling.ipynb 92
 @patch
 def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, draft_probs=None) -> list:
     """The step's sampling decision: per request `(token, logprobs, finish reason, 0)`, or with a draft `(tokens, logprobs,
@@ -633,7 +639,7 @@ def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, 
         except Exception as e: res[i] = e                  # this request's failure, returned to end it alone
     return res
 
-# %% ../nbs/08_sampling.ipynb 79
+# %% ../nbs/08_sampling.ipynb 97
 @patch
 def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted: list[int]) -> tuple[int, torch.Tensor | None] | None:
     "A draft model's next proposal for `req` from its logits `row` after `drafted`: `(token, q or None)`, or None (no finite logit)."
