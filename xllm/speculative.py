@@ -96,7 +96,7 @@ class Proposer:
     def token_cost(self, num_seqs: int) -> float: "Seconds a proposed token costs in a step of `num_seqs` asks (0: free)."; return 0.0
     def describe(self) -> str: "A note for the engine's start-up line and repr ('' for none)."; return ""
 
-# %% ../nbs/14a_speculative.ipynb 14
+# %% ../nbs/14a_speculative.ipynb 15
 class NgramProposer(Proposer):
     "Prompt lookup: each request's `NgramIndex` (its state) proposes what followed the last n-gram's most recent earlier occurrence."
     cheap = True
@@ -105,7 +105,7 @@ class NgramProposer(Proposer):
     def propose(self, asks: list[DraftAsk]) -> dict:
         return {a.request_id: (d, None) for a in asks if (d := a.state.proposal.propose(a.token_ids, a.k))}
 
-# %% ../nbs/14a_speculative.ipynb 21
+# %% ../nbs/14a_speculative.ipynb 22
 class _SpecState:
     "One request's speculation: the proposer's state for it (`proposal`), its acceptance estimate and its pause after failures."
     def __init__(self, proposal=None):
@@ -138,7 +138,7 @@ def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -
         if gain > best_gain + 1e-12: best, best_gain = k, gain
     return best
 
-# %% ../nbs/14a_speculative.ipynb 24
+# %% ../nbs/14a_speculative.ipynb 25
 class Speculator:
     "An engine's speculative decoding: its `config`, `proposer`, cost model `stats` and per-request states (`new_state`)."
     def __init__(self, config: SpeculativeConfig, proposer: Proposer, stats: SpecStats):
@@ -152,7 +152,7 @@ class Speculator:
         s.num_verifications += 1; s.num_proposed += proposed; s.num_accepted += accepted; s.num_emitted += emitted
         state.adapt(self.config, proposed, accepted)
 
-# %% ../nbs/14a_speculative.ipynb 25
+# %% ../nbs/14a_speculative.ipynb 27
 @patch
 def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int, num_sampled: int, reserve) -> dict:
     """Drafts for `asks` in a step of `num_tokens` tokens sampling `num_sampled` rows, with `budget` tokens left; `reserve(request
@@ -178,7 +178,7 @@ def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int
             kept[a.request_id] = pr[1][:n] if pr[1][0] is not None else None
     return kept
 
-# %% ../nbs/14a_speculative.ipynb 28
+# %% ../nbs/14a_speculative.ipynb 30
 class DraftProposer(Proposer):
     """Proposals from a draft model for the speculating sequences of a step, all together: one forward that catches the draft's
     cache up with each sequence's tokens (usually the one or two accepted since the last step; the whole prompt the first time),
@@ -242,7 +242,7 @@ class DraftProposer(Proposer):
             first, live = False, going
         return {asks[i][0]: v for i, v in got.items() if v[0]}
 
-# %% ../nbs/14a_speculative.ipynb 29
+# %% ../nbs/14a_speculative.ipynb 32
 @patch
 def propose(self: DraftProposer, asks: list[DraftAsk]) -> dict:
     "`Proposer.propose`: the draft model's tokens for `asks`, each drawn with its request's settings (`Sampler.propose_token`)."
@@ -258,7 +258,7 @@ def token_cost(self: DraftProposer, num_seqs: int) -> float:
 def describe(self: DraftProposer) -> str:
     return f"draft model {self.model.config.num_hidden_layers} layers, runner {self.runner_reason}, K/V pool {self.pool.report()}"
 
-# %% ../nbs/14a_speculative.ipynb 32
+# %% ../nbs/14a_speculative.ipynb 35
 def check_same_tokenizer(draft_tok, target_tok):
     "ValueError unless tokenizers `draft_tok` and `target_tok` map every id to the same bytes (`LLM` checks a draft it loads)."
     a, b = draft_tok, target_tok
