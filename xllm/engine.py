@@ -427,18 +427,9 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
         req, seq = self.requests[c.seq.seq_id], c.seq
         lo, hi = max(c.start, len(req.prompt_lps) - 1), min(c.start + c.num_tokens, seq.num_prompt_tokens - 1)   # positions p scoring token p + 1
         idx += range(i0 + lo - c.start, i0 + hi - c.start); targets += seq.token_ids[lo + 1:hi + 1]; owners += [req] * max(0, hi - lo)
-    if idx:
-        nd = self.num_decodable
-        lp = torch.log_softmax(logits[idx, :nd].float(), -1)         # the raw distribution over what the tokenizer can write
-        t = torch.tensor(targets, device=lp.device)
-        own = lp.gather(1, t.clamp(max=nd - 1)[:, None])[:, 0].masked_fill(t >= nd, float("-inf")).tolist()
-        tops = {}
-        for k in {r.params.prompt_logprobs for r in owners} - {0}:  # top-k once per k asked for, over the rows of this step
-            v, j = torch.topk(lp, min(k, nd), -1)
-            tops[k] = (j.tolist(), v.tolist())
-        for n, (req, tok, l) in enumerate(zip(owners, targets, own)):
-            k = req.params.prompt_logprobs
-            req.prompt_lps.append({tok: l, **(dict(zip(tops[k][0][n], tops[k][1][n])) if k else {})})
+    if idx:                                                          # the raw distribution, read by the sampler
+        for req, e in zip(owners, self.sampler.prompt_logprobs(logits[idx], targets, [r.params.prompt_logprobs for r in owners])):
+            req.prompt_lps.append(e)
     for c, _ in scored:                                              # scored whole: a recompute may reuse cached blocks again
         if len(self.requests[c.seq.seq_id].prompt_lps) == c.seq.num_prompt_tokens: c.seq.reuse_prefix = True
     return logits if len(samp) == logits.shape[0] else logits[samp]

@@ -652,3 +652,18 @@ def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted:
     if p.greedy or p.seed is not None: return int(t), None
     q = torch.softmax(y, -1)
     return _draw(q, req.generator), q
+
+# %% ../nbs/08_sampling.ipynb 100
+@patch
+def prompt_logprobs(self: Sampler, logits: torch.Tensor, targets: list[int], ks: list[int]) -> list[dict]:
+    """Per row of `logits` (the distribution of the next prompt token `targets[i]`): `{target: its raw log-probability, top
+    `ks[i]` alternatives...}` over the first `num_decodable` tokens (a target past them: -inf)."""
+    nd = self.num_decodable or logits.shape[-1]
+    lp = torch.log_softmax(logits[:, :nd].float(), -1)
+    t = torch.tensor(targets, device=lp.device)
+    own = lp.gather(1, t.clamp(max=nd - 1)[:, None])[:, 0].masked_fill(t >= nd, float("-inf")).tolist()
+    tops = {}
+    for k in set(ks) - {0}:                                    # top-k once per k asked for, over all the rows
+        v, j = torch.topk(lp, min(k, nd), -1)
+        tops[k] = (j.tolist(), v.tolist())
+    return [{tok: l, **(dict(zip(tops[k][0][n], tops[k][1][n])) if k else {})} for n, (tok, l, k) in enumerate(zip(targets, own, ks))]
