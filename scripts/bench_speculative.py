@@ -20,7 +20,7 @@ from xllm.sampling import SamplingParams
 from xllm.bench import workload
 from xllm.core import default_model_path
 from xllm.config import SpeculativeConfig
-from xllm.speculative import draft_proposer
+from xllm.speculative import make_proposer
 
 
 def machine() -> dict:
@@ -60,7 +60,7 @@ def ngram(rounds: int) -> dict:
                 loads.append(os.getloadavg()[0])
                 res = {}
                 for on in ((True, False) if (i + r) % 2 else (False, True)):
-                    eng.speculative = cfg if on else None
+                    eng.set_speculative(cfg if on else None)
                     res[on] = decode_run(eng, ids, params)
                 assert res[True][0] == res[False][0], "greedy outputs differ"
                 for on in res: tot[on][0] += res[on][1]; tot[on][1] += res[on][2]
@@ -81,7 +81,7 @@ def batch(rounds: int) -> dict:
     eng = llm.get_engine()
     settings = {"off": None, "on": {"method": "ngram"}, "on_max_batch_64": {"method": "ngram", "max_batch_size": 64}}
     def run(spec, prompts, n):
-        eng.speculative = SpeculativeConfig.make(spec)
+        eng.set_speculative(spec)
         s0, steps0 = spec_counts(eng), eng.num_steps
         rids = [eng.add_request(llm.encode_chat([{"role": "user", "content": p}])[1], SamplingParams(temperature=0, max_tokens=n)) for p in prompts]
         toks = {r: [] for r in rids}
@@ -120,7 +120,8 @@ def draft(rounds: int) -> dict:
             "f32 target + Q4_1 draft (adaptive)": (teng, SpeculativeConfig.make({"method": "draft", "model": q4})),
             "f32 target + Q4_1 draft (k=4 fixed)": (teng, SpeculativeConfig.make({"method": "draft", "model": q4, "num_tokens": 4, "adaptive": False})),
             "Q4_1 alone": (qeng, None)}
-    teng.drafter = draft_proposer(cfgs["f32 target + Q4_1 draft (adaptive)"][1], teng)   # one draft pool for both draft settings
+    drafter = make_proposer(cfgs["f32 target + Q4_1 draft (adaptive)"][1], teng.sampler, teng.model.device, teng.tokenizer,
+                            teng.max_model_len, teng.pool.num_tokens)   # one draft pool for both draft settings
     params = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
     out = {"workloads": {}}
     for spec in ("grounded", "prompts:4"):
@@ -132,7 +133,7 @@ def draft(rounds: int) -> dict:
                 loads.append(os.getloadavg()[0]); ref = None
                 for name in (list(cfgs) if (i + r) % 2 == 0 else list(cfgs)[::-1]):
                     eng, cfg = cfgs[name]
-                    eng.speculative = cfg; s0 = spec_counts(eng)
+                    eng.set_speculative(cfg, drafter if cfg is not None else None); s0 = spec_counts(eng)
                     toks, n, t = decode_run(eng, ids, params)
                     d = spec_delta(eng, s0)
                     if name != "Q4_1 alone":
@@ -145,7 +146,7 @@ def draft(rounds: int) -> dict:
         w["load_min"], w["load_max"] = min(loads), max(loads)
         out["workloads"][spec] = w
         print(spec, json.dumps(w), flush=True)
-    return {**out, **machine(), "rounds": rounds, "max_tokens": 128, "draft_step_s": dict(teng.drafter.stats.step_time)}
+    return {**out, **machine(), "rounds": rounds, "max_tokens": 128, "draft_step_s": dict(drafter.stats.step_time)}
 
 
 if __name__ == "__main__":

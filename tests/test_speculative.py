@@ -80,7 +80,7 @@ def drafted(llms):
 def test_draft_model_greedy_identical(llms, drafted):
     off, on = llms[0], drafted
     eng = on.get_engine()
-    assert eng.drafter is not None and "draft model 30 layers" in repr(eng)
+    assert eng.proposer is not None and "draft model 30 layers" in repr(eng)
     for text in (GROUNDED, OPEN):
         p = SamplingParams(temperature=0, max_tokens=64, logprobs=1)
         a, b = off.chat(_chat(off, text), p, use_tqdm=False)[0].outputs[0], on.chat(_chat(on, text), p, use_tqdm=False)[0].outputs[0]

@@ -18,9 +18,9 @@ from .kv_pool import PagedKVPool, default_kv_cache_memory
 from .runner import choose_runner
 from .sequence import Sequence, SequenceStatus
 from .scheduler import Scheduler
-from .sampling import SamplingParams, Sampler, NonFiniteLogitsError, _check_finite
-from .config import SpeculativeConfig
-from .speculative import SpecStats, draft_proposer, propose_drafts, verify_drafts
+from .sampling import SamplingParams, Sampler, SampleRequest
+from .config import EngineConfig, SpeculativeConfig
+from .speculative import DraftAsk, Proposer, SpecStats, Speculator, make_proposer
 
 # %% auto 0
 __all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
@@ -48,71 +48,138 @@ class EngineResult:
     logprobs: list[dict[int, float]] | None = None
     prompt_logprobs: list[dict[int, float] | None] | None = None
 
-def _logprobs(params, r) -> dict | None:
-    "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
-    return {r.token_id: r.logprob, **(r.top_logprobs or {})} if params.logprobs is not None else None
 
-class _Request:
-    def __init__(self, request_id, seq, params, generator, logits_processors, stop_checker, eos_ids):
+# %% ../nbs/14_engine.ipynb 8
+class _Request(SampleRequest):
+    "A request in the engine: what the sampler reads (its token ids from its sequence) and the engine's own state of it."
+    def __init__(self, request_id, seq, params, generator, logits_processors, stop_checker, eos_ids, grammar=None):
         self.request_id, self.seq, self.params, self.generator = request_id, seq, params, generator
-        self.logits_processors, self.stop_checker = list(logits_processors or []), stop_checker
+        self.logits_processors, self.stop_checker, self.grammar = list(logits_processors or []), stop_checker, grammar
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
         self.prompt_lps = [None] if params.prompt_logprobs is not None else None   # per prompt token; the first has no context
         self.prompt_sent = False
-        self.grammar = None        # an xllm.grammar.Grammar when params.structured_outputs is set
-        self.spec = None                                   # speculative decoding's per-request state (notebook 14a), made on first use
+        self.spec = None                 # its speculative decoding state (`Speculator.new_state`), made on its first decode
+        self.num_tokens_before = 0       # its tokens before the step's verification (a run the scheduler cut is cut in its output)
+
+    @property
+    def output_token_ids(self) -> list[int]: return self.seq.output_token_ids
+    @property
+    def prompt_token_ids(self) -> list[int]: return self.seq.prompt_token_ids
+    @property
+    def num_output_tokens(self) -> int: return self.seq.num_output_tokens
 
 
-# %% ../nbs/14_engine.ipynb 7
+# %% ../nbs/14_engine.ipynb 10
+def _grammar_masks(logits: torch.Tensor, rows: list[int], grammars) -> tuple[torch.Tensor, dict]:
+    """The engine's `Sampler.constrain`: `logits` with rows `rows`' refused tokens at -inf (a new tensor), their `grammars`' masks
+    filled on the CPU all at once (notebook 08a), and {row: GrammarError} for the grammars that failed."""
+    from xllm.grammar import fill_masks, masked_logits
+    bits, errors = fill_masks(grammars, grammars[0].vocab_size)
+    ok = [k for k in range(len(rows)) if k not in errors]
+    return masked_logits(logits, [rows[k] for k in ok], bits[ok]), {rows[k]: e for k, e in errors.items()}
+
+
+# %% ../nbs/14_engine.ipynb 11
 class Engine:
-    "Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`."
-    def __init__(self, model: Llama, tokenizer=None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512, block_size: int = 16,
-                 kv_cache_memory: int | None = None, enable_prefix_caching: bool = True, max_model_len: int | None = None,
-                 num_blocks: int | None = None, eos_token_ids: Seq[int] | None = None, verbose: bool = False,
-                 kv_cache_dtype: str | None = None, runner: str | type | None = None, runner_options: dict | None = None,
-                 speculative: dict | SpeculativeConfig | None = None, max_logprobs: int = 20):
+    """Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`. Built from an
+    `EngineConfig` (`config`, with `settings` applied over it by `EngineConfig.make`); `runner`: a runner class chosen already (by
+    an `LLM`), or None (chosen from `config.runner`)."""
+    def __init__(self, model: Llama, tokenizer=None, config: EngineConfig | None = None, *, num_blocks: int | None = None,
+                 eos_token_ids: Seq[int] | None = None, runner: type | None = None, runner_options: dict | None = None,
+                 verbose: bool = False, **settings):
+        if isinstance(runner, str): settings["runner"], runner = runner, None      # a runner's name is a setting
+        ec = self.engine_config = EngineConfig.make(config, **settings)
         c = self.config = model.config
-        self.max_logprobs = check_int("max_logprobs", max_logprobs, 0)   # logprobs / prompt_logprobs a request may ask for (vLLM's 20)
-        self.model, self.tokenizer = model, tokenizer
-        kc = getattr(model, "kv_config", c)          # a tensor-parallel shard stores only its K/V heads (notebook 13a)
-        if num_blocks is not None: self.pool = PagedKVPool(kc, num_blocks, block_size, model.dtype, model.device, kv_cache_dtype)
-        else: self.pool = PagedKVPool.from_budget(kc, block_size, default_kv_cache_memory(model.device) if kv_cache_memory is None else kv_cache_memory,
-                                                  model.dtype, model.device, kv_cache_dtype)
-        self.block_manager = BlockManager(self.pool.num_blocks, block_size, enable_prefix_caching)
-        ctx = c.max_position_embeddings
-        if max_model_len is not None: ctx = check_int("max_model_len", max_model_len, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's context)")
-        self.max_model_len = ctx
-        self.scheduler = Scheduler(self.block_manager, max_num_seqs, max_num_batched_tokens, self.max_model_len)
-        if eos_token_ids is None:
-            eos_token_ids = [*(getattr(tokenizer, "eos_ids", None) or []), *c.eos_token_id]
-        self.eos_token_ids = list(dict.fromkeys(int(t) for t in eos_token_ids))
+        self.model, self.tokenizer, self.max_logprobs = model, tokenizer, ec.max_logprobs
+        self.pool = self._make_pool(num_blocks)
+        self.block_manager = BlockManager(self.pool.num_blocks, ec.block_size, ec.enable_prefix_caching)
+        self.max_model_len = self._context()
+        self.scheduler = Scheduler(self.block_manager, ec.max_num_seqs, ec.num_batched_tokens, self.max_model_len)
+        eos = eos_token_ids if eos_token_ids is not None else [*(getattr(tokenizer, "eos_ids", None) or []), *c.eos_token_id]
+        self.eos_token_ids = list(dict.fromkeys(int(t) for t in eos))
         tv = getattr(tokenizer, "vocab_size", None)
         self.num_decodable = min(tv, c.vocab_size) if tv else c.vocab_size   # logits rows past the tokenizer are never sampled
-        self.sampler = Sampler()
-        self.speculative = SpeculativeConfig.make(speculative)        # None: no speculative decoding (notebook 14a)
-        self.spec_stats = SpecStats()
+        self.sampler = Sampler(c.vocab_size, self.num_decodable, _grammar_masks)
         self.requests: dict[Any, _Request] = {}
         self._pending: list[StepOutput] = []         # final outputs of requests ended between steps (abort, finish_request)
         self._stepping, self._deferred = False, []   # inside step(): requests ended meanwhile, ended when it returns
-        self._next_id = 0
-        self.num_steps, self.num_batched_tokens = 0, 0
+        self._next_id, self.num_steps, self.num_batched_tokens = 0, 0, 0
         self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
-        if isinstance(runner, type): cls, self.runner_reason = runner, runner.name         # chosen already (by an LLM): not checked twice
-        else: cls, self.runner_reason = choose_runner(model, self.pool.kv_dtype, runner)   # once: every step goes to this runner
-        self.runner = cls(model, self.pool, max_batch=max_num_seqs, max_model_len=self.max_model_len, **(runner_options or {}))
-        self.runner.warm_up()
-        spec = self.speculative                       # a draft model: its own pool and runner (ValueError when it does not fit)
-        self.drafter = draft_proposer(spec, self) if spec is not None and spec.method == "draft" else None
+        self.runner = self._make_runner(runner, runner_options)
+        self.spec_stats, self.speculator = SpecStats(), None
+        self.set_speculative(ec.speculative)         # a draft model: its own pool and runner (ValueError when it does not fit)
         if verbose: print(f"{self.kv_cache_report}\nrunner: {self.runner_reason}" + self._draft_note(), file=sys.stderr)
 
-    def _draft_note(self) -> str:
-        d = self.drafter
-        return "" if d is None else f"; draft model {d.model.config.num_hidden_layers} layers, runner {d.runner_reason}, K/V pool {d.pool.report()}"
-    def __repr__(self):
-        return f"Engine({self.kv_cache_report}; runner {self.runner.name}{self._draft_note()}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
+# %% ../nbs/14_engine.ipynb 12
+@patch
+def _make_pool(self: Engine, num_blocks: int | None) -> PagedKVPool:
+    "The paged K/V pool: `num_blocks` blocks, else as many as `kv_cache_memory` bytes hold (the device's default when None)."
+    ec, m = self.engine_config, self.model
+    kc = getattr(m, "kv_config", m.config)          # a tensor-parallel shard stores only its K/V heads (notebook 13a)
+    if num_blocks is not None: return PagedKVPool(kc, num_blocks, ec.block_size, m.dtype, m.device, ec.kv_cache_dtype)
+    mem = default_kv_cache_memory(m.device) if ec.kv_cache_memory is None else ec.kv_cache_memory
+    return PagedKVPool.from_budget(kc, ec.block_size, mem, m.dtype, m.device, ec.kv_cache_dtype)
 
-# %% ../nbs/14_engine.ipynb 9
+@patch
+def _context(self: Engine) -> int:
+    "The longest sequence: `max_model_len`, at most the model's context."
+    ctx, n = self.config.max_position_embeddings, self.engine_config.max_model_len
+    return ctx if n is None else check_int("max_model_len", n, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's context)")
+
+@patch
+def _make_runner(self: Engine, runner: type | None, options: dict | None):
+    "The runner every step goes to: the class given (chosen by an `LLM`: not checked twice) or `choose_runner`'s, warmed up."
+    ec = self.engine_config
+    if runner is not None: cls, self.runner_reason = runner, runner.name
+    else: cls, self.runner_reason = choose_runner(self.model, self.pool.kv_dtype, ec.runner)
+    if options is None:
+        options = {"enforce_eager": True} if ec.enforce_eager and cls.name in ("cuda", "tp") else \
+                  {"activations": ec.cpu_activations} if ec.cpu_activations is not None and cls.name == "cpu" else {}
+    r = cls(self.model, self.pool, max_batch=ec.max_num_seqs, max_model_len=self.max_model_len, **options)
+    r.warm_up()
+    return r
+
+# %% ../nbs/14_engine.ipynb 13
+@patch
+def set_speculative(self: Engine, spec: SpeculativeConfig | dict | None, proposer: Proposer | None = None):
+    """Speculate with `spec` from the next step on (None: stop). Its proposer is made by `make_proposer` (a draft model's own pool
+    and runner; ValueError when it does not fit the target) unless `proposer` is given (e.g. one shared by two settings)."""
+    cfg = SpeculativeConfig.make(spec)
+    if cfg is not None and proposer is None:
+        proposer = make_proposer(cfg, self.sampler, self.model.device, self.tokenizer, self.max_model_len, self.pool.num_tokens)
+    self.speculator = None if cfg is None else Speculator(cfg, proposer, self.spec_stats)
+    for r in self.requests.values(): r.spec = None        # the previous speculator's states
+
+@patch(as_prop=True)
+def speculative(self: Engine) -> SpeculativeConfig | None:
+    "How the engine speculates now (None: it does not)."
+    return None if self.speculator is None else self.speculator.config
+
+@patch(as_prop=True)
+def proposer(self: Engine) -> Proposer | None:
+    "The speculator's proposer (None: no speculation)."
+    return None if self.speculator is None else self.speculator.proposer
+
+@patch
+def _draft_note(self: Engine) -> str:
+    return f"; {note}" if self.speculator is not None and (note := self.speculator.proposer.describe()) else ""
+
+@patch
+def __repr__(self: Engine):
+    return f"Engine({self.kv_cache_report}; runner {self.runner.name}{self._draft_note()}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
+
+# %% ../nbs/14_engine.ipynb 16
+@patch
+def _make_grammar(self: Engine, params: SamplingParams):
+    "The request's `Grammar` for `params.structured_outputs` (None without one), from the compiled-grammar cache."
+    so = params.structured_outputs
+    if so is None: return None
+    if self.tokenizer is None: raise ValueError("SamplingParams.structured_outputs: the engine has no tokenizer to build a grammar from")
+    from xllm.grammar import grammar_cache
+    return grammar_cache.get(self.tokenizer, so)
+
+# %% ../nbs/14_engine.ipynb 18
 @patch
 def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
                 index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
@@ -146,11 +213,10 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
     if params.prompt_logprobs is not None: seq.reuse_prefix = False      # every prompt position computed: its logits are wanted
     gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
-    self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids)
-    self.requests[request_id].grammar = grammar
+    self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids, grammar)
     return request_id
 
-# %% ../nbs/14_engine.ipynb 10
+# %% ../nbs/14_engine.ipynb 20
 @patch
 def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
@@ -166,7 +232,7 @@ def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     self._pending.append(StepOutput(request_id, [], True, reason))
     return True
 
-# %% ../nbs/14_engine.ipynb 11
+# %% ../nbs/14_engine.ipynb 22
 @patch
 def abort(self: Engine, request_id) -> bool:
     "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -177,7 +243,7 @@ def has_unfinished(self: Engine) -> bool:
     "Whether any request is waiting, running or not yet returned."
     return bool(self.requests or self._pending)
 
-# %% ../nbs/14_engine.ipynb 12
+# %% ../nbs/14_engine.ipynb 24
 @patch(as_prop=True)
 def num_unfinished(self: Engine) -> int:
     "How many requests are waiting or running."
@@ -198,7 +264,7 @@ def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
         with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
     finally: bm.free(seq)
 
-# %% ../nbs/14_engine.ipynb 14
+# %% ../nbs/14_engine.ipynb 27
 @patch
 def step(self: Engine) -> list[StepOutput]:
     "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
@@ -210,28 +276,39 @@ def step(self: Engine) -> list[StepOutput]:
         for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
         self._deferred.clear()
 
-# %% ../nbs/14_engine.ipynb 15
+# %% ../nbs/14_engine.ipynb 28
 @patch
 def _step(self: Engine) -> list[StepOutput]:
     outputs, self._pending = self._pending, []
-    out = self.scheduler.schedule()                              # 1. this step's chunks (preempting when blocks run out)
-    for seq in out.finished:                                     #    sequences the scheduler ended (context or pool full)
-        if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
+    out = self.scheduler.schedule()                              # 1. schedule: this step's chunks (preempting when blocks run out)
+    self._ended(out.finished, outputs)                           #    sequences the scheduler ended (context or pool full)
     if out.chunks:
-        drafted = propose_drafts(self, out) if self.speculative is not None else 0   #    speculative: proposals after decode chunks (14a)
-        rows, scored, samp = self._logit_rows(out.chunks)
-        t0 = time.perf_counter()
-        logits = self.runner(self._batch(out.chunks, rows))      # 2. one forward over every chunk (prefill chunks write K/V)
-        if self.speculative is not None: self.spec_stats.observe(out.num_batched_tokens + drafted, time.perf_counter() - t0)   # its cost model
-        if scored: logits = self._score_prompts(scored, logits, samp)   # prompt log-probabilities taken; the sampling rows left
-        if drafted: new, fin, lps = verify_drafts(self, out.chunks, logits, outputs)   # 3'. proposals verified, the rest sampled (14a)
-        else: new, fin, lps = self._next_tokens(out.chunks, logits, outputs)   # 3. sample, stop conditions; a failure ends its request
-        self.scheduler.update(out, new, fin)                     # 4. tokens appended, finished sequences' blocks freed
-        outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 5. what each request gained
+        qs = self._propose(out) if self.speculator is not None else None   # 2. drafts after decode chunks (speculative decoding)
+        logits = self._forward(out)                              # 3. batch and run: one forward over every chunk
+        new, fin, lps = self._next_tokens(out.chunks, logits, qs, outputs)  # 4. sample and verify, stop conditions: the sampler
+        self.scheduler.update(out, new, fin)                     # 5. tokens appended, finished sequences' blocks freed
+        outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 6. what each request gained
     self._record(out)
     return outputs
 
-# %% ../nbs/14_engine.ipynb 16
+# %% ../nbs/14_engine.ipynb 29
+@patch
+def _ended(self: Engine, seqs, outputs: list):
+    "The final outputs of the requests of `seqs`, which the scheduler ended (context or pool full)."
+    for seq in seqs:
+        if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
+
+@patch
+def _forward(self: Engine, out) -> torch.Tensor:
+    """The logits of the rows the step samples (and verifies): one forward over its chunks (prefill chunks write K/V), the prompt
+    log-probabilities taken on the way; timed for the speculator's cost model."""
+    rows, scored, samp = self._logit_rows(out.chunks)
+    t0 = time.perf_counter()
+    logits = self.runner(self._batch(out.chunks, rows))
+    if self.speculator is not None: self.spec_stats.observe(out.num_batched_tokens + sum(len(c.draft) for c in out.chunks), time.perf_counter() - t0)
+    return self._score_prompts(scored, logits, samp) if scored else logits
+
+# %% ../nbs/14_engine.ipynb 30
 @patch
 def _batch(self: Engine, chunks, rows) -> PagedBatch:
     """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them). A chunk's
@@ -258,7 +335,7 @@ def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
     return rows, scored, samp
 
 
-# %% ../nbs/14_engine.ipynb 17
+# %% ../nbs/14_engine.ipynb 32
 @patch
 def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
     """A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs); the
@@ -269,12 +346,12 @@ def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> 
     plp = None
     if req.prompt_lps is not None and not req.prompt_sent: plp, req.prompt_sent = req.prompt_lps, True
     if isinstance(tok, list):                       # a verified run, which the scheduler may have cut (context or pool end)
-        m = len(seq.token_ids) - req.spec.num_tokens_before
+        m = len(seq.token_ids) - req.num_tokens_before
         return StepOutput(sid, tok[:m], done, seq.finish_reason if done else None, None, lp[:m] if lp is not None else None, plp)
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
 
 
-# %% ../nbs/14_engine.ipynb 18
+# %% ../nbs/14_engine.ipynb 33
 @patch
 def _record(self: Engine, out):
     self.scheduler.finished.clear()
@@ -283,31 +360,55 @@ def _record(self: Engine, out):
     bm, sched = self.block_manager, self.scheduler
     self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-# %% ../nbs/14_engine.ipynb 20
+# %% ../nbs/14_engine.ipynb 35
 @patch
-def _next_tokens(self: Engine, chunks, logits, outputs: list) -> tuple[dict, dict, dict]:
-    """Each sampling chunk's next token (greedy rows in one argmax, plain sampled rows together, rows with logits processors
-    one by one) and stop reason; a request whose row cannot be sampled is ended here with reason 'error', reported in `outputs`."""
+def _propose(self: Engine, out) -> dict | None:
+    """Drafts on this step's decode chunks from the speculator (`chunk.draft`, their K/V slots reserved): {seq id: the draft's
+    probabilities or None}, or None when nothing was proposed."""
+    decodes = [c for c in out.chunks if c.num_tokens == 1 and c.samples]
+    spec = self.speculator
+    if not decodes or len(decodes) > spec.config.max_batch_size: return None
+    chunks, asks = {}, []
+    for c in decodes:
+        if (req := self.requests.get(c.seq.seq_id)) is None: continue
+        if req.spec is None: req.spec = spec.new_state()
+        chunks[c.seq.seq_id] = c
+        asks.append(DraftAsk(c.seq.seq_id, c.seq.token_ids, self._draft_room(c.seq, req.params), req, req.spec))
+    got = spec.propose(asks, self.scheduler.max_num_batched_tokens - out.num_batched_tokens, out.num_batched_tokens,
+                       sum(c.samples for c in out.chunks), lambda sid, draft: self._reserve(chunks[sid], draft))
+    return got or None
+
+@patch
+def _draft_room(self: Engine, seq, params) -> int:
+    "The most tokens `seq` may have proposed: `num_tokens`, the context and `max_tokens` allowing."
+    k = min(self.speculator.config.num_tokens, self.max_model_len - len(seq.token_ids) - 1)
+    return k if params.max_tokens is None else min(k, params.max_tokens - seq.num_output_tokens - 1)
+
+@patch
+def _reserve(self: Engine, c, draft: list[int]) -> int:
+    "Make `draft` chunk `c`'s, cut to the room its sequence's blocks and the free ones allow; returns its length."
+    bm, seq = self.block_manager, c.seq
+    n, table = len(seq.token_ids), bm.block_tables[seq.seq_id]
+    if bm.blocks_needed(n + len(draft)) - len(table) > bm.num_free_blocks: draft = draft[:len(table) * bm.block_size - n]
+    if draft: bm.append_slot(seq, n + len(draft)); c.draft = draft
+    return len(draft)
+
+# %% ../nbs/14_engine.ipynb 37
+@patch
+def _next_tokens(self: Engine, chunks, logits, qs: dict | None, outputs: list) -> tuple[dict, dict, dict]:
+    """Each sampling chunk's next token (or verified run, with the drafts' probabilities `qs`) and finish reason, from one sampler
+    call; a request whose row cannot be sampled is ended here with reason 'error', reported in `outputs`."""
     sampling = [c for c in chunks if c.samples]
+    reqs = [self.requests[c.seq.seq_id] for c in sampling]
+    drafts = None if qs is None else [c.draft for c in sampling]
+    res = self.sampler.sample_requests(logits, reqs, drafts, None if qs is None else [qs.get(c.seq.seq_id) for c in sampling])
     new, fin, lps = {}, {}, {}
-    logits, broken = self._constrain(sampling, logits)              # structured outputs: refused tokens at -inf
-    greedy = self._greedy_rows(sampling, logits)
-    batched = self._sampled_rows(sampling, logits, greedy)
-    for c, row in zip(sampling, logits):
+    for c, req, r in zip(sampling, reqs, res):
         sid = c.seq.seq_id
-        req = self.requests[sid]
-        try:
-            if sid in broken: raise broken[sid]
-            if sid in greedy: tok, lps[sid] = greedy[sid], None
-            elif sid in batched:
-                if isinstance(batched[sid], Exception): raise batched[sid]
-                tok, lps[sid] = batched[sid]
-            else: tok, lps[sid] = self._sample(req, row)                 # a row with logits processors
-            if req.grammar is not None: req.grammar.advance(tok)
-            reason = self._stop_reason(req, tok)
-        except Exception as e: self._fail(c.seq, e, outputs); continue   # this request only
-        new[sid] = tok
+        if isinstance(r, Exception): self._fail(c.seq, r, outputs); continue   # this request only
+        new[sid], lps[sid], reason, accepted = r
         if reason is not None: fin[sid] = reason
+        if c.draft: req.num_tokens_before = len(c.seq.token_ids); self.speculator.verified(req.spec, len(c.draft), accepted, len(new[sid]))
     return new, fin, lps
 
 @patch
@@ -316,70 +417,7 @@ def _fail(self: Engine, seq, e: Exception, outputs: list):
     self.requests.pop(seq.seq_id); self.scheduler.abort(seq.seq_id); seq.finish_reason = "error"
     outputs.append(StepOutput(seq.seq_id, [], True, "error", f"{type(e).__name__}: {e}"))
 
-# %% ../nbs/14_engine.ipynb 21
-@patch
-def _greedy_rows(self: Engine, sampling, logits) -> dict:
-    """Tokens of the rows that need nothing but an argmax (greedy; no penalties, logits processors, logprobs or stop tokens held
-    back by `min_tokens`; every sampleable logit finite), found in one batched call. Other rows (and any row with a non-finite
-    logit) take `_sampled_rows` or `_sample`, which decide the same."""
-    idx = [i for i, c in enumerate(sampling) if (p := (r := self.requests[c.seq.seq_id]).params).greedy and not p.has_penalties
-           and not r.logits_processors and p.logprobs is None and c.seq.num_output_tokens >= p.min_tokens]
-    if not idx: return {}
-    x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
-    vals, toks = x[:, :self.num_decodable].max(1)            # one pass; a NaN or +inf anywhere in a row makes its max non-finite
-    toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
-    return {sampling[i].seq.seq_id: t for i, t in zip(idx, toks) if t >= 0}
-
-# %% ../nbs/14_engine.ipynb 22
-@patch
-def _sampled_rows(self: Engine, sampling, logits, done) -> dict:
-    """Tokens (and logprobs) of the rows without logits processors that `done` does not hold, sampled together by
-    `Sampler.sample_rows`: seq id -> (token, logprobs), or the exception of a row that cannot be sampled."""
-    idx = [i for i, c in enumerate(sampling) if c.seq.seq_id not in done and not self.requests[c.seq.seq_id].logits_processors]
-    if not idx: return {}
-    x = logits[idx]                                                  # a copy
-    if self.num_decodable < x.shape[-1]: x[:, self.num_decodable:] = float("-inf")
-    reqs = [self.requests[sampling[i].seq.seq_id] for i in idx]
-    try: res = self.sampler.sample_rows(x, [r.params for r in reqs], [r.generator for r in reqs], [r.seq.output_token_ids for r in reqs],
-                                        [r.seq.prompt_token_ids for r in reqs])
-    except Exception: return {}          # some row broke the batch: every row goes through _sample, so the error stays with its request
-    return {r.seq.seq_id: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for r, s in zip(reqs, res)}
-
-# %% ../nbs/14_engine.ipynb 23
-@patch
-def _apply_processors(self: Engine, req: _Request, out_ids: list[int], x: torch.Tensor) -> torch.Tensor:
-    "`x` through the request's logits processors in turn, given its output so far; a ValueError names one that breaks the shape."
-    for f in req.logits_processors:
-        shape, x = x.shape, f(out_ids, x)
-        if not isinstance(x, torch.Tensor) or x.shape != shape:
-            raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}, expected a tensor of shape {tuple(shape)}")
-    return x
-
-@patch
-def _sample(self: Engine, req: _Request, row: torch.Tensor):
-    seq, p = req.seq, req.params
-    if self.num_decodable < row.shape[-1]: row = row.clone(); row[self.num_decodable:] = float("-inf")
-    out_ids = seq.output_token_ids
-    x = self._apply_processors(req, out_ids, row)
-    try: r = self.sampler.sample(x, p, req.generator, out_ids, seq.prompt_token_ids)
-    except NonFiniteLogitsError:          # the model's row was fine (a finite max): name the processors that broke it
-        if req.logits_processors and bool(torch.isfinite(row.amax())):
-            _check_finite(x, "the logits processors " + ", ".join(repr(getattr(f, "__name__", f)) for f in req.logits_processors))
-        raise                             # else the sampler's message stands
-    return r.token_id, _logprobs(p, r)
-
-# %% ../nbs/14_engine.ipynb 24
-@patch
-def _stop_reason(self: Engine, req: _Request, tok: int, pending: list[int] = ()) -> str | None:
-    "Why a request ends with `tok` as its next token (after `pending` ones not yet appended: a speculative run), or None."
-    if tok in req.stop_ids: return "stop"
-    if req.grammar is not None and req.grammar.done: return "stop"        # the structured output is complete
-    if req.params.max_tokens is not None and req.seq.num_output_tokens + len(pending) + 1 >= req.params.max_tokens: return "length"
-    if req.stop_checker is not None and req.seq.num_output_tokens + len(pending) + 1 > req.params.min_tokens:   # not before min_tokens
-        return req.stop_checker(req.seq.output_token_ids + list(pending) + [tok]) or None
-    return None
-
-# %% ../nbs/14_engine.ipynb 26
+# %% ../nbs/14_engine.ipynb 40
 @patch
 def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) -> torch.Tensor:
     """Record the prompt log-probabilities of the `scored` chunks (chunk, index of its first row among `logits`); return the
@@ -389,47 +427,15 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
         req, seq = self.requests[c.seq.seq_id], c.seq
         lo, hi = max(c.start, len(req.prompt_lps) - 1), min(c.start + c.num_tokens, seq.num_prompt_tokens - 1)   # positions p scoring token p + 1
         idx += range(i0 + lo - c.start, i0 + hi - c.start); targets += seq.token_ids[lo + 1:hi + 1]; owners += [req] * max(0, hi - lo)
-    if idx:
-        nd = self.num_decodable
-        lp = torch.log_softmax(logits[idx, :nd].float(), -1)         # the raw distribution over what the tokenizer can write
-        t = torch.tensor(targets, device=lp.device)
-        own = lp.gather(1, t.clamp(max=nd - 1)[:, None])[:, 0].masked_fill(t >= nd, float("-inf")).tolist()
-        tops = {}
-        for k in {r.params.prompt_logprobs for r in owners} - {0}:  # top-k once per k asked for, over the rows of this step
-            v, j = torch.topk(lp, min(k, nd), -1)
-            tops[k] = (j.tolist(), v.tolist())
-        for n, (req, tok, l) in enumerate(zip(owners, targets, own)):
-            k = req.params.prompt_logprobs
-            req.prompt_lps.append({tok: l, **(dict(zip(tops[k][0][n], tops[k][1][n])) if k else {})})
+    if idx:                                                          # the raw distribution, read by the sampler
+        for req, e in zip(owners, self.sampler.prompt_logprobs(logits[idx], targets, [r.params.prompt_logprobs for r in owners])):
+            req.prompt_lps.append(e)
     for c, _ in scored:                                              # scored whole: a recompute may reuse cached blocks again
         if len(self.requests[c.seq.seq_id].prompt_lps) == c.seq.num_prompt_tokens: c.seq.reuse_prefix = True
     return logits if len(samp) == logits.shape[0] else logits[samp]
 
 
-# %% ../nbs/14_engine.ipynb 28
-@patch
-def _make_grammar(self: Engine, params: SamplingParams):
-    "The request's `Grammar` for `params.structured_outputs` (None without one), from the compiled-grammar cache."
-    so = params.structured_outputs
-    if so is None: return None
-    if self.tokenizer is None: raise ValueError("SamplingParams.structured_outputs: the engine has no tokenizer to build a grammar from")
-    from xllm.grammar import grammar_cache
-    return grammar_cache.get(self.tokenizer, so)
-
-# %% ../nbs/14_engine.ipynb 29
-@patch
-def _constrain(self: Engine, sampling, logits):
-    """`logits` with each constrained row's refused tokens at -inf (a new tensor; the same one when no row is constrained), and
-    {seq id: GrammarError} for the rows whose grammar failed (their requests end with reason 'error')."""
-    from xllm.grammar import fill_masks, masked_logits
-    rows = [(i, r.grammar, c.seq.seq_id) for i, c in enumerate(sampling) if (r := self.requests[c.seq.seq_id]).grammar is not None]
-    if not rows: return logits, {}
-    bits, errors = fill_masks([g for _, g, _ in rows], rows[0][1].vocab_size)     # all the rows' masks at once
-    ok = [k for k in range(len(rows)) if k not in errors]
-    masked = masked_logits(logits, [rows[k][0] for k in ok], bits[ok])    # a new tensor: the runner's output stays as it was
-    return masked, {rows[k][2]: e for k, e in errors.items()}
-
-# %% ../nbs/14_engine.ipynb 31
+# %% ../nbs/14_engine.ipynb 44
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -465,7 +471,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 74
+# %% ../nbs/14_engine.ipynb 88
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:

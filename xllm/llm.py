@@ -31,8 +31,7 @@ from .config import EngineConfig
 from .loader import load_model
 from .parallel import load_group
 from . import cpu_kernels
-from .speculative import _same_tokenizer as check_same_tokenizer   # the engine part (#37) names it so in speculative.py
-
+from .speculative import check_same_tokenizer
 
 # %% auto 0
 __all__ = ['CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM', 'build_engine',

@@ -4,16 +4,18 @@
 
 # %% ../nbs/08_sampling.ipynb 4
 from __future__ import annotations
-import hashlib, math
+import collections, hashlib, math
 from dataclasses import dataclass, field
 
 import torch
+from fastcore.basics import patch
 from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
 __all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'SEED_MIN', 'SEED_MAX', 'PRIORITY_MAX',
            'CPU_SAMPLE_ELEMENTS', 'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k',
-           'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError', 'SampleResult', 'seeded_generator', 'Sampler']
+           'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError', 'SampleResult', 'check_finite', 'seeded_generator',
+           'Sampler', 'SampleRequest', 'finish_reason', 'apply_logits_processors', 'accept_token']
 
 # %% ../nbs/08_sampling.ipynb 6
 MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
@@ -81,7 +83,7 @@ def _canonical(v) -> str:
     except RecursionError: raise ValueError("StructuredOutputsParams.json must be plain JSON data: nested too deeply") from None
 
 
-# %% ../nbs/08_sampling.ipynb 7
+# %% ../nbs/08_sampling.ipynb 8
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
@@ -164,7 +166,7 @@ class SamplingParams:
         return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
 
-# %% ../nbs/08_sampling.ipynb 15
+# %% ../nbs/08_sampling.ipynb 16
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(ids if ids is not None else [], dtype=torch.long, device=device).reshape(-1)
     if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size): check_token_ids(t, vocab_size, name)   # raises, naming the first bad id
@@ -185,7 +187,7 @@ def apply_penalties(logits: torch.Tensor, output_token_ids=(), prompt_token_ids=
         logits -= frequency_penalty * counts + presence_penalty * (counts > 0).to(logits.dtype)
     return logits
 
-# %% ../nbs/08_sampling.ipynb 18
+# %% ../nbs/08_sampling.ipynb 19
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     "Mask to -inf every logit below the k-th largest (k <= 0 or k >= vocab: unchanged)."
     if k <= 0 or k >= logits.shape[-1]: return logits
@@ -218,7 +220,7 @@ def apply_min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     probs = torch.softmax(logits, dim=-1)
     return logits.masked_fill(probs < p * probs.max(dim=-1, keepdim=True).values, float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 26
+# %% ../nbs/08_sampling.ipynb 27
 class NonFiniteLogitsError(ValueError):
     """A row that cannot be sampled: the logits hold NaN or +inf (a numerical failure in the model or a logits processor), no finite
     value at all, or they overflow float32 under the request's penalties and temperature. The message says which."""
@@ -230,8 +232,8 @@ class SampleResult:
     logprob: float
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
-# %% ../nbs/08_sampling.ipynb 27
-def _check_finite(logits: torch.Tensor, source: str | None = None):
+# %% ../nbs/08_sampling.ipynb 29
+def check_finite(logits: torch.Tensor, source: str | None = None):
     "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
     nan, pinf = torch.isnan(logits), torch.isposinf(logits)
@@ -242,7 +244,7 @@ def _check_finite(logits: torch.Tensor, source: str | None = None):
     if not bool(torch.isfinite(logits).any()):
         raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
 
-# %% ../nbs/08_sampling.ipynb 28
+# %% ../nbs/08_sampling.ipynb 31
 def _stop_ban(params, output_token_ids) -> list[int]:
     """The token ids `params.min_tokens` forbids next (vLLM's `MinTokensLogitsProcessor`): while fewer than `min_tokens` tokens
     are out, the stop tokens, i.e. `stop_token_ids` and the EOS ids the engine puts in `_all_stop_token_ids` (unless `ignore_eos`);
@@ -254,9 +256,9 @@ def _banned(x: torch.Tensor, ban: list[int]) -> torch.Tensor:
     "A copy of `x` (`[..., V]`) with the ids of `ban` inside the vocabulary at -inf."
     return x.index_fill(-1, torch.tensor([t for t in ban if t < x.shape[-1]], dtype=torch.long, device=x.device), float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 29
+# %% ../nbs/08_sampling.ipynb 33
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
-    """Why a row `x` whose raw logits passed `_check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
+    """Why a row `x` whose raw logits passed `check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
     y = x.double()
     if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
@@ -267,7 +269,7 @@ def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str
              if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
     return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
 
-# %% ../nbs/08_sampling.ipynb 31
+# %% ../nbs/08_sampling.ipynb 35
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
@@ -288,7 +290,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     return int(_draw_rows(probs[None], [generator])[0])
 
 
-# %% ../nbs/08_sampling.ipynb 32
+# %% ../nbs/08_sampling.ipynb 37
 def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     """A `torch.Generator` seeded with a 64-bit hash of `seed` (an integer in [-2**63, 2**64 - 1]) and `salt` (e.g. which of a
     request's completions), so that every bit of the seed counts: torch's CPU generator (MT19937) keeps the low 32 bits of what
@@ -298,11 +300,22 @@ def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     h = hashlib.blake2b(repr((seed, *salt)).encode(), digest_size=8).digest()
     return torch.Generator(device=device).manual_seed(int.from_bytes(h, "little"))
 
-# %% ../nbs/08_sampling.ipynb 33
+# %% ../nbs/08_sampling.ipynb 39
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:
-    "Turns logits into tokens according to `SamplingParams` (stateless; each request brings its own generator)."
+    """Turns logits into tokens according to `SamplingParams`; each request brings its own generator. An engine's sampler knows
+    the target's `vocab_size`, the rows past `num_decodable` (the tokenizer's end) that are never sampled, and `constrain`: the
+    structured outputs' masking, `constrain(logits, rows, grammars) -> (masked logits, {row: error})` (notebook 14 passes notebook
+    08a's). `row_fallbacks` counts, by reason, the rows the batched path could not take."""
+    def __init__(self, vocab_size: int | None = None, num_decodable: int | None = None, constrain=None):
+        self.vocab_size, self.num_decodable, self.constrain = vocab_size, num_decodable, constrain
+        self.row_fallbacks: collections.Counter = collections.Counter()
+
+    @property
+    def num_row_fallbacks(self) -> int:
+        "Rows sampled one at a time (a logits processor, a float32 overflow) since the sampler was made."
+        return sum(self.row_fallbacks.values())
 
     @staticmethod
     def make_generator(params: SamplingParams, device="cpu", index: int = 0) -> torch.Generator:
@@ -344,85 +357,316 @@ class Sampler:
         y = apply_min_p(apply_top_p(apply_top_k((y - m) / p.temperature, p.top_k), p.top_p), p.min_p)
         return _draw(torch.softmax(y, -1), generator)
 
-    def sample_rows(self, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
-        """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
-        or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected): non-finite raw logits, or
-        processed ones with no finite maximum (float32 overflow under the penalties or temperature), found on the device and read
-        back with the tokens, so a good batch costs no extra synchronization.
-        The rows are sampled together: penalties (and the stop tokens `min_tokens` holds back) row by row, then each group of
-        rows with the same settings through one filter pipeline and one inverse-CDF draw, and every result is read back to the
-        host at once. A row gets the same
-        token as it would alone (its own generator's next number, the same float operations on its values)."""
-        B, V = logits.shape
-        if V == 0: raise ValueError("logits have no entries (a vocabulary of 0 tokens)")
-        x = logits.float()
-        res: list = [None] * B
-        for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
-            if ok: continue
-            try: _check_finite(x[b])                                   # raises with the details
-            except NonFiniteLogitsError as e: res[b] = e
-        rows = [b for b in range(B) if res[b] is None]
-        pen = [b for b in rows if params[b].has_penalties]
-        bans = {b: ban for b in rows if (ban := _stop_ban(params[b], output_token_ids[b]))}   # min_tokens: stop tokens held back
-        xp = x.clone() if pen or bans else x                           # penalized logits (the raw ones give the logprobs)
-        for b in pen:
-            p = params[b]
-            xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
-        for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
-        tok = torch.zeros(B, dtype=torch.long, device=x.device)
-        groups: dict = {}
-        for b in rows:
-            p = params[b]
-            groups.setdefault(("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p, p.min_p), []).append(b)
-        if x.device.type == "cpu":                                     # on a CPU, a few rows at a time stay in cache through every pass
-            n = max(1, CPU_SAMPLE_ELEMENTS // V)
-            groups = {(k, i): g[i:i + n] for k, g in groups.items() for i in range(0, len(g), n)}
-        for key, g in groups.items():
-            idx = torch.tensor(g, device=x.device)
-            xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
-            if params[g[0]].greedy:                                    # the max in the same pass: a NaN, +inf or all -inf left by
-                m, t = xg.max(-1)                                      # the penalties make it non-finite, and the row -1
-                t = torch.where(torch.isfinite(m), t, -1)
-            else: t = _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])   # -1: no distribution
-            tok.index_copy_(0, idx, t)
-        raw = torch.log_softmax(x, dim=-1)                             # raw-logit log-probabilities (vLLM's default)
-        lp = raw.gather(1, tok.clamp(min=0)[:, None])[:, 0]
-        tops: dict = {}
-        for k in {params[b].logprobs for b in rows if params[b].logprobs}:
-            g = [b for b in rows if params[b].logprobs == k]
-            v, i = torch.topk(raw[g], min(k, V), dim=-1)
-            tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
-        for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
-            if res[b] is not None: continue
-            if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
-                t = self._wide(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
-                if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
-                l = float(raw[b, t])
-            if l == -math.inf:      # the raw logits span more than float32 holds (x[t] - logsumexp overflows): the exact value in float64
-                l = float(x[b, t].double() - torch.logsumexp(x[b].double(), 0))
-            if b in tops and -math.inf in tops[b].values():   # an alternative's float32 log-prob overflowed (a masked token stays -inf)
-                lse = torch.logsumexp(x[b].double(), 0)
-                tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
-            res[b] = SampleResult(t, l, tops.get(b))
-        return res
 
-    def sample(self, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
-        """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them (`sample_rows`; the first row that cannot be
-        sampled raises). For a batch, `params`/`generator` may be one object or a list with one per row, and
-        `output_token_ids`/`prompt_token_ids` a list of per-row lists."""
-        if logits.dim() == 1:
-            return self.sample(logits[None], params, [generator], None if output_token_ids is None else [output_token_ids],
-                               None if prompt_token_ids is None else [prompt_token_ids])[0]
-        if logits.dim() != 2: raise ValueError(f"logits must be [V] or [B, V], got shape {tuple(logits.shape)}")
-        B = logits.shape[0]
-        ps = list(params) if isinstance(params, (list, tuple)) else [params] * B
-        gs = list(generator) if isinstance(generator, (list, tuple)) else [generator] * B
-        outs = [()] * B if output_token_ids is None else list(output_token_ids)
-        prompts = [()] * B if prompt_token_ids is None else list(prompt_token_ids)
-        for name, v in (("params", ps), ("generator", gs), ("output_token_ids", outs), ("prompt_token_ids", prompts)):
-            if len(v) != B: raise ValueError(f"{name} has {len(v)} entries for a batch of {B} rows")
-        res = self.sample_rows(logits, ps, gs, outs, prompts)
-        for r in res:
-            if isinstance(r, Exception): raise r
-        return res
+# %% ../nbs/08_sampling.ipynb 41
+@patch
+def sample_rows(self: Sampler, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
+    """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
+    or the `NonFiniteLogitsError` of a row that cannot be sampled (the other rows are unaffected): non-finite raw logits, or
+    processed ones with no finite maximum (float32 overflow under the penalties or temperature), found on the device and read
+    back with the tokens, so a good batch costs no extra synchronization.
+    The rows are sampled together: penalties (and the stop tokens `min_tokens` holds back) row by row, then each group of
+    rows with the same settings through one filter pipeline and one inverse-CDF draw, and every result is read back to the
+    host at once. A row gets the same
+    token as it would alone (its own generator's next number, the same float operations on its values)."""
+    B, V = logits.shape
+    if V == 0: raise ValueError("logits have no entries (a vocabulary of 0 tokens)")
+    x = logits.float()
+    res: list = [None] * B
+    for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
+        if ok: continue
+        try: check_finite(x[b])                                   # raises with the details
+        except NonFiniteLogitsError as e: res[b] = e
+    rows = [b for b in range(B) if res[b] is None]
+    pen = [b for b in rows if params[b].has_penalties]
+    bans = {b: ban for b in rows if (ban := _stop_ban(params[b], output_token_ids[b]))}   # min_tokens: stop tokens held back
+    xp = x.clone() if pen or bans else x                           # penalized logits (the raw ones give the logprobs)
+    for b in pen:
+        p = params[b]
+        try: xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+        except ValueError as e: res[b] = e                        # a history id outside the vocabulary: this row fails alone
+    rows = [b for b in rows if res[b] is None]
+    for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
+    tok = torch.zeros(B, dtype=torch.long, device=x.device)
+    groups: dict = {}
+    for b in rows:
+        p = params[b]
+        groups.setdefault(("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p, p.min_p), []).append(b)
+    if x.device.type == "cpu":                                     # on a CPU, a few rows at a time stay in cache through every pass
+        n = max(1, CPU_SAMPLE_ELEMENTS // V)
+        groups = {(k, i): g[i:i + n] for k, g in groups.items() for i in range(0, len(g), n)}
+    for key, g in groups.items():
+        idx = torch.tensor(g, device=x.device)
+        xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
+        if params[g[0]].greedy:                                    # the max in the same pass: a NaN, +inf or all -inf left by
+            m, t = xg.max(-1)                                      # the penalties make it non-finite, and the row -1
+            t = torch.where(torch.isfinite(m), t, -1)
+        else: t = _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])   # -1: no distribution
+        tok.index_copy_(0, idx, t)
+    raw = torch.log_softmax(x, dim=-1)                             # raw-logit log-probabilities (vLLM's default)
+    lp = raw.gather(1, tok.clamp(min=0)[:, None])[:, 0]
+    tops: dict = {}
+    for k in {params[b].logprobs for b in rows if params[b].logprobs}:
+        g = [b for b in rows if params[b].logprobs == k]
+        v, i = torch.topk(raw[g], min(k, V), dim=-1)
+        tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
+    for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
+        if res[b] is not None: continue
+        if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
+            self.row_fallbacks["float32 overflow"] += 1
+            t = self._wide(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
+            if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
+            l = float(raw[b, t])
+        if l == -math.inf:      # the raw logits span more than float32 holds (x[t] - logsumexp overflows): the exact value in float64
+            l = float(x[b, t].double() - torch.logsumexp(x[b].double(), 0))
+        if b in tops and -math.inf in tops[b].values():   # an alternative's float32 log-prob overflowed (a masked token stays -inf)
+            lse = torch.logsumexp(x[b].double(), 0)
+            tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
+        res[b] = SampleResult(t, l, tops.get(b))
+    return res
 
+
+# %% ../nbs/08_sampling.ipynb 43
+@patch
+def sample(self: Sampler, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
+    """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them (`sample_rows`; the first row that cannot be
+    sampled raises). For a batch, `params`/`generator` may be one object or a list with one per row, and
+    `output_token_ids`/`prompt_token_ids` a list of per-row lists."""
+    if logits.dim() == 1:
+        return self.sample(logits[None], params, [generator], None if output_token_ids is None else [output_token_ids],
+                           None if prompt_token_ids is None else [prompt_token_ids])[0]
+    if logits.dim() != 2: raise ValueError(f"logits must be [V] or [B, V], got shape {tuple(logits.shape)}")
+    B = logits.shape[0]
+    ps = list(params) if isinstance(params, (list, tuple)) else [params] * B
+    gs = list(generator) if isinstance(generator, (list, tuple)) else [generator] * B
+    outs = [()] * B if output_token_ids is None else list(output_token_ids)
+    prompts = [()] * B if prompt_token_ids is None else list(prompt_token_ids)
+    for name, v in (("params", ps), ("generator", gs), ("output_token_ids", outs), ("prompt_token_ids", prompts)):
+        if len(v) != B: raise ValueError(f"{name} has {len(v)} entries for a batch of {B} rows")
+    res = self.sample_rows(logits, ps, gs, outs, prompts)
+    for r in res:
+        if isinstance(r, Exception): raise r
+    return res
+
+
+# %% ../nbs/08_sampling.ipynb 62
+class SampleRequest:
+    """A request as the sampler reads it: `params`, its `generator`, `logits_processors` (`f(output_token_ids, row) -> row`), the
+    token ids that end it (`stop_ids`), `stop_checker(output_token_ids) -> reason | None` (stop strings), its `grammar` (an object
+    with `advance(token)` and `done`, masked by the sampler's `constrain`), and its `output_token_ids` / `prompt_token_ids`."""
+    def __init__(self, params: SamplingParams, generator=None, output_token_ids=(), prompt_token_ids=(), logits_processors=(),
+                 stop_ids=(), stop_checker=None, grammar=None):
+        self.params, self.generator, self.grammar, self.stop_checker = params, generator, grammar, stop_checker
+        self.output_token_ids, self.prompt_token_ids = list(output_token_ids), list(prompt_token_ids)
+        self.logits_processors, self.stop_ids = list(logits_processors), set(stop_ids)
+
+    @property
+    def num_output_tokens(self) -> int: return len(self.output_token_ids)
+
+# %% ../nbs/08_sampling.ipynb 65
+def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
+    "Why `req` ends with `tok` as its next token (after `pending` ones of a verified run), or None."
+    if tok in req.stop_ids: return "stop"
+    if req.grammar is not None and req.grammar.done: return "stop"        # the structured output is complete
+    n = req.num_output_tokens + len(pending) + 1
+    if req.params.max_tokens is not None and n >= req.params.max_tokens: return "length"
+    if req.stop_checker is not None and n > req.params.min_tokens:          # not before min_tokens
+        return req.stop_checker(req.output_token_ids + list(pending) + [tok]) or None
+    return None
+
+# %% ../nbs/08_sampling.ipynb 68
+def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> torch.Tensor:
+    "`x` through `processors` in turn, given the output so far; a ValueError names one that breaks the shape."
+    for f in processors:
+        shape, x = x.shape, f(output_token_ids, x)
+        if not isinstance(x, torch.Tensor) or x.shape != shape:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {got}, expected a tensor of shape {tuple(shape)}")
+    return x
+
+# %% ../nbs/08_sampling.ipynb 71
+def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, generator: torch.Generator | None = None) -> tuple[int, bool]:
+    """One verified position: `(token, accepted)`, the token distributed as `probs` (normalized here) whatever the proposal.
+    `q`: the proposer's probabilities (None: all mass on `d`). Takes one uniform number from `generator` and, on a rejection,
+    the inverse-CDF draw's one more."""
+    p = probs.double(); p = p / p.sum()
+    qd = 1.0 if q is None else float(q[d].double() / q.double().sum())
+    u = float(torch.rand(1, generator=generator, dtype=torch.float64))
+    if u * qd < float(p[d]): return d, True
+    if q is None: r = p.clone(); r[d] = 0.0
+    else: r = (p - q.double() / q.double().sum()).clamp_min(0.0)
+    if not float(r.sum()) > 0: r = p                      # rounding left no residual (p == q): p itself
+    return _draw(r, generator), False
+
+# %% ../nbs/08_sampling.ipynb 74
+def _logprobs(params, r) -> dict | None:
+    "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
+    return {r.token_id: r.logprob, **(r.top_logprobs or {})} if params.logprobs is not None else None
+
+@patch
+def _masked(self: Sampler, logits: torch.Tensor, reqs) -> tuple[torch.Tensor, dict]:
+    "`logits` with each constrained row's refused tokens at -inf (a new tensor, if any row is), and {row: error} of failed grammars."
+    rows = [i for i, r in enumerate(reqs) if r.grammar is not None]
+    if not rows: return logits, {}
+    if self.constrain is None: raise ValueError("a request has a grammar, and this sampler has no `constrain` to mask its rows")
+    return self.constrain(logits, rows, [reqs[i].grammar for i in rows])
+
+# %% ../nbs/08_sampling.ipynb 76
+@patch
+def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
+    """{row: token} of the rows that need nothing but an argmax (greedy; no penalties, processors, logprobs or `min_tokens` ban;
+    every sampleable logit finite), in one batched call. The others (a non-finite row too) take the paths that decide the same."""
+    idx = [i for i, r in enumerate(reqs) if (p := r.params).greedy and not p.has_penalties and not r.logits_processors
+           and p.logprobs is None and r.num_output_tokens >= p.min_tokens]
+    if not idx: return {}
+    x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
+    vals, toks = x[:, :self.num_decodable].max(1)                  # one pass; a NaN or +inf in a row makes its max non-finite
+    toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
+    return {i: t for i, t in zip(idx, toks) if t >= 0}
+
+# %% ../nbs/08_sampling.ipynb 78
+@patch
+def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
+    "{row: (token, logprobs) or the row's exception} of the rows without processors that `done` does not hold, by `sample_rows`."
+    idx = [i for i, r in enumerate(reqs) if i not in done and not r.logits_processors]
+    if not idx: return {}
+    x = logits[idx]                                                  # a copy
+    if self.num_decodable is not None and self.num_decodable < x.shape[-1]: x[:, self.num_decodable:] = float("-inf")
+    rs = [reqs[i] for i in idx]
+    res = self.sample_rows(x, [r.params for r in rs], [r.generator for r in rs], [r.output_token_ids for r in rs], [r.prompt_token_ids for r in rs])
+    return {i: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for i, r, s in zip(idx, rs, res)}
+
+# %% ../nbs/08_sampling.ipynb 80
+@patch
+def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, dict | None]:
+    "The token and logprobs of one row with logits processors (counted in `row_fallbacks`)."
+    self.row_fallbacks["logits processors"] += 1
+    nd = self.num_decodable
+    if nd is not None and nd < row.shape[-1]: row = row.clone(); row[nd:] = float("-inf")
+    out_ids = req.output_token_ids
+    x = apply_logits_processors(req.logits_processors, out_ids, row)
+    try: r = self.sample(x, req.params, req.generator, out_ids, req.prompt_token_ids)
+    except NonFiniteLogitsError:          # the model's row was fine (a finite max): name the processors that broke it
+        if req.logits_processors and bool(torch.isfinite(row.amax())):
+            check_finite(x, "the logits processors " + ", ".join(repr(getattr(f, "__name__", f)) for f in req.logits_processors))
+        raise                             # else the sampler's message stands
+    return r.token_id, _logprobs(req.params, r)
+
+# %% ../nbs/08_sampling.ipynb 82
+@patch
+def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
+    "`sample_requests` for rows without drafts: per request `(token, logprobs, finish reason, 0)` or its exception."
+    logits, broken = self._masked(logits, reqs)
+    greedy = self._greedy(logits, reqs)
+    together = self._together(logits, reqs, greedy)
+    out = []
+    for i, req in enumerate(reqs):
+        try:
+            if i in broken: raise broken[i]
+            if i in greedy: tok, lp = greedy[i], None
+            elif i in together:
+                if isinstance(s := together[i], Exception): raise s
+                tok, lp = s
+            else: tok, lp = self._alone(req, logits[i])
+            if req.grammar is not None: req.grammar.advance(tok)
+            out.append((tok, lp, finish_reason(req, tok), 0))
+        except Exception as e: out.append(e)              # this request's failure, returned to end it alone (not hidden)
+    return out
+
+# %% ../nbs/08_sampling.ipynb 85
+@patch
+def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int]) -> torch.Tensor:
+    "Row `x` of a verified run as the sampler's input after the tokens `hist`: the vocabulary's end, the grammar's mask, the processors."
+    nd = self.num_decodable
+    if nd is not None and nd < x.shape[-1]: x = x.clone(); x[nd:] = float("-inf")
+    if req.grammar is not None:                           # the grammar has advanced through the run's tokens before this one
+        masked, errors = self.constrain(x[None], [0], [req.grammar])
+        if errors: raise errors[0]
+        x = masked[0]
+    x = apply_logits_processors(req.logits_processors, hist, x)
+    check_finite(x, "the logits processors" if req.logits_processors else None)
+    return x
+
+# %% ../nbs/08_sampling.ipynb 87
+@patch
+def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int], d: int | None, q) -> tuple[int, bool]:
+    "The token at one verified position and whether it is the proposal `d` (None: the position after the draft)."
+    p, g, prompt = req.params, req.generator, req.prompt_token_ids
+    y = Sampler.process(x, p, hist, prompt)
+    m, t = y.max(-1)
+    if not math.isfinite(float(m)): return self.sample(x, p, g, hist, prompt).token_id, False     # the float64 path
+    if p.greedy: return int(t), int(t) == d
+    if p.seed is not None:                                  # coupled: the plain draw
+        tok = self.sample(x, p, g, hist, prompt).token_id
+        return tok, tok == d
+    if d is None: return _draw(torch.softmax(y, -1), g), False
+    return accept_token(torch.softmax(y, -1), d, q, g)
+
+# %% ../nbs/08_sampling.ipynb 89
+@patch
+def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[int], qs) -> tuple[list[int], list | None, str | None, int]:
+    "One request's verified run: (tokens, their logprobs or None, finish reason or None, proposals accepted)."
+    p, out_ids = req.params, req.output_token_ids
+    toks, lps, accepted, reason = [], ([] if p.logprobs is not None else None), 0, None
+    for j in range(len(draft) + 1):
+        hist = out_ids + toks
+        x = self._position(req, rows[j], hist)
+        d = draft[j] if j < len(draft) else None
+        tok, ok = self._decide(req, x, hist, d, qs[j] if qs and d is not None else None)
+        if lps is not None:
+            raw = torch.log_softmax(x.float(), -1)
+            vals, ids = torch.topk(raw, min(p.logprobs, raw.shape[-1]))
+            lps.append({tok: float(raw[tok]), **dict(zip(ids.tolist(), vals.tolist()))})
+        if req.grammar is not None: req.grammar.advance(tok)
+        reason = finish_reason(req, tok, toks)
+        toks.append(tok); accepted += ok
+        if reason is not None or not ok: break
+    return toks, lps, reason, accepted
+
+# %% ../nbs/08_sampling.ipynb 92
+@patch
+def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, draft_probs=None) -> list:
+    """The step's sampling decision: per request `(token, logprobs, finish reason, 0)`, or with a draft `(tokens, logprobs,
+    finish reason, proposals accepted)`, or the exception that ends that request alone."""
+    if not drafts or not any(drafts): return self._plain(logits, requests)
+    plain, runs, r = [], [], 0
+    for i, d in enumerate(drafts):
+        if d: runs.append((i, r)); r += 1 + len(d)
+        else: plain.append((i, r)); r += 1
+    res = [None] * len(requests)
+    if plain:
+        for (i, _), o in zip(plain, self._plain(logits[[r for _, r in plain]], [requests[i] for i, _ in plain])): res[i] = o
+    for i, r in runs:
+        d = drafts[i]
+        try: res[i] = self._verify(requests[i], logits[r:r + 1 + len(d)], d, draft_probs[i] if draft_probs else None)
+        except Exception as e: res[i] = e                  # this request's failure, returned to end it alone
+    return res
+
+# %% ../nbs/08_sampling.ipynb 97
+@patch
+def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted: list[int]) -> tuple[int, torch.Tensor | None] | None:
+    "A draft model's next proposal for `req` from its logits `row` after `drafted`: `(token, q or None)`, or None (no finite logit)."
+    p, W = req.params, self.vocab_size or row.shape[-1]
+    V = min(self.num_decodable or W, W)
+    x = row.new_full((W,), float("-inf"), dtype=torch.float32); x[:V] = row[:V].float()
+    y = Sampler.process(x, p, req.output_token_ids + drafted, req.prompt_token_ids)
+    m, t = y.max(-1)
+    if not math.isfinite(float(m)): return None                   # the target's own path will sample this position
+    if p.greedy or p.seed is not None: return int(t), None
+    q = torch.softmax(y, -1)
+    return _draw(q, req.generator), q
+
+# %% ../nbs/08_sampling.ipynb 100
+@patch
+def prompt_logprobs(self: Sampler, logits: torch.Tensor, targets: list[int], ks: list[int]) -> list[dict]:
+    """Per row of `logits` (the distribution of the next prompt token `targets[i]`): `{target: its raw log-probability, top
+    `ks[i]` alternatives...}` over the first `num_decodable` tokens (a target past them: -inf)."""
+    nd = self.num_decodable or logits.shape[-1]
+    lp = torch.log_softmax(logits[:, :nd].float(), -1)
+    t = torch.tensor(targets, device=lp.device)
+    own = lp.gather(1, t.clamp(max=nd - 1)[:, None])[:, 0].masked_fill(t >= nd, float("-inf")).tolist()
+    tops = {}
+    for k in set(ks) - {0}:                                    # top-k once per k asked for, over all the rows
+        v, j = torch.topk(lp, min(k, nd), -1)
+        tops[k] = (j.tolist(), v.tolist())
+    return [{tok: l, **(dict(zip(tops[k][0][n], tops[k][1][n])) if k else {})} for n, (tok, l, k) in enumerate(zip(targets, own, ks))]

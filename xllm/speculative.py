@@ -4,24 +4,23 @@
 
 # %% ../nbs/14a_speculative.ipynb 4
 from __future__ import annotations
-import dataclasses, math, os, time
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+import math, os, time
+from dataclasses import dataclass, field
 from typing import Any
 import torch
+from fastcore.basics import patch
 
-from .core import check_int, check_bool
 from .model import Llama, PagedBatch
 from .kv_cache import BlockManager
 from .kv_pool import PagedKVPool
 from .runner import choose_runner
 from .sequence import Sequence
-from .sampling import Sampler, _check_finite, _draw
+from .sampling import Sampler
 from .config import SpeculativeConfig
 
 # %% auto 0
-__all__ = ['SpecStats', 'NgramProposer', 'accept_token', 'choose_k', 'DraftProposer', 'load_draft', 'draft_proposer',
-           'propose_drafts', 'verify_drafts']
+__all__ = ['SpecStats', 'NgramIndex', 'DraftAsk', 'Proposer', 'NgramProposer', 'choose_k', 'Speculator', 'DraftProposer',
+           'check_same_tokenizer', 'make_proposer']
 
 # %% ../nbs/14a_speculative.ipynb 6
 @dataclass
@@ -60,7 +59,7 @@ class SpecStats:
         return self.num_emitted / self.num_verifications if self.num_verifications else 0.0
 
 # %% ../nbs/14a_speculative.ipynb 9
-class NgramProposer:
+class NgramIndex:
     "Prompt lookup for one sequence: propose the tokens that followed the most recent earlier occurrence of its last n tokens."
     def __init__(self, n_min: int = 1, n_max: int = 4):
         self.n_min, self.n_max = n_min, n_max
@@ -80,28 +79,39 @@ class NgramProposer:
         return []
 
 # %% ../nbs/14a_speculative.ipynb 13
-def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, generator: torch.Generator | None = None) -> tuple[int, bool]:
-    """One verified position: `(token, accepted)`, the token distributed as `probs` (normalized here) whatever the proposal.
-    `q`: the proposer's probabilities (None: all mass on `d`). Takes one uniform number from `generator` and, on a rejection,
-    the inverse-CDF draw's one more."""
-    p = probs.double(); p = p / p.sum()
-    qd = 1.0 if q is None else float(q[d].double() / q.double().sum())
-    u = float(torch.rand(1, generator=generator, dtype=torch.float64))
-    if u * qd < float(p[d]): return d, True
-    if q is None: r = p.clone(); r[d] = 0.0
-    else: r = (p - q.double() / q.double().sum()).clamp_min(0.0)
-    if not float(r.sum()) > 0: r = p                      # rounding left no residual (p == q): p itself
-    return _draw(r, generator), False
+@dataclass
+class DraftAsk:
+    "One decoding sequence an engine wants a draft for."
+    request_id: Any
+    token_ids: list[int]       # the sequence's tokens so far (prompt and output)
+    k: int                     # the most tokens to propose
+    request: Any = None        # the request as the sampler reads it (`SampleRequest`)
+    state: Any = None          # the speculator's per-request state, kept by the engine; `state.proposal` is the proposer's
 
-# %% ../nbs/14a_speculative.ipynb 17
+class Proposer:
+    "What proposes draft tokens to an engine, which verifies them in its forward (subclasses: `NgramProposer`, `DraftProposer`)."
+    cheap = False              # proposing costs nothing: ask for the budget, then cut the draft to the chosen length
+    def new_state(self): "The proposer's state for a new request (None: it keeps none)."; return None
+    def propose(self, asks: list[DraftAsk]) -> dict: "Request id -> (draft tokens, their probabilities or None)."; raise NotImplementedError
+    def token_cost(self, num_seqs: int) -> float: "Seconds a proposed token costs in a step of `num_seqs` asks (0: free)."; return 0.0
+    def describe(self) -> str: "A note for the engine's start-up line and repr ('' for none)."; return ""
+
+# %% ../nbs/14a_speculative.ipynb 15
+class NgramProposer(Proposer):
+    "Prompt lookup: each request's `NgramIndex` (its state) proposes what followed the last n-gram's most recent earlier occurrence."
+    cheap = True
+    def __init__(self, n_min: int = 1, n_max: int = 4): self.n_min, self.n_max = n_min, n_max
+    def new_state(self) -> NgramIndex: return NgramIndex(self.n_min, self.n_max)
+    def propose(self, asks: list[DraftAsk]) -> dict:
+        return {a.request_id: (d, None) for a in asks if (d := a.state.proposal.propose(a.token_ids, a.k))}
+
+# %% ../nbs/14a_speculative.ipynb 22
 class _SpecState:
-    """One request's speculation: its n-gram proposer (prompt lookup), acceptance estimate, pause after failures, its token count
-    before the last verification, and the draft model's distributions of the current proposal (`q`; None: point masses)."""
-    def __init__(self, cfg: SpeculativeConfig):
-        self.proposer = NgramProposer(cfg.prompt_lookup_min, cfg.prompt_lookup_max) if cfg.method == "ngram" else None
-        self.q = None
+    "One request's speculation: the proposer's state for it (`proposal`), its acceptance estimate and its pause after failures."
+    def __init__(self, proposal=None):
+        self.proposal = proposal
         self.acc, self.rej = 3.0, 1.0              # decayed counts of accepted / rejected proposals (the prior: alpha = 0.75)
-        self.pause, self.misses, self.num_tokens_before = 0, 0, 0
+        self.pause, self.misses = 0, 0
 
     @property
     def alpha(self) -> float:
@@ -128,15 +138,56 @@ def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -
         if gain > best_gain + 1e-12: best, best_gain = k, gain
     return best
 
-# %% ../nbs/14a_speculative.ipynb 20
-class DraftProposer:
+# %% ../nbs/14a_speculative.ipynb 25
+class Speculator:
+    "An engine's speculative decoding: its `config`, `proposer`, cost model `stats` and per-request states (`new_state`)."
+    def __init__(self, config: SpeculativeConfig, proposer: Proposer, stats: SpecStats):
+        self.config, self.proposer, self.stats = config, proposer, stats
+
+    def new_state(self) -> _SpecState: return _SpecState(self.proposer.new_state())
+
+    def verified(self, state: _SpecState, proposed: int, accepted: int, emitted: int):
+        "Count a verification of `proposed` tokens that accepted `accepted` and gave `emitted`; adapt the request's estimate."
+        s = self.stats
+        s.num_verifications += 1; s.num_proposed += proposed; s.num_accepted += accepted; s.num_emitted += emitted
+        state.adapt(self.config, proposed, accepted)
+
+# %% ../nbs/14a_speculative.ipynb 27
+@patch
+def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int, num_sampled: int, reserve) -> dict:
+    """Drafts for `asks` in a step of `num_tokens` tokens sampling `num_sampled` rows, with `budget` tokens left; `reserve(request
+    id, draft)` gives each kept draft its slots and returns how many tokens it kept. Returns {request id: probabilities or None}."""
+    cfg, T, cost, prop = self.config, num_tokens, self.stats.cost, self.proposer
+    if (dt := prop.token_cost(len(asks))): cost = lambda t, c0=cost: c0(t) + dt * (t - T)   # each proposed token: the proposer's cost too
+    total, kept, later = 0, {}, []
+    for a in asks:
+        st = a.state
+        if st.pause: st.pause -= 1; continue
+        a.k = min(a.k, budget)
+        if a.k <= 0: continue
+        if not prop.cheap:                          # a model's forwards: the length chosen first, all asked together below
+            if cfg.adaptive: a.k = choose_k(st.alpha, a.k, cost, T + total, num_sampled)
+            if a.k > 0: later.append(a); budget -= a.k; total += a.k
+            continue
+        draft = prop.propose([a]).get(a.request_id, ((), None))[0]
+        if cfg.adaptive and draft: draft = draft[:choose_k(st.alpha, len(draft), cost, T + total, num_sampled)]
+        if draft and (n := reserve(a.request_id, draft)): budget -= n; total += n; kept[a.request_id] = None
+    got = prop.propose(later) if later else {}
+    for a in later:
+        if (pr := got.get(a.request_id)) is not None and (n := reserve(a.request_id, pr[0])):
+            kept[a.request_id] = pr[1][:n] if pr[1][0] is not None else None
+    return kept
+
+# %% ../nbs/14a_speculative.ipynb 30
+class DraftProposer(Proposer):
     """Proposals from a draft model for the speculating sequences of a step, all together: one forward that catches the draft's
     cache up with each sequence's tokens (usually the one or two accepted since the last step; the whole prompt the first time),
     then one forward per proposed token. It has its own paged K/V pool, block manager and runner (chosen as an engine's is).
     Its cache holds a prefix of each sequence's tokens; what a verification rejected is forgotten, not undone: the next call
     computes again from the first position where the cache and the sequence differ."""
     def __init__(self, model: Llama, num_blocks: int, block_size: int = 16, max_batch: int = 8, max_model_len: int | None = None,
-                 runner: str | None = None):
+                 runner: str | None = None, sampler: Sampler | None = None):
+        self.sampler = sampler if sampler is not None else Sampler()    # the target's: a proposal is drawn with the request's settings
         self.model, self.max_len = model, min(max_model_len or model.config.max_position_embeddings, model.config.max_position_embeddings)
         self.pool = PagedKVPool(model.config, num_blocks, block_size, model.dtype, model.device)
         self.bm = BlockManager(num_blocks, block_size, enable_prefix_caching=False)
@@ -164,7 +215,7 @@ class DraftProposer:
         self.cached[sid] = s
         return s
 
-    def propose(self, asks: list, pick) -> dict:
+    def draft(self, asks: list, pick) -> dict:
         """`asks`: `(seq id, token ids, k)` per sequence; `pick(i, row, drafted)` chooses ask `i`'s next proposal from the draft's
         float32 logits `row` after its proposals `drafted` so far: `(token, q)` (`q`: the probabilities it was drawn from, None for
         an argmax), or None to stop there. Returns seq id -> `(tokens, qs)` for the asks that got a proposal."""
@@ -191,166 +242,48 @@ class DraftProposer:
             first, live = False, going
         return {asks[i][0]: v for i, v in got.items() if v[0]}
 
-# %% ../nbs/14a_speculative.ipynb 23
-def _same_tokenizer(a, b):
-    "ValueError unless tokenizers `a` (the draft's) and `b` (the target's) map every id to the same bytes."
+# %% ../nbs/14a_speculative.ipynb 32
+@patch
+def propose(self: DraftProposer, asks: list[DraftAsk]) -> dict:
+    "`Proposer.propose`: the draft model's tokens for `asks`, each drawn with its request's settings (`Sampler.propose_token`)."
+    pick = lambda i, row, drafted: self.sampler.propose_token(row, asks[i].request, drafted)
+    return self.draft([(a.request_id, a.token_ids, a.k) for a in asks], pick)
+
+@patch
+def token_cost(self: DraftProposer, num_seqs: int) -> float:
+    "A draft forward of one token for `num_seqs` sequences, as measured (0 until measured: it speculates, and measures)."
+    return self.stats.cost(num_seqs) if self.stats.step_time else 0.0
+
+@patch
+def describe(self: DraftProposer) -> str:
+    return f"draft model {self.model.config.num_hidden_layers} layers, runner {self.runner_reason}, K/V pool {self.pool.report()}"
+
+# %% ../nbs/14a_speculative.ipynb 35
+def check_same_tokenizer(draft_tok, target_tok):
+    "ValueError unless tokenizers `draft_tok` and `target_tok` map every id to the same bytes (`LLM` checks a draft it loads)."
+    a, b = draft_tok, target_tok
     if a.vocab_size != b.vocab_size:
         raise ValueError(f"speculative model: its tokenizer has {a.vocab_size} tokens, the target's {b.vocab_size}: a draft must share the target's tokenizer")
     for i in range(a.vocab_size):
         if a.token_bytes(i) != b.token_bytes(i):
             raise ValueError(f"speculative model: its tokenizer differs from the target's at token {i} ({a.token_bytes(i)!r} vs {b.token_bytes(i)!r})")
 
-def load_draft(cfg: SpeculativeConfig | None, device, dtype, tokenizer) -> SpeculativeConfig | None:
-    """`cfg` with a draft model given by path loaded, as an `LLM` on `device` in `dtype` (xllm's default quantization), its tokenizer
-    checked against `tokenizer` (ValueError where they differ); any other `cfg` as it is. `LLM` calls it when it is built (a wrong
-    file fails there, and the engines it builds share the draft), `draft_proposer` for an engine given a path."""
-    if cfg is None or cfg.method != "draft" or not isinstance(cfg.model, (str, os.PathLike)): return cfg
-    from xllm.llm import LLM
-    draft = LLM(cfg.model, device=device, dtype=dtype)
-    if tokenizer is not None: _same_tokenizer(draft.tokenizer, tokenizer)
-    draft.draft_for = tokenizer                 # checked against this one: `draft_proposer` does not compare them again
-    return dataclasses.replace(cfg, model=draft)
-
-def draft_proposer(cfg: SpeculativeConfig, engine, block_size: int = 16) -> DraftProposer:
-    """The `DraftProposer` of an engine for `cfg.model`: loaded from its path (`load_draft`) or taken as given. ValueError when its
-    tokenizer, vocabulary or device does not fit the target. Its pool holds `max_batch_size` sequences of the whole context, or as
-    many tokens as the target's pool if that is less."""
-    m = load_draft(cfg, engine.model.device, engine.model.dtype, engine.tokenizer).model
-    tok = None if isinstance(m, Llama) else m.tokenizer
-    if tok is not None and engine.tokenizer is not None and getattr(m, "draft_for", None) is not engine.tokenizer: _same_tokenizer(tok, engine.tokenizer)
+def make_proposer(cfg: SpeculativeConfig, sampler: Sampler, device, tokenizer=None, max_model_len: int = 2048, pool_tokens: int = 0,
+                  block_size: int = 16) -> Proposer:
+    """An engine's `Proposer` for `cfg`: prompt lookup, or a `DraftProposer` for the loaded draft `cfg.model` (a `Llama`, taken to
+    use the target's tokenizer, or an object with `.model` and `.tokenizer`, e.g. an `LLM`; a path is refused: `LLM` loads it).
+    ValueError when its tokenizer, vocabulary or device does not fit the target (on `device`, writing `tokenizer`'s tokens). Its
+    pool holds `max_batch_size` sequences of the whole context, or as many tokens as the target's pool (`pool_tokens`) if less."""
+    if cfg.method == "ngram": return NgramProposer(cfg.prompt_lookup_min, cfg.prompt_lookup_max)
+    m = cfg.model
+    if isinstance(m, (str, os.PathLike)):
+        raise ValueError(f"speculative model: {str(m)!r} is a path; an Engine takes a loaded draft model (LLM(..., speculative=...) loads a path)")
+    tok = None if isinstance(m, Llama) else getattr(m, "tokenizer", None)
+    if tok is not None and tokenizer is not None and getattr(m, "draft_for", None) is not tokenizer: check_same_tokenizer(tok, tokenizer)
     if not isinstance(m, Llama): m = m.model
-    if m.device != engine.model.device: raise ValueError(f"speculative model: it is on {m.device}, the target on {engine.model.device}")
-    if m.config.vocab_size < engine.num_decodable:
-        raise ValueError(f"speculative model: its vocabulary has {m.config.vocab_size} tokens, fewer than the target's {engine.num_decodable}")
-    per_seq = -(-(engine.max_model_len + cfg.num_tokens) // block_size)
-    blocks = min(cfg.max_batch_size * per_seq, max(per_seq, engine.pool.num_tokens // block_size))
-    return DraftProposer(m, blocks, block_size, cfg.max_batch_size, engine.max_model_len + cfg.num_tokens)
-
-# %% ../nbs/14a_speculative.ipynb 26
-def _budget(engine, c, req, cfg, budget: int) -> int:
-    "The most tokens `c`'s sequence may have proposed: `num_tokens`, the step's budget left, the context and `max_tokens` allowing."
-    seq, p = c.seq, req.params
-    k = min(cfg.num_tokens, budget, engine.max_model_len - len(seq.token_ids) - 1)
-    if p.max_tokens is not None: k = min(k, p.max_tokens - seq.num_output_tokens - 1)
-    return k
-
-def _reserve(engine, c, draft: list[int]) -> int:
-    "Make `draft` chunk `c`'s proposal, cut to the room its sequence's blocks and the free ones allow; returns its length."
-    bm, seq = engine.block_manager, c.seq
-    n, table = len(seq.token_ids), bm.block_tables[seq.seq_id]
-    if bm.blocks_needed(n + len(draft)) - len(table) > bm.num_free_blocks: draft = draft[:len(table) * bm.block_size - n]
-    if draft: bm.append_slot(seq, n + len(draft)); c.draft = draft
-    return len(draft)
-
-def _picker(engine, reqs: list):
-    """The `pick` of `DraftProposer.propose` for requests `reqs`: the draft's row through the target's sampling settings
-    (`Sampler.process` with the output so far plus the proposals), its argmax for a greedy request, else a draw and its distribution."""
-    V, W = engine.num_decodable, engine.config.vocab_size
-    def pick(i, row, drafted):
-        req = reqs[i]; p, seq = req.params, req.seq
-        x = row.new_full((W,), float("-inf")); x[:V] = row[:V].float()
-        y = Sampler.process(x, p, seq.output_token_ids + drafted, seq.prompt_token_ids)
-        m, t = y.max(-1)
-        if not math.isfinite(float(m)): return None                   # the target's own path will sample this position
-        if p.greedy or p.seed is not None: return int(t), None         # a seeded request is verified by coupling: its likeliest token
-        q = torch.softmax(y, -1)
-        return _draw(q, req.generator), q
-    return pick
-
-def propose_drafts(engine, out) -> int:
-    "Give the decode chunks of `out` their proposals (`chunk.draft`) and reserve the slots; returns the number of proposed tokens."
-    cfg = engine.speculative
-    drafter = None if cfg.method == "ngram" else engine.drafter
-    if drafter is None and cfg.method == "draft": engine.drafter = drafter = draft_proposer(cfg, engine)   # a config set after the engine was built
-    decodes = [c for c in out.chunks if c.num_tokens == 1 and c.samples]
-    if not decodes or len(decodes) > cfg.max_batch_size: return 0
-    budget, total = engine.scheduler.max_num_batched_tokens - out.num_batched_tokens, 0
-    T, sampled, cost = out.num_batched_tokens, sum(c.samples for c in out.chunks), engine.spec_stats.cost
-    if drafter is not None:                # a draft model: each proposed token costs one of its forwards too
-        dt = drafter.stats.cost(len(decodes)) if drafter.stats.step_time else 0.0   # (0 until measured: it speculates, and measures)
-        cost = lambda t, c0=cost: c0(t) + dt * (t - T)
-    asks = []
-    for c in decodes:
-        req = engine.requests.get(c.seq.seq_id)
-        if req is None: continue
-        st = req.spec if req.spec is not None else _SpecState(cfg)
-        req.spec, st.q = st, None
-        if st.pause: st.pause -= 1; continue
-        k = _budget(engine, c, req, cfg, budget)
-        if k <= 0: continue
-        if drafter is None:
-            draft = st.proposer.propose(c.seq.token_ids, k)
-            if cfg.adaptive and draft: draft = draft[:choose_k(st.alpha, len(draft), cost, T + total, sampled)]
-            if draft: got = _reserve(engine, c, draft); budget -= got; total += got
-        else:
-            if cfg.adaptive: k = choose_k(st.alpha, k, cost, T + total, sampled)
-            if k > 0: asks.append((c, req, k)); budget -= k; total += k
-    if asks:
-        props = drafter.propose([(c.seq.seq_id, c.seq.token_ids, k) for c, _, k in asks], _picker(engine, [r for _, r, _ in asks]))
-        for c, req, k in asks:
-            total -= k
-            if (pr := props.get(c.seq.seq_id)) is None: continue
-            got = _reserve(engine, c, pr[0])
-            req.spec.q = pr[1][:got] if got and pr[1][0] is not None else None
-            total += got
-    return total
-
-# %% ../nbs/14a_speculative.ipynb 28
-def _grammar_row(grammar, x: torch.Tensor) -> torch.Tensor:
-    "Row `x` with the tokens `grammar` does not allow next at -inf (a new tensor); GrammarError if the grammar failed."
-    from xllm.grammar import grammar_masks, masked_logits
-    return masked_logits(x[None], [0], grammar_masks([grammar], grammar.vocab_size))[0]
-
-def _verify_run(engine, req, c, rows: torch.Tensor) -> tuple[list[int], list | None, str | None, int]:
-    "One speculating sequence's run: (tokens, their logprobs or None, stop reason or None, proposals accepted)."
-    seq, p, draft, V = req.seq, req.params, c.draft, engine.num_decodable
-    out_ids, prompt, g = seq.output_token_ids, seq.prompt_token_ids, req.generator
-    toks, lps, accepted, reason = [], ([] if p.logprobs is not None else None), 0, None
-    grammar, qs = req.grammar, req.spec.q
-    for j in range(len(draft) + 1):
-        x = rows[j]
-        if V < x.shape[-1]: x = x.clone(); x[V:] = float("-inf")
-        if grammar is not None: x = _grammar_row(grammar, x)     # structured outputs: the tokens its grammar refuses here at -inf
-        hist = out_ids + toks
-        x = engine._apply_processors(req, hist, x)
-        _check_finite(x, "the logits processors" if req.logits_processors else None)
-        d = draft[j] if j < len(draft) else None
-        y = Sampler.process(x, p, hist, prompt)
-        m, t = y.max(-1)
-        if not math.isfinite(float(m)): tok, ok, d = engine.sampler.sample(x, p, g, hist, prompt).token_id, False, None   # float64 path
-        elif p.greedy: tok = int(t); ok = tok == d
-        elif p.seed is not None: tok = engine.sampler.sample(x, p, g, hist, prompt).token_id; ok = tok == d   # coupled: the plain draw
-        elif d is None: tok, ok = _draw(torch.softmax(y, -1), g), False
-        else: tok, ok = accept_token(torch.softmax(y, -1), d, qs[j] if qs else None, g)
-        if lps is not None:
-            raw = torch.log_softmax(x.float(), -1)
-            vals, ids = torch.topk(raw, min(p.logprobs, raw.shape[-1]))
-            lps.append({tok: float(raw[tok]), **dict(zip(ids.tolist(), vals.tolist()))})
-        if grammar is not None: grammar.advance(tok)
-        reason = engine._stop_reason(req, tok, toks)
-        toks.append(tok); accepted += ok
-        if reason is not None or not ok: break
-    return toks, lps, reason, accepted
-
-def verify_drafts(engine, chunks, logits, outputs: list) -> tuple[dict, dict, dict]:
-    """`Engine._next_tokens` for a step with proposals: seq id -> token (plain rows) or list of tokens (speculating sequences),
-    stop reasons, logprobs; failures reported in `outputs`."""
-    plain_rows, runs, r = [], [], 0
-    for c in chunks:
-        if not c.samples: continue
-        if c.draft: runs.append((c, r)); r += 1 + len(c.draft)
-        else: plain_rows.append(r); r += 1
-    plain = [c for c in chunks if not c.draft]
-    new, fin, lps = engine._next_tokens(plain, logits[plain_rows], outputs) if plain_rows else ({}, {}, {})
-    stats, cfg = engine.spec_stats, engine.speculative
-    for c, r in runs:
-        sid = c.seq.seq_id
-        req = engine.requests[sid]
-        try: toks, lp, reason, acc = _verify_run(engine, req, c, logits[r:r + 1 + len(c.draft)])
-        except Exception as e: engine._fail(c.seq, e, outputs); continue   # this request only, as in _next_tokens
-        req.spec.num_tokens_before = len(c.seq.token_ids)
-        req.spec.adapt(cfg, len(c.draft), acc)
-        stats.num_verifications += 1; stats.num_proposed += len(c.draft); stats.num_accepted += acc; stats.num_emitted += len(toks)
-        new[sid], lps[sid] = toks, lp
-        if reason is not None: fin[sid] = reason
-    return new, fin, lps
+    if m.device != torch.device(device): raise ValueError(f"speculative model: it is on {m.device}, the target on {device}")
+    if m.config.vocab_size < sampler.num_decodable:
+        raise ValueError(f"speculative model: its vocabulary has {m.config.vocab_size} tokens, fewer than the target's {sampler.num_decodable}")
+    per_seq = -(-(max_model_len + cfg.num_tokens) // block_size)
+    blocks = min(cfg.max_batch_size * per_seq, max(per_seq, pool_tokens // block_size))
+    return DraftProposer(m, blocks, block_size, cfg.max_batch_size, max_model_len + cfg.num_tokens, sampler=sampler)
