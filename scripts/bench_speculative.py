@@ -1,4 +1,4 @@
-"""Speculative decoding on the default model, timed (not a test); writes bench/results/speculative_ngram.json, which notebook 14a tables.
+"""Speculative decoding on the default model, timed (not a test); writes bench/results/speculative_ngram.json, which notebook 13b tables.
 
     python scripts/bench_speculative.py ngram [rounds] [json]   prompt lookup on and off at batch 1 (the record's top level)
     python scripts/bench_speculative.py batch [rounds] [json]   32 requests together: off / on / on with max_batch_size=64 ("batch")

@@ -2,10 +2,7 @@
 on a tiny random Llama (tests/_tiny.py). vLLM's semantics: a lower value runs first, first come first served within a level; a
 better newcomer preempts the worst running request when nothing is free; a starved low-priority request still finishes once the
 better ones are done. Every output must equal the request's greedy tokens alone (the contiguous-cache path): priorities change
-when a request runs, never what it says.
-
-Skipped (whole module) until the Engine hands its `scheduling_policy` setting to `Scheduler(policy=...)`: the scheduler side
-(notebook 11) is tested there; the lead wires `Engine` after the merge and removes nothing here but this skip."""
+when a request runs, never what it says."""
 import sys
 from pathlib import Path
 
@@ -26,20 +23,6 @@ def _model() -> Llama:
     return Llama.from_weights(cfg, random_weights(cfg, seed=0)).eval()
 
 
-def _not_wired() -> str:
-    "Why the Engine cannot run this test yet ('' once `scheduling_policy` reaches its scheduler)."
-    cfg = tiny_config(num_hidden_layers=1)
-    try: eng = Engine(Llama.from_weights(cfg, random_weights(cfg)).eval(), None, scheduling_policy="priority", **POOL)
-    except TypeError as e:
-        if "scheduling_policy" in str(e): return "Engine does not accept scheduling_policy yet (the lead wires it after the merge)"
-        raise
-    if getattr(eng.scheduler, "policy", "fcfs") != "priority":
-        return "Engine(scheduling_policy='priority') does not reach Scheduler(policy=...) yet (the lead wires it after the merge)"
-    return ""
-
-
-_WHY = _not_wired()
-pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY or "wired")
 
 
 @pytest.fixture(scope="module")

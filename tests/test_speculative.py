@@ -1,6 +1,6 @@
 """Speculative decoding (prompt lookup) on the default model (SmolLM2-135M-Instruct, Q4_1 GGUF): greedy output, stop strings,
 max_tokens and logprobs are those of decoding without it; a seeded sampled request is reproducible; proposals are accepted on an
-input-grounded prompt. (The exactness of the sampled distribution is tested in nbs/14a_speculative.ipynb on tiny models.)"""
+input-grounded prompt. (The exactness of the sampled distribution is tested in nbs/13b_speculative.ipynb on tiny models.)"""
 import pytest
 import torch
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence as Seq
 import torch
 from fastcore.basics import patch
 
-from .core import LlamaConfig, check_int, check_token_ids
+from .core import check_int, check_token_ids
 from .model import Llama, PagedBatch
 from .kv_cache import BlockManager
 from .kv_pool import PagedKVPool, default_kv_cache_memory
@@ -94,7 +94,7 @@ class Engine:
         self.pool = self._make_pool(num_blocks)
         self.block_manager = BlockManager(self.pool.num_blocks, ec.block_size, ec.enable_prefix_caching)
         self.max_model_len = self._context()
-        self.scheduler = Scheduler(self.block_manager, ec.max_num_seqs, ec.num_batched_tokens, self.max_model_len)
+        self.scheduler = Scheduler(self.block_manager, ec.max_num_seqs, ec.num_batched_tokens, self.max_model_len, policy=ec.scheduling_policy)
         eos = eos_token_ids if eos_token_ids is not None else [*(getattr(tokenizer, "eos_ids", None) or []), *c.eos_token_id]
         self.eos_token_ids = list(dict.fromkeys(int(t) for t in eos))
         tv = getattr(tokenizer, "vocab_size", None)
@@ -210,7 +210,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
     if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
     grammar = self._make_grammar(params)        # ValueError: a schema or grammar the grammar engine refuses
-    seq = self.scheduler.add_request(ids, params, seq_id=request_id)     # ValueError: too long for the context or the whole pool
+    seq = self.scheduler.add_request(ids, params, seq_id=request_id, priority=params.priority)   # ValueError: too long for the context or the pool
     if params.prompt_logprobs is not None: seq.reuse_prefix = False      # every prompt position computed: its logits are wanted
     gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids, grammar)

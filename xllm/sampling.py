@@ -275,7 +275,7 @@ def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
     distribution (a NaN, an infinity, or nothing but zeros: its total is not a finite positive number); nothing is read back."""
     cdf = torch.cumsum(probs.double(), dim=-1)
-    dev, V = probs.device, probs.shape[-1]
+    dev = probs.device
     us = [torch.rand(1, generator=g, dtype=torch.float64, device=g.device if g is not None else dev) for g in generators]
     # requests' generators live on the CPU: their numbers cross to a GPU in one copy, not one per row
     u = torch.cat(us).to(dev) if all(x.device == us[0].device for x in us) else torch.cat([x.to(dev) for x in us])

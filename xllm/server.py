@@ -1392,7 +1392,7 @@ class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
         """The messages for the template, the tools it is given, (tools, format) to read the answer with (None: not read), and
-        `params`, constrained to one valid call for tool_choice 'required' or a named function (notebook 19a)."""
+        `params`, constrained to one valid call for tool_choice 'required' or a named function (notebook 18a)."""
         from xllm.tools import check_tools, tool_format, tool_messages, tool_call_constraint
         try: tools, choice = check_tools(req.tools, req.tool_choice)
         except ValueError as e: raise APIError(400, str(e), param="tool_choice" if str(e).startswith("tool_choice") else "tools") from None
