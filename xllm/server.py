@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import torch
 from .core import check_bool, check_int, check_number, check_token_ids
-from .sampling import SamplingParams
+from .sampling import PRIORITY_MAX, SamplingParams
 from .chat import text_content
 
 from typing import ClassVar
@@ -87,6 +87,7 @@ class _SamplingFields(_Req):
     top_k: int = Field(-1, ge=-1)
     min_p: float = Field(0.0, ge=0, le=1)
     seed: int | None = Field(None, ge=-(1 << 63), le=(1 << 63) - 1)     # vLLM's range: a signed 64-bit integer
+    priority: int = Field(0, ge=-PRIORITY_MAX, le=PRIORITY_MAX)       # vLLM's: lower runs first (--scheduling-policy priority)
     stop: str | list[str] | None = None
     n: int = Field(1, ge=1, le=128)
     presence_penalty: float = Field(0.0, ge=-2, le=2)
@@ -400,8 +401,12 @@ def _score_only(req) -> bool:
     "Whether a completion request asks for no new tokens (`max_tokens: 0`): the prompt is scored (with `echo` and `logprobs`), nothing generated."
     return getattr(req, "echo", None) is not None and req.max_tokens == 0
 
-def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 20) -> SamplingParams:
-    "The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid."
+def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 20, scheduling_policy: str = "fcfs") -> SamplingParams:
+    """The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid. A
+    `priority` other than 0 is refused unless the server schedules by priority (as vLLM does): it would be ignored."""
+    if req.priority and scheduling_policy != "priority":
+        raise APIError(400, f"priority: this server schedules {scheduling_policy!r} (first come, first served); start it with "
+                       "--scheduling-policy priority to use request priorities", param="priority")
     if req.stream_options is not None and not req.stream:
         raise APIError(400, "stream_options: only allowed when stream is true", param="stream_options")
     if getattr(req, "top_logprobs", None) is not None and req.logprobs is not True:
@@ -422,7 +427,7 @@ def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 
                               seed=req.seed, stop=req.stop, presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
                               repetition_penalty=req.repetition_penalty, ignore_eos=req.ignore_eos, logprobs=lp, prompt_logprobs=plp,
                               min_tokens=req.min_tokens, include_stop_str_in_output=req.include_stop_str_in_output,
-                              skip_special_tokens=req.skip_special_tokens)
+                              skip_special_tokens=req.skip_special_tokens, priority=req.priority)
     except ValueError as e:
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
@@ -1378,7 +1383,8 @@ class ServingCompletion(_Generating):
     async def create(self, req: CompletionRequest, request):
         self.served(req.model)
         st, llm = self.st, self.llm
-        params, bias = to_sampling_params(req, 16, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
+        params = to_sampling_params(req, 16, llm.max_logprobs, llm.engine_config.scheduling_policy)
+        bias = check_supported(req, llm.config.vocab_size)
         params = await self.constrained(req, params)
         ps = _prompt_list(req.prompt)
         st.check_choices(len(ps) * params.n)
@@ -1416,7 +1422,8 @@ async def create(self: ServingChat, req: ChatRequest, request):
     "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
     self.served(req.model)
     st, llm = self.st, self.llm
-    params, bias = to_sampling_params(req, None, llm.max_logprobs), check_supported(req, llm.config.vocab_size)
+    params = to_sampling_params(req, None, llm.max_logprobs, llm.engine_config.scheduling_policy)
+    bias = check_supported(req, llm.config.vocab_size)
     params = await self.constrained(req, params)
     msgs = _chat_messages(req.messages)
     st.check_choices(params.n)
