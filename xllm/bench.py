@@ -362,7 +362,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     its constrained twin did (EOS ignored), so both modes run the same batch shapes step for step and differ only by the
     constraint. A first constrained run (not timed) finds the lengths and compiles the schema; then `rounds` interleaved rounds.
     Per mode, medians: wall seconds, seconds per engine step, output tok/s, and the milliseconds per step spent building and
-    applying the masks (`Engine._constrain`); how many constrained outputs parse as JSON. `chars`: cut each question to this many characters."""
+    applying the masks (the engine's `sampler.constrain`); how many constrained outputs parse as JSON. `chars`: cut each question to this many characters."""
     import statistics
     from xllm.sampling import SamplingParams, StructuredOutputsParams
     lines = [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
@@ -373,10 +373,10 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     lengths = [max(1, len(o.outputs[0].token_ids)) for o in first]
     plain = [SamplingParams(temperature=temperature, seed=i, max_tokens=k, ignore_eos=True) for i, k in enumerate(lengths)]
     eng = llm.get_engine()
-    spent, plain_constrain = [], eng._constrain
+    spent, plain_constrain = [], eng.sampler.constrain
     def timed(*a):
         t = time.perf_counter(); r = plain_constrain(*a); spent.append(time.perf_counter() - t); return r
-    eng._constrain = timed                                     # measured on this engine only, removed at the end
+    eng.sampler.constrain = timed                              # measured on this engine only, put back at the end
     res = {"requests": n, "max_tokens": max_tokens, "temperature": temperature, "rounds": rounds}
     runs = {"plain": [], "schema": []}
     try:
@@ -394,7 +394,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
                         except ValueError: pass
                     d["parsed"] = ok
                 runs[mode].append(d)
-    finally: del eng._constrain
+    finally: eng.sampler.constrain = plain_constrain
     for mode, rs in runs.items():
         for k in rs[0]: res[f"{mode}_{k}"] = statistics.median(x[k] for x in rs)
     res["same_tokens"] = res["schema_tokens"] == res["plain_tokens"]
