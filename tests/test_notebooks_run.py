@@ -54,7 +54,7 @@ def test_widgets_page(which, request):
     page = request.getfixturevalue(which)
     assert _stderr_blocks(page) == [], "stderr blocks in the page"          # nbdev's pkg_resources warning, the chat-template warning
     assert not QUARTO_ATTR.search(page), "show_doc printed as markdown text"
-    assert page.count('<h3 id="ChatWidget">ChatWidget</h3>') == 1 and '<h3 id="send_click">' in page   # show_doc as HTML
+    assert page.count('<h3 id="ChatWidget">ChatWidget</h3>') == 1 and '<h3 id="ChatWidget.send_click">' in page   # show_doc as HTML (a @patch method under its class's name)
     assert page.count('<script data-xllm="offline-widgets">') == 1            # the widgets' JavaScript, in the page
     assert '<script type="application/vnd.jupyter.widget-state+json">' in page and page.count('<script type="application/vnd.jupyter.widget-view+json">') == 2
 

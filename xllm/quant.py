@@ -434,7 +434,9 @@ class PackedRows:
         return cls(_blocks(g.raw(t.name), t.shape, nbytes, t.type_name, vals), t.type_name, t.name, g.path)
 
     @property
-    def raw(self) -> np.ndarray: return np.ascontiguousarray(self.blocks)
+    def raw(self) -> np.ndarray:
+        "The blocks as one contiguous array (what the packed kernels read)."
+        return np.ascontiguousarray(self.blocks)
 
 
 # %% ../nbs/07_quantization.ipynb 66

@@ -461,7 +461,9 @@ class SampleRequest:
         self.logits_processors, self.stop_ids = list(logits_processors), set(stop_ids)
 
     @property
-    def num_output_tokens(self) -> int: return len(self.output_token_ids)
+    def num_output_tokens(self) -> int:
+        "Tokens generated so far."
+        return len(self.output_token_ids)
 
 # %% ../nbs/08_sampling.ipynb 65
 def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:

@@ -177,6 +177,7 @@ class _Out(BaseModel):
 
 # %% ../nbs/19_server.ipynb 19
 class ErrorInfo(_Out):
+    "An error's body: OpenAI's `message`, `type`, `param` and `code`."
     message: str
     type: str
     param: str | None = None
@@ -187,11 +188,14 @@ class Error(_Out):
     error: ErrorInfo
 
 class Usage(_Out):
+    "Tokens a request read and wrote (`prompt_tokens`, `completion_tokens`, `total_tokens`)."
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     @classmethod
-    def of(cls, prompt_tokens: int, completion_tokens: int): return cls(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+    def of(cls, prompt_tokens: int, completion_tokens: int):
+        "The usage of `prompt_tokens` read and `completion_tokens` written."
+        return cls(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                                                           total_tokens=prompt_tokens + completion_tokens)
 
 # %% ../nbs/19_server.ipynb 21
@@ -203,14 +207,17 @@ class CompletionLogprobs(_Out):
     text_offset: list[int]
 
 class TopLogprob(_Out):
+    "One candidate token's log-probability, its text and its UTF-8 bytes."
     token: str
     logprob: float
     bytes: list[int]
 
 class TokenLogprob(TopLogprob):
+    "A chosen token's log-probability with the most likely candidates at its position."
     top_logprobs: list[TopLogprob]
 
 class ChatLogprobs(_Out):
+    "The log-probabilities of a chat answer's tokens."
     content: list[TokenLogprob]
 
 # %% ../nbs/19_server.ipynb 22
@@ -222,6 +229,7 @@ class CompletionChoice(_Out):
     finish_reason: str | None = None
 
 class CompletionResponse(_Out):
+    "The answer to `/v1/completions`: its choices and usage."
     id: str
     object: Literal["text_completion"] = "text_completion"
     created: int
@@ -242,10 +250,12 @@ class CompletionChunk(_Out):
 
 # %% ../nbs/19_server.ipynb 25
 class FunctionCall(_Out):
+    "A tool call's function: its name and its arguments as JSON text."
     name: str
     arguments: str          # JSON text
 
 class ToolCall(_Out):
+    "One tool call of an assistant message."
     id: str
     type: Literal["function"] = "function"
     function: FunctionCall
@@ -259,12 +269,14 @@ class AssistantMessage(_Out):
 
 # %% ../nbs/19_server.ipynb 26
 class ChatChoice(_Out):
+    "One choice of a chat answer: the assistant's message, its log-probabilities and why it stopped."
     index: int
     message: AssistantMessage
     logprobs: ChatLogprobs | None = None
     finish_reason: str | None = None
 
 class ChatCompletionResponse(_Out):
+    "The answer to `/v1/chat/completions`: its choices and usage."
     id: str
     object: Literal["chat.completion"] = "chat.completion"
     created: int
@@ -274,6 +286,7 @@ class ChatCompletionResponse(_Out):
 
 # %% ../nbs/19_server.ipynb 27
 class DeltaToolCall(_Out):
+    "A tool call's part in a streamed chunk (its id and name first, then its arguments as they are written)."
     index: int
     id: str
     type: Literal["function"] = "function"
@@ -288,12 +301,14 @@ class Delta(_Out):
 
 # %% ../nbs/19_server.ipynb 28
 class ChatStreamChoice(_Out):
+    "One choice's delta in a streamed chat chunk."
     index: int
     delta: Delta
     logprobs: ChatLogprobs | None = None
     finish_reason: str | None = None
 
 class ChatCompletionChunk(_Out):
+    "One server-sent event of a streamed chat answer."
     _optional: ClassVar[frozenset] = frozenset({"usage"})
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
@@ -304,6 +319,7 @@ class ChatCompletionChunk(_Out):
 
 # %% ../nbs/19_server.ipynb 30
 class ModelCard(_Out):
+    "A served model as `/v1/models` lists it (with its context, `max_model_len`)."
     id: str
     object: Literal["model"] = "model"
     created: int = 0
@@ -311,19 +327,23 @@ class ModelCard(_Out):
     max_model_len: int
 
 class ModelList(_Out):
+    "The answer to `/v1/models`."
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
 class TokenizeResponse(_Out):
+    "The answer to `/tokenize`: the token ids, their count and the context."
     count: int
     max_model_len: int
     tokens: list[int]
 
 # %% ../nbs/19_server.ipynb 31
 class DetokenizeResponse(_Out):
+    "The answer to `/detokenize`: the text of the token ids."
     prompt: str
 
 class Version(_Out):
+    "The answer to `/version`."
     version: str
 
 # %% ../nbs/19_server.ipynb 32
@@ -1381,6 +1401,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
+        "The answer to a completion request: whole, or a stream of server-sent events."
         self.served(req.model)
         st, llm = self.st, self.llm
         params = to_sampling_params(req, 16, llm.max_logprobs, llm.engine_config.scheduling_policy)
@@ -1474,15 +1495,22 @@ def info(self: ServingTokens) -> TokenizerInfo:
 # %% ../nbs/19_server.ipynb 155
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
-    def card(self) -> ModelCard: return ModelCard(id=self.st.model_name, max_model_len=self.st.max_len)
-    def models(self) -> ModelList: return ModelList(data=[self.card()])
+    def card(self) -> ModelCard:
+        "The served model's card."
+        return ModelCard(id=self.st.model_name, max_model_len=self.st.max_len)
+    def models(self) -> ModelList:
+        "`/v1/models`: the served model."
+        return ModelList(data=[self.card()])
     def model(self, model_id: str) -> ModelCard:
+        "`/v1/models/{model_id}`: the served model's card, or a 404 naming the id."
         self.served(model_id)
         return self.card()
     def version(self) -> Version:
+        "`/version`: xllm's version."
         from xllm import __version__
         return Version(version=__version__)
     def metrics(self) -> Response:
+        "`/metrics`: the Prometheus registry in its text format."
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 

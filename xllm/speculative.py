@@ -101,8 +101,11 @@ class NgramProposer(Proposer):
     "Prompt lookup: each request's `NgramIndex` (its state) proposes what followed the last n-gram's most recent earlier occurrence."
     cheap = True
     def __init__(self, n_min: int = 1, n_max: int = 4): self.n_min, self.n_max = n_min, n_max
-    def new_state(self) -> NgramIndex: return NgramIndex(self.n_min, self.n_max)
+    def new_state(self) -> NgramIndex:
+        "A new request's index of its n-grams."
+        return NgramIndex(self.n_min, self.n_max)
     def propose(self, asks: list[DraftAsk]) -> dict:
+        "Each ask's longest n-gram match in its own tokens, continued (probabilities None: a lookup proposes, it does not sample)."
         return {a.request_id: (d, None) for a in asks if (d := a.state.proposal.propose(a.token_ids, a.k))}
 
 # %% ../nbs/13b_speculative.ipynb 22
@@ -144,7 +147,9 @@ class Speculator:
     def __init__(self, config: SpeculativeConfig, proposer: Proposer, stats: SpecStats):
         self.config, self.proposer, self.stats = config, proposer, stats
 
-    def new_state(self) -> _SpecState: return _SpecState(self.proposer.new_state())
+    def new_state(self) -> _SpecState:
+        "A new request's speculation state, with its proposer's."
+        return _SpecState(self.proposer.new_state())
 
     def verified(self, state: _SpecState, proposed: int, accepted: int, emitted: int):
         "Count a verification of `proposed` tokens that accepted `accepted` and gave `emitted`; adapt the request's estimate."
@@ -256,6 +261,7 @@ def token_cost(self: DraftProposer, num_seqs: int) -> float:
 
 @patch
 def describe(self: DraftProposer) -> str:
+    "The draft model for the engine's start-up line: its layers, its runner, its K/V pool."
     return f"draft model {self.model.config.num_hidden_layers} layers, runner {self.runner_reason}, K/V pool {self.pool.report()}"
 
 # %% ../nbs/13b_speculative.ipynb 35
