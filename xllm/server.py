@@ -662,7 +662,8 @@ class Metrics:
 # %% ../nbs/19_server.ipynb 64
 class _EngineCollector:
     """The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens,
-    speculative decoding's proposals, proposed and accepted tokens (0 when it is off)."""
+    speculative decoding's proposals, proposed and accepted tokens (0 when it is off), and the sampler's rows that the batched
+    path could not take, by reason (`xllm:sampler_row_fallbacks`: each was sampled alone, slower but visibly)."""
     def __init__(self, state): self.state = state
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
@@ -677,6 +678,10 @@ class _EngineCollector:
                                 (CounterMetricFamily, "vllm:spec_decode_num_draft_tokens", "Speculative decoding: tokens proposed.", core.spec_stats.num_proposed),
                                 (CounterMetricFamily, "vllm:spec_decode_num_accepted_tokens", "Speculative decoding: proposed tokens accepted.", core.spec_stats.num_accepted)):
             m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
+        rows = CounterMetricFamily("xllm:sampler_row_fallbacks", "Sampler rows sampled alone because the batched path could not take them, by reason.",
+                                   labels=["model_name", "reason"])
+        for why, n in sorted(core.sampler.row_fallbacks.items()): rows.add_metric([name, why], n)
+        yield rows
 
 # %% ../nbs/19_server.ipynb 66
 _ROLES = ("system", "developer", "user", "assistant")
