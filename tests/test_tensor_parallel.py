@@ -134,3 +134,29 @@ def test_health_names_a_dead_worker():
         assert seen and seen[0][1] == "tensor-parallel rank 1 died (killed by signal 9)" and seen[0][0] - killed < 2
     finally: m.tp_group.shutdown()
     assert "rank 1 died (killed by signal 9)" in runner.health() and not m.tp_group.procs[0].is_alive()
+
+
+PLAIN_SCRIPT = """
+import sys
+from xllm.llm import LLM
+print("the script's body ran", file=sys.stderr, flush=True)
+ids = list(range(5, 45))
+tp = LLM({model!r}, tensor_parallel_size=2, runner="torch").logits(ids)
+one = LLM({model!r}, runner="torch").logits(ids)
+print("REL", ((tp - one).abs().max() / one.abs().max()).item())
+"""
+
+def test_plain_script_without_main_guard(tmp_path):
+    """A plain script, no `if __name__ == "__main__":` guard, builds `LLM(..., tensor_parallel_size=2)`: its workers are programs of
+    their own that never re-import the script (multiprocessing's spawn did, and the script died in its bootstrapping check), so its
+    body runs once, and the two-rank logits equal one process's within 1e-5 of max|logit|."""
+    from xllm.stand_ins import stand_in_model
+    model = stand_in_model(tmp_path / "m")
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_SCRIPT.format(model=str(model)))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stderr.count("the script's body ran") == 1, r.stderr[-3000:]
+    rel = float(next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("REL ")))
+    assert rel <= 1e-5, rel

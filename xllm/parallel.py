@@ -4,7 +4,7 @@
 
 # %% ../nbs/13a_tensor_parallel.ipynb 4
 from __future__ import annotations
-import datetime, importlib, os, sys, traceback, weakref
+import datetime, os, sys, traceback, weakref
 from pathlib import Path
 import torch, torch.nn as nn
 import torch.distributed as dist
@@ -21,7 +21,8 @@ from .loader import LoadedModel, tp_config, shard_tensor, load_model, load_token
 __all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding',
            'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store',
            'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop', 'rank_device',
-           'build_shard', 'start_tp', 'serve_worker', 'llm_shard', 'load_group', 'allreduce_cost']
+           'build_shard', 'WorkerProcess', 'worker_entry', 'start_tp', 'serve_worker', 'llm_shard', 'load_group',
+           'allreduce_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 9
 class AllReduce(nn.Module):
@@ -403,7 +404,47 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 48
+_WORKER_TARGETS = ("_worker_main", "_allreduce_worker")     # the functions of this module a worker may be asked to run
+
+class WorkerProcess:
+    """A worker started as its own program (see above): `target`, one of `_WORKER_TARGETS`, called with `args` there. The xllm this
+    process imports comes first on the worker's path. `exitcode` (None while it runs; -N: killed by signal N), `is_alive`, `kill`,
+    `join(timeout)` as `multiprocessing.Process` has them."""
+    def __init__(self, target: str, args: tuple, name: str = "xllm-worker", env: dict | None = None):
+        import pickle, subprocess, xllm
+        if target not in _WORKER_TARGETS: raise ValueError(f"target: expected one of {', '.join(_WORKER_TARGETS)}, got {target!r}")
+        env = dict(os.environ if env is None else env)
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(xllm.__file__).resolve().parents[1]), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+        self.name = name
+        self.popen = subprocess.Popen([sys.executable, "-c", "from xllm.parallel import worker_entry; worker_entry()"], stdin=subprocess.PIPE, env=env)
+        try: self.popen.stdin.write(pickle.dumps((target, args, os.getpid())))
+        except BrokenPipeError: pass                         # it died at once: exitcode says so
+        finally: self.popen.stdin.close()
+    @property
+    def pid(self) -> int: return self.popen.pid
+    @property
+    def exitcode(self) -> int | None: return self.popen.poll()
+    def is_alive(self) -> bool: return self.popen.poll() is None
+    def kill(self):
+        if self.is_alive(): self.popen.kill()
+    def join(self, timeout: float | None = None):
+        import subprocess
+        try: self.popen.wait(timeout)
+        except subprocess.TimeoutExpired: pass
+
+def worker_entry():
+    "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
+    import pickle, threading, time
+    target, args, parent = pickle.load(sys.stdin.buffer)
+    if target not in _WORKER_TARGETS: raise SystemExit(f"xllm worker: unknown target {target!r}")
+    def watch():
+        while os.getppid() == parent: time.sleep(0.5)
+        os._exit(1)                                          # orphaned: rank 0 is gone, and with it the group
+    threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
+    globals()[target](*args)
+
+# %% ../nbs/13a_tensor_parallel.ipynb 50
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -422,7 +463,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 51
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -432,13 +473,12 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 49
+# %% ../nbs/13a_tensor_parallel.ipynb 52
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
-    (the others, rank > 0, call `serve_worker`); else `world - 1` worker processes are spawned here, meeting at a loopback store this process opens first (`rendezvous_store`).
+    (the others, rank > 0, call `serve_worker`); else `world - 1` worker programs are started here (`WorkerProcess`: the caller's script is not re-imported), meeting at a loopback store this process opens first (`rendezvous_store`).
     `timeout`: seconds before a collective that does not complete fails the group."""
     check_int("tensor_parallel_size", world, lo=1)
-    import torch.multiprocessing as mp
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         if int(os.environ["WORLD_SIZE"]) != world:
             raise ValueError(f"tensor_parallel_size {world} differs from torchrun's WORLD_SIZE {os.environ['WORLD_SIZE']}")
@@ -447,11 +487,7 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     else:
         store = rendezvous_store(world, timeout)            # listening before any worker is told its port
         init = f"tcp://127.0.0.1:{store.port}"
-        ctx = mp.get_context("spawn")
-        target = importlib.import_module("xllm.parallel")._worker_main    # importable by the child (not a notebook's __main__)
-        procs = [ctx.Process(target=target, args=(r, world, init, spec, str(device), timeout, threads), daemon=True,
-                             name=f"xllm-tp-rank{r}") for r in range(1, world)]
-        for p in procs: p.start()
+        procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads), f"xllm-tp-rank{r}") for r in range(1, world)]
         try: g = TPGroup.init(0, world, init, rank_device(device, 0), timeout, procs, store)
         except Exception as e:
             for p in procs: p.kill(); p.join(5)
@@ -466,17 +502,17 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 53
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 60
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 58
+# %% ../nbs/13a_tensor_parallel.ipynb 61
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -524,7 +560,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 67
+# %% ../nbs/13a_tensor_parallel.ipynb 70
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.tensor_parallel_size < 2:
@@ -538,12 +574,12 @@ def load_group(config: EngineConfig) -> LoadedModel:
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 69
-def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, q):
+# %% ../nbs/13a_tensor_parallel.ipynb 72
+def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
-    import time
+    import pickle, time
     out = {}
     for shape in shapes:
         x = torch.randn(shape)
@@ -553,28 +589,27 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         for _ in range(reps):
             t = time.perf_counter(); dist.all_reduce(x); ts.append(time.perf_counter() - t)
         out[tuple(shape)] = sorted(ts)[len(ts) // 2]
-    if rank == 0: q.put(out)
+    if rank == 0:
+        with open(out_path + ".tmp", "wb") as f: pickle.dump(out, f)
+        os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 70
+# %% ../nbs/13a_tensor_parallel.ipynb 73
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
-    measured in fresh processes (meeting at a store this process holds): {shape: seconds}."""
-    import torch.multiprocessing as mp
-    ctx, store = mp.get_context("spawn"), rendezvous_store(world, 300)
-    q = ctx.Queue()
-    target = importlib.import_module("xllm.parallel")._allreduce_worker
-    ps = [ctx.Process(target=target, args=(r, world, store.port, [tuple(s) for s in shapes], reps, q), daemon=True) for r in range(world)]
-    for p in ps: p.start()
-    import queue, time
-    end = time.monotonic() + 300
-    try:
-        while True:
-            try: return q.get(timeout=0.1)
-            except queue.Empty:
+    measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}."""
+    import pickle, tempfile, time
+    store = rendezvous_store(world, 300)
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "cost.pkl")
+        ps = [WorkerProcess("_allreduce_worker", (r, world, store.port, [tuple(s) for s in shapes], reps, out), f"xllm-allreduce-{r}") for r in range(world)]
+        end = time.monotonic() + 300
+        try:
+            while not (all(p.exitcode == 0 for p in ps) and os.path.exists(out)):
                 if any(p.exitcode not in (None, 0) for p in ps) or time.monotonic() > end:
-                    raise TPError(f"the all-reduce measurement failed (exit codes {[p.exitcode for p in ps]}); the error is above") from None
-    finally:
-        for p in ps: p.join(30)
-        for p in ps:
-            if p.is_alive(): p.kill(); p.join()
+                    raise TPError(f"the all-reduce measurement failed (exit codes {[p.exitcode for p in ps]}); the error is above")
+                time.sleep(0.05)
+            with open(out, "rb") as f: return pickle.load(f)
+        finally:
+            for p in ps: p.join(30)
+            for p in ps: p.kill(); p.join()
