@@ -422,17 +422,26 @@ class WorkerProcess:
         except BrokenPipeError: pass                         # it died at once: exitcode says so
         finally: self.popen.stdin.close()
     @property
-    def pid(self) -> int: return self.popen.pid
+    def pid(self) -> int:
+        "The worker's process id."
+        return self.popen.pid
     @property
-    def exitcode(self) -> int | None: return self.popen.poll()
-    def is_alive(self) -> bool: return self.popen.poll() is None
+    def exitcode(self) -> int | None:
+        "None while it runs, else its exit status (-N: killed by signal N), polled without waiting."
+        return self.popen.poll()
+    def is_alive(self) -> bool:
+        "Whether it still runs."
+        return self.popen.poll() is None
     def kill(self):
+        "SIGKILL, if it still runs."
         if self.is_alive(): self.popen.kill()
     def join(self, timeout: float | None = None):
+        "Wait for it to end, at most `timeout` seconds (None: no limit); returns either way, as multiprocessing's `join` does."
         import subprocess
         try: self.popen.wait(timeout)
         except subprocess.TimeoutExpired: pass
 
+# %% ../nbs/13a_tensor_parallel.ipynb 49
 def worker_entry():
     "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
     import pickle, threading, time
@@ -444,7 +453,7 @@ def worker_entry():
     threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
     globals()[target](*args)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 51
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -463,7 +472,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+# %% ../nbs/13a_tensor_parallel.ipynb 52
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -473,7 +482,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 52
+# %% ../nbs/13a_tensor_parallel.ipynb 53
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker programs are started here (`WorkerProcess`: the caller's script is not re-imported), meeting at a loopback store this process opens first (`rendezvous_store`).
@@ -502,17 +511,17 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 53
+# %% ../nbs/13a_tensor_parallel.ipynb 54
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 60
+# %% ../nbs/13a_tensor_parallel.ipynb 61
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 61
+# %% ../nbs/13a_tensor_parallel.ipynb 62
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -560,7 +569,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 70
+# %% ../nbs/13a_tensor_parallel.ipynb 71
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.tensor_parallel_size < 2:
@@ -574,7 +583,7 @@ def load_group(config: EngineConfig) -> LoadedModel:
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 72
+# %% ../nbs/13a_tensor_parallel.ipynb 73
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -594,7 +603,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 73
+# %% ../nbs/13a_tensor_parallel.ipynb 74
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}."""
