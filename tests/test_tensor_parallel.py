@@ -160,3 +160,82 @@ def test_plain_script_without_main_guard(tmp_path):
     assert r.stderr.count("the script's body ran") == 1, r.stderr[-3000:]
     rel = float(next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("REL ")))
     assert rel <= 1e-5, rel
+
+
+def _port_from(path: Path, proc, timeout: float = 180) -> int:
+    "The rendezvous port node 0 prints on stderr (written to `path`) once it listens."
+    import re
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if m := re.search(r"--master-port (\d+)", path.read_text()): return int(m.group(1))
+        assert proc.poll() is None, path.read_text()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError("node 0 did not say where it listens: " + path.read_text()[-3000:])
+
+
+def test_two_nodes_on_the_loopback(tmp_path):
+    """`xllm generate -tp 4 --nnodes 2`: node 0 binds its rendezvous port as it listens (port 0) and prints it; node 1, given that
+    port, runs ranks 2-3 (itself and one worker program) and exits 0 when rank 0 stops; node 0 prints the single-process greedy text.
+    A node_rank without node 0's port is refused by name."""
+    from xllm.stand_ins import stand_in_model
+    model = stand_in_model(tmp_path / "m")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "xllm", "generate", "The cat", "-m", str(model), "--max-tokens", "16", "--temperature", "0", "--ignore-eos",
+           "-tp", "4", "--nnodes", "2"]
+    err0 = tmp_path / "node0.err"
+    with open(err0, "w") as e0:
+        n0 = subprocess.Popen(cmd + ["--node-rank", "0"], stdout=subprocess.PIPE, stderr=e0, text=True, cwd=ROOT, env=env, start_new_session=True)
+        try:
+            port = _port_from(err0, n0)
+            n1 = subprocess.run(cmd + ["--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", str(port)],
+                                capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+            out, _ = n0.communicate(timeout=120)
+        finally:
+            if n0.poll() is None: os.killpg(n0.pid, signal.SIGKILL); n0.wait()
+    ref = subprocess.run(cmd[:-4], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert n0.returncode == 0 and n1.returncode == 0, (err0.read_text()[-2000:], n1.stderr[-2000:])
+    assert out == ref.stdout and out.strip(), (out, ref.stdout)
+    assert "ranks 2-3 of 4" in n1.stderr and "Traceback" not in n1.stderr + err0.read_text(), n1.stderr[-2000:]
+    r = subprocess.run(cmd + ["--node-rank", "1"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert r.returncode != 0 and "master_port" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_dead_node_is_named_and_stops_the_server(tmp_path):
+    """`xllm serve -tp 2 --nnodes 2`: node 0 serves, node 1 runs rank 1. When node 1's process is killed (its machine gone), rank 0
+    names rank 1 from its silent heartbeat (no exit code reaches it from another machine): the server logs why and exits 1 within
+    HEALTH_SILENCE + a few seconds, with no traffic needed."""
+    import re, threading
+    openai = pytest.importorskip("openai")
+    from xllm.stand_ins import stand_in_model
+    model = stand_in_model(tmp_path / "m")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "xllm", "serve", "-m", str(model), "-tp", "2", "--nnodes", "2"]
+    n0 = subprocess.Popen(cmd + ["--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env, start_new_session=True)
+    lines = []
+    reader = threading.Thread(target=lambda: [lines.append(line) for line in n0.stdout], daemon=True); reader.start()
+    def wait_for(pattern, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if m := re.search(pattern, "".join(lines)): return m
+            if n0.poll() is not None: break
+            time.sleep(0.2)
+        raise AssertionError(f"no {pattern!r} from node 0: " + "".join(lines)[-3000:])
+    n1 = None
+    try:
+        port = int(wait_for(r"--master-port (\d+)", 180).group(1))
+        n1 = subprocess.Popen(cmd + ["--node-rank", "1", "--master-port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, env=env, start_new_session=True)
+        url = wait_for(r"xllm: serving .* on (http://\S+)/v1 ", 240).group(1)
+        client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=60)
+        r = client.completions.create(model=client.models.list().data[0].id, prompt="Once upon a time", max_tokens=4, temperature=0)
+        assert r.usage.completion_tokens == 4
+        os.killpg(n1.pid, signal.SIGKILL); n1.wait(); killed = time.monotonic()
+        n0.wait(60)
+        took = time.monotonic() - killed
+    finally:
+        for p in (n0, n1):
+            if p is not None and p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
+    reader.join(10)
+    out = "".join(lines)
+    assert n0.returncode == 1 and "the engine cannot run any more (tensor-parallel rank 1 stopped answering" in out, out[-3000:]
+    assert took < 40, took

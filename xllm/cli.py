@@ -141,6 +141,10 @@ def _model_opts(p, context=True, template=True):
     g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
                    help="split the model over N processes (Megatron-style, torch.distributed: gloo on cpu, NCCL on cuda), started here "
                         "or by torchrun --nproc-per-node N; needs a Hugging Face safetensors directory or a GGUF file (default 1)")
+    g.add_argument("--nnodes", type=int, default=None, metavar="M", help="machines the tensor-parallel group spans, each running N/M ranks (default 1)")
+    g.add_argument("--node-rank", type=int, default=None, metavar="R", help="this machine's place among them (default 0: the one that serves)")
+    g.add_argument("--master-addr", default=None, metavar="HOST", help="node 0's address, where the group meets (default 127.0.0.1)")
+    g.add_argument("--master-port", type=int, default=None, metavar="PORT", help="node 0's rendezvous port (default 0 on node 0: one the kernel picks, printed; the other nodes need it)")
     g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
                    help="float32, bfloat16 or float16 (default: float32)")
     g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
@@ -277,7 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
 # %% ../nbs/21_cli.ipynb 21
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
-                   "speculative", "scheduling_policy")   # the options that are EngineConfig fields, by the same names
+                   "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port")   # the options that are EngineConfig fields, by the same names
 
 def _engine_config(args):
     "The one `EngineConfig` of the parsed model and engine options (those a subcommand lacks keep the defaults), checked."

@@ -129,6 +129,10 @@ class EngineConfig:
     runner: str | None = None                   # None: the compiled runner of the device when it can run the model (notebook 13)
     cpu_activations: str | None = None          # the CPU runner's activations; None: int8 for packed weights, else float
     tensor_parallel_size: int = 1
+    nnodes: int = 1                             # machines the tensor-parallel group spans (each runs tensor_parallel_size / nnodes ranks)
+    node_rank: int = 0                          # this machine's place among them; node 0 holds rank 0, which serves
+    master_addr: str = "127.0.0.1"              # node 0's address, where it listens for the group's rendezvous
+    master_port: int = 0                        # that port; 0 on node 0: one the kernel picks as it binds (printed), which the others are given
     speculative: SpeculativeConfig | dict | None = None
     max_logprobs: int = 20                      # the most logprobs / prompt_logprobs a request may ask for (vLLM's 20)
     scheduling_policy: str = "fcfs"             # 'fcfs' or 'priority' (lower `SamplingParams.priority` first)
@@ -149,7 +153,21 @@ def _choice(name, v, allowed):
     return v
 
 
-# %% ../nbs/12a_config.ipynb 28
+# %% ../nbs/12a_config.ipynb 29
+@patch
+def check_nodes(self: EngineConfig) -> EngineConfig:
+    "The machines a tensor-parallel group spans: `nnodes` dividing `tensor_parallel_size`, `node_rank` among them, node 0's address (ValueError naming the field)."
+    check_int("nnodes", self.nnodes, lo=1)
+    check_int("node_rank", self.node_rank, lo=0, hi=self.nnodes - 1)
+    check_int("master_port", self.master_port, lo=0, hi=65535)
+    if not isinstance(self.master_addr, str) or not self.master_addr: raise ValueError(f"master_addr: expected node 0's host name or address, got {self.master_addr!r}")
+    if self.nnodes > 1 and self.tensor_parallel_size < 2: raise ValueError(f"nnodes: {self.nnodes} machines need tensor_parallel_size of at least 2")
+    if self.tensor_parallel_size % self.nnodes:
+        raise ValueError(f"nnodes: {self.nnodes} machines cannot each run the same number of the {self.tensor_parallel_size} ranks (tensor_parallel_size)")
+    if self.node_rank > 0 and self.master_port == 0: raise ValueError("master_port: node 1 and later must be given node 0's port (the one it printed)")
+    return self
+
+# %% ../nbs/12a_config.ipynb 30
 @patch
 def check(self: EngineConfig) -> EngineConfig:
     "Every field checked (ValueError naming it); returns the config."
@@ -173,12 +191,13 @@ def check(self: EngineConfig) -> EngineConfig:
     _choice("runner", self.runner, (None, *RUNNERS))
     _choice("cpu_activations", self.cpu_activations, (None, *CPU_ACTIVATIONS))
     check_int("tensor_parallel_size", self.tensor_parallel_size, lo=1)
+    self.check_nodes()
     self.speculative = SpeculativeConfig.make(self.speculative)
     check_int("max_logprobs", self.max_logprobs, lo=0)
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
     return self
 
-# %% ../nbs/12a_config.ipynb 31
+# %% ../nbs/12a_config.ipynb 34
 @patch(cls_method=True)
 def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> EngineConfig:
     "`config` (None: the defaults) with `changes` applied, checked; an unknown name is refused naming the nearest field."
@@ -192,7 +211,7 @@ def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> En
     return dataclasses.replace(config, **changes) if changes else config.check()
 
 
-# %% ../nbs/12a_config.ipynb 33
+# %% ../nbs/12a_config.ipynb 36
 @patch
 def summary(self: EngineConfig) -> str:
     "The fields that differ from the defaults, as `name=value` (a draft model shown by its file)."

@@ -18,11 +18,11 @@ from .config import EngineConfig
 from .loader import LoadedModel, tp_config, shard_tensor, load_model, load_tokenizer
 
 # %% auto 0
-__all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding',
-           'VocabHead', 'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store',
-           'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop', 'rank_device',
-           'build_shard', 'WorkerProcess', 'worker_entry', 'start_tp', 'serve_worker', 'llm_shard', 'load_group',
-           'allreduce_cost']
+__all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'HEARTBEAT_EVERY', 'FAIL_SILENCE', 'HEALTH_SILENCE', 'SHARD_RUNNERS',
+           'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model',
+           'load_gguf_shard', 'TPError', 'rendezvous_store', 'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner',
+           'TPRunner', 'worker_loop', 'rank_device', 'build_shard', 'WorkerProcess', 'worker_entry', 'start_tp',
+           'serve_worker', 'run_node', 'llm_shard', 'load_group', 'allreduce_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 9
 class AllReduce(nn.Module):
@@ -121,11 +121,12 @@ def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llam
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
-def rendezvous_store(world: int, timeout: float = 60.0) -> dist.TCPStore:
+def rendezvous_store(world: int, timeout: float = 60.0, host: str = "127.0.0.1", port: int = 0) -> dist.TCPStore:
     """The rendezvous store of a group whose workers this process starts: a TCP key/value server listening on a port the kernel
-    chose as it bound it (port 0), made before any worker starts; the workers are given its `port`. (Picking a free port, closing
-    it and binding it again later leaves a window in which another program may take it: under port pressure it did, EADDRINUSE.)"""
-    return dist.TCPStore("127.0.0.1", 0, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
+    chose as it bound it (`port` 0), made before any worker starts; the workers are given its `port`. (Picking a free port, closing
+    it and binding it again later leaves a window in which another program may take it: under port pressure it did, EADDRINUSE.)
+    A group across machines listens on `port` if given (`EngineConfig.master_port`); `host` is where this node's own ranks reach it."""
+    return dist.TCPStore(host, port, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
 # %% ../nbs/13a_tensor_parallel.ipynb 29
 _ERR_KEY = "xllm_tp_error_"
@@ -149,7 +150,8 @@ class TPGroup:
         self.rank, self.world, self.device, self.timeout, self.procs = rank, world, torch.device(device), timeout, list(procs)
         self.ctrl = dist.new_group(backend="gloo", timeout=datetime.timedelta(days=365))
         self.store = dist.distributed_c10d._get_default_store()
-        self.broken, self.reason, self.pool_gen, self.closed = None, None, 0, False    # reason: the failure in words fit for a client
+        self.broken, self.reason, self.pool_gen, self.closed = None, None, 0, False
+        self.beats = {}                                        # rank 0: each worker's heartbeat count and when it last changed    # reason: the failure in words fit for a client
 
     @classmethod
     def init(cls, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
@@ -180,6 +182,12 @@ def _ended(code: int) -> str:
     "How a process ended: 'killed by signal 9' or 'exit code 1'."
     return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
+def _said(r: int, what: str, x, messages: bool) -> str:
+    "One failure (`failures`, `silent`) in words, with the worker's message when `messages`."
+    if what == "raised": return f"rank {r} raised: {x}" if messages else f"rank {r} raised an error"
+    if what == "silent": return f"rank {r} stopped answering (no heartbeat for {x:.1f} s: its machine or process is gone)"
+    return f"rank {r} died (exit code {x}{', killed by signal %d' % -x if x < 0 else ''})" if messages else f"rank {r} died ({_ended(x)})"
+
 @patch
 def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     """What is known of the workers' failures: `(rank, 'raised', the error it reported)` or `(rank, 'died', its exit code)` for a
@@ -196,18 +204,17 @@ def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
 @patch
 def who_failed(self: TPGroup, found: list | None = None) -> str:
     "The workers' failures (`failures`) as the error names them, their messages included."
-    return "; ".join(f"rank {r} raised: {x}" if what == "raised" else f"rank {r} died (exit code {x}{', killed by signal %d' % -x if x < 0 else ''})"
-                     for r, what, x in (self.failures() if found is None else found))
+    return "; ".join(_said(r, what, x, True) for r, what, x in (self.failures() if found is None else found))
 
 @patch
 def fail(self: TPGroup, e: BaseException) -> TPError:
     "Mark the group broken after `e` on rank 0; stop the workers it started; the TPError to raise, naming the ranks that failed."
     import time
     deadline = time.monotonic() + 2
-    while not (found := self.failures()) and time.monotonic() < deadline: time.sleep(0.05)   # a dying worker's report may lag
+    while not (found := self.failures() or self.silent(FAIL_SILENCE)) and time.monotonic() < deadline: time.sleep(0.05)   # a dying worker's report may lag
     who = self.who_failed(found)
     if not who and "timed out" in str(e).lower(): who = f"a collective timed out after {self.timeout:g} s: a rank stopped answering"
-    said = [f"rank {r} raised an error" if what == "raised" else f"rank {r} died ({_ended(x)})" for r, what, x in found]   # no messages
+    said = [_said(r, what, x, False) for r, what, x in found]   # no messages
     self.reason = (f"tensor-parallel {'; '.join(said)}" if said else f"tensor-parallel group failed: {who}" if who
                    else "tensor-parallel group failed")       # before `broken`: a health check that sees one sees both
     self.broken = f"tensor-parallel group failed: {who or 'no worker reported an error'} ({type(e).__name__} on rank 0: {str(e).strip()[:500]})"
@@ -227,6 +234,41 @@ def agree(self: TPGroup, ok: bool) -> bool:
     return bool(t.item())
 
 # %% ../nbs/13a_tensor_parallel.ipynb 33
+HEARTBEAT_EVERY, FAIL_SILENCE, HEALTH_SILENCE = 0.25, 1.5, 10.0     # seconds
+
+@patch
+def start_heartbeat(self: TPGroup):
+    """A worker: count up `xllm_tp_beat_<rank>` in the store every `HEARTBEAT_EVERY` s, from a daemon thread, until the store is
+    gone or `stop_heartbeat` (before the worker leaves the group)."""
+    import threading
+    self.beating = threading.Event()
+    def beat(stop):
+        while not stop.is_set():
+            try: self.store.add(f"xllm_tp_beat_{self.rank}", 1)
+            except Exception: return                              # rank 0's store is gone: the group is over
+            stop.wait(HEARTBEAT_EVERY)
+    self.beat_thread = threading.Thread(target=beat, args=(self.beating,), daemon=True, name="xllm-tp-heartbeat")
+    self.beat_thread.start()
+
+@patch
+def stop_heartbeat(self: TPGroup):
+    "A worker leaving the group: its heartbeat thread stopped and joined (so no store call is under way as the process ends)."
+    if getattr(self, "beat_thread", None) is not None: self.beating.set(); self.beat_thread.join(); self.beat_thread = None
+
+@patch
+def silent(self: TPGroup, after: float) -> list[tuple[int, str, float]]:
+    "Rank 0: `(rank, 'silent', seconds)` for each worker whose heartbeat has not moved for `after` s of rank 0's watching (one that never beat is not counted)."
+    import time
+    now, out = time.monotonic(), []
+    for r in range(1, self.world):
+        try: n = self.store.add(f"xllm_tp_beat_{r}", 0)
+        except Exception: continue
+        last = self.beats.get(r)
+        if last is None or last[0] != n: self.beats[r] = (n, now)
+        elif n > 0 and now - last[1] >= after: out.append((r, "silent", now - last[1]))
+    return out
+
+# %% ../nbs/13a_tensor_parallel.ipynb 36
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -247,7 +289,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     if h[1]: p = torch.empty(int(h[1]), dtype=torch.int64); dist.broadcast(p, 0, group=self.ctrl)
     return int(h[0]), h[2:].tolist(), p
 
-# %% ../nbs/13a_tensor_parallel.ipynb 35
+# %% ../nbs/13a_tensor_parallel.ipynb 38
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -268,7 +310,7 @@ def shutdown(self: TPGroup):
     if dist.is_initialized(): dist.destroy_process_group()
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 37
+# %% ../nbs/13a_tensor_parallel.ipynb 40
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -276,7 +318,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 38
+# %% ../nbs/13a_tensor_parallel.ipynb 41
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -288,7 +330,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 41
+# %% ../nbs/13a_tensor_parallel.ipynb 44
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -355,10 +397,11 @@ class TPRunner(ModelRunner):
         if g.broken or g.closed: return g.reason or "the tensor-parallel group was shut down"
         for r, p in enumerate(g.procs, 1):
             if (code := p.exitcode) is not None: return f"tensor-parallel rank {r} died ({_ended(code)})"
+        if quiet := g.silent(HEALTH_SILENCE): return "tensor-parallel " + _said(*quiet[0], False)     # a rank on another machine
         if self.gen != g.pool_gen: return "a newer engine's K/V pool replaced this engine's on the tensor-parallel workers"
         return None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 42
+# %% ../nbs/13a_tensor_parallel.ipynb 45
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     pool = runner = None
@@ -378,14 +421,14 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 47
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 45
+# %% ../nbs/13a_tensor_parallel.ipynb 48
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -404,7 +447,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 51
 _WORKER_TARGETS = ("_worker_main", "_allreduce_worker")     # the functions of this module a worker may be asked to run
 
 class WorkerProcess:
@@ -441,7 +484,7 @@ class WorkerProcess:
         try: self.popen.wait(timeout)
         except subprocess.TimeoutExpired: pass
 
-# %% ../nbs/13a_tensor_parallel.ipynb 49
+# %% ../nbs/13a_tensor_parallel.ipynb 52
 def worker_entry():
     "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
     import pickle, threading, time
@@ -453,7 +496,7 @@ def worker_entry():
     threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
     globals()[target](*args)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+# %% ../nbs/13a_tensor_parallel.ipynb 54
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -461,9 +504,11 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
     try:
         device = rank_device(device, rank)
         g = TPGroup.init(rank, world, init_method, device, timeout)
+        g.start_heartbeat()
         m = build_shard(spec, rank, world, device)
         dist.barrier(group=g.ctrl)                            # loaded
         worker_loop(m, g)
+        g.stop_heartbeat()
     except KeyboardInterrupt: os._exit(130)                   # Ctrl-C reached every rank (torchrun passes it on): rank 0 reports it
     except BaseException as e:
         tb = traceback.format_exc()
@@ -472,7 +517,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 52
+# %% ../nbs/13a_tensor_parallel.ipynb 55
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -482,11 +527,12 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 53
-def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
+# %% ../nbs/13a_tensor_parallel.ipynb 56
+def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None, nodes: tuple = (1, "127.0.0.1", 0)) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker programs are started here (`WorkerProcess`: the caller's script is not re-imported), meeting at a loopback store this process opens first (`rendezvous_store`).
-    `timeout`: seconds before a collective that does not complete fails the group."""
+    `timeout`: seconds before a collective that does not complete fails the group. `nodes`: (nnodes, master_addr, master_port) of a
+    group across machines: this node (0) starts ranks 1 .. world/nnodes - 1 and listens for the others' (`run_node`) at the port."""
     check_int("tensor_parallel_size", world, lo=1)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         if int(os.environ["WORLD_SIZE"]) != world:
@@ -494,9 +540,12 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
         if int(os.environ["RANK"]) != 0: raise TPError("start_tp runs on rank 0; the other ranks run serve_worker")
         g = TPGroup.init(0, world, None, rank_device(device, 0), timeout)
     else:
-        store = rendezvous_store(world, timeout)            # listening before any worker is told its port
-        init = f"tcp://127.0.0.1:{store.port}"
-        procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads), f"xllm-tp-rank{r}") for r in range(1, world)]
+        nnodes, addr, port = nodes
+        store = rendezvous_store(world, timeout, addr, port)            # listening before any worker is told its port
+        init = f"tcp://{addr}:{store.port}"
+        if nnodes > 1: print(f"xllm: tensor-parallel rendezvous listening on {addr}:{store.port}; this node runs ranks 0-{world // nnodes - 1} of {world}: "
+                             f"start the other {nnodes - 1} with --master-addr {addr} --master-port {store.port}", file=sys.stderr, flush=True)
+        procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads), f"xllm-tp-rank{r}") for r in range(1, world // nnodes)]
         try: g = TPGroup.init(0, world, init, rank_device(device, 0), timeout, procs, store)
         except Exception as e:
             for p in procs: p.kill(); p.join(5)
@@ -511,26 +560,44 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 54
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 61
+# %% ../nbs/13a_tensor_parallel.ipynb 58
+def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, port: int, device="cpu", timeout: float = 60.0,
+             threads: int | None = None):
+    """Node `node_rank` > 0 of a group across `nnodes` machines: its `world / nnodes` ranks, this process the first, the others
+    worker programs, meet node 0's store at `addr:port`, load their shards and serve rank 0's steps until it stops. Returns then
+    (its workers joined); a failing rank exits its process (code 1), and the worker programs follow their parent."""
+    k = world // nnodes
+    first, init = node_rank * k, f"tcp://{addr}:{port}"
+    print(f"xllm: node {node_rank} of {nnodes}: ranks {first}-{first + k - 1} of {world} joining {addr}:{port}", file=sys.stderr, flush=True)
+    procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads), f"xllm-tp-rank{r}",
+                           env=dict(os.environ, LOCAL_RANK=str(r - first))) for r in range(first + 1, first + k)]
+    os.environ["LOCAL_RANK"] = "0"                       # this process's GPU, when the device is CUDA
+    try: _worker_main(first, world, init, spec, str(device), timeout, threads)
+    finally:
+        for p in procs: p.join(30)
+        for p in procs: p.kill(); p.join()
+
+# %% ../nbs/13a_tensor_parallel.ipynb 65
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 62
+# %% ../nbs/13a_tensor_parallel.ipynb 66
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
-              kv_dtype=None) -> Llama:
+              kv_dtype=None, nodes: tuple = (1, 0, "127.0.0.1", 0)) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
     packed layers stay packed unless `quantization` is None/'none'), its workers started (or, under torchrun, on ranks > 0: this process
     serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). `runner`: None (`shard_runner`
     chooses: the CUDA runner on GPUs, the compiled CPU runner on CPUs, else torch), 'torch', 'cpu' (CPU only) or 'cuda' (GPUs only);
     a ValueError names `quantization`, `runner` or the size that `world` does not divide, before any process starts. A runner that
     cannot run the shard with K/V stored as `kv_dtype` (e.g. 'cpu' over int8 K/V) is refused once it is loaded, the group stopped.
-    Sets `tp_runner` and `tp_runner_reason` (`shard_runner`'s choice) on the shard."""
+    Sets `tp_runner` and `tp_runner_reason` (`shard_runner`'s choice) on the shard. `nodes`: (nnodes, node_rank, master_addr,
+    master_port) of a group across machines; on node_rank > 0 this process runs that node's ranks (`run_node`) and exits when rank 0 stops."""
     from xllm.core import read_json
     from xllm.weights import config_from_hf, config_from_gguf
     if runner not in (None, "tp", *SHARD_RUNNERS): raise ValueError(f"runner: expected None or one of {', '.join(map(repr, SHARD_RUNNERS))}, got {runner!r}")
@@ -560,16 +627,22 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
         spec = ("hf", str(p), dtype) + ((quantization, group_size) if quantization in ("int8", "int4") else ())
     else: raise ValueError(f"tensor_parallel_size > 1 needs a Hugging Face safetensors directory or a GGUF file; {p} is neither (llama2.c files are not sharded)")
     threads = max(1, torch.get_num_threads() // world)
+    nnodes, node_rank, addr, port = nodes
+    if nnodes > 1 and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        raise ValueError("nnodes: under torchrun the machines are torchrun's (its --nnodes and --node-rank); leave xllm's nnodes at 1")
+    if node_rank > 0:
+        run_node(spec, world, nnodes, node_rank, addr, port, device, timeout, threads)
+        raise SystemExit(0)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["RANK"]) != 0:
         serve_worker(spec, device, timeout, threads)
         raise SystemExit(0)
-    m = start_tp(spec, world, device, timeout, threads)
+    m = start_tp(spec, world, device, timeout, threads, (nnodes, addr, port))
     m.tp_runner = runner if runner in SHARD_RUNNERS else None     # `shard_runner` chooses, now and when an engine is built
     try: m.tp_runner_reason = shard_runner(m, kv_dtype)[1]
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 71
+# %% ../nbs/13a_tensor_parallel.ipynb 75
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.tensor_parallel_size < 2:
@@ -579,11 +652,12 @@ def load_group(config: EngineConfig) -> LoadedModel:
     from xllm.kv_cache import kv_storage_dtype
     path, dtype = resolve_model(config.model), resolve_dtype(config.dtype)
     m = llm_shard(path, config.tensor_parallel_size, dtype, config.device, config.quantization, config.runner,
-                  group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype))
+                  group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype),
+                  nodes=(config.nnodes, config.node_rank, config.master_addr, config.master_port))
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 73
+# %% ../nbs/13a_tensor_parallel.ipynb 77
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -603,7 +677,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 74
+# %% ../nbs/13a_tensor_parallel.ipynb 78
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}."""
