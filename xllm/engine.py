@@ -388,12 +388,14 @@ class _PoolRequest:
         self.state = PoolState(params, seq.num_prompt_tokens)
 
 Engine.pooler_config = PoolerConfig()     # the model's pooling defaults (`LLM` sets its model's, from its directory)
+Engine.classifier = None                  # a head for task='classify' in place of the model's `score` (a generative reranker's)
 
 # %% ../nbs/14_engine.ipynb 38
 @patch(as_prop=True)
 def score_head(self: Engine) -> torch.nn.Module | None:
-    "The model's classification head (`score`: hidden -> num_labels, a `LlamaForSequenceClassification`), or None."
-    return getattr(self.model, "score", None)
+    """The head of `task='classify'` requests: `classifier` when set, else the model's classification head (`score`: hidden ->
+    num_labels, a `LlamaForSequenceClassification`'s), or None."""
+    return self.classifier if self.classifier is not None else getattr(self.model, "score", None)
 
 @patch
 def add_pooling_request(self: Engine, prompt_token_ids, params: PoolingParams | None = None, request_id=None):

@@ -16,7 +16,7 @@ TASKS = ("embed", "classify")
 
 # %% auto 0
 __all__ = ['POOLING_TYPES', 'TASKS', 'ST_MODES', 'PoolingParams', 'PoolerConfig', 'wanted_rows', 'PoolState', 'finish_embedding',
-           'pool_reference']
+           'pool_reference', 'TokenScoreHead']
 
 # %% ../nbs/13c_pooling.ipynb 6
 @dataclass
@@ -127,3 +127,16 @@ def pool_reference(hidden: torch.Tensor, params: PoolingParams) -> torch.Tensor:
     h = hidden.double()
     v = {"last": h[-1], "mean": h.mean(0), "cls": h[0]}[params.pooling]
     return (finish_embedding(v, params.normalize, params.dimensions) if params.task == "embed" else v).float()
+
+# %% ../nbs/13c_pooling.ipynb 25
+class TokenScoreHead(torch.nn.Module):
+    "A generative reranker's head: log P(`yes`) under the model's `lm_head` at a pooled row (over `yes` and `no` when `no` is given)."
+    def __init__(self, lm_head: torch.nn.Module, yes: int, no: int | None = None):
+        super().__init__()
+        self.lm_head, self.yes, self.no = lm_head, yes, no
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        "`[..., hidden]` final-norm hidden states -> `[..., 1]` log-probabilities of `yes`."
+        logits = self.lm_head(h).float()
+        if self.no is None: return torch.log_softmax(logits, -1)[..., [self.yes]]
+        return torch.log_softmax(logits[..., [self.yes, self.no]], -1)[..., :1]
