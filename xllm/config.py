@@ -160,8 +160,8 @@ def check_task(c: EngineConfig):
     _choice("task", c.task, TASKS)
     r = c.reranker
     if r is None: return
-    if not isinstance(r, dict) or (bad := [k for k in r if k not in RERANKER_KEYS]):
-        raise ValueError(f"reranker: expected a dict with keys {', '.join(RERANKER_KEYS)}, got {r!r:.80}")
+    if not isinstance(r, dict): raise ValueError(f"reranker: expected a dict with keys {', '.join(RERANKER_KEYS)}, got {type(r).__name__}")
+    if bad := [k for k in r if k not in RERANKER_KEYS]: raise ValueError(f"reranker: unknown key {bad[0]!r} (known: {', '.join(RERANKER_KEYS)})")
     t = r.get("template")
     if not isinstance(t, str) or "{query}" not in t or "{document}" not in t:
         raise ValueError("reranker.template: expected a text with {query} and {document}")

@@ -206,6 +206,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     `prompt_logprobs` above `max_logprobs` are refused; with `min_tokens`, the request keeps a copy of `params` that lists the
     stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids)."""
     if isinstance(params, PoolingParams): return self.add_pooling_request(prompt_token_ids, params, request_id)
+    if getattr(self.model, "generates", True) is False: raise ValueError("this model is a classifier (LlamaForSequenceClassification): it scores, it does not generate")
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams or PoolingParams, got {type(params).__name__}")
     params.check()                        # again: a field may have been changed since it was made (ValueError naming it)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/13c_pooling.ipynb 4
 from __future__ import annotations
-import json, math
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
