@@ -79,3 +79,39 @@ def test_rerank_top_n(llm, server):
     assert s == 200 and all(abs(d["score"] - ref[d["index"]]) <= 1e-5 for d in b["data"])
     s, b = _post(server.url + "/v1/rerank", {"query": q, "documents": docs, "top_n": -1})
     assert s == 400 and b["error"]["param"] == "top_n"
+
+
+def test_cuda_runner_pooling(dev):
+    "Pooling requests through the CUDA runner's ragged path (eager; on a GPU or the emulator), mixed with generation, equal to each alone."
+    import random, torch
+    from test_cuda_runner import tiny_model
+    from xllm.engine import Engine
+    from xllm.cuda_runner import CudaRunner
+    from xllm.pooling import PoolingParams, pool_reference
+    from xllm.sampling import SamplingParams
+    m = tiny_model(3, torch.float32, dev, num_hidden_layers=2)
+
+    def hidden_alone(ids):
+        c = m.new_cache(len(ids)); b = c.batch(ids); b.hidden_rows = torch.arange(len(ids), device=dev)
+        return m(b, c)[1].cpu()
+
+    def greedy_alone(ids, n):
+        out = list(ids)
+        for _ in range(n): out.append(int(m(torch.tensor(out, device=dev), m.new_cache(len(out)))[-1].argmax()))
+        return out[len(ids):]
+
+    rng = random.Random(0)
+    gens = [([rng.randrange(3, 300) for _ in range(rng.randint(4, 20))], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)) for _ in range(4)]
+    embs = [([rng.randrange(3, 300) for _ in range(rng.randint(1, 40))], PoolingParams(("last", "mean", "cls")[i % 3], i % 2 == 0)) for i in range(6)]
+    eng = Engine(m, block_size=8, num_blocks=40, max_num_seqs=8, max_num_batched_tokens=32, runner=CudaRunner, runner_options={"enforce_eager": True})
+    assert eng.runner.name == "cuda"
+    ids = [eng.add_request(p, sp) for p, sp in gens] + [eng.add_request(p, pp) for p, pp in embs]
+    toks, pooled = {i: [] for i in ids}, {}
+    while eng.has_unfinished():
+        for o in eng.step():
+            toks[o.request_id] += o.new_token_ids
+            if o.pooled is not None: pooled[o.request_id] = o.pooled
+    assert all(toks[r] == greedy_alone(p, 4) for r, (p, _) in zip(ids, gens))
+    for r, (p, pp) in zip(ids[len(gens):], embs):
+        want = pool_reference(hidden_alone(p), pp)
+        assert float((pooled[r] - want).abs().max() / want.abs().max()) < 1e-4, (pp, p)
