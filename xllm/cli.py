@@ -11,8 +11,8 @@ from .stand_ins import RANDOM_CONFIGS   # (torch is imported only where a comman
 
 # %% auto 0
 __all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'HELP_EPILOG', 'MULTILINE', 'CHAT_HELP', 'KEY_VARIABLES', 'cmd_quantize',
-           'cmd_perplexity', 'cmd_bench', 'parse_bytes', 'parse_speculative', 'build_parser', 'cmd_generate',
-           'cmd_chat', 'cmd_serve', 'main']
+           'cmd_perplexity', 'cmd_bench', 'parse_bytes', 'parse_speculative', 'cmd_embed', 'build_parser',
+           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/21_cli.ipynb 5
 def cmd_quantize(args, out=None) -> int:
@@ -197,14 +197,40 @@ def _model_positional(p):
     "MODEL as a positional (serve, chat), as `vllm serve MODEL` takes it; main puts it in args.model."
     p.add_argument("model_pos", nargs="?", default=None, metavar="MODEL", help="the model, as -m takes it (give it one way, not both)")
 
-# %% ../nbs/21_cli.ipynb 18
+# %% ../nbs/21_cli.ipynb 19
+def _embed_parser(sub):
+    "The `embed` subcommand's options."
+    e = sub.add_parser("embed", help="embed each line of FILE (- reads stdin) and print one JSON line per input: {index, embedding}")
+    e.add_argument("file", help="a UTF-8 text file, one input per line ('-': stdin)")
+    e.add_argument("--pooling", choices=["last", "mean", "cls"], default=None, help="which hidden states make the vector (default: the model's, else last)")
+    e.add_argument("--no-normalize", dest="normalize", action="store_false", default=None, help="do not L2-normalize the vectors")
+    e.add_argument("--dimensions", type=int, default=None, metavar="N", help="keep the first N coordinates (Matryoshka), then normalize")
+    e.add_argument("--prompt-name", default=None, metavar="NAME", help="prefix each input with the model's instruction prompt NAME (sentence-transformers' prompts)")
+    _model_opts(e, template=False)
+
+# %% ../nbs/21_cli.ipynb 20
+def cmd_embed(args, inp=None, out=None) -> int:
+    "Embed each non-blank line of `args.file` and write `{index, embedding}` JSON lines to `out`."
+    import json
+    out = out or sys.stdout
+    f = inp or sys.stdin
+    try: text = f.read() if args.file == "-" else Path(args.file).expanduser().read_text(encoding="utf-8")
+    except UnicodeDecodeError as e: raise _CLIError(f"{args.file}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lines = [s for s in text.splitlines() if s.strip()]
+    if not lines: raise _CLIError(f"{args.file}: no text to embed (every line is blank)")
+    llm = _load(args)
+    for i, v in enumerate(llm.embed(lines, pooling=args.pooling, normalize=args.normalize, dimensions=args.dimensions, prompt_name=args.prompt_name)):
+        _write(out, json.dumps({"index": i, "embedding": v}) + "\n")
+    return 0
+
+# %% ../nbs/21_cli.ipynb 21
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
     p = _Parser(prog="xllm", description="Run LLaMA-family models (Llama 2/3, SmolLM2, TinyLlama, Mistral) on the command line.",
                 epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"xllm {__version__}", help="print xllm's version and exit")
-    sub = p.add_subparsers(dest="command", metavar="{generate,chat,quantize,perplexity,bench,serve}", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="{generate,chat,quantize,perplexity,bench,serve,embed}", parser_class=_Parser)
     g = sub.add_parser("generate", help="stream a completion of PROMPT to stdout (the model: -m)")
     g.add_argument("prompt", help="the prompt text ('-' reads it from stdin); generate's one positional, so its model is named with -m")
     g.add_argument("extra", nargs="*", help=argparse.SUPPRESS)       # a second positional: a one-line error saying where the model goes
@@ -276,9 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the server's log level (default info; debug adds each request's timings)")
     _engine_opts(v, 32)
     _model_opts(v)
+    _embed_parser(sub)
     return p
 
-# %% ../nbs/21_cli.ipynb 21
+# %% ../nbs/21_cli.ipynb 24
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
                    "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port")   # the options that are EngineConfig fields, by the same names
@@ -289,7 +316,7 @@ def _engine_config(args):
     return EngineConfig.make(None, **{k: v for k in _CONFIG_OPTIONS if (v := getattr(args, k, None)) is not None})
 
 
-# %% ../nbs/21_cli.ipynb 24
+# %% ../nbs/21_cli.ipynb 27
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -347,7 +374,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 27
+# %% ../nbs/21_cli.ipynb 30
 def _utf8(s: str, what: str) -> str:
     "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
     try: s.encode("utf-8")
@@ -377,7 +404,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 30
+# %% ../nbs/21_cli.ipynb 33
 class _ChatStats:
     "What `xllm chat` says on exit: its replies, their tokens and time, and the time to each reply's first token."
     def __init__(self): self.turns, self.tokens, self.seconds, self.ttft = 0, 0, 0.0, 0.0
@@ -419,7 +446,7 @@ def _chat_reply(llm, history, params, out, stats=None):
         stats.add(len(done.token_ids) if done is not None else len(llm.tokenizer.encode(reply)), time.perf_counter() - t0, first)
     return reply
 
-# %% ../nbs/21_cli.ipynb 32
+# %% ../nbs/21_cli.ipynb 35
 MULTILINE = '"""'        # a line of it starts a message of several lines; another ends it
 CHAT_HELP = ('/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply; a line of """ starts a message of several '
              'lines and another ends it')
@@ -454,7 +481,7 @@ def _remember(readline, text: str):
     n = readline.get_current_history_length()
     if n == 0 or readline.get_history_item(n) != text: readline.add_history(text)
 
-# %% ../nbs/21_cli.ipynb 34
+# %% ../nbs/21_cli.ipynb 37
 def _chat_loop(llm, system, params, read, readline, out, stats) -> int:
     history = list(system)
     while True:
@@ -503,7 +530,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     finally:
         if stats.turns: print(stats.summary(), file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 37
+# %% ../nbs/21_cli.ipynb 40
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -514,7 +541,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 39
+# %% ../nbs/21_cli.ipynb 42
 KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
 
 def _api_key(args) -> str | None:
@@ -529,7 +556,7 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 41
+# %% ../nbs/21_cli.ipynb 44
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -555,7 +582,7 @@ def cmd_serve(args, out=None) -> int:
                  log_stats=None if args.disable_log_stats else server.LOG_STATS_EVERY, log_level=args.uvicorn_log_level)
     return 0
 
-# %% ../nbs/21_cli.ipynb 42
+# %% ../nbs/21_cli.ipynb 45
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -582,7 +609,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 44
+# %% ../nbs/21_cli.ipynb 47
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:
@@ -595,7 +622,7 @@ def main(argv=None) -> int:
         except _CLIError as e: raise _CLIError(_did_you_mean(parser, argv, str(e))) from None
         if args.command is None: parser.print_help(sys.stderr); return 2
         _prepare(args)
-        return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench, "serve": cmd_serve}[args.command](args)
+        return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench, "serve": cmd_serve, "embed": cmd_embed}[args.command](args)
     except SystemExit as e:        # --help
         return e.code if isinstance(e.code, int) else 0
     except KeyboardInterrupt:

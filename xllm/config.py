@@ -17,8 +17,8 @@ from .scheduler import SCHEDULING_POLICIES
 from .weights import resolve_dtype
 
 # %% auto 0
-__all__ = ['DEFAULT_MAX_NUM_SEQS', 'RUNNERS', 'CPU_ACTIVATIONS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'SpeculativeConfig',
-           'resolve_device', 'EngineConfig']
+__all__ = ['DEFAULT_MAX_NUM_SEQS', 'RUNNERS', 'CPU_ACTIVATIONS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'TASKS', 'RERANKER_KEYS',
+           'SpeculativeConfig', 'resolve_device', 'EngineConfig', 'check_task']
 
 # %% ../nbs/12a_config.ipynb 6
 @dataclass
@@ -136,6 +136,8 @@ class EngineConfig:
     speculative: SpeculativeConfig | dict | None = None
     max_logprobs: int = 20                      # the most logprobs / prompt_logprobs a request may ask for (vLLM's 20)
     scheduling_policy: str = "fcfs"             # 'fcfs' or 'priority' (lower `SamplingParams.priority` first)
+    task: str = "generate"                      # 'generate', 'embed' or 'score' (vLLM's names; notebook 13c)
+    reranker: dict | None = None                # a generative reranker: {'template', 'yes', 'no'} (`check_task`)
 
     def __post_init__(self):
         if self.quantization == "none": self.quantization = None       # as the CLI spells it
@@ -154,6 +156,23 @@ def _choice(name, v, allowed):
 
 
 # %% ../nbs/12a_config.ipynb 29
+TASKS = ("generate", "embed", "score")
+RERANKER_KEYS = ("template", "yes", "no")
+
+def check_task(c: EngineConfig):
+    "`task` and `reranker` checked (ValueError naming the field)."
+    _choice("task", c.task, TASKS)
+    r = c.reranker
+    if r is None: return
+    if not isinstance(r, dict): raise ValueError(f"reranker: expected a dict with keys {', '.join(RERANKER_KEYS)}, got {type(r).__name__}")
+    if bad := [k for k in r if k not in RERANKER_KEYS]: raise ValueError(f"reranker: unknown key {bad[0]!r} (known: {', '.join(RERANKER_KEYS)})")
+    t = r.get("template")
+    if not isinstance(t, str) or "{query}" not in t or "{document}" not in t:
+        raise ValueError("reranker.template: expected a text with {query} and {document}")
+    for k in ("yes", "no"):
+        if (k == "yes" or k in r) and not (isinstance(r.get(k), str) and r[k]): raise ValueError(f"reranker.{k}: expected the token's text")
+
+# %% ../nbs/12a_config.ipynb 31
 @patch
 def check_nodes(self: EngineConfig) -> EngineConfig:
     "The machines a tensor-parallel group spans: `nnodes` dividing `tensor_parallel_size`, `node_rank` among them, node 0's address (ValueError naming the field)."
@@ -167,7 +186,7 @@ def check_nodes(self: EngineConfig) -> EngineConfig:
     if self.node_rank > 0 and self.master_port == 0: raise ValueError("master_port: node 1 and later must be given node 0's port (the one it printed)")
     return self
 
-# %% ../nbs/12a_config.ipynb 30
+# %% ../nbs/12a_config.ipynb 32
 @patch
 def check(self: EngineConfig) -> EngineConfig:
     "Every field checked (ValueError naming it); returns the config."
@@ -195,9 +214,10 @@ def check(self: EngineConfig) -> EngineConfig:
     self.speculative = SpeculativeConfig.make(self.speculative)
     check_int("max_logprobs", self.max_logprobs, lo=0)
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
+    check_task(self)
     return self
 
-# %% ../nbs/12a_config.ipynb 34
+# %% ../nbs/12a_config.ipynb 37
 @patch(cls_method=True)
 def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> EngineConfig:
     "`config` (None: the defaults) with `changes` applied, checked; an unknown name is refused naming the nearest field."
@@ -211,7 +231,7 @@ def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> En
     return dataclasses.replace(config, **changes) if changes else config.check()
 
 
-# %% ../nbs/12a_config.ipynb 36
+# %% ../nbs/12a_config.ipynb 39
 @patch
 def summary(self: EngineConfig) -> str:
     "The fields that differ from the defaults, as `name=value` (a draft model shown by its file)."

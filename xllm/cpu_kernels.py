@@ -42,7 +42,7 @@ def _cpu_tag() -> str:
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 4      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 5      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 # %% ../nbs/15_cpu_kernels.ipynb 28
@@ -458,7 +458,7 @@ class ModelPlan:
         self.a8 = int(a8)       # int8 activations for every linear whose weight allows them (`linear(a8=...)`)
         self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
-        self.n_layers, self.vocab = c.num_hidden_layers, c.vocab_size
+        self.n_layers, self.vocab, self.hidden = c.num_hidden_layers, c.vocab_size, c.hidden_size
         self.out_width = c.vocab_size             # logits columns the library writes (a shard: its vocabulary slice)
         self._lib, self._h = lib, None
         self.dtype_ok = model.dtype == torch.float32 and model.device.type == "cpu"
@@ -564,18 +564,23 @@ def check(self: ModelPlan, model):
 # %% ../nbs/15_cpu_kernels.ipynb 113
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
-            out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
+            out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
+            hidden_rows: torch.Tensor | None = None):
     """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
     `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's
     positions `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache).
     `cos`/`sin`: float32 tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code
-    trusts every index: the caller (`CpuRunner`) checks them first."""
+    trusts every index: the caller (`CpuRunner`) checks them first. With `hidden_rows` (pooling, notebook 13c): the pair
+    (logits, float32 final-norm hidden states `[len(hidden_rows), hidden]`), no head computed for those rows."""
     L, M = self.n_layers, out_rows.shape[0]
     out = torch.empty(M, self.out_width)
+    hid = None if hidden_rows is None else torch.empty(hidden_rows.shape[0], self.hidden)
     ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
     self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
-                              _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(), _threads(threads))
-    return out if self.tp is None else self._gather(out)
+                              _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(),
+                              0 if hid is None else hid.shape[0], _ptr(hidden_rows), _ptr(hid), _threads(threads))
+    out = out if self.tp is None else self._gather(out)
+    return out if hid is None else (out, hid)
 
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
@@ -662,7 +667,7 @@ class CpuRunner(ModelRunner):
         n_pos = _check_batch(batch, self.plan.vocab, kf[0].shape[0])
         cos, sin = self.model.rope(n_pos)
         return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
-                                 batch.key_slots, batch.key_offsets, self.threads)
+                                 batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
 # %% ../nbs/15_cpu_kernels.ipynb 119
 def _check_batch(b, vocab: int, rows: int) -> int:
@@ -671,14 +676,15 @@ def _check_batch(b, vocab: int, rows: int) -> int:
     cover."""
     N, nkeys = b.token_ids.shape[0], b.key_slots.shape[0]
     if b.logits_rows.shape[0] > N: raise ValueError(f"PagedBatch: {b.logits_rows.shape[0]} logits rows for {N} tokens")
-    ints = (b.token_ids, b.positions, b.slot_mapping, b.key_slots, b.key_offsets, b.logits_rows)
+    hid = b.hidden_rows if b.hidden_rows is not None else b.logits_rows[:0]     # pooling rows (13c): inside 0..N-1 too
+    ints = (b.token_ids, b.positions, b.slot_mapping, b.key_slots, b.key_offsets, b.logits_rows, hid)
     if any(t.dtype != torch.int64 or not t.is_contiguous() for t in ints):
         raise ValueError("PagedBatch index tensors must be contiguous int64")
     if b.positions.shape[0] != N or b.slot_mapping.shape[0] != N or b.key_offsets.shape[0] != N:
         raise ValueError(f"PagedBatch of {N} tokens with {b.positions.shape[0]} positions, {b.slot_mapping.shape[0]} slots, {b.key_offsets.shape[0]} key offsets")
     for name, t, hi in (("token id", b.token_ids, vocab), ("slot", b.slot_mapping, rows), ("key slot", b.key_slots, rows),
                         ("logits row", b.logits_rows, N), ("position", b.positions, nkeys), ("key offset", b.key_offsets, nkeys),
-                        ("key", b.key_offsets + b.positions, nkeys)):
+                        ("key", b.key_offsets + b.positions, nkeys), ("hidden row", hid, N)):
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi):
             raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return int(b.positions.max()) + 1

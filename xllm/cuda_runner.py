@@ -486,14 +486,17 @@ def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     rows = batch.logits_rows                                            # the final norm and lm_head only where logits are wanted
     x = o.rms_norm(h.index_select(0, rows), m.model.norm.weight, c.rms_norm_eps, residual=bf["res"].index_select(0, rows),
                    out=torch.empty(rows.shape[0], c.hidden_size, dtype=m.dtype, device=dev))
-    logits = torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)
-    return self._linear(m.lm_head, x, logits).float()
+    logits = self._linear(m.lm_head, x, torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)).float()
+    if (hr := batch.hidden_rows) is None: return logits
+    hid = o.rms_norm(h.index_select(0, hr), m.model.norm.weight, c.rms_norm_eps, residual=bf["res"].index_select(0, hr),
+                     out=torch.empty(hr.shape[0], c.hidden_size, dtype=m.dtype, device=dev))
+    return logits, hid.float()                                          # pooling (13c): the final-norm hidden states too
 
 # %% ../nbs/16b_cuda_runner.ipynb 46
 @patch
 def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
-    if self.supports(batch): return self.step(batch)
+    if batch.hidden_rows is None and self.supports(batch): return self.step(batch)   # (pooling rows: through ragged)
     if not self.supports_ragged(batch):
         raise ValueError(f"a batch past the runner's max_model_len ({self.max_model_len})")
     self.num_ragged_steps += 1

@@ -21,9 +21,10 @@ from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, SampleRequest
 from .config import EngineConfig, SpeculativeConfig
 from .speculative import DraftAsk, Proposer, SpecStats, Speculator, make_proposer
+from .pooling import PoolerConfig, PoolingParams, PoolState
 
 # %% auto 0
-__all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
+__all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'PoolingResult', 'AsyncEngine']
 
 # %% ../nbs/14_engine.ipynb 6
 @dataclass
@@ -36,6 +37,7 @@ class StepOutput:
     error: str | None = None               # the message when finish_reason == 'error'
     new_logprobs: list[dict[int, float]] | None = None   # per new token: {token: logprob, top alternatives...} when params.logprobs is set
     prompt_logprobs: list[dict[int, float] | None] | None = None   # with the first new token, when params.prompt_logprobs is set
+    pooled: torch.Tensor | None = None     # a pooling request's vector (embedding, or the classification head's logits), when it finishes
 
 @dataclass
 class EngineResult:
@@ -181,24 +183,8 @@ def _make_grammar(self: Engine, params: SamplingParams):
 
 # %% ../nbs/14_engine.ipynb 18
 @patch
-def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
-                index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
-    """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
-    `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
-    `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
-    One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`. `logprobs` and
-    `prompt_logprobs` above `max_logprobs` are refused; with `min_tokens`, the request keeps a copy of `params` that lists the
-    stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids)."""
-    params = SamplingParams() if params is None else params
-    if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
-    params.check()                        # again: a field may have been changed since it was made (ValueError naming it)
-    for k in ("logprobs", "prompt_logprobs"):
-        if (v := getattr(params, k)) is not None and v > self.max_logprobs:
-            raise ValueError(f"SamplingParams.{k}={v} is more than max_logprobs={self.max_logprobs}, the most this engine returns "
-                             f"(raise it with LLM(max_logprobs=...) or Engine(max_logprobs=...))")
-    if params.min_tokens:                 # the stop tokens min_tokens holds back: the request's own and the model's EOS (vLLM's all_stop_token_ids)
-        params = copy.copy(params)
-        params._all_stop_token_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else frozenset(self.eos_token_ids))
+def _take_id(self: Engine, request_id=None):
+    "A free request id: `request_id` checked (hashable, not in use), or the next free integer."
     if request_id is None:
         while self._next_id in self.requests: self._next_id += 1
         request_id = self._next_id; self._next_id += 1
@@ -207,6 +193,31 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     if request_id in self.requests: raise ValueError(f"request id {request_id!r} is already in use")
     if any(o.request_id == request_id for o in self._pending):
         raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
+    return request_id
+
+# %% ../nbs/14_engine.ipynb 19
+@patch
+def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
+                index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
+    """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
+    `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
+    `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
+    One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`. `logprobs` and
+    `prompt_logprobs` above `max_logprobs` are refused; with `min_tokens`, the request keeps a copy of `params` that lists the
+    stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids)."""
+    if isinstance(params, PoolingParams): return self.add_pooling_request(prompt_token_ids, params, request_id)
+    if getattr(self.model, "generates", True) is False: raise ValueError("this model is a classifier (LlamaForSequenceClassification): it scores, it does not generate")
+    params = SamplingParams() if params is None else params
+    if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams or PoolingParams, got {type(params).__name__}")
+    params.check()                        # again: a field may have been changed since it was made (ValueError naming it)
+    for k in ("logprobs", "prompt_logprobs"):
+        if (v := getattr(params, k)) is not None and v > self.max_logprobs:
+            raise ValueError(f"SamplingParams.{k}={v} is more than max_logprobs={self.max_logprobs}, the most this engine returns "
+                             f"(raise it with LLM(max_logprobs=...) or Engine(max_logprobs=...))")
+    if params.min_tokens:                 # the stop tokens min_tokens holds back: the request's own and the model's EOS (vLLM's all_stop_token_ids)
+        params = copy.copy(params)
+        params._all_stop_token_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else frozenset(self.eos_token_ids))
+    request_id = self._take_id(request_id)
     ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
     if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
     grammar = self._make_grammar(params)        # ValueError: a schema or grammar the grammar engine refuses
@@ -216,7 +227,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids, grammar)
     return request_id
 
-# %% ../nbs/14_engine.ipynb 20
+# %% ../nbs/14_engine.ipynb 21
 @patch
 def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
@@ -232,7 +243,7 @@ def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     self._pending.append(StepOutput(request_id, [], True, reason))
     return True
 
-# %% ../nbs/14_engine.ipynb 22
+# %% ../nbs/14_engine.ipynb 23
 @patch
 def abort(self: Engine, request_id) -> bool:
     "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -243,7 +254,7 @@ def has_unfinished(self: Engine) -> bool:
     "Whether any request is waiting, running or not yet returned."
     return bool(self.requests or self._pending)
 
-# %% ../nbs/14_engine.ipynb 24
+# %% ../nbs/14_engine.ipynb 25
 @patch(as_prop=True)
 def num_unfinished(self: Engine) -> int:
     "How many requests are waiting or running."
@@ -264,7 +275,7 @@ def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
         with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
     finally: bm.free(seq)
 
-# %% ../nbs/14_engine.ipynb 27
+# %% ../nbs/14_engine.ipynb 28
 @patch
 def step(self: Engine) -> list[StepOutput]:
     "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
@@ -276,7 +287,7 @@ def step(self: Engine) -> list[StepOutput]:
         for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
         self._deferred.clear()
 
-# %% ../nbs/14_engine.ipynb 28
+# %% ../nbs/14_engine.ipynb 29
 @patch
 def _step(self: Engine) -> list[StepOutput]:
     outputs, self._pending = self._pending, []
@@ -285,13 +296,20 @@ def _step(self: Engine) -> list[StepOutput]:
     if out.chunks:
         qs = self._propose(out) if self.speculator is not None else None   # 2. drafts after decode chunks (speculative decoding)
         logits = self._forward(out)                              # 3. batch and run: one forward over every chunk
+        self._finish_pooled(out.chunks, outputs)                 #    pooling requests whose prompt is done: their vectors
         new, fin, lps = self._next_tokens(out.chunks, logits, qs, outputs)  # 4. sample and verify, stop conditions: the sampler
         self.scheduler.update(out, new, fin)                     # 5. tokens appended, finished sequences' blocks freed
         outputs += [self._output(sid, tok, lps[sid]) for sid, tok in new.items()]   # 6. what each request gained
     self._record(out)
     return outputs
 
-# %% ../nbs/14_engine.ipynb 29
+# %% ../nbs/14_engine.ipynb 30
+@patch
+def _samples(self: Engine, c) -> bool:
+    "Whether chunk `c` samples a token: it reaches its sequence's end and is not a pooling request's (notebook 13c; below)."
+    return c.samples and not isinstance(c.seq.params, PoolingParams)
+
+# %% ../nbs/14_engine.ipynb 31
 @patch
 def _ended(self: Engine, seqs, outputs: list):
     "The final outputs of the requests of `seqs`, which the scheduler ended (context or pool full)."
@@ -303,19 +321,21 @@ def _forward(self: Engine, out) -> torch.Tensor:
     """The logits of the rows the step samples (and verifies): one forward over its chunks (prefill chunks write K/V), the prompt
     log-probabilities taken on the way; timed for the speculator's cost model."""
     rows, scored, samp = self._logit_rows(out.chunks)
+    hid, feeds = self._hidden_rows(out.chunks)                  # pooling requests' rows (their final-norm hidden states)
     t0 = time.perf_counter()
-    logits = self.runner(self._batch(out.chunks, rows))
+    logits = self.runner(self._batch(out.chunks, rows, hid if feeds else None))
+    if feeds: logits = self._feed_pooled(feeds, *logits)
     if self.speculator is not None: self.spec_stats.observe(out.num_batched_tokens + sum(len(c.draft) for c in out.chunks), time.perf_counter() - t0)
     return self._score_prompts(scored, logits, samp) if scored else logits
 
-# %% ../nbs/14_engine.ipynb 30
+# %% ../nbs/14_engine.ipynb 32
 @patch
-def _batch(self: Engine, chunks, rows) -> PagedBatch:
-    """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them). A chunk's
-    `draft` (speculative decoding) follows its tokens."""
+def _batch(self: Engine, chunks, rows, hidden_rows=None) -> PagedBatch:
+    """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them) and hidden
+    states for `hidden_rows` (pooling requests'). A chunk's `draft` (speculative decoding) follows its tokens."""
     bm = self.block_manager
     return PagedBatch.build([(c.token_ids + c.draft if c.draft else c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks],
-                            bm.block_size, self.pool.null_slot, rows, self.model.device)
+                            bm.block_size, self.pool.null_slot, rows, self.model.device, hidden_rows)
 
 @patch
 def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
@@ -329,13 +349,13 @@ def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
         if c.start < c.seq.num_prompt_tokens - 1 and (lps := self.requests[c.seq.seq_id].prompt_lps) is not None and len(lps) < c.seq.num_prompt_tokens:
             scored.append((c, len(rows))); rows.extend(range(r0, r1))     # (a prefill chunk: never a draft)
             if c.samples: samp.append(len(rows) - 1)
-        elif c.samples:
+        elif self._samples(c):
             samp.extend(range(len(rows), len(rows) + 1 + len(c.draft))); rows.extend(range(r1 - 1 - len(c.draft), r1))
         r0 = r1
     return rows, scored, samp
 
 
-# %% ../nbs/14_engine.ipynb 32
+# %% ../nbs/14_engine.ipynb 34
 @patch
 def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
     """A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs); the
@@ -351,7 +371,7 @@ def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> 
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
 
 
-# %% ../nbs/14_engine.ipynb 33
+# %% ../nbs/14_engine.ipynb 35
 @patch
 def _record(self: Engine, out):
     self.scheduler.finished.clear()
@@ -360,12 +380,107 @@ def _record(self: Engine, out):
     bm, sched = self.block_manager, self.scheduler
     self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-# %% ../nbs/14_engine.ipynb 35
+# %% ../nbs/14_engine.ipynb 37
+class _PoolRequest:
+    "A pooling request in the engine: its sequence, its resolved `PoolingParams` and its rows pooled so far (`PoolState`)."
+    prompt_lps = None                     # what `_logit_rows` reads: a pooling request scores no prompt
+    def __init__(self, request_id, seq, params: PoolingParams):
+        self.request_id, self.seq, self.params = request_id, seq, params
+        self.state = PoolState(params, seq.num_prompt_tokens)
+
+Engine.pooler_config = PoolerConfig()     # the model's pooling defaults (`LLM` sets its model's, from its directory)
+Engine.classifier = None                  # a head for task='classify' in place of the model's `score` (a generative reranker's)
+
+# %% ../nbs/14_engine.ipynb 38
+@patch(as_prop=True)
+def score_head(self: Engine) -> torch.nn.Module | None:
+    """The head of `task='classify'` requests: `classifier` when set, else the model's classification head (`score`: hidden ->
+    num_labels, a `LlamaForSequenceClassification`'s), or None."""
+    return self.classifier if self.classifier is not None else getattr(self.model, "score", None)
+
+@patch
+def add_pooling_request(self: Engine, prompt_token_ids, params: PoolingParams | None = None, request_id=None):
+    """Queue a pooling request (an embedding, or a classification with `task='classify'`); returns its id. ValueError naming
+    what is wrong: a field of `params`, the prompt (empty, outside the vocabulary, over the context), the runner."""
+    if not getattr(self.runner, "returns_hidden", False):
+        raise ValueError(f"pooling requests need a runner that returns hidden states; the {self.runner.name} runner does not (use runner='torch' or 'cpu')")
+    p = self.pooler_config.resolve(params).check(self.config.hidden_size)
+    if p.task == "classify" and self.score_head is None: raise ValueError("task='classify': this model has no classification head (score.weight)")
+    request_id = self._take_id(request_id)
+    ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
+    if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
+    if len(ids) >= self.max_model_len:
+        raise ValueError(f"request {request_id!r}: a prompt of {len(ids)} tokens is over the context (at most {self.max_model_len - 1}, max_model_len={self.max_model_len})")
+    seq = self.scheduler.add_request(ids, p, seq_id=request_id)
+    seq.reuse_prefix = p.pooling == "last"            # mean / cls read rows a cached prefix would skip
+    self.requests[request_id] = _PoolRequest(request_id, seq, p)
+    return request_id
+
+# %% ../nbs/14_engine.ipynb 40
+@patch
+def _hidden_rows(self: Engine, chunks) -> tuple[list[int], list]:
+    """The step's rows whose hidden states pooling requests need, and per pooling chunk (its state, its start, the index of its
+    first row among those rows, how many)."""
+    hid, feeds, r0 = [], [], 0
+    for c in chunks:
+        if isinstance(c.seq.params, PoolingParams):
+            want = self.requests[c.seq.seq_id].state.wanted(c.start, c.num_tokens)
+            feeds.append((self.requests[c.seq.seq_id].state, c.start, len(hid), len(want))); hid.extend(r0 + w for w in want)
+        r0 += c.num_tokens + len(c.draft)
+    return hid, feeds
+
+@patch
+def _feed_pooled(self: Engine, feeds, logits: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    "Hand each pooling chunk its rows of `hidden`; returns the step's `logits`."
+    for state, start, i0, n in feeds: state.add(start, hidden[i0:i0 + n])
+    return logits
+
+# %% ../nbs/14_engine.ipynb 41
+@patch
+def _finish_pooled(self: Engine, chunks, outputs: list):
+    "End the pooling requests whose prompt this step completed (reason 'stop'), their vectors in `outputs`."
+    for c in chunks:
+        if not isinstance(c.seq.params, PoolingParams) or c.start + c.num_tokens < c.seq.num_prompt_tokens: continue
+        req = self.requests.pop(c.seq.seq_id)
+        self.scheduler.abort(req.request_id); c.seq.finish_reason = "stop"      # its blocks freed; `update` skips it
+        v = req.state.vector()
+        if req.params.task == "classify": v = self.score_head(v.to(self.model.dtype).to(self.model.device)).float().cpu()
+        outputs.append(StepOutput(req.request_id, [], True, "stop", pooled=v))
+
+# %% ../nbs/14_engine.ipynb 42
+@dataclass
+class PoolingResult:
+    "A finished pooling request, as `Engine.encode` returns it: its vector (an embedding, or the classification logits)."
+    request_id: Any
+    prompt_token_ids: list[int]
+    pooled: torch.Tensor | None
+    finish_reason: str | None
+    error: str | None = None
+
+@patch
+def encode(self: Engine, requests: Seq[tuple[Seq[int], PoolingParams | None]]) -> list[PoolingResult]:
+    """Run `(prompt_token_ids, params)` pooling requests to completion, batched; one `PoolingResult` each, in order (a request
+    that cannot run gets finish_reason 'error' and the message). A call that fails aborts its requests."""
+    results, gid = {}, self._next_id; self._next_id += 1
+    try:
+        for i, (prompt, params) in enumerate(requests):
+            rid = ("encode", gid, i)
+            try: self.add_pooling_request(prompt, params, request_id=rid); results[rid] = PoolingResult(rid, list(prompt), None, None)
+            except ValueError as e: results[rid] = PoolingResult(rid, list(prompt) if isinstance(prompt, (list, tuple)) else [], None, "error", str(e))
+        while any(rid in self.requests for rid in results):
+            for o in self.step():
+                if (r := results.get(o.request_id)) is not None and o.finished: r.pooled, r.finish_reason, r.error = o.pooled, o.finish_reason, o.error
+    except BaseException:
+        for rid in results: self.abort(rid)
+        raise
+    return list(results.values())
+
+# %% ../nbs/14_engine.ipynb 44
 @patch
 def _propose(self: Engine, out) -> dict | None:
     """Drafts on this step's decode chunks from the speculator (`chunk.draft`, their K/V slots reserved): {seq id: the draft's
     probabilities or None}, or None when nothing was proposed."""
-    decodes = [c for c in out.chunks if c.num_tokens == 1 and c.samples]
+    decodes = [c for c in out.chunks if c.num_tokens == 1 and self._samples(c)]
     spec = self.speculator
     if not decodes or len(decodes) > spec.config.max_batch_size: return None
     chunks, asks = {}, []
@@ -393,12 +508,12 @@ def _reserve(self: Engine, c, draft: list[int]) -> int:
     if draft: bm.append_slot(seq, n + len(draft)); c.draft = draft
     return len(draft)
 
-# %% ../nbs/14_engine.ipynb 37
+# %% ../nbs/14_engine.ipynb 46
 @patch
 def _next_tokens(self: Engine, chunks, logits, qs: dict | None, outputs: list) -> tuple[dict, dict, dict]:
     """Each sampling chunk's next token (or verified run, with the drafts' probabilities `qs`) and finish reason, from one sampler
     call; a request whose row cannot be sampled is ended here with reason 'error', reported in `outputs`."""
-    sampling = [c for c in chunks if c.samples]
+    sampling = [c for c in chunks if self._samples(c)]
     reqs = [self.requests[c.seq.seq_id] for c in sampling]
     drafts = None if qs is None else [c.draft for c in sampling]
     res = self.sampler.sample_requests(logits, reqs, drafts, None if qs is None else [qs.get(c.seq.seq_id) for c in sampling])
@@ -417,7 +532,7 @@ def _fail(self: Engine, seq, e: Exception, outputs: list):
     self.requests.pop(seq.seq_id); self.scheduler.abort(seq.seq_id); seq.finish_reason = "error"
     outputs.append(StepOutput(seq.seq_id, [], True, "error", f"{type(e).__name__}: {e}"))
 
-# %% ../nbs/14_engine.ipynb 40
+# %% ../nbs/14_engine.ipynb 49
 @patch
 def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) -> torch.Tensor:
     """Record the prompt log-probabilities of the `scored` chunks (chunk, index of its first row among `logits`); return the
@@ -435,7 +550,7 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
     return logits if len(samp) == logits.shape[0] else logits[samp]
 
 
-# %% ../nbs/14_engine.ipynb 44
+# %% ../nbs/14_engine.ipynb 53
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -471,7 +586,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 88
+# %% ../nbs/14_engine.ipynb 101
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:

@@ -32,6 +32,7 @@ from .loader import load_model
 from .parallel import load_group
 from . import cpu_kernels
 from .speculative import check_same_tokenizer
+from .pooling import PoolerConfig, PoolingParams, TokenScoreHead
 
 # %% auto 0
 __all__ = ['CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM', 'build_engine',
@@ -641,6 +642,82 @@ def logits(self: LLM, ids) -> torch.Tensor:
 
 
 # %% ../nbs/17_llm.ipynb 73
+@patch(as_prop=True)
+def pooler_config(self: LLM) -> PoolerConfig:
+    "The model's pooling defaults and prompts (`PoolerConfig.from_dir` of its directory; read once)."
+    if getattr(self, "_pooler_config", None) is None: self._pooler_config = PoolerConfig.from_dir(self.model_path)
+    return self._pooler_config
+
+@patch
+def configure_pooling(self: LLM, engine: Engine) -> Engine:
+    "Give `engine` this model's pooling defaults and its reranker head (when `reranker` is set); returns it."
+    engine.pooler_config, engine.classifier = self.pooler_config, self.reranker_head()
+    return engine
+
+# %% ../nbs/17_llm.ipynb 74
+@patch
+def reranker_head(self: LLM) -> TokenScoreHead | None:
+    "The generative reranker's head (`EngineConfig.reranker`: its `yes` / `no` tokens over the model's `lm_head`), or None."
+    r = self.engine_config.reranker
+    if r is None: return None
+    def one(k):
+        ids = self.tokenizer.encode(r[k], add_bos=False)
+        if len(ids) != 1: raise ValueError(f"reranker.{k}: {r[k]!r} is {len(ids)} tokens for this tokenizer, not one")
+        return ids[0]
+    return TokenScoreHead(self.model.lm_head, one("yes"), one("no") if r.get("no") else None)
+
+# %% ../nbs/17_llm.ipynb 75
+@patch
+def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt_tokens: int | None = None, what: str = "input") -> list[int]:
+    """One input's token ids for a pooling request: a str (with the model's prompt `prompt_name`, else its default, prefixed) or
+    a list of token ids; cut to its last `truncate_prompt_tokens` tokens when given; ValueError when over the context."""
+    pc = self.pooler_config
+    name = prompt_name if prompt_name is not None else pc.default_prompt_name
+    if name is not None and name not in pc.prompts: raise ValueError(f"prompt_name: {name!r} is not one of the model's prompts ({', '.join(pc.prompts) or 'none'})")
+    if isinstance(text, str): ids = self.tokenizer.encode((pc.prompts[name] if name else "") + text, add_bos=self.tokenizer.add_bos_token, allow_special=True)
+    elif isinstance(text, (list, tuple)): ids = list(text)
+    else: raise ValueError(f"{what}: expected a str or a list of token ids, got {type(text).__name__}")
+    if truncate_prompt_tokens is not None: ids = ids[-check_int("truncate_prompt_tokens", truncate_prompt_tokens, lo=1):]
+    return self._check_ids(ids, what, limit=self.max_model_len)
+
+# %% ../nbs/17_llm.ipynb 77
+@patch
+def encode_pooling(self: LLM, inputs: list[list[int]], params: PoolingParams) -> list[torch.Tensor]:
+    "Run pooling requests for token-id lists `inputs` through the engine; their vectors (ValueError naming a failed one)."
+    if self._live: raise RuntimeError("a stream() of this LLM is still open: finish or close it before embedding or scoring")
+    res = self.configure_pooling(self.get_engine()).encode([(ids, params) for ids in inputs])
+    for i, r in enumerate(res):
+        if r.error is not None: raise ValueError(f"inputs[{i}]: {r.error}")
+    return [r.pooled for r in res]
+
+@patch
+def embed(self: LLM, texts, pooling: str | None = None, normalize: bool | None = None, dimensions: int | None = None,
+          prompt_name: str | None = None, truncate_prompt_tokens: int | None = None) -> list[list[float]]:
+    "One embedding (a list of floats) per text (a str, a list of token ids, or a list of either)."
+    one = isinstance(texts, str) or (isinstance(texts, (list, tuple)) and texts and all(isinstance(t, int) for t in texts))
+    params = PoolingParams(pooling, normalize, dimensions).check(self.config.hidden_size)
+    ids = [self.pooling_ids(t, prompt_name, truncate_prompt_tokens) for t in ([texts] if one else texts)]
+    return [v.tolist() for v in self.encode_pooling(ids, params)]
+
+# %% ../nbs/17_llm.ipynb 79
+@patch
+def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None = None) -> list[float]:
+    """A relevance score of each document (a str or a list of them) for `query`: the classification head's sigmoid, or the
+    generative reranker's log-probability of its `yes` token (see above)."""
+    docs = [documents] if isinstance(documents, str) else list(documents)
+    if not isinstance(query, str) or not all(isinstance(d, str) for d in docs): raise ValueError("score: query and documents must be str")
+    r, head = self.engine_config.reranker, getattr(self.model, "score", None)
+    if r is None and head is None:
+        raise ValueError("score: this model has no classification head (score.weight) and no reranker is set (LLM(reranker={'template', 'yes', 'no'}))")
+    enc = lambda s: self.tokenizer.encode(s, add_bos=self.tokenizer.add_bos_token, allow_special=True)
+    ids = [enc(r["template"].format(query=query, document=d)) if r is not None else enc(query) + enc(d) for d in docs]
+    ids = [self.pooling_ids(x, truncate_prompt_tokens=truncate_prompt_tokens, what=f"documents[{i}]") for i, x in enumerate(ids)]
+    out = self.encode_pooling(ids, PoolingParams("last", False, None, "classify"))
+    if r is not None: return [float(v[0]) for v in out]
+    if out[0].numel() != 1: raise ValueError(f"score: the classification head has {out[0].numel()} labels; score() reads a one-label head")
+    return [float(torch.sigmoid(v[0])) for v in out]
+
+# %% ../nbs/17_llm.ipynb 82
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.

@@ -20,7 +20,7 @@ from .config import EngineConfig
 
 # %% auto 0
 __all__ = ['COLUMN', 'ROW', 'tp_config', 'shard_slice', 'shard_tensor', 'shard_hook', 'LoadedModel', 'load_tokenizer',
-           'packed_gguf', 'load_model']
+           'packed_gguf', 'split_score_head', 'attach_score_head', 'load_model']
 
 # %% ../nbs/12b_loader.ipynb 6
 def tp_config(config: LlamaConfig, world: int) -> LlamaConfig:
@@ -122,7 +122,27 @@ def _keep_packed(config: EngineConfig, path: Path, shard, cpu_kernels_run=None) 
         raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
     return g
 
-# %% ../nbs/12b_loader.ipynb 26
+# %% ../nbs/12b_loader.ipynb 27
+def split_score_head(ckpt: Checkpoint, task: str, path: Path, shard=None) -> torch.Tensor | None:
+    """Take a `LlamaForSequenceClassification`'s `score.weight` out of `ckpt` (None when there is none), its embedding standing
+    for the `lm_head` it lacks; a ValueError unless `task` is 'score' and the model is loaded whole."""
+    w = ckpt.weights.pop("score.weight", None)
+    if w is None: return None
+    if task != "score": raise ValueError(f"{path}: a LlamaForSequenceClassification checkpoint ({w.shape[0]} labels) scores, it does not generate: load it with task='score'")
+    if shard is not None: raise ValueError("tensor_parallel_size: a LlamaForSequenceClassification checkpoint is loaded in one process")
+    if not ckpt.config.tie_word_embeddings: ckpt.weights["lm_head.weight"] = ckpt.weights["model.embed_tokens.weight"]
+    return w
+
+def attach_score_head(m: Llama, w: torch.Tensor, path: Path):
+    "Give `m` its classification head `score` (weight `w`, `[num_labels, hidden]`), its `id2label`, and mark it as not generating."
+    import json
+    m.score = torch.nn.Linear(w.shape[1], w.shape[0], bias=False, device=w.device, dtype=m.dtype)
+    with torch.no_grad(): m.score.weight.copy_(w)
+    cd = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
+    m.id2label = {int(k): v for k, v in (cd.get("id2label") or {str(i): f"LABEL_{i}" for i in range(w.shape[0])}).items()}
+    m.generates = False
+
+# %% ../nbs/12b_loader.ipynb 28
 def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     """(a `Llama` whose GGUF layers stay packed (a rank's slices with `shard`), float tensors in float32 then cast to `dtype`;
     the whole model's config)."""
@@ -135,12 +155,14 @@ def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkp
     "A `Llama` from float weights (any format), a rank's slices with `shard`, its linears quantized when `config` asks (int8/int4)."
     dtype, q = resolve_dtype(config.dtype), config.quantization if config.quantization in ("int8", "int4") else None
     ckpt = load_checkpoint(path, dtype, device=None if q else config.device, hook=None if shard is None else shard_hook(*shard))
+    score = split_score_head(ckpt, config.task, path, shard)   # a LlamaForSequenceClassification's head (13c), else None
     m = Llama.from_weights(ckpt.config if shard is None else tp_config(ckpt.config, shard[1]), ckpt.weights, dtype=dtype)
+    if score is not None: attach_score_head(m, score, path)
     ckpt.weights = {}                                  # the module holds them now
     if q is not None: quant.quantize_model(m, q, config.group_size, progress=shard is None)   # ValueError names group_size
     return m, ckpt
 
-# %% ../nbs/12b_loader.ipynb 28
+# %% ../nbs/12b_loader.ipynb 30
 def load_model(config: EngineConfig, shard: tuple[int, int] | None = None, cpu_kernels_run=None) -> LoadedModel:
     """The model `config` names, loaded as it asks (see the top of this notebook); `shard=(rank, world)`: that rank's slices only.
     `cpu_kernels_run`: a function saying whether the compiled CPU kernels (notebook 15) run here, asked only when 'auto' would keep

@@ -126,6 +126,7 @@ class PagedBatch:
     logits_rows: torch.Tensor            # rows whose logits the forward returns
     block_size: int = 16
     null_slot: int = 0                   # a slot that is always zero: the padding of dec_slots
+    hidden_rows: torch.Tensor | None = None   # rows whose final-norm hidden states the forward returns too (pooling, 13c)
     _keys: dict | None = field(default=None, repr=False)
 
     @property
@@ -145,9 +146,11 @@ class PagedBatch:
 
 # %% ../nbs/06_model.ipynb 26
 @patch(cls_method=True)
-def build(cls: PagedBatch, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None) -> PagedBatch:
+def build(cls: PagedBatch, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None,
+          hidden_rows: Seq[int] | None = None) -> PagedBatch:
     """`chunks`: `(token_ids, start, block_table)` per chunk. `logits_rows`: 'last' (last token of each chunk), 'all', or row indices.
-    `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`)."""
+    `null_slot`: a slot that is always zero (`PagedKVPool.null_slot`). `hidden_rows`: row indices whose final-norm hidden states
+    the forward returns beside the logits (None: none, and the forward returns the logits alone)."""
     if not chunks: raise ValueError("a batch needs at least one chunk")
     toks, pos, slots, cu, ctx, tables = [], [], [], [0], [], []
     for i, (ids, start, table) in enumerate(chunks):
@@ -168,7 +171,8 @@ def build(cls: PagedBatch, chunks, block_size: int, null_slot: int, logits_rows:
     else: rows = list(logits_rows)
     n, r = len(toks), len(rows)                                      # one tensor, one copy to the device (each copy waits for it)
     v = torch.tensor(toks + pos + slots + rows, dtype=torch.long).to(device)
-    return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot)
+    hid = None if hidden_rows is None else torch.tensor(list(hidden_rows), dtype=torch.long).to(device)
+    return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot, hid)
 
 
 # %% ../nbs/06_model.ipynb 28
@@ -317,14 +321,16 @@ class Llama(nn.Module):
 
     @torch.inference_mode()
     def forward(self, batch, kv=None, last_only: bool = False) -> torch.Tensor:
-        """float32 logits of `batch.logits_rows` for a `PagedBatch`, with K/V in `kv`. Given token ids `[T]` instead: one sequence
-        continued in the `KVCache` `kv` (whose `length` grows by T), logits `[T, vocab]` (`[1, vocab]` with `last_only`)."""
+        """float32 logits of `batch.logits_rows` for a `PagedBatch`, with K/V in `kv` (with `batch.hidden_rows`: the pair (logits,
+        float32 final-norm hidden states of those rows)). Given token ids `[T]` instead: one sequence continued in the `KVCache`
+        `kv` (whose `length` grows by T), logits `[T, vocab]` (`[1, vocab]` with `last_only`)."""
         if not isinstance(batch, PagedBatch): return self._sequence(batch, kv, last_only)
         cos, sin = self.rope(max(batch.context_lens))
         cos, sin = cos[batch.positions], sin[batch.positions]
         x = self.model.embed_tokens(batch.token_ids)
         for layer in self.model.layers: x = layer(x, cos, sin, kv, batch)
-        return self.lm_head(self.model.norm(x[batch.logits_rows])).float()
+        logits = self.lm_head(self.model.norm(x[batch.logits_rows])).float()
+        return logits if batch.hidden_rows is None else (logits, self.model.norm(x[batch.hidden_rows]).float())
 
 
 # %% ../nbs/06_model.ipynb 44

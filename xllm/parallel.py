@@ -346,6 +346,7 @@ class TPRunner(ModelRunner):
     `RUNNER_OPTIONS` from the engine go to every rank's runner: the CUDA runner's buffers and graph buckets, hence the padded
     collectives of a decode step, are then the same on every rank; any other option is refused by name."""
     name = "tp"
+    returns_hidden = False     # the broadcast batch carries no pooling rows (13c): the engine refuses pooling requests on it
     def __init__(self, model: Llama, pool: PagedKVPool, inner: type | None = None, **options):
         super().__init__(model, pool)
         self.group = g = model.tp_group

@@ -20,6 +20,7 @@ class ModelRunner:
     """Runs the engine's batches through a model, K/V in the engine's pool. This one is the reference: the torch forward
     of notebook 06 (`model(batch, pool)`), on any device. Faster runners subclass it and compute the same logits."""
     name = "torch"
+    returns_hidden = True      # takes `PagedBatch.hidden_rows` (pooling, 13c): returns (logits, hidden states)
     def __init__(self, model: Llama, pool: PagedKVPool, **options):
         if pool.dtype != model.dtype:
             raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")

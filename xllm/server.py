@@ -10,11 +10,13 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'CompletionLogprobs', 'TopLogprob', 'TokenLogprob', 'ChatLogprobs', 'CompletionChoice', 'CompletionResponse',
            'CompletionChunk', 'FunctionCall', 'ToolCall', 'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse',
            'DeltaToolCall', 'Delta', 'ChatStreamChoice', 'ChatCompletionChunk', 'ModelCard', 'ModelList',
-           'TokenizeResponse', 'DetokenizeResponse', 'Version', 'TokenizerInfo', 'Health', 'APIError',
-           'to_sampling_params', 'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured',
-           'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing',
-           'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo', 'create_app', 'BackgroundServer',
-           'start_server', 'serve', 'launch']
+           'TokenizeResponse', 'DetokenizeResponse', 'Version', 'TokenizerInfo', 'Health', 'EmbeddingRequest',
+           'ScoreRequest', 'RerankRequest', 'EmbeddingUsage', 'EmbeddingData', 'EmbeddingResponse', 'PoolingData',
+           'PoolingResponse', 'ScoreData', 'ScoreResponse', 'RerankDocument', 'RerankResult', 'RerankResponse',
+           'APIError', 'to_sampling_params', 'check_supported', 'logit_bias_processor', 'structured_outputs',
+           'compile_structured', 'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths',
+           'OpenAIServing', 'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo', 'encode_vector',
+           'ServingPooling', 'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -375,7 +377,103 @@ class Health(_Out):
     stalled: int | None = None
     limits: dict[str, int] | None = None
 
-# %% ../nbs/19_server.ipynb 35
+# %% ../nbs/19_server.ipynb 36
+class EmbeddingRequest(_Req):
+    "OpenAI's /v1/embeddings body (and vLLM's /pooling): `input`, `encoding_format`, `dimensions`; vLLM's `truncate_prompt_tokens`, `normalize`."
+    model: str | None = None
+    input: str | list[str] | list[StrictInt] | list[list[StrictInt]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: StrictInt | None = None
+    user: str | None = None
+    truncate_prompt_tokens: StrictInt | None = None
+    normalize: bool | None = None
+
+class ScoreRequest(_Req):
+    "vLLM's /v1/score body: `text_1` (one query) scored against `text_2` (a document or a list of them)."
+    model: str | None = None
+    text_1: str
+    text_2: str | list[str]
+    truncate_prompt_tokens: StrictInt | None = None
+
+class RerankRequest(_Req):
+    "The /v1/rerank body (Jina's and Cohere's shape): `query`, `documents`, `top_n` (0 or none: all), `return_documents`."
+    model: str | None = None
+    query: str
+    documents: list[str]
+    top_n: StrictInt | None = None
+    return_documents: bool = True
+    truncate_prompt_tokens: StrictInt | None = None
+
+# %% ../nbs/19_server.ipynb 37
+class EmbeddingUsage(_Out):
+    "Tokens an embedding or scoring request read (`prompt_tokens`, `total_tokens`)."
+    prompt_tokens: int
+    total_tokens: int
+
+class EmbeddingData(_Out):
+    "One input's vector: floats, or base64 of its little-endian float32 bytes."
+    object: str = "embedding"
+    index: int
+    embedding: list[float] | str
+
+class EmbeddingResponse(_Out):
+    "OpenAI's /v1/embeddings answer."
+    object: str = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: EmbeddingUsage
+
+# %% ../nbs/19_server.ipynb 38
+class PoolingData(_Out):
+    "One input's pooled vector (vLLM's /pooling)."
+    object: str = "pooling"
+    index: int
+    data: list[float] | str
+
+class PoolingResponse(_Out):
+    "vLLM's /pooling answer."
+    id: str
+    object: str = "list"
+    created: int
+    model: str
+    data: list[PoolingData]
+    usage: EmbeddingUsage
+
+class ScoreData(_Out):
+    "One document's score (vLLM's /v1/score)."
+    object: str = "score"
+    index: int
+    score: float
+
+# %% ../nbs/19_server.ipynb 39
+class ScoreResponse(_Out):
+    "vLLM's /v1/score answer."
+    id: str
+    object: str = "list"
+    created: int
+    model: str
+    data: list[ScoreData]
+    usage: EmbeddingUsage
+
+class RerankDocument(_Out):
+    "A document returned with its result."
+    text: str
+
+class RerankResult(_Out):
+    "One document's place: its `index` in the request, its `relevance_score`, and the document when asked."
+    _optional: ClassVar[frozenset] = frozenset({"document"})
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None
+
+class RerankResponse(_Out):
+    "The /v1/rerank answer: results sorted by `relevance_score`, best first, `top_n` of them."
+    id: str
+    model: str
+    usage: EmbeddingUsage
+    results: list[RerankResult]
+
+# %% ../nbs/19_server.ipynb 41
 class APIError(Exception):
     "An error returned to the client as OpenAI's error JSON with HTTP `status` (and extra response `headers`, e.g. Retry-After)."
     def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None, code: str | None = None,
@@ -388,7 +486,7 @@ class APIError(Exception):
 
 _INTERNAL = APIError(500, "internal server error (logged on the server)", "server_error")   # a bug's answer: no internals
 
-# %% ../nbs/19_server.ipynb 37
+# %% ../nbs/19_server.ipynb 43
 def _forget(e: BaseException):
     """Drop `e`'s tracebacks and the exceptions it was raised from. A request body refused while it was read (408, 503) surfaces as
     Starlette's ClientDisconnect inside FastAPI's HTTPException; their tracebacks hold the frames that read the body, in a
@@ -404,13 +502,13 @@ def _forget(e: BaseException):
         return
     for c in chain: c.__traceback__ = c.__cause__ = c.__context__ = None
 
-# %% ../nbs/19_server.ipynb 38
+# %% ../nbs/19_server.ipynb 44
 def _busy(why: str) -> APIError:
     "A 503 for a server that has no room now (`why`, then 'retry later'), with Retry-After: retrying can help."
     return APIError(503, f"{why}; retry later", "server_error", None, "overloaded", headers={"Retry-After": "1"})
 _log = logging.getLogger("uvicorn.error")     # uvicorn logs a failed request's traceback here; a stream's bug is logged here too
 
-# %% ../nbs/19_server.ipynb 41
+# %% ../nbs/19_server.ipynb 47
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
     m = getattr(req, "max_completion_tokens", None)
@@ -452,7 +550,7 @@ def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
-# %% ../nbs/19_server.ipynb 44
+# %% ../nbs/19_server.ipynb 50
 def check_supported(req, vocab_size: int) -> dict[int, float]:
     """Refuse with a 400 naming the field the OpenAI options xllm does not implement, rather than answer as if they had been
     honoured: `suffix`, `best_of` other than `n`, the deprecated `functions`.
@@ -469,13 +567,13 @@ def check_supported(req, vocab_size: int) -> dict[int, float]:
     check_token_ids(list(bias), vocab_size, "logit_bias", lambda m: APIError(400, m, param="logit_bias"))
     return bias
 
-# %% ../nbs/19_server.ipynb 45
+# %% ../nbs/19_server.ipynb 51
 def logit_bias_processor(bias: dict[int, float]):
     "A logits processor (`f(output_ids, logits) -> logits`) that adds `bias[t]` to the logit of each token `t`: OpenAI's `logit_bias`."
     ids, vals = torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
-# %% ../nbs/19_server.ipynb 48
+# %% ../nbs/19_server.ipynb 54
 GRAMMAR_TIMEOUT = 10.0     # seconds a schema or grammar may take to compile before the request is refused
 
 def structured_outputs(req):
@@ -507,7 +605,7 @@ def structured_outputs(req):
         return StructuredOutputsParams(**kw)
     except ValueError as e: raise APIError(400, f"{field}: {e}", param=field) from None
 
-# %% ../nbs/19_server.ipynb 49
+# %% ../nbs/19_server.ipynb 55
 _SO_FIELDS = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
 
 def _structured_field(req) -> str | None:
@@ -522,7 +620,7 @@ async def compile_structured(tokenizer, so, field: str = "response_format", time
     except GrammarError as e: raise APIError(400, f"{field}: {e}", param=field) from None
     except (asyncio.TimeoutError, TimeoutError): raise APIError(400, f"{field}: the schema or grammar took more than {timeout:g} s to compile", param=field) from None
 
-# %% ../nbs/19_server.ipynb 52
+# %% ../nbs/19_server.ipynb 58
 def _ended(o) -> Exception:
     """The failure of an engine request that ended with neither 'stop' nor 'length': a `GrammarError` when its structured output
     could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
@@ -585,7 +683,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                        (first or end) - t0, (n - 1) / (end - first) if first and n > 1 and end > first else 0.0, ended)
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
-# %% ../nbs/19_server.ipynb 53
+# %% ../nbs/19_server.ipynb 59
 def _choice_error(e: Exception, field: str | None) -> APIError:
     """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
@@ -597,7 +695,7 @@ def _choice_error(e: Exception, field: str | None) -> APIError:
     _log.error("a request failed: %s: %s", type(e).__name__, e)      # the details stay in the server's log
     return _INTERNAL
 
-# %% ../nbs/19_server.ipynb 54
+# %% ../nbs/19_server.ipynb 60
 async def _run_all(state, jobs, field: str | None = None):
     """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
     completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone). A choice that fails
@@ -616,7 +714,7 @@ async def _run_all(state, jobs, field: str | None = None):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 58
+# %% ../nbs/19_server.ipynb 64
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -639,7 +737,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 63
+# %% ../nbs/19_server.ipynb 69
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
@@ -659,7 +757,7 @@ class Metrics:
         self.success = Counter("vllm:request_success", "Finished requests, by finish reason.", ["model_name", "finished_reason"], registry=r)
         r.register(_EngineCollector(state))
 
-# %% ../nbs/19_server.ipynb 64
+# %% ../nbs/19_server.ipynb 70
 class _EngineCollector:
     """The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens,
     speculative decoding's proposals, proposed and accepted tokens (0 when it is off), and the sampler's rows that the batched
@@ -683,7 +781,7 @@ class _EngineCollector:
         for why, n in sorted(core.sampler.row_fallbacks.items()): rows.add_metric([name, why], n)
         yield rows
 
-# %% ../nbs/19_server.ipynb 66
+# %% ../nbs/19_server.ipynb 72
 _ROLES = ("system", "developer", "user", "assistant")
 
 def _content(c, i: int) -> str:
@@ -714,7 +812,7 @@ def _chat_messages(messages) -> list[dict]:
         out.append(d)
     return out
 
-# %% ../nbs/19_server.ipynb 68
+# %% ../nbs/19_server.ipynb 74
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -744,7 +842,7 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
             "top_logprobs": [None if d is None else by_text(i, d) for i, d in lps],
             "text_offset": offs}
 
-# %% ../nbs/19_server.ipynb 70
+# %% ../nbs/19_server.ipynb 76
 def _prompt_list(p) -> list:
     "A completion request's `prompt` (a string, strings, token ids or lists of token ids) as a list of `LLM` prompts (str or `{'prompt_token_ids': ids}`)."
     if isinstance(p, str): return [p]
@@ -752,11 +850,11 @@ def _prompt_list(p) -> list:
     if all(isinstance(x, int) for x in p): return [{"prompt_token_ids": p}]
     return [x if isinstance(x, str) else {"prompt_token_ids": x} for x in p]
 
-# %% ../nbs/19_server.ipynb 75
+# %% ../nbs/19_server.ipynb 81
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
-# %% ../nbs/19_server.ipynb 76
+# %% ../nbs/19_server.ipynb 82
 @dataclasses.dataclass
 class ServerLimits:
     """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
@@ -774,7 +872,7 @@ class ServerLimits:
         check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
 
 
-# %% ../nbs/19_server.ipynb 78
+# %% ../nbs/19_server.ipynb 84
 async def _send_error(send, e: APIError):
     "Answer a raw ASGI request with `e` as OpenAI's error JSON (and its headers, e.g. Retry-After), closing the connection (the rest of the body stays unread)."
     body = _dumps(e.body()).encode()
@@ -783,7 +881,7 @@ async def _send_error(send, e: APIError):
                 *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 81
+# %% ../nbs/19_server.ipynb 87
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
     by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
@@ -844,7 +942,7 @@ class _BodyLimit:
         finally: release()
 
 
-# %% ../nbs/19_server.ipynb 86
+# %% ../nbs/19_server.ipynb 92
 def _raw_answer(e: APIError) -> bytes:
     "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
     from http import HTTPStatus
@@ -865,7 +963,7 @@ class LimitCounts:
     body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
     send_stalls: int = 0          # connections aborted because bytes they had to send did not move for the stall timeout
 
-# %% ../nbs/19_server.ipynb 88
+# %% ../nbs/19_server.ipynb 94
 SWEEP_EVERY = 1.0          # seconds between two looks at what each connection still has to send
 
 def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None, stall_timeout: float = 30.0):
@@ -944,7 +1042,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             counts.connections = len(self.connections)
     return Connection
 
-# %% ../nbs/19_server.ipynb 91
+# %% ../nbs/19_server.ipynb 97
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
@@ -965,7 +1063,7 @@ async def _send_whole(send, status: int, headers, body: bytes, timeout: float, m
     for k in range(0, max(len(body), 1), SEND_CHUNK):
         await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
-# %% ../nbs/19_server.ipynb 94
+# %% ../nbs/19_server.ipynb 100
 def public_paths(paths) -> frozenset:
     "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/' (else `ValueError`)."
     if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
@@ -974,7 +1072,7 @@ def public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-# %% ../nbs/19_server.ipynb 96
+# %% ../nbs/19_server.ipynb 102
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
     scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
@@ -997,7 +1095,7 @@ class _KeyCheck:
         if ok: return await self.app(scope, receive, send)
         await _send_error(send, APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
-# %% ../nbs/19_server.ipynb 98
+# %% ../nbs/19_server.ipynb 104
 def _quiet_accept_errors(inner=None, every: float = 10.0):
     """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
     traceback each time) into one log line every `every` s; anything else goes to `inner` (or asyncio's default)."""
@@ -1010,7 +1108,7 @@ def _quiet_accept_errors(inner=None, every: float = 10.0):
             _log.warning("xllm: cannot accept connections: %s (out of file descriptors? --max-connections bounds what clients hold)", ctx.get("exception"))
     return handler
 
-# %% ../nbs/19_server.ipynb 99
+# %% ../nbs/19_server.ipynb 105
 def _engine_health(st) -> str | None:
     "`st.engine.health()`; a health check that raises is a bug, logged, and the engine is taken for dead (nothing fails silently)."
     try: return st.engine.health()
@@ -1018,7 +1116,7 @@ def _engine_health(st) -> str | None:
         _log.exception("xllm: the engine's health check failed")
         return "the engine's health check failed"
 
-# %% ../nbs/19_server.ipynb 101
+# %% ../nbs/19_server.ipynb 107
 TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
 LOG_STATS_EVERY = 10.0     # seconds between two stats lines while the server is busy (vLLM's interval)
 
@@ -1031,7 +1129,7 @@ def _stats_line(st, was: dict, now: dict, seconds: float) -> str | None:
     return (f"xllm: prompt {d['prompt'] / seconds:.1f} tok/s, generation {d['generation'] / seconds:.1f} tok/s, running {now['running']}, "
             f"waiting {now['waiting']}, K/V cache {100 * now['used'] / now['blocks']:.1f}% used, prefix cache hits {hits}")
 
-# %% ../nbs/19_server.ipynb 102
+# %% ../nbs/19_server.ipynb 108
 def _stats_snapshot(st) -> dict:
     "The counters `_stats_line` compares: the token counters of /metrics, and the engine's (plain integers the engine thread updates)."
     bm, sched = st.core.block_manager, st.core.scheduler
@@ -1048,7 +1146,7 @@ async def _log_stats(st, every: float):
         if (line := _stats_line(st, was, now, t1 - t)) is not None: _log.info(line)
         was, t = now, t1
 
-# %% ../nbs/19_server.ipynb 104
+# %% ../nbs/19_server.ipynb 110
 HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
 DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
@@ -1074,7 +1172,7 @@ async def _trim_after_refusals(st, drop: int = 64):
             await asyncio.to_thread(_malloc_trim)
         last, was = now, open_now
 
-# %% ../nbs/19_server.ipynb 105
+# %% ../nbs/19_server.ipynb 111
 async def _watch_engine(st):
     "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
     while (why := _engine_health(st)) is None: await asyncio.sleep(HEALTH_POLL)
@@ -1083,7 +1181,7 @@ async def _watch_engine(st):
     await asyncio.sleep(DEAD_LINGER)
     if st.on_dead is not None: st.on_dead()
 
-# %% ../nbs/19_server.ipynb 108
+# %% ../nbs/19_server.ipynb 114
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
@@ -1121,7 +1219,7 @@ class _State:
         else: return ""
         return f" ({note}; --kv-cache-memory raises it)"
 
-# %% ../nbs/19_server.ipynb 110
+# %% ../nbs/19_server.ipynb 116
 @patch
 def check_chars(self: _State, n: int, param: str):
     "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
@@ -1138,7 +1236,7 @@ def check_choices(self: _State, n: int):
         raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
                             f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
 
-# %% ../nbs/19_server.ipynb 112
+# %% ../nbs/19_server.ipynb 118
 @patch
 def admit(self: _State, n: int):
     """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
@@ -1150,7 +1248,7 @@ def admit(self: _State, n: int):
         raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
     self.in_flight += n
 
-# %% ../nbs/19_server.ipynb 114
+# %% ../nbs/19_server.ipynb 120
 @patch
 def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
     """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
@@ -1169,7 +1267,7 @@ def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | No
                             "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
     return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
 
-# %% ../nbs/19_server.ipynb 116
+# %% ../nbs/19_server.ipynb 122
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -1185,7 +1283,7 @@ class _JSON(JSONResponse):
 
 def _error(e: APIError) -> _JSON: return _JSON(e.body(), status_code=e.status, headers=e.headers)
 
-# %% ../nbs/19_server.ipynb 118
+# %% ../nbs/19_server.ipynb 124
 class _Stream(StreamingResponse):
     "Server-sent events: a chunk that waits the stall timeout to be sent ends the stream (its engine requests aborted)."
     def __init__(self, gen):
@@ -1200,7 +1298,7 @@ class _Stream(StreamingResponse):
         self.st = scope["app"].state.xllm
         await super().__call__(scope, receive, send)
 
-# %% ../nbs/19_server.ipynb 120
+# %% ../nbs/19_server.ipynb 126
 class OpenAIServing:
     "What every endpoint family shares: the app's `_State` (`st`), its `LLM`, the served model's name, the tokenizing slots."
     def __init__(self, st: _State): self.st, self.llm = st, st.llm
@@ -1214,7 +1312,7 @@ class OpenAIServing:
         "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
         return self.st.tokenizing if request.state.authenticated else self.st.public_tokenizing
 
-# %% ../nbs/19_server.ipynb 122
+# %% ../nbs/19_server.ipynb 128
 def _json_body(request) -> bool:
     "Whether FastAPI reads `request`'s body as JSON (no content type, or an application/json one)."
     ct = request.headers.get("content-type")
@@ -1235,7 +1333,7 @@ class _Generating(OpenAIServing):
         except ValueError as e:
             raise APIError(400, str(e), param=str(e).split(":")[0], code="context_length_exceeded" if isinstance(e, _TooLong) else None) from None
 
-# %% ../nbs/19_server.ipynb 124
+# %% ../nbs/19_server.ipynb 130
 @patch
 async def constrained(self: _Generating, req, params):
     "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
@@ -1244,7 +1342,7 @@ async def constrained(self: _Generating, req, params):
     await compile_structured(self.llm.tokenizer, so, _structured_field(req))
     return dataclasses.replace(params, structured_outputs=so)
 
-# %% ../nbs/19_server.ipynb 126
+# %% ../nbs/19_server.ipynb 132
 @patch
 async def encode(self: _Generating, fs, param, req, params):
     """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
@@ -1262,7 +1360,7 @@ async def encode(self: _Generating, fs, param, req, params):
         ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
     return prompts, ps
 
-# %% ../nbs/19_server.ipynb 129
+# %% ../nbs/19_server.ipynb 135
 class _Reply:
     "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
     def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
@@ -1283,7 +1381,7 @@ class _Reply:
         if self.params.logprobs is None: return None
         return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
 
-# %% ../nbs/19_server.ipynb 131
+# %% ../nbs/19_server.ipynb 137
 @patch
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
@@ -1307,7 +1405,7 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
             if reason == "stop": reason = "tool_calls"
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 133
+# %% ../nbs/19_server.ipynb 139
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1321,7 +1419,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 135
+# %% ../nbs/19_server.ipynb 141
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1330,7 +1428,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 137
+# %% ../nbs/19_server.ipynb 143
 @patch
 def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1346,7 +1444,7 @@ def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 138
+# %% ../nbs/19_server.ipynb 144
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1383,7 +1481,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 139
+# %% ../nbs/19_server.ipynb 145
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1394,7 +1492,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 141
+# %% ../nbs/19_server.ipynb 147
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1402,7 +1500,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 144
+# %% ../nbs/19_server.ipynb 150
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1419,7 +1517,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 146
+# %% ../nbs/19_server.ipynb 152
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1442,7 +1540,7 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 148
+# %% ../nbs/19_server.ipynb 154
 @patch
 async def create(self: ServingChat, req: ChatRequest, request):
     "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
@@ -1459,7 +1557,7 @@ async def create(self: ServingChat, req: ChatRequest, request):
     prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 151
+# %% ../nbs/19_server.ipynb 157
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1480,7 +1578,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 153
+# %% ../nbs/19_server.ipynb 159
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1497,7 +1595,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 155
+# %% ../nbs/19_server.ipynb 161
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard:
@@ -1519,7 +1617,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 157
+# %% ../nbs/19_server.ipynb 163
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1533,7 +1631,108 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 160
+# %% ../nbs/19_server.ipynb 166
+def encode_vector(v: list[float], fmt: str) -> list[float] | str:
+    "A vector as the response carries it: a list of floats, or `base64` of its little-endian float32 bytes (as OpenAI sends it)."
+    if fmt == "float": return v
+    import base64, numpy as np
+    return base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode()
+
+def _inputs(x) -> list:
+    "OpenAI's `input`: a string, a list of strings, a list of token ids, or a list of such lists -> a list of inputs."
+    if isinstance(x, str) or (x and all(isinstance(t, int) for t in x)): return [x]
+    if not x: raise APIError(400, "input: empty (expected a string, a list of strings or token ids)", param="input")
+    return list(x)
+
+# %% ../nbs/19_server.ipynb 168
+class ServingPooling(OpenAIServing):
+    "/v1/embeddings, /pooling, /v1/score and /v1/rerank: pooling requests (notebook 13c) in the server's engine."
+    def __init__(self, st: _State):
+        super().__init__(st)
+        st.llm.configure_pooling(st.core)            # the model's pooling defaults and reranker head, before any request
+
+    def ids(self, x, field: str, truncate: int | None, prompt_name: str | None = None) -> list[int]:
+        "One input's token ids (a 400 naming `field` when it is refused: over the context, outside the vocabulary, empty)."
+        if isinstance(x, str): self.st.check_chars(len(x), field) if truncate is None else None
+        try: return self.llm.pooling_ids(x, prompt_name, truncate, what=field)
+        except ValueError as e:
+            code = "context_length_exceeded" if "more than the model's context" in str(e) else None
+            raise APIError(400, str(e), param=field, code=code) from None
+
+# %% ../nbs/19_server.ipynb 169
+@patch
+async def run(self: ServingPooling, request, inputs: list[list[int]], params) -> list[torch.Tensor]:
+    "Each input's vector, through the engine, all at once (admitted as that many requests; a client gone aborts them)."
+    st = self.st
+    st.admit(len(inputs))
+    async def one(ids):
+        async for o in st.engine.generate(ids, params):
+            if o.finished:
+                if o.pooled is None: raise APIError(400 if o.finish_reason == "error" else 500, f"pooling request ended with {o.finish_reason}: {o.error}")
+                return o.pooled
+    try:
+        try: return await _unless_disconnected(request, asyncio.gather(*(one(ids) for ids in inputs)))
+        except ValueError as e: raise APIError(400, str(e)) from None       # refused by the engine (dimensions, task)
+    finally: st.in_flight -= len(inputs)
+
+# %% ../nbs/19_server.ipynb 170
+@patch
+async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind: str = "embedding"):
+    "The /v1/embeddings answer (`kind='pooling'`: the /pooling one)."
+    from xllm.pooling import PoolingParams
+    self.served(req.model)
+    try: params = PoolingParams(None, req.normalize, req.dimensions).check(self.llm.config.hidden_size)
+    except ValueError as e: raise APIError(400, str(e), param="dimensions" if "dimensions" in str(e) else None) from None
+    xs = _inputs(req.input)
+    self.st.check_choices(len(xs))
+    ids = [self.ids(x, f"input[{i}]" if len(xs) > 1 else "input", req.truncate_prompt_tokens) for i, x in enumerate(xs)]
+    vecs = await self.run(request, ids, params)
+    n = sum(map(len, ids)); usage = EmbeddingUsage(prompt_tokens=n, total_tokens=n)
+    if kind == "pooling":
+        return PoolingResponse(id=f"pool-{uuid.uuid4().hex}", created=int(time.time()), model=self.st.model_name, usage=usage,
+                               data=[PoolingData(index=i, data=encode_vector(v.tolist(), req.encoding_format)) for i, v in enumerate(vecs)])
+    return EmbeddingResponse(data=[EmbeddingData(index=i, embedding=encode_vector(v.tolist(), req.encoding_format)) for i, v in enumerate(vecs)],
+                             model=self.st.model_name, usage=usage)
+
+# %% ../nbs/19_server.ipynb 171
+@patch
+async def scores(self: ServingPooling, query: str, docs: list[str], truncate: int | None, request) -> tuple[list[float], int]:
+    "Each document's score for `query` (the classification head's sigmoid or the reranker's log P(yes), as `LLM.score`), and the tokens read."
+    from xllm.pooling import PoolingParams
+    llm, r = self.llm, self.llm.engine_config.reranker
+    if r is None and getattr(llm.model, "score", None) is None:
+        raise APIError(400, "this model cannot score: it has no classification head (score.weight) and no reranker is set (EngineConfig.reranker: LLM(model, reranker={...}))")
+    enc = lambda s: llm.tokenizer.encode(s, add_bos=llm.tokenizer.add_bos_token, allow_special=True)
+    ids = [self.ids(enc(r["template"].format(query=query, document=d)) if r else enc(query) + enc(d), f"documents[{i}]", truncate) for i, d in enumerate(docs)]
+    out = await self.run(request, ids, PoolingParams("last", False, None, "classify"))
+    if r is None and out[0].numel() != 1: raise APIError(400, f"the classification head has {out[0].numel()} labels; scoring reads a one-label head")
+    return [float(v[0]) if r else float(torch.sigmoid(v[0])) for v in out], sum(map(len, ids))
+
+# %% ../nbs/19_server.ipynb 172
+@patch
+async def score(self: ServingPooling, req: ScoreRequest, request) -> ScoreResponse:
+    "The /v1/score answer."
+    self.served(req.model)
+    docs = [req.text_2] if isinstance(req.text_2, str) else req.text_2
+    if not docs: raise APIError(400, "text_2: no documents", param="text_2")
+    self.st.check_choices(len(docs))
+    s, n = await self.scores(req.text_1, docs, req.truncate_prompt_tokens, request)
+    return ScoreResponse(id=f"score-{uuid.uuid4().hex}", created=int(time.time()), model=self.st.model_name,
+                         data=[ScoreData(index=i, score=x) for i, x in enumerate(s)], usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n))
+
+@patch
+async def rerank(self: ServingPooling, req: RerankRequest, request) -> RerankResponse:
+    "The /v1/rerank answer: the documents by score, best first, `top_n` of them (0 or none: all)."
+    self.served(req.model)
+    if not req.documents: raise APIError(400, "documents: empty", param="documents")
+    if req.top_n is not None and req.top_n < 0: raise APIError(400, f"top_n: expected an integer >= 0, got {req.top_n}", param="top_n")
+    self.st.check_choices(len(req.documents))
+    s, n = await self.scores(req.query, req.documents, req.truncate_prompt_tokens, request)
+    order = sorted(range(len(s)), key=lambda i: -s[i])[:req.top_n or None]
+    res = [RerankResult(index=i, relevance_score=s[i], **({"document": RerankDocument(text=req.documents[i])} if req.return_documents else {})) for i in order]
+    return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=self.st.model_name, usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n), results=res)
+
+# %% ../nbs/19_server.ipynb 175
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1550,7 +1749,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 162
+# %% ../nbs/19_server.ipynb 177
 async def _api_error(request, e: APIError): return _error(e)
 
 async def _http(request, e: HTTPException):
@@ -1562,7 +1761,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 164
+# %% ../nbs/19_server.ipynb 179
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1574,7 +1773,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 166
+# %% ../nbs/19_server.ipynb 181
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1587,7 +1786,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 167
+# %% ../nbs/19_server.ipynb 182
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1602,7 +1801,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 169
+# %% ../nbs/19_server.ipynb 184
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1617,7 +1816,23 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 171
+# %% ../nbs/19_server.ipynb 185
+_NAMED += ("/v1/embeddings", "/pooling", "/v1/score", "/v1/rerank", "/rerank")   # they name a model too
+
+def _pooling_routes(app, st, R):
+    "The routes of `ServingPooling` (their paths in `_NAMED`)."
+    pooling = ServingPooling(st)
+    @app.post("/v1/embeddings", response_model=EmbeddingResponse, responses=R("/v1/embeddings", post=True))
+    async def embeddings(req: EmbeddingRequest, request: Request): return _JSON(await pooling.embeddings(req, request))
+    @app.post("/pooling", response_model=PoolingResponse, responses=R("/pooling", post=True))
+    async def pool(req: EmbeddingRequest, request: Request): return _JSON(await pooling.embeddings(req, request, kind="pooling"))
+    @app.post("/v1/score", response_model=ScoreResponse, responses=R("/v1/score", post=True))
+    async def score(req: ScoreRequest, request: Request): return _JSON(await pooling.score(req, request))
+    for path in ("/v1/rerank", "/rerank"):
+        @app.post(path, response_model=RerankResponse, responses=R(path, post=True))
+        async def rerank(req: RerankRequest, request: Request): return _JSON(await pooling.rerank(req, request))
+
+# %% ../nbs/19_server.ipynb 188
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1628,7 +1843,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 173
+# %% ../nbs/19_server.ipynb 190
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -1639,7 +1854,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 175
+# %% ../nbs/19_server.ipynb 192
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
@@ -1662,12 +1877,12 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     app.add_middleware(_BodyLimit, limits=st.limits, counts=st.counts)   # inside the key check below: a stranger gets 401, not 413
     app.add_middleware(_KeyCheck, api_key=api_key, metrics_key=metrics_key, public=public)
     R = lambda path, **kw: _responses(path, keyed=api_key is not None and path not in public, **kw)
-    _model_routes(app, st, R); _generate_routes(app, st, R); _name_model(app, st.model_name)
+    _model_routes(app, st, R); _generate_routes(app, st, R); _pooling_routes(app, st, R); _name_model(app, st.model_name)
     paths = sorted(r.path for r in app.routes if "{" not in r.path)     # a route with parameters (/v1/models/{id}) cannot be opened alone
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 178
+# %% ../nbs/19_server.ipynb 195
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1681,7 +1896,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 179
+# %% ../nbs/19_server.ipynb 196
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -1708,7 +1923,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 181
+# %% ../nbs/19_server.ipynb 198
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1733,7 +1948,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 182
+# %% ../nbs/19_server.ipynb 199
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1755,7 +1970,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 183
+# %% ../nbs/19_server.ipynb 200
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1770,13 +1985,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 185
+# %% ../nbs/19_server.ipynb 202
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 187
+# %% ../nbs/19_server.ipynb 204
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -1807,7 +2022,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 188
+# %% ../nbs/19_server.ipynb 205
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):

@@ -332,6 +332,8 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     for p, f in handles.items():
         for k in f.keys(): where.setdefault(k, p)
     _check_layers(where, config.num_hidden_layers, cfg_path, "config: num_hidden_layers", "model.layers.", "the safetensors files")
+    if "score.weight" in where and "lm_head.weight" not in where:    # a LlamaForSequenceClassification: its head is `score` (12b, 13c)
+        expected.pop("lm_head.weight", None); expected["score.weight"] = (len(cd.get("id2label") or {}) or cd.get("num_labels", 2), config.hidden_size)
     extra = [k for k in where if k.startswith("model.layers.") and k not in expected and not k.endswith("rotary_emb.inv_freq")]
     if extra: raise ModelFormatError(cfg_path, f"config: tensor {extra[0]} is in the safetensors files but not in the model config.json describes "
                                                f"(attention_bias={config.attention_bias}, mlp_bias={config.mlp_bias})")

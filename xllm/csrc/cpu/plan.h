@@ -32,7 +32,8 @@ struct Plan {
     // ---- many rows in one call: a prompt, or an engine step's ragged batch of chunks of several sequences
     // Row r is token ids[r] at position pos[r]. Its K/V go to row wslot[r] of layer l's caches kb[l], vb[l] ([rows, nkv, hd]);
     // it attends to its sequence's positions 0..pos[r], stored at rows keys[koff[r] + t] (keys null: at row t, a contiguous
-    // cache). cos/sin: tables [positions, hd]. Logits of rows out_rows[0..M) go to logits [M, V].
+    // cache). cos/sin: tables [positions, hd]. Logits of rows out_rows[0..M) go to logits [M, V]; the final-norm hidden states of
+    // rows hid_rows[0..Mh) go to hidden [Mh, H] (pooling: no head computed for them).
     // One parallel region for the whole call, phases separated by the barrier: waking sleeping OpenMP threads
     // for each of a layer's dozen phases costs tens of microseconds each time. The products are gemm_part on x packed once
     // per input (the row path below GEMM_MIN_ROWS rows). A few rows (a decode step, SMALL_ROWS or fewer) keep the residual
@@ -75,7 +76,7 @@ struct Plan {
     }
     void forward(int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
                  const int64_t* keys, const int64_t* koff, const float* cosT, const float* sinT, int64_t M, const int64_t* out_rows,
-                 float* logits, int nt_) {
+                 float* logits, int64_t Mh, const int64_t* hid_rows, float* hidden, int nt_) {
         std::lock_guard<std::mutex> hold(busy);
         const int nt = nthreads_ok(nt_);
         const int64_t nq = nh * hd, nk = nkv * hd, grp = nh / nkv, P = (N + 15) / 16;
@@ -161,11 +162,15 @@ struct Plan {
                 if (prof && tid == 0) mark(5);
             }
             // the final norm and the head, for the asked rows only (any thread's rows: wait for all the residual updates)
-            if (small) for (int64_t i = 0; i < M; i++) rmsnorm(x + out_rows[i] * H, norm, eps, H, xn + i * H);   // xn: free again
-            else {
+            if (small) {
+                for (int64_t i = 0; i < M; i++) rmsnorm(x + out_rows[i] * H, norm, eps, H, xn + i * H);   // xn: free again
+                if (tid == 0) for (int64_t i = 0; i < Mh; i++) rmsnorm(x + hid_rows[i] * H, norm, eps, H, hidden + i * H);
+            } else {
                 bar.wait();
                 int64_t m0, m1; split(M, tid, n, m0, m1, 1);
                 for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + out_rows[i] * H, norm, eps, H, XN.data() + i * H);
+                split(Mh, tid, n, m0, m1, 1);
+                for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + hid_rows[i] * H, norm, eps, H, hidden + i * H);
                 bar.wait();
             }
             if (M > 0) lin(&lins[head], 1, small ? xn : XN.data(), M, &logits, tid, n);

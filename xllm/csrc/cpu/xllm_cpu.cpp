@@ -127,8 +127,9 @@ void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds
     out[7] = (double)P->prof_steps; P->prof_steps = 0; P->prof = enable != 0;
 }
 void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
-                     const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits, int nt) {
-    ((Plan*)p)->forward(N, ids, pos, wslot, kb, vb, keys, koff, cs, sn, M, out_rows, logits, nt);
+                     const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits,
+                     int64_t Mh, const int64_t* hid_rows, float* hidden, int nt) {
+    ((Plan*)p)->forward(N, ids, pos, wslot, kb, vb, keys, koff, cs, sn, M, out_rows, logits, Mh, hid_rows, hidden, nt);
 }
 }
 // endregion
