@@ -13,8 +13,9 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'TokenizeResponse', 'DetokenizeResponse', 'Version', 'TokenizerInfo', 'Health', 'APIError',
            'to_sampling_params', 'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured',
            'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing',
-           'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo', 'create_app', 'BackgroundServer',
-           'start_server', 'serve', 'launch']
+           'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo', 'MessagesRequest', 'CountTokensRequest',
+           'to_chat_request', 'anthropic_blocks', 'AnthropicError', 'AnthropicMessage', 'TokenCount', 'ServingMessages',
+           'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -141,6 +142,7 @@ class ChatRequest(_Options):
     tools: list[Any] | None = None
     tool_choice: Any = None
     functions: list[Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None                # more template variables, e.g. enable_thinking (vLLM's)
 
 # %% ../nbs/19_server.ipynb 15
 class TokenizeRequest(BaseModel):
@@ -262,10 +264,11 @@ class ToolCall(_Out):
 
 class AssistantMessage(_Out):
     "The answer's message; `tool_calls` only when the answer was read as tool calls (then `content` may be null)."
-    _optional: ClassVar[frozenset] = frozenset({"tool_calls"})
+    _optional: ClassVar[frozenset] = frozenset({"tool_calls", "reasoning_content"})
     role: Literal["assistant"] = "assistant"
     content: str | None
     tool_calls: list[ToolCall] | None = None
+    reasoning_content: str | None = None          # with --reasoning-parser: the thinking, apart from the answer
 
 # %% ../nbs/19_server.ipynb 26
 class ChatChoice(_Out):
@@ -294,10 +297,11 @@ class DeltaToolCall(_Out):
 
 class Delta(_Out):
     "What a chat chunk adds to its choice: the role (first chunk), text, or tool calls; `{}` for none (the last chunk)."
-    _optional: ClassVar[frozenset] = frozenset({"role", "content", "tool_calls"})
+    _optional: ClassVar[frozenset] = frozenset({"role", "content", "tool_calls", "reasoning_content"})
     role: Literal["assistant"] | None = None
     content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
+    reasoning_content: str | None = None
 
 # %% ../nbs/19_server.ipynb 28
 class ChatStreamChoice(_Out):
@@ -971,7 +975,8 @@ def public_paths(paths) -> frozenset:
 
 # %% ../nbs/19_server.ipynb 96
 def _holds(headers: dict, key: str) -> bool:
-    "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
+    "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key`, or `x-api-key: key` (Anthropic's), compared in constant time."
+    if hmac.compare_digest(headers.get(b"x-api-key", b"").strip(), key.encode()): return True
     scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode("latin-1"), key.encode())
 
@@ -990,7 +995,8 @@ class _KeyCheck:
         elif path == "/metrics" and self.metrics_key is not None: ok = _holds(headers, self.metrics_key) or (self.api_key is not None and authed)
         else: ok = authed
         if ok: return await self.app(scope, receive, send)
-        await _send_error(send, APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
+        E = _AnthropicAPIError if _anthropic_path(path) else APIError
+        await _send_error(send, E(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
 # %% ../nbs/19_server.ipynb 98
 def _quiet_accept_errors(inner=None, every: float = 10.0):
@@ -1097,6 +1103,7 @@ class _State:
         self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
         self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
         self.limits, self.counts, self.stall_timeout = limits or ServerLimits(), LimitCounts(), stall_timeout
+        self.reasoning = None       # the `ReasoningParser` of --reasoning-parser (notebook 18b), copied for each answer
         self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
         self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
         self.metrics = Metrics(self)
@@ -1293,6 +1300,7 @@ async def _collect(self: _Reply, texts, reasons, lps) -> int:
 def _choice(self: _Reply, i: int, text: str, lps, reason):
     "Choice `i` of a whole answer; a chat answer with tools is read for tool calls (finish reason 'tool_calls')."
     if not self.chat: return CompletionChoice(index=i, text=text, logprobs=self.logprobs(lps), finish_reason=reason)
+    reasoning, text = self.reasoned(text)
     msg = AssistantMessage(content=text)
     if self.tools:
         from xllm.tools import parse_tool_calls, openai_tool_calls
@@ -1300,6 +1308,7 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
         if calls:
             msg = AssistantMessage(content=content, tool_calls=openai_tool_calls(calls))
             if reason == "stop": reason = "tool_calls"
+    if self.st.reasoning is not None: msg.reasoning_content = reasoning
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
 # %% ../nbs/19_server.ipynb 133
@@ -1350,6 +1359,7 @@ async def _events(self: _Reply, release):
         if self.tools:
             from xllm.tools import ToolStream
             held = {i: ToolStream(*self.tools) for i in range(len(self.jobs))}
+        think = {i: self.st.reasoning.fresh() for i in range(len(self.jobs))} if self.chat and self.st.reasoning else None
         if self.chat: yield self._chunk(*({"index": i, "delta": {"role": "assistant", "content": ""}} for i in range(len(self.jobs))))
         for i, h in enumerate(self.head):
             if h and not self.scored: yield self._chunk({"index": i, "text": h})
@@ -1359,6 +1369,9 @@ async def _events(self: _Reply, release):
                 offs[i] = sum(map(len, L["tokens"]))
                 yield self._chunk({"index": i, "text": self.head[i], "logprobs": L})
             if fin is not None: ctoks += nt
+            if think is not None:                  # the thinking apart (--reasoning-parser), as its own delta
+                r, d = _think(think[i], d, fin)
+                if r: yield self._chunk({"index": i, "delta": {"reasoning_content": r}})
             if self.tools:                         # text that may be a tool call waits; the calls come at the end
                 d, fin, calls = self._tool_deltas(held, i, d, fin)
                 for c in calls: yield c
@@ -1439,8 +1452,9 @@ class ServingChat(_Generating):
 
 # %% ../nbs/19_server.ipynb 148
 @patch
-async def create(self: ServingChat, req: ChatRequest, request):
-    "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
+async def prepare(self: ServingChat, req: ChatRequest):
+    """A chat request checked and tokenized: (prompts, their `SamplingParams`, params, logit bias, tools to read the answer with).
+    The one path the chat, Messages and Responses APIs share."""
     self.served(req.model)
     st, llm = self.st, self.llm
     params = to_sampling_params(req, None, llm.max_logprobs, llm.engine_config.scheduling_policy)
@@ -1449,9 +1463,16 @@ async def create(self: ServingChat, req: ChatRequest, request):
     msgs = _chat_messages(req.messages)
     st.check_choices(params.n)
     st.check_chars(sum(len(m["content"] or "") + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
-                   + (len(json.dumps(req.tools)) if req.tools else 0), "messages")
+                   + (len(json.dumps(req.tools)) if req.tools else 0) + len(json.dumps(req.chat_template_kwargs or {})), "messages")
     msgs, template_tools, tools, params = await self.with_tools(req, msgs, params)
-    prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
+    kw = _template_kwargs(req.chat_template_kwargs)
+    prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools, chat_template_kwargs=kw)], "messages", req, params)
+    return prompts, limits, params, bias, tools
+
+@patch
+async def create(self: ServingChat, req: ChatRequest, request):
+    "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
+    prompts, limits, params, bias, tools = await self.prepare(req)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
 # %% ../nbs/19_server.ipynb 151
@@ -1623,7 +1644,305 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 173
+# %% ../nbs/19_server.ipynb 174
+from .reasoning import reasoning_parser as reasoning_parser_named
+from .llm import check_template_kwargs
+
+def _template_kwargs(kw) -> dict:
+    "A request's `chat_template_kwargs` checked (`check_template_kwargs`), as a 400 naming the field."
+    try: return check_template_kwargs(kw)
+    except ValueError as e: raise APIError(400, str(e), param="chat_template_kwargs") from None
+
+def _think(p, d: str, fin) -> tuple[str, str]:
+    "(reasoning, content) of the piece `d` through the parser `p`; at the end (`fin` set) what it still held too."
+    r, c = p.feed(d)
+    if fin is not None: r2, c2 = p.finish(); r, c = r + r2, c + c2
+    return r, c
+
+# %% ../nbs/19_server.ipynb 176
+@patch
+def reasoned(self: _Reply, text: str) -> tuple[str | None, str]:
+    "(reasoning or None, content) of a whole answer: split by the server's reasoning parser, if it has one."
+    p = self.st.reasoning
+    return (None, text) if p is None else p.split(text)
+
+# %% ../nbs/19_server.ipynb 178
+class MessagesRequest(_Req):
+    "Anthropic's `POST /v1/messages`: a conversation in content blocks, `max_tokens` required."
+    model: str | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    max_tokens: int = Field(ge=1)
+    system: str | list[dict[str, Any]] | None = None
+    stop_sequences: list[str] | None = None
+    stream: bool = False
+    temperature: float = Field(1.0, ge=0, le=1)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+class CountTokensRequest(_Req):
+    "Anthropic's `POST /v1/messages/count_tokens`: the prompt a Messages request would make, counted."
+    model: str | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+# %% ../nbs/19_server.ipynb 181
+def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
+
+def _block_text(c, where: str) -> str:
+    "The text of `c`: a string, or a list of `{'type': 'text', 'text': ...}` blocks joined; a 400 naming `where` otherwise."
+    if isinstance(c, str): return c
+    if not isinstance(c, list): raise _bad(where, "expected a string or a list of text blocks")
+    out = []
+    for k, b in enumerate(c):
+        if not isinstance(b, dict) or b.get("type") != "text" or not isinstance(b.get("text"), str):
+            raise _bad(f"{where}[{k}]", f"expected a text block ({{'type': 'text', 'text': ...}}), got type {b.get('type') if isinstance(b, dict) else type(b).__name__!r:.40}")
+        out.append(b["text"])
+    return "".join(out)
+
+# %% ../nbs/19_server.ipynb 184
+def _anthropic_message(i: int, m) -> list[dict]:
+    "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
+    where = f"messages[{i}]"
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"): raise _bad(f"{where}.role", "expected 'user' or 'assistant'")
+    c, role = m.get("content"), m["role"]
+    if isinstance(c, str): return [{"role": role, "content": c}]
+    if not isinstance(c, list): raise _bad(f"{where}.content", "expected a string or a list of content blocks")
+    text, calls, results = [], [], []
+    for k, b in enumerate(c):
+        t, w = b.get("type") if isinstance(b, dict) else None, f"{where}.content[{k}]"
+        if t == "text" and isinstance(b.get("text"), str): text.append(b["text"])
+        elif t == "tool_use" and role == "assistant" and isinstance(b.get("name"), str) and isinstance(b.get("input", {}), dict):
+            calls.append({"id": str(b.get("id", "")), "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b.get("input", {}))}})
+        elif t == "tool_result" and role == "user":
+            results.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": _block_text(b.get("content", ""), f"{w}.content")})
+        elif t in ("thinking", "redacted_thinking") and role == "assistant": pass
+        else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
+    return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
+
+# %% ../nbs/19_server.ipynb 187
+def _anthropic_tools(tools, choice):
+    "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
+    out = None
+    if tools is not None:
+        out = []
+        for k, t in enumerate(tools):
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str): raise _bad(f"tools[{k}]", "expected {'name', 'description', 'input_schema'}")
+            f = {"name": t["name"], "parameters": t.get("input_schema", {"type": "object"})}
+            if t.get("description") is not None: f["description"] = t["description"]
+            out.append({"type": "function", "function": f})
+    if choice is None: return out, None
+    kind = choice.get("type")
+    if kind in ("auto", "none"): return out, kind
+    if kind == "any": return out, "required"
+    if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
+    raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
+
+# %% ../nbs/19_server.ipynb 189
+def to_chat_request(req, **extra) -> ChatRequest:
+    "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
+    msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
+    for i, m in enumerate(req.messages): msgs += _anthropic_message(i, m)
+    if not msgs: raise _bad("messages", "no content to answer")
+    tools, choice = _anthropic_tools(req.tools, req.tool_choice)
+    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, chat_template_kwargs=req.chat_template_kwargs, **extra)
+    return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
+
+# %% ../nbs/19_server.ipynb 192
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> list[dict]:
+    "An answer's content blocks: thinking (if any), text (if any), `tool_use` blocks for `calls` (`{'name', 'arguments'}` as JSON text)."
+    out = [{"type": "thinking", "thinking": reasoning, "signature": ""}] if reasoning else []
+    if text: out.append({"type": "text", "text": text})
+    return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
+
+# %% ../nbs/19_server.ipynb 195
+async def _turn(reply):
+    "The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated."
+    from xllm.tools import ToolStream
+    think = reply.st.reasoning.fresh() if reply.st.reasoning else None
+    held = ToolStream(*reply.tools) if reply.tools else None
+    async for _, d, fin, nt, _, _ in _run_all(reply.st, reply.jobs, reply.field):
+        r, d = _think(think, d, fin) if think else ("", d)
+        if r: yield "reasoning", r
+        calls = []
+        if held:
+            d = held.feed(d)
+            if fin is not None: rest, calls = held.finish(); d += rest
+        if d: yield "text", d
+        if calls: yield "calls", calls
+        if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt)
+
+# %% ../nbs/19_server.ipynb 197
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                    413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
+
+class AnthropicError(_Out):
+    "Anthropic's error JSON: `{'type': 'error', 'error': {'type', 'message'}}`."
+    type: Literal["error"] = "error"
+    error: dict[str, str]
+    @classmethod
+    def of(cls, status: int, message: str) -> "AnthropicError":
+        "The error of HTTP `status` with `message`."
+        return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
+
+# %% ../nbs/19_server.ipynb 199
+class _AnthropicAPIError(APIError):
+    "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
+    def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
+
+def _anthropic_path(path: str) -> bool: return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+def _anthropic_shaped(handler):
+    "An error handler whose answers on `/v1/messages` paths are reshaped into Anthropic's error JSON (Retry-After kept)."
+    async def shaped(request, e):
+        r = await handler(request, e)
+        if not _anthropic_path(request.url.path) or r.status_code < 400: return r
+        msg = json.loads(r.body).get("error", {}).get("message", "")
+        return _JSON(AnthropicError.of(r.status_code, msg), status_code=r.status_code, headers={k: v for k, v in r.headers.items() if k.lower() == "retry-after"})
+    return shaped
+
+_HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
+
+# %% ../nbs/19_server.ipynb 201
+class AnthropicMessage(_Out):
+    "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
+    id: str
+    type: Literal["message"] = "message"
+    role: Literal["assistant"] = "assistant"
+    model: str
+    content: list[dict[str, Any]]
+    stop_reason: str | None
+    stop_sequence: str | None = None
+    usage: dict[str, int]
+
+class TokenCount(_Out):
+    "The answer to `/v1/messages/count_tokens`."
+    input_tokens: int
+
+# %% ../nbs/19_server.ipynb 204
+class ServingMessages(ServingChat):
+    "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
+    async def create_message(self, req: MessagesRequest, request):
+        "The answer to a Messages request: whole, or Anthropic's server-sent events."
+        creq = to_chat_request(req, max_tokens=req.max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k or -1,
+                               stop=req.stop_sequences, stream=req.stream)
+        prompts, limits, params, bias, tools = await self.prepare(creq)
+        reply = _Reply(self.st, "chat.completion", creq, prompts, limits, params, bias, tools=tools)
+        self.st.admit(len(reply.jobs))
+        mid = "msg_" + uuid.uuid4().hex
+        return self.stream(reply, mid) if req.stream else await self.whole(reply, request, mid)
+
+    async def count_tokens(self, req: CountTokensRequest, request) -> TokenCount:
+        "The prompt tokens the request's conversation makes."
+        prompts, *_ = await self.prepare(to_chat_request(req))
+        return TokenCount(input_tokens=len(prompts[0][1]))
+
+# %% ../nbs/19_server.ipynb 205
+async def _gather(reply) -> dict:
+    "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
+    got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
+    async for k, v in _turn(reply):
+        if k == "end": got[k] = v
+        else: got[k] = got[k] + v
+    return got
+
+@patch
+async def whole(self: ServingMessages, reply, request, mid: str):
+    "The whole answer; 499 when the client left first (its engine requests aborted)."
+    st = self.st
+    try: got = await _unless_disconnected(request, _gather(reply))
+    except ClientDisconnected:
+        st.disconnected += 1
+        return Response(status_code=499)
+    finally: st.in_flight -= len(reply.jobs)
+    fin, ntok = got["end"]
+    return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
+                                  stop_reason=_STOP_REASONS.get(fin, "end_turn"), usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
+
+# %% ../nbs/19_server.ipynb 207
+def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
+
+_OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
+            "text": ({"type": "text", "text": ""}, "text_delta", "text")}
+
+def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]:
+    "A whole content block's start, its one delta (if any) and its stop, at `idx`."
+    out = [_sse("content_block_start", {"type": "content_block_start", "index": idx, "content_block": block})]
+    if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
+    return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
+
+# %% ../nbs/19_server.ipynb 209
+@patch
+async def _events(self: ServingMessages, reply, mid: str, release):
+    "Anthropic's SSE events for `reply`; its choices released when the stream ends."
+    st, turn, idx, kind = self.st, _turn(reply), -1, None
+    stop = lambda: _sse("content_block_stop", {"type": "content_block_stop", "index": idx})
+    try:
+        yield _sse("message_start", {"type": "message_start", "message": AnthropicMessage(id=mid, model=st.model_name, content=[], stop_reason=None,
+                                                                                       usage={"input_tokens": reply.ptoks, "output_tokens": 0}).dump()})
+        async for k, v in turn:
+            if k in _OPENING:
+                block, dt, field = _OPENING[k]
+                if kind != k:
+                    if kind: yield stop()
+                    idx, kind = idx + 1, k
+                    yield _sse("content_block_start", {"type": "content_block_start", "index": idx, "content_block": block})
+                yield _sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": {"type": dt, field: v}})
+                continue
+            if kind: yield stop()
+            kind = None
+            if k == "calls":
+                for b in anthropic_blocks(None, "", v):
+                    idx += 1
+                    for e in _block_events(idx, {**b, "input": {}}, {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}): yield e
+            else:
+                yield _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": _STOP_REASONS.get(v[0], "end_turn"), "stop_sequence": None},
+                                             "usage": {"output_tokens": v[1]}})
+        yield _sse("message_stop", {"type": "message_stop"})
+    except APIError as e: yield _sse("error", AnthropicError.of(e.status, e.message).dump())
+    except Exception:
+        _log.exception("stream %s failed", mid)
+        yield _sse("error", AnthropicError.of(500, _INTERNAL.message).dump())
+    finally:
+        try: await turn.aclose()
+        except RuntimeError: pass
+        release()
+
+# %% ../nbs/19_server.ipynb 210
+@patch
+def stream(self: ServingMessages, reply, mid: str) -> _Stream:
+    "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
+    done, st = [], self.st
+    def release():
+        if not done: done.append(1); st.in_flight -= len(reply.jobs)
+    gen = self._events(reply, mid, release)
+    weakref.finalize(gen, release)
+    return _Stream(gen)
+
+# %% ../nbs/19_server.ipynb 212
+def _anthropic_responses(r: dict) -> dict:
+    "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
+    return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
+
+def _agent_routes(app, st, R):
+    "Anthropic's Messages routes."
+    msgs = ServingMessages(st)
+    @app.post("/v1/messages", response_model=AnthropicMessage, responses=_anthropic_responses(R("/v1/messages", post=True)),
+              dependencies=[Depends(msgs.check_shape)])
+    async def messages(req: MessagesRequest, request: Request): return await msgs.create_message(req, request)
+    @app.post("/v1/messages/count_tokens", response_model=TokenCount, responses=_anthropic_responses(R("/v1/messages/count_tokens", post=True)),
+              dependencies=[Depends(msgs.check_shape)])
+    async def count_tokens(req: CountTokensRequest, request: Request): return _JSON(await msgs.count_tokens(req, request))
+
+# %% ../nbs/19_server.ipynb 214
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -1634,35 +1953,36 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 175
+# %% ../nbs/19_server.ipynb 216
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
-               metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
+               metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on every
     path but `public_endpoints` (default `/health`, which then tells a client without the key only whether the server is up);
     `metrics_key`: a second key that opens `/metrics` alone (for a scraper). At most `max_num_seqs` choices run at once (default:
     the LLM's own `max_num_seqs`); `max_waiting` more may wait; beyond that requests get 503. An answer (streamed or whole) whose
     client reads nothing for `stall_timeout` s is let go. `limits`: `ServerLimits` (connections, bodies). `docs`: serve /docs
     (Swagger UI, whose scripts come from a CDN: off by default); /openapi.json is always there. `log_stats`: seconds between
-    two stats lines while busy (None or 0: none)."""
+    two stats lines while busy (None or 0: none). `reasoning_parser`: a name in `xllm.reasoning.REASONING_PARSERS` (the thinking
+    returned apart: notebook 18b), or None."""
     if max_num_seqs is None: max_num_seqs = llm.max_num_seqs
     _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats)
     public = public_paths(public_endpoints)
     if "/docs" in public: public |= {"/openapi.json"}         # the page loads the schema
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_name, limits, stall_timeout)   # the name: a Hugging Face id as given, else the file's
-    st.log_stats = log_stats
+    st.log_stats, st.reasoning = log_stats, reasoning_parser_named(reasoning_parser)
     app = FastAPI(title="xllm", lifespan=_lifespan, docs_url="/docs" if docs else None, redoc_url=None)
     app.state.xllm = st
     for exc, handler in _HANDLERS: app.add_exception_handler(exc, handler)
     app.add_middleware(_BodyLimit, limits=st.limits, counts=st.counts)   # inside the key check below: a stranger gets 401, not 413
     app.add_middleware(_KeyCheck, api_key=api_key, metrics_key=metrics_key, public=public)
     R = lambda path, **kw: _responses(path, keyed=api_key is not None and path not in public, **kw)
-    _model_routes(app, st, R); _generate_routes(app, st, R); _name_model(app, st.model_name)
+    _model_routes(app, st, R); _generate_routes(app, st, R); _agent_routes(app, st, R); _name_model(app, st.model_name)
     paths = sorted(r.path for r in app.routes if "{" not in r.path)     # a route with parameters (/v1/models/{id}) cannot be opened alone
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 178
+# %% ../nbs/19_server.ipynb 219
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1676,7 +1996,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 179
+# %% ../nbs/19_server.ipynb 220
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -1703,7 +2023,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 181
+# %% ../nbs/19_server.ipynb 222
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1728,7 +2048,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 182
+# %% ../nbs/19_server.ipynb 223
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1750,7 +2070,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 183
+# %% ../nbs/19_server.ipynb 224
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1765,17 +2085,18 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 185
+# %% ../nbs/19_server.ipynb 226
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 187
+# %% ../nbs/19_server.ipynb 228
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
-          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", engine_config=None, **settings):
+          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", engine_config=None,
+          reasoning_parser: str | None = None, **settings):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
     `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`.
     `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`.
@@ -1784,7 +2105,8 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     import sys
     if llm is None: llm = _load_llm(model, engine_config, settings)
     app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
-                     model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats)
+                     model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats,
+                     reasoning_parser=reasoning_parser)
     if api_key is None and not _loopback(host):
         print(f"xllm: warning: listening on {host}, beyond this machine, with no API key: anyone who can reach it can use it "
               "(--api-key, XLLM_API_KEY or --api-key-file)", file=sys.stderr, flush=True)
@@ -1802,7 +2124,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 188
+# %% ../nbs/19_server.ipynb 229
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):

@@ -1,0 +1,159 @@
+"""The APIs agents speak (issue #46): reasoning content (`--reasoning-parser`), `chat_template_kwargs`, and Anthropic's Messages
+(`/v1/messages`, `/v1/messages/count_tokens`) driven by the official `anthropic` client, on a stand-in model whose chat template
+opens `<think>` when asked (`enable_thinking`). Greedy text is compared with the chat-completions endpoint's for the same
+conversation; the reasoning split with an independent regular expression."""
+import json, re, urllib.request, urllib.error
+import pytest
+
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+pytest.importorskip("fastapi"); pytest.importorskip("uvicorn")
+
+from xllm.stand_ins import stand_in_model
+from xllm.llm import LLM
+from xllm.reasoning import reasoning_parser
+from xllm.server import start_server
+
+KEY = "test-key"
+TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] if m['content'] is string else '' }}\n{% endfor %}"
+            "{% if add_generation_prompt %}assistant:{% if enable_thinking is defined and enable_thinking %}<think>{% endif %}{% endif %}")
+WEATHER = {"name": "get_weather",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"], "additionalProperties": False}}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = stand_in_model(tmp_path_factory.mktemp("think"))
+    (d / "chat_template.jinja").write_text(TEMPLATE)
+    srv = start_server(LLM(d), api_key=KEY, model_name="m", reasoning_parser="qwen3")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def deepseek(server):
+    "The server's parser switched to deepseek_r1 (the output starts inside the reasoning) for one test."
+    st = server.app.state.xllm
+    st.reasoning = reasoning_parser("deepseek_r1")
+    yield server
+    st.reasoning = reasoning_parser("qwen3")
+
+
+@pytest.fixture(scope="module")
+def oa(server): return openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def an(server): return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0, timeout=60)
+
+
+def _raw(server, path, body, headers=None):
+    "POST `body` with urllib (x-api-key unless `headers`); (status, parsed JSON)."
+    h = {"Content-Type": "application/json", **(headers if headers is not None else {"x-api-key": KEY})}
+    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(), headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r: return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e: return e.code, json.loads(e.read())
+
+
+RX = r"<think>[a-z]{1,8}</think>[a-z]{1,8}"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_reasoning_split(oa, stream):
+    "qwen3: an answer forced (structured outputs) to hold a <think> section is split as a regex splits it, streamed or not."
+    kw = dict(model="m", messages=[{"role": "user", "content": "Think, then answer."}], max_tokens=40, temperature=0.9, seed=3,
+              extra_body={"structured_outputs": {"regex": RX}})
+    if not stream:
+        m = oa.chat.completions.create(**kw).choices[0].message
+        r, c = m.model_extra["reasoning_content"], m.content
+    else:
+        r = c = ""
+        for ch in oa.chat.completions.create(stream=True, **kw):
+            if ch.choices:
+                r += (ch.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+                c += ch.choices[0].delta.content or ""
+    whole = re.fullmatch(r"<think>([a-z]{1,8})</think>([a-z]{1,8})", f"<think>{r}</think>{c}")
+    assert whole and (r, c) == whole.groups(), (r, c)
+
+
+def test_chat_without_tags_and_template_kwargs(oa, an):
+    "qwen3 with no <think> in the answer: all content, reasoning_content null; enable_thinking reaches the template."
+    msgs = [{"role": "user", "content": "Tell me a story"}]
+    m = oa.chat.completions.create(model="m", messages=msgs, max_tokens=12, temperature=0).choices[0].message
+    assert m.model_extra["reasoning_content"] is None and m.content
+    plain = an.messages.count_tokens(model="m", messages=msgs).input_tokens
+    thinking = an.messages.count_tokens(model="m", messages=msgs, extra_body={"chat_template_kwargs": {"enable_thinking": True}}).input_tokens
+    assert thinking > plain > 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_deepseek_thinking_everywhere(deepseek, oa, an, stream):
+    """deepseek_r1: the prompt opens <think> (enable_thinking), so the whole answer is reasoning: chat's reasoning_content (or its
+    deltas) equals the Messages thinking block (or its thinking_delta events), greedy."""
+    msgs, kw = [{"role": "user", "content": "Why is the sky blue?"}], {"chat_template_kwargs": {"enable_thinking": True}}
+    ref = oa.chat.completions.create(model="m", messages=msgs, max_tokens=16, temperature=0, extra_body=kw).choices[0].message
+    assert ref.model_extra["reasoning_content"] and ref.content == ""
+    if not stream:
+        r = an.messages.create(model="m", messages=msgs, max_tokens=16, extra_body={**kw, "temperature": 0})
+        assert [b.type for b in r.content] == ["thinking"] and r.stop_reason == "max_tokens"
+        assert r.content[0].thinking == ref.model_extra["reasoning_content"]
+    else:
+        with an.messages.stream(model="m", messages=msgs, max_tokens=16, extra_body={**kw, "temperature": 0}) as s:
+            got = "".join(e.delta.thinking for e in s if e.type == "content_block_delta" and e.delta.type == "thinking_delta")
+            final = s.get_final_message()
+        assert got == ref.model_extra["reasoning_content"] == final.content[0].thinking
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_messages_text_equals_chat(oa, an, stream):
+    "Greedy Messages text (system + user) equals chat completions' for the same conversation; usage counts the same tokens."
+    system, msgs = "You tell stories.", [{"role": "user", "content": "Once upon a time"}]
+    ref = oa.chat.completions.create(model="m", messages=[{"role": "system", "content": system}] + msgs, max_tokens=20, temperature=0)
+    if not stream:
+        r = an.messages.create(model="m", system=system, messages=msgs, max_tokens=20, extra_body={"temperature": 0})
+        text = "".join(b.text for b in r.content if b.type == "text")
+    else:
+        with an.messages.stream(model="m", system=system, messages=msgs, max_tokens=20, extra_body={"temperature": 0}) as s:
+            text = "".join(s.text_stream)
+            r = s.get_final_message()
+    assert text == ref.choices[0].message.content
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (ref.usage.prompt_tokens, ref.usage.completion_tokens)
+    assert r.stop_reason == {"length": "max_tokens", "stop": "end_turn"}[ref.choices[0].finish_reason]
+    assert an.messages.count_tokens(model="m", system=system, messages=msgs).input_tokens == ref.usage.prompt_tokens
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_use_round_trip(an, stream):
+    "A named tool forced: one tool_use block with valid input; its tool_result sent back, the answer is text."
+    msgs = [{"role": "user", "content": "Weather in Paris?"}]
+    kw = dict(model="m", max_tokens=100, extra_body={"temperature": 0.7, "seed": 1}, tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather"})
+    if not stream: r = an.messages.create(messages=msgs, **kw)
+    else:
+        with an.messages.stream(messages=msgs, **kw) as s: r = s.get_final_message()
+    uses = [b for b in r.content if b.type == "tool_use"]
+    assert r.stop_reason == "tool_use" and len(uses) == 1 and uses[0].name == "get_weather"
+    assert set(uses[0].input) == {"city"} and isinstance(uses[0].input["city"], str) and len(uses[0].input["city"]) <= 12
+    msgs += [{"role": "assistant", "content": [b.model_dump() for b in r.content]},
+             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": "sunny, 21 C"}]}]
+    r2 = an.messages.create(model="m", max_tokens=10, extra_body={"temperature": 0}, tools=[WEATHER], tool_choice={"type": "none"}, messages=msgs)
+    assert r2.stop_reason in ("end_turn", "max_tokens") and all(b.type == "text" for b in r2.content) and r2.content
+
+
+def test_stop_sequences_and_errors(server, an):
+    "stop_sequences cut the text; a missing max_tokens, an image block, a bad key: Anthropic's error shape, the field named."
+    msgs = [{"role": "user", "content": "Tell me a story"}]
+    full = "".join(b.text for b in an.messages.create(model="m", messages=msgs, max_tokens=20, extra_body={"temperature": 0}).content)
+    word = full.split()[2]
+    cut = an.messages.create(model="m", messages=msgs, max_tokens=20, extra_body={"temperature": 0}, stop_sequences=[word])
+    assert cut.content[0].text == full[:full.index(word)] and cut.stop_reason == "end_turn"
+    for body, says in [({"messages": msgs}, "max_tokens"), ({"messages": [{"role": "user", "content": [{"type": "image"}]}], "max_tokens": 5}, "messages[0].content[0]"),
+                       ({"messages": msgs, "max_tokens": 5, "temperature": 1.5}, "temperature"),
+                       ({"messages": msgs, "max_tokens": 5, "tool_choice": {"type": "zap"}}, "tool_choice")]:
+        status, err = _raw(server, "/v1/messages", body)
+        assert status == 400 and err["type"] == "error" and err["error"]["type"] == "invalid_request_error" and says in err["error"]["message"], err
+    status, err = _raw(server, "/v1/messages", {"messages": msgs, "max_tokens": 5}, headers={"x-api-key": "wrong"})
+    assert status == 401 and err["error"]["type"] == "authentication_error"
+    status, ok = _raw(server, "/v1/messages", {"messages": msgs, "max_tokens": 2}, headers={"Authorization": f"Bearer {KEY}", "anthropic-version": "2023-06-01"})
+    assert status == 200 and ok["type"] == "message"
+    with pytest.raises(anthropic.AuthenticationError): anthropic.Anthropic(base_url=server.url, api_key="nope", max_retries=0).messages.create(model="m", messages=msgs, max_tokens=2)
