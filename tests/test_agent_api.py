@@ -103,6 +103,13 @@ def test_deepseek_thinking_everywhere(deepseek, oa, an, stream):
             got = "".join(e.delta.thinking for e in s if e.type == "content_block_delta" and e.delta.type == "thinking_delta")
             final = s.get_final_message()
         assert got == ref.model_extra["reasoning_content"] == final.content[0].thinking
+    rkw = dict(model="m", input=msgs, max_output_tokens=16, temperature=0, extra_body=kw)
+    if not stream: items = oa.responses.create(**rkw).output
+    else:
+        events = list(oa.responses.create(stream=True, **rkw))
+        assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == ref.model_extra["reasoning_content"]
+        items = events[-1].response.output
+    assert [i.type for i in items] == ["reasoning"] and items[0].content[0].text == ref.model_extra["reasoning_content"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -157,3 +164,67 @@ def test_stop_sequences_and_errors(server, an):
     status, ok = _raw(server, "/v1/messages", {"messages": msgs, "max_tokens": 2}, headers={"Authorization": f"Bearer {KEY}", "anthropic-version": "2023-06-01"})
     assert status == 200 and ok["type"] == "message"
     with pytest.raises(anthropic.AuthenticationError): anthropic.Anthropic(base_url=server.url, api_key="nope", max_retries=0).messages.create(model="m", messages=msgs, max_tokens=2)
+
+
+# OpenAI's Responses API, with the official client
+
+FN = {"type": "function", "name": "get_weather", "parameters": WEATHER["input_schema"]}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_text_equals_chat(oa, stream):
+    "Greedy Responses text (instructions + input) equals chat completions'; usage the same tokens; streamed deltas join to it."
+    ref = oa.chat.completions.create(model="m", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Once upon a time"}],
+                                     max_tokens=20, temperature=0)
+    kw = dict(model="m", instructions="Be brief.", input="Once upon a time", max_output_tokens=20, temperature=0)
+    if not stream: r = oa.responses.create(**kw)
+    else:
+        events = list(oa.responses.create(stream=True, **kw))
+        kinds = [e.type for e in events]
+        assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"], kinds[:5]
+        assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"], kinds[-5:]
+        assert [e.sequence_number for e in events] == list(range(len(events)))
+        assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == ref.choices[0].message.content
+        r = events[-1].response
+    assert r.output_text == ref.choices[0].message.content
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (ref.usage.prompt_tokens, ref.usage.completion_tokens)
+    assert r.status == ("incomplete" if ref.choices[0].finish_reason == "length" else "completed")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_function_round_trip(oa, stream):
+    "A forced function call, its output fed back through previous_response_id; GET and DELETE of the stored response."
+    kw = dict(model="m", input="Weather in Paris?", tools=[FN], tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=100, temperature=0.7)
+    if not stream: r = oa.responses.create(**kw)
+    else:
+        events = list(oa.responses.create(stream=True, **kw))
+        assert "response.function_call_arguments.delta" in [e.type for e in events]
+        r = events[-1].response
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather" and set(json.loads(calls[0].arguments)) == {"city"}
+    r2 = oa.responses.create(model="m", previous_response_id=r.id, input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}],
+                             tools=[FN], tool_choice="none", max_output_tokens=8, temperature=0)
+    conv = [{"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": calls[0].call_id, "type": "function", "function": {"name": "get_weather", "arguments": calls[0].arguments}}]},
+            {"role": "tool", "tool_call_id": calls[0].call_id, "content": "sunny"}]
+    ref = oa.chat.completions.create(model="m", messages=conv, tools=[{"type": "function", "function": {"name": "get_weather", "parameters": FN["parameters"]}}],
+                                     tool_choice="none", max_tokens=8, temperature=0)
+    assert r2.output[-1].type == "message" and r2.output_text == ref.choices[0].message.content and r2.usage.input_tokens == ref.usage.prompt_tokens
+    assert oa.responses.retrieve(r.id).id == r.id
+    oa.responses.delete(r.id)
+    with pytest.raises(openai.NotFoundError): oa.responses.retrieve(r.id)
+    with pytest.raises(openai.NotFoundError): oa.responses.create(model="m", previous_response_id=r.id, input="again", max_output_tokens=2)
+
+
+def test_responses_parse_and_refusals(oa, server):
+    "text.format json_schema through the structured-output path (responses.parse); unsupported fields refused by name."
+    from pydantic import BaseModel, Field
+    class Pet(BaseModel):
+        name: str = Field(max_length=8)
+        age: int = Field(ge=0, le=30)
+    r = oa.responses.parse(model="m", input="A pet.", text_format=Pet, max_output_tokens=60, temperature=0.8)
+    assert isinstance(r.output_parsed, Pet)
+    for body, says in [({"input": "hi", "background": True}, "background"), ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0]"),
+                       ({"input": [{"type": "image_generation_call"}]}, "input[0]"), ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens")]:
+        status, err = _raw(server, "/v1/responses", body, headers={"Authorization": f"Bearer {KEY}"})
+        assert status == 400 and says in err["error"]["message"], err

@@ -5,17 +5,18 @@
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
            'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'TRIM_EVERY',
-           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'CompletionRequest',
-           'ChatMessage', 'ChatRequest', 'TokenizeRequest', 'DetokenizeRequest', 'ErrorInfo', 'Error', 'Usage',
-           'CompletionLogprobs', 'TopLogprob', 'TokenLogprob', 'ChatLogprobs', 'CompletionChoice', 'CompletionResponse',
-           'CompletionChunk', 'FunctionCall', 'ToolCall', 'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse',
-           'DeltaToolCall', 'Delta', 'ChatStreamChoice', 'ChatCompletionChunk', 'ModelCard', 'ModelList',
-           'TokenizeResponse', 'DetokenizeResponse', 'Version', 'TokenizerInfo', 'Health', 'APIError',
-           'to_sampling_params', 'check_supported', 'logit_bias_processor', 'structured_outputs', 'compile_structured',
-           'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing',
-           'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo', 'MessagesRequest', 'CountTokensRequest',
-           'to_chat_request', 'anthropic_blocks', 'AnthropicError', 'AnthropicMessage', 'TokenCount', 'ServingMessages',
-           'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
+           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'MAX_STORED_RESPONSES', 'MAX_STORED_BYTES', 'SEND_BUFFER',
+           'BACKLOG', 'FD_RESERVE', 'CompletionRequest', 'ChatMessage', 'ChatRequest', 'TokenizeRequest',
+           'DetokenizeRequest', 'ErrorInfo', 'Error', 'Usage', 'CompletionLogprobs', 'TopLogprob', 'TokenLogprob',
+           'ChatLogprobs', 'CompletionChoice', 'CompletionResponse', 'CompletionChunk', 'FunctionCall', 'ToolCall',
+           'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse', 'DeltaToolCall', 'Delta', 'ChatStreamChoice',
+           'ChatCompletionChunk', 'ModelCard', 'ModelList', 'TokenizeResponse', 'DetokenizeResponse', 'Version',
+           'TokenizerInfo', 'Health', 'APIError', 'to_sampling_params', 'check_supported', 'logit_bias_processor',
+           'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts',
+           'public_paths', 'OpenAIServing', 'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo',
+           'MessagesRequest', 'CountTokensRequest', 'to_chat_request', 'anthropic_blocks', 'AnthropicError',
+           'AnthropicMessage', 'TokenCount', 'ServingMessages', 'ResponsesRequest', 'ResponseStore', 'ResponseObject',
+           'ServingResponses', 'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -1311,7 +1312,29 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
     if self.st.reasoning is not None: msg.reasoning_content = reasoning
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 133
+# %% ../nbs/19_server.ipynb 132
+from .reasoning import reasoning_parser as reasoning_parser_named
+from .llm import check_template_kwargs
+
+def _template_kwargs(kw) -> dict:
+    "A request's `chat_template_kwargs` checked (`check_template_kwargs`), as a 400 naming the field."
+    try: return check_template_kwargs(kw)
+    except ValueError as e: raise APIError(400, str(e), param="chat_template_kwargs") from None
+
+def _think(p, d: str, fin) -> tuple[str, str]:
+    "(reasoning, content) of the piece `d` through the parser `p`; at the end (`fin` set) what it still held too."
+    r, c = p.feed(d)
+    if fin is not None: r2, c2 = p.finish(); r, c = r + r2, c + c2
+    return r, c
+
+# %% ../nbs/19_server.ipynb 134
+@patch
+def reasoned(self: _Reply, text: str) -> tuple[str | None, str]:
+    "(reasoning or None, content) of a whole answer: split by the server's reasoning parser, if it has one."
+    p = self.st.reasoning
+    return (None, text) if p is None else p.split(text)
+
+# %% ../nbs/19_server.ipynb 137
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1325,7 +1348,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 135
+# %% ../nbs/19_server.ipynb 139
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1334,7 +1357,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 137
+# %% ../nbs/19_server.ipynb 141
 @patch
 def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1350,7 +1373,7 @@ def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 138
+# %% ../nbs/19_server.ipynb 142
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1391,7 +1414,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 139
+# %% ../nbs/19_server.ipynb 143
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1402,7 +1425,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 141
+# %% ../nbs/19_server.ipynb 145
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1410,7 +1433,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 144
+# %% ../nbs/19_server.ipynb 148
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1427,7 +1450,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 146
+# %% ../nbs/19_server.ipynb 150
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1450,7 +1473,7 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 148
+# %% ../nbs/19_server.ipynb 152
 @patch
 async def prepare(self: ServingChat, req: ChatRequest):
     """A chat request checked and tokenized: (prompts, their `SamplingParams`, params, logit bias, tools to read the answer with).
@@ -1475,7 +1498,7 @@ async def create(self: ServingChat, req: ChatRequest, request):
     prompts, limits, params, bias, tools = await self.prepare(req)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 151
+# %% ../nbs/19_server.ipynb 155
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1496,7 +1519,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 153
+# %% ../nbs/19_server.ipynb 157
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1513,7 +1536,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 155
+# %% ../nbs/19_server.ipynb 159
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard:
@@ -1535,7 +1558,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 157
+# %% ../nbs/19_server.ipynb 161
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1549,7 +1572,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 160
+# %% ../nbs/19_server.ipynb 164
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1566,7 +1589,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 162
+# %% ../nbs/19_server.ipynb 166
 async def _api_error(request, e: APIError): return _error(e)
 
 async def _http(request, e: HTTPException):
@@ -1578,7 +1601,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 164
+# %% ../nbs/19_server.ipynb 168
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1590,7 +1613,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 166
+# %% ../nbs/19_server.ipynb 170
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1603,7 +1626,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 167
+# %% ../nbs/19_server.ipynb 171
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1618,7 +1641,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 169
+# %% ../nbs/19_server.ipynb 173
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1633,7 +1656,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 171
+# %% ../nbs/19_server.ipynb 175
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1644,30 +1667,15 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 174
-from .reasoning import reasoning_parser as reasoning_parser_named
-from .llm import check_template_kwargs
+# %% ../nbs/19_server.ipynb 179
+class _AgentReq(BaseModel):
+    "The agents' APIs' requests, as `_Req`: strict, unknown fields ignored, null meaning the default."
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, d): return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
 
-def _template_kwargs(kw) -> dict:
-    "A request's `chat_template_kwargs` checked (`check_template_kwargs`), as a 400 naming the field."
-    try: return check_template_kwargs(kw)
-    except ValueError as e: raise APIError(400, str(e), param="chat_template_kwargs") from None
-
-def _think(p, d: str, fin) -> tuple[str, str]:
-    "(reasoning, content) of the piece `d` through the parser `p`; at the end (`fin` set) what it still held too."
-    r, c = p.feed(d)
-    if fin is not None: r2, c2 = p.finish(); r, c = r + r2, c + c2
-    return r, c
-
-# %% ../nbs/19_server.ipynb 176
-@patch
-def reasoned(self: _Reply, text: str) -> tuple[str | None, str]:
-    "(reasoning or None, content) of a whole answer: split by the server's reasoning parser, if it has one."
-    p = self.st.reasoning
-    return (None, text) if p is None else p.split(text)
-
-# %% ../nbs/19_server.ipynb 178
-class MessagesRequest(_Req):
+class MessagesRequest(_AgentReq):
     "Anthropic's `POST /v1/messages`: a conversation in content blocks, `max_tokens` required."
     model: str | None = None
     messages: list[dict[str, Any]] = Field(min_length=1)
@@ -1683,7 +1691,7 @@ class MessagesRequest(_Req):
     metadata: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
-class CountTokensRequest(_Req):
+class CountTokensRequest(_AgentReq):
     "Anthropic's `POST /v1/messages/count_tokens`: the prompt a Messages request would make, counted."
     model: str | None = None
     messages: list[dict[str, Any]] = Field(min_length=1)
@@ -1692,7 +1700,7 @@ class CountTokensRequest(_Req):
     tool_choice: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
 
-# %% ../nbs/19_server.ipynb 181
+# %% ../nbs/19_server.ipynb 182
 def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
 
 def _block_text(c, where: str) -> str:
@@ -1706,7 +1714,7 @@ def _block_text(c, where: str) -> str:
         out.append(b["text"])
     return "".join(out)
 
-# %% ../nbs/19_server.ipynb 184
+# %% ../nbs/19_server.ipynb 185
 def _anthropic_message(i: int, m) -> list[dict]:
     "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
     where = f"messages[{i}]"
@@ -1726,7 +1734,7 @@ def _anthropic_message(i: int, m) -> list[dict]:
         else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
     return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
 
-# %% ../nbs/19_server.ipynb 187
+# %% ../nbs/19_server.ipynb 188
 def _anthropic_tools(tools, choice):
     "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
     out = None
@@ -1744,7 +1752,7 @@ def _anthropic_tools(tools, choice):
     if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
     raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
 
-# %% ../nbs/19_server.ipynb 189
+# %% ../nbs/19_server.ipynb 190
 def to_chat_request(req, **extra) -> ChatRequest:
     "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
     msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
@@ -1754,7 +1762,7 @@ def to_chat_request(req, **extra) -> ChatRequest:
     d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, chat_template_kwargs=req.chat_template_kwargs, **extra)
     return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
 
-# %% ../nbs/19_server.ipynb 192
+# %% ../nbs/19_server.ipynb 193
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> list[dict]:
@@ -1763,7 +1771,7 @@ def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> lis
     if text: out.append({"type": "text", "text": text})
     return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
 
-# %% ../nbs/19_server.ipynb 195
+# %% ../nbs/19_server.ipynb 196
 async def _turn(reply):
     "The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated."
     from xllm.tools import ToolStream
@@ -1780,7 +1788,7 @@ async def _turn(reply):
         if calls: yield "calls", calls
         if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt)
 
-# %% ../nbs/19_server.ipynb 197
+# %% ../nbs/19_server.ipynb 198
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 
@@ -1793,7 +1801,7 @@ class AnthropicError(_Out):
         "The error of HTTP `status` with `message`."
         return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
 
-# %% ../nbs/19_server.ipynb 199
+# %% ../nbs/19_server.ipynb 200
 class _AnthropicAPIError(APIError):
     "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
     def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
@@ -1811,7 +1819,7 @@ def _anthropic_shaped(handler):
 
 _HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
 
-# %% ../nbs/19_server.ipynb 201
+# %% ../nbs/19_server.ipynb 202
 class AnthropicMessage(_Out):
     "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
     id: str
@@ -1827,7 +1835,7 @@ class TokenCount(_Out):
     "The answer to `/v1/messages/count_tokens`."
     input_tokens: int
 
-# %% ../nbs/19_server.ipynb 204
+# %% ../nbs/19_server.ipynb 205
 class ServingMessages(ServingChat):
     "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
     async def create_message(self, req: MessagesRequest, request):
@@ -1845,7 +1853,7 @@ class ServingMessages(ServingChat):
         prompts, *_ = await self.prepare(to_chat_request(req))
         return TokenCount(input_tokens=len(prompts[0][1]))
 
-# %% ../nbs/19_server.ipynb 205
+# %% ../nbs/19_server.ipynb 206
 async def _gather(reply) -> dict:
     "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
     got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
@@ -1867,7 +1875,7 @@ async def whole(self: ServingMessages, reply, request, mid: str):
     return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
                                   stop_reason=_STOP_REASONS.get(fin, "end_turn"), usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
 
-# %% ../nbs/19_server.ipynb 207
+# %% ../nbs/19_server.ipynb 208
 def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
 
 _OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -1879,7 +1887,7 @@ def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]
     if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
     return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
 
-# %% ../nbs/19_server.ipynb 209
+# %% ../nbs/19_server.ipynb 210
 @patch
 async def _events(self: ServingMessages, reply, mid: str, release):
     "Anthropic's SSE events for `reply`; its choices released when the stream ends."
@@ -1916,7 +1924,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 210
+# %% ../nbs/19_server.ipynb 211
 @patch
 def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
@@ -1927,22 +1935,291 @@ def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 212
+# %% ../nbs/19_server.ipynb 213
+class ResponsesRequest(_AgentReq):
+    "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
+    model: str | None = None
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    text: dict[str, Any] | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    stream: bool = False
+    store: bool = True
+    previous_response_id: str | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+# %% ../nbs/19_server.ipynb 215
+def _response_item(i: int, it) -> list[dict]:
+    "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
+    w = f"input[{i}]"
+    if not isinstance(it, dict): raise _bad(w, "expected an object")
+    t = it.get("type", "message")
+    if t == "message":
+        if it.get("role") not in ("user", "system", "developer", "assistant"): raise _bad(f"{w}.role", "expected user, system, developer or assistant")
+        c = it.get("content")
+        if isinstance(c, list): c = _block_text([{**p, "type": "text"} if isinstance(p, dict) and p.get("type") in ("input_text", "output_text") else p for p in c], f"{w}.content")
+        elif not isinstance(c, str): raise _bad(f"{w}.content", "expected a string or a list of input_text parts")
+        return [{"role": "system" if it["role"] == "developer" else it["role"], "content": c}]
+    if t == "function_call" and isinstance(it.get("name"), str) and isinstance(it.get("arguments"), str):
+        return [{"role": "assistant", "content": None, "tool_calls": [{"id": str(it.get("call_id", "")), "type": "function", "function": {"name": it["name"], "arguments": it["arguments"]}}]}]
+    if t == "function_call_output" and isinstance(it.get("output"), str):
+        return [{"role": "tool", "tool_call_id": str(it.get("call_id", "")), "content": it["output"]}]
+    if t == "reasoning": return []
+    raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
+
+# %% ../nbs/19_server.ipynb 217
+def _responses_tools(tools, choice):
+    "Responses' function tools and `tool_choice` as chat's."
+    out = None
+    if tools is not None:
+        out = []
+        for k, t in enumerate(tools):
+            if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(t.get("name"), str):
+                raise _bad(f"tools[{k}]", "only function tools ({'type': 'function', 'name', 'parameters'}) are supported")
+            out.append({"type": "function", "function": {k2: t[k2] for k2 in ("name", "description", "parameters") if t.get(k2) is not None}})
+    if isinstance(choice, dict):
+        if choice.get("type") != "function" or not isinstance(choice.get("name"), str): raise _bad("tool_choice", "expected 'auto', 'none', 'required' or {'type': 'function', 'name': ...}")
+        choice = {"type": "function", "function": {"name": choice["name"]}}
+    return out, choice
+
+def _text_format(text) -> dict | None:
+    "`text.format` as chat's `response_format` (json_schema through the structured-output path)."
+    f = (text or {}).get("format")
+    if f is None or not isinstance(f, dict) or f.get("type") in ("text", "json_object"): return f
+    if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
+    return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
+
+# %% ../nbs/19_server.ipynb 220
+MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
+MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
+
+class ResponseStore:
+    "Stored responses: id -> (the response, the conversation it ends as chat messages), bounded in count and bytes."
+    def __init__(self, max_count: int = MAX_STORED_RESPONSES, max_bytes: int = MAX_STORED_BYTES):
+        import collections
+        self.items, self.bytes, self.max_count, self.max_bytes = collections.OrderedDict(), 0, max_count, max_bytes
+    def put(self, rid: str, response: dict, conversation: list[dict]):
+        "Keep `response` (dropping the oldest while over the bounds); one larger than all the bytes is not kept."
+        n = len(_dumps(response)) + len(_dumps(conversation))
+        if n > self.max_bytes: return
+        self.items[rid] = (response, conversation, n); self.bytes += n
+        while len(self.items) > self.max_count or self.bytes > self.max_bytes: self.bytes -= self.items.popitem(last=False)[1][2]
+    def get(self, rid: str): return self.items.get(rid)
+    def delete(self, rid: str) -> bool:
+        "Drop `rid`; whether it was there."
+        if (it := self.items.pop(rid, None)) is None: return False
+        self.bytes -= it[2]; return True
+
+# %% ../nbs/19_server.ipynb 222
+def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
+    "A turn's output items: reasoning (if any), a message (if text, or nothing else), a function_call per call."
+    hexid = lambda p: p + uuid.uuid4().hex[:24]
+    out = [{"type": "reasoning", "id": hexid("rs_"), "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}]}] if reasoning else []
+    if text or not (calls or reasoning):
+        out.append({"type": "message", "id": hexid("msg_"), "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
+                   "status": "completed"} for c in calls]
+
+# %% ../nbs/19_server.ipynb 224
+class ResponseObject(_Out):
+    "OpenAI's response object (`/v1/responses`, and in its stream's events)."
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    status: str
+    model: str
+    output: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    incomplete_details: dict[str, Any] | None = None
+    instructions: str | None = None
+    tools: list[dict[str, Any]] = []
+    tool_choice: Any = "auto"
+    parallel_tool_calls: bool = True
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    previous_response_id: str | None = None
+    store: bool = True
+    text: dict[str, Any] | None = None
+    metadata: dict[str, str] = {}
+
+# %% ../nbs/19_server.ipynb 227
+class ServingResponses(ServingChat):
+    "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
+    def __init__(self, st):
+        super().__init__(st)
+        self.store = ResponseStore()
+
+    def conversation(self, req: ResponsesRequest) -> list[dict]:
+        "The chat messages of the request: the stored conversation, the instructions, the input."
+        before = []
+        if req.previous_response_id is not None:
+            got = self.store.get(req.previous_response_id)
+            if got is None: raise APIError(404, f"previous_response_id: no stored response {req.previous_response_id!r:.80}", param="previous_response_id", code="not_found")
+            before = got[1]
+        items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
+        return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
+
+# %% ../nbs/19_server.ipynb 228
+@patch
+async def create_response(self: ServingResponses, req: ResponsesRequest, request):
+    "The answer to a Responses request: whole, or OpenAI's stream of response events."
+    msgs = self.conversation(req)
+    if not msgs: raise _bad("input", "nothing to answer")
+    tools, choice = _responses_tools(req.tools, req.tool_choice)
+    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, response_format=_text_format(req.text), max_tokens=req.max_output_tokens,
+             temperature=req.temperature, top_p=req.top_p, stream=req.stream, chat_template_kwargs=req.chat_template_kwargs)
+    creq = ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
+    prompts, limits, params, bias, tools = await self.prepare(creq)
+    reply = _Reply(self.st, "chat.completion", creq, prompts, limits, params, bias, tools=tools)
+    self.st.admit(len(reply.jobs))
+    base = ResponseObject(id="resp_" + uuid.uuid4().hex, created_at=int(time.time()), status="in_progress", model=self.st.model_name, output=[],
+                          instructions=req.instructions, tools=req.tools or [], tool_choice=req.tool_choice or "auto", temperature=req.temperature,
+                          top_p=req.top_p, max_output_tokens=req.max_output_tokens, previous_response_id=req.previous_response_id, store=req.store,
+                          text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
+    return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
+
+# %% ../nbs/19_server.ipynb 229
+@patch
+def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got) -> dict:
+    "The completed response of `got` (`_gather`'s), stored with its conversation when `req.store`."
+    fin, ntok = got["end"]
+    items = _output_items(got["reasoning"], got["text"], got["calls"])
+    r = base.model_copy(update=dict(status="completed" if fin != "length" else "incomplete", output=items,
+                                    incomplete_details={"reason": "max_output_tokens"} if fin == "length" else None,
+                                    usage={"input_tokens": reply.ptoks, "output_tokens": ntok, "total_tokens": reply.ptoks + ntok,
+                                           "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}})).dump()
+    if req.store:
+        calls = [{"id": i["call_id"], "type": "function", "function": {"name": i["name"], "arguments": i["arguments"]}} for i in items if i["type"] == "function_call"]
+        said = {"role": "assistant", "content": got["text"] if got["text"] or not calls else None, **({"tool_calls": calls} if calls else {})}
+        self.store.put(r["id"], r, [m for m in msgs if not (req.instructions and m is msgs[0])] + [said])
+    return r
+
+@patch
+async def whole(self: ServingResponses, reply, request, base, req, msgs):
+    "The whole response; 499 when the client left first."
+    st = self.st
+    try: got = await _unless_disconnected(request, _gather(reply))
+    except ClientDisconnected:
+        st.disconnected += 1
+        return Response(status_code=499)
+    finally: st.in_flight -= len(reply.jobs)
+    return _JSON(self.finished(base, req, msgs, reply, got))
+
+# %% ../nbs/19_server.ipynb 231
+@patch
+async def _events(self: ServingResponses, reply, base, req, msgs, release):
+    "OpenAI's response events for `reply`; its choices released when the stream ends."
+    seq, got, turn, cur = [0], {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}, _turn(reply), [None]
+    def ev(kind, **d):
+        seq[0] += 1
+        return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': seq[0] - 1, **d})}\n\n"
+    def close():
+        k, item = cur[0] or (None, None)
+        cur[0] = None
+        if k == "text":
+            return [ev("response.output_text.done", item_id=item["id"], output_index=item["_i"], content_index=0, text=got["text"]),
+                    ev("response.content_part.done", item_id=item["id"], output_index=item["_i"], content_index=0, part={"type": "output_text", "text": got["text"], "annotations": []}),
+                    ev("response.output_item.done", output_index=item["_i"], item=_output_items("", got["text"], [])[0] | {"id": item["id"]})]
+        if k == "reasoning":
+            return [ev("response.reasoning_text.done", item_id=item["id"], output_index=item["_i"], content_index=0, text=got["reasoning"]),
+                    ev("response.output_item.done", output_index=item["_i"], item=_output_items(got["reasoning"], "x", [])[0] | {"id": item["id"]})]
+        return []
+    n = [0]
+    try:
+        yield ev("response.created", response=base.dump())
+        yield ev("response.in_progress", response=base.dump())
+        async for k, v in turn:
+            if k in ("reasoning", "text"):
+                if cur[0] is None or cur[0][0] != k:
+                    for e in close(): yield e
+                    item = _output_items(*(("", "", []) if k == "text" else ("x", "x", [])))[0]
+                    item = {**item, "_i": n[0]}; n[0] += 1; cur[0] = (k, item)
+                    shown = {kk: vv for kk, vv in item.items() if kk != "_i"}
+                    if k == "text":
+                        yield ev("response.output_item.added", output_index=item["_i"], item={**shown, "status": "in_progress", "content": []})
+                        yield ev("response.content_part.added", item_id=item["id"], output_index=item["_i"], content_index=0, part={"type": "output_text", "text": "", "annotations": []})
+                    else: yield ev("response.output_item.added", output_index=item["_i"], item={**shown, "content": []})
+                got[k] += v
+                kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
+                yield ev(kind, item_id=cur[0][1]["id"], output_index=cur[0][1]["_i"], content_index=0, delta=v)
+            elif k == "calls":
+                for e in close(): yield e
+                got["calls"] += v
+                for item in [i for i in _output_items("", "", v) if i["type"] == "function_call"]:
+                    yield ev("response.output_item.added", output_index=n[0], item={**item, "arguments": "", "status": "in_progress"})
+                    yield ev("response.function_call_arguments.delta", item_id=item["id"], output_index=n[0], delta=item["arguments"])
+                    yield ev("response.function_call_arguments.done", item_id=item["id"], output_index=n[0], arguments=item["arguments"])
+                    yield ev("response.output_item.done", output_index=n[0], item=item); n[0] += 1
+            else:
+                for e in close(): yield e
+                got["end"] = v
+        yield ev("response.completed", response=self.finished(base, req, msgs, reply, got))
+    except APIError as e: yield ev("error", code=e.code, message=e.message, param=e.param)
+    except Exception:
+        _log.exception("stream %s failed", base.id)
+        yield ev("error", code=None, message=_INTERNAL.message, param=None)
+    finally:
+        try: await turn.aclose()
+        except RuntimeError: pass
+        release()
+
+@patch
+def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
+    "The SSE answer; the choices in flight released once."
+    done, st = [], self.st
+    def release():
+        if not done: done.append(1); st.in_flight -= len(reply.jobs)
+    gen = self._events(reply, base, req, msgs, release)
+    weakref.finalize(gen, release)
+    return _Stream(gen)
+
+# %% ../nbs/19_server.ipynb 232
+@patch
+def stored(self: ServingResponses, rid: str) -> dict:
+    "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
+    got = self.store.get(rid)
+    if got is None: raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
+    return got[0]
+
+@patch
+def delete(self: ServingResponses, rid: str) -> dict:
+    "`DELETE /v1/responses/{id}`: drop a stored response (404 if none)."
+    if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
+    return {"id": rid, "object": "response.deleted", "deleted": True}
+
+# %% ../nbs/19_server.ipynb 234
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
 
 def _agent_routes(app, st, R):
-    "Anthropic's Messages routes."
-    msgs = ServingMessages(st)
+    "Anthropic's Messages routes, OpenAI's Responses routes."
+    msgs, resp = ServingMessages(st), ServingResponses(st)
     @app.post("/v1/messages", response_model=AnthropicMessage, responses=_anthropic_responses(R("/v1/messages", post=True)),
               dependencies=[Depends(msgs.check_shape)])
     async def messages(req: MessagesRequest, request: Request): return await msgs.create_message(req, request)
     @app.post("/v1/messages/count_tokens", response_model=TokenCount, responses=_anthropic_responses(R("/v1/messages/count_tokens", post=True)),
               dependencies=[Depends(msgs.check_shape)])
     async def count_tokens(req: CountTokensRequest, request: Request): return _JSON(await msgs.count_tokens(req, request))
+    @app.post("/v1/responses", response_model=ResponseObject, responses=R("/v1/responses", post=True), dependencies=[Depends(msgs.check_shape)])
+    async def responses(req: ResponsesRequest, request: Request): return await resp.create_response(req, request)
+    @app.get("/v1/responses/{response_id}", response_model=ResponseObject, responses=R("/v1/responses/{response_id}", params=True) | {404: _err("no such stored response")})
+    async def get_response(response_id: str): return _JSON(resp.stored(response_id))
+    @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | {404: _err("no such stored response")})
+    async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 214
+# %% ../nbs/19_server.ipynb 236
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -1953,7 +2230,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 216
+# %% ../nbs/19_server.ipynb 238
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None):
@@ -1982,7 +2259,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 219
+# %% ../nbs/19_server.ipynb 241
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1996,7 +2273,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 220
+# %% ../nbs/19_server.ipynb 242
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2023,7 +2300,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 222
+# %% ../nbs/19_server.ipynb 244
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2048,7 +2325,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 223
+# %% ../nbs/19_server.ipynb 245
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2070,7 +2347,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 224
+# %% ../nbs/19_server.ipynb 246
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2085,13 +2362,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 226
+# %% ../nbs/19_server.ipynb 248
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 228
+# %% ../nbs/19_server.ipynb 250
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2124,7 +2401,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 229
+# %% ../nbs/19_server.ipynb 251
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
