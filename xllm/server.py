@@ -2206,17 +2206,18 @@ def _anthropic_responses(r: dict) -> dict:
 def _agent_routes(app, st, R):
     "Anthropic's Messages routes, OpenAI's Responses routes."
     msgs, resp = ServingMessages(st), ServingResponses(st)
-    @app.post("/v1/messages", response_model=AnthropicMessage, responses=_anthropic_responses(R("/v1/messages", post=True)),
+    named = {404: _err("not the model served here (or no such stored response)")}
+    @app.post("/v1/messages", response_model=AnthropicMessage, responses=_anthropic_responses(R("/v1/messages", post=True) | named),
               dependencies=[Depends(msgs.check_shape)])
     async def messages(req: MessagesRequest, request: Request): return await msgs.create_message(req, request)
-    @app.post("/v1/messages/count_tokens", response_model=TokenCount, responses=_anthropic_responses(R("/v1/messages/count_tokens", post=True)),
+    @app.post("/v1/messages/count_tokens", response_model=TokenCount, responses=_anthropic_responses(R("/v1/messages/count_tokens", post=True) | named),
               dependencies=[Depends(msgs.check_shape)])
     async def count_tokens(req: CountTokensRequest, request: Request): return _JSON(await msgs.count_tokens(req, request))
-    @app.post("/v1/responses", response_model=ResponseObject, responses=R("/v1/responses", post=True), dependencies=[Depends(msgs.check_shape)])
+    @app.post("/v1/responses", response_model=ResponseObject, responses=R("/v1/responses", post=True) | named, dependencies=[Depends(msgs.check_shape)])
     async def responses(req: ResponsesRequest, request: Request): return await resp.create_response(req, request)
-    @app.get("/v1/responses/{response_id}", response_model=ResponseObject, responses=R("/v1/responses/{response_id}", params=True) | {404: _err("no such stored response")})
+    @app.get("/v1/responses/{response_id}", response_model=ResponseObject, responses=R("/v1/responses/{response_id}", params=True) | named)
     async def get_response(response_id: str): return _JSON(resp.stored(response_id))
-    @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | {404: _err("no such stored response")})
+    @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
 # %% ../nbs/19_server.ipynb 236
