@@ -50,7 +50,8 @@ def an(server): return anthropic.Anthropic(base_url=server.url, api_key=KEY, max
 def _raw(server, path, body, headers=None):
     "POST `body` with urllib (x-api-key unless `headers`); (status, parsed JSON)."
     h = {"Content-Type": "application/json", **(headers if headers is not None else {"x-api-key": KEY})}
-    req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(), headers=h, method="POST")
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(server.url + path, data=data, headers=h, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=60) as r: return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e: return e.code, json.loads(e.read())
@@ -228,3 +229,53 @@ def test_responses_parse_and_refusals(oa, server):
                        ({"input": [{"type": "image_generation_call"}]}, "input[0]"), ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens")]:
         status, err = _raw(server, "/v1/responses", body, headers={"Authorization": f"Bearer {KEY}"})
         assert status == 400 and says in err["error"]["message"], err
+
+
+# Hostile input on the new endpoints
+
+def test_hostile_bodies(server):
+    """Huge tool lists, deep nesting, more blocks than the context holds, wrong types: each a 400 in the endpoint's own error shape,
+    quickly, and the server still answers after."""
+    import time
+    A, O = {"x-api-key": KEY}, {"Authorization": f"Bearer {KEY}"}
+    deep = '{"a":' * 5000 + "{}" + "}" * 5000           # JSON text nested 5,000 deep (Python cannot dump such an object)
+    many = [{"name": f"t{k}", "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}}} for k in range(20000)]
+    cases = [("/v1/messages", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "tools": many}, A, "messages"),
+             ("/v1/messages", ('{"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": %s}]}], "max_tokens": 2}' % deep).encode(), A, ""),
+             ("/v1/messages", {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}] * 5000}], "max_tokens": 2}, A, "messages"),
+             ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}] * 5000, "max_tokens": 2}, A, "messages"),
+             ("/v1/messages", {"messages": "hi", "max_tokens": 2}, A, "messages"),
+             ("/v1/messages/count_tokens", {"messages": [{"role": "user", "content": "x" * 200_000}]}, A, "messages"),
+             ("/v1/responses", {"input": "hi", "tools": [{"type": "function", "name": f"t{k}", "parameters": {"type": "object"}} for k in range(20000)]}, O, "messages"),
+             ("/v1/responses", {"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": deep}]}, O, ""),
+             ("/v1/responses", {"input": [{"role": "user", "content": "a"}] * 5000}, O, ""),
+             ("/v1/responses", {"input": {"role": "user"}}, O, "input")]
+    for path, body, h, says in cases:
+        t0 = time.monotonic()
+        status, err = _raw(server, path, body, headers=h)
+        assert status == 400 and time.monotonic() - t0 < 20, (path, status, str(err)[:300])
+        msg = err["error"]["message"]
+        assert (err.get("type") == "error") == path.startswith("/v1/messages") and says in msg, (path, err)
+    assert _raw(server, "/v1/messages", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}, headers=A)[0] == 200
+
+
+def test_stored_responses_are_bounded(server, oa):
+    "The response store holds at most its count and bytes, the oldest dropped first: their ids are 404s after."
+    store = server.app.state.xllm.response_store
+    was = store.max_count, store.max_bytes
+    try:
+        store.max_count, store.max_bytes = 4, 3000          # each response here is about 1 kB of JSON: the bytes bound bites first
+        ids = [oa.responses.create(model="m", input="the cat sat " * 20 + str(k), max_output_tokens=2, temperature=0).id for k in range(6)]
+        assert 1 <= len(store.items) < 4 and store.bytes <= 3000 and store.bytes == sum(v[2] for v in store.items.values())
+        assert list(store.items) == ids[-len(store.items):]
+        with pytest.raises(openai.NotFoundError): oa.responses.retrieve(ids[0])
+        assert oa.responses.retrieve(ids[-1]).id == ids[-1]
+        store.max_bytes = 10_000
+        more = [oa.responses.create(model="m", input=str(k), max_output_tokens=2, temperature=0).id for k in range(6)]
+        assert list(store.items) == more[-4:]               # now the count bound
+        store.max_bytes = 300
+        big = oa.responses.create(model="m", input="hi", max_output_tokens=2, temperature=0)
+        assert big.id not in store.items and list(store.items) == more[-4:]   # larger than all the bytes: answered, not kept
+        nostore = oa.responses.create(model="m", input="z", max_output_tokens=2, temperature=0, store=False)
+        assert nostore.id not in store.items
+    finally: store.max_count, store.max_bytes = was

@@ -1727,7 +1727,9 @@ def _anthropic_message(i: int, m) -> list[dict]:
         t, w = b.get("type") if isinstance(b, dict) else None, f"{where}.content[{k}]"
         if t == "text" and isinstance(b.get("text"), str): text.append(b["text"])
         elif t == "tool_use" and role == "assistant" and isinstance(b.get("name"), str) and isinstance(b.get("input", {}), dict):
-            calls.append({"id": str(b.get("id", "")), "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b.get("input", {}))}})
+            try: args = json.dumps(b.get("input", {}))
+            except RecursionError: raise _bad(f"{w}.input", "nested too deeply") from None
+            calls.append({"id": str(b.get("id", "")), "type": "function", "function": {"name": b["name"], "arguments": args}})
         elif t == "tool_result" and role == "user":
             results.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": _block_text(b.get("content", ""), f"{w}.content")})
         elif t in ("thinking", "redacted_thinking") and role == "assistant": pass
@@ -2012,7 +2014,9 @@ class ResponseStore:
         if n > self.max_bytes: return
         self.items[rid] = (response, conversation, n); self.bytes += n
         while len(self.items) > self.max_count or self.bytes > self.max_bytes: self.bytes -= self.items.popitem(last=False)[1][2]
-    def get(self, rid: str): return self.items.get(rid)
+    def get(self, rid: str):
+        "(response, conversation, bytes) stored under `rid`, or None."
+        return self.items.get(rid)
     def delete(self, rid: str) -> bool:
         "Drop `rid`; whether it was there."
         if (it := self.items.pop(rid, None)) is None: return False
@@ -2058,7 +2062,7 @@ class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
         super().__init__(st)
-        self.store = ResponseStore()
+        self.store = st.response_store = ResponseStore()     # on the app's state too: /health's owner may look at it
 
     def conversation(self, req: ResponsesRequest) -> list[dict]:
         "The chat messages of the request: the stored conversation, the instructions, the input."
