@@ -279,3 +279,61 @@ def test_stored_responses_are_bounded(server, oa):
         nostore = oa.responses.create(model="m", input="z", max_output_tokens=2, temperature=0, store=False)
         assert nostore.id not in store.items
     finally: store.max_count, store.max_bytes = was
+
+
+# End to end: `xllm serve` on the default model (SmolLM2-135M-Instruct), the official clients of both APIs
+
+@pytest.fixture(scope="module")
+def default_serve():
+    "`xllm serve` on the default model in a subprocess (skipped where the model is not on this machine)."
+    import sys
+    from pathlib import Path
+    from xllm.core import default_model_path
+    from xllm.server import launch
+    try: path = default_model_path(download=False)
+    except (FileNotFoundError, OSError, ValueError) as e: pytest.skip(f"the default model is not here: {e}")
+    p, url = launch([sys.executable, "-m", "xllm", "serve", "-m", str(path), "--port", "0", "--api-key", KEY, "--served-model-name", "smol"],
+                    timeout=300, cwd=Path(__file__).resolve().parents[1])
+    yield url
+    p.terminate(); p.wait(60)
+    for t in p.readers: t.join(10)
+
+
+def test_default_model_end_to_end(default_serve):
+    """On the default model: Messages (create, stream, count_tokens) and Responses (create, stream) give chat completions' greedy
+    text for the same conversation; a function call's output fed back through previous_response_id; responses.parse."""
+    from pydantic import BaseModel
+    oa = openai.OpenAI(base_url=default_serve + "/v1", api_key=KEY, max_retries=0, timeout=120)
+    an = anthropic.Anthropic(base_url=default_serve, api_key=KEY, max_retries=0, timeout=120)
+    system, q = "You are a helpful assistant.", "What is the capital of France?"
+    ref = oa.chat.completions.create(model="smol", messages=[{"role": "system", "content": system}, {"role": "user", "content": q}], max_tokens=24, temperature=0)
+    text = ref.choices[0].message.content
+    msgs, T0 = [{"role": "user", "content": q}], {"temperature": 0}
+    m = an.messages.create(model="smol", system=system, messages=msgs, max_tokens=24, extra_body=T0)
+    assert m.content[0].text == text and m.usage.input_tokens == ref.usage.prompt_tokens
+    with an.messages.stream(model="smol", system=system, messages=msgs, max_tokens=24, extra_body=T0) as s: assert "".join(s.text_stream) == text
+    assert an.messages.count_tokens(model="smol", system=system, messages=msgs).input_tokens == ref.usage.prompt_tokens
+    r = oa.responses.create(model="smol", instructions=system, input=q, max_output_tokens=24, temperature=0)
+    assert r.output_text == text
+    ev = list(oa.responses.create(model="smol", instructions=system, input=q, max_output_tokens=24, temperature=0, stream=True))
+    assert "".join(e.delta for e in ev if e.type == "response.output_text.delta") == text and ev[-1].type == "response.completed"
+    fn = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                                                                     "required": ["city"], "additionalProperties": False}}
+    c = oa.responses.create(model="smol", input="What is the weather in Paris?", tools=[fn], tool_choice="required", max_output_tokens=60, temperature=0)
+    call = next(o for o in c.output if o.type == "function_call")
+    assert call.name == "get_weather" and isinstance(json.loads(call.arguments)["city"], str)
+    a = oa.responses.create(model="smol", previous_response_id=c.id, tools=[fn], max_output_tokens=24, temperature=0,
+                            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}])
+    assert a.output_text and a.usage.input_tokens > c.usage.input_tokens
+    class City(BaseModel):
+        name: str
+        country: str
+    p = oa.responses.parse(model="smol", input="Name a city in Europe as JSON.", text_format=City, max_output_tokens=60, temperature=0)
+    assert isinstance(p.output_parsed, City)
+    tu = an.messages.create(model="smol", messages=[{"role": "user", "content": "What is the weather in Paris?"}], max_tokens=60, extra_body=T0,
+                            tools=[{"name": "get_weather", "input_schema": fn["parameters"]}], tool_choice={"type": "any"})
+    use = next(b for b in tu.content if b.type == "tool_use")
+    back = an.messages.create(model="smol", max_tokens=24, extra_body=T0, tools=[{"name": "get_weather", "input_schema": fn["parameters"]}],
+                              messages=[{"role": "user", "content": "What is the weather in Paris?"}, {"role": "assistant", "content": [use.model_dump()]},
+                                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny, 21 C"}]}])
+    assert tu.stop_reason == "tool_use" and back.content and back.content[0].type == "text"
