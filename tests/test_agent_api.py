@@ -86,6 +86,9 @@ def test_chat_without_tags_and_template_kwargs(oa, an):
     plain = an.messages.count_tokens(model="m", messages=msgs).input_tokens
     thinking = an.messages.count_tokens(model="m", messages=msgs, extra_body={"chat_template_kwargs": {"enable_thinking": True}}).input_tokens
     assert thinking > plain > 0
+    assert an.messages.count_tokens(model="m", messages=msgs, thinking={"type": "enabled", "budget_tokens": 1024}).input_tokens == thinking
+    effort = oa.responses.create(model="m", input=msgs, max_output_tokens=1, reasoning={"effort": "high"}, include=[], prompt_cache_key="k")
+    assert effort.usage.input_tokens == thinking
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -226,7 +229,8 @@ def test_responses_parse_and_refusals(oa, server):
     r = oa.responses.parse(model="m", input="A pet.", text_format=Pet, max_output_tokens=60, temperature=0.8)
     assert isinstance(r.output_parsed, Pet)
     for body, says in [({"input": "hi", "background": True}, "background"), ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0]"),
-                       ({"input": [{"type": "image_generation_call"}]}, "input[0]"), ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens")]:
+                       ({"input": [{"type": "image_generation_call"}]}, "input[0]"), ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
+                       ({"input": "hi", "include": ["reasoning.encrypted_content"]}, "include")]:
         status, err = _raw(server, "/v1/responses", body, headers={"Authorization": f"Bearer {KEY}"})
         assert status == 400 and says in err["error"]["message"], err
 
