@@ -204,6 +204,7 @@ def test_responses_function_round_trip(oa, stream):
         events = list(oa.responses.create(stream=True, **kw))
         assert "response.function_call_arguments.delta" in [e.type for e in events]
         r = events[-1].response
+        assert [e.item.id for e in events if e.type == "response.output_item.done"] == [o.id for o in r.output]   # the items streamed are the response's
     calls = [o for o in r.output if o.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "get_weather" and set(json.loads(calls[0].arguments)) == {"city"}
     r2 = oa.responses.create(model="m", previous_response_id=r.id, input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}],

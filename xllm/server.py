@@ -2114,10 +2114,10 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
 
 # %% ../nbs/19_server.ipynb 233
 @patch
-def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got) -> dict:
-    "The completed response of `got` (`_gather`'s), stored with its conversation when `req.store`."
+def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
+    "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
     fin, ntok = got["end"]
-    items = _output_items(got["reasoning"], got["text"], got["calls"])
+    items = items or _output_items(got["reasoning"], got["text"], got["calls"])
     r = base.model_copy(update=dict(status="completed" if fin != "length" else "incomplete", output=items,
                                     incomplete_details={"reason": "max_output_tokens"} if fin == "length" else None,
                                     usage={"input_tokens": reply.ptoks, "output_tokens": ntok, "total_tokens": reply.ptoks + ntok,
@@ -2140,58 +2140,82 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     return _JSON(self.finished(base, req, msgs, reply, got))
 
 # %% ../nbs/19_server.ipynb 235
+class _ResponseEvents:
+    "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
+    def __init__(self):
+        self.seq, self.n, self.cur, self.items = 0, 0, None, []
+        self.got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
+    def ev(self, kind: str, **d) -> str:
+        "The SSE event `kind` with `d`, numbered."
+        self.seq += 1
+        return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
+
+# %% ../nbs/19_server.ipynb 236
+@patch
+def open(self: _ResponseEvents, k: str) -> list[str]:
+    "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
+    out, item = self.close(), _output_items(*(("", "", []) if k == "text" else ("x", "", [])))[0]
+    self.cur, self.n = (k, item, self.n), self.n + 1
+    if k == "reasoning": return out + [self.ev("response.output_item.added", output_index=self.cur[2], item={**item, "content": []})]
+    return out + [self.ev("response.output_item.added", output_index=self.cur[2], item={**item, "status": "in_progress", "content": []}),
+                  self.ev("response.content_part.added", item_id=item["id"], output_index=self.cur[2], content_index=0,
+                          part={"type": "output_text", "text": "", "annotations": []})]
+
+@patch
+def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
+    "Text `v` of kind `k` ('text' or 'reasoning') into its item (opened first if need be)."
+    out = self.open(k) if self.cur is None or self.cur[0] != k else []
+    self.got[k] += v
+    kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
+    return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
+
+# %% ../nbs/19_server.ipynb 237
+@patch
+def close(self: _ResponseEvents) -> list[str]:
+    "Close the item being written (if any): its text done, the item done and kept."
+    if self.cur is None: return []
+    (k, item, i), self.cur = self.cur, None
+    if k == "text":
+        part = {"type": "output_text", "text": self.got["text"], "annotations": []}
+        done, out = {**item, "content": [part]}, [self.ev("response.output_text.done", item_id=item["id"], output_index=i, content_index=0, text=part["text"]),
+                                                  self.ev("response.content_part.done", item_id=item["id"], output_index=i, content_index=0, part=part)]
+    else:
+        done = {**item, "content": [{"type": "reasoning_text", "text": self.got["reasoning"]}]}
+        out = [self.ev("response.reasoning_text.done", item_id=item["id"], output_index=i, content_index=0, text=self.got["reasoning"])]
+    self.items.append(done)
+    return out + [self.ev("response.output_item.done", output_index=i, item=done)]
+
+# %% ../nbs/19_server.ipynb 238
+@patch
+def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
+    "Function-call items for `calls`, each whole: added, its arguments, done."
+    out = self.close()
+    self.got["calls"] += calls
+    for item in _output_items("", "", calls)[-len(calls):]:
+        i, self.n = self.n, self.n + 1
+        self.items.append(item)
+        out += [self.ev("response.output_item.added", output_index=i, item={**item, "arguments": "", "status": "in_progress"}),
+                self.ev("response.function_call_arguments.delta", item_id=item["id"], output_index=i, delta=item["arguments"]),
+                self.ev("response.function_call_arguments.done", item_id=item["id"], output_index=i, arguments=item["arguments"]),
+                self.ev("response.output_item.done", output_index=i, item=item)]
+    return out
+
+# %% ../nbs/19_server.ipynb 240
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
-    "OpenAI's response events for `reply`; its choices released when the stream ends."
-    seq, got, turn, cur = [0], {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}, _turn(reply), [None]
-    def ev(kind, **d):
-        seq[0] += 1
-        return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': seq[0] - 1, **d})}\n\n"
-    def close():
-        k, item = cur[0] or (None, None)
-        cur[0] = None
-        if k == "text":
-            return [ev("response.output_text.done", item_id=item["id"], output_index=item["_i"], content_index=0, text=got["text"]),
-                    ev("response.content_part.done", item_id=item["id"], output_index=item["_i"], content_index=0, part={"type": "output_text", "text": got["text"], "annotations": []}),
-                    ev("response.output_item.done", output_index=item["_i"], item=_output_items("", got["text"], [])[0] | {"id": item["id"]})]
-        if k == "reasoning":
-            return [ev("response.reasoning_text.done", item_id=item["id"], output_index=item["_i"], content_index=0, text=got["reasoning"]),
-                    ev("response.output_item.done", output_index=item["_i"], item=_output_items(got["reasoning"], "x", [])[0] | {"id": item["id"]})]
-        return []
-    n = [0]
+    "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
+    w, turn = _ResponseEvents(), _turn(reply)
     try:
-        yield ev("response.created", response=base.dump())
-        yield ev("response.in_progress", response=base.dump())
+        yield w.ev("response.created", response=base.dump())
+        yield w.ev("response.in_progress", response=base.dump())
         async for k, v in turn:
-            if k in ("reasoning", "text"):
-                if cur[0] is None or cur[0][0] != k:
-                    for e in close(): yield e
-                    item = _output_items(*(("", "", []) if k == "text" else ("x", "x", [])))[0]
-                    item = {**item, "_i": n[0]}; n[0] += 1; cur[0] = (k, item)
-                    shown = {kk: vv for kk, vv in item.items() if kk != "_i"}
-                    if k == "text":
-                        yield ev("response.output_item.added", output_index=item["_i"], item={**shown, "status": "in_progress", "content": []})
-                        yield ev("response.content_part.added", item_id=item["id"], output_index=item["_i"], content_index=0, part={"type": "output_text", "text": "", "annotations": []})
-                    else: yield ev("response.output_item.added", output_index=item["_i"], item={**shown, "content": []})
-                got[k] += v
-                kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
-                yield ev(kind, item_id=cur[0][1]["id"], output_index=cur[0][1]["_i"], content_index=0, delta=v)
-            elif k == "calls":
-                for e in close(): yield e
-                got["calls"] += v
-                for item in [i for i in _output_items("", "", v) if i["type"] == "function_call"]:
-                    yield ev("response.output_item.added", output_index=n[0], item={**item, "arguments": "", "status": "in_progress"})
-                    yield ev("response.function_call_arguments.delta", item_id=item["id"], output_index=n[0], delta=item["arguments"])
-                    yield ev("response.function_call_arguments.done", item_id=item["id"], output_index=n[0], arguments=item["arguments"])
-                    yield ev("response.output_item.done", output_index=n[0], item=item); n[0] += 1
-            else:
-                for e in close(): yield e
-                got["end"] = v
-        yield ev("response.completed", response=self.finished(base, req, msgs, reply, got))
-    except APIError as e: yield ev("error", code=e.code, message=e.message, param=e.param)
+            if k == "end": w.got["end"] = v
+            for e in (w.delta(k, v) if k in ("reasoning", "text") else w.calls(v) if k == "calls" else w.close()): yield e
+        yield w.ev("response.completed", response=self.finished(base, req, msgs, reply, w.got, w.items or None))
+    except APIError as e: yield w.ev("error", code=e.code, message=e.message, param=e.param)
     except Exception:
         _log.exception("stream %s failed", base.id)
-        yield ev("error", code=None, message=_INTERNAL.message, param=None)
+        yield w.ev("error", code=None, message=_INTERNAL.message, param=None)
     finally:
         try: await turn.aclose()
         except RuntimeError: pass
@@ -2207,7 +2231,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 236
+# %% ../nbs/19_server.ipynb 241
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2221,7 +2245,7 @@ def delete(self: ServingResponses, rid: str) -> dict:
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 238
+# %% ../nbs/19_server.ipynb 243
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2243,7 +2267,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 240
+# %% ../nbs/19_server.ipynb 245
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2254,7 +2278,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 242
+# %% ../nbs/19_server.ipynb 247
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None):
@@ -2283,7 +2307,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 245
+# %% ../nbs/19_server.ipynb 250
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2297,7 +2321,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 246
+# %% ../nbs/19_server.ipynb 251
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2324,7 +2348,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 248
+# %% ../nbs/19_server.ipynb 253
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2349,7 +2373,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 249
+# %% ../nbs/19_server.ipynb 254
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2371,7 +2395,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 250
+# %% ../nbs/19_server.ipynb 255
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2386,13 +2410,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 252
+# %% ../nbs/19_server.ipynb 257
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 254
+# %% ../nbs/19_server.ipynb 259
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2425,7 +2449,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 255
+# %% ../nbs/19_server.ipynb 260
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
