@@ -33,7 +33,9 @@ CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conform
 EXAMPLES = {"GET /health": (1, 0), "GET /version": (1, 0), "GET /v1/models": (1, 0), "GET /v1/models/{model_id}": (200, 0), "POST /v1/completions": (600, 250),
             "POST /v1/chat/completions": (200, 100), "POST /tokenize": (150, 60), "POST /detokenize": (100, 40), "GET /metrics": (1, 0),
             "GET /tokenizer_info": (1, 0), "POST /v1/embeddings": (120, 50), "POST /pooling": (40, 15), "POST /v1/score": (40, 15),
-            "POST /v1/rerank": (60, 25), "POST /rerank": (20, 10)}   # the pooling endpoints (#45)
+            "POST /v1/rerank": (60, 25), "POST /rerank": (20, 10),   # the pooling endpoints (#45)
+            "POST /v1/messages": (120, 60), "POST /v1/messages/count_tokens": (60, 30),
+            "POST /v1/responses": (120, 60), "GET /v1/responses/{response_id}": (30, 0), "DELETE /v1/responses/{response_id}": (30, 0)}
 TIMEOUT = 30          # seconds one request may take (in-process; a hang fails the case instead of the run)
 ROLES = ("user", "assistant")
 
@@ -59,6 +61,22 @@ EXPLICIT = [
     ("/v1/completions", {"prompt": [5], "logprobs": 3, "max_tokens": 4, "min_p": 1}, AUTH),
     ("/v1/completions", {"prompt": [5, 6, 7], "echo": True, "logprobs": 20, "max_tokens": 0}, AUTH),
     ("/v1/completions", {"prompt": "hi", "model": "not-served"}, AUTH),                # 404 model_not_found, documented
+    ("/v1/messages", _M(), AUTH),                                                       # the agents' APIs (issue 46)
+    ("/v1/messages", _M(stream=True), AUTH),
+    ("/v1/messages", _M([{"type": "text", "text": "\ud800"}], system="\udfff"), AUTH),
+    ("/v1/messages", {"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"a": [[[[1]]]]}}]},
+                                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}], "max_tokens": 2,
+                      "tools": [{"name": "f", "input_schema": {"type": "object"}}]}, AUTH),
+    ("/v1/messages", _M(model="not-served"), AUTH),
+    ("/v1/messages", _M(), {"x-api-key": "wrong"}),
+    ("/v1/messages/count_tokens", {"messages": [{"role": "user", "content": "hi"}]}, {"x-api-key": KEY}),
+    ("/v1/responses", {"input": "hi", "max_output_tokens": 3}, AUTH),
+    ("/v1/responses", {"input": "hi", "max_output_tokens": 3, "stream": True}, AUTH),
+    ("/v1/responses", {"input": "hi", "max_output_tokens": 3, "previous_response_id": "resp_nope"}, AUTH),
+    ("/v1/responses", {"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}, {"type": "function_call_output", "call_id": "c", "output": "1"}],
+                       "max_output_tokens": 3, "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}, AUTH),
+    ("/v1/responses", {"input": "hi", "max_output_tokens": 3, "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}}, AUTH),
+    ("/v1/responses", {"input": "hi", "truncation": "auto"}, AUTH),
     ("/v1/chat/completions", _M(model="not-served"), AUTH),
     ("/tokenize", {"prompt": "hi", "model": ""}, AUTH),
     ("/v1/completions", {"prompt": ["\ud800", "hi"], "echo": True, "logprobs": 0, "max_tokens": 0, "n": 2, "stream": True}, AUTH),
@@ -175,7 +193,7 @@ def test_schemathesis_no_5xx_no_schema_violation(app, hypothesis_restored):
     try:
         ops = {f"{op.method.upper()} {op.path}": op for op in (r.ok() for r in schema.get_all_operations())}
         assert set(ops) == set(EXAMPLES), f"the server's operations changed: {sorted(ops)}; give each a budget in EXAMPLES"
-        CHAT = "POST /v1/chat/completions"
+        CHAT, MSGS = "POST /v1/chat/completions", "POST /v1/messages"
 
         def explicit():
             for path, body, headers in EXPLICIT:
@@ -188,11 +206,11 @@ def test_schemathesis_no_5xx_no_schema_violation(app, hypothesis_restored):
             config = schema.config.generation_for(operation=op, phase="coverage")
             for case in schema.iter_coverage_cases(op, generation_modes=[mode], generation_config=config):
                 send(case, "coverage", label, mode.value)
-                if label == CHAT and mode is GenerationMode.POSITIVE and (b := _conversational(case.body)) is not None:
+                if label in (CHAT, MSGS) and mode is GenerationMode.POSITIVE and (b := _conversational(case.body)) is not None:
                     send(op.Case(body=b, media_type=case.media_type), "coverage", label, "positive, as a conversation")
 
         def fuzz(label, op, mode, n):
-            chat = label == CHAT and mode is GenerationMode.POSITIVE
+            chat = label in (CHAT, MSGS) and mode is GenerationMode.POSITIVE
             @seed(zlib.crc32(f"{label} {mode.value}".encode()))
             @settings(max_examples=n, deadline=None, database=None, derandomize=False, print_blob=False,
                       phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))

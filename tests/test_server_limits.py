@@ -151,7 +151,8 @@ def test_every_path_needs_the_key(model_dir, tmp_path):
             for method, body in (("GET", None), ("POST", {})):
                 code, e = s.get(p, method=method, body=body)
                 if p == "/health": assert code in (200, 405), (p, method, code); continue
-                assert code == 401 and e["error"]["code"] == "invalid_api_key", (p, method, code, e)
+                if p.startswith("/v1/messages"): assert code == 401 and e["type"] == "error" and e["error"]["type"] == "authentication_error", (p, e)   # Anthropic's shape
+                else: assert code == 401 and e["error"]["code"] == "invalid_api_key", (p, method, code, e)
         assert s.get("/health") == (200, {"status": "ok"})
         assert s.get("/health", key="k")[1]["num_blocks"] > 0                # the details: to those holding the key
         assert s.get("/metrics", key="m")[0] == 200 and s.get("/metrics", key="k")[0] == 200

@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--stall-timeout", type=float, default=30, help="abort a stream whose client reads nothing for this many seconds (default 30)")
     v.add_argument("--docs", action="store_true", help="serve the interactive API docs at /docs (their scripts load from a CDN; /openapi.json is always served)")
     v.add_argument("--served-model-name", default=None, metavar="NAME", help="the model's id in /v1/models and in responses (default: the model file's name)")
+    v.add_argument("--reasoning-parser", default=None, choices=["qwen3", "deepseek_r1"], help="return a reasoning model's <think>...</think> apart from its answer "
+                   "(reasoning_content; thinking blocks in /v1/messages)")
     v.add_argument("--max-waiting", type=int, default=64, help="requests that may wait beyond those; more get HTTP 503 (default 64)")
     v.add_argument("--public-endpoints", default="/health", metavar="PATHS", help="comma-separated paths that need no API key (default /health, "
                    "which then says only whether the server is up)")
@@ -579,7 +581,8 @@ def cmd_serve(args, out=None) -> int:
     server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
                  shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name,
                  limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None,
-                 log_stats=None if args.disable_log_stats else server.LOG_STATS_EVERY, log_level=args.uvicorn_log_level)
+                 log_stats=None if args.disable_log_stats else server.LOG_STATS_EVERY, log_level=args.uvicorn_log_level,
+                 reasoning_parser=args.reasoning_parser)
     return 0
 
 # %% ../nbs/21_cli.ipynb 45

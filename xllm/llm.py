@@ -35,8 +35,8 @@ from .speculative import check_same_tokenizer
 from .pooling import PoolerConfig, PoolingParams, TokenScoreHead
 
 # %% auto 0
-__all__ = ['CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM', 'build_engine',
-           'random_llm']
+__all__ = ['TEMPLATE_RESERVED', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',
+           'check_template_kwargs', 'build_engine', 'random_llm']
 
 # %% ../nbs/17_llm.ipynb 5
 @dataclass
@@ -410,21 +410,33 @@ def chat_template_note(self: LLM) -> str | None:
 
 
 # %% ../nbs/17_llm.ipynb 43
+TEMPLATE_RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "documents", "chat_template"})
+
+def check_template_kwargs(kw) -> dict:
+    "`chat_template_kwargs` checked: None or a dict of template variables, none of `TEMPLATE_RESERVED` (`ValueError` naming it)."
+    if kw is None: return {}
+    if not isinstance(kw, dict): raise ValueError(f"chat_template_kwargs: expected an object, got {type(kw).__name__}")
+    for k in kw:
+        if not isinstance(k, str) or not k.isidentifier(): raise ValueError(f"chat_template_kwargs: {k!r:.40} is not a template variable name")
+        if k in TEMPLATE_RESERVED: raise ValueError(f"chat_template_kwargs: {k!r} is set by xllm itself and cannot be given")
+    return kw
+
+# %% ../nbs/17_llm.ipynb 45
 @patch
-def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=True, tools=None) -> tuple[str, list[int]]:
+def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=True, tools=None, chat_template_kwargs=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
     only from the template's markup: a special token's string inside a message is text. A model without a template gets a built-in
     one chosen from its special tokens, with a warning the first time (pass `chat_template` to choose). A message's content may be
     OpenAI's list of text parts (`xllm.chat.text_content`). `tools`: OpenAI-style tool definitions, given to the template as Hugging Face
-    gives them (as `tools`)."""
+    gives them (as `tools`). `chat_template_kwargs`: more template variables (e.g. `enable_thinking`), `check_template_kwargs`."""
     if chat_template is None and (note := self.chat_template_note()):
         warnings.warn(f"{note} (pass chat_template= to choose)", stacklevel=3)
     parts = apply_chat_template_parts(self.tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template,
-                                       **({"tools": tools} if tools is not None else {}))
+                                       **({"tools": tools} if tools is not None else {}), **check_template_kwargs(chat_template_kwargs))
     return "".join(t for t, _ in parts), self._check_ids(self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
 
-# %% ../nbs/17_llm.ipynb 46
+# %% ../nbs/17_llm.ipynb 49
 def _runner_options(llm) -> dict | None:
     "What the LLM's runner class takes beyond the model and pool: the CUDA graphs switch, or the CPU runner's activations."
     if llm.runner_name in ("cuda", "tp"): return {"enforce_eager": llm.engine_config.enforce_eager}
@@ -444,7 +456,7 @@ def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
                   runner_options=_runner_options(llm), max_num_batched_tokens=c.num_batched_tokens, **engine_settings)
 
 
-# %% ../nbs/17_llm.ipynb 49
+# %% ../nbs/17_llm.ipynb 52
 @patch
 def get_engine(self: LLM):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
@@ -457,7 +469,7 @@ def _engine_generator(self: LLM, p: SamplingParams, index: int = 0):
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
 
-# %% ../nbs/17_llm.ipynb 51
+# %% ../nbs/17_llm.ipynb 54
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -473,7 +485,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 52
+# %% ../nbs/17_llm.ipynb 55
 @patch
 def _pump(self: LLM):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
@@ -489,7 +501,7 @@ def _pump(self: LLM):
         if seq.finished: del self._live[o.request_id]
 
 
-# %% ../nbs/17_llm.ipynb 53
+# %% ../nbs/17_llm.ipynb 56
 @patch
 def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
@@ -509,7 +521,7 @@ def _settle(self: LLM, seqs: dict):
         while eng.has_unfinished(): eng.step()
 
 
-# %% ../nbs/17_llm.ipynb 54
+# %% ../nbs/17_llm.ipynb 57
 @patch
 def _check_pool(self: LLM, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
@@ -526,7 +538,7 @@ def _check_pool(self: LLM, eng, prompts, params):
                              f"pool holds ({cap} tokens in {eng.pool.num_blocks} blocks); raise kv_cache_memory or ask for fewer tokens")
 
 
-# %% ../nbs/17_llm.ipynb 56
+# %% ../nbs/17_llm.ipynb 59
 @patch
 def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
@@ -550,7 +562,7 @@ def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[S
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 
-# %% ../nbs/17_llm.ipynb 60
+# %% ../nbs/17_llm.ipynb 63
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -562,7 +574,7 @@ def _params(params, n: int | None = None):
     return params if n is None else [params] * n
 
 
-# %% ../nbs/17_llm.ipynb 62
+# %% ../nbs/17_llm.ipynb 65
 @patch
 def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
@@ -580,7 +592,7 @@ def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 64
+# %% ../nbs/17_llm.ipynb 67
 @patch
 def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
     "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
@@ -591,9 +603,9 @@ def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isi
 
 @patch
 def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
-         add_generation_prompt: bool = True) -> list[RequestOutput]:
+         add_generation_prompt: bool = True, chat_template_kwargs: dict | None = None) -> list[RequestOutput]:
     """Answer a conversation (a list of {'role', 'content'} dicts; a content may be OpenAI's list of text parts) or a list of
-    conversations, using the model's chat template (or `chat_template`)."""
+    conversations, using the model's chat template (or `chat_template`; `chat_template_kwargs`: more variables, e.g. `enable_thinking`)."""
     convs = [messages] if _is_conversation(messages) and messages else list(messages)
     if not convs or not all(_is_conversation(c) and c for c in convs):
         if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, dict) for m in messages):   # one conversation, a role missing
@@ -601,10 +613,10 @@ def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bo
             raise ValueError(f"messages[{i}]: no 'role' in {messages[i]!r:.60} (expected {{'role': ..., 'content': ...}})")
         raise ValueError("messages: expected a list of {'role': ..., 'content': ...} dicts, or a list of such lists")
     params = _params(params, len(convs))
-    return self._run([self.encode_chat(c, chat_template, add_generation_prompt) for c in convs], params, use_tqdm)
+    return self._run([self.encode_chat(c, chat_template, add_generation_prompt, chat_template_kwargs=chat_template_kwargs) for c in convs], params, use_tqdm)
 
 
-# %% ../nbs/17_llm.ipynb 66
+# %% ../nbs/17_llm.ipynb 69
 @patch
 def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
@@ -621,7 +633,7 @@ def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     self.last_stream_output = seq.output()
 
 
-# %% ../nbs/17_llm.ipynb 67
+# %% ../nbs/17_llm.ipynb 70
 @patch
 def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[str]:
     "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
@@ -631,7 +643,7 @@ def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[
     return self._stream_ids(ids, params)
 
 
-# %% ../nbs/17_llm.ipynb 69
+# %% ../nbs/17_llm.ipynb 72
 @patch
 @torch.inference_mode()
 def logits(self: LLM, ids) -> torch.Tensor:
@@ -641,7 +653,7 @@ def logits(self: LLM, ids) -> torch.Tensor:
     return self.get_engine().prompt_logits(ids).cpu()
 
 
-# %% ../nbs/17_llm.ipynb 73
+# %% ../nbs/17_llm.ipynb 76
 @patch(as_prop=True)
 def pooler_config(self: LLM) -> PoolerConfig:
     "The model's pooling defaults and prompts (`PoolerConfig.from_dir` of its directory; read once)."
@@ -654,7 +666,7 @@ def configure_pooling(self: LLM, engine: Engine) -> Engine:
     engine.pooler_config, engine.classifier = self.pooler_config, self.reranker_head()
     return engine
 
-# %% ../nbs/17_llm.ipynb 74
+# %% ../nbs/17_llm.ipynb 77
 @patch
 def reranker_head(self: LLM) -> TokenScoreHead | None:
     "The generative reranker's head (`EngineConfig.reranker`: its `yes` / `no` tokens over the model's `lm_head`), or None."
@@ -666,7 +678,7 @@ def reranker_head(self: LLM) -> TokenScoreHead | None:
         return ids[0]
     return TokenScoreHead(self.model.lm_head, one("yes"), one("no") if r.get("no") else None)
 
-# %% ../nbs/17_llm.ipynb 75
+# %% ../nbs/17_llm.ipynb 78
 @patch
 def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt_tokens: int | None = None, what: str = "input") -> list[int]:
     """One input's token ids for a pooling request: a str (with the model's prompt `prompt_name`, else its default, prefixed) or
@@ -680,7 +692,7 @@ def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt
     if truncate_prompt_tokens is not None: ids = ids[-check_int("truncate_prompt_tokens", truncate_prompt_tokens, lo=1):]
     return self._check_ids(ids, what, limit=self.max_model_len)
 
-# %% ../nbs/17_llm.ipynb 77
+# %% ../nbs/17_llm.ipynb 80
 @patch
 def encode_pooling(self: LLM, inputs: list[list[int]], params: PoolingParams) -> list[torch.Tensor]:
     "Run pooling requests for token-id lists `inputs` through the engine; their vectors (ValueError naming a failed one)."
@@ -699,7 +711,7 @@ def embed(self: LLM, texts, pooling: str | None = None, normalize: bool | None =
     ids = [self.pooling_ids(t, prompt_name, truncate_prompt_tokens) for t in ([texts] if one else texts)]
     return [v.tolist() for v in self.encode_pooling(ids, params)]
 
-# %% ../nbs/17_llm.ipynb 79
+# %% ../nbs/17_llm.ipynb 82
 @patch
 def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None = None) -> list[float]:
     """A relevance score of each document (a str or a list of them) for `query`: the classification head's sigmoid, or the
@@ -717,7 +729,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if out[0].numel() != 1: raise ValueError(f"score: the classification head has {out[0].numel()} labels; score() reads a one-label head")
     return [float(torch.sigmoid(v[0])) for v in out]
 
-# %% ../nbs/17_llm.ipynb 82
+# %% ../nbs/17_llm.ipynb 85
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.

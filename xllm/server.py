@@ -5,18 +5,21 @@
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
            'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'TRIM_EVERY',
-           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'CompletionRequest',
-           'ChatMessage', 'ChatRequest', 'TokenizeRequest', 'DetokenizeRequest', 'ErrorInfo', 'Error', 'Usage',
-           'CompletionLogprobs', 'TopLogprob', 'TokenLogprob', 'ChatLogprobs', 'CompletionChoice', 'CompletionResponse',
-           'CompletionChunk', 'FunctionCall', 'ToolCall', 'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse',
-           'DeltaToolCall', 'Delta', 'ChatStreamChoice', 'ChatCompletionChunk', 'ModelCard', 'ModelList',
-           'TokenizeResponse', 'DetokenizeResponse', 'Version', 'TokenizerInfo', 'Health', 'EmbeddingRequest',
-           'ScoreRequest', 'RerankRequest', 'EmbeddingUsage', 'EmbeddingData', 'EmbeddingResponse', 'PoolingData',
-           'PoolingResponse', 'ScoreData', 'ScoreResponse', 'RerankDocument', 'RerankResult', 'RerankResponse',
-           'APIError', 'to_sampling_params', 'check_supported', 'logit_bias_processor', 'structured_outputs',
-           'compile_structured', 'ClientDisconnected', 'Metrics', 'ServerLimits', 'LimitCounts', 'public_paths',
-           'OpenAIServing', 'ServingCompletion', 'ServingChat', 'ServingTokens', 'ServingInfo', 'encode_vector',
-           'ServingPooling', 'create_app', 'BackgroundServer', 'start_server', 'serve', 'launch']
+           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'MAX_STORED_RESPONSES', 'MAX_STORED_BYTES', 'SEND_BUFFER',
+           'BACKLOG', 'FD_RESERVE', 'CompletionRequest', 'ChatMessage', 'ChatRequest', 'TokenizeRequest',
+           'DetokenizeRequest', 'ErrorInfo', 'Error', 'Usage', 'CompletionLogprobs', 'TopLogprob', 'TokenLogprob',
+           'ChatLogprobs', 'CompletionChoice', 'CompletionResponse', 'CompletionChunk', 'FunctionCall', 'ToolCall',
+           'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse', 'DeltaToolCall', 'Delta', 'ChatStreamChoice',
+           'ChatCompletionChunk', 'ModelCard', 'ModelList', 'TokenizeResponse', 'DetokenizeResponse', 'Version',
+           'TokenizerInfo', 'Health', 'EmbeddingRequest', 'ScoreRequest', 'RerankRequest', 'EmbeddingUsage',
+           'EmbeddingData', 'EmbeddingResponse', 'PoolingData', 'PoolingResponse', 'ScoreData', 'ScoreResponse',
+           'RerankDocument', 'RerankResult', 'RerankResponse', 'APIError', 'to_sampling_params', 'check_supported',
+           'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics',
+           'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing', 'ServingCompletion', 'ServingChat',
+           'ServingTokens', 'ServingInfo', 'encode_vector', 'ServingPooling', 'MessagesRequest', 'CountTokensRequest',
+           'to_chat_request', 'anthropic_blocks', 'AnthropicError', 'AnthropicMessage', 'TokenCount', 'ServingMessages',
+           'ResponsesRequest', 'ResponseStore', 'ResponseObject', 'ServingResponses', 'create_app', 'BackgroundServer',
+           'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -143,6 +146,7 @@ class ChatRequest(_Options):
     tools: list[Any] | None = None
     tool_choice: Any = None
     functions: list[Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None                # more template variables, e.g. enable_thinking (vLLM's)
 
 # %% ../nbs/19_server.ipynb 15
 class TokenizeRequest(BaseModel):
@@ -264,10 +268,11 @@ class ToolCall(_Out):
 
 class AssistantMessage(_Out):
     "The answer's message; `tool_calls` only when the answer was read as tool calls (then `content` may be null)."
-    _optional: ClassVar[frozenset] = frozenset({"tool_calls"})
+    _optional: ClassVar[frozenset] = frozenset({"tool_calls", "reasoning_content"})
     role: Literal["assistant"] = "assistant"
     content: str | None
     tool_calls: list[ToolCall] | None = None
+    reasoning_content: str | None = None          # with --reasoning-parser: the thinking, apart from the answer
 
 # %% ../nbs/19_server.ipynb 26
 class ChatChoice(_Out):
@@ -296,10 +301,11 @@ class DeltaToolCall(_Out):
 
 class Delta(_Out):
     "What a chat chunk adds to its choice: the role (first chunk), text, or tool calls; `{}` for none (the last chunk)."
-    _optional: ClassVar[frozenset] = frozenset({"role", "content", "tool_calls"})
+    _optional: ClassVar[frozenset] = frozenset({"role", "content", "tool_calls", "reasoning_content"})
     role: Literal["assistant"] | None = None
     content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
+    reasoning_content: str | None = None
 
 # %% ../nbs/19_server.ipynb 28
 class ChatStreamChoice(_Out):
@@ -1074,7 +1080,8 @@ def public_paths(paths) -> frozenset:
 
 # %% ../nbs/19_server.ipynb 102
 def _holds(headers: dict, key: str) -> bool:
-    "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key` (compared in constant time)."
+    "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key`, or `x-api-key: key` (Anthropic's), compared in constant time."
+    if hmac.compare_digest(headers.get(b"x-api-key", b"").strip(), key.encode()): return True
     scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode("latin-1"), key.encode())
 
@@ -1093,7 +1100,8 @@ class _KeyCheck:
         elif path == "/metrics" and self.metrics_key is not None: ok = _holds(headers, self.metrics_key) or (self.api_key is not None and authed)
         else: ok = authed
         if ok: return await self.app(scope, receive, send)
-        await _send_error(send, APIError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
+        E = _AnthropicAPIError if _anthropic_path(path) else APIError
+        await _send_error(send, E(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
 # %% ../nbs/19_server.ipynb 104
 def _quiet_accept_errors(inner=None, every: float = 10.0):
@@ -1200,6 +1208,7 @@ class _State:
         self.tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)
         self.public_tokenizing = asyncio.Semaphore(TOKENIZE_AT_ONCE)   # requests without the key (public endpoints) never wait on the first
         self.limits, self.counts, self.stall_timeout = limits or ServerLimits(), LimitCounts(), stall_timeout
+        self.reasoning = None       # the `ReasoningParser` of --reasoning-parser (notebook 18b), copied for each answer
         self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
         self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
         self.metrics = Metrics(self)
@@ -1396,6 +1405,7 @@ async def _collect(self: _Reply, texts, reasons, lps) -> int:
 def _choice(self: _Reply, i: int, text: str, lps, reason):
     "Choice `i` of a whole answer; a chat answer with tools is read for tool calls (finish reason 'tool_calls')."
     if not self.chat: return CompletionChoice(index=i, text=text, logprobs=self.logprobs(lps), finish_reason=reason)
+    reasoning, text = self.reasoned(text)
     msg = AssistantMessage(content=text)
     if self.tools:
         from xllm.tools import parse_tool_calls, openai_tool_calls
@@ -1403,9 +1413,32 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
         if calls:
             msg = AssistantMessage(content=content, tool_calls=openai_tool_calls(calls))
             if reason == "stop": reason = "tool_calls"
+    if self.st.reasoning is not None: msg.reasoning_content = reasoning
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 139
+# %% ../nbs/19_server.ipynb 138
+from .reasoning import reasoning_parser as reasoning_parser_named
+from .llm import check_template_kwargs
+
+def _template_kwargs(kw) -> dict:
+    "A request's `chat_template_kwargs` checked (`check_template_kwargs`), as a 400 naming the field."
+    try: return check_template_kwargs(kw)
+    except ValueError as e: raise APIError(400, str(e), param="chat_template_kwargs") from None
+
+def _think(p, d: str, fin) -> tuple[str, str]:
+    "(reasoning, content) of the piece `d` through the parser `p`; at the end (`fin` set) what it still held too."
+    r, c = p.feed(d)
+    if fin is not None: r2, c2 = p.finish(); r, c = r + r2, c + c2
+    return r, c
+
+# %% ../nbs/19_server.ipynb 140
+@patch
+def reasoned(self: _Reply, text: str) -> tuple[str | None, str]:
+    "(reasoning or None, content) of a whole answer: split by the server's reasoning parser, if it has one."
+    p = self.st.reasoning
+    return (None, text) if p is None else p.split(text)
+
+# %% ../nbs/19_server.ipynb 143
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1419,7 +1452,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 141
+# %% ../nbs/19_server.ipynb 145
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1428,7 +1461,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 143
+# %% ../nbs/19_server.ipynb 147
 @patch
 def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1444,7 +1477,7 @@ def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 144
+# %% ../nbs/19_server.ipynb 148
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1453,6 +1486,7 @@ async def _events(self: _Reply, release):
         if self.tools:
             from xllm.tools import ToolStream
             held = {i: ToolStream(*self.tools) for i in range(len(self.jobs))}
+        think = {i: self.st.reasoning.fresh() for i in range(len(self.jobs))} if self.chat and self.st.reasoning else None
         if self.chat: yield self._chunk(*({"index": i, "delta": {"role": "assistant", "content": ""}} for i in range(len(self.jobs))))
         for i, h in enumerate(self.head):
             if h and not self.scored: yield self._chunk({"index": i, "text": h})
@@ -1462,6 +1496,9 @@ async def _events(self: _Reply, release):
                 offs[i] = sum(map(len, L["tokens"]))
                 yield self._chunk({"index": i, "text": self.head[i], "logprobs": L})
             if fin is not None: ctoks += nt
+            if think is not None:                  # the thinking apart (--reasoning-parser), as its own delta
+                r, d = _think(think[i], d, fin)
+                if r: yield self._chunk({"index": i, "delta": {"reasoning_content": r}})
             if self.tools:                         # text that may be a tool call waits; the calls come at the end
                 d, fin, calls = self._tool_deltas(held, i, d, fin)
                 for c in calls: yield c
@@ -1481,7 +1518,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 145
+# %% ../nbs/19_server.ipynb 149
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1492,7 +1529,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 147
+# %% ../nbs/19_server.ipynb 151
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1500,7 +1537,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 150
+# %% ../nbs/19_server.ipynb 154
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1517,7 +1554,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 152
+# %% ../nbs/19_server.ipynb 156
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1540,10 +1577,11 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 154
+# %% ../nbs/19_server.ipynb 158
 @patch
-async def create(self: ServingChat, req: ChatRequest, request):
-    "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
+async def prepare(self: ServingChat, req: ChatRequest):
+    """A chat request checked and tokenized: (prompts, their `SamplingParams`, params, logit bias, tools to read the answer with).
+    The one path the chat, Messages and Responses APIs share."""
     self.served(req.model)
     st, llm = self.st, self.llm
     params = to_sampling_params(req, None, llm.max_logprobs, llm.engine_config.scheduling_policy)
@@ -1552,12 +1590,19 @@ async def create(self: ServingChat, req: ChatRequest, request):
     msgs = _chat_messages(req.messages)
     st.check_choices(params.n)
     st.check_chars(sum(len(m["content"] or "") + (len(json.dumps(m["tool_calls"])) if "tool_calls" in m else 0) for m in msgs)
-                   + (len(json.dumps(req.tools)) if req.tools else 0), "messages")
+                   + (len(json.dumps(req.tools)) if req.tools else 0) + len(json.dumps(req.chat_template_kwargs or {})), "messages")
     msgs, template_tools, tools, params = await self.with_tools(req, msgs, params)
-    prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools)], "messages", req, params)
+    kw = _template_kwargs(req.chat_template_kwargs)
+    prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools, chat_template_kwargs=kw)], "messages", req, params)
+    return prompts, limits, params, bias, tools
+
+@patch
+async def create(self: ServingChat, req: ChatRequest, request):
+    "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
+    prompts, limits, params, bias, tools = await self.prepare(req)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 157
+# %% ../nbs/19_server.ipynb 161
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1578,7 +1623,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 159
+# %% ../nbs/19_server.ipynb 163
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1595,7 +1640,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 161
+# %% ../nbs/19_server.ipynb 165
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard:
@@ -1617,7 +1662,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 163
+# %% ../nbs/19_server.ipynb 167
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1631,7 +1676,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 166
+# %% ../nbs/19_server.ipynb 170
 def encode_vector(v: list[float], fmt: str) -> list[float] | str:
     "A vector as the response carries it: a list of floats, or `base64` of its little-endian float32 bytes (as OpenAI sends it)."
     if fmt == "float": return v
@@ -1644,7 +1689,7 @@ def _inputs(x) -> list:
     if not x: raise APIError(400, "input: empty (expected a string, a list of strings or token ids)", param="input")
     return list(x)
 
-# %% ../nbs/19_server.ipynb 168
+# %% ../nbs/19_server.ipynb 172
 class ServingPooling(OpenAIServing):
     "/v1/embeddings, /pooling, /v1/score and /v1/rerank: pooling requests (notebook 13c) in the server's engine."
     def __init__(self, st: _State):
@@ -1659,7 +1704,7 @@ class ServingPooling(OpenAIServing):
             code = "context_length_exceeded" if "more than the model's context" in str(e) else None
             raise APIError(400, str(e), param=field, code=code) from None
 
-# %% ../nbs/19_server.ipynb 169
+# %% ../nbs/19_server.ipynb 173
 @patch
 async def run(self: ServingPooling, request, inputs: list[list[int]], params) -> list[torch.Tensor]:
     "Each input's vector, through the engine, all at once (admitted as that many requests; a client gone aborts them)."
@@ -1675,7 +1720,7 @@ async def run(self: ServingPooling, request, inputs: list[list[int]], params) ->
         except ValueError as e: raise APIError(400, str(e)) from None       # refused by the engine (dimensions, task)
     finally: st.in_flight -= len(inputs)
 
-# %% ../nbs/19_server.ipynb 170
+# %% ../nbs/19_server.ipynb 174
 @patch
 async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind: str = "embedding"):
     "The /v1/embeddings answer (`kind='pooling'`: the /pooling one)."
@@ -1694,7 +1739,7 @@ async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind:
     return EmbeddingResponse(data=[EmbeddingData(index=i, embedding=encode_vector(v.tolist(), req.encoding_format)) for i, v in enumerate(vecs)],
                              model=self.st.model_name, usage=usage)
 
-# %% ../nbs/19_server.ipynb 171
+# %% ../nbs/19_server.ipynb 175
 @patch
 async def scores(self: ServingPooling, query: str, docs: list[str], truncate: int | None, request) -> tuple[list[float], int]:
     "Each document's score for `query` (the classification head's sigmoid or the reranker's log P(yes), as `LLM.score`), and the tokens read."
@@ -1708,7 +1753,7 @@ async def scores(self: ServingPooling, query: str, docs: list[str], truncate: in
     if r is None and out[0].numel() != 1: raise APIError(400, f"the classification head has {out[0].numel()} labels; scoring reads a one-label head")
     return [float(v[0]) if r else float(torch.sigmoid(v[0])) for v in out], sum(map(len, ids))
 
-# %% ../nbs/19_server.ipynb 172
+# %% ../nbs/19_server.ipynb 176
 @patch
 async def score(self: ServingPooling, req: ScoreRequest, request) -> ScoreResponse:
     "The /v1/score answer."
@@ -1732,7 +1777,7 @@ async def rerank(self: ServingPooling, req: RerankRequest, request) -> RerankRes
     res = [RerankResult(index=i, relevance_score=s[i], **({"document": RerankDocument(text=req.documents[i])} if req.return_documents else {})) for i in order]
     return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=self.st.model_name, usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n), results=res)
 
-# %% ../nbs/19_server.ipynb 175
+# %% ../nbs/19_server.ipynb 179
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1749,7 +1794,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 177
+# %% ../nbs/19_server.ipynb 181
 async def _api_error(request, e: APIError): return _error(e)
 
 async def _http(request, e: HTTPException):
@@ -1761,7 +1806,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 179
+# %% ../nbs/19_server.ipynb 183
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1773,7 +1818,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 181
+# %% ../nbs/19_server.ipynb 185
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1786,7 +1831,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 182
+# %% ../nbs/19_server.ipynb 186
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1801,7 +1846,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 184
+# %% ../nbs/19_server.ipynb 188
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1816,7 +1861,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 185
+# %% ../nbs/19_server.ipynb 189
 _NAMED += ("/v1/embeddings", "/pooling", "/v1/score", "/v1/rerank", "/rerank")   # they name a model too
 
 def _pooling_routes(app, st, R):
@@ -1832,7 +1877,7 @@ def _pooling_routes(app, st, R):
         @app.post(path, response_model=RerankResponse, responses=R(path, post=True))
         async def rerank(req: RerankRequest, request: Request): return _JSON(await pooling.rerank(req, request))
 
-# %% ../nbs/19_server.ipynb 188
+# %% ../nbs/19_server.ipynb 192
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1843,7 +1888,607 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 190
+# %% ../nbs/19_server.ipynb 196
+class _AgentReq(BaseModel):
+    "The agents' APIs' requests, as `_Req`: strict, unknown fields ignored, null meaning the default."
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, d): return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
+
+class MessagesRequest(_AgentReq):
+    "Anthropic's `POST /v1/messages`: a conversation in content blocks, `max_tokens` required."
+    model: str | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    max_tokens: int = Field(ge=1)
+    system: str | list[dict[str, Any]] | None = None
+    stop_sequences: list[str] | None = None
+    stream: bool = False
+    temperature: float = Field(1.0, ge=0, le=1)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    thinking: dict[str, Any] | None = None             # {'type': 'enabled' | 'disabled'}: enable_thinking for the template
+
+class CountTokensRequest(_AgentReq):
+    "Anthropic's `POST /v1/messages/count_tokens`: the prompt a Messages request would make, counted."
+    model: str | None = None
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    thinking: dict[str, Any] | None = None
+
+# %% ../nbs/19_server.ipynb 199
+def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
+
+def _block_text(c, where: str) -> str:
+    "The text of `c`: a string, or a list of `{'type': 'text', 'text': ...}` blocks joined; a 400 naming `where` otherwise."
+    if isinstance(c, str): return c
+    if not isinstance(c, list): raise _bad(where, "expected a string or a list of text blocks")
+    out = []
+    for k, b in enumerate(c):
+        if not isinstance(b, dict) or b.get("type") != "text" or not isinstance(b.get("text"), str):
+            raise _bad(f"{where}[{k}]", f"expected a text block ({{'type': 'text', 'text': ...}}), got type {b.get('type') if isinstance(b, dict) else type(b).__name__!r:.40}")
+        out.append(b["text"])
+    return "".join(out)
+
+# %% ../nbs/19_server.ipynb 202
+def _anthropic_message(i: int, m) -> list[dict]:
+    "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
+    where = f"messages[{i}]"
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"): raise _bad(f"{where}.role", "expected 'user' or 'assistant'")
+    c, role = m.get("content"), m["role"]
+    if isinstance(c, str): return [{"role": role, "content": c}]
+    if not isinstance(c, list): raise _bad(f"{where}.content", "expected a string or a list of content blocks")
+    text, calls, results = [], [], []
+    for k, b in enumerate(c):
+        t, w = b.get("type") if isinstance(b, dict) else None, f"{where}.content[{k}]"
+        if t == "text" and isinstance(b.get("text"), str): text.append(b["text"])
+        elif t == "tool_use" and role == "assistant" and isinstance(b.get("name"), str) and isinstance(b.get("input", {}), dict):
+            try: args = json.dumps(b.get("input", {}))
+            except RecursionError: raise _bad(f"{w}.input", "nested too deeply") from None
+            calls.append({"id": str(b.get("id", "")), "type": "function", "function": {"name": b["name"], "arguments": args}})
+        elif t == "tool_result" and role == "user":
+            results.append({"role": "tool", "tool_call_id": str(b.get("tool_use_id", "")), "content": _block_text(b.get("content", ""), f"{w}.content")})
+        elif t in ("thinking", "redacted_thinking") and role == "assistant": pass
+        else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
+    return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
+
+# %% ../nbs/19_server.ipynb 205
+def _anthropic_tools(tools, choice):
+    "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
+    out = None
+    if tools is not None:
+        out = []
+        for k, t in enumerate(tools):
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str): raise _bad(f"tools[{k}]", "expected {'name', 'description', 'input_schema'}")
+            f = {"name": t["name"], "parameters": t.get("input_schema", {"type": "object"})}
+            if t.get("description") is not None: f["description"] = t["description"]
+            out.append({"type": "function", "function": f})
+    if choice is None: return out, None
+    kind = choice.get("type")
+    if kind in ("auto", "none"): return out, kind
+    if kind == "any": return out, "required"
+    if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
+    raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
+
+# %% ../nbs/19_server.ipynb 207
+def _thinking_kwargs(kw: dict | None, thinking: dict | None) -> dict | None:
+    "`chat_template_kwargs` with `enable_thinking` from Anthropic's `thinking` (type enabled / disabled), unless given there already."
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled"): return kw
+    if isinstance(kw, dict) and "enable_thinking" in kw: return kw
+    return {**(kw or {}), "enable_thinking": thinking["type"] == "enabled"}
+
+# %% ../nbs/19_server.ipynb 209
+def to_chat_request(req, **extra) -> ChatRequest:
+    "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
+    msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
+    for i, m in enumerate(req.messages): msgs += _anthropic_message(i, m)
+    if not msgs: raise _bad("messages", "no content to answer")
+    tools, choice = _anthropic_tools(req.tools, req.tool_choice)
+    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, getattr(req, "thinking", None)), **extra)
+    return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
+
+# %% ../nbs/19_server.ipynb 212
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> list[dict]:
+    "An answer's content blocks: thinking (if any), text (if any), `tool_use` blocks for `calls` (`{'name', 'arguments'}` as JSON text)."
+    out = [{"type": "thinking", "thinking": reasoning, "signature": ""}] if reasoning else []
+    if text: out.append({"type": "text", "text": text})
+    return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
+
+# %% ../nbs/19_server.ipynb 215
+async def _turn(reply):
+    "The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated."
+    from xllm.tools import ToolStream
+    think = reply.st.reasoning.fresh() if reply.st.reasoning else None
+    held = ToolStream(*reply.tools) if reply.tools else None
+    async for _, d, fin, nt, _, _ in _run_all(reply.st, reply.jobs, reply.field):
+        r, d = _think(think, d, fin) if think else ("", d)
+        if r: yield "reasoning", r
+        calls = []
+        if held:
+            d = held.feed(d)
+            if fin is not None: rest, calls = held.finish(); d += rest
+        if d: yield "text", d
+        if calls: yield "calls", calls
+        if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt)
+
+# %% ../nbs/19_server.ipynb 217
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                    413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
+
+class AnthropicError(_Out):
+    "Anthropic's error JSON: `{'type': 'error', 'error': {'type', 'message'}}`."
+    type: Literal["error"] = "error"
+    error: dict[str, str]
+    @classmethod
+    def of(cls, status: int, message: str) -> "AnthropicError":
+        "The error of HTTP `status` with `message`."
+        return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
+
+# %% ../nbs/19_server.ipynb 219
+class _AnthropicAPIError(APIError):
+    "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
+    def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
+
+def _anthropic_path(path: str) -> bool: return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+def _anthropic_shaped(handler):
+    "An error handler whose answers on `/v1/messages` paths are reshaped into Anthropic's error JSON (Retry-After kept)."
+    async def shaped(request, e):
+        r = await handler(request, e)
+        if not _anthropic_path(request.url.path) or r.status_code < 400: return r
+        msg = json.loads(r.body).get("error", {}).get("message", "")
+        return _JSON(AnthropicError.of(r.status_code, msg), status_code=r.status_code, headers={k: v for k, v in r.headers.items() if k.lower() == "retry-after"})
+    return shaped
+
+_HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
+
+# %% ../nbs/19_server.ipynb 221
+class AnthropicMessage(_Out):
+    "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
+    id: str
+    type: Literal["message"] = "message"
+    role: Literal["assistant"] = "assistant"
+    model: str
+    content: list[dict[str, Any]]
+    stop_reason: str | None
+    stop_sequence: str | None = None
+    usage: dict[str, int]
+
+class TokenCount(_Out):
+    "The answer to `/v1/messages/count_tokens`."
+    input_tokens: int
+
+# %% ../nbs/19_server.ipynb 224
+class ServingMessages(ServingChat):
+    "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
+    async def create_message(self, req: MessagesRequest, request):
+        "The answer to a Messages request: whole, or Anthropic's server-sent events."
+        creq = to_chat_request(req, max_tokens=req.max_tokens, temperature=req.temperature, top_p=req.top_p, top_k=req.top_k or -1,
+                               stop=req.stop_sequences, stream=req.stream)
+        prompts, limits, params, bias, tools = await self.prepare(creq)
+        reply = _Reply(self.st, "chat.completion", creq, prompts, limits, params, bias, tools=tools)
+        self.st.admit(len(reply.jobs))
+        mid = "msg_" + uuid.uuid4().hex
+        return self.stream(reply, mid) if req.stream else await self.whole(reply, request, mid)
+
+    async def count_tokens(self, req: CountTokensRequest, request) -> TokenCount:
+        "The prompt tokens the request's conversation makes."
+        prompts, *_ = await self.prepare(to_chat_request(req))
+        return TokenCount(input_tokens=len(prompts[0][1]))
+
+# %% ../nbs/19_server.ipynb 225
+async def _gather(reply) -> dict:
+    "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
+    got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
+    async for k, v in _turn(reply):
+        if k == "end": got[k] = v
+        else: got[k] = got[k] + v
+    return got
+
+@patch
+async def whole(self: ServingMessages, reply, request, mid: str):
+    "The whole answer; 499 when the client left first (its engine requests aborted)."
+    st = self.st
+    try: got = await _unless_disconnected(request, _gather(reply))
+    except ClientDisconnected:
+        st.disconnected += 1
+        return Response(status_code=499)
+    finally: st.in_flight -= len(reply.jobs)
+    fin, ntok = got["end"]
+    return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
+                                  stop_reason=_STOP_REASONS.get(fin, "end_turn"), usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
+
+# %% ../nbs/19_server.ipynb 227
+def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
+
+_OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
+            "text": ({"type": "text", "text": ""}, "text_delta", "text")}
+
+def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]:
+    "A whole content block's start, its one delta (if any) and its stop, at `idx`."
+    out = [_sse("content_block_start", {"type": "content_block_start", "index": idx, "content_block": block})]
+    if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
+    return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
+
+# %% ../nbs/19_server.ipynb 229
+@patch
+async def _events(self: ServingMessages, reply, mid: str, release):
+    "Anthropic's SSE events for `reply`; its choices released when the stream ends."
+    st, turn, idx, kind = self.st, _turn(reply), -1, None
+    stop = lambda: _sse("content_block_stop", {"type": "content_block_stop", "index": idx})
+    try:
+        yield _sse("message_start", {"type": "message_start", "message": AnthropicMessage(id=mid, model=st.model_name, content=[], stop_reason=None,
+                                                                                       usage={"input_tokens": reply.ptoks, "output_tokens": 0}).dump()})
+        async for k, v in turn:
+            if k in _OPENING:
+                block, dt, field = _OPENING[k]
+                if kind != k:
+                    if kind: yield stop()
+                    idx, kind = idx + 1, k
+                    yield _sse("content_block_start", {"type": "content_block_start", "index": idx, "content_block": block})
+                yield _sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": {"type": dt, field: v}})
+                continue
+            if kind: yield stop()
+            kind = None
+            if k == "calls":
+                for b in anthropic_blocks(None, "", v):
+                    idx += 1
+                    for e in _block_events(idx, {**b, "input": {}}, {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}): yield e
+            else:
+                yield _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": _STOP_REASONS.get(v[0], "end_turn"), "stop_sequence": None},
+                                             "usage": {"output_tokens": v[1]}})
+        yield _sse("message_stop", {"type": "message_stop"})
+    except APIError as e: yield _sse("error", AnthropicError.of(e.status, e.message).dump())
+    except Exception:
+        _log.exception("stream %s failed", mid)
+        yield _sse("error", AnthropicError.of(500, _INTERNAL.message).dump())
+    finally:
+        try: await turn.aclose()
+        except RuntimeError: pass
+        release()
+
+# %% ../nbs/19_server.ipynb 230
+@patch
+def stream(self: ServingMessages, reply, mid: str) -> _Stream:
+    "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
+    done, st = [], self.st
+    def release():
+        if not done: done.append(1); st.in_flight -= len(reply.jobs)
+    gen = self._events(reply, mid, release)
+    weakref.finalize(gen, release)
+    return _Stream(gen)
+
+# %% ../nbs/19_server.ipynb 232
+class ResponsesRequest(_AgentReq):
+    "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
+    model: str | None = None
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    text: dict[str, Any] | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    stream: bool = False
+    store: bool = True
+    previous_response_id: str | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None            # effort 'none'/'minimal': enable_thinking false for the template, else true
+    include: list[str] | None = None                   # nothing extra can be included: only [] is accepted
+    prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
+
+# %% ../nbs/19_server.ipynb 234
+def _response_item(i: int, it) -> list[dict]:
+    "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
+    w = f"input[{i}]"
+    if not isinstance(it, dict): raise _bad(w, "expected an object")
+    t = it.get("type", "message")
+    if t == "message":
+        if it.get("role") not in ("user", "system", "developer", "assistant"): raise _bad(f"{w}.role", "expected user, system, developer or assistant")
+        c = it.get("content")
+        if isinstance(c, list): c = _block_text([{**p, "type": "text"} if isinstance(p, dict) and p.get("type") in ("input_text", "output_text") else p for p in c], f"{w}.content")
+        elif not isinstance(c, str): raise _bad(f"{w}.content", "expected a string or a list of input_text parts")
+        return [{"role": "system" if it["role"] == "developer" else it["role"], "content": c}]
+    if t == "function_call" and isinstance(it.get("name"), str) and isinstance(it.get("arguments"), str):
+        return [{"role": "assistant", "content": None, "tool_calls": [{"id": str(it.get("call_id", "")), "type": "function", "function": {"name": it["name"], "arguments": it["arguments"]}}]}]
+    if t == "function_call_output" and isinstance(it.get("output"), str):
+        return [{"role": "tool", "tool_call_id": str(it.get("call_id", "")), "content": it["output"]}]
+    if t == "reasoning": return []
+    raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
+
+# %% ../nbs/19_server.ipynb 236
+def _responses_tools(tools, choice):
+    "Responses' function tools and `tool_choice` as chat's."
+    out = None
+    if tools is not None:
+        out = []
+        for k, t in enumerate(tools):
+            if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(t.get("name"), str):
+                raise _bad(f"tools[{k}]", "only function tools ({'type': 'function', 'name', 'parameters'}) are supported")
+            out.append({"type": "function", "function": {k2: t[k2] for k2 in ("name", "description", "parameters") if t.get(k2) is not None}})
+    if isinstance(choice, dict):
+        if choice.get("type") != "function" or not isinstance(choice.get("name"), str): raise _bad("tool_choice", "expected 'auto', 'none', 'required' or {'type': 'function', 'name': ...}")
+        choice = {"type": "function", "function": {"name": choice["name"]}}
+    return out, choice
+
+def _text_format(text) -> dict | None:
+    "`text.format` as chat's `response_format` (json_schema through the structured-output path)."
+    f = (text or {}).get("format")
+    if f is None or not isinstance(f, dict) or f.get("type") in ("text", "json_object"): return f
+    if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
+    return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
+
+# %% ../nbs/19_server.ipynb 239
+MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
+MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
+
+class ResponseStore:
+    "Stored responses: id -> (the response, the conversation it ends as chat messages), bounded in count and bytes."
+    def __init__(self, max_count: int = MAX_STORED_RESPONSES, max_bytes: int = MAX_STORED_BYTES):
+        import collections
+        self.items, self.bytes, self.max_count, self.max_bytes = collections.OrderedDict(), 0, max_count, max_bytes
+    def put(self, rid: str, response: dict, conversation: list[dict]):
+        "Keep `response` (dropping the oldest while over the bounds); one larger than all the bytes is not kept."
+        n = len(_dumps(response)) + len(_dumps(conversation))
+        if n > self.max_bytes: return
+        self.items[rid] = (response, conversation, n); self.bytes += n
+        while len(self.items) > self.max_count or self.bytes > self.max_bytes: self.bytes -= self.items.popitem(last=False)[1][2]
+    def get(self, rid: str):
+        "(response, conversation, bytes) stored under `rid`, or None."
+        return self.items.get(rid)
+    def delete(self, rid: str) -> bool:
+        "Drop `rid`; whether it was there."
+        if (it := self.items.pop(rid, None)) is None: return False
+        self.bytes -= it[2]; return True
+
+# %% ../nbs/19_server.ipynb 241
+def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
+    "A turn's output items: reasoning (if any), a message (if text, or nothing else), a function_call per call."
+    hexid = lambda p: p + uuid.uuid4().hex[:24]
+    out = [{"type": "reasoning", "id": hexid("rs_"), "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}]}] if reasoning else []
+    if text or not (calls or reasoning):
+        out.append({"type": "message", "id": hexid("msg_"), "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
+                   "status": "completed"} for c in calls]
+
+# %% ../nbs/19_server.ipynb 243
+class ResponseObject(_Out):
+    "OpenAI's response object (`/v1/responses`, and in its stream's events)."
+    id: str
+    object: Literal["response"] = "response"
+    created_at: int
+    status: str
+    model: str
+    output: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    incomplete_details: dict[str, Any] | None = None
+    instructions: str | None = None
+    tools: list[dict[str, Any]] = []
+    tool_choice: Any = "auto"
+    parallel_tool_calls: bool = True
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    previous_response_id: str | None = None
+    store: bool = True
+    text: dict[str, Any] | None = None
+    metadata: dict[str, str] = {}
+
+# %% ../nbs/19_server.ipynb 246
+class ServingResponses(ServingChat):
+    "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
+    def __init__(self, st):
+        super().__init__(st)
+        self.store = st.response_store = ResponseStore()     # on the app's state too: /health's owner may look at it
+
+    def conversation(self, req: ResponsesRequest) -> list[dict]:
+        "The chat messages of the request: the stored conversation, the instructions, the input."
+        before = []
+        if req.previous_response_id is not None:
+            got = self.store.get(req.previous_response_id)
+            if got is None: raise APIError(404, f"previous_response_id: no stored response {req.previous_response_id!r:.80}", param="previous_response_id", code="not_found")
+            before = got[1]
+        items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
+        return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
+
+# %% ../nbs/19_server.ipynb 247
+def _effort(reasoning: dict | None) -> dict | None:
+    "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
+    e = (reasoning or {}).get("effort")
+    return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
+
+# %% ../nbs/19_server.ipynb 249
+@patch
+async def create_response(self: ServingResponses, req: ResponsesRequest, request):
+    "The answer to a Responses request: whole, or OpenAI's stream of response events."
+    if req.include: raise _bad("include", f"xllm cannot include {req.include[0]!r:.60} (nothing extra can be included)")
+    msgs = self.conversation(req)
+    if not msgs: raise _bad("input", "nothing to answer")
+    tools, choice = _responses_tools(req.tools, req.tool_choice)
+    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, response_format=_text_format(req.text), max_tokens=req.max_output_tokens,
+             temperature=req.temperature, top_p=req.top_p, stream=req.stream, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, _effort(req.reasoning)))
+    creq = ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
+    prompts, limits, params, bias, tools = await self.prepare(creq)
+    reply = _Reply(self.st, "chat.completion", creq, prompts, limits, params, bias, tools=tools)
+    self.st.admit(len(reply.jobs))
+    base = ResponseObject(id="resp_" + uuid.uuid4().hex, created_at=int(time.time()), status="in_progress", model=self.st.model_name, output=[],
+                          instructions=req.instructions, tools=req.tools or [], tool_choice=req.tool_choice or "auto", temperature=req.temperature,
+                          top_p=req.top_p, max_output_tokens=req.max_output_tokens, previous_response_id=req.previous_response_id, store=req.store,
+                          text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
+    return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
+
+# %% ../nbs/19_server.ipynb 250
+@patch
+def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
+    "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
+    fin, ntok = got["end"]
+    items = items or _output_items(got["reasoning"], got["text"], got["calls"])
+    r = base.model_copy(update=dict(status="completed" if fin != "length" else "incomplete", output=items,
+                                    incomplete_details={"reason": "max_output_tokens"} if fin == "length" else None,
+                                    usage={"input_tokens": reply.ptoks, "output_tokens": ntok, "total_tokens": reply.ptoks + ntok,
+                                           "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}})).dump()
+    if req.store:
+        calls = [{"id": i["call_id"], "type": "function", "function": {"name": i["name"], "arguments": i["arguments"]}} for i in items if i["type"] == "function_call"]
+        said = {"role": "assistant", "content": got["text"] if got["text"] or not calls else None, **({"tool_calls": calls} if calls else {})}
+        self.store.put(r["id"], r, [m for m in msgs if not (req.instructions and m is msgs[0])] + [said])
+    return r
+
+@patch
+async def whole(self: ServingResponses, reply, request, base, req, msgs):
+    "The whole response; 499 when the client left first."
+    st = self.st
+    try: got = await _unless_disconnected(request, _gather(reply))
+    except ClientDisconnected:
+        st.disconnected += 1
+        return Response(status_code=499)
+    finally: st.in_flight -= len(reply.jobs)
+    return _JSON(self.finished(base, req, msgs, reply, got))
+
+# %% ../nbs/19_server.ipynb 252
+class _ResponseEvents:
+    "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
+    def __init__(self):
+        self.seq, self.n, self.cur, self.items = 0, 0, None, []
+        self.got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
+    def ev(self, kind: str, **d) -> str:
+        "The SSE event `kind` with `d`, numbered."
+        self.seq += 1
+        return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
+
+# %% ../nbs/19_server.ipynb 253
+@patch
+def open(self: _ResponseEvents, k: str) -> list[str]:
+    "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
+    out, item = self.close(), _output_items(*(("", "", []) if k == "text" else ("x", "", [])))[0]
+    self.cur, self.n = (k, item, self.n), self.n + 1
+    if k == "reasoning": return out + [self.ev("response.output_item.added", output_index=self.cur[2], item={**item, "content": []})]
+    return out + [self.ev("response.output_item.added", output_index=self.cur[2], item={**item, "status": "in_progress", "content": []}),
+                  self.ev("response.content_part.added", item_id=item["id"], output_index=self.cur[2], content_index=0,
+                          part={"type": "output_text", "text": "", "annotations": []})]
+
+@patch
+def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
+    "Text `v` of kind `k` ('text' or 'reasoning') into its item (opened first if need be)."
+    out = self.open(k) if self.cur is None or self.cur[0] != k else []
+    self.got[k] += v
+    kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
+    return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
+
+# %% ../nbs/19_server.ipynb 254
+@patch
+def close(self: _ResponseEvents) -> list[str]:
+    "Close the item being written (if any): its text done, the item done and kept."
+    if self.cur is None: return []
+    (k, item, i), self.cur = self.cur, None
+    if k == "text":
+        part = {"type": "output_text", "text": self.got["text"], "annotations": []}
+        done, out = {**item, "content": [part]}, [self.ev("response.output_text.done", item_id=item["id"], output_index=i, content_index=0, text=part["text"]),
+                                                  self.ev("response.content_part.done", item_id=item["id"], output_index=i, content_index=0, part=part)]
+    else:
+        done = {**item, "content": [{"type": "reasoning_text", "text": self.got["reasoning"]}]}
+        out = [self.ev("response.reasoning_text.done", item_id=item["id"], output_index=i, content_index=0, text=self.got["reasoning"])]
+    self.items.append(done)
+    return out + [self.ev("response.output_item.done", output_index=i, item=done)]
+
+# %% ../nbs/19_server.ipynb 255
+@patch
+def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
+    "Function-call items for `calls`, each whole: added, its arguments, done."
+    out = self.close()
+    self.got["calls"] += calls
+    for item in _output_items("", "", calls)[-len(calls):]:
+        i, self.n = self.n, self.n + 1
+        self.items.append(item)
+        out += [self.ev("response.output_item.added", output_index=i, item={**item, "arguments": "", "status": "in_progress"}),
+                self.ev("response.function_call_arguments.delta", item_id=item["id"], output_index=i, delta=item["arguments"]),
+                self.ev("response.function_call_arguments.done", item_id=item["id"], output_index=i, arguments=item["arguments"]),
+                self.ev("response.output_item.done", output_index=i, item=item)]
+    return out
+
+# %% ../nbs/19_server.ipynb 257
+@patch
+async def _events(self: ServingResponses, reply, base, req, msgs, release):
+    "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
+    w, turn = _ResponseEvents(), _turn(reply)
+    try:
+        yield w.ev("response.created", response=base.dump())
+        yield w.ev("response.in_progress", response=base.dump())
+        async for k, v in turn:
+            if k == "end": w.got["end"] = v
+            for e in (w.delta(k, v) if k in ("reasoning", "text") else w.calls(v) if k == "calls" else w.close()): yield e
+        yield w.ev("response.completed", response=self.finished(base, req, msgs, reply, w.got, w.items or None))
+    except APIError as e: yield w.ev("error", code=e.code, message=e.message, param=e.param)
+    except Exception:
+        _log.exception("stream %s failed", base.id)
+        yield w.ev("error", code=None, message=_INTERNAL.message, param=None)
+    finally:
+        try: await turn.aclose()
+        except RuntimeError: pass
+        release()
+
+@patch
+def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
+    "The SSE answer; the choices in flight released once."
+    done, st = [], self.st
+    def release():
+        if not done: done.append(1); st.in_flight -= len(reply.jobs)
+    gen = self._events(reply, base, req, msgs, release)
+    weakref.finalize(gen, release)
+    return _Stream(gen)
+
+# %% ../nbs/19_server.ipynb 258
+@patch
+def stored(self: ServingResponses, rid: str) -> dict:
+    "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
+    got = self.store.get(rid)
+    if got is None: raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
+    return got[0]
+
+@patch
+def delete(self: ServingResponses, rid: str) -> dict:
+    "`DELETE /v1/responses/{id}`: drop a stored response (404 if none)."
+    if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
+    return {"id": rid, "object": "response.deleted", "deleted": True}
+
+# %% ../nbs/19_server.ipynb 260
+def _anthropic_responses(r: dict) -> dict:
+    "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
+    return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
+
+def _agent_routes(app, st, R):
+    "Anthropic's Messages routes, OpenAI's Responses routes."
+    msgs, resp = ServingMessages(st), ServingResponses(st)
+    named = {404: _err("not the model served here (or no such stored response)")}
+    @app.post("/v1/messages", response_model=AnthropicMessage, responses=_anthropic_responses(R("/v1/messages", post=True) | named),
+              dependencies=[Depends(msgs.check_shape)])
+    async def messages(req: MessagesRequest, request: Request): return await msgs.create_message(req, request)
+    @app.post("/v1/messages/count_tokens", response_model=TokenCount, responses=_anthropic_responses(R("/v1/messages/count_tokens", post=True) | named),
+              dependencies=[Depends(msgs.check_shape)])
+    async def count_tokens(req: CountTokensRequest, request: Request): return _JSON(await msgs.count_tokens(req, request))
+    @app.post("/v1/responses", response_model=ResponseObject, responses=R("/v1/responses", post=True) | named, dependencies=[Depends(msgs.check_shape)])
+    async def responses(req: ResponsesRequest, request: Request): return await resp.create_response(req, request)
+    @app.get("/v1/responses/{response_id}", response_model=ResponseObject, responses=R("/v1/responses/{response_id}", params=True) | named)
+    async def get_response(response_id: str): return _JSON(resp.stored(response_id))
+    @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
+    async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
+
+# %% ../nbs/19_server.ipynb 262
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -1854,35 +2499,37 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 192
+# %% ../nbs/19_server.ipynb 264
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
-               metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY):
+               metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on every
     path but `public_endpoints` (default `/health`, which then tells a client without the key only whether the server is up);
     `metrics_key`: a second key that opens `/metrics` alone (for a scraper). At most `max_num_seqs` choices run at once (default:
     the LLM's own `max_num_seqs`); `max_waiting` more may wait; beyond that requests get 503. An answer (streamed or whole) whose
     client reads nothing for `stall_timeout` s is let go. `limits`: `ServerLimits` (connections, bodies). `docs`: serve /docs
     (Swagger UI, whose scripts come from a CDN: off by default); /openapi.json is always there. `log_stats`: seconds between
-    two stats lines while busy (None or 0: none)."""
+    two stats lines while busy (None or 0: none). `reasoning_parser`: a name in `xllm.reasoning.REASONING_PARSERS` (the thinking
+    returned apart: notebook 18b), or None."""
     if max_num_seqs is None: max_num_seqs = llm.max_num_seqs
     _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats)
     public = public_paths(public_endpoints)
     if "/docs" in public: public |= {"/openapi.json"}         # the page loads the schema
     st = _State(llm, max_num_seqs, max_waiting, model_name or llm.model_name, limits, stall_timeout)   # the name: a Hugging Face id as given, else the file's
-    st.log_stats = log_stats
+    st.log_stats, st.reasoning = log_stats, reasoning_parser_named(reasoning_parser)
     app = FastAPI(title="xllm", lifespan=_lifespan, docs_url="/docs" if docs else None, redoc_url=None)
     app.state.xllm = st
     for exc, handler in _HANDLERS: app.add_exception_handler(exc, handler)
     app.add_middleware(_BodyLimit, limits=st.limits, counts=st.counts)   # inside the key check below: a stranger gets 401, not 413
     app.add_middleware(_KeyCheck, api_key=api_key, metrics_key=metrics_key, public=public)
     R = lambda path, **kw: _responses(path, keyed=api_key is not None and path not in public, **kw)
-    _model_routes(app, st, R); _generate_routes(app, st, R); _pooling_routes(app, st, R); _name_model(app, st.model_name)
+    _model_routes(app, st, R); _generate_routes(app, st, R); _pooling_routes(app, st, R); _agent_routes(app, st, R)
+    _name_model(app, st.model_name)
     paths = sorted(r.path for r in app.routes if "{" not in r.path)     # a route with parameters (/v1/models/{id}) cannot be opened alone
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 195
+# %% ../nbs/19_server.ipynb 267
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -1896,7 +2543,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 196
+# %% ../nbs/19_server.ipynb 268
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -1923,7 +2570,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 198
+# %% ../nbs/19_server.ipynb 270
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -1948,7 +2595,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 199
+# %% ../nbs/19_server.ipynb 271
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -1970,7 +2617,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 200
+# %% ../nbs/19_server.ipynb 272
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -1985,17 +2632,18 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 202
+# %% ../nbs/19_server.ipynb 274
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 204
+# %% ../nbs/19_server.ipynb 276
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
-          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", engine_config=None, **settings):
+          metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", engine_config=None,
+          reasoning_parser: str | None = None, **settings):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
     `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`.
     `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`.
@@ -2004,7 +2652,8 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     import sys
     if llm is None: llm = _load_llm(model, engine_config, settings)
     app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
-                     model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats)
+                     model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats,
+                     reasoning_parser=reasoning_parser)
     if api_key is None and not _loopback(host):
         print(f"xllm: warning: listening on {host}, beyond this machine, with no API key: anyone who can reach it can use it "
               "(--api-key, XLLM_API_KEY or --api-key-file)", file=sys.stderr, flush=True)
@@ -2022,7 +2671,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 205
+# %% ../nbs/19_server.ipynb 277
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
