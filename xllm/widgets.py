@@ -35,6 +35,8 @@ def _template_note(llm) -> str:
     note = getattr(llm, "chat_template_note", lambda: None)()
     return f"<br>{html.escape(note)}" if note else ""
 
+
+# %% ../nbs/18_widgets.ipynb 10
 class ChatWidget:
     "A chat UI (ipywidgets) over `LLM.stream`: streams replies in a background thread; Stop, Reset, model picker, sampling sliders."
     def __init__(self, model=None, tokenizer=None, llm=None, system_prompt: str = "", temperature: float = 0.7,
@@ -71,48 +73,71 @@ class ChatWidget:
         if llm is not None: self._set_status(f"model: {html.escape(repr(llm))}{_template_note(llm)}")
         elif load: self.load_click()
 
-    def _repr_mimebundle_(self, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
-    @property
-    def busy(self) -> bool:
-        "Whether a model load or a reply is running in the background."
-        return self._thread is not None and self._thread.is_alive()
+# %% ../nbs/18_widgets.ipynb 11
+@patch
+def _repr_mimebundle_(self: ChatWidget, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
-    def wait(self, timeout: float | None = None) -> "ChatWidget":
-        "Block until the background work (loading or generating) is done."
-        t = self._thread
-        if t is not None: t.join(timeout)
-        return self
 
-    @property
-    def status_text(self) -> str:
-        "The status line as plain text."
-        return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
+# %% ../nbs/18_widgets.ipynb 12
+@patch(as_prop=True)
+def busy(self: ChatWidget) -> bool:
+    "Whether a model load or a reply is running in the background."
+    return self._thread is not None and self._thread.is_alive()
 
-    def _set_status(self, msg: str, error: bool = False):
-        self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
 
-    def render(self) -> str:
-        "Render the conversation (with the reply being written) into the view; returns the HTML."
-        self.view.value = h = render_messages(self.history, self.partial)
-        self._last_render = time.monotonic()
-        return h
+# %% ../nbs/18_widgets.ipynb 13
+@patch
+def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
+    "Block until the background work (loading or generating) is done."
+    t = self._thread
+    if t is not None: t.join(timeout)
+    return self
 
-    def _start(self, target, *args) -> bool:
-        with self._lock:
-            if self.busy: self._set_status("busy: wait for the reply to finish, or press Stop", error=True); return False
-            self._stop.clear()
-            self._thread = threading.Thread(target=target, args=args, daemon=True)
-            self.send_button.disabled = self.load_button.disabled = True
-            self.stop_button.disabled = target is not self._generate
-            self._thread.start()
-            return True
 
-    def _done(self):
-        self.send_button.disabled = self.load_button.disabled = False
-        self.stop_button.disabled = True
+# %% ../nbs/18_widgets.ipynb 14
+@patch(as_prop=True)
+def status_text(self: ChatWidget) -> str:
+    "The status line as plain text."
+    return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
+
 
 # %% ../nbs/18_widgets.ipynb 15
+@patch
+def _set_status(self: ChatWidget, msg: str, error: bool = False):
+    self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
+
+
+# %% ../nbs/18_widgets.ipynb 16
+@patch
+def render(self: ChatWidget) -> str:
+    "Render the conversation (with the reply being written) into the view; returns the HTML."
+    self.view.value = h = render_messages(self.history, self.partial)
+    self._last_render = time.monotonic()
+    return h
+
+
+# %% ../nbs/18_widgets.ipynb 17
+@patch
+def _start(self: ChatWidget, target, *args) -> bool:
+    with self._lock:
+        if self.busy: self._set_status("busy: wait for the reply to finish, or press Stop", error=True); return False
+        self._stop.clear()
+        self._thread = threading.Thread(target=target, args=args, daemon=True)
+        self.send_button.disabled = self.load_button.disabled = True
+        self.stop_button.disabled = target is not self._generate
+        self._thread.start()
+        return True
+
+
+# %% ../nbs/18_widgets.ipynb 18
+@patch
+def _done(self: ChatWidget):
+    self.send_button.disabled = self.load_button.disabled = False
+    self.stop_button.disabled = True
+
+
+# %% ../nbs/18_widgets.ipynb 24
 @patch
 def load_click(self: ChatWidget, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
@@ -123,6 +148,8 @@ def load_click(self: ChatWidget, b=None):
     self._set_status(f"loading {html.escape(model or 'the default model')}…")
     self._start(self._load, model, tok)
 
+
+# %% ../nbs/18_widgets.ipynb 25
 @patch
 def _load(self: ChatWidget, model, tok):
     try:
@@ -136,7 +163,7 @@ def _load(self: ChatWidget, model, tok):
     finally: self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 18
+# %% ../nbs/18_widgets.ipynb 28
 @patch
 def params(self: ChatWidget) -> SamplingParams:
     "The sampling settings from the sliders."
@@ -150,7 +177,7 @@ def messages(self: ChatWidget) -> list[dict]:
     return ([{"role": "system", "content": sys}] if sys else []) + [dict(m) for m in self.history]
 
 
-# %% ../nbs/18_widgets.ipynb 20
+# %% ../nbs/18_widgets.ipynb 30
 @patch
 def send_click(self: ChatWidget, b=None):
     "Send the text box's message and stream the reply (in the background)."
@@ -167,6 +194,7 @@ def send_click(self: ChatWidget, b=None):
     self._start(self._generate, self.messages(), params)
 
 
+# %% ../nbs/18_widgets.ipynb 31
 @patch
 def _open_stream(self: ChatWidget, msgs, params):
     "Start the stream; drop the oldest exchanges while the prompt is longer than the context."
@@ -180,7 +208,7 @@ def _open_stream(self: ChatWidget, msgs, params):
             msgs = msgs[:first] + msgs[nxt:]
 
 
-# %% ../nbs/18_widgets.ipynb 22
+# %% ../nbs/18_widgets.ipynb 33
 @patch
 def _generate(self: ChatWidget, msgs, params):
     llm, reply, stopped, self._ok, self.last_stats = self.llm, "", False, False, None
@@ -215,13 +243,14 @@ def _generate(self: ChatWidget, msgs, params):
         self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 23
+# %% ../nbs/18_widgets.ipynb 34
 @patch
 def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
 
+# %% ../nbs/18_widgets.ipynb 35
 @patch
 def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
@@ -233,7 +262,7 @@ def reset_click(self: ChatWidget, b=None):
     self._set_status("conversation cleared")
 
 
-# %% ../nbs/18_widgets.ipynb 50
+# %% ../nbs/18_widgets.ipynb 62
 _OFFLINE_JS = r"""(function () {
   "use strict";
   var MIME = "application/vnd.jupyter.widget-", STATE = 'script[type="' + MIME + 'state+json"]', VIEW = 'script[type="' + MIME + 'view+json"]';
@@ -340,6 +369,8 @@ def widgets_bundle() -> Path:
     if not p.exists(): raise FileNotFoundError(f"{p}: widgetsnbextension without its JavaScript; reinstall ipywidgets")
     return p
 
+
+# %% ../nbs/18_widgets.ipynb 63
 def offline_widgets():
     """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
     the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
@@ -347,3 +378,4 @@ def offline_widgets():
     bundle = re.sub(r"//# sourceMappingURL=\S*", "", widgets_bundle().read_text(encoding="utf-8"))   # the map is not in the page
     js = re.sub(r"(?i)</(script)", r"<\\/\1", _OFFLINE_JS.replace("/*BUNDLE*/", bundle))               # nothing ends the <script> early
     return HTML(f'<script data-xllm="offline-widgets">{js}</script>')
+
