@@ -364,7 +364,7 @@ def mask_threads() -> int:
     return max(1, min(32, n))
 
 
-# %% ../nbs/08a_grammar.ipynb 51
+# %% ../nbs/08a_grammar.ipynb 52
 _POOL: list = []                                      # the mask threads, made when first needed
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_POOL.clear)   # a forked child has none of its parent's threads
 def _fill_all(jobs, nbytes: int):
@@ -384,7 +384,7 @@ def _fill_all(jobs, nbytes: int):
     for f in fs: f.result()
 
 
-# %% ../nbs/08a_grammar.ipynb 53
+# %% ../nbs/08a_grammar.ipynb 54
 def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
     """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, computed on up
     to `mask_threads()` threads at once and each timed against its grammar's limits, and {index: GrammarError} for the grammars that
@@ -402,7 +402,7 @@ def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
     return bits, errors
 
 
-# %% ../nbs/08a_grammar.ipynb 54
+# %% ../nbs/08a_grammar.ipynb 55
 def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
     "`fill_masks`' bitmask; `GrammarError` for the first grammar that failed."
     bits, errors = fill_masks(grammars, vocab_size)
@@ -410,7 +410,7 @@ def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
     return bits
 
 
-# %% ../nbs/08a_grammar.ipynb 56
+# %% ../nbs/08a_grammar.ipynb 57
 def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     """A bitmask `[B, W]` (int32) as a CPU bool tensor `[B, width]`: True where the token is allowed. Columns past the bitmask's
     `32 * W` (rows of the model's vocabulary the tokenizer does not have) are False. numpy's `unpackbits` on the words' bytes
@@ -423,7 +423,7 @@ def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([m, m.new_zeros(B, width - m.shape[1])], 1)
 
 
-# %% ../nbs/08a_grammar.ipynb 58
+# %% ../nbs/08a_grammar.ipynb 59
 def masked_logits(logits: torch.Tensor, rows: list[int], bits: torch.Tensor) -> torch.Tensor:
     """`logits` with the tokens of `rows` that their bitmask rows (`bits`, on the CPU) do not allow at -inf: a new tensor (`logits`
     itself is not changed; the other rows are copied as they are). The mask is unpacked on the CPU and moved to the logits' device

@@ -93,7 +93,7 @@ def write(self: PagedKVPool, layer: int, slots: torch.Tensor, k: torch.Tensor, v
         t.index_copy_(0, slots, q); st.index_copy_(0, slots, s)
 
 
-# %% ../nbs/12_kv_pool.ipynb 18
+# %% ../nbs/12_kv_pool.ipynb 19
 @patch
 def gather(self: PagedKVPool, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     "K and V `[len(slots), n_kv, head_dim]` at `slots`, in the compute dtype (dequantized for int8)."
@@ -102,7 +102,7 @@ def gather(self: PagedKVPool, layer: int, slots: torch.Tensor) -> tuple[torch.Te
                  for t, st in ((self.k_flat[layer], self.k_scale_flat[layer]), (self.v_flat[layer], self.v_scale_flat[layer])))
 
 
-# %% ../nbs/12_kv_pool.ipynb 20
+# %% ../nbs/12_kv_pool.ipynb 21
 @patch(cls_method=True)
 def from_budget(cls: PagedKVPool, config: LlamaConfig, block_size: int, kv_cache_memory: int = DEFAULT_KV_CACHE_MEMORY, dtype=torch.float32, device=None,
                 kv_dtype=None):
