@@ -95,20 +95,20 @@ def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
     return self
 
 
-# %% ../nbs/18_widgets.ipynb 14
+# %% ../nbs/18_widgets.ipynb 15
 @patch(as_prop=True)
 def status_text(self: ChatWidget) -> str:
     "The status line as plain text."
     return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
 
 
-# %% ../nbs/18_widgets.ipynb 15
+# %% ../nbs/18_widgets.ipynb 16
 @patch
 def _set_status(self: ChatWidget, msg: str, error: bool = False):
     self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
 
 
-# %% ../nbs/18_widgets.ipynb 16
+# %% ../nbs/18_widgets.ipynb 18
 @patch
 def render(self: ChatWidget) -> str:
     "Render the conversation (with the reply being written) into the view; returns the HTML."
@@ -117,7 +117,7 @@ def render(self: ChatWidget) -> str:
     return h
 
 
-# %% ../nbs/18_widgets.ipynb 17
+# %% ../nbs/18_widgets.ipynb 20
 @patch
 def _start(self: ChatWidget, target, *args) -> bool:
     with self._lock:
@@ -130,14 +130,14 @@ def _start(self: ChatWidget, target, *args) -> bool:
         return True
 
 
-# %% ../nbs/18_widgets.ipynb 18
+# %% ../nbs/18_widgets.ipynb 21
 @patch
 def _done(self: ChatWidget):
     self.send_button.disabled = self.load_button.disabled = False
     self.stop_button.disabled = True
 
 
-# %% ../nbs/18_widgets.ipynb 24
+# %% ../nbs/18_widgets.ipynb 27
 @patch
 def load_click(self: ChatWidget, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
@@ -149,7 +149,7 @@ def load_click(self: ChatWidget, b=None):
     self._start(self._load, model, tok)
 
 
-# %% ../nbs/18_widgets.ipynb 25
+# %% ../nbs/18_widgets.ipynb 28
 @patch
 def _load(self: ChatWidget, model, tok):
     try:
@@ -163,7 +163,7 @@ def _load(self: ChatWidget, model, tok):
     finally: self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 28
+# %% ../nbs/18_widgets.ipynb 31
 @patch
 def params(self: ChatWidget) -> SamplingParams:
     "The sampling settings from the sliders."
@@ -177,7 +177,7 @@ def messages(self: ChatWidget) -> list[dict]:
     return ([{"role": "system", "content": sys}] if sys else []) + [dict(m) for m in self.history]
 
 
-# %% ../nbs/18_widgets.ipynb 30
+# %% ../nbs/18_widgets.ipynb 33
 @patch
 def send_click(self: ChatWidget, b=None):
     "Send the text box's message and stream the reply (in the background)."
@@ -194,7 +194,7 @@ def send_click(self: ChatWidget, b=None):
     self._start(self._generate, self.messages(), params)
 
 
-# %% ../nbs/18_widgets.ipynb 31
+# %% ../nbs/18_widgets.ipynb 34
 @patch
 def _open_stream(self: ChatWidget, msgs, params):
     "Start the stream; drop the oldest exchanges while the prompt is longer than the context."
@@ -208,7 +208,7 @@ def _open_stream(self: ChatWidget, msgs, params):
             msgs = msgs[:first] + msgs[nxt:]
 
 
-# %% ../nbs/18_widgets.ipynb 33
+# %% ../nbs/18_widgets.ipynb 36
 @patch
 def _generate(self: ChatWidget, msgs, params):
     llm, reply, stopped, self._ok, self.last_stats = self.llm, "", False, False, None
@@ -243,14 +243,14 @@ def _generate(self: ChatWidget, msgs, params):
         self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 34
+# %% ../nbs/18_widgets.ipynb 38
 @patch
 def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
 
-# %% ../nbs/18_widgets.ipynb 35
+# %% ../nbs/18_widgets.ipynb 39
 @patch
 def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
@@ -262,7 +262,7 @@ def reset_click(self: ChatWidget, b=None):
     self._set_status("conversation cleared")
 
 
-# %% ../nbs/18_widgets.ipynb 62
+# %% ../nbs/18_widgets.ipynb 66
 # the page script that draws saved widgets without a kernel: JavaScript, kept as a file of its own (xllm/static/)
 from importlib.resources import files
 _OFFLINE_JS = files("xllm").joinpath("static", "offline_widgets.js").read_text(encoding="utf-8")
@@ -275,7 +275,7 @@ def widgets_bundle() -> Path:
     return p
 
 
-# %% ../nbs/18_widgets.ipynb 63
+# %% ../nbs/18_widgets.ipynb 67
 def offline_widgets():
     """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
     the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
