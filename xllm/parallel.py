@@ -57,7 +57,7 @@ def local(self: VocabEmbedding, ids):
     return x * mine[:, None].to(x.dtype)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 13
+# %% ../nbs/13a_tensor_parallel.ipynb 14
 @patch
 def forward(self: VocabEmbedding, ids):
     x = self.local(ids)
@@ -65,21 +65,21 @@ def forward(self: VocabEmbedding, ids):
     return x
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 14
+# %% ../nbs/13a_tensor_parallel.ipynb 15
 class VocabHead(nn.Module):
     "The LM head's slice of the vocabulary: every rank's logits gathered (all-gather) and the padding cut off."
     def __init__(self, inner: nn.Module, vocab_size: int, world: int, group=None):
         super().__init__(); self.inner, self.vocab_size, self.world, self.group = inner, vocab_size, world, group
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 15
+# %% ../nbs/13a_tensor_parallel.ipynb 16
 @patch(as_prop=True)
 def weight(self: VocabHead):
     "The head's slice of the vocabulary."
     return self.inner.weight
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 16
+# %% ../nbs/13a_tensor_parallel.ipynb 17
 @patch
 def forward(self: VocabHead, x):
     y = self.inner(x).contiguous()
@@ -88,7 +88,7 @@ def forward(self: VocabHead, x):
     return torch.cat(parts, -1)[:, :self.vocab_size]
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 17
+# %% ../nbs/13a_tensor_parallel.ipynb 18
 def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None) -> Llama:
     """Swap `m`'s layers (built for `tp_config(config, world)`, holding rank `rank`'s weights) for their parallel versions: o and down
     all-reduce, the embedding and the head work on vocabulary slices. `m.config` becomes the full config, `m.kv_config` the
@@ -103,14 +103,14 @@ def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None
     m.kv_config, m.config, m.tp_rank, m.tp_world, m.tp_group = m.config, config, rank, world, None   # start_tp sets the group
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 19
+# %% ../nbs/13a_tensor_parallel.ipynb 20
 def _parallel_shard(config: EngineConfig, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s slices of the model `config` names, loaded by `load_model` through the shard hook, parallelized."
     lm = load_model(config, shard=(rank, world))
     return parallelize(lm.model, lm.checkpoint.config, rank, world, group)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 20
+# %% ../nbs/13a_tensor_parallel.ipynb 21
 def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None) -> Llama:
     """Rank `rank`'s shard of the Hugging Face checkpoint at `path` (a directory of safetensors), read slice by slice from the
     memory-mapped files: no process ever holds the whole model. Returned parallelized (`parallelize`)."""
@@ -122,7 +122,7 @@ def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None)
     return _parallel_shard(EngineConfig(model=d, dtype=dtype, device=device or "cpu", quantization=None), rank, world, group)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 22
+# %% ../nbs/13a_tensor_parallel.ipynb 23
 def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s shard of a model already in memory (tests, random models): the same slices as `load_shard`, taken from its tensors."
     c = model.config
@@ -130,7 +130,7 @@ def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     w = {k: shard_tensor(k, v, rank, world).clone() for k, v in sd.items()}
     return parallelize(Llama.from_weights(tp_config(c, world), w, model.dtype).to(model.device), c, rank, world, group)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 28
+# %% ../nbs/13a_tensor_parallel.ipynb 29
 def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llama:
     """Rank `rank`'s shard of a GGUF file, as `quant.load_quantized_gguf` would build the whole model: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layer
     weights stay packed (`quantized`), their blocks cut from the memory-mapped file (row-parallel layers on block boundaries), a Q8_0
@@ -138,7 +138,7 @@ def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llam
     return _parallel_shard(EngineConfig(model=Path(path), quantization="auto" if quantized else None), rank, world)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 32
+# %% ../nbs/13a_tensor_parallel.ipynb 33
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
@@ -148,7 +148,7 @@ def rendezvous_store(world: int, timeout: float = 60.0) -> dist.TCPStore:
     it and binding it again later leaves a window in which another program may take it: under port pressure it did, EADDRINUSE.)"""
     return dist.TCPStore("127.0.0.1", 0, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 35
+# %% ../nbs/13a_tensor_parallel.ipynb 36
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
 
@@ -163,7 +163,7 @@ def _wait_joined(store, world: int, procs, timeout: float):
         time.sleep(0.02)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 36
+# %% ../nbs/13a_tensor_parallel.ipynb 37
 class TPGroup:
     """This process's place in a tensor-parallel group: `rank` of `world`, the compute group (activations: gloo on CPU, NCCL on
     CUDA; collectives time out after `timeout` s) and a gloo control group over which rank 0 broadcasts each step's batch (no
@@ -175,7 +175,7 @@ class TPGroup:
         self.broken, self.reason, self.pool_gen, self.closed = None, None, 0, False    # reason: the failure in words fit for a client
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 37
+# %% ../nbs/13a_tensor_parallel.ipynb 38
 @patch(cls_method=True)
 def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
     """Join the group and return this process's `TPGroup`. `init_method` None: torchrun's environment; else `tcp://host:port`,
@@ -195,7 +195,7 @@ def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, de
     return cls(rank, world, device, timeout, procs)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 39
+# %% ../nbs/13a_tensor_parallel.ipynb 40
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -203,13 +203,13 @@ def report_error(self: TPGroup, msg: str):
     except Exception: pass
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 40
+# %% ../nbs/13a_tensor_parallel.ipynb 41
 def _ended(code: int) -> str:
     "How a process ended: 'killed by signal 9' or 'exit code 1'."
     return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 41
+# %% ../nbs/13a_tensor_parallel.ipynb 43
 @patch
 def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     """What is known of the workers' failures: `(rank, 'raised', the error it reported)` or `(rank, 'died', its exit code)` for a
@@ -224,7 +224,7 @@ def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     return out
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 42
+# %% ../nbs/13a_tensor_parallel.ipynb 44
 @patch
 def who_failed(self: TPGroup, found: list | None = None) -> str:
     "The workers' failures (`failures`) as the error names them, their messages included."
@@ -232,7 +232,7 @@ def who_failed(self: TPGroup, found: list | None = None) -> str:
                      for r, what, x in (self.failures() if found is None else found))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 43
+# %% ../nbs/13a_tensor_parallel.ipynb 46
 @patch
 def fail(self: TPGroup, e: BaseException) -> TPError:
     "Mark the group broken after `e` on rank 0; stop the workers it started; the TPError to raise, naming the ranks that failed."
@@ -249,14 +249,14 @@ def fail(self: TPGroup, e: BaseException) -> TPError:
     return TPError(self.broken)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 47
 @patch
 def check(self: TPGroup):
     "Raise `TPError` if the group has failed or was shut down."
     if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 45
+# %% ../nbs/13a_tensor_parallel.ipynb 49
 @patch
 def agree(self: TPGroup, ok: bool) -> bool:
     "Whether `ok` holds on every rank (a minimum over the control group, waiting at most `timeout` s): how ranks decide together."
@@ -265,7 +265,7 @@ def agree(self: TPGroup, ok: bool) -> bool:
     return bool(t.item())
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 51
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -278,7 +278,7 @@ def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | 
     except Exception as e: raise self.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 52
 @patch
 def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     "Workers: the next command from rank 0."
@@ -289,7 +289,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     return int(h[0]), h[2:].tolist(), p
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 54
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -298,7 +298,7 @@ def kill_workers(self: TPGroup):
     for p in self.procs: p.join(5)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+# %% ../nbs/13a_tensor_parallel.ipynb 55
 @patch
 def shutdown(self: TPGroup):
     "Rank 0: tell the workers to stop, wait for them (killing those that do not stop), leave the group. Once; later calls do nothing."
@@ -313,7 +313,7 @@ def shutdown(self: TPGroup):
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 53
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -321,7 +321,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 54
+# %% ../nbs/13a_tensor_parallel.ipynb 58
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -333,7 +333,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 61
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -341,7 +341,7 @@ def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     return choose_runner(model, kv_dtype, getattr(model, "tp_runner", None))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 58
+# %% ../nbs/13a_tensor_parallel.ipynb 62
 SHARD_RUNNERS = ("torch", "cpu", "cuda")      # the code a CMD_POOL carries for the runner of every rank
 RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (sent as ints, 0: its default)
 class TPRunner(ModelRunner):
@@ -368,14 +368,14 @@ class TPRunner(ModelRunner):
     def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 59
+# %% ../nbs/13a_tensor_parallel.ipynb 63
 @patch(cls_method=True)
 def unsupported(cls: TPRunner, model: Llama, kv_dtype=None) -> str | None:
     "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
     return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 60
+# %% ../nbs/13a_tensor_parallel.ipynb 65
 @patch
 def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     "Send `cmd` to the workers, then run `f()` here; an error on any rank fails the group, naming it."
@@ -388,7 +388,7 @@ def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     except Exception as e: raise g.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 61
+# %% ../nbs/13a_tensor_parallel.ipynb 66
 @patch
 def warm_up(self: TPRunner):
     """Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank), then
@@ -399,13 +399,13 @@ def warm_up(self: TPRunner):
     self._run(both, CMD_WARM)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 62
+# %% ../nbs/13a_tensor_parallel.ipynb 67
 @patch
 def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
     return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 63
+# %% ../nbs/13a_tensor_parallel.ipynb 68
 @patch
 def health(self: TPRunner) -> str | None:
     """None while the group can run a step; else why not, in one line without the workers' messages (`ModelRunner.health`): the
@@ -420,7 +420,7 @@ def health(self: TPRunner) -> str | None:
     return None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 64
+# %% ../nbs/13a_tensor_parallel.ipynb 69
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     pool = runner = None
@@ -440,14 +440,14 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 66
+# %% ../nbs/13a_tensor_parallel.ipynb 71
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 67
+# %% ../nbs/13a_tensor_parallel.ipynb 72
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -466,7 +466,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 69
+# %% ../nbs/13a_tensor_parallel.ipynb 74
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -485,7 +485,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 70
+# %% ../nbs/13a_tensor_parallel.ipynb 75
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -495,7 +495,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 71
+# %% ../nbs/13a_tensor_parallel.ipynb 76
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker processes are spawned here, meeting at a loopback store this process opens first (`rendezvous_store`).
@@ -529,17 +529,17 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 72
+# %% ../nbs/13a_tensor_parallel.ipynb 77
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 79
+# %% ../nbs/13a_tensor_parallel.ipynb 84
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 80
+# %% ../nbs/13a_tensor_parallel.ipynb 85
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -587,7 +587,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 89
+# %% ../nbs/13a_tensor_parallel.ipynb 94
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.tensor_parallel_size < 2:
@@ -601,7 +601,7 @@ def load_group(config: EngineConfig) -> LoadedModel:
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 91
+# %% ../nbs/13a_tensor_parallel.ipynb 96
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, q):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -619,7 +619,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
     if rank == 0: q.put(out)
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 92
+# %% ../nbs/13a_tensor_parallel.ipynb 97
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh processes (meeting at a store this process holds): {shape: seconds}."""

@@ -24,7 +24,7 @@ def _bytewise_replace(err):
     return "\ufffd" * (err.end - err.start), err.end
 
 
-# %% ../nbs/03_tokenizer.ipynb 6
+# %% ../nbs/03_tokenizer.ipynb 7
 codecs.register_error("xllm_bytewise", _bytewise_replace)
 
 def _byte_piece_value(piece: str) -> int | None:
@@ -35,7 +35,7 @@ def _byte_piece_value(piece: str) -> int | None:
     return None
 
 
-# %% ../nbs/03_tokenizer.ipynb 9
+# %% ../nbs/03_tokenizer.ipynb 10
 class CharsMap:
     "SentencePiece's precompiled normalization map (a Darts double-array trie over UTF-8 bytes + replacement strings)."
     def __init__(self, blob: bytes, path=None):
@@ -47,7 +47,7 @@ class CharsMap:
         self.path, self._cache = path, {}
 
 
-# %% ../nbs/03_tokenizer.ipynb 10
+# %% ../nbs/03_tokenizer.ipynb 11
 @patch
 def _longest(self: CharsMap, b: bytes, i: int):
     "Longest key of the trie that prefixes b[i:], as (length, replacement bytes), or None."
@@ -70,7 +70,7 @@ def _longest(self: CharsMap, b: bytes, i: int):
     return best
 
 
-# %% ../nbs/03_tokenizer.ipynb 11
+# %% ../nbs/03_tokenizer.ipynb 12
 @patch
 def __call__(self: CharsMap, text: str) -> str:
     "Normalize `text` with longest-match replacement, one UTF-8 character at a time where nothing matches."
@@ -85,7 +85,7 @@ def __call__(self: CharsMap, text: str) -> str:
     return b"".join(out).decode("utf-8", "replace")
 
 
-# %% ../nbs/03_tokenizer.ipynb 15
+# %% ../nbs/03_tokenizer.ipynb 16
 class SentencePieceBPE:
     """SentencePiece-style BPE over characters, with byte fallback (Llama 2, TinyLlama, Mistral).
 
@@ -150,7 +150,7 @@ class SentencePieceBPE:
     def __repr__(self): return f"SentencePieceBPE(vocab_size={self.vocab_size}, mode={self.mode!r}, path={self.path!r})"
 
 
-# %% ../nbs/03_tokenizer.ipynb 16
+# %% ../nbs/03_tokenizer.ipynb 17
 @patch
 def normalize(self: SentencePieceBPE, text: str, at_start: bool = True) -> str:
     "The normalized string BPE works on: rule-normalized, extra spaces removed, spaces escaped to '▁', dummy prefix added."
@@ -175,7 +175,7 @@ def normalize(self: SentencePieceBPE, text: str, at_start: bool = True) -> str:
     return text
 
 
-# %% ../nbs/03_tokenizer.ipynb 19
+# %% ../nbs/03_tokenizer.ipynb 20
 @patch
 def _initial_symbols(self: SentencePieceBPE, word):
     if self.mode == "spm": return list(word)
@@ -187,7 +187,7 @@ def _initial_symbols(self: SentencePieceBPE, word):
         else: syms.append(ch)
     return syms
 
-# %% ../nbs/03_tokenizer.ipynb 21
+# %% ../nbs/03_tokenizer.ipynb 22
 @patch
 def _emit(self: SentencePieceBPE, piece, out, rev):
     "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
@@ -199,7 +199,7 @@ def _emit(self: SentencePieceBPE, piece, out, rev):
         for part in rev[piece]: self._emit(part, out, rev)
     else: out.append(i)
 
-# %% ../nbs/03_tokenizer.ipynb 23
+# %% ../nbs/03_tokenizer.ipynb 24
 @patch
 def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
@@ -244,7 +244,7 @@ def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
         i = nxt[i]
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 25
+# %% ../nbs/03_tokenizer.ipynb 26
 @patch
 def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
     "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
@@ -263,7 +263,7 @@ def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int
             out.extend(ids)
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 29
+# %% ../nbs/03_tokenizer.ipynb 30
 @patch
 def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
@@ -274,7 +274,7 @@ def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     return piece_bytes(p.replace(SPACE, " ") if self.escape_whitespaces else p)
 
 
-# %% ../nbs/03_tokenizer.ipynb 30
+# %% ../nbs/03_tokenizer.ipynb 31
 @patch
 def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
@@ -290,7 +290,7 @@ def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     return b, self.remove_extra_whitespaces and not b
 
 
-# %% ../nbs/03_tokenizer.ipynb 35
+# %% ../nbs/03_tokenizer.ipynb 36
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -299,7 +299,7 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
-# %% ../nbs/03_tokenizer.ipynb 37
+# %% ../nbs/03_tokenizer.ipynb 38
 @patch(cls_method=True)
 def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
@@ -321,14 +321,14 @@ def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 39
+# %% ../nbs/03_tokenizer.ipynb 40
 @patch(cls_method=True)
 def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
     return cls._from_model_proto(path.read_bytes(), path)
 
-# %% ../nbs/03_tokenizer.ipynb 41
+# %% ../nbs/03_tokenizer.ipynb 42
 @patch(cls_method=True)
 def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -355,7 +355,7 @@ def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None)
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 
-# %% ../nbs/03_tokenizer.ipynb 44
+# %% ../nbs/03_tokenizer.ipynb 45
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -363,7 +363,7 @@ def _json_parts(node, key="normalizers"):
     return [node]
 
 
-# %% ../nbs/03_tokenizer.ipynb 46
+# %% ../nbs/03_tokenizer.ipynb 47
 @patch(cls_method=True)
 def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
@@ -402,7 +402,7 @@ def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 48
+# %% ../nbs/03_tokenizer.ipynb 49
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
     v = md.get(key, default)
@@ -410,7 +410,7 @@ def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     return v
 
 
-# %% ../nbs/03_tokenizer.ipynb 50
+# %% ../nbs/03_tokenizer.ipynb 51
 @patch(cls_method=True)
 def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -430,7 +430,7 @@ def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 53
+# %% ../nbs/03_tokenizer.ipynb 54
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -468,7 +468,7 @@ class Tokenizer:
     def __repr__(self): return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, path={self.path!r})"
 
 
-# %% ../nbs/03_tokenizer.ipynb 55
+# %% ../nbs/03_tokenizer.ipynb 56
 @patch
 def id_to_piece(self: Tokenizer, i: int) -> str:
     "The vocabulary piece (token string) of id `i`."
@@ -476,7 +476,7 @@ def id_to_piece(self: Tokenizer, i: int) -> str:
     return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
 
-# %% ../nbs/03_tokenizer.ipynb 56
+# %% ../nbs/03_tokenizer.ipynb 57
 @patch
 def piece_to_id(self: Tokenizer, s: str) -> int:
     "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
@@ -488,7 +488,7 @@ def piece_to_id(self: Tokenizer, s: str) -> int:
     return self._p2id[s]
 
 
-# %% ../nbs/03_tokenizer.ipynb 58
+# %% ../nbs/03_tokenizer.ipynb 59
 @patch
 def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
     """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
@@ -499,7 +499,7 @@ def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = Fa
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 59
+# %% ../nbs/03_tokenizer.ipynb 60
 @patch
 def encode_parts(self: Tokenizer, parts) -> list[int]:
     """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
@@ -509,7 +509,7 @@ def encode_parts(self: Tokenizer, parts) -> list[int]:
     return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
 
 
-# %% ../nbs/03_tokenizer.ipynb 60
+# %% ../nbs/03_tokenizer.ipynb 61
 @patch
 def _encode(self: Tokenizer, parts) -> list[int]:
     "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
@@ -527,7 +527,7 @@ def _encode(self: Tokenizer, parts) -> list[int]:
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 62
+# %% ../nbs/03_tokenizer.ipynb 63
 @patch
 def _token_bytes(self: Tokenizer, i: int, start: bool):
     "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
@@ -537,7 +537,7 @@ def _token_bytes(self: Tokenizer, i: int, start: bool):
     return self._start_bytes(i)
 
 
-# %% ../nbs/03_tokenizer.ipynb 63
+# %% ../nbs/03_tokenizer.ipynb 64
 @patch
 def token_bytes(self: Tokenizer, i: int) -> bytes:
     "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
@@ -545,7 +545,7 @@ def token_bytes(self: Tokenizer, i: int) -> bytes:
     return self._token_bytes(i, False)[0]
 
 
-# %% ../nbs/03_tokenizer.ipynb 64
+# %% ../nbs/03_tokenizer.ipynb 65
 @patch
 def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
@@ -560,14 +560,14 @@ def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     return "".join(c.decode("utf-8", self._errors) for c in chunks)
 
 
-# %% ../nbs/03_tokenizer.ipynb 65
+# %% ../nbs/03_tokenizer.ipynb 66
 @patch
 def stream_decoder(self: Tokenizer, skip_special: bool = False) -> StreamDecoder:
     "A `StreamDecoder` that turns token ids one at a time into text."
     return StreamDecoder(self, skip_special)
 
 
-# %% ../nbs/03_tokenizer.ipynb 67
+# %% ../nbs/03_tokenizer.ipynb 68
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
@@ -575,7 +575,7 @@ class StreamDecoder:
         self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
 
 
-# %% ../nbs/03_tokenizer.ipynb 68
+# %% ../nbs/03_tokenizer.ipynb 69
 @patch
 def put(self: StreamDecoder, i) -> str:
     "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
@@ -586,7 +586,7 @@ def put(self: StreamDecoder, i) -> str:
     return self._dec.decode(b)
 
 
-# %% ../nbs/03_tokenizer.ipynb 69
+# %% ../nbs/03_tokenizer.ipynb 70
 @patch
 def flush(self: StreamDecoder) -> str:
     "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
@@ -595,7 +595,7 @@ def flush(self: StreamDecoder) -> str:
     return out
 
 
-# %% ../nbs/03_tokenizer.ipynb 72
+# %% ../nbs/03_tokenizer.ipynb 73
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -603,7 +603,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 74
+# %% ../nbs/03_tokenizer.ipynb 75
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -612,13 +612,13 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 76
+# %% ../nbs/03_tokenizer.ipynb 77
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
 
 
-# %% ../nbs/03_tokenizer.ipynb 78
+# %% ../nbs/03_tokenizer.ipynb 79
 def _tokenizer_from_json(d: dict, path) -> dict:
     "Model and Tokenizer keyword arguments from a tokenizer.json dict."
     if not isinstance(d, dict) or not isinstance(d.get("model"), dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")
@@ -649,7 +649,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 80
+# %% ../nbs/03_tokenizer.ipynb 81
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -666,7 +666,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 82
+# %% ../nbs/03_tokenizer.ipynb 83
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -675,7 +675,7 @@ def _token_text(cfg: dict, key: str, path):
     return t
 
 
-# %% ../nbs/03_tokenizer.ipynb 84
+# %% ../nbs/03_tokenizer.ipynb 85
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
     cfg_path = d / "tokenizer_config.json"
@@ -717,7 +717,7 @@ def _apply_model_dir(kw: dict, d: Path):
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 86
+# %% ../nbs/03_tokenizer.ipynb 87
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
@@ -725,7 +725,7 @@ def _json_tokenizer(p: Path) -> dict:
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
 
-# %% ../nbs/03_tokenizer.ipynb 88
+# %% ../nbs/03_tokenizer.ipynb 89
 @patch(cls_method=True)
 def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c
