@@ -255,7 +255,7 @@ def _median_rate(n: int, reps: int, once) -> float:
     return statistics.median(rates)
 
 
-# %% ../nbs/20_bench.ipynb 45
+# %% ../nbs/20_bench.ipynb 46
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
@@ -266,7 +266,7 @@ def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv
     with torch.inference_mode(): return _median_rate(n, reps, once)
 
 
-# %% ../nbs/20_bench.ipynb 46
+# %% ../nbs/20_bench.ipynb 47
 def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "pp`len(ids)`: tokens/s of one forward over the prompt `ids` from an empty cache, last position's logits (median of `reps`)."
     import torch
@@ -274,7 +274,7 @@ def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
 
-# %% ../nbs/20_bench.ipynb 49
+# %% ../nbs/20_bench.ipynb 50
 def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, temperature: float = 0.0, vocab: int = 512, reps: int = 3) -> dict:
     "Milliseconds per engine step with the model taken out (best of `reps`), and the tok/s that would give."
     import torch
@@ -297,7 +297,7 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
     ms, steps = min(once() for _ in range(reps))
     return {"step_ms": ms, "steps": steps, "model_free_tok_s": batch * max_tokens / (ms * steps / 1e3)}
 
-# %% ../nbs/20_bench.ipynb 51
+# %% ../nbs/20_bench.ipynb 52
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     "Milliseconds of `PagedBatch.build` and of `CudaRunner.load_batch` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
@@ -321,7 +321,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
     return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: runner.load_batch(b, batch))}
 
-# %% ../nbs/20_bench.ipynb 54
+# %% ../nbs/20_bench.ipynb 55
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
@@ -334,13 +334,13 @@ def _stream_completion(url: str, prompt: str, n: int) -> str:
     return "".join(parts)
 
 
-# %% ../nbs/20_bench.ipynb 55
+# %% ../nbs/20_bench.ipynb 56
 def _health(url: str) -> dict:
     import urllib.request
     with urllib.request.urlopen(url + "/health", timeout=5) as r: return json.loads(r.read())
 
 
-# %% ../nbs/20_bench.ipynb 56
+# %% ../nbs/20_bench.ipynb 57
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     import threading
@@ -379,7 +379,7 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 60
+# %% ../nbs/20_bench.ipynb 61
 BENCH_SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
     "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3}, "score": {"type": "number", "minimum": 0, "maximum": 10}},
@@ -433,7 +433,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     res["ok"] = all(x["parsed"] == n for x in runs["schema"])
     return res
 
-# %% ../nbs/20_bench.ipynb 64
+# %% ../nbs/20_bench.ipynb 65
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -445,7 +445,7 @@ def _model_argv(args) -> list[str]:
     return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
 
-# %% ../nbs/20_bench.ipynb 65
+# %% ../nbs/20_bench.ipynb 67
 def _summary(r: dict) -> str:
     "The printed lines of a record."
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
@@ -461,7 +461,7 @@ def _summary(r: dict) -> str:
                f"verifications, acceptance rate {f(r['spec_acceptance_rate'], '.2f')}, mean accepted length {f(r['spec_mean_accepted_length'], '.2f')}\n"))
 
 
-# %% ../nbs/20_bench.ipynb 66
+# %% ../nbs/20_bench.ipynb 68
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

@@ -526,7 +526,7 @@ def pad_rows(self: PackedRows, n: int) -> PackedRows:
     return PackedRows(np.concatenate([self.blocks, pad]), self.type_name, self.name, self.source)
 
 
-# %% ../nbs/07_quantization.ipynb 105
+# %% ../nbs/07_quantization.ipynb 106
 def _repacked(g, t, cut, h: str, kernel: str):
     """GGUF tensor `t` (HF name `h`), cut by `cut`, as a quantized linear; None for a K-quant whose scales float16 cannot hold (it is
     dequantized instead). Bytes that do not fit its type are a ModelFormatError naming the tensor."""
@@ -539,7 +539,7 @@ def _repacked(g, t, cut, h: str, kernel: str):
         raise ModelFormatError(g.path, f"tensor {t.name}: {e}") from None
 
 
-# %% ../nbs/07_quantization.ipynb 106
+# %% ../nbs/07_quantization.ipynb 107
 def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
     "A Q8_0 token embedding kept INT8 (`Int8Embedding`; tied, also the head, an `Int8Linear`), cut by `cut`: module name -> module."
     try:
@@ -550,7 +550,7 @@ def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
     return {"model.embed_tokens": emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tied else {})}
 
 
-# %% ../nbs/07_quantization.ipynb 108
+# %% ../nbs/07_quantization.ipynb 109
 def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True,
                 hook=None) -> tuple[LlamaConfig, dict, dict]:
     """(config, float tensors by HF name, quantized modules by module name) of the parsed GGUF `g`, as `load_quantized_gguf` builds
@@ -582,13 +582,13 @@ def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False
     return config, floats, modules
 
 
-# %% ../nbs/07_quantization.ipynb 109
+# %% ../nbs/07_quantization.ipynb 110
 def gguf_quantization(g) -> dict:
     "The `quantization_config` of a model whose layers come packed from the parsed GGUF `g`: xllm's method and the file's tensor types."
     return {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
 
 
-# %% ../nbs/07_quantization.ipynb 110
+# %% ../nbs/07_quantization.ipynb 111
 def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
     """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0/Q4_K/Q6_K layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors
     float32 (a K-quant tensor too, in the rare case that its multiplied-out scales overflow float16).
@@ -602,7 +602,7 @@ def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: b
     return m
 
 
-# %% ../nbs/07_quantization.ipynb 119
+# %% ../nbs/07_quantization.ipynb 120
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -616,13 +616,13 @@ def hf_config_dict(config: LlamaConfig) -> dict:
              eos_token_id=c.eos_token_id[0] if len(c.eos_token_id) == 1 else list(c.eos_token_id), torch_dtype="float32")
     return d
 
-# %% ../nbs/07_quantization.ipynb 121
+# %% ../nbs/07_quantization.ipynb 122
 def _module_info(mod) -> dict:
     if isinstance(mod, Int8Linear): return {"bits": 8, "group_size": mod.group_size, "zero_point": False}
     return {"bits": 4, "group_size": mod.group_size, "zero_point": mod.mins is not None}
 
 
-# %% ../nbs/07_quantization.ipynb 122
+# %% ../nbs/07_quantization.ipynb 124
 # GGUF metadata writer (tokenizer only): value type codes as in xllm.gguf.GGUF_VALUE_TYPES
 def _gguf_value(v, vtype=None) -> bytes:
     if isinstance(v, str):
@@ -641,7 +641,7 @@ def _gguf_value(v, vtype=None) -> bytes:
     return struct.pack("<I", vtype) + struct.pack(fmts[vtype], v)
 
 
-# %% ../nbs/07_quantization.ipynb 124
+# %% ../nbs/07_quantization.ipynb 126
 def write_tokenizer_gguf(src, dest) -> Path:
     "Copy the `tokenizer.*` metadata (and `general.architecture`) of GGUF file `src` into a tensor-free GGUF file `dest`."
     from xllm.gguf import GGUFFile
@@ -658,7 +658,7 @@ def write_tokenizer_gguf(src, dest) -> Path:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer.bin", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "generation_config.json", "added_tokens.json")
 
-# %% ../nbs/07_quantization.ipynb 125
+# %% ../nbs/07_quantization.ipynb 127
 def copy_tokenizer(src, out_dir) -> list[str]:
     "Put the tokenizer of `src` (a model directory, a .gguf file, or a tokenizer file) into `out_dir`; returns the file names written."
     src, out_dir = Path(src), Path(out_dir)
@@ -672,7 +672,7 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-# %% ../nbs/07_quantization.ipynb 126
+# %% ../nbs/07_quantization.ipynb 128
 def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
     """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
     files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
@@ -705,7 +705,7 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     if generation_config: (out_dir / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
     return out_dir
 
-# %% ../nbs/07_quantization.ipynb 127
+# %% ../nbs/07_quantization.ipynb 129
 def quantized_tokenizer_path(path) -> Path | None:
     "Where the tokenizer of a saved quantized directory is: the directory (tokenizer.json/.model/.bin), its tokenizer.gguf, or None."
     p = Path(path)
@@ -718,12 +718,12 @@ def is_quantized_dir(path) -> bool:
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 129
+# %% ../nbs/07_quantization.ipynb 131
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
 
-# %% ../nbs/07_quantization.ipynb 130
+# %% ../nbs/07_quantization.ipynb 133
 def _quant_config(cd, cfg_path) -> dict:
     "The `quantization_config` of a saved directory's config.json, checked: xllm's method, format 1, a bits entry (4 or 8) per module."
     qc = cd.get("quantization_config") if isinstance(cd, dict) else None
@@ -738,7 +738,7 @@ def _quant_config(cd, cfg_path) -> dict:
     return qc
 
 
-# %% ../nbs/07_quantization.ipynb 132
+# %% ../nbs/07_quantization.ipynb 135
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
     from xllm.weights import config_from_hf, hf_weight_shapes, open_safetensors
