@@ -46,7 +46,8 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['xllm', 'xllm.*']),
     include_package_data=True,
     package_data={'xllm': ['workloads/*.txt',          # the seed's benchmark workloads (`xllm bench --workload hello|prompts`)
-                           'csrc/*/*']},               # the kernels' C++ and CUDA sources, compiled at first use
+                           'csrc/*/*',                 # the kernels' C++ and CUDA sources, compiled at first use
+                           'static/*.js']},            # the script of a saved page's widgets (notebook 18)
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'cuda': cuda12_requirements, 'cuda12': cuda12_requirements, 'cuda13': cuda13_requirements,
                     'widgets': ['ipywidgets'], 'notebooks': notebooks_requirements,

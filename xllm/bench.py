@@ -23,6 +23,8 @@ def _cpu() -> tuple[str, list | None]:
     flags = set(field("flags").split())
     return field("model name") or platform.machine(), [f for f in ISA_FLAGS if f in flags]
 
+
+# %% ../nbs/20_bench.ipynb 8
 def _commit() -> str | None:
     "The git commit of the xllm being measured (`+dirty` with uncommitted changes), or None outside a git checkout."
     import xllm
@@ -31,6 +33,8 @@ def _commit() -> str | None:
     except (OSError, subprocess.SubprocessError): return None
     return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if sha.returncode == 0 else None
 
+
+# %% ../nbs/20_bench.ipynb 9
 def environment() -> dict:
     "The machine's side of a result record, taken just before a run."
     import torch
@@ -38,7 +42,8 @@ def environment() -> dict:
     return {"commit": _commit(), "cpu": cpu, "isa": isa, "threads": torch.get_num_threads(), "load_avg": [round(x, 2) for x in os.getloadavg()],
             "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
 
-# %% ../nbs/20_bench.ipynb 9
+
+# %% ../nbs/20_bench.ipynb 12
 SCHEMA = ("name", "workload", "runner", "threads", "commit", "cpu", "isa", "load_avg", "torch", "date")   # in every record
 
 def record(name: str, workload: str, fn, **context) -> dict:
@@ -46,6 +51,8 @@ def record(name: str, workload: str, fn, **context) -> dict:
     env = environment()
     return {"name": name, "workload": workload, **env, **context, **fn()}
 
+
+# %% ../nbs/20_bench.ipynb 13
 def save_results(records: list[dict], path) -> Path:
     "Append `records` to the JSON Lines file `path` (`.jsonl`), or write them as indented JSON (one record, or a list)."
     for r in records:
@@ -56,7 +63,8 @@ def save_results(records: list[dict], path) -> Path:
     else: p.write_text(json.dumps(records[0] if len(records) == 1 else records, indent=2) + "\n", encoding="utf-8")
     return p
 
-# %% ../nbs/20_bench.ipynb 10
+
+# %% ../nbs/20_bench.ipynb 15
 def results_path(name: str) -> Path:
     "`name` as a path if it exists, else `bench/results/NAME` in the working directory or the nearest parent that has it."
     if Path(name).expanduser().exists(): return Path(name).expanduser()
@@ -64,7 +72,7 @@ def results_path(name: str) -> Path:
         if (d / "bench" / "results" / name).is_file(): return d / "bench" / "results" / name
     raise FileNotFoundError(f"no results file {name!r} here or in bench/results/ of this directory or a parent")
 
-# %% ../nbs/20_bench.ipynb 11
+# %% ../nbs/20_bench.ipynb 17
 def load_results(path, **match) -> list[dict]:
     "The records of the results file `path` (JSON Lines, or a JSON record or list; see `results_path`) whose fields equal `match`."
     p = results_path(str(path))
@@ -78,7 +86,7 @@ def load_results(path, **match) -> list[dict]:
     if bad := next((r for r in recs if not isinstance(r, dict)), None): raise ValueError(f"{p}: a record must be a JSON object, got {bad!r:.60}")
     return [r for r in recs if all(r.get(k) == v for k, v in match.items())]
 
-# %% ../nbs/20_bench.ipynb 14
+# %% ../nbs/20_bench.ipynb 20
 WORKLOADS = {"hello": "hello.txt", "prompts": "prompts.txt",   # the seed's two workloads (xLLM's benchmark), shipped in xllm/workloads/
              "grounded": "grounded.txt"}                        # input-grounded requests (edit, summarize, refactor a given text): speculative decoding
 
@@ -89,11 +97,15 @@ def workload_path(name: str) -> Path:
     from importlib.resources import files
     return Path(str(files("xllm") / "workloads" / WORKLOADS[name]))
 
+
+# %% ../nbs/20_bench.ipynb 21
 def sample_text_path() -> Path:
     "An 841-word English story shipped with xllm (972 tokens for SmolLM2), the text `xllm perplexity` scores unless given `--file`."
     from importlib.resources import files
     return Path(str(files("xllm") / "workloads" / "sample.txt"))
 
+
+# %% ../nbs/20_bench.ipynb 23
 def workload(spec: str, batch: int | None = None, max_tokens: int = 128) -> tuple[str, list[str], int]:
     "(label, prompts, max_tokens) of `SPEC[:BATCH[:MAX_TOKENS]]` (a shipped name or a file); the spec's numbers override the arguments."
     head, nums = spec, []
@@ -109,7 +121,8 @@ def workload(spec: str, batch: int | None = None, max_tokens: int = 128) -> tupl
     if n < 1 or max_tokens < 1: raise ValueError(f"{spec}: --batch and --max-tokens must be at least 1, got {n} and {max_tokens}")
     return f"{head}:{n}:{max_tokens}", (prompts * -(-n // len(prompts)))[:n], max_tokens
 
-# %% ../nbs/20_bench.ipynb 17
+
+# %% ../nbs/20_bench.ipynb 26
 def _percentile(xs, q: float):
     "Linear-interpolated percentile `q` in [0, 1] of `xs` (None when empty)."
     xs = sorted(xs)
@@ -117,19 +130,24 @@ def _percentile(xs, q: float):
     k = (len(xs) - 1) * q; lo = int(k); hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
+
+# %% ../nbs/20_bench.ipynb 28
 def _cpu_figures(llm) -> dict:
     "The compiled CPU runner's side of a record: its activations (int8 or float, notebook 15) and the integer dot product compiled in."
     if getattr(llm, "runner_name", None) != "cpu": return {}
     from xllm import cpu_kernels
     return {"activations": llm.activations, "isa_kernel": cpu_kernels.isa()}
 
+
+# %% ../nbs/20_bench.ipynb 29
 def _peak_rss_mb() -> float:
     "The process's peak resident memory in MiB."
     import resource
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return r / 2**20 if sys.platform == "darwin" else r / 1024
 
-# %% ../nbs/20_bench.ipynb 19
+
+# %% ../nbs/20_bench.ipynb 31
 def _spec_figures(eng, before: dict) -> dict:
     """Speculative decoding's figures of a run (from the engine's `spec_stats` and their values `before` it): the settings, the
     acceptance rate (accepted / proposed tokens) and the mean accepted length (tokens per verifying forward of a sequence)."""
@@ -140,7 +158,7 @@ def _spec_figures(eng, before: dict) -> dict:
             "spec_accepted": d["num_accepted"], "spec_acceptance_rate": d["num_accepted"] / d["num_proposed"] if d["num_proposed"] else None,
             "spec_mean_accepted_length": d["num_emitted"] / d["num_verifications"] if d["num_verifications"] else None}
 
-# %% ../nbs/20_bench.ipynb 20
+# %% ../nbs/20_bench.ipynb 32
 def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
               progress: bool = True, temperature: float = 0.0) -> dict:
     """Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures.
@@ -192,10 +210,12 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": llm.engine_config.max_num_batched_tokens,
             "quantization": llm.quantization_label, **_cpu_figures(llm), **_spec_figures(eng, s0)}
 
-# %% ../nbs/20_bench.ipynb 26
+# %% ../nbs/20_bench.ipynb 38
 def _weight_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in {id(t): t for t in model.state_dict().values()}.values())
 
+
+# %% ../nbs/20_bench.ipynb 40
 def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progress: bool = True, **kw) -> list[dict]:
     "One `run_bench` record per workload of `specs` (see `workload`) on `llm`; `kw` goes to `run_bench`."
     t = time.perf_counter(); eng = llm.get_engine(); load_s = time.perf_counter() - t
@@ -212,7 +232,8 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
         out.append(r)
     return out
 
-# %% ../nbs/20_bench.ipynb 29
+
+# %% ../nbs/20_bench.ipynb 43
 def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     "(a runner for `model` over a pool of one block of `n` slots, K/V stored as `kv_dtype`; a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
@@ -222,6 +243,8 @@ def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     cls, _ = choose_runner(model, pool.kv_dtype, name=runner)
     return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows, model.device)
 
+
+# %% ../nbs/20_bench.ipynb 44
 def _median_rate(n: int, reps: int, once) -> float:
     "Median of `n` / seconds of `once()` over `reps` timed rounds, after one warm-up round."
     import statistics
@@ -231,7 +254,8 @@ def _median_rate(n: int, reps: int, once) -> float:
         if r: rates.append(n / (time.perf_counter() - t))
     return statistics.median(rates)
 
-# %% ../nbs/20_bench.ipynb 30
+
+# %% ../nbs/20_bench.ipynb 46
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
@@ -241,13 +265,16 @@ def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv
         for p in range(1, n + 1): tok = int(run(batch([tok], p))[-1].argmax())
     with torch.inference_mode(): return _median_rate(n, reps, once)
 
+
+# %% ../nbs/20_bench.ipynb 47
 def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "pp`len(ids)`: tokens/s of one forward over the prompt `ids` from an empty cache, last position's logits (median of `reps`)."
     import torch
     run, batch = stream_runner(model, len(ids), runner, kv_dtype)
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
-# %% ../nbs/20_bench.ipynb 33
+
+# %% ../nbs/20_bench.ipynb 50
 def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, temperature: float = 0.0, vocab: int = 512, reps: int = 3) -> dict:
     "Milliseconds per engine step with the model taken out (best of `reps`), and the tok/s that would give."
     import torch
@@ -270,7 +297,7 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
     ms, steps = min(once() for _ in range(reps))
     return {"step_ms": ms, "steps": steps, "model_free_tok_s": batch * max_tokens / (ms * steps / 1e3)}
 
-# %% ../nbs/20_bench.ipynb 35
+# %% ../nbs/20_bench.ipynb 52
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     "Milliseconds of `PagedBatch.build` and of `CudaRunner.load_batch` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
@@ -294,7 +321,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
     return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: runner.load_batch(b, batch))}
 
-# %% ../nbs/20_bench.ipynb 38
+# %% ../nbs/20_bench.ipynb 55
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
@@ -306,11 +333,14 @@ def _stream_completion(url: str, prompt: str, n: int) -> str:
             if line.startswith("data: {"): parts.append(json.loads(line[6:])["choices"][0]["text"])
     return "".join(parts)
 
+
+# %% ../nbs/20_bench.ipynb 56
 def _health(url: str) -> dict:
     import urllib.request
     with urllib.request.urlopen(url + "/health", timeout=5) as r: return json.loads(r.read())
 
-# %% ../nbs/20_bench.ipynb 39
+
+# %% ../nbs/20_bench.ipynb 57
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     import threading
@@ -349,7 +379,7 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 43
+# %% ../nbs/20_bench.ipynb 61
 BENCH_SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
     "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3}, "score": {"type": "number", "minimum": 0, "maximum": 10}},
@@ -403,7 +433,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     res["ok"] = all(x["parsed"] == n for x in runs["schema"])
     return res
 
-# %% ../nbs/20_bench.ipynb 47
+# %% ../nbs/20_bench.ipynb 65
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -414,6 +444,8 @@ def _model_argv(args) -> list[str]:
     val = lambda v: json.dumps(v) if isinstance(v, dict) else str(v)
     return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
+
+# %% ../nbs/20_bench.ipynb 67
 def _summary(r: dict) -> str:
     "The printed lines of a record."
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
@@ -428,7 +460,8 @@ def _summary(r: dict) -> str:
             + ("" if not r.get("speculative") else f"  speculative {r['speculative']['method']}: {r['spec_proposed']} tokens proposed in {r['spec_verifications']} "
                f"verifications, acceptance rate {f(r['spec_acceptance_rate'], '.2f')}, mean accepted length {f(r['spec_mean_accepted_length'], '.2f')}\n"))
 
-# %% ../nbs/20_bench.ipynb 48
+
+# %% ../nbs/20_bench.ipynb 68
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

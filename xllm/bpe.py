@@ -37,6 +37,8 @@ def byte_encode(text: str) -> str:
     "The byte-level form of `text`: its UTF-8 bytes (lone surrogates as their 3 surrogatepass bytes, not an error), each written as its GPT-2 character."
     return text.encode("utf-8", "surrogatepass").decode("latin-1").translate(_LATIN1_TO_GPT2)   # a lone surrogate: its 3 bytes, like the SentencePiece byte fallback
 
+
+# %% ../nbs/02a_bpe.ipynb 9
 def byte_decode(piece: str) -> bytes:
     "Inverse of `byte_encode` for one piece; a character outside the table stands for its own UTF-8 (added tokens)."
     out = bytearray()
@@ -47,7 +49,7 @@ def byte_decode(piece: str) -> bytes:
     return bytes(out)
 
 
-# %% ../nbs/02a_bpe.ipynb 11
+# %% ../nbs/02a_bpe.ipynb 12
 # GPT-2 and HF ByteLevel(use_regex=True)
 PAT_GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # Llama 3: case-insensitive contractions, an optional non-letter before letters, 1-3 digits, newlines kept apart
@@ -74,7 +76,7 @@ GGUF_PRE_NAMES = {
     "qwen2": "qwen2", "deepseek-r1-qwen": "qwen2", "megrez": "qwen2",
 }
 
-# %% ../nbs/02a_bpe.ipynb 13
+# %% ../nbs/02a_bpe.ipynb 14
 _BEHAVIORS = {"isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous"}
 
 def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, path=None):
@@ -119,7 +121,7 @@ def split_step(pattern: str, behavior: str = "isolated", invert: bool = False, p
         return [t for t in (out[::-1] if behavior == "merged_with_next" else out) if t]
     return step
 
-# %% ../nbs/02a_bpe.ipynb 15
+# %% ../nbs/02a_bpe.ipynb 16
 def compile_pre_tokenizer(steps, path=None) -> list:
     "Turn a list of step tuples (see `PRE_TOKENIZERS`) into functions chunk -> chunks."
     fns = []
@@ -130,7 +132,7 @@ def compile_pre_tokenizer(steps, path=None) -> list:
         else: raise ValueError(f"pre: unknown pre-tokenizer step {st!r}")
     return fns
 
-# %% ../nbs/02a_bpe.ipynb 17
+# %% ../nbs/02a_bpe.ipynb 18
 def pre_tokenize(text: str, steps) -> list[str]:
     "Run compiled steps over `text`: each step splits every chunk further."
     chunks = [text] if text else []
@@ -140,7 +142,7 @@ def pre_tokenize(text: str, steps) -> list[str]:
         chunks = out
     return chunks
 
-# %% ../nbs/02a_bpe.ipynb 25
+# %% ../nbs/02a_bpe.ipynb 26
 class ByteLevelBPE:
     "Byte-level BPE (GPT-2, Llama 3, SmolLM2, Qwen2): pre-tokenize, write bytes as GPT-2 characters, merge by rank."
     def __init__(self, vocab: dict[str, int], merges: list, pre: str | list = "gpt2", *,
@@ -197,11 +199,6 @@ class ByteLevelBPE:
         self.unk_token, self.fuse_unk = unk_token, bool(fuse_unk)
         self._cache, self._cache_size, self._tb = {}, cache_size, [None] * n
 
-    @property
-    def vocab_size(self) -> int:
-        "Number of tokens in the vocabulary (added tokens included)."
-        return len(self.pieces)
-
     def pre_tokenize(self, text: str) -> list[str]:
         "The chunks (plain text, before the byte mapping) that BPE runs on separately."
         for f in self.normalizers: text = unicodedata.normalize(f, text)
@@ -210,7 +207,15 @@ class ByteLevelBPE:
     def __repr__(self):
         return f"ByteLevelBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, pre={self.pre if isinstance(self.pre, str) else 'custom'!r})"
 
+
 # %% ../nbs/02a_bpe.ipynb 27
+@patch(as_prop=True)
+def vocab_size(self: ByteLevelBPE) -> int:
+    "Number of tokens in the vocabulary (added tokens included)."
+    return len(self.pieces)
+
+
+# %% ../nbs/02a_bpe.ipynb 29
 @patch
 def bpe(self: ByteLevelBPE, word: str) -> list[int]:
     "Ids for one byte-level chunk: merge the lowest-ranked adjacent pair until no adjacent pair is a merge."
@@ -248,7 +253,7 @@ def bpe(self: ByteLevelBPE, word: str) -> list[int]:
     return [vocab[s] for s in syms if s is not None]
 
 
-# %% ../nbs/02a_bpe.ipynb 29
+# %% ../nbs/02a_bpe.ipynb 31
 @patch
 def encode(self: ByteLevelBPE, text: str) -> list[int]:
     "Token ids of plain `text` (no special-token matching, no BOS)."
@@ -264,7 +269,7 @@ def encode(self: ByteLevelBPE, text: str) -> list[int]:
     return out
 
 
-# %% ../nbs/02a_bpe.ipynb 32
+# %% ../nbs/02a_bpe.ipynb 34
 @patch
 def token_bytes(self: ByteLevelBPE, id: int) -> bytes:
     "The raw bytes token `id` stands for (added/special tokens: the UTF-8 of their text)."
@@ -276,13 +281,15 @@ def token_bytes(self: ByteLevelBPE, id: int) -> bytes:
         b = self._tb[id] = piece_bytes(p) if id in self._added_ids else byte_decode(p)
     return b
 
+
+# %% ../nbs/02a_bpe.ipynb 35
 @patch
 def decode_bytes(self: ByteLevelBPE, ids) -> bytes:
     "The concatenated `token_bytes` of `ids`."
     return b"".join(self.token_bytes(i) for i in ids)
 
 
-# %% ../nbs/02a_bpe.ipynb 39
+# %% ../nbs/02a_bpe.ipynb 42
 def _hf_pre_steps(pt, path=None) -> list:
     "Translate a tokenizer.json `pre_tokenizer` object into our list of steps."
     if pt is None: return []
@@ -306,7 +313,7 @@ def _hf_pre_steps(pt, path=None) -> list:
         return [("split", pat, beh, bool(pt.get("invert", False)))]
     raise ModelFormatError(path, f"pre_tokenizer type {t!r} is not supported for byte-level BPE")
 
-# %% ../nbs/02a_bpe.ipynb 41
+# %% ../nbs/02a_bpe.ipynb 44
 def _hf_normalizers(nm, path=None) -> list[str]:
     "Translate a tokenizer.json `normalizer` into unicodedata forms."
     if nm is None: return []
@@ -315,7 +322,7 @@ def _hf_normalizers(nm, path=None) -> list[str]:
     if t in ("NFC", "NFD", "NFKC", "NFKD"): return [t]
     raise ModelFormatError(path, f"normalizer {t!r} is not supported for byte-level BPE")
 
-# %% ../nbs/02a_bpe.ipynb 43
+# %% ../nbs/02a_bpe.ipynb 46
 @patch(cls_method=True)
 def from_tokenizer_json(cls: ByteLevelBPE, d, path=None) -> ByteLevelBPE:
     "Build from a parsed tokenizer.json dict (or its path)."
@@ -341,7 +348,7 @@ def from_tokenizer_json(cls: ByteLevelBPE, d, path=None) -> ByteLevelBPE:
                ignore_merges=bool(m.get("ignore_merges", False)), normalizers=_hf_normalizers(d.get("normalizer"), path),
                unk_token=m.get("unk_token"), fuse_unk=bool(m.get("fuse_unk", False)), path=path)
 
-# %% ../nbs/02a_bpe.ipynb 45
+# %% ../nbs/02a_bpe.ipynb 48
 @patch(cls_method=True)
 def from_gguf_metadata(cls: ByteLevelBPE, md: dict, path=None) -> ByteLevelBPE:
     "Build from the metadata of a GGUF file whose tokenizer.ggml.model is 'gpt2'."

@@ -10,14 +10,221 @@ from . import __version__
 from .stand_ins import RANDOM_CONFIGS   # (torch is imported only where a command needs it: main sets OMP_WAIT_POLICY first)
 
 # %% auto 0
-__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'HELP_EPILOG', 'MULTILINE', 'CHAT_HELP', 'KEY_VARIABLES', 'cmd_quantize',
-           'cmd_perplexity', 'cmd_bench', 'parse_bytes', 'parse_speculative', 'cmd_embed', 'build_parser',
-           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
+__all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'HELP_EPILOG', 'MULTILINE', 'CHAT_HELP', 'KEY_VARIABLES', 'SourceLayers',
+           'source_layers', 'check_group', 'source_note', 'quantize_command', 'cmd_quantize', 'cmd_perplexity',
+           'cmd_bench', 'parse_bytes', 'parse_speculative', 'cmd_embed', 'build_parser', 'cmd_generate', 'cmd_chat',
+           'cmd_serve', 'main']
 
 # %% ../nbs/21_cli.ipynb 5
+import json, shutil, struct
+from dataclasses import dataclass
+
+def _check_output(inp: Path, out: Path):
+    "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
+    if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
+    if inp.is_dir() and out.resolve() == inp.resolve():
+        raise ValueError(f"output: {out} is the input directory; writing there would overwrite the original weights: choose a new directory")
+    if out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
+
+# %% ../nbs/21_cli.ipynb 7
+def _write_error(out: Path, e: BaseException) -> OSError:
+    """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
+    cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
+    import os, re
+    code = getattr(e, "errno", None)
+    if isinstance(e, OSError) and e.strerror: cause = e.strerror
+    elif m := re.search(r"\(os error (\d+)\)", str(e)): code = int(m[1]); cause = os.strerror(code)
+    else: cause = " ".join(str(e).split()) or type(e).__name__
+    msg = f"cannot write {out}: {cause} (nothing was left behind)"
+    try: err = type(e)(msg) if isinstance(e, OSError) else OSError(msg)
+    except TypeError: err = OSError(msg)
+    err.errno = code
+    return err
+
+# %% ../nbs/21_cli.ipynb 9
+_WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
+
+def _alive(pid: int) -> bool:
+    "Whether process `pid` runs on this machine (a zombie, dead but not yet reaped, does not; another user's does)."
+    import os
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True
+    try:
+        with open(f"/proc/{pid}/stat") as f: return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError): return True
+
+
+# %% ../nbs/21_cli.ipynb 11
+def _clean_stale(out: Path):
+    """Remove the temporary directories that runs writing `out` left when they were killed (SIGKILL, a lost machine: no `finally`
+    ran): those whose marker names a process of this machine that no longer runs, each said in one line on stderr. A directory
+    whose writer runs is never touched; one that names no writer, or one on another machine, is reported and left."""
+    import re, socket, sys
+    pat = re.compile(re.escape(f".{out.name}.") + r"[a-z0-9_]{8}")                # tempfile.mkdtemp's names
+    try: found = sorted(d for d in out.parent.iterdir() if pat.fullmatch(d.name) and d.is_dir() and not d.is_symlink())
+    except OSError: return
+    for d in found:
+        try: w = json.loads((d / _WRITER).read_text())
+        except (OSError, ValueError): w = None
+        pid = w.get("pid") if isinstance(w, dict) else None
+        if not (isinstance(pid, int) and pid > 0 and w.get("host") == socket.gethostname()):
+            print(f"xllm: note: {d} looks like the temporary directory of an interrupted write of {out}, by no process this machine can "
+                  "check; remove it if nothing is writing there", file=sys.stderr)
+        elif not _alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
+            print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
+                  f"(pid {pid})", file=sys.stderr)
+
+# %% ../nbs/21_cli.ipynb 12
+def _write_dir(out: Path, write) -> Path:
+    """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
+    failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
+    (`_write_error`). Until the rename the directory holds a marker naming this process, so that if this one is killed the next
+    run to `out` removes it (`quantize_command` calls `_clean_stale` before anything else is done with `out`)."""
+    import os, socket, tempfile
+    from safetensors import SafetensorError
+    tmp = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        (tmp / _WRITER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+        write(tmp)
+        (tmp / _WRITER).unlink()                                     # the output holds the model's files only
+        mask = os.umask(0); os.umask(mask)                           # files as a plain write would make them (mkdtemp's are private)
+        for f in tmp.iterdir(): f.chmod(0o666 & ~mask)
+        tmp.chmod(0o777 & ~mask)
+        if out.is_dir(): out.rmdir()                                 # empty (checked)
+        tmp.rename(out)
+    except BaseException as e:
+        if tmp is not None: shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, (OSError, SafetensorError)): raise _write_error(out, e) from None
+        raise
+    return out
+
+# %% ../nbs/21_cli.ipynb 14
+def _float_dtype(inp: Path, fmt: str):
+    "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
+    import torch
+    from xllm.core import ModelFormatError, read_json
+    if fmt == "gguf": return torch.float16
+    if fmt == "hf":
+        try: c = read_json(inp / "config.json"); name = c.get("torch_dtype") or c.get("dtype")   # transformers 5 writes "dtype"
+        except (ModelFormatError, AttributeError): name = None
+        return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
+    return torch.float32
+
+# %% ../nbs/21_cli.ipynb 16
+_FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
+_INT4_GROUPS_OF_32 = ("Q4_0", "Q4_1", "Q4_K")        # the GGUF types `repack_gguf` makes an Int4Linear in groups of 32
+
+@dataclass
+class SourceLayers:
+    "A model's linear layers as its headers describe them: each kind's row length (input features) and the types their weights are stored in."
+    rows: dict                # LINEAR_NAMES -> weights per row
+    types: list               # sorted storage types of the layers' weights: GGUF's names (F32, F16, BF16, Q8_0, Q4_1, Q4_K, ...) or int8 (llama2.c v2)
+    gguf: bool = False
+
+    @property
+    def quantized(self) -> list:
+        "The types that are not float."
+        return [t for t in self.types if t not in _FLOAT_TYPES]
+
+
+# %% ../nbs/21_cli.ipynb 18
+def _rows(hidden: int, attn: int, inter: int) -> dict:
+    from xllm.quant import LINEAR_NAMES
+    return {n: inter if n == "mlp.down_proj" else attn if n == "self_attn.o_proj" else hidden for n in LINEAR_NAMES}
+
+def source_layers(inp) -> SourceLayers | None:
+    """The `SourceLayers` of a model (HF directory, GGUF, llama2.c .bin), read from its headers without its weights. None when they
+    cannot tell: no such file, a directory written by `xllm quantize`, a header that does not parse (the loader then says what is wrong)."""
+    from xllm.core import read_json
+    from xllm.quant import LINEAR_NAMES, is_quantized_dir
+    from xllm.weights import config_from_hf, hf_to_gguf_name, L2C_MAGIC
+    p = Path(inp).expanduser()
+    try:
+        if not p.exists() or is_quantized_dir(p): return None
+        if p.is_file() and p.name == "config.json": p = p.parent
+        if p.is_dir():
+            d = read_json(p / "config.json")
+            c = config_from_hf(d, p / "config.json")
+            return SourceLayers(_rows(c.hidden_size, c.num_attention_heads * c.head_dim, c.intermediate_size),
+                                [{"bfloat16": "BF16", "float16": "F16"}.get(d.get("torch_dtype"), "F32")])
+        with open(p, "rb") as f: head = f.read(256)
+        if head[:4] == b"GGUF":
+            from xllm.gguf import GGUFFile
+            g = GGUFFile(p)
+            ends = tuple(hf_to_gguf_name(f"model.layers.0.{n}.weight")[len("blk.0"):] for n in LINEAR_NAMES)   # .attn_q.weight, ...
+            rows = {n: g.tensors["blk.0" + e].shape[1] for n, e in zip(LINEAR_NAMES, ends)}
+            return SourceLayers(rows, sorted({t.type_name for k, t in g.tensors.items() if k.startswith("blk.") and k.endswith(ends)}), gguf=True)
+        v2 = struct.unpack_from("<I", head)[0] == L2C_MAGIC                            # llama2.c: dim, hidden_dim first
+        dim, hidden = struct.unpack_from("<2i", head, 8 if v2 else 0)
+        return SourceLayers(_rows(dim, dim, hidden), ["int8" if v2 and struct.unpack_from("<i", head, 4)[0] == 2 else "F32"])
+    except (OSError, ValueError, KeyError, IndexError, struct.error): return None
+
+
+# %% ../nbs/21_cli.ipynb 20
+def check_group(layers: SourceLayers, group: int, name: str = "group"):
+    "A one-line `ValueError` unless groups of `group` weights tile every row of every linear layer (`name`: how the caller calls it)."
+    bad = [n for n, k in layers.rows.items() if k % group]
+    if not bad: return
+    k = layers.rows[bad[0]]
+    fits = [g for g in (32, 64, 128) if all(r % g == 0 for r in layers.rows.values())]
+    raise ValueError(f"{name} {group} does not divide the rows of {'/'.join(n.split('.')[-1] for n in bad if layers.rows[n] == k)} "
+                     f"({k} weights each): a row is cut into groups of that many weights, one scale each; "
+                     + (f"this model takes {' or '.join(map(str, fits))}" if fits else "no group of 32, 64 or 128 divides every row of this model"))
+
+
+# %% ../nbs/21_cli.ipynb 22
+def _repacks(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> bool:
+    "Whether `quantize_command` keeps the source's layers as they are (a GGUF of 4-bit layers in groups of 32, asked for just that)."
+    return layers.gguf and bits == 4 and group == 32 and not lm_head and set(layers.types) <= set(_INT4_GROUPS_OF_32)
+
+def _bits_of(t: str) -> int:
+    "The bits of a quantized type's codes: Q4_1 4, Q6_K 6, Q8_0 and int8 8."
+    return int(t[1]) if t[:1] == "Q" and t[1:2].isdigit() else 8
+
+def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> str | None:
+    "When the source's layers are already quantized, a sentence saying what quantizing it to `bits` in groups of `group` gives; else None."
+    if not (q := layers.quantized): return None
+    what = " and ".join(q)
+    if _repacks(layers, bits, group, lm_head):
+        return (f"the source's layers are {what}, which 4 bits in groups of 32 keep as they are (repacked, not quantized again): "
+                "the result holds the source's weights, as accurate as the source and no more")
+    return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
+            "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
+
+# %% ../nbs/21_cli.ipynb 24
+def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
+    """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
+    be new or empty (never the input); returns `out`."""
+    import torch.nn as nn
+    from xllm import quant
+    from xllm.model import Llama
+    from xllm.weights import load_checkpoint
+    if bits not in (4, 8): raise ValueError(f"bits: expected 8 or 4, got {bits!r}")
+    if group not in (32, 64, 128): raise ValueError(f"group: expected 32, 64 or 128, got {group!r}")
+    inp, out = Path(inp).expanduser(), Path(out).expanduser()
+    if not inp.exists(): raise FileNotFoundError(f"no such model file or directory: {inp}")
+    if quant.is_quantized_dir(inp): raise ValueError(f"{inp} is already quantized by xllm; quantize the original (float or GGUF) model instead")
+    layers = source_layers(inp)
+    if layers is not None: check_group(layers, group)                 # before the model loads
+    _clean_stale(out)                                                  # what a killed run to `out` left
+    _check_output(inp, out)
+    if layers is not None and _repacks(layers, bits, group, lm_head):
+        m = quant.load_quantized_gguf(inp)
+        mods = [mod for name, mod in m.named_modules() if name.startswith("model.layers.") and isinstance(mod, (nn.Linear, quant.Int8Linear, quant.Int4Linear))]
+        if all(isinstance(x, quant.Int4Linear) and x.group_size == 32 for x in mods): return _write_dir(out, lambda d: quant.save_quantized(m, d, tokenizer=inp))
+    ck = load_checkpoint(inp)
+    m = quant.quantize_model(Llama.from_weights(ck.config, ck.weights), "int8" if bits == 8 else "int4", group, lm_head=lm_head)
+    return _write_dir(out, lambda d: quant.save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
+                                                    float_dtype=_float_dtype(inp, ck.format)))
+
+# %% ../nbs/21_cli.ipynb 34
 def cmd_quantize(args, out=None) -> int:
     "Quantize `args.input` to `args.bits` and save it to the directory `args.output`."
-    from xllm import quant
     out = out or sys.stdout
     if args.bits not in (4, 8): raise _CLIError(f"--bits must be 8 or 4, got {args.bits}")
     if args.group not in (32, 64, 128): raise _CLIError(f"--group must be 32, 64 or 128 (weights per scale: the group sizes xllm's int8/int4 kernels take), got {args.group}")
@@ -25,18 +232,18 @@ def cmd_quantize(args, out=None) -> int:
     if inp == "default" and not Path(inp).exists():                # the default model by name: no path to look up
         from xllm.core import default_model_path
         inp = default_model_path()
-    layers = quant.source_layers(inp)                              # read from the headers: the rows' lengths, the weights' types
+    layers = source_layers(inp)                              # read from the headers: the rows' lengths, the weights' types
     if layers is not None:
-        try: quant.check_group(layers, args.group, "--group")       # before the model loads
+        try: check_group(layers, args.group, "--group")       # before the model loads
         except ValueError as e: raise _CLIError(str(e)) from None
-    d = quant.quantize_command(inp, args.output, bits=args.bits, group=args.group)
+    d = quantize_command(inp, args.output, bits=args.bits, group=args.group)
     size = sum(f.stat().st_size for f in Path(d).iterdir() if f.is_file())
     _write(out, f"wrote {d}: int{args.bits}, groups of {args.group}, {size / 2**20:.1f} MiB\n")
-    if layers is not None and (note := quant.source_note(layers, args.bits, args.group)):   # already quantized: what the result holds
+    if layers is not None and (note := source_note(layers, args.bits, args.group)):   # already quantized: what the result holds
         print(f"xllm: note: {note}", file=sys.stderr)
     return 0
 
-# %% ../nbs/21_cli.ipynb 6
+# %% ../nbs/21_cli.ipynb 35
 def cmd_perplexity(args, out=None) -> int:
     "Print the perplexity of the model on the text of `args.file` (default: `sample_text_path()`, a text shipped with xllm)."
     from xllm.evaluate import perplexity
@@ -56,7 +263,7 @@ def cmd_perplexity(args, out=None) -> int:
     _write(out, f"perplexity {ppl:.6f} ({len(ids) // args.ctx} windows of {args.ctx} tokens, {len(ids)} tokens)\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 8
+# %% ../nbs/21_cli.ipynb 37
 def cmd_bench(args, out=None) -> int:
     "`xllm bench [SUITE]`: run `xllm.bench.bench_command` on the model of `args` (or a random one), print and save the records."
     from xllm.bench import bench_command
@@ -73,7 +280,7 @@ def cmd_bench(args, out=None) -> int:
         return _use_template(random_llm(args.random_weights, _engine_config(args)), args)
     return bench_command(args, load, out)
 
-# %% ../nbs/21_cli.ipynb 10
+# %% ../nbs/21_cli.ipynb 39
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.7, 0.9
 
 class _CLIError(Exception):
@@ -102,7 +309,7 @@ def parse_speculative(s: str) -> dict:
     except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
     return spec
 
-# %% ../nbs/21_cli.ipynb 12
+# %% ../nbs/21_cli.ipynb 41
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
     g.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default=None, help="K/V cache storage: auto (the model's dtype, default) or int8 (per-token scales, about half the memory)")
@@ -131,7 +338,7 @@ def _speculative_opt(g):
                    help="speculative decoding: 'ngram' or a JSON object of its options (what they are: `xllm --help`)")
 
 
-# %% ../nbs/21_cli.ipynb 14
+# %% ../nbs/21_cli.ipynb 43
 def _model_opts(p, context=True, template=True):
     "The model's options. `context`: --max-model-len (-c/--ctx-size); `template`: --chat-template. perplexity takes neither (its -c is the window)."
     g = p.add_argument_group("model")
@@ -158,7 +365,7 @@ def _model_opts(p, context=True, template=True):
                        "a built-in name (chatml, llama2, llama3) or the template itself")
     g.add_argument("-t", "--threads", type=int, default=None, metavar="N", help="CPU threads of torch and xllm's CPU kernels (default: torch's, one per core)")
 
-# %% ../nbs/21_cli.ipynb 16
+# %% ../nbs/21_cli.ipynb 45
 def _common(p):
     _model_opts(p)
     s = p.add_argument_group("sampling")
@@ -172,7 +379,7 @@ def _common(p):
     s.add_argument("--stop", action="append", default=None, help="stop string (repeatable); never printed")
     s.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token (up to --max-tokens)")
 
-# %% ../nbs/21_cli.ipynb 17
+# %% ../nbs/21_cli.ipynb 46
 HELP_EPILOG = """\
 the model: `xllm serve MODEL` and `xllm chat MODEL` take it as vLLM does, or as -m MODEL (llama.cpp), not both; generate's one
   positional is the prompt, so its model is always -m. Options are never abbreviated (--max-token is an error).
@@ -197,7 +404,7 @@ def _model_positional(p):
     "MODEL as a positional (serve, chat), as `vllm serve MODEL` takes it; main puts it in args.model."
     p.add_argument("model_pos", nargs="?", default=None, metavar="MODEL", help="the model, as -m takes it (give it one way, not both)")
 
-# %% ../nbs/21_cli.ipynb 19
+# %% ../nbs/21_cli.ipynb 48
 def _embed_parser(sub):
     "The `embed` subcommand's options."
     e = sub.add_parser("embed", help="embed each line of FILE (- reads stdin) and print one JSON line per input: {index, embedding}")
@@ -208,7 +415,7 @@ def _embed_parser(sub):
     e.add_argument("--prompt-name", default=None, metavar="NAME", help="prefix each input with the model's instruction prompt NAME (sentence-transformers' prompts)")
     _model_opts(e, template=False)
 
-# %% ../nbs/21_cli.ipynb 20
+# %% ../nbs/21_cli.ipynb 49
 def cmd_embed(args, inp=None, out=None) -> int:
     "Embed each non-blank line of `args.file` and write `{index, embedding}` JSON lines to `out`."
     import json
@@ -223,7 +430,7 @@ def cmd_embed(args, inp=None, out=None) -> int:
         _write(out, json.dumps({"index": i, "embedding": v}) + "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 21
+# %% ../nbs/21_cli.ipynb 50
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
@@ -307,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
     _embed_parser(sub)
     return p
 
-# %% ../nbs/21_cli.ipynb 24
+# %% ../nbs/21_cli.ipynb 53
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
                    "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port")   # the options that are EngineConfig fields, by the same names
@@ -318,7 +525,7 @@ def _engine_config(args):
     return EngineConfig.make(None, **{k: v for k in _CONFIG_OPTIONS if (v := getattr(args, k, None)) is not None})
 
 
-# %% ../nbs/21_cli.ipynb 27
+# %% ../nbs/21_cli.ipynb 56
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -376,7 +583,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 30
+# %% ../nbs/21_cli.ipynb 59
 def _utf8(s: str, what: str) -> str:
     "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
     try: s.encode("utf-8")
@@ -406,7 +613,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 33
+# %% ../nbs/21_cli.ipynb 62
 class _ChatStats:
     "What `xllm chat` says on exit: its replies, their tokens and time, and the time to each reply's first token."
     def __init__(self): self.turns, self.tokens, self.seconds, self.ttft = 0, 0, 0.0, 0.0
@@ -448,7 +655,7 @@ def _chat_reply(llm, history, params, out, stats=None):
         stats.add(len(done.token_ids) if done is not None else len(llm.tokenizer.encode(reply)), time.perf_counter() - t0, first)
     return reply
 
-# %% ../nbs/21_cli.ipynb 35
+# %% ../nbs/21_cli.ipynb 64
 MULTILINE = '"""'        # a line of it starts a message of several lines; another ends it
 CHAT_HELP = ('/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply; a line of """ starts a message of several '
              'lines and another ends it')
@@ -483,7 +690,7 @@ def _remember(readline, text: str):
     n = readline.get_current_history_length()
     if n == 0 or readline.get_history_item(n) != text: readline.add_history(text)
 
-# %% ../nbs/21_cli.ipynb 37
+# %% ../nbs/21_cli.ipynb 66
 def _chat_loop(llm, system, params, read, readline, out, stats) -> int:
     history = list(system)
     while True:
@@ -532,7 +739,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     finally:
         if stats.turns: print(stats.summary(), file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 40
+# %% ../nbs/21_cli.ipynb 69
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -543,7 +750,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 42
+# %% ../nbs/21_cli.ipynb 71
 KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
 
 def _api_key(args) -> str | None:
@@ -558,7 +765,7 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 44
+# %% ../nbs/21_cli.ipynb 73
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -585,7 +792,7 @@ def cmd_serve(args, out=None) -> int:
                  reasoning_parser=args.reasoning_parser)
     return 0
 
-# %% ../nbs/21_cli.ipynb 45
+# %% ../nbs/21_cli.ipynb 74
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -612,7 +819,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 47
+# %% ../nbs/21_cli.ipynb 76
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:

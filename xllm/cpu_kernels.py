@@ -29,6 +29,8 @@ def _flag_sets(native: bool = True) -> list[list[str]]:
     sets = [base + ["-march=native", "-fopenmp"]] if native else []
     return sets + [base + ["-fopenmp"], base]
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 27
 def _cpu_tag() -> str:
     "What a `-march=native` build depends on: the machine and its CPU feature flags."
     flags = ""
@@ -38,14 +40,15 @@ def _cpu_tag() -> str:
     except OSError: pass
     return f"{platform.machine()} {flags}"
 
-# %% ../nbs/15_cpu_kernels.ipynb 27
+
+# %% ../nbs/15_cpu_kernels.ipynb 29
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
 ABI_VERSION = 5      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
-# %% ../nbs/15_cpu_kernels.ipynb 28
+# %% ../nbs/15_cpu_kernels.ipynb 30
 def abi_signatures(header: str) -> dict:
     "`{name: (argtypes, restype)}` of every `xk_*` function declared in `header`: any pointer a `c_void_p`, scalars by type."
     def ctype(decl: str):
@@ -58,7 +61,7 @@ def abi_signatures(header: str) -> dict:
         sigs[name] = ([] if params.strip() in ("", "void") else [ctype(a) for a in params.split(",")], ctype(ret))
     return sigs
 
-# %% ../nbs/15_cpu_kernels.ipynb 29
+# %% ../nbs/15_cpu_kernels.ipynb 31
 def _bind(lib, expected: int = ABI_VERSION):
     "Check the library's ABI version, then set every declared function's ctypes signature from the header."
     lib.xk_abi_version.argtypes, lib.xk_abi_version.restype = [], ctypes.c_int
@@ -69,13 +72,13 @@ def _bind(lib, expected: int = ABI_VERSION):
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
 
-# %% ../nbs/15_cpu_kernels.ipynb 30
+# %% ../nbs/15_cpu_kernels.ipynb 32
 def library_path(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "") -> Path:
     "Where `compile_library` keeps the library of `source` built with `cxx` and `flags`: `cache_dir()/kernels/<stem>_<hash>.so`."
     key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
     return cache_dir() / "kernels" / f"{stem}_{key}.so"
 
-# %% ../nbs/15_cpu_kernels.ipynb 32
+# %% ../nbs/15_cpu_kernels.ipynb 34
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
     """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the
     source, compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half
@@ -92,14 +95,14 @@ def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extr
         os.replace(tmp, so)
     return so
 
-# %% ../nbs/15_cpu_kernels.ipynb 34
+# %% ../nbs/15_cpu_kernels.ipynb 36
 def _build_isa() -> str:
     "The widest integer dot product a `-march=native` build gets on this CPU, in words (from /proc/cpuinfo; `isa()` says what it got)."
     for v, name in (("avx512_vnni", "AVX512-VNNI"), ("avx_vnni", "AVX-VNNI"), ("avx2", "AVX2")):
         if cpu_has(v): return name
     return platform.machine() or "this CPU"
 
-# %% ../nbs/15_cpu_kernels.ipynb 35
+# %% ../nbs/15_cpu_kernels.ipynb 37
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
     """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags
     and CPU) and load it. Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the
@@ -137,7 +140,7 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
         return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 36
+# %% ../nbs/15_cpu_kernels.ipynb 38
 def available() -> bool:
     "Whether the compiled kernels are loaded (building them at first call)."
     return _active() is not None
@@ -147,7 +150,7 @@ def status() -> str:
     build()
     return _STATUS
 
-# %% ../nbs/15_cpu_kernels.ipynb 38
+# %% ../nbs/15_cpu_kernels.ipynb 40
 ISA_NAMES = {0: "none (portable row path)", 1: "AVX2 (vpmaddubsw)", 2: "AVX-VNNI (256-bit vpdpbusd)", 3: "AVX512-VNNI (512-bit vpdpbusd)"}
 ISA_VARIANTS = {   # flags that select each level (on top of the portable set), and the /proc/cpuinfo flags it needs to run
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
@@ -160,17 +163,22 @@ def _active():
     "The library `linear` and the plans call: the one `library()` swapped in on this thread, else `build()`'s."
     return getattr(_USING, "lib", None) or build()
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 41
 def isa() -> str:
     "The integer dot product of the loaded library's int8-activation GEMM (`ISA_NAMES`), or why there is none."
     lib = _active()
     return ISA_NAMES[lib.xk_isa()] if lib is not None else f"none ({_STATUS})"
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 42
 def cpu_has(variant: str) -> bool:
     "Whether this CPU has the instructions of `ISA_VARIANTS[variant]` (from /proc/cpuinfo)."
     flags = set(_cpu_tag().split())
     return all(f in flags for f in ISA_VARIANTS[variant][1])
 
-# %% ../nbs/15_cpu_kernels.ipynb 40
+
+# %% ../nbs/15_cpu_kernels.ipynb 44
 def build_variant(variant: str, compiler: str | None = None):
     """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the
     library. Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises
@@ -182,6 +190,8 @@ def build_variant(variant: str, compiler: str | None = None):
     so = compile_library(read_source("cpu/xllm_cpu.cpp"), f"xllm_cpu_{variant}", _flag_sets(False)[0] + ISA_VARIANTS[variant][0], cxx)
     return _bind(ctypes.CDLL(str(so)))
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 45
 @contextmanager
 def library(lib):
     "Inside the block, `linear`, `linear_multi` and new `ModelPlan`s on this thread call `lib` (a `build_variant` library)."
@@ -189,7 +199,8 @@ def library(lib):
     try: yield lib
     finally: _USING.lib = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 48
+
+# %% ../nbs/15_cpu_kernels.ipynb 53
 F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -200,7 +211,7 @@ def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
 
 def _threads(threads: int | None) -> int: return torch.get_num_threads() if threads is None else max(1, int(threads))
 
-# %% ../nbs/15_cpu_kernels.ipynb 50
+# %% ../nbs/15_cpu_kernels.ipynb 55
 @dataclass
 class LinSpec:
     "A linear layer's weight as the kernels read it: `kind` (F32, Q8_ROW, Q8_GROUP, Q4), shape `[N, K]`, `G` groups a row, the tensors."
@@ -215,12 +226,14 @@ class LinSpec:
         "The C call's arguments for this layer: kind, sizes and raw pointers."
         return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
 
-# %% ../nbs/15_cpu_kernels.ipynb 52
+# %% ../nbs/15_cpu_kernels.ipynb 57
 def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     "A float32 weight `[N, K]`."
     w = _f32(w, "weight")
     return LinSpec(F32, w.shape[0], w.shape[1], 1, w, bias=None if bias is None else _f32(bias, "bias"))
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 59
 def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     "INT8 codes `[N, K]` with float32 scales per row `[N]` or float16 scales per group `[N, G]`."
     if q.dtype != torch.int8 or q.dim() != 2:
@@ -237,6 +250,8 @@ def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
         kind, G, scales = Q8_GROUP, scales.shape[1], scales.contiguous()
     return LinSpec(kind, N, K, G, q.contiguous(), scales, None, None if bias is None else _f32(bias, "bias"))
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 60
 def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias=None) -> LinSpec:
     "Packed INT4 codes `[N, K/2]` (column 2j in the low nibble), float16 scales and mins (None: symmetric, code 8 is zero) `[N, G]`."
     if packed.dtype != torch.uint8 or packed.dim() != 2:
@@ -249,7 +264,8 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
     return LinSpec(Q4, N, K, scales.shape[1], packed.contiguous(), scales.contiguous(), None if mins is None else mins.contiguous(),
                    None if bias is None else _f32(bias, "bias"))
 
-# %% ../nbs/15_cpu_kernels.ipynb 54
+
+# %% ../nbs/15_cpu_kernels.ipynb 62
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
@@ -273,7 +289,7 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 56
+# %% ../nbs/15_cpu_kernels.ipynb 64
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows
     on, `x` is packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up);
@@ -295,7 +311,7 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
-# %% ../nbs/15_cpu_kernels.ipynb 58
+# %% ../nbs/15_cpu_kernels.ipynb 66
 def gemm_min_rows(a8: bool = False) -> int:
     """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number
     when the build has no AVX2)."""
@@ -303,7 +319,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 84
+# %% ../nbs/15_cpu_kernels.ipynb 92
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -317,7 +333,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 87
+# %% ../nbs/15_cpu_kernels.ipynb 95
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
@@ -329,7 +345,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 89
+# %% ../nbs/15_cpu_kernels.ipynb 97
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -338,7 +354,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 91
+# %% ../nbs/15_cpu_kernels.ipynb 99
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -350,7 +366,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 93
+# %% ../nbs/15_cpu_kernels.ipynb 101
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
@@ -375,7 +391,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 96
+# %% ../nbs/15_cpu_kernels.ipynb 104
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -389,7 +405,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 103
+# %% ../nbs/15_cpu_kernels.ipynb 111
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
     dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
@@ -403,7 +419,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 105
+# %% ../nbs/15_cpu_kernels.ipynb 113
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -419,7 +435,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 107
+# %% ../nbs/15_cpu_kernels.ipynb 115
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 @contextmanager
@@ -430,12 +446,14 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 110
+# %% ../nbs/15_cpu_kernels.ipynb 118
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
     except RuntimeError: return None
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 120
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 class ModelPlan:
@@ -520,7 +538,8 @@ class ModelPlan:
         self.sample = [(d, k, o, o.data_ptr()) for d, k, o in tensors[:24] + tensors[-24:]]
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
-# %% ../nbs/15_cpu_kernels.ipynb 111
+
+# %% ../nbs/15_cpu_kernels.ipynb 121
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -536,21 +555,28 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self.tp = (group, world, state)
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 122
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
-# %% ../nbs/15_cpu_kernels.ipynb 112
+
+# %% ../nbs/15_cpu_kernels.ipynb 123
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 124
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 125
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
@@ -561,7 +587,8 @@ def check(self: ModelPlan, model):
             or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
         raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
-# %% ../nbs/15_cpu_kernels.ipynb 113
+
+# %% ../nbs/15_cpu_kernels.ipynb 126
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -582,6 +609,9 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
     out = out if self.tp is None else self._gather(out)
     return out if hid is None else (out, hid)
 
+
+
+# %% ../nbs/15_cpu_kernels.ipynb 127
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -592,7 +622,8 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     dist.all_gather(parts, out, group=group)
     return torch.cat(parts, -1)[:, :self.vocab]
 
-# %% ../nbs/15_cpu_kernels.ipynb 114
+
+# %% ../nbs/15_cpu_kernels.ipynb 128
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -602,7 +633,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 116
+# %% ../nbs/15_cpu_kernels.ipynb 130
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -610,6 +641,8 @@ def keeps_quantized(model) -> bool:
     return any(getattr(m, "qweight", None) is not None or (getattr(m, "scales", None) is not None and
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
+
+# %% ../nbs/15_cpu_kernels.ipynb 132
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -623,7 +656,8 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
                                               + ("" if activations is not None else " (from XLLM_CPU_ACTIVATIONS)"))
     return a
 
-# %% ../nbs/15_cpu_kernels.ipynb 118
+
+# %% ../nbs/15_cpu_kernels.ipynb 134
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -638,17 +672,7 @@ class CpuRunner(ModelRunner):
             raise ValueError("the K/V pool does not have this model's layers and heads")
         self.threads = threads
 
-    @property
-    def description(self) -> str:
-        "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
-        if self.activations == "float": return "cpu, float32 activations"
-        return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
     def __repr__(self): return f"CpuRunner({self.description})"
-
-    @classmethod
-    def unsupported(cls, model, kv_dtype=None) -> str | None:
-        "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
-        return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
     @staticmethod
     def _unsupported_before_plan(model, kv_dtype) -> str | None:
@@ -660,16 +684,35 @@ class CpuRunner(ModelRunner):
         if build() is None: return f"the kernels did not build here: {status()}"
         return None
 
-    def __call__(self, batch) -> torch.Tensor:
-        "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
-        kf, vf = self.pool.k_flat, self.pool.v_flat
-        self.plan.check(self.model)
-        n_pos = _check_batch(batch, self.plan.vocab, kf[0].shape[0])
-        cos, sin = self.model.rope(n_pos)
-        return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
-                                 batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
-# %% ../nbs/15_cpu_kernels.ipynb 119
+# %% ../nbs/15_cpu_kernels.ipynb 135
+@patch(as_prop=True)
+def description(self: CpuRunner) -> str:
+    "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
+    if self.activations == "float": return "cpu, float32 activations"
+    return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
+
+
+# %% ../nbs/15_cpu_kernels.ipynb 136
+@patch(cls_method=True)
+def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
+    "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
+    return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
+
+
+# %% ../nbs/15_cpu_kernels.ipynb 137
+@patch
+def __call__(self: CpuRunner, batch) -> torch.Tensor:
+    "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
+    kf, vf = self.pool.k_flat, self.pool.v_flat
+    self.plan.check(self.model)
+    n_pos = _check_batch(batch, self.plan.vocab, kf[0].shape[0])
+    cos, sin = self.model.rope(n_pos)
+    return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
+                             batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
+
+
+# %% ../nbs/15_cpu_kernels.ipynb 138
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must

@@ -95,6 +95,8 @@ def memcheck_launch(name, grid, block, args, shared_mem=0, seed=1, lib=None):
     ext = [extents.get(int(a), -1) if isinstance(a, np.uint64) and int(a) else -1 for a in args]
     launch(name, grid, block, args, shared_mem, seed, lib, extents=ext)
 
+
+# %% ../nbs/16a_cuda_emulator.ipynb 21
 @contextlib.contextmanager
 def emulate(seed: int = 1, memcheck: bool = True):
     """Inside this block, `xllm.cuda_kernels` takes CPU tensors and runs its kernels in the emulator (built on first
@@ -103,3 +105,4 @@ def emulate(seed: int = 1, memcheck: bool = True):
     prev = ck.set_emulator(partial(memcheck_launch if memcheck else launch, seed=seed, lib=build()))   # built once, not per launch
     try: yield
     finally: ck.set_emulator(prev)
+

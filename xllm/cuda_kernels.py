@@ -69,7 +69,7 @@ def ptxas_usage(log: str) -> dict:
             out[name]["smem"] = int(s[1]) if s else 0
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 13
+# %% ../nbs/16_cuda_kernels.ipynb 14
 def resident_warps(registers: int, warps_per_block: int, smem_per_block: int = 0, regs_per_sm: int = 65536,
                    max_warps: int = 64, max_blocks: int = 32, smem_per_sm: int = 228 * 1024) -> int:
     "Warps an SM keeps resident for a kernel (sm_80/sm_90 limits by default): registers are allocated per warp in units of 256."
@@ -78,7 +78,7 @@ def resident_warps(registers: int, warps_per_block: int, smem_per_block: int = 0
                  smem_per_sm // (smem_per_block + 1024))                 # 1 KiB of shared memory per block is reserved
     return blocks * warps_per_block
 
-# %% ../nbs/16_cuda_kernels.ipynb 18
+# %% ../nbs/16_cuda_kernels.ipynb 19
 _modules: dict = {}
 _functions: dict = {}
 _streams: dict = {}
@@ -90,18 +90,24 @@ def cupy_available() -> bool:
         return True
     except Exception: return False
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 20
 def module_key(name: str):
     """Which compile of `CUDA_SOURCE` holds kernel `name`: `("pa2", head_dim, group)` for an instance of
     `paged_attention_v2` (float and int8 caches, every dtype), else `"base"` (every other kernel)."""
     m = re.fullmatch(r"paged_attention_v2(?:_i8)?_(?:f32|f16|bf16)_d(\d+)_g(\d+)", name)
     return ("pa2", int(m[1]), int(m[2])) if m else "base"
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 22
 def module_source(key) -> str:
     "`CUDA_SOURCE` for one compile (`module_key`): its `XLLM_PART` switch set so that it instantiates only that part's kernels."
     if key == "base": return "#define XLLM_PART 1\n" + CUDA_SOURCE
     _, d, g = key
     return f"#define XLLM_PART 2\n#define XLLM_PA2_D {d}\n#define XLLM_PA2_GM {g}\n" + CUDA_SOURCE
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 24
 def _kernel(name: str, device_index: int):
     try: import cupy
     except Exception as e:
@@ -114,7 +120,8 @@ def _kernel(name: str, device_index: int):
         _modules[key] = mod
     return mod.get_function(name)
 
-# %% ../nbs/16_cuda_kernels.ipynb 20
+
+# %% ../nbs/16_cuda_kernels.ipynb 26
 def model_kernel_names(config) -> list[str]:
     """The kernels a runner over `config`'s model can launch: every kernel outside `paged_attention_v2`, and v2's
     instances for its head dim and the groups its steps pick (decode: the smallest that holds n_heads / n_kv; prompt
@@ -123,6 +130,8 @@ def model_kernel_names(config) -> list[str]:
     return [n for n in KERNEL_NAMES if (k := module_key(n)) == "base" or (k[1] == config.head_dim and k[2] >= min(
         [g for g in PA2_GROUPS if g >= G] or [PA2_MAX_GROUP]))]
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 27
 def load_kernels(device=None, names=None) -> int:
     """Build (NVRTC, cached by CuPy) and load kernels on a CUDA `device` now, rather than at the first launch (which may
     come inside a CUDA graph capture); `names` (default: all) as `model_kernel_names` gives them for one model, which
@@ -136,7 +145,8 @@ def load_kernels(device=None, names=None) -> int:
     except Exception as e: raise RuntimeError(f"xllm's CUDA kernels could not be built on cuda:{idx}: {type(e).__name__}: {e}") from e
     return len(names)
 
-# %% ../nbs/16_cuda_kernels.ipynb 22
+
+# %% ../nbs/16_cuda_kernels.ipynb 29
 _EMULATOR = None   # inside xllm.cuda_emu.emulate(): a launcher that runs the kernels on CPU tensors
 
 def _launch(name: str, t: torch.Tensor, grid: int | tuple, block: int, args: tuple, shared_mem: int = 0):
@@ -154,6 +164,8 @@ def _launch(name: str, t: torch.Tensor, grid: int | tuple, block: int, args: tup
     with cupy.cuda.Device(dev), s:
         fn(grid if isinstance(grid, tuple) else (grid,), (block,), args, shared_mem=shared_mem)
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 30
 _EXTENTS: dict = {}   # while emulating: data_ptr -> bytes its tensor view spans, for the emulator's memcheck
 
 def set_emulator(launcher):
@@ -164,12 +176,15 @@ def set_emulator(launcher):
     _EXTENTS.clear()
     return prev
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 31
 def take_extents() -> dict:
     "The extents the wrappers recorded since the last call (data_ptr -> bytes its tensor view spans), and forget them."
     out = dict(_EXTENTS); _EXTENTS.clear()
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 24
+
+# %% ../nbs/16_cuda_kernels.ipynb 33
 def _p(t: torch.Tensor | None):
     "A tensor's address as the kernels take it (np.uint64; 0 for None)."
     if t is None: return np.uint64(0)
@@ -178,6 +193,8 @@ def _p(t: torch.Tensor | None):
         _EXTENTS[t.data_ptr()] = max(span, _EXTENTS.get(t.data_ptr(), 0))
     return np.uint64(t.data_ptr())
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 34
 def _check(name: str, t: torch.Tensor, device=None, dtype=None, dims=None, inner_contiguous=True):
     if not isinstance(t, torch.Tensor): raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.device.type != "cuda" and not (t.device.type == "cpu" and _EMULATOR is not None):
@@ -190,9 +207,12 @@ def _check(name: str, t: torch.Tensor, device=None, dtype=None, dims=None, inner
     if inner_contiguous and t.dim() and t.stride(-1) != 1:
         raise ValueError(f"{name} must be contiguous in its last dim")
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 36
 def _threads(n: int, cap: int = 1024) -> int: return max(32, min(cap, (n + 31) // 32 * 32))
 
-# %% ../nbs/16_cuda_kernels.ipynb 28
+
+# %% ../nbs/16_cuda_kernels.ipynb 40
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual: torch.Tensor | None = None,
              out: torch.Tensor | None = None) -> torch.Tensor:
     "RMSNorm over the last dim of `x` [rows, H] (fp32 accumulation). With `residual`: `residual += x` in place first, normalize that."
@@ -216,18 +236,20 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual:
             (_p(x), _p(residual), _p(weight), _p(out), np.int32(H), np.int64(x.stride(0)), np.int64(rs), np.int64(out.stride(0)), np.float32(eps)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 30
+# %% ../nbs/16_cuda_kernels.ipynb 42
 def rms_norm_ref(x, weight, eps=1e-6, residual=None):
     "float64 reference: (out, new_residual). The residual sum is rounded to x's dtype, as the kernel stores it."
     s = x.double() if residual is None else (x.double() + residual.double()).to(x.dtype).double()
     out = weight.double() * s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + eps)
     return out, (None if residual is None else s.to(x.dtype))
 
-# %% ../nbs/16_cuda_kernels.ipynb 34
+# %% ../nbs/16_cuda_kernels.ipynb 46
 def kernel_rtol(dtype) -> float:
     "Allowed relative error of a kernel's output vs the float64 reference: fp32 math + one rounding to `dtype`."
     return {torch.float32: 1e-5, torch.float16: 1e-3 + 2**-11, torch.bfloat16: 1e-3 + 2**-8}[dtype]
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 48
 def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     "max |out - ref| / (|ref| + 0.1 rms(ref)) in float64 on the CPU (fp16 subnormal slack of 2^-24 subtracted first); inf if non-finite entries differ."
     out, ref = out.detach().double().cpu(), ref.detach().double().cpu()
@@ -240,7 +262,8 @@ def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     diff = ((out - ref).abs() - 2**-24).clamp_min(0)
     return float((diff / (ref.abs() + 0.1 * scale + 1e-300)).max()) if ref.numel() else 0.0
 
-# %% ../nbs/16_cuda_kernels.ipynb 38
+
+# %% ../nbs/16_cuda_kernels.ipynb 52
 def rope_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     "Rotate q [T, n_heads, D] and k [T, n_kv, D] in place (HF rotate-half) at `positions` (int64 [T]) with float32 cos/sin tables."
     _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
@@ -265,7 +288,7 @@ def rope_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos: torch.
              np.int64(q.stride(0)), np.int64(k.stride(0)), np.int64(cos.stride(0)), np.int32(cos.shape[0])))
     return q, k
 
-# %% ../nbs/16_cuda_kernels.ipynb 40
+# %% ../nbs/16_cuda_kernels.ipynb 54
 def rope_ref(x, positions, cos, sin):
     "float64 reference for one of q/k: x [T, H, D], tables [max_pos, >= D/2]."
     D = x.shape[-1]; h = D // 2
@@ -273,7 +296,7 @@ def rope_ref(x, positions, cos, sin):
     x1, x2 = x.double()[..., :h], x.double()[..., h:]
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
 
-# %% ../nbs/16_cuda_kernels.ipynb 45
+# %% ../nbs/16_cuda_kernels.ipynb 59
 def silu_and_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "silu(gate) * up for [rows, I] tensors (fp32 math)."
     _check("gate", gate, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -288,19 +311,22 @@ def silu_and_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None 
             (_p(gate), _p(up), _p(out), np.int32(I), np.int64(gate.stride(0)), np.int64(up.stride(0)), np.int64(out.stride(0))))
     return out
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 60
 def silu_and_mul_fused(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "x [rows, 2I] = [gate | up] -> silu(gate) * up [rows, I]."
     if x.dim() != 2 or x.shape[1] % 2: raise ValueError(f"x must be [rows, 2*I], got {tuple(x.shape)}")
     I = x.shape[1] // 2
     return silu_and_mul(x[:, :I], x[:, I:], out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 47
+
+# %% ../nbs/16_cuda_kernels.ipynb 62
 def silu_and_mul_ref(gate, up):
     "float64 reference."
     g = gate.double()
     return g * torch.sigmoid(g) * up.double()
 
-# %% ../nbs/16_cuda_kernels.ipynb 54
+# %% ../nbs/16_cuda_kernels.ipynb 69
 _sm_counts: dict = {}
 EMULATED_SMS = 132   # an H200's: the emulator makes the same launch decisions (splits) as that GPU
 
@@ -311,13 +337,13 @@ def num_sms(device) -> int:
     if i not in _sm_counts: _sm_counts[i] = torch.cuda.get_device_properties(i).multi_processor_count
     return _sm_counts[i]
 
-# %% ../nbs/16_cuda_kernels.ipynb 56
+# %% ../nbs/16_cuda_kernels.ipynb 71
 def softmax_splits(rows: int, N: int, num_sms: int, min_chunk: int = 4096) -> int:
     "Blocks per row for `softmax`: 1 when the rows alone fill the SMs, else enough for ~2 blocks per SM, each >= `min_chunk` columns."
     if rows >= num_sms: return 1
     return max(1, min(-(-2 * num_sms // rows), -(-N // min_chunk)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 58
+# %% ../nbs/16_cuda_kernels.ipynb 73
 def softmax(x: torch.Tensor, out: torch.Tensor | None = None, splits: int | None = None) -> torch.Tensor:
     """Softmax over the last dim of x [rows, N] (online normalizer, fp32 math). -inf entries get 0; a row of all -inf
     gives NaN, like torch. `splits`: blocks per row (None: `softmax_splits`); with more than one, a first kernel
@@ -343,12 +369,12 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None, splits: int | None
             (_p(x), _p(out), _p(ws), np.int32(N), np.int64(x.stride(0)), np.int64(out.stride(0)), np.int32(S), np.int32(chunk)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 60
+# %% ../nbs/16_cuda_kernels.ipynb 75
 def softmax_ref(x):
     "float64 reference."
     return torch.softmax(x.double(), -1)
 
-# %% ../nbs/16_cuda_kernels.ipynb 64
+# %% ../nbs/16_cuda_kernels.ipynb 79
 def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None, cache_dtype=None):
     """Validate paged-attention inputs (shapes, dtypes, devices, contiguity; the caches in `cache_dtype`, default q's);
     returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."""
@@ -378,7 +404,7 @@ def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_
     if out.shape != q.shape or not out.is_contiguous(): raise ValueError(f"out must be contiguous {tuple(q.shape)}")
     return out, (B, H, D), (nb, bs, n_kv)
 
-# %% ../nbs/16_cuda_kernels.ipynb 65
+# %% ../nbs/16_cuda_kernels.ipynb 80
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                     context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
                     num_warps: int = 4) -> torch.Tensor:
@@ -393,7 +419,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
              np.int32(D), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale)), shared_mem=smem)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 66
+# %% ../nbs/16_cuda_kernels.ipynb 81
 def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=None, k_scale=None, v_scale=None):
     """float64 reference on the CPU: gather each sequence's keys/values through its block table, plain softmax attention
     (GQA by repeat). An int8 cache comes with its scales `[num_blocks, block_size, n_kv]`: K = code * scale, exactly,
@@ -415,7 +441,7 @@ def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=N
         out[b] = torch.einsum("hl,lhd->hd", p, V)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 67
+# %% ../nbs/16_cuda_kernels.ipynb 82
 def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, device="cpu"):
     """Test inputs for paged attention: random q `[B, H, D]`, a pool of random K/V blocks (3 spare) whose blocks are
     handed to the sequences in a shuffled order, their block tables and context lengths `lens` (drawn on the CPU from
@@ -431,14 +457,14 @@ def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, d
     to = lambda t: t.to(device=device, dtype=dtype)
     return to(q), to(kc), to(vc), bt.to(device), torch.tensor(lens, dtype=torch.int32, device=device)
 
-# %% ../nbs/16_cuda_kernels.ipynb 77
+# %% ../nbs/16_cuda_kernels.ipynb 92
 def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int, min_split: int = 256) -> int:
     "Splits (split-K) for a decode launch: ~2 blocks per SM over `batch * n_kv` (sequence, KV head) pairs, each split >= `min_split` tokens."
     work = batch * n_kv
     if work >= 2 * num_sms: return 1
     return max(1, min(-(-2 * num_sms // work), -(-max_context // min_split)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 79
+# %% ../nbs/16_cuda_kernels.ipynb 94
 def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                        context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
                        num_splits: int | None = None, num_warps: int = 4, workspace: torch.Tensor | None = None,
@@ -479,7 +505,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
         _launch(f"paged_attention_combine_{sfx}", q, B * H, _threads(D, 256), (_p(out), _p(part_ml), _p(part_acc), np.int32(D), np.int32(num_splits)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 80
+# %% ../nbs/16_cuda_kernels.ipynb 95
 def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, smem, scale, k_scale=None, v_scale=None, tiles=None,
                lens=None, num_splits=1, split_size=None, part_ml=None, part_acc=None):
     "Launch `paged_attention_v2{_i8}_<dtype>_d<D>_g<gm>` with the kernel's argument list: decode (`lens`) or prompt chunks (`tiles`)."
@@ -490,7 +516,7 @@ def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, sm
              np.int32(q.shape[1]), np.int32(k_cache.shape[2]), np.int32(k_cache.shape[1]), np.int32(block_tables.shape[1]), np.float32(scale),
              np.int32(num_splits), np.int32(split_size if split_size is not None else block_tables.shape[1] * k_cache.shape[1])), shared_mem=smem)
 
-# %% ../nbs/16_cuda_kernels.ipynb 81
+# %% ../nbs/16_cuda_kernels.ipynb 96
 def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale):
     "`_check_paged` plus what `paged_attention_v2`'s kernel needs: its head dims and groups, int8 caches with scales, 16-byte alignment."
     quantized = k_cache.dtype == torch.int8
@@ -509,7 +535,7 @@ def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_s
         if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
     return out, (B, H, D), (nb, bs, n_kv)
 
-# %% ../nbs/16_cuda_kernels.ipynb 82
+# %% ../nbs/16_cuda_kernels.ipynb 97
 def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Tensor, int]:
     """The tiles `paged_attention_chunks` launches over: `chunks` is a host list of `(first_row, num_tokens, table_row,
     start)`, each cut into tiles of up to `PA2_MAX_GROUP // G` tokens (G = n_heads / n_kv), so that a block's (token,
@@ -521,7 +547,7 @@ def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Ten
     gm = next((x for x in PA2_GROUPS if x >= G * max((t[1] for t in tiles), default=1)), PA2_MAX_GROUP)
     return torch.tensor(tiles, dtype=torch.int32).reshape(-1, 4).to(device), gm
 
-# %% ../nbs/16_cuda_kernels.ipynb 84
+# %% ../nbs/16_cuda_kernels.ipynb 99
 def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, chunks,
                            out: torch.Tensor | None = None, scale: float | None = None, num_warps: int = 4, tiles=None,
                            k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
@@ -548,7 +574,7 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     _launch_v2(q, k_cache, v_cache, block_tables, out, gm, tiles_t.shape[0] * n_kv, num_warps, smem, scale, k_scale, v_scale, tiles=tiles_t)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 85
+# %% ../nbs/16_cuda_kernels.ipynb 100
 def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of
     `q`, their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and
@@ -560,7 +586,7 @@ def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.
     return (torch.tensor(rows, dtype=torch.long, device=dev), block_tables[torch.tensor(trow, dtype=torch.long, device=dev)].contiguous(),
             torch.tensor(lens, dtype=torch.int32, device=dev))
 
-# %% ../nbs/16_cuda_kernels.ipynb 87
+# %% ../nbs/16_cuda_kernels.ipynb 102
 def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=None, k_scale=None, v_scale=None):
     "float64 reference: `paged_attention_ref` over `chunk_rows` (rows no chunk covers are zeros)."
     rows, tables, lens = chunk_rows(block_tables.cpu(), chunks)
@@ -568,7 +594,7 @@ def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=
     if rows.numel(): out[rows] = paged_attention_ref(q.cpu()[rows], k_cache, v_cache, tables, lens, scale, k_scale, v_scale)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 92
+# %% ../nbs/16_cuda_kernels.ipynb 107
 def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
               k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv,
@@ -610,12 +636,14 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                 (_p(k), _p(v), _p(k_cache), _p(v_cache), _p(slot_mapping), np.int32(n_kv), np.int32(D),
                  np.int64(k.stride(0)), np.int64(v.stride(0)), np.int64(num_slots)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 97
+# %% ../nbs/16_cuda_kernels.ipynb 112
 def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     "`Int8Linear.scales` (float32 `[out]` or float16 `[out, G]`) as the kernel reads them: float32 `[out, G]` (G = 1 per row)."
     s = scales.float()
     return (s[:, None] if s.dim() == 1 else s).contiguous()
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 114
 class QuantWeight(NamedTuple):
     """A weight-only quantized linear as xllm's kernels read it. `bits` 8: `codes` int8 `[O, I]`, `scales` float32 `[O,
     G]` (`int8_scales`) or float16 `[O, G]` (grouped, as `Int8Linear` keeps them), no `mins`. `bits` 4: `codes` uint8
@@ -632,7 +660,8 @@ class QuantWeight(NamedTuple):
         "`(out_features, in_features)`."
         return self.codes.shape[0], self.codes.shape[1] * (2 if self.bits == 4 else 1)
 
-# %% ../nbs/16_cuda_kernels.ipynb 98
+
+# %% ../nbs/16_cuda_kernels.ipynb 115
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
     if not isinstance(qw, QuantWeight): raise ValueError(f"expected a QuantWeight, got {type(qw).__name__}")
@@ -659,11 +688,13 @@ def _check_quant(x: torch.Tensor, qw: QuantWeight):
         raise ValueError("codes, scales and mins must be contiguous")
     if qw.codes.data_ptr() % 16: raise ValueError("codes must be 16-byte aligned (vector loads)")
 
-# %% ../nbs/16_cuda_kernels.ipynb 99
+# %% ../nbs/16_cuda_kernels.ipynb 116
 def _half_scales(qw: QuantWeight) -> str:
     "The kernel-name infix of an int8 weight with float16 scales (`_h`: the instances that read them as they are)."
     return "_h" if qw.bits == 8 and qw.scales.dtype == torch.float16 else ""
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 117
 def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.Tensor:
     "`int8_gemv` / `int4_gemv` of `x` `[M, I]` with `qw` into `out` `[M, O]`."
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -682,7 +713,8 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
              np.int32(I // G), np.int64(x.stride(0)), np.int64(out.stride(0))))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 100
+
+# %% ../nbs/16_cuda_kernels.ipynb 118
 def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`,
@@ -690,7 +722,7 @@ def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bia
     the module's own float16 `[out, G]`, `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(8, weight, scales, None, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 101
+# %% ../nbs/16_cuda_kernels.ipynb 119
 def int8_linear_ref(x, weight, scales, bias=None):
     "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
     return quant_linear_ref(x, QuantWeight(8, weight, scales[:, None] if scales.dim() == 1 else scales, None, bias))
@@ -705,7 +737,7 @@ def quant_weight_ref(qw: QuantWeight) -> torch.Tensor:
     w = q * s[..., None] if qw.bits == 8 else (q * s[..., None] + qw.mins.double().cpu()[..., None] if qw.mins is not None else (q - 8) * s[..., None])
     return w.reshape(O, I)
 
-# %% ../nbs/16_cuda_kernels.ipynb 102
+# %% ../nbs/16_cuda_kernels.ipynb 120
 def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     """float64 reference on the CPU: x @ Wᵀ + bias; with `weight_dtype`, W rounded to it first (what dequantize + GEMM
     multiplies with: the rounding of each weight is that path's, not the GEMM's)."""
@@ -714,7 +746,7 @@ def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     y = x.double().cpu() @ w.T
     return y if qw.bias is None else y + qw.bias.double().cpu()
 
-# %% ../nbs/16_cuda_kernels.ipynb 108
+# %% ../nbs/16_cuda_kernels.ipynb 126
 QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
 
 def quant_weight(mods) -> QuantWeight | None:
@@ -742,7 +774,7 @@ def quant_weight(mods) -> QuantWeight | None:
         bias = cat([m.bias.float() if m.bias is not None else torch.zeros(m.out_features, device=m.scales.device) for m in mods])
     return QuantWeight(bits, cat(codes), cat(sc), None if mn is None else cat(mn), bias)
 
-# %% ../nbs/16_cuda_kernels.ipynb 110
+# %% ../nbs/16_cuda_kernels.ipynb 128
 def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (q * scales + mins)ᵀ + bias, or (q - 8) * scales without `mins`, with `Int4Linear`'s
@@ -750,7 +782,7 @@ def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mi
     32), `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(4, qweight, scales, mins, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 111
+# %% ../nbs/16_cuda_kernels.ipynb 129
 def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
     "Write the weight `qw` stands for into `out` (contiguous `[O, I]`, 16-byte aligned; float32, float16 or bfloat16), in one pass."
     _check("out", out, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -766,11 +798,13 @@ def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
             (_p(out), _p(qw.codes), _p(qw.scales), *extra, np.int32(O), np.int32(I), np.int32(G), np.int32(I // G)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 112
+# %% ../nbs/16_cuda_kernels.ipynb 130
 def _out_rows(qw: QuantWeight, a: int, b: int) -> QuantWeight:
     "Output rows `a:b` of `qw` (views; no bias)."
     return QuantWeight(qw.bits, qw.codes[a:b], qw.scales[a:b], None if qw.mins is None else qw.mins[a:b], None)
 
+
+# %% ../nbs/16_cuda_kernels.ipynb 132
 def quant_linear(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None = None, workspace: torch.Tensor | None = None,
                  gemv_rows: int = QUANT_GEMV_ROWS) -> torch.Tensor:
     """y `[M, O]` = x @ Wᵀ + bias for the quantized weight `qw`: the GEMV kernel for at most `gemv_rows` rows, else
@@ -792,3 +826,4 @@ def quant_linear(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None = No
         if n == O: torch.mm(x, w.t(), out=out)
         else: torch.mm(w, x.t(), out=out.t()[a:a + n])
     return out if qw.bias is None else out.add_(qw.bias)
+

@@ -40,30 +40,45 @@ GGUF_VALUE_TYPES = {0: ("UINT8", "<B"), 1: ("INT8", "<b"), 2: ("UINT16", "<H"), 
                     4: ("UINT32", "<I"), 5: ("INT32", "<i"), 6: ("FLOAT32", "<f"), 7: ("BOOL", "<B"),
                     8: ("STRING", None), 9: ("ARRAY", None), 10: ("UINT64", "<Q"), 11: ("INT64", "<q"), 12: ("FLOAT64", "<d")}
 _MAX_ARRAY_DEPTH = 8
-
 class _Cursor:
     "Bounds-checked little-endian reads from a byte buffer of known size; an overrun becomes a `ModelFormatError`."
     def __init__(self, buf, size: int, path):
         self.buf, self.size, self.path, self.pos = buf, size, path, 0
 
-    def fail(self, problem: str): raise ModelFormatError(self.path, problem)
 
-    def need(self, n: int, what: str):
-        if self.pos + n > self.size:
-            self.fail(f"truncated file: {what} needs {n} bytes at offset {self.pos}, but the file is {self.size} bytes")
+# %% ../nbs/02_gguf.ipynb 12
+@patch
+def fail(self: _Cursor, problem: str): raise ModelFormatError(self.path, problem)
 
-    def unpack(self, fmt: str, what: str):
-        n = struct.calcsize(fmt)
-        self.need(n, what)
-        v = struct.unpack_from(fmt, self.buf, self.pos)[0]
-        self.pos += n
-        return v
 
-    def u32(self, what): return self.unpack("<I", what)
-    def u64(self, what): return self.unpack("<Q", what)
+# %% ../nbs/02_gguf.ipynb 13
+@patch
+def need(self: _Cursor, n: int, what: str):
+    if self.pos + n > self.size:
+        self.fail(f"truncated file: {what} needs {n} bytes at offset {self.pos}, but the file is {self.size} bytes")
 
 
 # %% ../nbs/02_gguf.ipynb 14
+@patch
+def unpack(self: _Cursor, fmt: str, what: str):
+    n = struct.calcsize(fmt)
+    self.need(n, what)
+    v = struct.unpack_from(fmt, self.buf, self.pos)[0]
+    self.pos += n
+    return v
+
+
+# %% ../nbs/02_gguf.ipynb 15
+@patch
+def u32(self: _Cursor, what): return self.unpack("<I", what)
+
+
+# %% ../nbs/02_gguf.ipynb 16
+@patch
+def u64(self: _Cursor, what): return self.unpack("<Q", what)
+
+
+# %% ../nbs/02_gguf.ipynb 20
 @patch
 def string(self: _Cursor, what: str) -> str:
     n = self.u64(f"length of {what}")
@@ -71,6 +86,8 @@ def string(self: _Cursor, what: str) -> str:
     s = bytes(self.buf[self.pos:self.pos + n]); self.pos += n
     return s.decode("utf-8", "surrogateescape")
 
+
+# %% ../nbs/02_gguf.ipynb 22
 @patch
 def string_array(self: _Cursor, count: int, what: str) -> list[str]:
     "`count` strings in a tight loop (token lists and merges are 50k+ long)."
@@ -84,7 +101,7 @@ def string_array(self: _Cursor, count: int, what: str) -> list[str]:
     return out
 
 
-# %% ../nbs/02_gguf.ipynb 16
+# %% ../nbs/02_gguf.ipynb 24
 @patch
 def value(self: _Cursor, vtype: int, what: str, depth: int = 0):
     if vtype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown metadata value type {vtype}")
@@ -93,6 +110,8 @@ def value(self: _Cursor, vtype: int, what: str, depth: int = 0):
     v = self.unpack(GGUF_VALUE_TYPES[vtype][1], what)
     return bool(v) if vtype == 7 else v
 
+
+# %% ../nbs/02_gguf.ipynb 25
 @patch
 def array(self: _Cursor, what: str, depth: int = 1) -> list:
     if depth > _MAX_ARRAY_DEPTH: self.fail(f"{what}: arrays nested deeper than {_MAX_ARRAY_DEPTH}")
@@ -110,7 +129,7 @@ def array(self: _Cursor, what: str, depth: int = 1) -> list:
     return (a != 0).tolist() if etype == 7 else a.tolist()
 
 
-# %% ../nbs/02_gguf.ipynb 19
+# %% ../nbs/02_gguf.ipynb 28
 @dataclass(frozen=True)
 class GGUFTensorInfo:
     "Where one tensor lives in a GGUF file. `shape` is torch (row-major) order, the reverse of ggml's `ne`."
@@ -121,12 +140,15 @@ class GGUFTensorInfo:
     offset: int    # absolute byte offset in the file
     nbytes: int
 
-    @property
-    def n_elements(self) -> int:
-        "Number of elements (the product of `shape`)."
-        return math.prod(self.shape)
 
-# %% ../nbs/02_gguf.ipynb 21
+# %% ../nbs/02_gguf.ipynb 29
+@patch(as_prop=True)
+def n_elements(self: GGUFTensorInfo) -> int:
+    "Number of elements (the product of `shape`)."
+    return math.prod(self.shape)
+
+
+# %% ../nbs/02_gguf.ipynb 31
 class GGUFFile:
     "A parsed GGUF file: `.metadata`, `.tensors` (name -> `GGUFTensorInfo`); tensor data stays memory-mapped until asked for."
     def __init__(self, path):
@@ -142,23 +164,29 @@ class GGUFFile:
     def __repr__(self):
         return f"GGUFFile({str(self.path)!r}, version={self.version}, {len(self.metadata)} metadata keys, {len(self.tensors)} tensors)"
 
-    def _info(self, name: str) -> GGUFTensorInfo:
-        if name not in self.tensors: raise KeyError(f"{self.path}: no tensor named {name!r}")
-        return self.tensors[name]
-
-    def raw(self, name: str) -> np.ndarray:
-        "The tensor's bytes: a read-only `uint8` view into the memory-mapped file (no copy)."
-        t = self._info(name)
-        if self._data is None: self._data = np.frombuffer(self._mm, dtype=np.uint8)
-        return self._data[t.offset:t.offset + t.nbytes]
-
     def dequantize(self, name: str) -> torch.Tensor:
         "Tensor `name` decoded to a float32 torch tensor of shape `self.tensors[name].shape` (by the module's `dequantize` below)."
         t = self._info(name)
         return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
 
 
-# %% ../nbs/02_gguf.ipynb 22
+# %% ../nbs/02_gguf.ipynb 32
+@patch
+def _info(self: GGUFFile, name: str) -> GGUFTensorInfo:
+    if name not in self.tensors: raise KeyError(f"{self.path}: no tensor named {name!r}")
+    return self.tensors[name]
+
+
+# %% ../nbs/02_gguf.ipynb 33
+@patch
+def raw(self: GGUFFile, name: str) -> np.ndarray:
+    "The tensor's bytes: a read-only `uint8` view into the memory-mapped file (no copy)."
+    t = self._info(name)
+    if self._data is None: self._data = np.frombuffer(self._mm, dtype=np.uint8)
+    return self._data[t.offset:t.offset + t.nbytes]
+
+
+# %% ../nbs/02_gguf.ipynb 34
 @patch
 def _parse(self: GGUFFile, c: _Cursor):
     c.need(4, "the magic number")
@@ -209,7 +237,7 @@ def _parse(self: GGUFFile, c: _Cursor):
         self.tensors[name] = GGUFTensorInfo(name, tuple(reversed(ne)), ttype, tname, self.data_offset + offset, nbytes)
 
 
-# %% ../nbs/02_gguf.ipynb 33
+# %% ../nbs/02_gguf.ipynb 45
 def _f16(b: np.ndarray) -> np.ndarray:
     "Last axis of 2 bytes, read as float16 and widened: (n, 2) uint8 -> (n, 1) float32."
     return np.ascontiguousarray(b).view("<f2").astype(np.float32)
@@ -223,7 +251,7 @@ def _bits(b: np.ndarray) -> np.ndarray:
     return np.unpackbits(b, axis=-1, bitorder="little")
 
 
-# %% ../nbs/02_gguf.ipynb 35
+# %% ../nbs/02_gguf.ipynb 47
 _SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8)
 
 def _deq_q8_0(b): return _f16(b[:, :2]) * b[:, 2:].view(np.int8).astype(np.float32)
@@ -238,13 +266,15 @@ def _deq_q5_1(b):
 def _deq_q8_k(b): return np.ascontiguousarray(b[:, :4]).view("<f4") * b[:, 4:260].view(np.int8).astype(np.float32)
 
 
-# %% ../nbs/02_gguf.ipynb 40
+# %% ../nbs/02_gguf.ipynb 52
 def _k_scales_mins(s: np.ndarray):
     "Q4_K/Q5_K: (n, 12) bytes -> eight 6-bit scales and eight 6-bit mins, as float32 (n, 8) each."
     sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)], axis=-1)
     mn = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=-1)
     return sc.astype(np.float32), mn.astype(np.float32)
 
+
+# %% ../nbs/02_gguf.ipynb 53
 def q4_k_parts(b: np.ndarray):
     """Q4_K super-blocks `(n, 144)` bytes -> codes `(n, 8, 32)` uint8 in 0..15, scales `d * sc` and minimums `dmin * m` `(n, 8)` float32:
     value = scale * code - minimum, for 8 sub-blocks of 32 values."""
@@ -253,12 +283,14 @@ def q4_k_parts(b: np.ndarray):
     sc, mn = _k_scales_mins(b[:, 4:16])
     return _nibbles(b[:, 16:144].reshape(n, 4, 32)).reshape(n, 8, 32), d * sc, dmin * mn   # 32 bytes -> sub-blocks 2i, 2i+1
 
+
+# %% ../nbs/02_gguf.ipynb 54
 def _deq_q4_k(b):
     q, s, m = q4_k_parts(b)
     return (s[:, :, None] * q.astype(np.float32) - m[:, :, None]).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 42
+# %% ../nbs/02_gguf.ipynb 56
 def _deq_q5_k(b):
     n = b.shape[0]
     d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
@@ -269,7 +301,7 @@ def _deq_q5_k(b):
     return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 44
+# %% ../nbs/02_gguf.ipynb 58
 def q6_k_parts(b: np.ndarray):
     """Q6_K super-blocks `(n, 210)` bytes -> codes `(n, 16, 16)` int8 in -32..31 and scales `d * sc` `(n, 16)` float32:
     value = scale * code, for 16 sub-blocks of 16 values."""
@@ -285,7 +317,7 @@ def _deq_q6_k(b):
     return (s[:, :, None] * q.astype(np.float32)).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 46
+# %% ../nbs/02_gguf.ipynb 60
 def _deq_q3_k(b):
     n = b.shape[0]
     hm, qs, s, d = b[:, 0:32], b[:, 32:96].reshape(n, 2, 1, 32), b[:, 96:108], _f16(b[:, 108:110])
@@ -298,7 +330,7 @@ def _deq_q3_k(b):
     return ((d * sc)[:, :, None] * q).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 48
+# %% ../nbs/02_gguf.ipynb 62
 def _deq_q2_k(b):
     n = b.shape[0]
     s, qs, d, dmin = b[:, 0:16], b[:, 16:80].reshape(n, 2, 1, 32), _f16(b[:, 80:82]), _f16(b[:, 82:84])
@@ -306,7 +338,7 @@ def _deq_q2_k(b):
     return ((d * (s & 0x0F).astype(np.float32))[:, :, None] * q - (dmin * (s >> 4).astype(np.float32))[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 51
+# %% ../nbs/02_gguf.ipynb 65
 _BLOCK_DECODERS = {2: _deq_q4_0, 3: _deq_q4_1, 6: _deq_q5_0, 7: _deq_q5_1, 8: _deq_q8_0, 10: _deq_q2_k, 11: _deq_q3_k,
                    12: _deq_q4_k, 13: _deq_q5_k, 14: _deq_q6_k, 15: _deq_q8_k}
 _PLAIN_DTYPES = {0: "<f4", 1: "<f2", 24: "i1", 25: "<i2", 26: "<i4", 27: "<i8", 28: "<f8"}

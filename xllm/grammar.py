@@ -110,6 +110,8 @@ _ANNOTATIONS = {"$schema", "$id", "id", "$anchor", "$defs", "definitions", "$com
 
 def _num(v): return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
+
+# %% ../nbs/08a_grammar.ipynb 17
 def _places(s: dict):
     "Where schema `s` holds subschemas, as (container, key) pairs: the keywords llguidance compiles, and `$defs`."
     for k in ("properties", "patternProperties", "$defs", "definitions"):
@@ -120,7 +122,7 @@ def _places(s: dict):
         if k in s and not isinstance(s[k], list): yield s, k
 
 
-# %% ../nbs/08a_grammar.ipynb 18
+# %% ../nbs/08a_grammar.ipynb 19
 def _intersects(s, root: bool = True) -> bool:
     """True if llguidance would intersect parts of schema `s` (an `allOf`, or a `$ref`, `anyOf` or `oneOf` beside other keywords),
     where a recursive `$ref` on both sides never ends, or if a nested `$id` changes what `#/$defs/...` means."""
@@ -131,7 +133,7 @@ def _intersects(s, root: bool = True) -> bool:
     return any(_intersects(c[k], False) for c, k in _places(s))
 
 
-# %% ../nbs/08a_grammar.ipynb 20
+# %% ../nbs/08a_grammar.ipynb 21
 def _bound(s: dict, types: set | None):
     """Add to schema `s`, which may be a number (of `types`; None: untyped), the bounds it lacks: -10^JSON_INT_DIGITS < x <
     10^JSON_INT_DIGITS, and unless it is an integer, a multipleOf of 10^-JSON_FRACTION_DIGITS."""
@@ -151,7 +153,7 @@ def _bound(s: dict, types: set | None):
     if add_hi: s["exclusiveMaximum"] = hi
 
 
-# %% ../nbs/08a_grammar.ipynb 22
+# %% ../nbs/08a_grammar.ipynb 23
 def bound_numbers(schema):
     """A copy of JSON schema `schema` whose number literals are bounded (`JSON_INT_DIGITS`, `JSON_FRACTION_DIGITS`) where the
     schema does not bound them itself: every subschema that may be a number gets the bounds it lacks, and every "any value"
@@ -180,7 +182,7 @@ def bound_numbers(schema):
     return schema
 
 
-# %% ../nbs/08a_grammar.ipynb 25
+# %% ../nbs/08a_grammar.ipynb 26
 # llguidance's own bounds on one grammar's work (its `LLParserLimits`); "Bounded work" below runs legitimate grammars under them
 MAX_GRAMMAR_SIZE = 200_000       # symbols in a compiled grammar (llguidance's default is 500,000)
 INITIAL_LEXER_FUEL = 1_000_000   # work to build the lexer's first regexes (llguidance's default)
@@ -199,14 +201,14 @@ def parser_limits(**kw):
     return _llg().LLParserLimits(**{**d, **kw})
 
 
-# %% ../nbs/08a_grammar.ipynb 27
+# %% ../nbs/08a_grammar.ipynb 28
 def _short(msg: str, n: int = 500) -> str:
     "llguidance's message cut to `n` characters, without the marker it adds when verbose errors are off."
     msg = msg.replace("\n<non-verbose/>", "")
     return msg if len(msg) <= n else msg[:n] + "..."
 
 
-# %% ../nbs/08a_grammar.ipynb 29
+# %% ../nbs/08a_grammar.ipynb 30
 def _first_step_error(m, eos) -> str | None:
     """llguidance's error (None if none) in the first mask of `m` and in one step after it, taken on a copy: the first mask builds the
     lexer, but a regex over `parser_limits` can pass it and fail on the first token (its lexer's states are built lazily), so the
@@ -223,7 +225,7 @@ def _first_step_error(m, eos) -> str | None:
     return c.get_error() if c.is_error() else None
 
 
-# %% ../nbs/08a_grammar.ipynb 31
+# %% ../nbs/08a_grammar.ipynb 32
 class GrammarCache:
     """Compiled grammars by `(tokenizer, StructuredOutputsParams.key())`, least recently used dropped past `size`. `get` returns a
     fresh matcher (a copy of the compiled one): compiling costs once per schema, not once per request. Thread-safe. JSON schemas'
@@ -258,7 +260,7 @@ class GrammarCache:
 grammar_cache = GrammarCache()
 
 
-# %% ../nbs/08a_grammar.ipynb 33
+# %% ../nbs/08a_grammar.ipynb 34
 GRAMMAR_TOKEN_MS = 50    # CPU (ms) one request's grammar may spend on one token: its mask and taking the token. The engine's step
                          # waits for every constrained row's mask, so this bounds what one grammar adds to every request's token gap
 GRAMMAR_REQUEST_S = 30   # CPU (s) one request's grammar may spend over its whole output: how long a grammar just under the
@@ -267,7 +269,7 @@ GRAMMAR_REQUEST_S = 30   # CPU (s) one request's grammar may spend over its whol
 def _ms(s: float) -> str: return f"{s * 1e3:.{2 if s < 0.01 else 1 if s < 0.1 else 0}f} ms"
 
 
-# %% ../nbs/08a_grammar.ipynb 35
+# %% ../nbs/08a_grammar.ipynb 36
 class Grammar:
     """One request's place in its grammar: `fill_mask` (the tokens allowed next, as a row of a bitmask), `advance(token)`,
     `rollback(n)` (undo the last n tokens, for a verifier of speculated tokens), `done` (the grammar can take nothing more).
@@ -280,27 +282,38 @@ class Grammar:
         self.tokens, self.cpu_s = 0, 0.0          # tokens taken, and the CPU (s) the grammar spent on them
         self._mask_s, self._over = 0.0, None      # the CPU of the mask for the next token; the message of a limit passed
 
-    def _check(self):
-        if self._over: raise GrammarError(self._over)
-        if self.m.is_error(): raise GrammarError(f"structured_outputs.{self.kind}: {_short(self.m.get_error())}")
 
-    def _spend(self, s: float, token_s: float, what: str):
-        "Count `s` seconds of CPU, `token_s` of them so far for the next token. Past a limit, the grammar is in error from now on."
-        self.cpu_s += s
-        if self._over: return
-        if token_s * 1e3 > self.token_ms:
-            self._over = f"structured_outputs.{self.kind}: {what} took {_ms(token_s)} at token {self.tokens + 1}, over the limit of {self.token_ms:g} ms a token"
-        elif self.cpu_s > self.request_s:
-            self._over = (f"structured_outputs.{self.kind}: the grammar took {self.cpu_s:.3g} s of CPU by token {self.tokens + 1}, "
-                          f"over the limit of {self.request_s:g} s a request")
-
-    @property
-    def done(self) -> bool: "True when the grammar is complete and can take no more tokens (the request stops)."; return self.m.is_stopped()
-    @property
-    def accepting(self) -> bool: "True when the output so far is a complete match (EOS is allowed)."; return self.m.is_accepting()
+# %% ../nbs/08a_grammar.ipynb 37
+@patch
+def _check(self: Grammar):
+    if self._over: raise GrammarError(self._over)
+    if self.m.is_error(): raise GrammarError(f"structured_outputs.{self.kind}: {_short(self.m.get_error())}")
 
 
 # %% ../nbs/08a_grammar.ipynb 38
+@patch
+def _spend(self: Grammar, s: float, token_s: float, what: str):
+    "Count `s` seconds of CPU, `token_s` of them so far for the next token. Past a limit, the grammar is in error from now on."
+    self.cpu_s += s
+    if self._over: return
+    if token_s * 1e3 > self.token_ms:
+        self._over = f"structured_outputs.{self.kind}: {what} took {_ms(token_s)} at token {self.tokens + 1}, over the limit of {self.token_ms:g} ms a token"
+    elif self.cpu_s > self.request_s:
+        self._over = (f"structured_outputs.{self.kind}: the grammar took {self.cpu_s:.3g} s of CPU by token {self.tokens + 1}, "
+                      f"over the limit of {self.request_s:g} s a request")
+
+
+# %% ../nbs/08a_grammar.ipynb 39
+@patch(as_prop=True)
+def done(self: Grammar) -> bool: "True when the grammar is complete and can take no more tokens (the request stops)."; return self.m.is_stopped()
+
+
+# %% ../nbs/08a_grammar.ipynb 40
+@patch(as_prop=True)
+def accepting(self: Grammar) -> bool: "True when the output so far is a complete match (EOS is allowed)."; return self.m.is_accepting()
+
+
+# %% ../nbs/08a_grammar.ipynb 43
 @patch
 def _fill(self: Grammar, ptr: int, nbytes: int):
     """The mask for the next token into the memory at `ptr`, timed in the CPU time of the thread that computes it: what this
@@ -310,6 +323,8 @@ def _fill(self: Grammar, ptr: int, nbytes: int):
     self._mask_s = s = time.thread_time() - t
     self._spend(s, s, "computing the allowed tokens")
 
+
+# %% ../nbs/08a_grammar.ipynb 44
 @patch
 def fill_mask(self: Grammar, row: torch.Tensor):
     "Write the allowed next tokens into `row`, a contiguous CPU int32 tensor of `ceil(vocab / 32)` words (bit t of the vocabulary: token t)."
@@ -318,7 +333,7 @@ def fill_mask(self: Grammar, row: torch.Tensor):
     self._check()
 
 
-# %% ../nbs/08a_grammar.ipynb 40
+# %% ../nbs/08a_grammar.ipynb 46
 @patch
 def advance(self: Grammar, token: int):
     "Take `token` (sampled under the mask); `GrammarError` if the grammar cannot take it, or if the token went past a limit."
@@ -332,6 +347,8 @@ def advance(self: Grammar, token: int):
     self.tokens += 1
     self._check()
 
+
+# %% ../nbs/08a_grammar.ipynb 47
 @patch
 def rollback(self: Grammar, n: int):
     "Undo the last `n` tokens taken."
@@ -339,13 +356,15 @@ def rollback(self: Grammar, n: int):
     self.tokens = max(0, self.tokens - int(n))
 
 
-# %% ../nbs/08a_grammar.ipynb 43
+# %% ../nbs/08a_grammar.ipynb 50
 def mask_threads() -> int:
     "Threads that compute masks at once: the CPUs this process may run on, at most 32."
     try: n = len(os.sched_getaffinity(0))
     except AttributeError: n = os.cpu_count() or 1
     return max(1, min(32, n))
 
+
+# %% ../nbs/08a_grammar.ipynb 52
 _POOL: list = []                                      # the mask threads, made when first needed
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_POOL.clear)   # a forked child has none of its parent's threads
 def _fill_all(jobs, nbytes: int):
@@ -365,7 +384,7 @@ def _fill_all(jobs, nbytes: int):
     for f in fs: f.result()
 
 
-# %% ../nbs/08a_grammar.ipynb 45
+# %% ../nbs/08a_grammar.ipynb 54
 def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
     """The allowed next tokens of each grammar as rows of a CPU int32 bitmask `[len(grammars), ceil(vocab_size / 32)]`, computed on up
     to `mask_threads()` threads at once and each timed against its grammar's limits, and {index: GrammarError} for the grammars that
@@ -382,6 +401,8 @@ def fill_masks(grammars, vocab_size: int) -> tuple[torch.Tensor, dict]:
     for k in errors: bits[k] = 0
     return bits, errors
 
+
+# %% ../nbs/08a_grammar.ipynb 55
 def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
     "`fill_masks`' bitmask; `GrammarError` for the first grammar that failed."
     bits, errors = fill_masks(grammars, vocab_size)
@@ -389,7 +410,7 @@ def grammar_masks(grammars, vocab_size: int) -> torch.Tensor:
     return bits
 
 
-# %% ../nbs/08a_grammar.ipynb 47
+# %% ../nbs/08a_grammar.ipynb 57
 def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     """A bitmask `[B, W]` (int32) as a CPU bool tensor `[B, width]`: True where the token is allowed. Columns past the bitmask's
     `32 * W` (rows of the model's vocabulary the tokenizer does not have) are False. numpy's `unpackbits` on the words' bytes
@@ -402,7 +423,7 @@ def unpack_mask(bits: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([m, m.new_zeros(B, width - m.shape[1])], 1)
 
 
-# %% ../nbs/08a_grammar.ipynb 49
+# %% ../nbs/08a_grammar.ipynb 59
 def masked_logits(logits: torch.Tensor, rows: list[int], bits: torch.Tensor) -> torch.Tensor:
     """`logits` with the tokens of `rows` that their bitmask rows (`bits`, on the CPU) do not allow at -inf: a new tensor (`logits`
     itself is not changed; the other rows are copied as they are). The mask is unpacked on the CPU and moved to the logits' device

@@ -64,19 +64,25 @@ class PagedKVPool:
         else: self.k_scale_flat = self.v_scale_flat = self.k_scale = self.v_scale = [None] * L
         self.null_slot = num_blocks * block_size      # first slot of the null block (all zeros)
 
-    @property
-    def num_tokens(self) -> int:
-        "Tokens of K/V the pool holds (blocks x block size)."
-        return self.num_blocks * self.block_size
-    @property
-    def nbytes(self) -> int:
-        "Bytes of all K/V tensors (and int8 scales)."
-        ts = self.k + self.v + (self.k_scale + self.v_scale if self.quantized else [])
-        return sum(t.numel() * t.element_size() for t in ts)
     def __repr__(self): return f"PagedKVPool({self.report()})"
 
 
+# %% ../nbs/12_kv_pool.ipynb 14
+@patch(as_prop=True)
+def num_tokens(self: PagedKVPool) -> int:
+    "Tokens of K/V the pool holds (blocks x block size)."
+    return self.num_blocks * self.block_size
+
+
 # %% ../nbs/12_kv_pool.ipynb 15
+@patch(as_prop=True)
+def nbytes(self: PagedKVPool) -> int:
+    "Bytes of all K/V tensors (and int8 scales)."
+    ts = self.k + self.v + (self.k_scale + self.v_scale if self.quantized else [])
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+# %% ../nbs/12_kv_pool.ipynb 17
 @patch
 def write(self: PagedKVPool, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     "Store `k`, `v` `[n, n_kv, head_dim]` at `slots` (quantizing for int8)."
@@ -86,6 +92,8 @@ def write(self: PagedKVPool, layer: int, slots: torch.Tensor, k: torch.Tensor, v
         q, s = quantize_kv(x)
         t.index_copy_(0, slots, q); st.index_copy_(0, slots, s)
 
+
+# %% ../nbs/12_kv_pool.ipynb 19
 @patch
 def gather(self: PagedKVPool, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     "K and V `[len(slots), n_kv, head_dim]` at `slots`, in the compute dtype (dequantized for int8)."
@@ -94,7 +102,7 @@ def gather(self: PagedKVPool, layer: int, slots: torch.Tensor) -> tuple[torch.Te
                  for t, st in ((self.k_flat[layer], self.k_scale_flat[layer]), (self.v_flat[layer], self.v_scale_flat[layer])))
 
 
-# %% ../nbs/12_kv_pool.ipynb 17
+# %% ../nbs/12_kv_pool.ipynb 21
 @patch(cls_method=True)
 def from_budget(cls: PagedKVPool, config: LlamaConfig, block_size: int, kv_cache_memory: int = DEFAULT_KV_CACHE_MEMORY, dtype=torch.float32, device=None,
                 kv_dtype=None):

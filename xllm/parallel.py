@@ -39,37 +39,57 @@ class VocabEmbedding(nn.Module):
     "An embedding that holds rows `start..start+n` of the vocabulary: ids elsewhere give zeros, and an all-reduce fills them in."
     def __init__(self, inner: nn.Embedding, start: int, n: int, group=None):
         super().__init__(); self.inner, self.start, self.n, self.group = inner, start, n, group
-    @property
-    def weight(self):
-        "The slice's table (what `Llama.dtype` and `device` read)."
-        return self.inner.weight
-    def local(self, ids):
-        "This rank's part: the rows of the ids in its slice, zeros for the others."
-        local = ids - self.start
-        mine = (local >= 0) & (local < self.n)
-        x = self.inner(torch.where(mine, local, 0))
-        return x * mine[:, None].to(x.dtype)
-    def forward(self, ids):
-        x = self.local(ids)
-        dist.all_reduce(x, group=self.group)
-        return x
+
 
 # %% ../nbs/13a_tensor_parallel.ipynb 11
+@patch(as_prop=True)
+def weight(self: VocabEmbedding):
+    "The slice's table (what `Llama.dtype` and `device` read)."
+    return self.inner.weight
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 12
+@patch
+def local(self: VocabEmbedding, ids):
+    "This rank's part: the rows of the ids in its slice, zeros for the others."
+    local = ids - self.start
+    mine = (local >= 0) & (local < self.n)
+    x = self.inner(torch.where(mine, local, 0))
+    return x * mine[:, None].to(x.dtype)
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 14
+@patch
+def forward(self: VocabEmbedding, ids):
+    x = self.local(ids)
+    dist.all_reduce(x, group=self.group)
+    return x
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 15
 class VocabHead(nn.Module):
     "The LM head's slice of the vocabulary: every rank's logits gathered (all-gather) and the padding cut off."
     def __init__(self, inner: nn.Module, vocab_size: int, world: int, group=None):
         super().__init__(); self.inner, self.vocab_size, self.world, self.group = inner, vocab_size, world, group
-    @property
-    def weight(self):
-        "The head's slice of the vocabulary."
-        return self.inner.weight
-    def forward(self, x):
-        y = self.inner(x).contiguous()
-        parts = [torch.empty_like(y) for _ in range(self.world)]
-        dist.all_gather(parts, y, group=self.group)
-        return torch.cat(parts, -1)[:, :self.vocab_size]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 12
+
+# %% ../nbs/13a_tensor_parallel.ipynb 16
+@patch(as_prop=True)
+def weight(self: VocabHead):
+    "The head's slice of the vocabulary."
+    return self.inner.weight
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 17
+@patch
+def forward(self: VocabHead, x):
+    y = self.inner(x).contiguous()
+    parts = [torch.empty_like(y) for _ in range(self.world)]
+    dist.all_gather(parts, y, group=self.group)
+    return torch.cat(parts, -1)[:, :self.vocab_size]
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 18
 def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None) -> Llama:
     """Swap `m`'s layers (built for `tp_config(config, world)`, holding rank `rank`'s weights) for their parallel versions: o and down
     all-reduce, the embedding and the head work on vocabulary slices. `m.config` becomes the full config, `m.kv_config` the
@@ -84,12 +104,14 @@ def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None
     m.kv_config, m.config, m.tp_rank, m.tp_world, m.tp_group = m.config, config, rank, world, None   # start_tp sets the group
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 14
+# %% ../nbs/13a_tensor_parallel.ipynb 20
 def _parallel_shard(config: EngineConfig, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s slices of the model `config` names, loaded by `load_model` through the shard hook, parallelized."
     lm = load_model(config, shard=(rank, world))
     return parallelize(lm.model, lm.checkpoint.config, rank, world, group)
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 21
 def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None) -> Llama:
     """Rank `rank`'s shard of the Hugging Face checkpoint at `path` (a directory of safetensors), read slice by slice from the
     memory-mapped files: no process ever holds the whole model. Returned parallelized (`parallelize`)."""
@@ -101,7 +123,7 @@ def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None)
     return _parallel_shard(EngineConfig(model=d, dtype=dtype, device=device or "cpu", quantization=None), rank, world, group)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 16
+# %% ../nbs/13a_tensor_parallel.ipynb 23
 def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s shard of a model already in memory (tests, random models): the same slices as `load_shard`, taken from its tensors."
     c = model.config
@@ -109,7 +131,7 @@ def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     w = {k: shard_tensor(k, v, rank, world).clone() for k, v in sd.items()}
     return parallelize(Llama.from_weights(tp_config(c, world), w, model.dtype).to(model.device), c, rank, world, group)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 22
+# %% ../nbs/13a_tensor_parallel.ipynb 29
 def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llama:
     """Rank `rank`'s shard of a GGUF file, as `quant.load_quantized_gguf` would build the whole model: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layer
     weights stay packed (`quantized`), their blocks cut from the memory-mapped file (row-parallel layers on block boundaries), a Q8_0
@@ -117,7 +139,7 @@ def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llam
     return _parallel_shard(EngineConfig(model=Path(path), quantization="auto" if quantized else None), rank, world)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 26
+# %% ../nbs/13a_tensor_parallel.ipynb 33
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
@@ -128,7 +150,7 @@ def rendezvous_store(world: int, timeout: float = 60.0, host: str = "127.0.0.1",
     A group across machines listens on `port` if given (`EngineConfig.master_port`); `host` is where this node's own ranks reach it."""
     return dist.TCPStore(host, port, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 29
+# %% ../nbs/13a_tensor_parallel.ipynb 36
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
 
@@ -142,6 +164,8 @@ def _wait_joined(store, world: int, procs, timeout: float):
         if time.monotonic() > end: raise TPError(f"tensor-parallel workers did not join within {timeout:g} s")
         time.sleep(0.02)
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 37
 class TPGroup:
     """This process's place in a tensor-parallel group: `rank` of `world`, the compute group (activations: gloo on CPU, NCCL on
     CUDA; collectives time out after `timeout` s) and a gloo control group over which rank 0 broadcasts each step's batch (no
@@ -150,34 +174,39 @@ class TPGroup:
         self.rank, self.world, self.device, self.timeout, self.procs = rank, world, torch.device(device), timeout, list(procs)
         self.ctrl = dist.new_group(backend="gloo", timeout=datetime.timedelta(days=365))
         self.store = dist.distributed_c10d._get_default_store()
-        self.broken, self.reason, self.pool_gen, self.closed = None, None, 0, False
-        self.beats = {}                                        # rank 0: each worker's heartbeat count and when it last changed    # reason: the failure in words fit for a client
+        self.broken, self.reason, self.pool_gen, self.closed = None, None, 0, False    # reason: the failure in words fit for a client
+        self.beats = {}                                        # rank 0: each worker's heartbeat count and when it last changed
 
-    @classmethod
-    def init(cls, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
-        """Join the group and return this process's `TPGroup`. `init_method` None: torchrun's environment; else `tcp://host:port`,
-        the address of rank 0's store: rank 0 passes that store itself (`store`, from `rendezvous_store`, listening already)."""
-        if dist.is_initialized(): raise TPError("a torch.distributed process group is already initialized in this process: one tensor-parallel group per process")
-        backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
-        if torch.device(device).type == "cuda": torch.cuda.set_device(torch.device(device))
-        t = datetime.timedelta(seconds=timeout)
-        if init_method is None: dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=t)
-        else:                                                  # our own store: rank 0 sees a worker die before it joins
-            if store is None:
-                host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
-                store = dist.TCPStore(host, int(port), world, is_master=rank == 0, timeout=t, wait_for_workers=False)
-            if rank: store.set(f"xllm_tp_up_{rank}", "1")
-            else: _wait_joined(store, world, procs, max(timeout, 300))   # starting python and torch may take a while; a death is seen at once
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=t)
-        return cls(rank, world, device, timeout, procs)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 31
+# %% ../nbs/13a_tensor_parallel.ipynb 38
+@patch(cls_method=True)
+def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
+    """Join the group and return this process's `TPGroup`. `init_method` None: torchrun's environment; else `tcp://host:port`,
+    the address of rank 0's store: rank 0 passes that store itself (`store`, from `rendezvous_store`, listening already)."""
+    if dist.is_initialized(): raise TPError("a torch.distributed process group is already initialized in this process: one tensor-parallel group per process")
+    backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
+    if torch.device(device).type == "cuda": torch.cuda.set_device(torch.device(device))
+    t = datetime.timedelta(seconds=timeout)
+    if init_method is None: dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=t)
+    else:                                                  # our own store: rank 0 sees a worker die before it joins
+        if store is None:
+            host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
+            store = dist.TCPStore(host, int(port), world, is_master=rank == 0, timeout=t, wait_for_workers=False)
+        if rank: store.set(f"xllm_tp_up_{rank}", "1")
+        else: _wait_joined(store, world, procs, max(timeout, 300))   # starting python and torch may take a while; a death is seen at once
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=t)
+    return cls(rank, world, device, timeout, procs)
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 40
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
     try: self.store.set(f"{_ERR_KEY}{self.rank}", msg[-4000:])
     except Exception: pass
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 41
 def _ended(code: int) -> str:
     "How a process ended: 'killed by signal 9' or 'exit code 1'."
     return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -188,6 +217,8 @@ def _said(r: int, what: str, x, messages: bool) -> str:
     if what == "silent": return f"rank {r} stopped answering (no heartbeat for {x:.1f} s: its machine or process is gone)"
     return f"rank {r} died (exit code {x}{', killed by signal %d' % -x if x < 0 else ''})" if messages else f"rank {r} died ({_ended(x)})"
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 43
 @patch
 def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     """What is known of the workers' failures: `(rank, 'raised', the error it reported)` or `(rank, 'died', its exit code)` for a
@@ -201,11 +232,15 @@ def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
         if (code := p.exitcode) is not None and all(f[0] != r for f in out): out.append((r, "died", code))
     return out
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 44
 @patch
 def who_failed(self: TPGroup, found: list | None = None) -> str:
     "The workers' failures (`failures`) as the error names them, their messages included."
     return "; ".join(_said(r, what, x, True) for r, what, x in (self.failures() if found is None else found))
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 46
 @patch
 def fail(self: TPGroup, e: BaseException) -> TPError:
     "Mark the group broken after `e` on rank 0; stop the workers it started; the TPError to raise, naming the ranks that failed."
@@ -221,19 +256,8 @@ def fail(self: TPGroup, e: BaseException) -> TPError:
     self.kill_workers()
     return TPError(self.broken)
 
-@patch
-def check(self: TPGroup):
-    "Raise `TPError` if the group has failed or was shut down."
-    if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
-@patch
-def agree(self: TPGroup, ok: bool) -> bool:
-    "Whether `ok` holds on every rank (a minimum over the control group, waiting at most `timeout` s): how ranks decide together."
-    t = torch.tensor([int(ok)])
-    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.ctrl, async_op=True).wait(datetime.timedelta(seconds=self.timeout))
-    return bool(t.item())
-
-# %% ../nbs/13a_tensor_parallel.ipynb 33
+# %% ../nbs/13a_tensor_parallel.ipynb 48
 HEARTBEAT_EVERY, FAIL_SILENCE, HEALTH_SILENCE = 0.25, 1.5, 10.0     # seconds
 
 @patch
@@ -268,7 +292,23 @@ def silent(self: TPGroup, after: float) -> list[tuple[int, str, float]]:
         elif n > 0 and now - last[1] >= after: out.append((r, "silent", now - last[1]))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 36
+# %% ../nbs/13a_tensor_parallel.ipynb 50
+@patch
+def check(self: TPGroup):
+    "Raise `TPError` if the group has failed or was shut down."
+    if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 52
+@patch
+def agree(self: TPGroup, ok: bool) -> bool:
+    "Whether `ok` holds on every rank (a minimum over the control group, waiting at most `timeout` s): how ranks decide together."
+    t = torch.tensor([int(ok)])
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.ctrl, async_op=True).wait(datetime.timedelta(seconds=self.timeout))
+    return bool(t.item())
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 54
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -280,6 +320,8 @@ def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | 
         if payload is not None: dist.broadcast(payload.cpu().contiguous(), 0, group=self.ctrl, async_op=True).wait(t)
     except Exception as e: raise self.fail(e) from None
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 55
 @patch
 def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     "Workers: the next command from rank 0."
@@ -289,7 +331,8 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     if h[1]: p = torch.empty(int(h[1]), dtype=torch.int64); dist.broadcast(p, 0, group=self.ctrl)
     return int(h[0]), h[2:].tolist(), p
 
-# %% ../nbs/13a_tensor_parallel.ipynb 38
+
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -297,6 +340,8 @@ def kill_workers(self: TPGroup):
         if p.is_alive(): p.kill()
     for p in self.procs: p.join(5)
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 58
 @patch
 def shutdown(self: TPGroup):
     "Rank 0: tell the workers to stop, wait for them (killing those that do not stop), leave the group. Once; later calls do nothing."
@@ -310,7 +355,8 @@ def shutdown(self: TPGroup):
     if dist.is_initialized(): dist.destroy_process_group()
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 40
+
+# %% ../nbs/13a_tensor_parallel.ipynb 60
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -318,7 +364,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 41
+# %% ../nbs/13a_tensor_parallel.ipynb 61
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -330,16 +376,17 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 64
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
     ('torch', 'cpu' or 'cuda', from `LLM(..., runner=...)`) forcing one."""
     return choose_runner(model, kv_dtype, getattr(model, "tp_runner", None))
 
+
+# %% ../nbs/13a_tensor_parallel.ipynb 65
 SHARD_RUNNERS = ("torch", "cpu", "cuda")      # the code a CMD_POOL carries for the runner of every rank
 RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (sent as ints, 0: its default)
-
 class TPRunner(ModelRunner):
     """Rank 0's runner: each step's batch broadcast to the workers, then this rank's shard of the forward through the runner every
     rank uses (`inner`, default `shard_runner`'s choice; the all-reduces meet inside it), the gathered logits returned.
@@ -362,47 +409,63 @@ class TPRunner(ModelRunner):
         kvd = {None: 0, torch.int8: 1}.get(kv)
         g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen, SHARD_RUNNERS.index(cls.name)], torch.tensor(opts))
 
-    @classmethod
-    def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
-        "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
-        return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
     def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
-    def _run(self, f, cmd: int, ints=(), payload=None):
-        "Send `cmd` to the workers, then run `f()` here; an error on any rank fails the group, naming it."
-        g = self.group
-        if self.gen != g.pool_gen: raise TPError("this engine's K/V pool on the workers was replaced by a newer engine's (one engine per tensor-parallel group at a time)")
-        if any(p.exitcode is not None for p in g.procs):      # a worker we started is gone: say so before a collective waits for it
-            g.check(); raise g.fail(RuntimeError("a worker process exited"))
-        g.send(cmd, ints, payload)
-        try: return f()
-        except Exception as e: raise g.fail(e) from None
 
-    def warm_up(self):
-        """Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank), then
-        they agree that all of them did: a worker that failed fails the group now, naming it, not at the first step."""
-        def both():
-            self.inner.warm_up()
-            if not self.group.agree(True): raise RuntimeError("a worker's runner failed to warm up")
-        self._run(both, CMD_WARM)
+# %% ../nbs/13a_tensor_parallel.ipynb 66
+@patch(cls_method=True)
+def unsupported(cls: TPRunner, model: Llama, kv_dtype=None) -> str | None:
+    "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
+    return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
 
-    def __call__(self, batch: PagedBatch) -> torch.Tensor:
-        return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
-    def health(self) -> str | None:
-        """None while the group can run a step; else why not, in one line without the workers' messages (`ModelRunner.health`): the
-        group failed or was shut down, or a worker process this one started has exited: seen at the next call, even with no traffic
-        (its exit code, polled without waiting). Changes nothing of the group's; safe from another thread. Under torchrun (no processes of its own) it
-        knows only what failed a step; torchrun itself stops every rank when one dies."""
-        g = self.group
-        if g.broken or g.closed: return g.reason or "the tensor-parallel group was shut down"
-        for r, p in enumerate(g.procs, 1):
-            if (code := p.exitcode) is not None: return f"tensor-parallel rank {r} died ({_ended(code)})"
-        if quiet := g.silent(HEALTH_SILENCE): return "tensor-parallel " + _said(*quiet[0], False)     # a rank on another machine
-        if self.gen != g.pool_gen: return "a newer engine's K/V pool replaced this engine's on the tensor-parallel workers"
-        return None
+# %% ../nbs/13a_tensor_parallel.ipynb 68
+@patch
+def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
+    "Send `cmd` to the workers, then run `f()` here; an error on any rank fails the group, naming it."
+    g = self.group
+    if self.gen != g.pool_gen: raise TPError("this engine's K/V pool on the workers was replaced by a newer engine's (one engine per tensor-parallel group at a time)")
+    if any(p.exitcode is not None for p in g.procs):      # a worker we started is gone: say so before a collective waits for it
+        g.check(); raise g.fail(RuntimeError("a worker process exited"))
+    g.send(cmd, ints, payload)
+    try: return f()
+    except Exception as e: raise g.fail(e) from None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 45
+
+# %% ../nbs/13a_tensor_parallel.ipynb 69
+@patch
+def warm_up(self: TPRunner):
+    """Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank), then
+    they agree that all of them did: a worker that failed fails the group now, naming it, not at the first step."""
+    def both():
+        self.inner.warm_up()
+        if not self.group.agree(True): raise RuntimeError("a worker's runner failed to warm up")
+    self._run(both, CMD_WARM)
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 70
+@patch
+def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
+    return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 71
+@patch
+def health(self: TPRunner) -> str | None:
+    """None while the group can run a step; else why not, in one line without the workers' messages (`ModelRunner.health`): the
+    group failed or was shut down, or a worker process this one started has exited: seen at the next call, even with no traffic
+    (its exit code, polled without waiting). Changes nothing of the group's; safe from another thread. Under torchrun (no processes of its own) it
+    knows only what failed a step; torchrun itself stops every rank when one dies."""
+    g = self.group
+    if g.broken or g.closed: return g.reason or "the tensor-parallel group was shut down"
+    for r, p in enumerate(g.procs, 1):
+        if (code := p.exitcode) is not None: return f"tensor-parallel rank {r} died ({_ended(code)})"
+    if quiet := g.silent(HEALTH_SILENCE): return "tensor-parallel " + _said(*quiet[0], False)     # a rank on another machine
+    if self.gen != g.pool_gen: return "a newer engine's K/V pool replaced this engine's on the tensor-parallel workers"
+    return None
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 73
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     pool = runner = None
@@ -422,14 +485,14 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 75
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 77
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -448,7 +511,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+# %% ../nbs/13a_tensor_parallel.ipynb 80
 _WORKER_TARGETS = ("_worker_main", "_allreduce_worker")     # the functions of this module a worker may be asked to run
 
 class WorkerProcess:
@@ -485,7 +548,7 @@ class WorkerProcess:
         try: self.popen.wait(timeout)
         except subprocess.TimeoutExpired: pass
 
-# %% ../nbs/13a_tensor_parallel.ipynb 52
+# %% ../nbs/13a_tensor_parallel.ipynb 81
 def worker_entry():
     "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
     import pickle, threading, time
@@ -497,7 +560,7 @@ def worker_entry():
     threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
     globals()[target](*args)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 54
+# %% ../nbs/13a_tensor_parallel.ipynb 83
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -518,7 +581,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 55
+# %% ../nbs/13a_tensor_parallel.ipynb 84
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -528,7 +591,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 56
+# %% ../nbs/13a_tensor_parallel.ipynb 85
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None, nodes: tuple = (1, "127.0.0.1", 0)) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker programs are started here (`WorkerProcess`: the caller's script is not re-imported), meeting at a loopback store this process opens first (`rendezvous_store`).
@@ -561,13 +624,13 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 86
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 58
+# %% ../nbs/13a_tensor_parallel.ipynb 87
 def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, port: int, device="cpu", timeout: float = 60.0,
              threads: int | None = None):
     """Node `node_rank` > 0 of a group across `nnodes` machines: its `world / nnodes` ranks, this process the first, the others
@@ -584,11 +647,11 @@ def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, po
         for p in procs: p.join(30)
         for p in procs: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 65
+# %% ../nbs/13a_tensor_parallel.ipynb 94
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 66
+# %% ../nbs/13a_tensor_parallel.ipynb 96
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None, nodes: tuple = (1, 0, "127.0.0.1", 0)) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -643,7 +706,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 75
+# %% ../nbs/13a_tensor_parallel.ipynb 105
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.tensor_parallel_size < 2:
@@ -658,7 +721,7 @@ def load_group(config: EngineConfig) -> LoadedModel:
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 77
+# %% ../nbs/13a_tensor_parallel.ipynb 107
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -678,7 +741,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 78
+# %% ../nbs/13a_tensor_parallel.ipynb 108
 def allreduce_cost(shapes, world: int = 2, reps: int = 200) -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}."""

@@ -16,8 +16,7 @@ __all__ = ['KERNELS', 'DEFAULT_KERNEL', 'LINEAR_NAMES', 'GGUF_REPACKABLE', 'GGUF
            'Int8Linear', 'Int4Linear', 'model_bytes', 'Int8Embedding', 'quantize_model', 'set_kernel', 'repack_q8_0',
            'repack_q4_0', 'repack_q4_1', 'repack_q4_k', 'repack_q6_k', 'repack_gguf', 'assemble', 'PackedRows',
            'gguf_layers', 'gguf_quantization', 'load_quantized_gguf', 'hf_config_dict', 'write_tokenizer_gguf',
-           'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path', 'is_quantized_dir', 'load_quantized_dir',
-           'SourceLayers', 'source_layers', 'check_group', 'source_note', 'quantize_command']
+           'copy_tokenizer', 'save_quantized', 'quantized_tokenizer_path', 'is_quantized_dir', 'load_quantized_dir']
 
 # %% ../nbs/07_quantization.ipynb 5
 def pack_nibbles(q: torch.Tensor) -> torch.Tensor:
@@ -37,6 +36,8 @@ def _groups(w: torch.Tensor, group_size: int) -> torch.Tensor:
         raise ValueError(f"group_size: {group_size!r} must be an integer >= 2 dividing in_features {w.shape[1]}")
     return w.float().reshape(w.shape[0], w.shape[1] // group_size, group_size)
 
+
+# %% ../nbs/07_quantization.ipynb 10
 def quantize_int8(w: torch.Tensor, group_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     "Symmetric INT8: (codes int8 `[out, in]` in -127..127, scales). Per output channel (float32 `[out]`) when `group_size` is None, else float16 `[out, in/group]`."
     if group_size is None:
@@ -50,7 +51,8 @@ def quantize_int8(w: torch.Tensor, group_size: int | None = None) -> tuple[torch
     q = torch.round(g / torch.where(scale > 0, scale.float(), 1)[..., None]).clamp_(-127, 127).to(torch.int8)
     return q.reshape(w.shape), scale
 
-# %% ../nbs/07_quantization.ipynb 10
+
+# %% ../nbs/07_quantization.ipynb 12
 def quantize_int4(w: torch.Tensor, group_size: int = 32, zero_point: bool = True):
     "Group-wise INT4: (packed codes uint8 `[out, in/2]`, float16 scales `[out, in/group]`, float16 mins `[out, in/group]` or None when symmetric)."
     g = _groups(w, group_size)
@@ -66,13 +68,15 @@ def quantize_int4(w: torch.Tensor, group_size: int = 32, zero_point: bool = True
         q = (torch.round(g / torch.where(s != 0, s, 1)[..., None]) + 8).clamp_(0, 15)
     return pack_nibbles(q.to(torch.uint8).reshape(w.shape)), scale, mn
 
-# %% ../nbs/07_quantization.ipynb 12
+# %% ../nbs/07_quantization.ipynb 14
 def dequantize_int8(q: torch.Tensor, scale: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
     "The weight `[out, in]` that INT8 codes and scales (per channel `[out]` or per group `[out, G]`) stand for: `q * scale`, computed in float32."
     if scale.dim() == 1: w = q.float() * scale.float()[:, None]
     else: w = (q.float().reshape(*scale.shape, -1) * scale.float()[..., None]).reshape(q.shape)
     return w.to(dtype)
 
+
+# %% ../nbs/07_quantization.ipynb 16
 def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor | None, dtype=torch.float32) -> torch.Tensor:
     "The weight `[out, in]` of packed INT4 codes: `q * scale + min` (asymmetric) or `(q - 8) * scale` (symmetric), in float32."
     q = unpack_nibbles(packed)
@@ -83,7 +87,8 @@ def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, mn: torch.Tensor 
     else: w = q.float() * scale.float()[..., None] + mn.float()[..., None]
     return w.reshape(out, n_in).to(dtype)
 
-# %% ../nbs/07_quantization.ipynb 15
+
+# %% ../nbs/07_quantization.ipynb 19
 KERNELS = ("bf16", "f32", "dequant")
 DEFAULT_KERNEL = "bf16"
 
@@ -91,6 +96,8 @@ def _check_kernel(kernel: str) -> str:
     if kernel not in KERNELS: raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
     return kernel
 
+
+# %% ../nbs/07_quantization.ipynb 21
 class _QuantLinear(nn.Module):
     "Shared parts: shapes, bias, kernel choice, the per-dtype cache of kernel-ready tensors."
     def __init__(self, in_features: int, out_features: int, bias: torch.Tensor | None, kernel: str):
@@ -110,27 +117,36 @@ class _QuantLinear(nn.Module):
         self.kernel, self._kcache = _check_kernel(kernel), {}
         return self
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x @ W^T (+ bias) in `x`'s dtype. On a CPU: a subclass's `_direct` product when it has one, else ATen's packed kernel
-        (`bf16` or `f32` activations); `dequant` or another device, or a shape ATen cannot take: dequantize W, then `F.linear`."""
-        if x.shape[-1] != self.in_features: raise ValueError(f"input has {x.shape[-1]} features, this layer expects {self.in_features}")
-        x2 = x.reshape(-1, self.in_features)
-        if self.kernel == "dequant" or x.device.type != "cpu" or not self._aten_ok(): y = F.linear(x2, self.dequantize(x.dtype))
-        elif (y := self._direct(x2)) is not None: y = y.to(x.dtype)
-        else:
-            dt = torch.bfloat16 if self.kernel == "bf16" else torch.float32
-            y = self._aten(x2.to(dt), dt).to(x.dtype)
-        if self.bias is not None: y = y + self.bias.to(y.dtype)
-        return y.reshape(*x.shape[:-1], self.out_features)
 
-    def _direct(self, x):
-        "A product computed without ATen's packed kernels (full-precision `x`), or None to take them."
-        return None
-
-    def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, kernel={self.kernel!r}"
+# %% ../nbs/07_quantization.ipynb 22
+@patch
+def forward(self: _QuantLinear, x: torch.Tensor) -> torch.Tensor:
+    """x @ W^T (+ bias) in `x`'s dtype. On a CPU: a subclass's `_direct` product when it has one, else ATen's packed kernel
+    (`bf16` or `f32` activations); `dequant` or another device, or a shape ATen cannot take: dequantize W, then `F.linear`."""
+    if x.shape[-1] != self.in_features: raise ValueError(f"input has {x.shape[-1]} features, this layer expects {self.in_features}")
+    x2 = x.reshape(-1, self.in_features)
+    if self.kernel == "dequant" or x.device.type != "cpu" or not self._aten_ok(): y = F.linear(x2, self.dequantize(x.dtype))
+    elif (y := self._direct(x2)) is not None: y = y.to(x.dtype)
+    else:
+        dt = torch.bfloat16 if self.kernel == "bf16" else torch.float32
+        y = self._aten(x2.to(dt), dt).to(x.dtype)
+    if self.bias is not None: y = y + self.bias.to(y.dtype)
+    return y.reshape(*x.shape[:-1], self.out_features)
 
 
-# %% ../nbs/07_quantization.ipynb 16
+# %% ../nbs/07_quantization.ipynb 23
+@patch
+def _direct(self: _QuantLinear, x):
+    "A product computed without ATen's packed kernels (full-precision `x`), or None to take them."
+    return None
+
+
+# %% ../nbs/07_quantization.ipynb 24
+@patch
+def extra_repr(self: _QuantLinear): return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, kernel={self.kernel!r}"
+
+
+# %% ../nbs/07_quantization.ipynb 25
 class Int8Linear(_QuantLinear):
     "A linear layer with an INT8 weight `[out, in]` and float scales: per output channel `[out]` (ATen kernel) or per group `[out, in/group]` (GGUF Q8_0)."
     def __init__(self, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None, kernel: str = DEFAULT_KERNEL):
@@ -143,33 +159,47 @@ class Int8Linear(_QuantLinear):
         self.register_buffer("weight", weight.contiguous())
         self.register_buffer("scales", scales.contiguous())
 
-    @property
-    def group_size(self) -> int | None:
-        "Input columns per scale; None for one scale per output channel."
-        return None if self.scales.dim() == 1 else self.in_features // self.scales.shape[1]
 
-    @classmethod
-    def from_float(cls, linear: nn.Linear | torch.Tensor, group_size: int | None = None, kernel: str = DEFAULT_KERNEL) -> Int8Linear:
-        "Quantize an `nn.Linear` (or a weight tensor) to INT8."
-        w, b = (linear.weight, linear.bias) if isinstance(linear, nn.Linear) else (linear, None)
-        return cls(*quantize_int8(w.detach(), group_size), b, kernel)
+# %% ../nbs/07_quantization.ipynb 26
+@patch(as_prop=True)
+def group_size(self: Int8Linear) -> int | None:
+    "Input columns per scale; None for one scale per output channel."
+    return None if self.scales.dim() == 1 else self.in_features // self.scales.shape[1]
 
-    def dequantize(self, dtype=torch.float32) -> torch.Tensor:
-        "The weight the codes stand for, `[out, in]`."
-        return dequantize_int8(self.weight, self.scales, dtype)
 
-    def _aten_ok(self): return self.scales.dim() == 1
+# %% ../nbs/07_quantization.ipynb 27
+@patch(cls_method=True)
+def from_float(cls: Int8Linear, linear: nn.Linear | torch.Tensor, group_size: int | None = None, kernel: str = DEFAULT_KERNEL) -> Int8Linear:
+    "Quantize an `nn.Linear` (or a weight tensor) to INT8."
+    w, b = (linear.weight, linear.bias) if isinstance(linear, nn.Linear) else (linear, None)
+    return cls(*quantize_int8(w.detach(), group_size), b, kernel)
 
-    def _aten(self, x, dt):
-        if dt not in self._kcache:
-            w, pad = self.weight, -self.in_features % 16      # ATen's kernel reads past the row end unless in % 16 == 0 (in 40, 104, 120: a crash)
-            if pad: w = F.pad(w, (0, pad))
-            self._kcache[dt] = (w, self.scales.to(dt), pad)
-        w, s, pad = self._kcache[dt]
-        if pad: x = F.pad(x, (0, pad))
-        return torch.ops.aten._weight_int8pack_mm(x.contiguous(), w, s)
 
-# %% ../nbs/07_quantization.ipynb 17
+# %% ../nbs/07_quantization.ipynb 29
+@patch
+def dequantize(self: Int8Linear, dtype=torch.float32) -> torch.Tensor:
+    "The weight the codes stand for, `[out, in]`."
+    return dequantize_int8(self.weight, self.scales, dtype)
+
+
+# %% ../nbs/07_quantization.ipynb 30
+@patch
+def _aten_ok(self: Int8Linear): return self.scales.dim() == 1
+
+
+# %% ../nbs/07_quantization.ipynb 31
+@patch
+def _aten(self: Int8Linear, x, dt):
+    if dt not in self._kcache:
+        w, pad = self.weight, -self.in_features % 16      # ATen's kernel reads past the row end unless in % 16 == 0 (in 40, 104, 120: a crash)
+        if pad: w = F.pad(w, (0, pad))
+        self._kcache[dt] = (w, self.scales.to(dt), pad)
+    w, s, pad = self._kcache[dt]
+    if pad: x = F.pad(x, (0, pad))
+    return torch.ops.aten._weight_int8pack_mm(x.contiguous(), w, s)
+
+
+# %% ../nbs/07_quantization.ipynb 33
 class Int4Linear(_QuantLinear):
     "A linear layer with a group-wise INT4 weight: packed codes uint8 `[out, in/2]`, float16 `scales` and `mins` (None: symmetric) `[out, in/group]`."
     def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias: torch.Tensor | None = None,
@@ -185,50 +215,72 @@ class Int4Linear(_QuantLinear):
         self.register_buffer("scales", scales.contiguous())
         self.register_buffer("mins", None if mins is None else mins.contiguous())
 
-    @property
-    def group_size(self) -> int:
-        "Input columns per scale (and minimum)."
-        return self.in_features // self.scales.shape[1]
-
-    @classmethod
-    def from_float(cls, linear: nn.Linear | torch.Tensor, group_size: int = 32, zero_point: bool = True, kernel: str = DEFAULT_KERNEL) -> Int4Linear:
-        "Quantize an `nn.Linear` (or a weight tensor) to group-wise INT4."
-        w, b = (linear.weight, linear.bias) if isinstance(linear, nn.Linear) else (linear, None)
-        return cls(*quantize_int4(w.detach(), group_size, zero_point), bias=b, kernel=kernel)
-
-    def dequantize(self, dtype=torch.float32) -> torch.Tensor:
-        "The weight the codes stand for, `[out, in]`."
-        return dequantize_int4(self.qweight, self.scales, self.mins, dtype)
-
-    def _aten_ok(self): return self.group_size % 32 == 0 and self.group_size <= self.in_features
-
     keep_packed = False   # without compiled kernels: keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy
 
-    def _aten_pack(self, dt):
-        q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
-        z = (self.mins.float() + 8 * s) if self.mins is not None else torch.zeros_like(s)   # w = (q - 8) * s + z
-        pad = -self.out_features % 16                    # ATen wants out % 16 == 0: zero rows, sliced off
-        if pad: q, s, z = F.pad(q, (0, 0, 0, pad)), F.pad(s, (0, 0, 0, pad)), F.pad(z, (0, 0, 0, pad))
-        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
-        return packed, torch.stack([s, z], -1).transpose(0, 1).contiguous().to(dt)
 
-    def _direct(self, x):
-        "ATen's kernel on a kept copy, or dequantize for one float32 GEMM (the compiled CPU runner of notebook 15 reads the nibbles itself)."
-        return None if self.keep_packed else F.linear(x.float(), self.dequantize())
+# %% ../nbs/07_quantization.ipynb 34
+@patch(as_prop=True)
+def group_size(self: Int4Linear) -> int:
+    "Input columns per scale (and minimum)."
+    return self.in_features // self.scales.shape[1]
 
-    def _aten(self, x, dt):
-        if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
-        packed, sz = self._kcache[dt]
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), packed, self.group_size, sz)
-        return y[:, :self.out_features] if y.shape[1] != self.out_features else y
 
-# %% ../nbs/07_quantization.ipynb 27
+# %% ../nbs/07_quantization.ipynb 35
+@patch(cls_method=True)
+def from_float(cls: Int4Linear, linear: nn.Linear | torch.Tensor, group_size: int = 32, zero_point: bool = True, kernel: str = DEFAULT_KERNEL) -> Int4Linear:
+    "Quantize an `nn.Linear` (or a weight tensor) to group-wise INT4."
+    w, b = (linear.weight, linear.bias) if isinstance(linear, nn.Linear) else (linear, None)
+    return cls(*quantize_int4(w.detach(), group_size, zero_point), bias=b, kernel=kernel)
+
+
+# %% ../nbs/07_quantization.ipynb 37
+@patch
+def dequantize(self: Int4Linear, dtype=torch.float32) -> torch.Tensor:
+    "The weight the codes stand for, `[out, in]`."
+    return dequantize_int4(self.qweight, self.scales, self.mins, dtype)
+
+
+# %% ../nbs/07_quantization.ipynb 38
+@patch
+def _aten_ok(self: Int4Linear): return self.group_size % 32 == 0 and self.group_size <= self.in_features
+
+
+# %% ../nbs/07_quantization.ipynb 39
+@patch
+def _aten_pack(self: Int4Linear, dt):
+    q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
+    z = (self.mins.float() + 8 * s) if self.mins is not None else torch.zeros_like(s)   # w = (q - 8) * s + z
+    pad = -self.out_features % 16                    # ATen wants out % 16 == 0: zero rows, sliced off
+    if pad: q, s, z = F.pad(q, (0, 0, 0, pad)), F.pad(s, (0, 0, 0, pad)), F.pad(z, (0, 0, 0, pad))
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.contiguous(), 1)
+    return packed, torch.stack([s, z], -1).transpose(0, 1).contiguous().to(dt)
+
+
+# %% ../nbs/07_quantization.ipynb 40
+@patch
+def _direct(self: Int4Linear, x):
+    "ATen's kernel on a kept copy, or dequantize for one float32 GEMM (the compiled CPU runner of notebook 15 reads the nibbles itself)."
+    return None if self.keep_packed else F.linear(x.float(), self.dequantize())
+
+
+# %% ../nbs/07_quantization.ipynb 41
+@patch
+def _aten(self: Int4Linear, x, dt):
+    if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
+    packed, sz = self._kcache[dt]
+    y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.contiguous(), packed, self.group_size, sz)
+    return y[:, :self.out_features] if y.shape[1] != self.out_features else y
+
+
+# %% ../nbs/07_quantization.ipynb 52
 LINEAR_NAMES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 def _set_module(root: nn.Module, name: str, mod: nn.Module):
     parent, _, attr = name.rpartition(".")
     setattr(root.get_submodule(parent) if parent else root, attr, mod)
 
+
+# %% ../nbs/07_quantization.ipynb 54
 def model_bytes(model: nn.Module) -> int:
     "Bytes of all distinct parameters, buffers and cached kernel tensors of `model`."
     seen, total = set(), 0
@@ -243,7 +295,7 @@ def model_bytes(model: nn.Module) -> int:
     return total
 
 
-# %% ../nbs/07_quantization.ipynb 29
+# %% ../nbs/07_quantization.ipynb 56
 class Int8Embedding(nn.Module):
     """A token embedding kept as INT8 codes `qweight` `[vocab, hidden]` with scales per row (float32 `[vocab]`) or per group (float16
     `[vocab, hidden/group]`, GGUF Q8_0); a lookup dequantizes only the rows asked for. With tied embeddings it shares `qweight` and `scales`
@@ -261,21 +313,30 @@ class Int8Embedding(nn.Module):
         self.register_buffer("scales", scales)
         self.register_buffer("weight", torch.empty(0, dtype=dtype, device=qweight.device), persistent=False)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        "The rows of `ids`, dequantized to the table's float dtype: only those rows are touched."
-        ids = torch.as_tensor(ids)
-        flat = ids.reshape(-1)
-        rows = dequantize_int8(self.qweight.index_select(0, flat), self.scales.index_select(0, flat), self.weight.dtype)
-        return rows.reshape(*ids.shape, self.embedding_dim)
 
-    def dequantize(self, dtype=torch.float32) -> torch.Tensor:
-        "The whole table the codes stand for, `[vocab, hidden]`."
-        return dequantize_int8(self.qweight, self.scales, dtype)
-
-    def extra_repr(self): return f"{self.num_embeddings}, {self.embedding_dim}, group_size={None if self.scales.dim() == 1 else self.embedding_dim // self.scales.shape[1]}"
+# %% ../nbs/07_quantization.ipynb 57
+@patch
+def forward(self: Int8Embedding, ids: torch.Tensor) -> torch.Tensor:
+    "The rows of `ids`, dequantized to the table's float dtype: only those rows are touched."
+    ids = torch.as_tensor(ids)
+    flat = ids.reshape(-1)
+    rows = dequantize_int8(self.qweight.index_select(0, flat), self.scales.index_select(0, flat), self.weight.dtype)
+    return rows.reshape(*ids.shape, self.embedding_dim)
 
 
-# %% ../nbs/07_quantization.ipynb 31
+# %% ../nbs/07_quantization.ipynb 58
+@patch
+def dequantize(self: Int8Embedding, dtype=torch.float32) -> torch.Tensor:
+    "The whole table the codes stand for, `[vocab, hidden]`."
+    return dequantize_int8(self.qweight, self.scales, dtype)
+
+
+# %% ../nbs/07_quantization.ipynb 60
+@patch
+def extra_repr(self: Int8Embedding): return f"{self.num_embeddings}, {self.embedding_dim}, group_size={None if self.scales.dim() == 1 else self.embedding_dim // self.scales.shape[1]}"
+
+
+# %% ../nbs/07_quantization.ipynb 62
 def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None = 32, lm_head: bool = False,
                    zero_point: bool = True, kernel: str = DEFAULT_KERNEL, progress: bool = True) -> nn.Module:
     """Replace, in place, every `nn.Linear` of `model.model.layers` (and `lm_head` if asked) by `Int8Linear` (`mode="int8"`: groups of
@@ -310,6 +371,8 @@ def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None 
                                  "group_size": group_size, "zero_point": mode == "int4" and zero_point, "lm_head": lm_head}
     return model
 
+
+# %% ../nbs/07_quantization.ipynb 63
 def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
     "Choose the forward kernel of every quantized linear in `model`."
     for m in model.modules():
@@ -317,7 +380,7 @@ def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
     return model
 
 
-# %% ../nbs/07_quantization.ipynb 43
+# %% ../nbs/07_quantization.ipynb 75
 GGUF_REPACKABLE = {"Q8_0": 8, "Q4_0": 2, "Q4_1": 3, "Q4_K": 12, "Q6_K": 14}   # type name -> ggml type code
 GGUF_K_TYPES = ("Q4_K", "Q6_K")     # repacked with their two-level scales multiplied out into float16 (the others: bit for bit)
 
@@ -328,7 +391,7 @@ def _blocks(raw, shape, block_bytes: int, name: str, block: int = 32) -> np.ndar
     if raw.size != out * n_in // block * block_bytes: raise ValueError(f"{name} tensor of shape {tuple(shape)} takes {out * n_in // block * block_bytes} bytes, got {raw.size}")
     return raw.reshape(out, n_in // block, block_bytes)
 
-# %% ../nbs/07_quantization.ipynb 45
+# %% ../nbs/07_quantization.ipynb 77
 def _f16_field(b: np.ndarray, start: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(b[..., start:start + 2]).view(np.float16)[..., 0].copy())
 
@@ -337,7 +400,7 @@ def _q4_codes(qs: np.ndarray) -> torch.Tensor:
     codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)                       # (out, blocks, 32) in value order
     return pack_nibbles(torch.from_numpy(codes.reshape(qs.shape[0], -1)))
 
-# %% ../nbs/07_quantization.ipynb 47
+# %% ../nbs/07_quantization.ipynb 79
 def repack_q8_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     "GGUF Q8_0 bytes of a `[out, in]` tensor -> (int8 codes `[out, in]`, float16 scales `[out, in/32]`) for `Int8Linear`."
     b = _blocks(raw, shape, 34, "Q8_0")
@@ -349,7 +412,7 @@ def repack_q4_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor, None]:
     b = _blocks(raw, shape, 18, "Q4_0")
     return _q4_codes(b[..., 2:]), _f16_field(b, 0), None
 
-# %% ../nbs/07_quantization.ipynb 49
+# %% ../nbs/07_quantization.ipynb 81
 def repack_q4_1(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "GGUF Q4_1 bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32)."
     b = _blocks(raw, shape, 20, "Q4_1")
@@ -361,7 +424,7 @@ def _half_of(a: np.ndarray, rows: int, name: str) -> torch.Tensor:
     if not np.isfinite(h).all(): raise ValueError(f"{name}: a scale ({float(np.abs(a).max()):.4g}) overflows float16")
     return torch.from_numpy(h.reshape(rows, -1))
 
-# %% ../nbs/07_quantization.ipynb 51
+# %% ../nbs/07_quantization.ipynb 83
 def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_K bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32).
     Each super-block of 256 values has float16 `d`, `dmin` and 6-bit `sc`, `m` per sub-block of 32: value = d*sc*q - dmin*m. The
@@ -371,7 +434,7 @@ def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q, s, m = q4_k_parts(b.reshape(-1, 144))
     return pack_nibbles(torch.from_numpy(q.reshape(shape[0], -1))), _half_of(s, shape[0], "Q4_K"), _half_of(-m, shape[0], "Q4_K")
 
-# %% ../nbs/07_quantization.ipynb 53
+# %% ../nbs/07_quantization.ipynb 85
 def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     """GGUF Q6_K bytes of a `[out, in]` tensor -> (int8 codes in -32..31, float16 scales `[out, in/16]`) for an `Int8Linear` in groups of 16:
     value = d*sc*q, the product `d*sc` rounded once to float16 (relative error at most 2^-11)."""
@@ -380,7 +443,7 @@ def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     q, s = q6_k_parts(b.reshape(-1, 210))
     return torch.from_numpy(np.ascontiguousarray(q).reshape(shape[0], -1)), _half_of(s, shape[0], "Q6_K")
 
-# %% ../nbs/07_quantization.ipynb 55
+# %% ../nbs/07_quantization.ipynb 87
 def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KERNEL) -> Int8Linear | Int4Linear:
     "A quantized linear layer holding GGUF tensor bytes of type Q8_0, Q4_0, Q4_1, Q4_K or Q6_K (torch-order `shape` `[out, in]`)."
     if len(shape) != 2: raise ValueError(f"only 2-D tensors can become linear layers, got shape {tuple(shape)}")
@@ -391,7 +454,7 @@ def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KER
     if type_name == "Q6_K": return Int8Linear(*repack_q6_k(raw, shape), bias=bias, kernel=kernel)
     raise ValueError(f"type {type_name}: only {', '.join(GGUF_REPACKABLE)} can be kept quantized")
 
-# %% ../nbs/07_quantization.ipynb 61
+# %% ../nbs/07_quantization.ipynb 93
 def _is_linear_weight(name: str) -> bool:
     return name == "lm_head.weight" or (name.endswith(".weight") and any(f".{n}." in name for n in LINEAR_NAMES))
 
@@ -403,7 +466,7 @@ def _permute_rows(mod: _QuantLinear, n_heads: int) -> _QuantLinear:
         if isinstance(t, torch.Tensor): setattr(mod, name, unpermute_rope_rows(t, n_heads))
     return mod
 
-# %% ../nbs/07_quantization.ipynb 63
+# %% ../nbs/07_quantization.ipynb 95
 def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Module:
     "A `Llama` from float tensors (HF names) and quantized linears (module name -> module), with nothing left unset."
     from xllm.model import Llama
@@ -417,9 +480,8 @@ def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Mod
     if missing: raise ModelFormatError(source, f"missing tensor {missing[0]}")
     return m.requires_grad_(False).eval()
 
-# %% ../nbs/07_quantization.ipynb 65
+# %% ../nbs/07_quantization.ipynb 97
 GGUF_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}   # values, bytes a block
-
 class PackedRows:
     """The blocks of a GGUF tensor kept packed, not yet repacked: a lazy slice, as a safetensors slice is, that a loading hook cuts
     (`t[a:b]` rows, `t[:, a:b]` columns on block boundaries only) before `repack_gguf` reads `raw` and `shape`."""
@@ -427,19 +489,23 @@ class PackedRows:
         self.blocks, self.type_name, self.name, self.source = blocks, type_name, name, source
         self.shape = (blocks.shape[0], blocks.shape[1] * GGUF_BLOCKS[type_name][0])
 
-    @classmethod
-    def of(cls, g, t) -> "PackedRows":
-        "The blocks of tensor `t` of the parsed GGUF `g`, a view of the memory-mapped file (a ValueError when its bytes do not fit)."
-        vals, nbytes = GGUF_BLOCKS[t.type_name]
-        return cls(_blocks(g.raw(t.name), t.shape, nbytes, t.type_name, vals), t.type_name, t.name, g.path)
 
-    @property
-    def raw(self) -> np.ndarray:
-        "The blocks as one contiguous array (what the packed kernels read)."
-        return np.ascontiguousarray(self.blocks)
+# %% ../nbs/07_quantization.ipynb 98
+@patch(cls_method=True)
+def of(cls: PackedRows, g, t) -> "PackedRows":
+    "The blocks of tensor `t` of the parsed GGUF `g`, a view of the memory-mapped file (a ValueError when its bytes do not fit)."
+    vals, nbytes = GGUF_BLOCKS[t.type_name]
+    return cls(_blocks(g.raw(t.name), t.shape, nbytes, t.type_name, vals), t.type_name, t.name, g.path)
 
 
-# %% ../nbs/07_quantization.ipynb 66
+# %% ../nbs/07_quantization.ipynb 99
+@patch(as_prop=True)
+def raw(self: PackedRows) -> np.ndarray:
+    "The blocks as one contiguous array (what the packed kernels read)."
+    return np.ascontiguousarray(self.blocks)
+
+
+# %% ../nbs/07_quantization.ipynb 101
 @patch
 def __getitem__(self: PackedRows, key) -> PackedRows:
     "Rows (`[a:b]`) or columns (`[:, a:b]`, on block boundaries: a ModelFormatError names the tensor otherwise) of the blocks."
@@ -451,6 +517,8 @@ def __getitem__(self: PackedRows, key) -> PackedRows:
                                             f"tensor_parallel_size must cut its {n_in} input features on block boundaries")
     return PackedRows(self.blocks[rows, a // vals:b // vals], self.type_name, self.name, self.source)
 
+
+# %% ../nbs/07_quantization.ipynb 102
 @patch
 def pad_rows(self: PackedRows, n: int) -> PackedRows:
     "`n` rows: these, then rows of zero blocks (a zero scale: they dequantize to 0)."
@@ -458,7 +526,7 @@ def pad_rows(self: PackedRows, n: int) -> PackedRows:
     return PackedRows(np.concatenate([self.blocks, pad]), self.type_name, self.name, self.source)
 
 
-# %% ../nbs/07_quantization.ipynb 69
+# %% ../nbs/07_quantization.ipynb 106
 def _repacked(g, t, cut, h: str, kernel: str):
     """GGUF tensor `t` (HF name `h`), cut by `cut`, as a quantized linear; None for a K-quant whose scales float16 cannot hold (it is
     dequantized instead). Bytes that do not fit its type are a ModelFormatError naming the tensor."""
@@ -470,6 +538,8 @@ def _repacked(g, t, cut, h: str, kernel: str):
         if t.type_name in GGUF_K_TYPES: return None
         raise ModelFormatError(g.path, f"tensor {t.name}: {e}") from None
 
+
+# %% ../nbs/07_quantization.ipynb 107
 def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
     "A Q8_0 token embedding kept INT8 (`Int8Embedding`; tied, also the head, an `Int8Linear`), cut by `cut`: module name -> module."
     try:
@@ -480,7 +550,7 @@ def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
     return {"model.embed_tokens": emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tied else {})}
 
 
-# %% ../nbs/07_quantization.ipynb 71
+# %% ../nbs/07_quantization.ipynb 109
 def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True,
                 hook=None) -> tuple[LlamaConfig, dict, dict]:
     """(config, float tensors by HF name, quantized modules by module name) of the parsed GGUF `g`, as `load_quantized_gguf` builds
@@ -512,11 +582,13 @@ def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False
     return config, floats, modules
 
 
-# %% ../nbs/07_quantization.ipynb 72
+# %% ../nbs/07_quantization.ipynb 110
 def gguf_quantization(g) -> dict:
     "The `quantization_config` of a model whose layers come packed from the parsed GGUF `g`: xllm's method and the file's tensor types."
     return {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
 
+
+# %% ../nbs/07_quantization.ipynb 111
 def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
     """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0/Q4_K/Q6_K layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors
     float32 (a K-quant tensor too, in the rare case that its multiplied-out scales overflow float16).
@@ -530,7 +602,7 @@ def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: b
     return m
 
 
-# %% ../nbs/07_quantization.ipynb 81
+# %% ../nbs/07_quantization.ipynb 120
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -544,11 +616,13 @@ def hf_config_dict(config: LlamaConfig) -> dict:
              eos_token_id=c.eos_token_id[0] if len(c.eos_token_id) == 1 else list(c.eos_token_id), torch_dtype="float32")
     return d
 
-# %% ../nbs/07_quantization.ipynb 83
+# %% ../nbs/07_quantization.ipynb 122
 def _module_info(mod) -> dict:
     if isinstance(mod, Int8Linear): return {"bits": 8, "group_size": mod.group_size, "zero_point": False}
     return {"bits": 4, "group_size": mod.group_size, "zero_point": mod.mins is not None}
 
+
+# %% ../nbs/07_quantization.ipynb 124
 # GGUF metadata writer (tokenizer only): value type codes as in xllm.gguf.GGUF_VALUE_TYPES
 def _gguf_value(v, vtype=None) -> bytes:
     if isinstance(v, str):
@@ -566,7 +640,8 @@ def _gguf_value(v, vtype=None) -> bytes:
     if vtype not in fmts: vtype = 6 if isinstance(v, float) else 11
     return struct.pack("<I", vtype) + struct.pack(fmts[vtype], v)
 
-# %% ../nbs/07_quantization.ipynb 85
+
+# %% ../nbs/07_quantization.ipynb 126
 def write_tokenizer_gguf(src, dest) -> Path:
     "Copy the `tokenizer.*` metadata (and `general.architecture`) of GGUF file `src` into a tensor-free GGUF file `dest`."
     from xllm.gguf import GGUFFile
@@ -583,7 +658,7 @@ def write_tokenizer_gguf(src, dest) -> Path:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer.bin", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "generation_config.json", "added_tokens.json")
 
-# %% ../nbs/07_quantization.ipynb 86
+# %% ../nbs/07_quantization.ipynb 127
 def copy_tokenizer(src, out_dir) -> list[str]:
     "Put the tokenizer of `src` (a model directory, a .gguf file, or a tokenizer file) into `out_dir`; returns the file names written."
     src, out_dir = Path(src), Path(out_dir)
@@ -597,7 +672,7 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-# %% ../nbs/07_quantization.ipynb 87
+# %% ../nbs/07_quantization.ipynb 128
 def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
     """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
     files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
@@ -630,7 +705,7 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     if generation_config: (out_dir / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
     return out_dir
 
-# %% ../nbs/07_quantization.ipynb 88
+# %% ../nbs/07_quantization.ipynb 129
 def quantized_tokenizer_path(path) -> Path | None:
     "Where the tokenizer of a saved quantized directory is: the directory (tokenizer.json/.model/.bin), its tokenizer.gguf, or None."
     p = Path(path)
@@ -643,10 +718,12 @@ def is_quantized_dir(path) -> bool:
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 90
+# %% ../nbs/07_quantization.ipynb 131
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
+
+# %% ../nbs/07_quantization.ipynb 133
 def _quant_config(cd, cfg_path) -> dict:
     "The `quantization_config` of a saved directory's config.json, checked: xllm's method, format 1, a bits entry (4 or 8) per module."
     qc = cd.get("quantization_config") if isinstance(cd, dict) else None
@@ -661,7 +738,7 @@ def _quant_config(cd, cfg_path) -> dict:
     return qc
 
 
-# %% ../nbs/07_quantization.ipynb 92
+# %% ../nbs/07_quantization.ipynb 135
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
     from xllm.weights import config_from_hf, hf_weight_shapes, open_safetensors
@@ -729,194 +806,3 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     m.quantization_config = qc
     return config, m
 
-
-# %% ../nbs/07_quantization.ipynb 100
-def _check_output(inp: Path, out: Path):
-    "Refuse, before anything is read or written, an output that would overwrite the input or mix with files already there."
-    if out.exists() and not out.is_dir(): raise ValueError(f"output: {out} exists and is not a directory")
-    if inp.is_dir() and out.resolve() == inp.resolve():
-        raise ValueError(f"output: {out} is the input directory; writing there would overwrite the original weights: choose a new directory")
-    if out.is_dir() and any(out.iterdir()):
-        raise ValueError(f"output: {out} is not empty; choose a new or empty directory (files of an earlier run would be mixed with the new ones)")
-
-# %% ../nbs/07_quantization.ipynb 101
-def _write_error(out: Path, e: BaseException) -> OSError:
-    """What a failed write of `out` raises: an `OSError` (of `e`'s kind, its errno kept) whose message is one line naming `out` and the
-    cause ('No space left on device', 'Permission denied'), also when safetensors reports it (a `SafetensorError` quoting the OS error)."""
-    import os, re
-    code = getattr(e, "errno", None)
-    if isinstance(e, OSError) and e.strerror: cause = e.strerror
-    elif m := re.search(r"\(os error (\d+)\)", str(e)): code = int(m[1]); cause = os.strerror(code)
-    else: cause = " ".join(str(e).split()) or type(e).__name__
-    msg = f"cannot write {out}: {cause} (nothing was left behind)"
-    try: err = type(e)(msg) if isinstance(e, OSError) else OSError(msg)
-    except TypeError: err = OSError(msg)
-    err.errno = code
-    return err
-
-# %% ../nbs/07_quantization.ipynb 102
-_WRITER = ".xllm-writer.json"     # in a temporary output directory while it is written: the writing process's pid and host
-
-def _alive(pid: int) -> bool:
-    "Whether process `pid` runs on this machine (a zombie, dead but not yet reaped, does not; another user's does)."
-    import os
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True
-    try:
-        with open(f"/proc/{pid}/stat") as f: return f.read().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError): return True
-
-def _clean_stale(out: Path):
-    """Remove the temporary directories that runs writing `out` left when they were killed (SIGKILL, a lost machine: no `finally`
-    ran): those whose marker names a process of this machine that no longer runs, each said in one line on stderr. A directory
-    whose writer runs is never touched; one that names no writer, or one on another machine, is reported and left."""
-    import re, socket, sys
-    pat = re.compile(re.escape(f".{out.name}.") + r"[a-z0-9_]{8}")                # tempfile.mkdtemp's names
-    try: found = sorted(d for d in out.parent.iterdir() if pat.fullmatch(d.name) and d.is_dir() and not d.is_symlink())
-    except OSError: return
-    for d in found:
-        try: w = json.loads((d / _WRITER).read_text())
-        except (OSError, ValueError): w = None
-        pid = w.get("pid") if isinstance(w, dict) else None
-        if not (isinstance(pid, int) and pid > 0 and w.get("host") == socket.gethostname()):
-            print(f"xllm: note: {d} looks like the temporary directory of an interrupted write of {out}, by no process this machine can "
-                  "check; remove it if nothing is writing there", file=sys.stderr)
-        elif not _alive(pid):
-            shutil.rmtree(d, ignore_errors=True)
-            print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
-                  f"(pid {pid})", file=sys.stderr)
-
-# %% ../nbs/07_quantization.ipynb 103
-def _write_dir(out: Path, write) -> Path:
-    """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
-    failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
-    (`_write_error`). Until the rename the directory holds a marker naming this process, so that if this one is killed the next
-    run to `out` removes it (`quantize_command` calls `_clean_stale` before anything else is done with `out`)."""
-    import os, socket, tempfile
-    from safetensors import SafetensorError
-    tmp = None
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        (tmp / _WRITER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
-        write(tmp)
-        (tmp / _WRITER).unlink()                                     # the output holds the model's files only
-        mask = os.umask(0); os.umask(mask)                           # files as a plain write would make them (mkdtemp's are private)
-        for f in tmp.iterdir(): f.chmod(0o666 & ~mask)
-        tmp.chmod(0o777 & ~mask)
-        if out.is_dir(): out.rmdir()                                 # empty (checked)
-        tmp.rename(out)
-    except BaseException as e:
-        if tmp is not None: shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(e, (OSError, SafetensorError)): raise _write_error(out, e) from None
-        raise
-    return out
-
-# %% ../nbs/07_quantization.ipynb 104
-def _float_dtype(inp: Path, fmt: str) -> torch.dtype:
-    "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
-    if fmt == "gguf": return torch.float16
-    if fmt == "hf":
-        try: c = read_json(inp / "config.json"); name = c.get("torch_dtype") or c.get("dtype")   # transformers 5 writes "dtype"
-        except (ModelFormatError, AttributeError): name = None
-        return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
-    return torch.float32
-
-# %% ../nbs/07_quantization.ipynb 105
-from dataclasses import dataclass
-
-_FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
-_INT4_GROUPS_OF_32 = ("Q4_0", "Q4_1", "Q4_K")        # the GGUF types `repack_gguf` makes an Int4Linear in groups of 32
-
-@dataclass
-class SourceLayers:
-    "A model's linear layers as its headers describe them: each kind's row length (input features) and the types their weights are stored in."
-    rows: dict                # LINEAR_NAMES -> weights per row
-    types: list               # sorted storage types of the layers' weights: GGUF's names (F32, F16, BF16, Q8_0, Q4_1, Q4_K, ...) or int8 (llama2.c v2)
-    gguf: bool = False
-
-    @property
-    def quantized(self) -> list:
-        "The types that are not float."
-        return [t for t in self.types if t not in _FLOAT_TYPES]
-
-def _rows(hidden: int, attn: int, inter: int) -> dict:
-    return {n: inter if n == "mlp.down_proj" else attn if n == "self_attn.o_proj" else hidden for n in LINEAR_NAMES}
-
-def source_layers(inp) -> SourceLayers | None:
-    """The `SourceLayers` of a model (HF directory, GGUF, llama2.c .bin), read from its headers without its weights. None when they
-    cannot tell: no such file, a directory written by `xllm quantize`, a header that does not parse (the loader then says what is wrong)."""
-    from xllm.weights import config_from_hf, hf_to_gguf_name, L2C_MAGIC
-    p = Path(inp).expanduser()
-    try:
-        if not p.exists() or is_quantized_dir(p): return None
-        if p.is_file() and p.name == "config.json": p = p.parent
-        if p.is_dir():
-            d = read_json(p / "config.json")
-            c = config_from_hf(d, p / "config.json")
-            return SourceLayers(_rows(c.hidden_size, c.num_attention_heads * c.head_dim, c.intermediate_size),
-                                [{"bfloat16": "BF16", "float16": "F16"}.get(d.get("torch_dtype"), "F32")])
-        with open(p, "rb") as f: head = f.read(256)
-        if head[:4] == b"GGUF":
-            from xllm.gguf import GGUFFile
-            g = GGUFFile(p)
-            ends = tuple(hf_to_gguf_name(f"model.layers.0.{n}.weight")[len("blk.0"):] for n in LINEAR_NAMES)   # .attn_q.weight, ...
-            rows = {n: g.tensors["blk.0" + e].shape[1] for n, e in zip(LINEAR_NAMES, ends)}
-            return SourceLayers(rows, sorted({t.type_name for k, t in g.tensors.items() if k.startswith("blk.") and k.endswith(ends)}), gguf=True)
-        v2 = struct.unpack_from("<I", head)[0] == L2C_MAGIC                            # llama2.c: dim, hidden_dim first
-        dim, hidden = struct.unpack_from("<2i", head, 8 if v2 else 0)
-        return SourceLayers(_rows(dim, dim, hidden), ["int8" if v2 and struct.unpack_from("<i", head, 4)[0] == 2 else "F32"])
-    except (OSError, ValueError, KeyError, IndexError, struct.error): return None
-
-def check_group(layers: SourceLayers, group: int, name: str = "group"):
-    "A one-line `ValueError` unless groups of `group` weights tile every row of every linear layer (`name`: how the caller calls it)."
-    bad = [n for n, k in layers.rows.items() if k % group]
-    if not bad: return
-    k = layers.rows[bad[0]]
-    fits = [g for g in (32, 64, 128) if all(r % g == 0 for r in layers.rows.values())]
-    raise ValueError(f"{name} {group} does not divide the rows of {'/'.join(n.split('.')[-1] for n in bad if layers.rows[n] == k)} "
-                     f"({k} weights each): a row is cut into groups of that many weights, one scale each; "
-                     + (f"this model takes {' or '.join(map(str, fits))}" if fits else "no group of 32, 64 or 128 divides every row of this model"))
-
-def _repacks(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> bool:
-    "Whether `quantize_command` keeps the source's layers as they are (a GGUF of 4-bit layers in groups of 32, asked for just that)."
-    return layers.gguf and bits == 4 and group == 32 and not lm_head and set(layers.types) <= set(_INT4_GROUPS_OF_32)
-
-def _bits_of(t: str) -> int:
-    "The bits of a quantized type's codes: Q4_1 4, Q6_K 6, Q8_0 and int8 8."
-    return int(t[1]) if t[:1] == "Q" and t[1:2].isdigit() else 8
-
-def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> str | None:
-    "When the source's layers are already quantized, a sentence saying what quantizing it to `bits` in groups of `group` gives; else None."
-    if not (q := layers.quantized): return None
-    what = " and ".join(q)
-    if _repacks(layers, bits, group, lm_head):
-        return (f"the source's layers are {what}, which 4 bits in groups of 32 keep as they are (repacked, not quantized again): "
-                "the result holds the source's weights, as accurate as the source and no more")
-    return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
-            "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
-
-# %% ../nbs/07_quantization.ipynb 107
-def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
-    """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
-    be new or empty (never the input); returns `out`."""
-    from xllm.weights import load_checkpoint
-    from xllm.model import Llama
-    if bits not in (4, 8): raise ValueError(f"bits: expected 8 or 4, got {bits!r}")
-    if group not in (32, 64, 128): raise ValueError(f"group: expected 32, 64 or 128, got {group!r}")
-    inp, out = Path(inp).expanduser(), Path(out).expanduser()
-    if not inp.exists(): raise FileNotFoundError(f"no such model file or directory: {inp}")
-    if is_quantized_dir(inp): raise ValueError(f"{inp} is already quantized by xllm; quantize the original (float or GGUF) model instead")
-    layers = source_layers(inp)
-    if layers is not None: check_group(layers, group)                 # before the model loads
-    _clean_stale(out)                                                  # what a killed run to `out` left
-    _check_output(inp, out)
-    if layers is not None and _repacks(layers, bits, group, lm_head):
-        m = load_quantized_gguf(inp)
-        mods = [mod for name, mod in m.named_modules() if name.startswith("model.layers.") and isinstance(mod, (nn.Linear, _QuantLinear))]
-        if all(isinstance(x, Int4Linear) and x.group_size == 32 for x in mods): return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=inp))
-    ck = load_checkpoint(inp)
-    m = quantize_model(Llama.from_weights(ck.config, ck.weights), "int8" if bits == 8 else "int4", group, lm_head=lm_head)
-    return _write_dir(out, lambda d: save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
-                                                    float_dtype=_float_dtype(inp, ck.format)))

@@ -260,6 +260,8 @@ def _check_token(seq: Sequence, tok):
     if (type(tok) is not int and (not isinstance(tok, numbers.Integral) or isinstance(tok, bool))) or tok < 0:   # (the ABC check is slow)
         raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
 
+
+# %% ../nbs/11_scheduler.ipynb 45
 @patch
 def _append(self: Scheduler, seq: Sequence, tok, reason: str | None, done: list) -> bool:
     """Append the sampled `tok` (checked) to `seq`; then end it with `reason`, or with 'length' when this token's K/V would have
@@ -272,7 +274,8 @@ def _append(self: Scheduler, seq: Sequence, tok, reason: str | None, done: list)
     self._finish(seq, reason); done.append(seq)
     return True
 
-# %% ../nbs/11_scheduler.ipynb 45
+
+# %% ../nbs/11_scheduler.ipynb 47
 @patch
 def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
     """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
@@ -297,7 +300,7 @@ def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int],
         self._append(seq, new_tokens[seq.seq_id], finished.get(seq.seq_id), done)
     return done
 
-# %% ../nbs/11_scheduler.ipynb 48
+# %% ../nbs/11_scheduler.ipynb 50
 @patch
 def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: Mapping, finished: Mapping, done: list):
     """`update` for a chunk with a `draft`: `toks` (a token or a list) are appended one by one with the plain path's checks, so

@@ -33,12 +33,17 @@ class Sequence:
         self.finish_reason: str | None = None   # 'stop', 'length', 'abort', ...
         self.reuse_prefix = True         # admission may take cached prefix blocks; False: every position is computed (prompt logprobs)
 
-    def __len__(self): return len(self.token_ids)
     def __repr__(self):
         return (f"Sequence({self.seq_id!r}, {self.status.value}, prompt={self.num_prompt_tokens}, output={self.num_output_tokens}, "
                 f"computed={self.num_computed_tokens}{', ' + self.finish_reason if self.finish_reason else ''})")
 
-# %% ../nbs/09_sequence.ipynb 11
+
+# %% ../nbs/09_sequence.ipynb 9
+@patch
+def __len__(self: Sequence): return len(self.token_ids)
+
+
+# %% ../nbs/09_sequence.ipynb 12
 @patch(as_prop=True)
 def prompt_token_ids(self: Sequence) -> list[int]:
     "The prompt's tokens."
@@ -52,7 +57,7 @@ def num_output_tokens(self: Sequence) -> int:
     "Number of tokens generated so far."
     return len(self.token_ids) - self.num_prompt_tokens
 
-# %% ../nbs/09_sequence.ipynb 13
+# %% ../nbs/09_sequence.ipynb 14
 @patch(as_prop=True)
 def is_prefilling(self: Sequence) -> bool:
     "Whether prompt tokens (other than the last one) still wait to be computed."

@@ -22,6 +22,9 @@ SPACE = "\u2581"   # '▁', SentencePiece's visible space
 def _bytewise_replace(err):
     "Codec error handler: one U+FFFD per invalid byte, as sentencepiece's decoder does."
     return "\ufffd" * (err.end - err.start), err.end
+
+
+# %% ../nbs/03_tokenizer.ipynb 7
 codecs.register_error("xllm_bytewise", _bytewise_replace)
 
 def _byte_piece_value(piece: str) -> int | None:
@@ -31,7 +34,8 @@ def _byte_piece_value(piece: str) -> int | None:
         except ValueError: return None
     return None
 
-# %% ../nbs/03_tokenizer.ipynb 8
+
+# %% ../nbs/03_tokenizer.ipynb 10
 class CharsMap:
     "SentencePiece's precompiled normalization map (a Darts double-array trie over UTF-8 bytes + replacement strings)."
     def __init__(self, blob: bytes, path=None):
@@ -42,39 +46,46 @@ class CharsMap:
         self.normalized = blob[4 + n:]
         self.path, self._cache = path, {}
 
-    def _longest(self, b: bytes, i: int):
-        "Longest key of the trie that prefixes b[i:], as (length, replacement bytes), or None."
-        u, best = self.units, None
-        try:
-            pos = (u[0] >> 10) << ((u[0] & (1 << 9)) >> 6)
-            for j in range(i, len(b)):
-                c = b[j]
-                if c == 0: break
-                pos ^= c
-                unit = u[pos]
-                if (unit & ((1 << 31) | 0xFF)) != c: break
-                pos ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
-                if (unit >> 8) & 1:
-                    v = u[pos] & ((1 << 31) - 1)
-                    end = self.normalized.index(b"\0", v)
-                    best = (j - i + 1, self.normalized[v:end])
-        except (IndexError, ValueError):
-            raise ModelFormatError(self.path, "normalizer precompiled_charsmap is corrupt") from None
-        return best
 
-    def __call__(self, text: str) -> str:
-        "Normalize `text` with longest-match replacement, one UTF-8 character at a time where nothing matches."
-        b, out, i = text.encode("utf-8", "surrogatepass"), [], 0
-        while i < len(b):
-            m = self._longest(b, i)
-            if m: out.append(m[1]); i += m[0]
-            else:
-                lead = b[i]
-                n = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-                out.append(b[i:i + n]); i += n
-        return b"".join(out).decode("utf-8", "replace")
+# %% ../nbs/03_tokenizer.ipynb 11
+@patch
+def _longest(self: CharsMap, b: bytes, i: int):
+    "Longest key of the trie that prefixes b[i:], as (length, replacement bytes), or None."
+    u, best = self.units, None
+    try:
+        pos = (u[0] >> 10) << ((u[0] & (1 << 9)) >> 6)
+        for j in range(i, len(b)):
+            c = b[j]
+            if c == 0: break
+            pos ^= c
+            unit = u[pos]
+            if (unit & ((1 << 31) | 0xFF)) != c: break
+            pos ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+            if (unit >> 8) & 1:
+                v = u[pos] & ((1 << 31) - 1)
+                end = self.normalized.index(b"\0", v)
+                best = (j - i + 1, self.normalized[v:end])
+    except (IndexError, ValueError):
+        raise ModelFormatError(self.path, "normalizer precompiled_charsmap is corrupt") from None
+    return best
+
 
 # %% ../nbs/03_tokenizer.ipynb 12
+@patch
+def __call__(self: CharsMap, text: str) -> str:
+    "Normalize `text` with longest-match replacement, one UTF-8 character at a time where nothing matches."
+    b, out, i = text.encode("utf-8", "surrogatepass"), [], 0
+    while i < len(b):
+        m = self._longest(b, i)
+        if m: out.append(m[1]); i += m[0]
+        else:
+            lead = b[i]
+            n = 1 if lead < 0x80 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+            out.append(b[i:i + n]); i += n
+    return b"".join(out).decode("utf-8", "replace")
+
+
+# %% ../nbs/03_tokenizer.ipynb 16
 class SentencePieceBPE:
     """SentencePiece-style BPE over characters, with byte fallback (Llama 2, TinyLlama, Mistral).
 
@@ -138,29 +149,33 @@ class SentencePieceBPE:
 
     def __repr__(self): return f"SentencePieceBPE(vocab_size={self.vocab_size}, mode={self.mode!r}, path={self.path!r})"
 
-    def normalize(self, text: str, at_start: bool = True) -> str:
-        "The normalized string BPE works on: rule-normalized, extra spaces removed, spaces escaped to '▁', dummy prefix added."
-        if self.mode == "runc": return (" " + text) if text else ""
-        raw = text
-        if self.normalizer is not None: text = self.normalizer(text)
-        sp = SPACE if self.escape_whitespaces else " "
-        if not raw: return ""
-        if self.remove_extra_whitespaces:
-            # sentencepiece returns nothing only when every input character normalizes to a space; characters the
-            # normalizer deletes (e.g. U+0007 under nmt_nfkc) still count as text, so the dummy '▁' can survive alone
-            if not text.strip(" ") and all(c == " " or (self.normalizer and self.normalizer(c) == " ") for c in raw): return ""
-            text = re.sub(" {2,}", " ", text.lstrip(" "))
-        if not text and self.mode == "rank": return ""
-        if self.escape_whitespaces: text = text.replace(" ", SPACE)
-        if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
-            ps = self.prefix_scheme   # 'spm': always (sentencepiece, HF Prepend); HF Metaspace 'always'/'first' skip text that starts with '▁'
-            if ps == "spm" or (not text.startswith(sp) and (ps == "always" or (ps == "first" and at_start))):
-                text = sp + text
-        if self.remove_extra_whitespaces: text = text.rstrip(sp)
-        if self.add_dummy_prefix and self.treat_whitespace_as_suffix: text += sp   # even if only spaces were there
-        return text
 
-# %% ../nbs/03_tokenizer.ipynb 15
+# %% ../nbs/03_tokenizer.ipynb 17
+@patch
+def normalize(self: SentencePieceBPE, text: str, at_start: bool = True) -> str:
+    "The normalized string BPE works on: rule-normalized, extra spaces removed, spaces escaped to '▁', dummy prefix added."
+    if self.mode == "runc": return (" " + text) if text else ""
+    raw = text
+    if self.normalizer is not None: text = self.normalizer(text)
+    sp = SPACE if self.escape_whitespaces else " "
+    if not raw: return ""
+    if self.remove_extra_whitespaces:
+        # sentencepiece returns nothing only when every input character normalizes to a space; characters the
+        # normalizer deletes (e.g. U+0007 under nmt_nfkc) still count as text, so the dummy '▁' can survive alone
+        if not text.strip(" ") and all(c == " " or (self.normalizer and self.normalizer(c) == " ") for c in raw): return ""
+        text = re.sub(" {2,}", " ", text.lstrip(" "))
+    if not text and self.mode == "rank": return ""
+    if self.escape_whitespaces: text = text.replace(" ", SPACE)
+    if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
+        ps = self.prefix_scheme   # 'spm': always (sentencepiece, HF Prepend); HF Metaspace 'always'/'first' skip text that starts with '▁'
+        if ps == "spm" or (not text.startswith(sp) and (ps == "always" or (ps == "first" and at_start))):
+            text = sp + text
+    if self.remove_extra_whitespaces: text = text.rstrip(sp)
+    if self.add_dummy_prefix and self.treat_whitespace_as_suffix: text += sp   # even if only spaces were there
+    return text
+
+
+# %% ../nbs/03_tokenizer.ipynb 20
 @patch
 def _initial_symbols(self: SentencePieceBPE, word):
     if self.mode == "spm": return list(word)
@@ -172,7 +187,7 @@ def _initial_symbols(self: SentencePieceBPE, word):
         else: syms.append(ch)
     return syms
 
-# %% ../nbs/03_tokenizer.ipynb 17
+# %% ../nbs/03_tokenizer.ipynb 22
 @patch
 def _emit(self: SentencePieceBPE, piece, out, rev):
     "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
@@ -184,7 +199,7 @@ def _emit(self: SentencePieceBPE, piece, out, rev):
         for part in rev[piece]: self._emit(part, out, rev)
     else: out.append(i)
 
-# %% ../nbs/03_tokenizer.ipynb 19
+# %% ../nbs/03_tokenizer.ipynb 24
 @patch
 def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
@@ -229,7 +244,7 @@ def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
         i = nxt[i]
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 21
+# %% ../nbs/03_tokenizer.ipynb 26
 @patch
 def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
     "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
@@ -248,7 +263,7 @@ def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int
             out.extend(ids)
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 25
+# %% ../nbs/03_tokenizer.ipynb 30
 @patch
 def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
@@ -258,6 +273,8 @@ def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     if t == CONTROL: return piece_bytes(p)
     return piece_bytes(p.replace(SPACE, " ") if self.escape_whitespaces else p)
 
+
+# %% ../nbs/03_tokenizer.ipynb 31
 @patch
 def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
@@ -272,7 +289,8 @@ def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     if (self.add_dummy_prefix or self.remove_extra_whitespaces) and self.pieces[i].startswith(SPACE): b = b[1:]
     return b, self.remove_extra_whitespaces and not b
 
-# %% ../nbs/03_tokenizer.ipynb 30
+
+# %% ../nbs/03_tokenizer.ipynb 36
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -281,7 +299,7 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
-# %% ../nbs/03_tokenizer.ipynb 32
+# %% ../nbs/03_tokenizer.ipynb 38
 @patch(cls_method=True)
 def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
@@ -303,14 +321,14 @@ def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 34
+# %% ../nbs/03_tokenizer.ipynb 40
 @patch(cls_method=True)
 def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
     return cls._from_model_proto(path.read_bytes(), path)
 
-# %% ../nbs/03_tokenizer.ipynb 36
+# %% ../nbs/03_tokenizer.ipynb 42
 @patch(cls_method=True)
 def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -337,7 +355,7 @@ def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None)
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 
-# %% ../nbs/03_tokenizer.ipynb 39
+# %% ../nbs/03_tokenizer.ipynb 45
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -345,7 +363,7 @@ def _json_parts(node, key="normalizers"):
     return [node]
 
 
-# %% ../nbs/03_tokenizer.ipynb 41
+# %% ../nbs/03_tokenizer.ipynb 47
 @patch(cls_method=True)
 def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
@@ -384,7 +402,7 @@ def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 43
+# %% ../nbs/03_tokenizer.ipynb 49
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
     v = md.get(key, default)
@@ -392,7 +410,7 @@ def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     return v
 
 
-# %% ../nbs/03_tokenizer.ipynb 45
+# %% ../nbs/03_tokenizer.ipynb 51
 @patch(cls_method=True)
 def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -412,7 +430,7 @@ def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 48
+# %% ../nbs/03_tokenizer.ipynb 54
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -450,13 +468,15 @@ class Tokenizer:
     def __repr__(self): return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, path={self.path!r})"
 
 
-# %% ../nbs/03_tokenizer.ipynb 50
+# %% ../nbs/03_tokenizer.ipynb 56
 @patch
 def id_to_piece(self: Tokenizer, i: int) -> str:
     "The vocabulary piece (token string) of id `i`."
     (i,) = check_token_ids([i], self.vocab_size, "id_to_piece")
     return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
+
+# %% ../nbs/03_tokenizer.ipynb 57
 @patch
 def piece_to_id(self: Tokenizer, s: str) -> int:
     "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
@@ -468,7 +488,7 @@ def piece_to_id(self: Tokenizer, s: str) -> int:
     return self._p2id[s]
 
 
-# %% ../nbs/03_tokenizer.ipynb 52
+# %% ../nbs/03_tokenizer.ipynb 59
 @patch
 def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
     """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
@@ -478,6 +498,8 @@ def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = Fa
     if add_eos and self.eos_id is not None and not (ids and ids[-1] == self.eos_id): ids.append(self.eos_id)
     return ids
 
+
+# %% ../nbs/03_tokenizer.ipynb 60
 @patch
 def encode_parts(self: Tokenizer, parts) -> list[int]:
     """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
@@ -486,6 +508,8 @@ def encode_parts(self: Tokenizer, parts) -> list[int]:
     added token is refused."""
     return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
 
+
+# %% ../nbs/03_tokenizer.ipynb 61
 @patch
 def _encode(self: Tokenizer, parts) -> list[int]:
     "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
@@ -503,7 +527,7 @@ def _encode(self: Tokenizer, parts) -> list[int]:
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 54
+# %% ../nbs/03_tokenizer.ipynb 63
 @patch
 def _token_bytes(self: Tokenizer, i: int, start: bool):
     "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
@@ -512,12 +536,16 @@ def _token_bytes(self: Tokenizer, i: int, start: bool):
     if i in self._keeps_start: return self.model.token_bytes(i), True
     return self._start_bytes(i)
 
+
+# %% ../nbs/03_tokenizer.ipynb 64
 @patch
 def token_bytes(self: Tokenizer, i: int) -> bytes:
     "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
     (i,) = check_token_ids([i], self.vocab_size, "token_bytes")
     return self._token_bytes(i, False)[0]
 
+
+# %% ../nbs/03_tokenizer.ipynb 65
 @patch
 def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
@@ -531,34 +559,43 @@ def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     chunks.append(b"".join(cur))
     return "".join(c.decode("utf-8", self._errors) for c in chunks)
 
+
+# %% ../nbs/03_tokenizer.ipynb 66
 @patch
 def stream_decoder(self: Tokenizer, skip_special: bool = False) -> StreamDecoder:
     "A `StreamDecoder` that turns token ids one at a time into text."
     return StreamDecoder(self, skip_special)
 
 
-# %% ../nbs/03_tokenizer.ipynb 56
+# %% ../nbs/03_tokenizer.ipynb 68
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
         self.tok, self.skip_special, self.ids = tok, skip_special, []
         self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
 
-    def put(self, i) -> str:
-        "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
-        (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
-        self.ids.append(i)
-        if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
-        b, self._start = self.tok._token_bytes(i, self._start)
-        return self._dec.decode(b)
 
-    def flush(self) -> str:
-        "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
-        out = self._dec.decode(b"", final=True)
-        self._dec.reset()
-        return out
+# %% ../nbs/03_tokenizer.ipynb 69
+@patch
+def put(self: StreamDecoder, i) -> str:
+    "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
+    (i,) = check_token_ids([i], self.tok.vocab_size, "StreamDecoder.put")
+    self.ids.append(i)
+    if self.skip_special and i in self.tok._special_ids: return self.flush()   # a skipped special ends a byte run
+    b, self._start = self.tok._token_bytes(i, self._start)
+    return self._dec.decode(b)
 
-# %% ../nbs/03_tokenizer.ipynb 59
+
+# %% ../nbs/03_tokenizer.ipynb 70
+@patch
+def flush(self: StreamDecoder) -> str:
+    "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
+    out = self._dec.decode(b"", final=True)
+    self._dec.reset()
+    return out
+
+
+# %% ../nbs/03_tokenizer.ipynb 73
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -566,7 +603,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 61
+# %% ../nbs/03_tokenizer.ipynb 75
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -575,13 +612,13 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 63
+# %% ../nbs/03_tokenizer.ipynb 77
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
 
 
-# %% ../nbs/03_tokenizer.ipynb 65
+# %% ../nbs/03_tokenizer.ipynb 79
 def _tokenizer_from_json(d: dict, path) -> dict:
     "Model and Tokenizer keyword arguments from a tokenizer.json dict."
     if not isinstance(d, dict) or not isinstance(d.get("model"), dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")
@@ -612,7 +649,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 67
+# %% ../nbs/03_tokenizer.ipynb 81
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -629,7 +666,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 69
+# %% ../nbs/03_tokenizer.ipynb 83
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -638,7 +675,7 @@ def _token_text(cfg: dict, key: str, path):
     return t
 
 
-# %% ../nbs/03_tokenizer.ipynb 71
+# %% ../nbs/03_tokenizer.ipynb 85
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
     cfg_path = d / "tokenizer_config.json"
@@ -680,7 +717,7 @@ def _apply_model_dir(kw: dict, d: Path):
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 73
+# %% ../nbs/03_tokenizer.ipynb 87
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
@@ -688,7 +725,7 @@ def _json_tokenizer(p: Path) -> dict:
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
 
-# %% ../nbs/03_tokenizer.ipynb 75
+# %% ../nbs/03_tokenizer.ipynb 89
 @patch(cls_method=True)
 def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c

@@ -35,6 +35,8 @@ def _template_note(llm) -> str:
     note = getattr(llm, "chat_template_note", lambda: None)()
     return f"<br>{html.escape(note)}" if note else ""
 
+
+# %% ../nbs/18_widgets.ipynb 10
 class ChatWidget:
     "A chat UI (ipywidgets) over `LLM.stream`: streams replies in a background thread; Stop, Reset, model picker, sampling sliders."
     def __init__(self, model=None, tokenizer=None, llm=None, system_prompt: str = "", temperature: float = 0.7,
@@ -71,48 +73,71 @@ class ChatWidget:
         if llm is not None: self._set_status(f"model: {html.escape(repr(llm))}{_template_note(llm)}")
         elif load: self.load_click()
 
-    def _repr_mimebundle_(self, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
-    @property
-    def busy(self) -> bool:
-        "Whether a model load or a reply is running in the background."
-        return self._thread is not None and self._thread.is_alive()
+# %% ../nbs/18_widgets.ipynb 11
+@patch
+def _repr_mimebundle_(self: ChatWidget, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
-    def wait(self, timeout: float | None = None) -> "ChatWidget":
-        "Block until the background work (loading or generating) is done."
-        t = self._thread
-        if t is not None: t.join(timeout)
-        return self
 
-    @property
-    def status_text(self) -> str:
-        "The status line as plain text."
-        return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
+# %% ../nbs/18_widgets.ipynb 12
+@patch(as_prop=True)
+def busy(self: ChatWidget) -> bool:
+    "Whether a model load or a reply is running in the background."
+    return self._thread is not None and self._thread.is_alive()
 
-    def _set_status(self, msg: str, error: bool = False):
-        self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
 
-    def render(self) -> str:
-        "Render the conversation (with the reply being written) into the view; returns the HTML."
-        self.view.value = h = render_messages(self.history, self.partial)
-        self._last_render = time.monotonic()
-        return h
+# %% ../nbs/18_widgets.ipynb 13
+@patch
+def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
+    "Block until the background work (loading or generating) is done."
+    t = self._thread
+    if t is not None: t.join(timeout)
+    return self
 
-    def _start(self, target, *args) -> bool:
-        with self._lock:
-            if self.busy: self._set_status("busy: wait for the reply to finish, or press Stop", error=True); return False
-            self._stop.clear()
-            self._thread = threading.Thread(target=target, args=args, daemon=True)
-            self.send_button.disabled = self.load_button.disabled = True
-            self.stop_button.disabled = target is not self._generate
-            self._thread.start()
-            return True
-
-    def _done(self):
-        self.send_button.disabled = self.load_button.disabled = False
-        self.stop_button.disabled = True
 
 # %% ../nbs/18_widgets.ipynb 15
+@patch(as_prop=True)
+def status_text(self: ChatWidget) -> str:
+    "The status line as plain text."
+    return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
+
+
+# %% ../nbs/18_widgets.ipynb 16
+@patch
+def _set_status(self: ChatWidget, msg: str, error: bool = False):
+    self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
+
+
+# %% ../nbs/18_widgets.ipynb 18
+@patch
+def render(self: ChatWidget) -> str:
+    "Render the conversation (with the reply being written) into the view; returns the HTML."
+    self.view.value = h = render_messages(self.history, self.partial)
+    self._last_render = time.monotonic()
+    return h
+
+
+# %% ../nbs/18_widgets.ipynb 20
+@patch
+def _start(self: ChatWidget, target, *args) -> bool:
+    with self._lock:
+        if self.busy: self._set_status("busy: wait for the reply to finish, or press Stop", error=True); return False
+        self._stop.clear()
+        self._thread = threading.Thread(target=target, args=args, daemon=True)
+        self.send_button.disabled = self.load_button.disabled = True
+        self.stop_button.disabled = target is not self._generate
+        self._thread.start()
+        return True
+
+
+# %% ../nbs/18_widgets.ipynb 21
+@patch
+def _done(self: ChatWidget):
+    self.send_button.disabled = self.load_button.disabled = False
+    self.stop_button.disabled = True
+
+
+# %% ../nbs/18_widgets.ipynb 27
 @patch
 def load_click(self: ChatWidget, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
@@ -123,6 +148,8 @@ def load_click(self: ChatWidget, b=None):
     self._set_status(f"loading {html.escape(model or 'the default model')}…")
     self._start(self._load, model, tok)
 
+
+# %% ../nbs/18_widgets.ipynb 28
 @patch
 def _load(self: ChatWidget, model, tok):
     try:
@@ -136,7 +163,7 @@ def _load(self: ChatWidget, model, tok):
     finally: self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 18
+# %% ../nbs/18_widgets.ipynb 31
 @patch
 def params(self: ChatWidget) -> SamplingParams:
     "The sampling settings from the sliders."
@@ -150,7 +177,7 @@ def messages(self: ChatWidget) -> list[dict]:
     return ([{"role": "system", "content": sys}] if sys else []) + [dict(m) for m in self.history]
 
 
-# %% ../nbs/18_widgets.ipynb 20
+# %% ../nbs/18_widgets.ipynb 33
 @patch
 def send_click(self: ChatWidget, b=None):
     "Send the text box's message and stream the reply (in the background)."
@@ -167,6 +194,7 @@ def send_click(self: ChatWidget, b=None):
     self._start(self._generate, self.messages(), params)
 
 
+# %% ../nbs/18_widgets.ipynb 34
 @patch
 def _open_stream(self: ChatWidget, msgs, params):
     "Start the stream; drop the oldest exchanges while the prompt is longer than the context."
@@ -180,7 +208,7 @@ def _open_stream(self: ChatWidget, msgs, params):
             msgs = msgs[:first] + msgs[nxt:]
 
 
-# %% ../nbs/18_widgets.ipynb 22
+# %% ../nbs/18_widgets.ipynb 36
 @patch
 def _generate(self: ChatWidget, msgs, params):
     llm, reply, stopped, self._ok, self.last_stats = self.llm, "", False, False, None
@@ -215,13 +243,14 @@ def _generate(self: ChatWidget, msgs, params):
         self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 23
+# %% ../nbs/18_widgets.ipynb 38
 @patch
 def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
 
+# %% ../nbs/18_widgets.ipynb 39
 @patch
 def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
@@ -233,105 +262,10 @@ def reset_click(self: ChatWidget, b=None):
     self._set_status("conversation cleared")
 
 
-# %% ../nbs/18_widgets.ipynb 50
-_OFFLINE_JS = r"""(function () {
-  "use strict";
-  var MIME = "application/vnd.jupyter.widget-", STATE = 'script[type="' + MIME + 'state+json"]', VIEW = 'script[type="' + MIME + 'view+json"]';
-  var CSS = ".jupyter-widgets-disconnected::before{content:none!important}"    /* a page has no kernel: no "disconnected" mark on every widget */
-          + ".jupyter-widgets i.fa{display:none}"                                /* icons need Font Awesome, which is not in the page */
-          + ".xllm-offline-note{color:#777;font:11px sans-serif;margin:2px 0 6px}";
-  function widgets() {
-    // The bundle is an AMD module for the classic notebook: evaluate it with stand-ins for the notebook modules it asks for
-    // (no kernel, no menus), then run its load_ipython_extension, which injects the widgets' CSS and registers nothing else.
-    var mod, noop = function () {}, on = { on: noop }, prev = window.requirejs;
-    var stubs = { "base/js/namespace": { notebook: { container: on } }, "base/js/events": on,
-                  "notebook/js/outputarea": { OutputArea: { prototype: { register_mime_type: noop } } } };
-    var define = function (deps, factory) { mod = factory({ config: function () { return {}; } }); };
-    define.amd = true;
-    var requirejs = function (deps, cb) { if (deps.length === 3 && deps[0] === "base/js/namespace") cb.apply(null, deps.map(function (d) { return stubs[d]; })); };
-    requirejs.config = noop;
-    window.requirejs = requirejs;
-    try {
-      (function (define, Jupyter) {
-/*BUNDLE*/
-      })(define, { version: "6.5.4" });
-      mod.load_ipython_extension();
-    } finally { if (prev === undefined) delete window.requirejs; else window.requirejs = prev; }
-    return mod;   // the exports of @jupyter-widgets/base, /controls and /output
-  }
-  function Manager(W) { this.W = W; this._models = {}; }   // the part of @jupyter-widgets/base-manager's ManagerBase a static page needs
-  Manager.prototype = {
-    loadClass: function (name, module) {
-      var cls = /^@jupyter-widgets\/(base|controls|output)$/.test(module) ? this.W[name] : undefined;
-      return cls ? Promise.resolve(cls) : Promise.reject(new Error(module + " " + name + " is not one of ipywidgets' own widgets"));
-    },
-    get_model: function (id) { return this._models[id] || Promise.reject(new Error("no saved state for widget " + id)); },
-    has_model: function (id) { return this._models[id] !== undefined; },
-    callbacks: function () { return {}; },
-    setViewOptions: function (o) { return o || {}; },
-    resolveUrl: function (u) { return Promise.resolve(u); },
-    inline_sanitize: function (s) { var d = document.createElement("div"); d.textContent = s; return d.innerHTML; },
-    set_state: function (state) {
-      var self = this, W = this.W, all = state.state || {};
-      Object.keys(all).forEach(function (id) {   // every model's promise is registered before any is built: children are looked up by id
-        var m = all[id], st = m.state || {};
-        if (m.buffers && m.buffers.length) W.put_buffers(st, m.buffers.map(function (b) { return b.path; }), m.buffers.map(function (b) {
-          var s = atob(b.data), a = new Uint8Array(s.length);
-          for (var i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
-          return new DataView(a.buffer);
-        }));
-        self._models[id] = self.loadClass(m.model_name, m.model_module).then(function (Model) {
-          return Model._deserialize_state(st, self).then(function (attrs) {
-            var model = new Model(attrs, { widget_manager: self, model_id: id });
-            model.name = m.model_name; model.module = m.model_module;
-            return model;
-          });
-        });
-      });
-      return Promise.all(Object.keys(all).map(function (id) { return self._models[id].catch(function (e) { return e; }); }));
-    },
-    create_view: function (model, options) {
-      var self = this, id = this.W.uuid();
-      var p = model.state_change = model.state_change.then(function () {
-        return self.loadClass(model.get("_view_name"), model.get("_view_module")).then(function (View) {
-          var view = new View({ model: model, options: self.setViewOptions(options) });
-          view.listenTo(model, "destroy", view.remove);
-          return Promise.resolve(view.render()).then(function () {
-            view.once("remove", function () { if (model.views) delete model.views[id]; });
-            return view;
-          });
-        });
-      });
-      if (model.views) model.views[id] = p;
-      return p;
-    }
-  };
-  function draw() {
-    var states = document.querySelectorAll(STATE);
-    if (!states.length) return;   // a live notebook (Jupyter draws the widgets) or a page without saved widgets
-    var W = widgets(), style = document.createElement("style");
-    style.textContent = CSS; document.head.appendChild(style);
-    Array.prototype.forEach.call(states, function (tag) {
-      var mgr = new Manager(W), state = JSON.parse(tag.textContent);
-      tag.type += ";drawn";   // the page's CDN loader, should it get through, finds nothing left to draw
-      mgr.set_state(state).then(function () {
-        Array.prototype.forEach.call(document.querySelectorAll(VIEW), function (vt) {
-          var id = JSON.parse(vt.textContent).model_id;
-          if (!mgr.has_model(id) || !vt.parentElement) return;
-          vt.type += ";drawn";
-          var host = document.createElement("div"), note = document.createElement("div");
-          host.className = "widget-subarea"; note.className = "xllm-offline-note";
-          note.textContent = "the widget as the run left it; this page has no kernel behind it, so it does not respond";
-          vt.parentElement.insertBefore(host, vt); vt.parentElement.insertBefore(note, vt);
-          mgr.get_model(id).then(function (model) { return mgr.create_view(model); })
-            .then(function (view) { W.JupyterLuminoWidget.attach(view.luminoWidget, host); })
-            .catch(function (e) { host.textContent = "[widget " + id.slice(0, 8) + ": " + e.message + "]"; });
-        });
-      });
-    });
-  }
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw); else draw();
-})();"""
+# %% ../nbs/18_widgets.ipynb 66
+# the page script that draws saved widgets without a kernel: JavaScript, kept as a file of its own (xllm/static/)
+from importlib.resources import files
+_OFFLINE_JS = files("xllm").joinpath("static", "offline_widgets.js").read_text(encoding="utf-8")
 
 def widgets_bundle() -> Path:
     "The JavaScript of ipywidgets' widgets as the installed `widgetsnbextension` (an ipywidgets dependency) ships it for the classic notebook."
@@ -340,6 +274,8 @@ def widgets_bundle() -> Path:
     if not p.exists(): raise FileNotFoundError(f"{p}: widgetsnbextension without its JavaScript; reinstall ipywidgets")
     return p
 
+
+# %% ../nbs/18_widgets.ipynb 67
 def offline_widgets():
     """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
     the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
@@ -347,3 +283,4 @@ def offline_widgets():
     bundle = re.sub(r"//# sourceMappingURL=\S*", "", widgets_bundle().read_text(encoding="utf-8"))   # the map is not in the page
     js = re.sub(r"(?i)</(script)", r"<\\/\1", _OFFLINE_JS.replace("/*BUNDLE*/", bundle))               # nothing ends the <script> early
     return HTML(f'<script data-xllm="offline-widgets">{js}</script>')
+
