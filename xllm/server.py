@@ -1797,16 +1797,21 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
 # %% ../nbs/19_server.ipynb 181
 async def _api_error(request, e: APIError): return _error(e)
 
+def _paths_said(app) -> str:
+    "The paths `app` serves, in words, for a 404 (those left out of its schema, such as /openapi.json, left out here too)."
+    ps = sorted({r.path for r in app.routes if getattr(r, "include_in_schema", False)})
+    return ", ".join(ps[:-1]) + " and " + ps[-1] if len(ps) > 1 else "".join(ps)
+
 async def _http(request, e: HTTPException):
     "FastAPI's own errors: an unknown route, a wrong method, a body that is not UTF-8 JSON."
     _forget(e)                                 # a body refused mid-read: its chunks are in the frames of e's cause (else: logged)
-    msg = {404: f"no route {request.url.path}: this server has /v1/models, /v1/models/{{id}}, /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /tokenizer_info, /metrics, /version and /health",
+    msg = {404: f"no route {request.url.path}: this server has {_paths_said(request.app)}",
            405: f"{request.method} is not allowed on {request.url.path}"}.get(e.status_code, f"{e.detail} (the body must be UTF-8 JSON)" if e.status_code == 400 else str(e.detail))
     return _JSON(APIError(e.status_code, msg, code="not_found" if e.status_code == 404 else None).body(), status_code=e.status_code, headers=getattr(e, "headers", None))
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 183
+# %% ../nbs/19_server.ipynb 184
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1818,7 +1823,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 185
+# %% ../nbs/19_server.ipynb 186
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1831,7 +1836,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 186
+# %% ../nbs/19_server.ipynb 187
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1846,7 +1851,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 188
+# %% ../nbs/19_server.ipynb 189
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1861,7 +1866,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 189
+# %% ../nbs/19_server.ipynb 190
 _NAMED += ("/v1/embeddings", "/pooling", "/v1/score", "/v1/rerank", "/rerank")   # they name a model too
 
 def _pooling_routes(app, st, R):
@@ -1877,7 +1882,7 @@ def _pooling_routes(app, st, R):
         @app.post(path, response_model=RerankResponse, responses=R(path, post=True))
         async def rerank(req: RerankRequest, request: Request): return _JSON(await pooling.rerank(req, request))
 
-# %% ../nbs/19_server.ipynb 192
+# %% ../nbs/19_server.ipynb 193
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1888,7 +1893,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 196
+# %% ../nbs/19_server.ipynb 197
 class _AgentReq(BaseModel):
     "The agents' APIs' requests, as `_Req`: strict, unknown fields ignored, null meaning the default."
     model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
@@ -1923,7 +1928,7 @@ class CountTokensRequest(_AgentReq):
     chat_template_kwargs: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
 
-# %% ../nbs/19_server.ipynb 199
+# %% ../nbs/19_server.ipynb 200
 def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
 
 def _block_text(c, where: str) -> str:
@@ -1937,7 +1942,7 @@ def _block_text(c, where: str) -> str:
         out.append(b["text"])
     return "".join(out)
 
-# %% ../nbs/19_server.ipynb 202
+# %% ../nbs/19_server.ipynb 203
 def _anthropic_message(i: int, m) -> list[dict]:
     "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
     where = f"messages[{i}]"
@@ -1959,7 +1964,7 @@ def _anthropic_message(i: int, m) -> list[dict]:
         else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
     return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
 
-# %% ../nbs/19_server.ipynb 205
+# %% ../nbs/19_server.ipynb 206
 def _anthropic_tools(tools, choice):
     "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
     out = None
@@ -1977,14 +1982,14 @@ def _anthropic_tools(tools, choice):
     if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
     raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
 
-# %% ../nbs/19_server.ipynb 207
+# %% ../nbs/19_server.ipynb 208
 def _thinking_kwargs(kw: dict | None, thinking: dict | None) -> dict | None:
     "`chat_template_kwargs` with `enable_thinking` from Anthropic's `thinking` (type enabled / disabled), unless given there already."
     if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled"): return kw
     if isinstance(kw, dict) and "enable_thinking" in kw: return kw
     return {**(kw or {}), "enable_thinking": thinking["type"] == "enabled"}
 
-# %% ../nbs/19_server.ipynb 209
+# %% ../nbs/19_server.ipynb 210
 def to_chat_request(req, **extra) -> ChatRequest:
     "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
     msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
@@ -1994,7 +1999,7 @@ def to_chat_request(req, **extra) -> ChatRequest:
     d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, getattr(req, "thinking", None)), **extra)
     return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
 
-# %% ../nbs/19_server.ipynb 212
+# %% ../nbs/19_server.ipynb 213
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> list[dict]:
@@ -2003,7 +2008,7 @@ def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> lis
     if text: out.append({"type": "text", "text": text})
     return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
 
-# %% ../nbs/19_server.ipynb 215
+# %% ../nbs/19_server.ipynb 216
 async def _turn(reply):
     "The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated."
     from xllm.tools import ToolStream
@@ -2020,7 +2025,7 @@ async def _turn(reply):
         if calls: yield "calls", calls
         if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt)
 
-# %% ../nbs/19_server.ipynb 217
+# %% ../nbs/19_server.ipynb 218
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 
@@ -2033,7 +2038,7 @@ class AnthropicError(_Out):
         "The error of HTTP `status` with `message`."
         return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
 
-# %% ../nbs/19_server.ipynb 219
+# %% ../nbs/19_server.ipynb 220
 class _AnthropicAPIError(APIError):
     "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
     def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
@@ -2051,7 +2056,7 @@ def _anthropic_shaped(handler):
 
 _HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
 
-# %% ../nbs/19_server.ipynb 221
+# %% ../nbs/19_server.ipynb 222
 class AnthropicMessage(_Out):
     "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
     id: str
@@ -2067,7 +2072,7 @@ class TokenCount(_Out):
     "The answer to `/v1/messages/count_tokens`."
     input_tokens: int
 
-# %% ../nbs/19_server.ipynb 224
+# %% ../nbs/19_server.ipynb 225
 class ServingMessages(ServingChat):
     "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
     async def create_message(self, req: MessagesRequest, request):
@@ -2085,7 +2090,7 @@ class ServingMessages(ServingChat):
         prompts, *_ = await self.prepare(to_chat_request(req))
         return TokenCount(input_tokens=len(prompts[0][1]))
 
-# %% ../nbs/19_server.ipynb 225
+# %% ../nbs/19_server.ipynb 226
 async def _gather(reply) -> dict:
     "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
     got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
@@ -2107,7 +2112,7 @@ async def whole(self: ServingMessages, reply, request, mid: str):
     return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
                                   stop_reason=_STOP_REASONS.get(fin, "end_turn"), usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
 
-# %% ../nbs/19_server.ipynb 227
+# %% ../nbs/19_server.ipynb 228
 def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
 
 _OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -2119,7 +2124,7 @@ def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]
     if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
     return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
 
-# %% ../nbs/19_server.ipynb 229
+# %% ../nbs/19_server.ipynb 230
 @patch
 async def _events(self: ServingMessages, reply, mid: str, release):
     "Anthropic's SSE events for `reply`; its choices released when the stream ends."
@@ -2156,7 +2161,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 230
+# %% ../nbs/19_server.ipynb 231
 @patch
 def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
@@ -2167,7 +2172,7 @@ def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 232
+# %% ../nbs/19_server.ipynb 233
 class ResponsesRequest(_AgentReq):
     "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
@@ -2191,7 +2196,7 @@ class ResponsesRequest(_AgentReq):
     include: list[str] | None = None                   # nothing extra can be included: only [] is accepted
     prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
 
-# %% ../nbs/19_server.ipynb 234
+# %% ../nbs/19_server.ipynb 235
 def _response_item(i: int, it) -> list[dict]:
     "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
     w = f"input[{i}]"
@@ -2210,7 +2215,7 @@ def _response_item(i: int, it) -> list[dict]:
     if t == "reasoning": return []
     raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
 
-# %% ../nbs/19_server.ipynb 236
+# %% ../nbs/19_server.ipynb 237
 def _responses_tools(tools, choice):
     "Responses' function tools and `tool_choice` as chat's."
     out = None
@@ -2232,7 +2237,7 @@ def _text_format(text) -> dict | None:
     if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
     return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
 
-# %% ../nbs/19_server.ipynb 239
+# %% ../nbs/19_server.ipynb 240
 MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
 MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
 
@@ -2255,7 +2260,7 @@ class ResponseStore:
         if (it := self.items.pop(rid, None)) is None: return False
         self.bytes -= it[2]; return True
 
-# %% ../nbs/19_server.ipynb 241
+# %% ../nbs/19_server.ipynb 242
 def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
     "A turn's output items: reasoning (if any), a message (if text, or nothing else), a function_call per call."
     hexid = lambda p: p + uuid.uuid4().hex[:24]
@@ -2266,7 +2271,7 @@ def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
     return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
                    "status": "completed"} for c in calls]
 
-# %% ../nbs/19_server.ipynb 243
+# %% ../nbs/19_server.ipynb 244
 class ResponseObject(_Out):
     "OpenAI's response object (`/v1/responses`, and in its stream's events)."
     id: str
@@ -2290,7 +2295,7 @@ class ResponseObject(_Out):
     text: dict[str, Any] | None = None
     metadata: dict[str, str] = {}
 
-# %% ../nbs/19_server.ipynb 246
+# %% ../nbs/19_server.ipynb 247
 class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
@@ -2307,13 +2312,13 @@ class ServingResponses(ServingChat):
         items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
         return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
 
-# %% ../nbs/19_server.ipynb 247
+# %% ../nbs/19_server.ipynb 248
 def _effort(reasoning: dict | None) -> dict | None:
     "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
     e = (reasoning or {}).get("effort")
     return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
 
-# %% ../nbs/19_server.ipynb 249
+# %% ../nbs/19_server.ipynb 250
 @patch
 async def create_response(self: ServingResponses, req: ResponsesRequest, request):
     "The answer to a Responses request: whole, or OpenAI's stream of response events."
@@ -2333,7 +2338,7 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
                           text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
     return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
 
-# %% ../nbs/19_server.ipynb 250
+# %% ../nbs/19_server.ipynb 251
 @patch
 def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
     "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
@@ -2360,7 +2365,7 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     finally: st.in_flight -= len(reply.jobs)
     return _JSON(self.finished(base, req, msgs, reply, got))
 
-# %% ../nbs/19_server.ipynb 252
+# %% ../nbs/19_server.ipynb 253
 class _ResponseEvents:
     "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
     def __init__(self):
@@ -2371,7 +2376,7 @@ class _ResponseEvents:
         self.seq += 1
         return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
 
-# %% ../nbs/19_server.ipynb 253
+# %% ../nbs/19_server.ipynb 254
 @patch
 def open(self: _ResponseEvents, k: str) -> list[str]:
     "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
@@ -2390,7 +2395,7 @@ def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
     return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
 
-# %% ../nbs/19_server.ipynb 254
+# %% ../nbs/19_server.ipynb 255
 @patch
 def close(self: _ResponseEvents) -> list[str]:
     "Close the item being written (if any): its text done, the item done and kept."
@@ -2406,7 +2411,7 @@ def close(self: _ResponseEvents) -> list[str]:
     self.items.append(done)
     return out + [self.ev("response.output_item.done", output_index=i, item=done)]
 
-# %% ../nbs/19_server.ipynb 255
+# %% ../nbs/19_server.ipynb 256
 @patch
 def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
     "Function-call items for `calls`, each whole: added, its arguments, done."
@@ -2421,7 +2426,7 @@ def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
                 self.ev("response.output_item.done", output_index=i, item=item)]
     return out
 
-# %% ../nbs/19_server.ipynb 257
+# %% ../nbs/19_server.ipynb 258
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
     "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
@@ -2452,7 +2457,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 258
+# %% ../nbs/19_server.ipynb 259
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2466,7 +2471,7 @@ def delete(self: ServingResponses, rid: str) -> dict:
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 260
+# %% ../nbs/19_server.ipynb 261
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2488,7 +2493,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 262
+# %% ../nbs/19_server.ipynb 263
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2499,7 +2504,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 264
+# %% ../nbs/19_server.ipynb 265
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None):
@@ -2529,7 +2534,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 267
+# %% ../nbs/19_server.ipynb 268
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2543,7 +2548,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 268
+# %% ../nbs/19_server.ipynb 269
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2570,7 +2575,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 270
+# %% ../nbs/19_server.ipynb 271
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2595,7 +2600,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 271
+# %% ../nbs/19_server.ipynb 272
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2617,7 +2622,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 272
+# %% ../nbs/19_server.ipynb 273
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2632,13 +2637,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 274
+# %% ../nbs/19_server.ipynb 275
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 276
+# %% ../nbs/19_server.ipynb 277
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2671,7 +2676,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 277
+# %% ../nbs/19_server.ipynb 278
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
