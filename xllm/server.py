@@ -147,6 +147,7 @@ class ChatRequest(_Options):
     tool_choice: Any = None
     functions: list[Any] | None = None
     chat_template_kwargs: dict[str, Any] | None = None                # more template variables, e.g. enable_thinking (vLLM's)
+    parallel_tool_calls: bool | None = None                           # False: at most one tool call, the first (OpenAI's)
 
 # %% ../nbs/19_server.ipynb 15
 class TokenizeRequest(BaseModel):
@@ -1374,6 +1375,7 @@ class _Reply:
     "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
     def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
         self.st, self.kind, self.req, self.params, self.tools, self.chat = st, kind, req, params, tools, kind == "chat.completion"
+        self.one_call = getattr(req, "parallel_tool_calls", None) is False     # parallel_tool_calls: false
         n, score_only, tok = params.n, _score_only(req), st.llm.tokenizer
         self.field = _structured_field(req) or ("tools" if params.structured_outputs is not None else None)   # named by a grammar's failure
         procs = [logit_bias_processor(bias)] if bias else None
@@ -1390,7 +1392,13 @@ class _Reply:
         if self.params.logprobs is None: return None
         return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
 
-# %% ../nbs/19_server.ipynb 137
+# %% ../nbs/19_server.ipynb 136
+@patch
+def allowed(self: _Reply, calls: list) -> list:
+    "The tool calls an answer may carry: all of them, or the first alone when the request said `parallel_tool_calls: false`."
+    return calls[:1] if self.one_call else calls
+
+# %% ../nbs/19_server.ipynb 139
 @patch
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
@@ -1410,13 +1418,14 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
     if self.tools:
         from xllm.tools import parse_tool_calls, openai_tool_calls
         content, calls = parse_tool_calls(text, *self.tools)
+        calls = self.allowed(calls)
         if calls:
             msg = AssistantMessage(content=content, tool_calls=openai_tool_calls(calls))
             if reason == "stop": reason = "tool_calls"
     if self.st.reasoning is not None: msg.reasoning_content = reasoning
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 138
+# %% ../nbs/19_server.ipynb 140
 from .reasoning import reasoning_parser as reasoning_parser_named
 from .llm import check_template_kwargs
 
@@ -1431,14 +1440,14 @@ def _think(p, d: str, fin) -> tuple[str, str]:
     if fin is not None: r2, c2 = p.finish(); r, c = r + r2, c + c2
     return r, c
 
-# %% ../nbs/19_server.ipynb 140
+# %% ../nbs/19_server.ipynb 142
 @patch
 def reasoned(self: _Reply, text: str) -> tuple[str | None, str]:
     "(reasoning or None, content) of a whole answer: split by the server's reasoning parser, if it has one."
     p = self.st.reasoning
     return (None, text) if p is None else p.split(text)
 
-# %% ../nbs/19_server.ipynb 143
+# %% ../nbs/19_server.ipynb 145
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1452,7 +1461,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 145
+# %% ../nbs/19_server.ipynb 147
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1461,7 +1470,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 147
+# %% ../nbs/19_server.ipynb 149
 @patch
 def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1469,6 +1478,7 @@ def _tool_deltas(self: _Reply, held, i, d, fin):
     d = held[i].feed(d)
     if fin is None: return d, fin, []
     rest, calls = held[i].finish()
+    calls = self.allowed(calls)
     d, out = d + rest, []
     if calls:
         if d: out.append(self._chunk({"index": i, "delta": {"content": d}}))
@@ -1477,7 +1487,7 @@ def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 148
+# %% ../nbs/19_server.ipynb 150
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1518,7 +1528,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 149
+# %% ../nbs/19_server.ipynb 151
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1529,7 +1539,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 151
+# %% ../nbs/19_server.ipynb 153
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1537,7 +1547,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 154
+# %% ../nbs/19_server.ipynb 156
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1554,7 +1564,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 156
+# %% ../nbs/19_server.ipynb 158
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1577,7 +1587,7 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 158
+# %% ../nbs/19_server.ipynb 160
 @patch
 async def prepare(self: ServingChat, req: ChatRequest):
     """A chat request checked and tokenized: (prompts, their `SamplingParams`, params, logit bias, tools to read the answer with).
@@ -1602,7 +1612,7 @@ async def create(self: ServingChat, req: ChatRequest, request):
     prompts, limits, params, bias, tools = await self.prepare(req)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 161
+# %% ../nbs/19_server.ipynb 163
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1623,7 +1633,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 163
+# %% ../nbs/19_server.ipynb 165
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1640,7 +1650,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 165
+# %% ../nbs/19_server.ipynb 167
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard:
@@ -1662,7 +1672,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 167
+# %% ../nbs/19_server.ipynb 169
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1676,7 +1686,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 170
+# %% ../nbs/19_server.ipynb 172
 def encode_vector(v: list[float], fmt: str) -> list[float] | str:
     "A vector as the response carries it: a list of floats, or `base64` of its little-endian float32 bytes (as OpenAI sends it)."
     if fmt == "float": return v
@@ -1689,7 +1699,7 @@ def _inputs(x) -> list:
     if not x: raise APIError(400, "input: empty (expected a string, a list of strings or token ids)", param="input")
     return list(x)
 
-# %% ../nbs/19_server.ipynb 172
+# %% ../nbs/19_server.ipynb 174
 class ServingPooling(OpenAIServing):
     "/v1/embeddings, /pooling, /v1/score and /v1/rerank: pooling requests (notebook 13c) in the server's engine."
     def __init__(self, st: _State):
@@ -1704,7 +1714,7 @@ class ServingPooling(OpenAIServing):
             code = "context_length_exceeded" if "more than the model's context" in str(e) else None
             raise APIError(400, str(e), param=field, code=code) from None
 
-# %% ../nbs/19_server.ipynb 173
+# %% ../nbs/19_server.ipynb 175
 @patch
 async def run(self: ServingPooling, request, inputs: list[list[int]], params) -> list[torch.Tensor]:
     "Each input's vector, through the engine, all at once (admitted as that many requests; a client gone aborts them)."
@@ -1720,7 +1730,7 @@ async def run(self: ServingPooling, request, inputs: list[list[int]], params) ->
         except ValueError as e: raise APIError(400, str(e)) from None       # refused by the engine (dimensions, task)
     finally: st.in_flight -= len(inputs)
 
-# %% ../nbs/19_server.ipynb 174
+# %% ../nbs/19_server.ipynb 176
 @patch
 async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind: str = "embedding"):
     "The /v1/embeddings answer (`kind='pooling'`: the /pooling one)."
@@ -1739,7 +1749,7 @@ async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind:
     return EmbeddingResponse(data=[EmbeddingData(index=i, embedding=encode_vector(v.tolist(), req.encoding_format)) for i, v in enumerate(vecs)],
                              model=self.st.model_name, usage=usage)
 
-# %% ../nbs/19_server.ipynb 175
+# %% ../nbs/19_server.ipynb 177
 @patch
 async def scores(self: ServingPooling, query: str, docs: list[str], truncate: int | None, request) -> tuple[list[float], int]:
     "Each document's score for `query` (the classification head's sigmoid or the reranker's log P(yes), as `LLM.score`), and the tokens read."
@@ -1753,7 +1763,7 @@ async def scores(self: ServingPooling, query: str, docs: list[str], truncate: in
     if r is None and out[0].numel() != 1: raise APIError(400, f"the classification head has {out[0].numel()} labels; scoring reads a one-label head")
     return [float(v[0]) if r else float(torch.sigmoid(v[0])) for v in out], sum(map(len, ids))
 
-# %% ../nbs/19_server.ipynb 176
+# %% ../nbs/19_server.ipynb 178
 @patch
 async def score(self: ServingPooling, req: ScoreRequest, request) -> ScoreResponse:
     "The /v1/score answer."
@@ -1777,7 +1787,7 @@ async def rerank(self: ServingPooling, req: RerankRequest, request) -> RerankRes
     res = [RerankResult(index=i, relevance_score=s[i], **({"document": RerankDocument(text=req.documents[i])} if req.return_documents else {})) for i in order]
     return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=self.st.model_name, usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n), results=res)
 
-# %% ../nbs/19_server.ipynb 179
+# %% ../nbs/19_server.ipynb 181
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1794,7 +1804,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 181
+# %% ../nbs/19_server.ipynb 183
 async def _api_error(request, e: APIError): return _error(e)
 
 def _paths_said(app) -> str:
@@ -1811,7 +1821,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 184
+# %% ../nbs/19_server.ipynb 186
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1823,7 +1833,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 186
+# %% ../nbs/19_server.ipynb 188
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1836,7 +1846,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 187
+# %% ../nbs/19_server.ipynb 189
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics."
     info = ServingInfo(st)
@@ -1851,7 +1861,7 @@ def _model_routes(app, st, R):
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
 
-# %% ../nbs/19_server.ipynb 189
+# %% ../nbs/19_server.ipynb 191
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1866,7 +1876,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 190
+# %% ../nbs/19_server.ipynb 192
 _NAMED += ("/v1/embeddings", "/pooling", "/v1/score", "/v1/rerank", "/rerank")   # they name a model too
 
 def _pooling_routes(app, st, R):
@@ -1882,7 +1892,7 @@ def _pooling_routes(app, st, R):
         @app.post(path, response_model=RerankResponse, responses=R(path, post=True))
         async def rerank(req: RerankRequest, request: Request): return _JSON(await pooling.rerank(req, request))
 
-# %% ../nbs/19_server.ipynb 193
+# %% ../nbs/19_server.ipynb 195
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1893,7 +1903,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 197
+# %% ../nbs/19_server.ipynb 199
 class _AgentReq(BaseModel):
     "The agents' APIs' requests, as `_Req`: strict, unknown fields ignored, null meaning the default."
     model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
@@ -1928,7 +1938,7 @@ class CountTokensRequest(_AgentReq):
     chat_template_kwargs: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
 
-# %% ../nbs/19_server.ipynb 200
+# %% ../nbs/19_server.ipynb 202
 def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
 
 def _block_text(c, where: str) -> str:
@@ -1942,7 +1952,7 @@ def _block_text(c, where: str) -> str:
         out.append(b["text"])
     return "".join(out)
 
-# %% ../nbs/19_server.ipynb 203
+# %% ../nbs/19_server.ipynb 205
 def _anthropic_message(i: int, m) -> list[dict]:
     "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
     where = f"messages[{i}]"
@@ -1964,7 +1974,7 @@ def _anthropic_message(i: int, m) -> list[dict]:
         else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
     return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
 
-# %% ../nbs/19_server.ipynb 206
+# %% ../nbs/19_server.ipynb 208
 def _anthropic_tools(tools, choice):
     "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
     out = None
@@ -1982,24 +1992,25 @@ def _anthropic_tools(tools, choice):
     if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
     raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
 
-# %% ../nbs/19_server.ipynb 208
+# %% ../nbs/19_server.ipynb 210
 def _thinking_kwargs(kw: dict | None, thinking: dict | None) -> dict | None:
     "`chat_template_kwargs` with `enable_thinking` from Anthropic's `thinking` (type enabled / disabled), unless given there already."
     if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled"): return kw
     if isinstance(kw, dict) and "enable_thinking" in kw: return kw
     return {**(kw or {}), "enable_thinking": thinking["type"] == "enabled"}
 
-# %% ../nbs/19_server.ipynb 210
+# %% ../nbs/19_server.ipynb 212
 def to_chat_request(req, **extra) -> ChatRequest:
     "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
     msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
     for i, m in enumerate(req.messages): msgs += _anthropic_message(i, m)
     if not msgs: raise _bad("messages", "no content to answer")
     tools, choice = _anthropic_tools(req.tools, req.tool_choice)
-    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, getattr(req, "thinking", None)), **extra)
+    one = isinstance(req.tool_choice, dict) and req.tool_choice.get("disable_parallel_tool_use") is True     # Anthropic's name for it
+    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, parallel_tool_calls=False if one else None, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, getattr(req, "thinking", None)), **extra)
     return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
 
-# %% ../nbs/19_server.ipynb 213
+# %% ../nbs/19_server.ipynb 215
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> list[dict]:
@@ -2008,7 +2019,7 @@ def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> lis
     if text: out.append({"type": "text", "text": text})
     return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
 
-# %% ../nbs/19_server.ipynb 216
+# %% ../nbs/19_server.ipynb 218
 async def _turn(reply):
     "The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated."
     from xllm.tools import ToolStream
@@ -2020,12 +2031,12 @@ async def _turn(reply):
         calls = []
         if held:
             d = held.feed(d)
-            if fin is not None: rest, calls = held.finish(); d += rest
+            if fin is not None: rest, calls = held.finish(); d += rest; calls = reply.allowed(calls)
         if d: yield "text", d
         if calls: yield "calls", calls
         if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt)
 
-# %% ../nbs/19_server.ipynb 218
+# %% ../nbs/19_server.ipynb 220
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 
@@ -2038,7 +2049,7 @@ class AnthropicError(_Out):
         "The error of HTTP `status` with `message`."
         return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
 
-# %% ../nbs/19_server.ipynb 220
+# %% ../nbs/19_server.ipynb 222
 class _AnthropicAPIError(APIError):
     "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
     def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
@@ -2056,7 +2067,7 @@ def _anthropic_shaped(handler):
 
 _HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
 
-# %% ../nbs/19_server.ipynb 222
+# %% ../nbs/19_server.ipynb 224
 class AnthropicMessage(_Out):
     "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
     id: str
@@ -2072,7 +2083,7 @@ class TokenCount(_Out):
     "The answer to `/v1/messages/count_tokens`."
     input_tokens: int
 
-# %% ../nbs/19_server.ipynb 225
+# %% ../nbs/19_server.ipynb 227
 class ServingMessages(ServingChat):
     "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
     async def create_message(self, req: MessagesRequest, request):
@@ -2090,7 +2101,7 @@ class ServingMessages(ServingChat):
         prompts, *_ = await self.prepare(to_chat_request(req))
         return TokenCount(input_tokens=len(prompts[0][1]))
 
-# %% ../nbs/19_server.ipynb 226
+# %% ../nbs/19_server.ipynb 228
 async def _gather(reply) -> dict:
     "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
     got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
@@ -2112,7 +2123,7 @@ async def whole(self: ServingMessages, reply, request, mid: str):
     return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
                                   stop_reason=_STOP_REASONS.get(fin, "end_turn"), usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
 
-# %% ../nbs/19_server.ipynb 228
+# %% ../nbs/19_server.ipynb 230
 def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
 
 _OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -2124,7 +2135,7 @@ def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]
     if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
     return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
 
-# %% ../nbs/19_server.ipynb 230
+# %% ../nbs/19_server.ipynb 232
 @patch
 async def _events(self: ServingMessages, reply, mid: str, release):
     "Anthropic's SSE events for `reply`; its choices released when the stream ends."
@@ -2161,7 +2172,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 231
+# %% ../nbs/19_server.ipynb 233
 @patch
 def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
@@ -2172,7 +2183,7 @@ def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 233
+# %% ../nbs/19_server.ipynb 235
 class ResponsesRequest(_AgentReq):
     "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
@@ -2196,7 +2207,7 @@ class ResponsesRequest(_AgentReq):
     include: list[str] | None = None                   # nothing extra can be included: only [] is accepted
     prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
 
-# %% ../nbs/19_server.ipynb 235
+# %% ../nbs/19_server.ipynb 237
 def _response_item(i: int, it) -> list[dict]:
     "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
     w = f"input[{i}]"
@@ -2215,7 +2226,7 @@ def _response_item(i: int, it) -> list[dict]:
     if t == "reasoning": return []
     raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
 
-# %% ../nbs/19_server.ipynb 237
+# %% ../nbs/19_server.ipynb 239
 def _responses_tools(tools, choice):
     "Responses' function tools and `tool_choice` as chat's."
     out = None
@@ -2237,7 +2248,7 @@ def _text_format(text) -> dict | None:
     if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
     return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
 
-# %% ../nbs/19_server.ipynb 240
+# %% ../nbs/19_server.ipynb 242
 MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
 MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
 
@@ -2260,7 +2271,7 @@ class ResponseStore:
         if (it := self.items.pop(rid, None)) is None: return False
         self.bytes -= it[2]; return True
 
-# %% ../nbs/19_server.ipynb 242
+# %% ../nbs/19_server.ipynb 244
 def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
     "A turn's output items: reasoning (if any), a message (if text, or nothing else), a function_call per call."
     hexid = lambda p: p + uuid.uuid4().hex[:24]
@@ -2271,7 +2282,7 @@ def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
     return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
                    "status": "completed"} for c in calls]
 
-# %% ../nbs/19_server.ipynb 244
+# %% ../nbs/19_server.ipynb 246
 class ResponseObject(_Out):
     "OpenAI's response object (`/v1/responses`, and in its stream's events)."
     id: str
@@ -2295,7 +2306,7 @@ class ResponseObject(_Out):
     text: dict[str, Any] | None = None
     metadata: dict[str, str] = {}
 
-# %% ../nbs/19_server.ipynb 247
+# %% ../nbs/19_server.ipynb 249
 class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
@@ -2312,13 +2323,13 @@ class ServingResponses(ServingChat):
         items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
         return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
 
-# %% ../nbs/19_server.ipynb 248
+# %% ../nbs/19_server.ipynb 250
 def _effort(reasoning: dict | None) -> dict | None:
     "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
     e = (reasoning or {}).get("effort")
     return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
 
-# %% ../nbs/19_server.ipynb 250
+# %% ../nbs/19_server.ipynb 252
 @patch
 async def create_response(self: ServingResponses, req: ResponsesRequest, request):
     "The answer to a Responses request: whole, or OpenAI's stream of response events."
@@ -2326,19 +2337,19 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
     msgs = self.conversation(req)
     if not msgs: raise _bad("input", "nothing to answer")
     tools, choice = _responses_tools(req.tools, req.tool_choice)
-    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, response_format=_text_format(req.text), max_tokens=req.max_output_tokens,
+    d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, parallel_tool_calls=req.parallel_tool_calls, response_format=_text_format(req.text), max_tokens=req.max_output_tokens,
              temperature=req.temperature, top_p=req.top_p, stream=req.stream, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, _effort(req.reasoning)))
     creq = ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
     prompts, limits, params, bias, tools = await self.prepare(creq)
     reply = _Reply(self.st, "chat.completion", creq, prompts, limits, params, bias, tools=tools)
     self.st.admit(len(reply.jobs))
     base = ResponseObject(id="resp_" + uuid.uuid4().hex, created_at=int(time.time()), status="in_progress", model=self.st.model_name, output=[],
-                          instructions=req.instructions, tools=req.tools or [], tool_choice=req.tool_choice or "auto", temperature=req.temperature,
+                          instructions=req.instructions, tools=req.tools or [], tool_choice=req.tool_choice or "auto", parallel_tool_calls=req.parallel_tool_calls is not False, temperature=req.temperature,
                           top_p=req.top_p, max_output_tokens=req.max_output_tokens, previous_response_id=req.previous_response_id, store=req.store,
                           text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
     return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
 
-# %% ../nbs/19_server.ipynb 251
+# %% ../nbs/19_server.ipynb 253
 @patch
 def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
     "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
@@ -2365,7 +2376,7 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     finally: st.in_flight -= len(reply.jobs)
     return _JSON(self.finished(base, req, msgs, reply, got))
 
-# %% ../nbs/19_server.ipynb 253
+# %% ../nbs/19_server.ipynb 255
 class _ResponseEvents:
     "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
     def __init__(self):
@@ -2376,7 +2387,7 @@ class _ResponseEvents:
         self.seq += 1
         return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
 
-# %% ../nbs/19_server.ipynb 254
+# %% ../nbs/19_server.ipynb 256
 @patch
 def open(self: _ResponseEvents, k: str) -> list[str]:
     "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
@@ -2395,7 +2406,7 @@ def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
     return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
 
-# %% ../nbs/19_server.ipynb 255
+# %% ../nbs/19_server.ipynb 257
 @patch
 def close(self: _ResponseEvents) -> list[str]:
     "Close the item being written (if any): its text done, the item done and kept."
@@ -2411,7 +2422,7 @@ def close(self: _ResponseEvents) -> list[str]:
     self.items.append(done)
     return out + [self.ev("response.output_item.done", output_index=i, item=done)]
 
-# %% ../nbs/19_server.ipynb 256
+# %% ../nbs/19_server.ipynb 258
 @patch
 def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
     "Function-call items for `calls`, each whole: added, its arguments, done."
@@ -2426,7 +2437,7 @@ def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
                 self.ev("response.output_item.done", output_index=i, item=item)]
     return out
 
-# %% ../nbs/19_server.ipynb 258
+# %% ../nbs/19_server.ipynb 260
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
     "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
@@ -2457,7 +2468,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 259
+# %% ../nbs/19_server.ipynb 261
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2471,7 +2482,7 @@ def delete(self: ServingResponses, rid: str) -> dict:
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 261
+# %% ../nbs/19_server.ipynb 263
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2493,7 +2504,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 263
+# %% ../nbs/19_server.ipynb 265
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2504,7 +2515,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 265
+# %% ../nbs/19_server.ipynb 267
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None):
@@ -2534,7 +2545,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 268
+# %% ../nbs/19_server.ipynb 270
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2548,7 +2559,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 269
+# %% ../nbs/19_server.ipynb 271
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2575,7 +2586,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 271
+# %% ../nbs/19_server.ipynb 273
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2600,7 +2611,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 272
+# %% ../nbs/19_server.ipynb 274
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2622,7 +2633,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 273
+# %% ../nbs/19_server.ipynb 275
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2637,13 +2648,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 275
+# %% ../nbs/19_server.ipynb 277
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 277
+# %% ../nbs/19_server.ipynb 279
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2676,7 +2687,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 278
+# %% ../nbs/19_server.ipynb 280
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
