@@ -5,6 +5,7 @@
 # %% ../nbs/12c_lora.ipynb 4
 from __future__ import annotations
 import json, math, re
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 import torch, torch.nn as nn
@@ -14,7 +15,7 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
-           'LoRAAdapter', 'read_adapter', 'LoRALinear', 'LoRASlots']
+           'LoRAAdapter', 'read_adapter', 'LoRALinear', 'LoRASlots', 'attach_lora']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -189,6 +190,7 @@ class LoRASlots:
         self.adapters: list[LoRAAdapter | None] = [None] * max_loras
         self.ranks, self.scales, self.segments = [0] * max_loras, [0.0] * max_loras, []
         self.layers: dict[tuple[int, str], LoRALinear] = {}
+        self.known, self.lru, self.num_loads = {}, OrderedDict(), 0     # adapters read (by id); id -> slot, least recently used first
         for i, block in enumerate(model.model.layers):
             for mod, (parent, n_in, n_out) in lora_shapes(model.config).items():
                 p = getattr(block, parent)
@@ -225,3 +227,49 @@ def set_rows(self: LoRASlots, slots=None):
     if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
     if len(used) == 1 and bool((s == used[0]).all()): self.segments = [(used[0], None)]; return
     self.segments = [(v, torch.nonzero(s == v)[:, 0].to(self.device)) for v in used]
+
+# %% ../nbs/12c_lora.ipynb 47
+@patch
+def adapter(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
+    "`req`'s adapter: read from `req.lora_path` the first time its id is seen (checked against the model), then kept."
+    if not isinstance(req, LoRARequest): raise ValueError(f"lora_request: expected a LoRARequest, got {type(req).__name__}")
+    got = self.known.get(req.lora_int_id)
+    if got is None: self.known[req.lora_int_id] = got = read_adapter(req.lora_path, self.config, self.max_lora_rank, req.lora_name)
+    elif (got.name, got.path) != (req.lora_name, req.lora_path):
+        raise ValueError(f"lora_request {req.lora_name!r}: id {req.lora_int_id} is adapter {got.name!r} ({got.path}) already; "
+                         "each adapter needs its own lora_int_id")
+    return got
+
+# %% ../nbs/12c_lora.ipynb 48
+@patch
+def acquire(self: LoRASlots, req: LoRARequest, busy=()) -> int:
+    """The slot holding `req`'s adapter, put there now if needed: an empty slot, else the least recently used one not in `busy`
+    (slots unfinished requests use). A ValueError when every slot is busy."""
+    ad, i = self.adapter(req), req.lora_int_id
+    if (s := self.lru.get(i)) is not None: self.lru.move_to_end(i); return s
+    free = [s for s in range(self.max_loras) if self.adapters[s] is None] or [s for s in self.lru.values() if s not in busy]
+    if not free: raise ValueError(f"lora_request {req.lora_name!r}: all max_loras={self.max_loras} adapter slots hold adapters of "
+                                  "unfinished requests; raise max_loras or send it when one is done")
+    self.lru = OrderedDict((k, t) for k, t in self.lru.items() if t != free[0])
+    self.load(free[0], ad); self.lru[i] = free[0]; self.num_loads += 1
+    return free[0]
+
+# %% ../nbs/12c_lora.ipynb 50
+@patch
+def remove(self: LoRASlots, lora_name: str, busy=()) -> bool:
+    "Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it."
+    i = next((k for k, a in self.known.items() if a.name == lora_name), None)
+    if i is None: return False
+    if (s := self.lru.get(i)) is not None:
+        if s in busy: raise ValueError(f"adapter {lora_name!r} is in use by unfinished requests")
+        self.clear(s); del self.lru[i]
+    del self.known[i]
+    return True
+
+def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int) -> LoRASlots:
+    "The model's LoRA slots (`model.lora`), made now if it has none; a ValueError if it has slots of other sizes."
+    sl = getattr(model, "lora", None)
+    if sl is None: return LoRASlots(model, max_loras, max_lora_rank)
+    if (sl.max_loras, sl.max_lora_rank) != (max_loras, max_lora_rank):
+        raise ValueError(f"max_loras={max_loras}, max_lora_rank={max_lora_rank}: the model has LoRA slots of {sl.max_loras} x rank {sl.max_lora_rank} already")
+    return sl
