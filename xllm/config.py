@@ -132,6 +132,9 @@ class EngineConfig:
     speculative: SpeculativeConfig | dict | None = None
     max_logprobs: int = 20                      # the most logprobs / prompt_logprobs a request may ask for (vLLM's 20)
     scheduling_policy: str = "fcfs"             # 'fcfs' or 'priority' (lower `SamplingParams.priority` first)
+    enable_lora: bool = False                   # LoRA adapters per request (notebook 12c); the torch runner runs them
+    max_loras: int = 1                          # adapters held at once (slots), as vLLM's
+    max_lora_rank: int = 16                     # the largest adapter rank accepted, as vLLM's
 
     def __post_init__(self):
         if self.quantization == "none": self.quantization = None       # as the CLI spells it
@@ -176,6 +179,8 @@ def check(self: EngineConfig) -> EngineConfig:
     self.speculative = SpeculativeConfig.make(self.speculative)
     check_int("max_logprobs", self.max_logprobs, lo=0)
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
+    check_bool("enable_lora", self.enable_lora); check_int("max_loras", self.max_loras, lo=1); check_int("max_lora_rank", self.max_lora_rank, lo=1)
+    if self.enable_lora and self.tensor_parallel_size > 1: raise ValueError("enable_lora: LoRA adapters are not yet supported with tensor_parallel_size > 1")
     return self
 
 # %% ../nbs/12a_config.ipynb 31

@@ -21,6 +21,7 @@ from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, SampleRequest
 from .config import EngineConfig, SpeculativeConfig
 from .speculative import DraftAsk, Proposer, SpecStats, Speculator, make_proposer
+from .lora import LoRARequest, attach_lora
 
 # %% auto 0
 __all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'AsyncEngine']
@@ -106,6 +107,7 @@ class Engine:
         self._next_id, self.num_steps, self.num_batched_tokens = 0, 0, 0
         self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
+        self.lora = attach_lora(model, ec.max_loras, ec.max_lora_rank) if ec.enable_lora else None   # LoRA slots (12c), before the runner is chosen
         self.runner = self._make_runner(runner, runner_options)
         self.spec_stats, self.speculator = SpecStats(), None
         self.set_speculative(ec.speculative)         # a draft model: its own pool and runner (ValueError when it does not fit)
@@ -179,16 +181,32 @@ def _make_grammar(self: Engine, params: SamplingParams):
     from xllm.grammar import grammar_cache
     return grammar_cache.get(self.tokenizer, so)
 
-# %% ../nbs/14_engine.ipynb 18
+# %% ../nbs/14_engine.ipynb 19
+@patch
+def _lora_slot(self: Engine, lora_request: LoRARequest | None) -> int:
+    "A new request's LoRA slot: -1 without an adapter, else its adapter's (put in a slot now, evicting only one no unfinished request holds)."
+    if lora_request is None: return -1
+    if self.lora is None: raise ValueError("lora_request: this engine was built without LoRA adapters (enable_lora=True)")
+    return self.lora.acquire(lora_request, busy={r.lora_slot for r in self.requests.values()})
+
+@patch
+def remove_lora(self: Engine, lora_name: str) -> bool:
+    "Forget the adapter `lora_name` (False if unknown); a ValueError while an unfinished request uses it."
+    if self.lora is None: raise ValueError("remove_lora: this engine was built without LoRA adapters (enable_lora=True)")
+    return self.lora.remove(lora_name, busy={r.lora_slot for r in self.requests.values()})
+
+# %% ../nbs/14_engine.ipynb 21
 @patch
 def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
-                index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
+                index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None,
+                lora_request: LoRARequest | None = None):
     """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
     `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
     `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
     One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`. `logprobs` and
     `prompt_logprobs` above `max_logprobs` are refused; with `min_tokens`, the request keeps a copy of `params` that lists the
-    stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids)."""
+    stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids). `lora_request`: the adapter it runs
+    with (`enable_lora`; put in a slot now, see below)."""
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams, got {type(params).__name__}")
     params.check()                        # again: a field may have been changed since it was made (ValueError naming it)
@@ -209,14 +227,17 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
         raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
     ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
     if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
+    slot = self._lora_slot(lora_request)         # ValueError: no LoRA, an adapter that cannot be read, every slot busy
     grammar = self._make_grammar(params)        # ValueError: a schema or grammar the grammar engine refuses
     seq = self.scheduler.add_request(ids, params, seq_id=request_id, priority=params.priority)   # ValueError: too long for the context or the pool
     if params.prompt_logprobs is not None: seq.reuse_prefix = False      # every prompt position computed: its logits are wanted
     gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids, grammar)
+    self.requests[request_id].lora_slot = slot
+    if slot >= 0: seq.cache_salt = ("lora", lora_request.lora_int_id, lora_request.lora_path)   # its K/V is its adapter's
     return request_id
 
-# %% ../nbs/14_engine.ipynb 20
+# %% ../nbs/14_engine.ipynb 23
 @patch
 def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
@@ -232,7 +253,7 @@ def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     self._pending.append(StepOutput(request_id, [], True, reason))
     return True
 
-# %% ../nbs/14_engine.ipynb 22
+# %% ../nbs/14_engine.ipynb 25
 @patch
 def abort(self: Engine, request_id) -> bool:
     "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -243,7 +264,7 @@ def has_unfinished(self: Engine) -> bool:
     "Whether any request is waiting, running or not yet returned."
     return bool(self.requests or self._pending)
 
-# %% ../nbs/14_engine.ipynb 24
+# %% ../nbs/14_engine.ipynb 27
 @patch(as_prop=True)
 def num_unfinished(self: Engine) -> int:
     "How many requests are waiting or running."
@@ -264,7 +285,7 @@ def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
         with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
     finally: bm.free(seq)
 
-# %% ../nbs/14_engine.ipynb 27
+# %% ../nbs/14_engine.ipynb 30
 @patch
 def step(self: Engine) -> list[StepOutput]:
     "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
@@ -276,7 +297,7 @@ def step(self: Engine) -> list[StepOutput]:
         for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
         self._deferred.clear()
 
-# %% ../nbs/14_engine.ipynb 28
+# %% ../nbs/14_engine.ipynb 31
 @patch
 def _step(self: Engine) -> list[StepOutput]:
     outputs, self._pending = self._pending, []
@@ -291,7 +312,7 @@ def _step(self: Engine) -> list[StepOutput]:
     self._record(out)
     return outputs
 
-# %% ../nbs/14_engine.ipynb 29
+# %% ../nbs/14_engine.ipynb 32
 @patch
 def _ended(self: Engine, seqs, outputs: list):
     "The final outputs of the requests of `seqs`, which the scheduler ended (context or pool full)."
@@ -308,14 +329,16 @@ def _forward(self: Engine, out) -> torch.Tensor:
     if self.speculator is not None: self.spec_stats.observe(out.num_batched_tokens + sum(len(c.draft) for c in out.chunks), time.perf_counter() - t0)
     return self._score_prompts(scored, logits, samp) if scored else logits
 
-# %% ../nbs/14_engine.ipynb 30
+# %% ../nbs/14_engine.ipynb 33
 @patch
 def _batch(self: Engine, chunks, rows) -> PagedBatch:
     """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them). A chunk's
     `draft` (speculative decoding) follows its tokens."""
     bm = self.block_manager
-    return PagedBatch.build([(c.token_ids + c.draft if c.draft else c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks],
-                            bm.block_size, self.pool.null_slot, rows, self.model.device)
+    b = PagedBatch.build([(c.token_ids + c.draft if c.draft else c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks],
+                         bm.block_size, self.pool.null_slot, rows, self.model.device)
+    if self.lora is not None: b.lora_slots = [self.requests[c.seq.seq_id].lora_slot for c in chunks for _ in range(c.num_tokens + len(c.draft))]
+    return b
 
 @patch
 def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
@@ -335,7 +358,7 @@ def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
     return rows, scored, samp
 
 
-# %% ../nbs/14_engine.ipynb 32
+# %% ../nbs/14_engine.ipynb 35
 @patch
 def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
     """A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs); the
@@ -351,7 +374,7 @@ def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> 
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
 
 
-# %% ../nbs/14_engine.ipynb 33
+# %% ../nbs/14_engine.ipynb 36
 @patch
 def _record(self: Engine, out):
     self.scheduler.finished.clear()
@@ -360,7 +383,7 @@ def _record(self: Engine, out):
     bm, sched = self.block_manager, self.scheduler
     self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-# %% ../nbs/14_engine.ipynb 35
+# %% ../nbs/14_engine.ipynb 38
 @patch
 def _propose(self: Engine, out) -> dict | None:
     """Drafts on this step's decode chunks from the speculator (`chunk.draft`, their K/V slots reserved): {seq id: the draft's
@@ -393,7 +416,7 @@ def _reserve(self: Engine, c, draft: list[int]) -> int:
     if draft: bm.append_slot(seq, n + len(draft)); c.draft = draft
     return len(draft)
 
-# %% ../nbs/14_engine.ipynb 37
+# %% ../nbs/14_engine.ipynb 40
 @patch
 def _next_tokens(self: Engine, chunks, logits, qs: dict | None, outputs: list) -> tuple[dict, dict, dict]:
     """Each sampling chunk's next token (or verified run, with the drafts' probabilities `qs`) and finish reason, from one sampler
@@ -417,7 +440,7 @@ def _fail(self: Engine, seq, e: Exception, outputs: list):
     self.requests.pop(seq.seq_id); self.scheduler.abort(seq.seq_id); seq.finish_reason = "error"
     outputs.append(StepOutput(seq.seq_id, [], True, "error", f"{type(e).__name__}: {e}"))
 
-# %% ../nbs/14_engine.ipynb 40
+# %% ../nbs/14_engine.ipynb 43
 @patch
 def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) -> torch.Tensor:
     """Record the prompt log-probabilities of the `scored` chunks (chunk, index of its first row among `logits`); return the
@@ -435,7 +458,7 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
     return logits if len(samp) == logits.shape[0] else logits[samp]
 
 
-# %% ../nbs/14_engine.ipynb 44
+# %% ../nbs/14_engine.ipynb 47
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -471,7 +494,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 88
+# %% ../nbs/14_engine.ipynb 99
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:

@@ -15,7 +15,7 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
-           'LoRAAdapter', 'read_adapter', 'LoRALinear', 'LoRASlots', 'attach_lora']
+           'LoRAAdapter', 'read_adapter', 'LoRALinear', 'LoRASlots', 'attach_lora', 'random_adapter']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -273,3 +273,21 @@ def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int) -> LoRASlo
     if (sl.max_loras, sl.max_lora_rank) != (max_loras, max_lora_rank):
         raise ValueError(f"max_loras={max_loras}, max_lora_rank={max_lora_rank}: the model has LoRA slots of {sl.max_loras} x rank {sl.max_lora_rank} already")
     return sl
+
+# %% ../nbs/12c_lora.ipynb 53
+def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
+                   std: float = 0.2) -> Path:
+    "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
+    from safetensors.torch import save_file
+    p, g, w = Path(path).expanduser(), torch.Generator().manual_seed(seed), {}
+    for i in range(config.num_hidden_layers):
+        for mod in targets:
+            parent, n_in, n_out = lora_shapes(config)[mod]
+            pre = f"base_model.model.model.layers.{i}.{parent}.{mod}"
+            w[f"{pre}.lora_A.weight"] = torch.randn(r, n_in, generator=g) * std / n_in ** 0.5
+            w[f"{pre}.lora_B.weight"] = torch.randn(n_out, r, generator=g) * std / r ** 0.5
+    p.mkdir(parents=True, exist_ok=True)
+    save_file(w, p / "adapter_model.safetensors")
+    (p / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": r, "lora_alpha": lora_alpha or 2 * r, "target_modules": list(targets),
+                                                        "bias": "none", "use_rslora": False, "task_type": "CAUSAL_LM"}))
+    return p

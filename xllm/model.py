@@ -126,6 +126,7 @@ class PagedBatch:
     logits_rows: torch.Tensor            # rows whose logits the forward returns
     block_size: int = 16
     null_slot: int = 0                   # a slot that is always zero: the padding of dec_slots
+    lora_slots: list[int] | None = None  # each row's LoRA adapter slot (-1: none), set by the engine (notebook 12c); None: no adapters
     _keys: dict | None = field(default=None, repr=False)
 
     @property

@@ -32,6 +32,7 @@ class Sequence:
         self.num_preemptions = 0
         self.finish_reason: str | None = None   # 'stop', 'length', 'abort', ...
         self.reuse_prefix = True         # admission may take cached prefix blocks; False: every position is computed (prompt logprobs)
+        self.cache_salt = None           # the prefix cache's salt: blocks are shared only between sequences of the same salt (a LoRA adapter's)
 
     def __len__(self): return len(self.token_ids)
     def __repr__(self):
