@@ -6,7 +6,7 @@ import pytest
 from openai import NotFoundError, OpenAI
 
 from xllm.llm import LLM
-from xllm.lora import LoRARequest, random_adapter
+from xllm.lora import random_adapter
 from xllm.sampling import SamplingParams
 from xllm.server import launch, start_server
 from xllm.stand_ins import stand_in_model
