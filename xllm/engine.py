@@ -494,7 +494,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 99
+# %% ../nbs/14_engine.ipynb 103
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:
