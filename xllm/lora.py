@@ -254,7 +254,13 @@ def acquire(self: LoRASlots, req: LoRARequest, busy=()) -> int:
     self.load(free[0], ad); self.lru[i] = free[0]; self.num_loads += 1
     return free[0]
 
-# %% ../nbs/12c_lora.ipynb 50
+# %% ../nbs/12c_lora.ipynb 49
+@patch
+def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
+    "Whether `acquire(req, busy)` finds a slot now (its adapter's, an empty one, or one not in `busy`)."
+    return req.lora_int_id in self.lru or any(a is None for a in self.adapters) or any(s not in busy for s in self.lru.values())
+
+# %% ../nbs/12c_lora.ipynb 51
 @patch
 def remove(self: LoRASlots, lora_name: str, busy=()) -> bool:
     "Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it."
@@ -274,7 +280,7 @@ def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int) -> LoRASlo
         raise ValueError(f"max_loras={max_loras}, max_lora_rank={max_lora_rank}: the model has LoRA slots of {sl.max_loras} x rank {sl.max_lora_rank} already")
     return sl
 
-# %% ../nbs/12c_lora.ipynb 53
+# %% ../nbs/12c_lora.ipynb 54
 def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
                    std: float = 0.2) -> Path:
     "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
