@@ -32,7 +32,7 @@ CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conform
 # (about 700 cases) and the explicit cases the run sends about 2,100 requests in about 35 s of one CPU core.
 EXAMPLES = {"GET /health": (1, 0), "GET /version": (1, 0), "GET /v1/models": (1, 0), "GET /v1/models/{model_id}": (200, 0), "POST /v1/completions": (600, 250),
             "POST /v1/chat/completions": (200, 100), "POST /tokenize": (150, 60), "POST /detokenize": (100, 40), "GET /metrics": (1, 0),
-            "GET /tokenizer_info": (1, 0)}
+            "GET /tokenizer_info": (1, 0), "POST /v1/load_lora_adapter": (40, 20), "POST /v1/unload_lora_adapter": (40, 20)}
 TIMEOUT = 30          # seconds one request may take (in-process; a hang fails the case instead of the run)
 ROLES = ("user", "assistant")
 

@@ -1706,9 +1706,10 @@ def _lora_routes(app, st, R, lora_modules: dict | None):
         lr = lora.request(name, path)
         st.core.lora.adapter(lr)                     # the engine has not started a step yet: read here, errors before serving
         st.loras[name] = lr
-    @app.post("/v1/load_lora_adapter", response_class=PlainTextResponse, responses=R("/v1/load_lora_adapter", post=True))
+    ok = lambda what: {200: {"content": {"text/plain": {}}, "description": f"a line saying the adapter was {what}"}}   # vLLM's answer
+    @app.post("/v1/load_lora_adapter", response_class=Response, responses=R("/v1/load_lora_adapter", post=True) | ok("added"))
     async def load_lora_adapter(req: LoadLoRAAdapterRequest): return await lora.load(req)
-    @app.post("/v1/unload_lora_adapter", response_class=PlainTextResponse, responses=R("/v1/unload_lora_adapter", post=True))
+    @app.post("/v1/unload_lora_adapter", response_class=Response, responses=R("/v1/unload_lora_adapter", post=True) | ok("removed"))
     async def unload_lora_adapter(req: UnloadLoRAAdapterRequest): return await lora.unload(req)
 
 # %% ../nbs/19_server.ipynb 181
