@@ -35,7 +35,8 @@ EXAMPLES = {"GET /health": (1, 0), "GET /version": (1, 0), "GET /v1/models": (1,
             "GET /tokenizer_info": (1, 0), "POST /v1/embeddings": (120, 50), "POST /pooling": (40, 15), "POST /v1/score": (40, 15),
             "POST /v1/rerank": (60, 25), "POST /rerank": (20, 10),   # the pooling endpoints (#45)
             "POST /v1/messages": (120, 60), "POST /v1/messages/count_tokens": (60, 30),
-            "POST /v1/responses": (120, 60), "GET /v1/responses/{response_id}": (30, 0), "DELETE /v1/responses/{response_id}": (30, 0)}
+            "POST /v1/responses": (120, 60), "GET /v1/responses/{response_id}": (30, 0), "DELETE /v1/responses/{response_id}": (30, 0),
+            "POST /v1/load_lora_adapter": (40, 20), "POST /v1/unload_lora_adapter": (40, 20)}
 TIMEOUT = 30          # seconds one request may take (in-process; a hang fails the case instead of the run)
 ROLES = ("user", "assistant")
 

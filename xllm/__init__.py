@@ -5,6 +5,7 @@ _API = {
     "LLM": "xllm.llm", "RequestOutput": "xllm.llm", "CompletionOutput": "xllm.llm",
     "SamplingParams": "xllm.sampling", "Tokenizer": "xllm.tokenizer", "LlamaConfig": "xllm.core",
     "ModelFormatError": "xllm.core", "load_checkpoint": "xllm.weights", "Llama": "xllm.model",
+    "LoRARequest": "xllm.lora",
 }
 __all__ = list(_API)
 

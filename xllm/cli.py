@@ -430,7 +430,23 @@ def cmd_embed(args, inp=None, out=None) -> int:
         _write(out, json.dumps({"index": i, "embedding": v}) + "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 50
+# %% ../nbs/21_cli.ipynb 51
+def _lora_module(s: str) -> tuple[str, str]:
+    "`--lora-modules`'s NAME=PATH as (name, path)."
+    name, eq, path = s.partition("=")
+    if not eq or not name or not path: raise argparse.ArgumentTypeError(f"expected NAME=PATH (an adapter's name and its directory), got {s!r}")
+    return name, path
+
+def _lora_opts(p, serve: bool = False):
+    "serve's --enable-lora, --lora-modules, --max-loras, --max-lora-rank; generate's and chat's --lora PATH."
+    g = p.add_argument_group("LoRA adapters")
+    if not serve: return g.add_argument("--lora", default=None, metavar="PATH", help="run with this PEFT LoRA adapter (a directory with adapter_config.json)")
+    g.add_argument("--enable-lora", action="store_true", default=None, help="serve LoRA adapters: a request's model may name one (vLLM's flag)")
+    g.add_argument("--lora-modules", nargs="+", type=_lora_module, default=None, metavar="NAME=PATH", help="adapters served from the start, by name")
+    g.add_argument("--max-loras", type=int, default=None, metavar="N", help="adapters held at once (default 1)")
+    g.add_argument("--max-lora-rank", type=int, default=None, metavar="N", help="the largest adapter rank accepted (default 16)")
+
+# %% ../nbs/21_cli.ipynb 53
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
@@ -443,11 +459,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("extra", nargs="*", help=argparse.SUPPRESS)       # a second positional: a one-line error saying where the model goes
     g.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the model's chat template")
     g.add_argument("--system", default=None, help="system message (with --chat)")
-    _common(g); _speculative_opt(g)
+    _common(g); _speculative_opt(g); _lora_opts(g)
     c = sub.add_parser("chat", help="interactive chat (/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply)")
     _model_positional(c)
     c.add_argument("--system", default=None, help="system message")
-    _common(c); _speculative_opt(c)
+    _common(c); _speculative_opt(c); _lora_opts(c)
     q = sub.add_parser("quantize", help="quantize a model's linear layers to int8/int4 and save it to a directory")
     q.add_argument("input", help="the model (.gguf, HF directory, llama2.c .bin), or 'default' for the default model")
     q.add_argument("output", help="the directory to write (config.json, model.safetensors, tokenizer)")
@@ -512,12 +528,14 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_opts(v, 32)
     _model_opts(v)
     _embed_parser(sub)
+    _lora_opts(v, serve=True)
     return p
 
-# %% ../nbs/21_cli.ipynb 53
+# %% ../nbs/21_cli.ipynb 56
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
-                   "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port")   # the options that are EngineConfig fields, by the same names
+                   "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port", "enable_lora", "max_loras",
+                   "max_lora_rank")   # the options that are EngineConfig fields, by the same names
 
 def _engine_config(args):
     "The one `EngineConfig` of the parsed model and engine options (those a subcommand lacks keep the defaults), checked."
@@ -525,7 +543,7 @@ def _engine_config(args):
     return EngineConfig.make(None, **{k: v for k in _CONFIG_OPTIONS if (v := getattr(args, k, None)) is not None})
 
 
-# %% ../nbs/21_cli.ipynb 56
+# %% ../nbs/21_cli.ipynb 59
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -583,7 +601,17 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 59
+# %% ../nbs/21_cli.ipynb 62
+def _lora_request(args):
+    "--lora PATH as a `LoRARequest` (None without it), with LoRA turned on in `args` for a rank up to the adapter's own."
+    if getattr(args, "lora", None) is None: return None
+    from xllm.lora import LoRARequest, read_adapter_config
+    try: r = read_adapter_config(args.lora)["r"]
+    except ValueError as e: raise _CLIError(f"--lora {args.lora}: {_one_line(e)}") from None
+    args.enable_lora, args.max_lora_rank = True, r
+    return LoRARequest(Path(args.lora).name or "lora", 1, str(args.lora))
+
+# %% ../nbs/21_cli.ipynb 64
 def _utf8(s: str, what: str) -> str:
     "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
     try: s.encode("utf-8")
@@ -602,18 +630,19 @@ def cmd_generate(args, out=None) -> int:
     prompt = _prompt(args)
     if args.system is not None: _utf8(args.system, "--system")
     if args.system is not None and not args.chat: raise _CLIError("--system needs --chat (a system message only exists in a chat template)")
+    lora = _lora_request(args)                      # --lora: the adapter read (and its rank known) before the model loads
     llm = _load(args)
     if args.chat:
         _template_note(llm)
         prompt = ([{"role": "system", "content": args.system}] if args.system else []) + [{"role": "user", "content": prompt}]
     try:
-        for delta in _lstrip_first(llm.stream(prompt, params)) if args.chat else llm.stream(prompt, params): _write(out, delta)
+        for delta in _lstrip_first(llm.stream(prompt, params, lora)) if args.chat else llm.stream(prompt, params, lora): _write(out, delta)
     except KeyboardInterrupt:
         _write(out, "\n"); return 130
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 62
+# %% ../nbs/21_cli.ipynb 67
 class _ChatStats:
     "What `xllm chat` says on exit: its replies, their tokens and time, and the time to each reply's first token."
     def __init__(self): self.turns, self.tokens, self.seconds, self.ttft = 0, 0, 0.0, 0.0
@@ -624,14 +653,14 @@ class _ChatStats:
         return (f"xllm chat: {self.turns} turn{'s' * (self.turns != 1)}, {self.tokens} tokens generated in {self.seconds:.2f} s ({rate}), "
                 f"first token after {self.ttft / max(self.turns, 1):.2f} s on average")
 
-def _chat_reply(llm, history, params, out, stats=None):
+def _chat_reply(llm, history, params, out, stats=None, lora=None):
     """Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted).
-    `stats`: a `_ChatStats` that gets the reply's tokens (a stopped reply's: its text re-encoded) and times."""
+    `stats`: a `_ChatStats` that gets the reply's tokens (a stopped reply's: its text re-encoded) and times. `lora`: the `LoRARequest` of `--lora`."""
     saved, dropped, t0 = list(history), 0, time.perf_counter()
     llm.last_stream_output = None                       # set by the stream when it ends
     while True:
         try:
-            gen = llm.stream(history, params)
+            gen = llm.stream(history, params, lora)
             break
         except ValueError as e:
             if not str(e).startswith("prompt has"): raise
@@ -655,7 +684,7 @@ def _chat_reply(llm, history, params, out, stats=None):
         stats.add(len(done.token_ids) if done is not None else len(llm.tokenizer.encode(reply)), time.perf_counter() - t0, first)
     return reply
 
-# %% ../nbs/21_cli.ipynb 64
+# %% ../nbs/21_cli.ipynb 69
 MULTILINE = '"""'        # a line of it starts a message of several lines; another ends it
 CHAT_HELP = ('/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply; a line of """ starts a message of several '
              'lines and another ends it')
@@ -690,8 +719,8 @@ def _remember(readline, text: str):
     n = readline.get_current_history_length()
     if n == 0 or readline.get_history_item(n) != text: readline.add_history(text)
 
-# %% ../nbs/21_cli.ipynb 66
-def _chat_loop(llm, system, params, read, readline, out, stats) -> int:
+# %% ../nbs/21_cli.ipynb 71
+def _chat_loop(llm, system, params, read, readline, out, stats, lora=None) -> int:
     history = list(system)
     while True:
         try: got = _read_message(read)
@@ -716,7 +745,7 @@ def _chat_loop(llm, system, params, read, readline, out, stats) -> int:
             if msg.startswith("/") and " " not in msg and "\n" not in msg:
                 _write(out, f"unknown command {msg}; commands: /reset, /help, /exit\n"); continue
         history.append({"role": "user", "content": msg})
-        try: reply = _chat_reply(llm, history, params, out, stats)
+        try: reply = _chat_reply(llm, history, params, out, stats, lora)
         except ValueError as e:
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
@@ -727,6 +756,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     try: inp.reconfigure(errors="surrogateescape")     # a strict stdin would drop the lines read with a bad one
     except (AttributeError, io.UnsupportedOperation): pass  # not a text file, or one already read from: as it is
     params = _sampling_params(args, 512)
+    lora = _lora_request(args)
     llm = _load(args)
     _template_note(llm)
     system = [{"role": "system", "content": _utf8(args.system, "--system")}] if args.system else []
@@ -735,11 +765,11 @@ def cmd_chat(args, inp=None, out=None) -> int:
           f"{llm.engine_config.summary()}). "
           + CHAT_HELP + ("; Up and Down recall earlier messages." if readline else "."), file=sys.stderr)
     stats = _ChatStats()
-    try: return _chat_loop(llm, system, params, read, readline, out, stats)
+    try: return _chat_loop(llm, system, params, read, readline, out, stats, lora)
     finally:
         if stats.turns: print(stats.summary(), file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 69
+# %% ../nbs/21_cli.ipynb 74
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -750,7 +780,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 71
+# %% ../nbs/21_cli.ipynb 76
 KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
 
 def _api_key(args) -> str | None:
@@ -765,7 +795,7 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 73
+# %% ../nbs/21_cli.ipynb 78
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -783,16 +813,17 @@ def cmd_serve(args, out=None) -> int:
     except ValueError as e:                             # "max_connections must be ...": named as its flag
         name = str(e).split(" ")[0].rstrip(":")
         raise _CLIError("--" + name.replace("_", "-") + str(e)[len(name):]) from None
+    if args.lora_modules and not args.enable_lora: raise _CLIError("--lora-modules needs --enable-lora")
     _check_listen(args.host, args.port)                 # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
     server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
                  shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name,
                  limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None,
                  log_stats=None if args.disable_log_stats else server.LOG_STATS_EVERY, log_level=args.uvicorn_log_level,
-                 reasoning_parser=args.reasoning_parser)
+                 reasoning_parser=args.reasoning_parser, lora_modules=dict(args.lora_modules) if args.lora_modules else None)
     return 0
 
-# %% ../nbs/21_cli.ipynb 74
+# %% ../nbs/21_cli.ipynb 79
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -819,7 +850,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 76
+# %% ../nbs/21_cli.ipynb 81
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:

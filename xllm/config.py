@@ -138,6 +138,9 @@ class EngineConfig:
     scheduling_policy: str = "fcfs"             # 'fcfs' or 'priority' (lower `SamplingParams.priority` first)
     task: str = "generate"                      # 'generate', 'embed' or 'score' (vLLM's names; notebook 13c)
     reranker: dict | None = None                # a generative reranker: {'template', 'yes', 'no'} (`check_task`)
+    enable_lora: bool = False                   # LoRA adapters per request (notebook 12c); the torch runner runs them
+    max_loras: int = 1                          # adapters held at once (slots), as vLLM's
+    max_lora_rank: int = 16                     # the largest adapter rank accepted, as vLLM's
 
     def __post_init__(self):
         if self.quantization == "none": self.quantization = None       # as the CLI spells it
@@ -215,6 +218,8 @@ def check(self: EngineConfig) -> EngineConfig:
     check_int("max_logprobs", self.max_logprobs, lo=0)
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
     check_task(self)
+    check_bool("enable_lora", self.enable_lora); check_int("max_loras", self.max_loras, lo=1); check_int("max_lora_rank", self.max_lora_rank, lo=1)
+    if self.enable_lora and self.tensor_parallel_size > 1: raise ValueError("enable_lora: LoRA adapters are not yet supported with tensor_parallel_size > 1")
     return self
 
 # %% ../nbs/12a_config.ipynb 37

@@ -22,6 +22,8 @@ from .sampling import SamplingParams, Sampler, SampleRequest
 from .config import EngineConfig, SpeculativeConfig
 from .speculative import DraftAsk, Proposer, SpecStats, Speculator, make_proposer
 from .pooling import PoolerConfig, PoolingParams, PoolState
+from .lora import LoRARequest, attach_lora
+
 
 # %% auto 0
 __all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'PoolingResult', 'AsyncEngine']
@@ -108,6 +110,8 @@ class Engine:
         self._next_id, self.num_steps, self.num_batched_tokens = 0, 0, 0
         self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
+        self.lora = attach_lora(model, ec.max_loras, ec.max_lora_rank) if ec.enable_lora else None   # LoRA slots (12c), before the runner is chosen
+        self._lora_waiting: list = []               # (request id, LoRARequest) waiting for a free LoRA slot, in arrival order
         self.runner = self._make_runner(runner, runner_options)
         self.spec_stats, self.speculator = SpecStats(), None
         self.set_speculative(ec.speculative)         # a draft model: its own pool and runner (ValueError when it does not fit)
@@ -195,17 +199,60 @@ def _take_id(self: Engine, request_id=None):
         raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
     return request_id
 
-# %% ../nbs/14_engine.ipynb 19
+# %% ../nbs/14_engine.ipynb 20
+@patch
+def _lora_slot(self: Engine, lora_request: LoRARequest | None) -> int | None:
+    """A new request's LoRA slot: -1 without an adapter, else its adapter's (read now, so a bad one is an error at once; put in a
+    slot, evicting only one no unfinished request holds); None when every slot is held: the request waits (`_admit_lora_waiting`)."""
+    if lora_request is None: return -1
+    if self.lora is None: raise ValueError("lora_request: this engine was built without LoRA adapters (enable_lora=True)")
+    self.lora.adapter(lora_request)
+    busy = {r.lora_slot for r in self.requests.values()}
+    return self.lora.acquire(lora_request, busy) if self.lora.available(lora_request, busy) and not self._lora_waiting else None
+
+@patch
+def _lora_attach(self: Engine, req, slot: int | None, lora_request):
+    "Give `req` its slot (-2: waiting for one); a sequence with an adapter caches its K/V under its adapter's salt."
+    req.lora_slot, req.lora_request = -2 if slot is None else slot, lora_request
+    if slot is None: self._lora_waiting.append(req.request_id)
+    elif slot >= 0: req.seq.cache_salt = ("lora", lora_request.lora_int_id, lora_request.lora_path)   # its K/V is its adapter's
+
+@patch
+def remove_lora(self: Engine, lora_name: str) -> bool:
+    "Forget the adapter `lora_name` (False if unknown); a ValueError while an unfinished request uses it."
+    if self.lora is None: raise ValueError("remove_lora: this engine was built without LoRA adapters (enable_lora=True)")
+    return self.lora.remove(lora_name, busy={r.lora_slot for r in self.requests.values()})
+
+# %% ../nbs/14_engine.ipynb 22
+@patch
+def _admit_lora_waiting(self: Engine):
+    """The requests waiting for a LoRA slot, in arrival order, each given one and queued in the scheduler as slots come free; one
+    that cannot run (too long for the pool) ends with reason 'error'; an aborted one is dropped."""
+    while self._lora_waiting:
+        req = self.requests.get(self._lora_waiting[0])
+        busy = {r.lora_slot for r in self.requests.values()}
+        if req is not None and not self.lora.available(req.lora_request, busy): return
+        self._lora_waiting.pop(0)
+        if req is None: continue
+        self._lora_attach(req, self.lora.acquire(req.lora_request, busy), req.lora_request)
+        try: self.scheduler.add(req.seq)
+        except ValueError as e: self._fail(req.seq, e, self._pending)
+
+# %% ../nbs/14_engine.ipynb 23
 @patch
 def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
-                index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None):
+                index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None,
+                lora_request: LoRARequest | None = None):
     """Queue a request; returns its id. `generator` defaults to `Sampler.make_generator(params, index=index)`.
     `logits_processors`: `f(output_token_ids, logits) -> logits` applied before sampling.
     `stop_checker`: `f(output_token_ids) -> reason | None`, called after each new token (e.g. for stop strings).
     One completion per request (`params.n` is not looked at): for n > 1 add n requests with `index=0..n-1`. `logprobs` and
     `prompt_logprobs` above `max_logprobs` are refused; with `min_tokens`, the request keeps a copy of `params` that lists the
-    stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids)."""
-    if isinstance(params, PoolingParams): return self.add_pooling_request(prompt_token_ids, params, request_id)
+    stop tokens held back (its `stop_token_ids` and, unless `ignore_eos`, the engine's EOS ids). `lora_request`: the adapter it runs
+    with (`enable_lora`; put in a slot now, or when one is free, see below)."""
+    if isinstance(params, PoolingParams):
+        if lora_request is not None: raise ValueError("lora_request: pooling requests run on the base model (adapters are for generation)")
+        return self.add_pooling_request(prompt_token_ids, params, request_id)
     if getattr(self.model, "generates", True) is False: raise ValueError("this model is a classifier (LlamaForSequenceClassification): it scores, it does not generate")
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams or PoolingParams, got {type(params).__name__}")
@@ -220,14 +267,17 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     request_id = self._take_id(request_id)
     ids = check_token_ids(prompt_token_ids, self.config.vocab_size, f"request {request_id!r}: prompt_token_ids")
     if not ids: raise ValueError(f"request {request_id!r}: prompt_token_ids is empty")
+    slot = self._lora_slot(lora_request)         # ValueError: no LoRA, an adapter that cannot be read; None: every slot busy (it waits)
     grammar = self._make_grammar(params)        # ValueError: a schema or grammar the grammar engine refuses
-    seq = self.scheduler.add_request(ids, params, seq_id=request_id, priority=params.priority)   # ValueError: too long for the context or the pool
+    seq = Sequence(request_id, ids, params, params.priority) if slot is None else \
+          self.scheduler.add_request(ids, params, seq_id=request_id, priority=params.priority)   # ValueError: too long for the context or the pool
     if params.prompt_logprobs is not None: seq.reuse_prefix = False      # every prompt position computed: its logits are wanted
     gen = generator if generator is not None else (None if params.greedy else Sampler.make_generator(params, index=index))
     self.requests[request_id] = _Request(request_id, seq, params, gen, logits_processors, stop_checker, self.eos_token_ids, grammar)
+    self._lora_attach(self.requests[request_id], slot, lora_request)
     return request_id
 
-# %% ../nbs/14_engine.ipynb 21
+# %% ../nbs/14_engine.ipynb 25
 @patch
 def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
@@ -243,7 +293,7 @@ def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     self._pending.append(StepOutput(request_id, [], True, reason))
     return True
 
-# %% ../nbs/14_engine.ipynb 23
+# %% ../nbs/14_engine.ipynb 27
 @patch
 def abort(self: Engine, request_id) -> bool:
     "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -254,7 +304,7 @@ def has_unfinished(self: Engine) -> bool:
     "Whether any request is waiting, running or not yet returned."
     return bool(self.requests or self._pending)
 
-# %% ../nbs/14_engine.ipynb 25
+# %% ../nbs/14_engine.ipynb 29
 @patch(as_prop=True)
 def num_unfinished(self: Engine) -> int:
     "How many requests are waiting or running."
@@ -275,19 +325,20 @@ def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
         with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
     finally: bm.free(seq)
 
-# %% ../nbs/14_engine.ipynb 28
+# %% ../nbs/14_engine.ipynb 32
 @patch
 def step(self: Engine) -> list[StepOutput]:
     "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
     self._stepping = True
     try:
+        if self._lora_waiting: self._admit_lora_waiting()   # requests whose adapter waited for a slot
         with torch.inference_mode(): return self._step()
     finally:
         self._stepping = False
         for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
         self._deferred.clear()
 
-# %% ../nbs/14_engine.ipynb 29
+# %% ../nbs/14_engine.ipynb 33
 @patch
 def _step(self: Engine) -> list[StepOutput]:
     outputs, self._pending = self._pending, []
@@ -303,13 +354,13 @@ def _step(self: Engine) -> list[StepOutput]:
     self._record(out)
     return outputs
 
-# %% ../nbs/14_engine.ipynb 30
+# %% ../nbs/14_engine.ipynb 34
 @patch
 def _samples(self: Engine, c) -> bool:
     "Whether chunk `c` samples a token: it reaches its sequence's end and is not a pooling request's (notebook 13c; below)."
     return c.samples and not isinstance(c.seq.params, PoolingParams)
 
-# %% ../nbs/14_engine.ipynb 31
+# %% ../nbs/14_engine.ipynb 35
 @patch
 def _ended(self: Engine, seqs, outputs: list):
     "The final outputs of the requests of `seqs`, which the scheduler ended (context or pool full)."
@@ -328,14 +379,16 @@ def _forward(self: Engine, out) -> torch.Tensor:
     if self.speculator is not None: self.spec_stats.observe(out.num_batched_tokens + sum(len(c.draft) for c in out.chunks), time.perf_counter() - t0)
     return self._score_prompts(scored, logits, samp) if scored else logits
 
-# %% ../nbs/14_engine.ipynb 32
+# %% ../nbs/14_engine.ipynb 36
 @patch
 def _batch(self: Engine, chunks, rows, hidden_rows=None) -> PagedBatch:
     """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them) and hidden
     states for `hidden_rows` (pooling requests'). A chunk's `draft` (speculative decoding) follows its tokens."""
     bm = self.block_manager
-    return PagedBatch.build([(c.token_ids + c.draft if c.draft else c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks],
-                            bm.block_size, self.pool.null_slot, rows, self.model.device, hidden_rows)
+    b = PagedBatch.build([(c.token_ids + c.draft if c.draft else c.token_ids, c.start, bm.block_tables[c.seq.seq_id]) for c in chunks],
+                         bm.block_size, self.pool.null_slot, rows, self.model.device, hidden_rows)
+    if self.lora is not None: b.lora_slots = [self.requests[c.seq.seq_id].lora_slot for c in chunks for _ in range(c.num_tokens + len(c.draft))]
+    return b
 
 @patch
 def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
@@ -355,7 +408,7 @@ def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
     return rows, scored, samp
 
 
-# %% ../nbs/14_engine.ipynb 34
+# %% ../nbs/14_engine.ipynb 38
 @patch
 def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
     """A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs); the
@@ -371,7 +424,7 @@ def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> 
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
 
 
-# %% ../nbs/14_engine.ipynb 35
+# %% ../nbs/14_engine.ipynb 39
 @patch
 def _record(self: Engine, out):
     self.scheduler.finished.clear()
@@ -380,7 +433,7 @@ def _record(self: Engine, out):
     bm, sched = self.block_manager, self.scheduler
     self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-# %% ../nbs/14_engine.ipynb 37
+# %% ../nbs/14_engine.ipynb 41
 class _PoolRequest:
     "A pooling request in the engine: its sequence, its resolved `PoolingParams` and its rows pooled so far (`PoolState`)."
     prompt_lps = None                     # what `_logit_rows` reads: a pooling request scores no prompt
@@ -391,7 +444,7 @@ class _PoolRequest:
 Engine.pooler_config = PoolerConfig()     # the model's pooling defaults (`LLM` sets its model's, from its directory)
 Engine.classifier = None                  # a head for task='classify' in place of the model's `score` (a generative reranker's)
 
-# %% ../nbs/14_engine.ipynb 38
+# %% ../nbs/14_engine.ipynb 42
 @patch(as_prop=True)
 def score_head(self: Engine) -> torch.nn.Module | None:
     """The head of `task='classify'` requests: `classifier` when set, else the model's classification head (`score`: hidden ->
@@ -416,7 +469,7 @@ def add_pooling_request(self: Engine, prompt_token_ids, params: PoolingParams | 
     self.requests[request_id] = _PoolRequest(request_id, seq, p)
     return request_id
 
-# %% ../nbs/14_engine.ipynb 40
+# %% ../nbs/14_engine.ipynb 44
 @patch
 def _hidden_rows(self: Engine, chunks) -> tuple[list[int], list]:
     """The step's rows whose hidden states pooling requests need, and per pooling chunk (its state, its start, the index of its
@@ -435,7 +488,7 @@ def _feed_pooled(self: Engine, feeds, logits: torch.Tensor, hidden: torch.Tensor
     for state, start, i0, n in feeds: state.add(start, hidden[i0:i0 + n])
     return logits
 
-# %% ../nbs/14_engine.ipynb 41
+# %% ../nbs/14_engine.ipynb 45
 @patch
 def _finish_pooled(self: Engine, chunks, outputs: list):
     "End the pooling requests whose prompt this step completed (reason 'stop'), their vectors in `outputs`."
@@ -447,7 +500,7 @@ def _finish_pooled(self: Engine, chunks, outputs: list):
         if req.params.task == "classify": v = self.score_head(v.to(self.model.dtype).to(self.model.device)).float().cpu()
         outputs.append(StepOutput(req.request_id, [], True, "stop", pooled=v))
 
-# %% ../nbs/14_engine.ipynb 42
+# %% ../nbs/14_engine.ipynb 46
 @dataclass
 class PoolingResult:
     "A finished pooling request, as `Engine.encode` returns it: its vector (an embedding, or the classification logits)."
@@ -475,7 +528,7 @@ def encode(self: Engine, requests: Seq[tuple[Seq[int], PoolingParams | None]]) -
         raise
     return list(results.values())
 
-# %% ../nbs/14_engine.ipynb 44
+# %% ../nbs/14_engine.ipynb 48
 @patch
 def _propose(self: Engine, out) -> dict | None:
     """Drafts on this step's decode chunks from the speculator (`chunk.draft`, their K/V slots reserved): {seq id: the draft's
@@ -508,7 +561,7 @@ def _reserve(self: Engine, c, draft: list[int]) -> int:
     if draft: bm.append_slot(seq, n + len(draft)); c.draft = draft
     return len(draft)
 
-# %% ../nbs/14_engine.ipynb 46
+# %% ../nbs/14_engine.ipynb 50
 @patch
 def _next_tokens(self: Engine, chunks, logits, qs: dict | None, outputs: list) -> tuple[dict, dict, dict]:
     """Each sampling chunk's next token (or verified run, with the drafts' probabilities `qs`) and finish reason, from one sampler
@@ -532,7 +585,7 @@ def _fail(self: Engine, seq, e: Exception, outputs: list):
     self.requests.pop(seq.seq_id); self.scheduler.abort(seq.seq_id); seq.finish_reason = "error"
     outputs.append(StepOutput(seq.seq_id, [], True, "error", f"{type(e).__name__}: {e}"))
 
-# %% ../nbs/14_engine.ipynb 49
+# %% ../nbs/14_engine.ipynb 53
 @patch
 def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) -> torch.Tensor:
     """Record the prompt log-probabilities of the `scored` chunks (chunk, index of its first row among `logits`); return the
@@ -550,7 +603,7 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
     return logits if len(samp) == logits.shape[0] else logits[samp]
 
 
-# %% ../nbs/14_engine.ipynb 53
+# %% ../nbs/14_engine.ipynb 57
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -586,7 +639,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 101
+# %% ../nbs/14_engine.ipynb 117
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:

@@ -70,10 +70,11 @@ def blocks_needed(self: BlockManager, num_tokens: int) -> int:
 
 # %% ../nbs/10_kv_cache.ipynb 13
 @patch
-def _match_prefix(self: BlockManager, token_ids) -> list[tuple[int, int]]:
-    "(block, hash) of the cached blocks that cover a prefix of `token_ids`, never the whole sequence."
+def _match_prefix(self: BlockManager, token_ids, salt=None) -> list[tuple[int, int]]:
+    """(block, hash) of the cached blocks that cover a prefix of `token_ids`, never the whole sequence. `salt`: the first block's
+    parent (a sequence's `cache_salt`, e.g. its LoRA adapter: blocks computed under another salt never match)."""
     if not self.enable_prefix_caching: return []
-    bs, hits, parent = self.block_size, [], None
+    bs, hits, parent = self.block_size, [], salt
     n_full = (len(token_ids) - 1) // bs          # full blocks that leave at least one token to compute
     for i in range(n_full):
         toks = tuple(token_ids[i * bs:(i + 1) * bs])
@@ -111,7 +112,7 @@ def _release_block(self: BlockManager, b: int):
 @patch
 def can_allocate(self: BlockManager, seq, reuse: bool = True) -> bool:
     "Whether `allocate(seq, reuse)` would succeed now."
-    hits = self._match_prefix(seq.token_ids) if reuse else []
+    hits = self._match_prefix(seq.token_ids, getattr(seq, "cache_salt", None)) if reuse else []
     n_fresh = self.blocks_needed(len(seq.token_ids)) - len(hits)
     n_hit_evictable = sum(1 for b, _ in hits if self.ref_counts[b] == 0)
     return n_fresh <= self.num_free_blocks - n_hit_evictable
@@ -126,7 +127,7 @@ def allocate(self: BlockManager, seq, reuse: bool = True) -> int:
     if n == 0: raise ValueError(f"sequence {sid!r} has no tokens")
     if not self.can_allocate(seq, reuse):
         raise RuntimeError(f"not enough free KV blocks for sequence {sid!r}: needs {self.blocks_needed(n)}, {self.num_free_blocks} free")
-    hits = self._match_prefix(seq.token_ids) if reuse else []
+    hits = self._match_prefix(seq.token_ids, getattr(seq, "cache_salt", None)) if reuse else []
     table = []
     for b, _ in hits:
         if self.ref_counts[b] == 0: del self.evictable[b]
@@ -194,7 +195,7 @@ def mark_computed(self: BlockManager, seq, num_computed_tokens: int):
     if num_computed_tokens > self.num_slots[sid]: raise ValueError(f"sequence {sid!r}: {num_computed_tokens} computed tokens but only {self.num_slots[sid]} slots")
     while (len(hashes) + 1) * bs <= num_computed_tokens:
         i = len(hashes)
-        parent = hashes[-1] if hashes else None
+        parent = hashes[-1] if hashes else getattr(seq, "cache_salt", None)
         toks = tuple(seq.token_ids[i * bs:(i + 1) * bs])
         h = self.chain_hash(parent, toks)
         hashes.append(h)

@@ -28,6 +28,7 @@ from .runner import choose_runner, runner_class
 from .cpu_kernels import activation_mode, keeps_quantized
 from .engine import Engine
 from .config import EngineConfig
+from .lora import LoRARequest, attach_lora
 from .loader import load_model
 from .parallel import load_group
 from . import cpu_kernels
@@ -306,6 +307,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
         except RuntimeError as e: warnings.warn(f"{e}; chat requests will try again", stacklevel=3)
     self._engine, self._next_id, self._live, self._unfed = None, 0, {}, collections.deque()   # the engine is built at first use
     tp = cfg.tensor_parallel_size
+    if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
     cls, self.runner_reason = choose_runner(model, kv_storage_dtype(cfg.kv_cache_dtype, model.dtype), "tp" if tp > 1 else cfg.runner)
     self.runner_name = cls.name
     self.activations = activation_mode(cfg.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
@@ -451,7 +453,7 @@ def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
     full = c.max_num_seqs * -(-c.max_model_len // c.block_size)   # blocks for max_num_seqs sequences of the whole context
     blocks = max(1, min(full, int(c.kv_cache_memory // _kv_block_bytes(llm, c.block_size))))
     engine_settings = {k: getattr(c, k) for k in ("max_num_seqs", "block_size", "max_model_len", "kv_cache_dtype", "enable_prefix_caching",
-                                                    "max_logprobs", "speculative")}
+                                                    "max_logprobs", "speculative", "enable_lora", "max_loras", "max_lora_rank")}
     return Engine(llm.model, llm.tokenizer, num_blocks=blocks, eos_token_ids=llm.eos_ids, runner=runner_class(llm.runner_name),
                   runner_options=_runner_options(llm), max_num_batched_tokens=c.num_batched_tokens, **engine_settings)
 
@@ -503,10 +505,10 @@ def _pump(self: LLM):
 
 # %% ../nbs/17_llm.ipynb 56
 @patch
-def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0) -> OutputProcessor:
+def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0, lora_request: LoRARequest | None = None) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
     if index and p.prompt_logprobs is not None: p = dataclasses.replace(p, prompt_logprobs=None)   # the prompt is scored once, by completion 0
-    self.get_engine().add_request(ids, p, request_id=rid, generator=self._engine_generator(p, index))
+    self.get_engine().add_request(ids, p, request_id=rid, generator=self._engine_generator(p, index), lora_request=lora_request)
     self._live[rid] = seq = OutputProcessor(self.tokenizer, ids, p, index, self.eos_ids, self.max_model_len)
     return seq
 
@@ -540,16 +542,16 @@ def _check_pool(self: LLM, eng, prompts, params):
 
 # %% ../nbs/17_llm.ipynb 59
 @patch
-def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True) -> list[RequestOutput]:
+def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True, loras=None) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
-    `n` completions is one engine request. A completion the engine failed raises, naming the error."""
+    `n` completions is one engine request; `loras`: one `LoRARequest` (or None) per request. A completion the engine failed raises, naming the error."""
     from tqdm.auto import tqdm
     self._check_pool(self.get_engine(), [ids for _, ids in requests], params)
     base = self._next_id; self._next_id += len(requests)         # taken first: ids are never reused, whatever happens below
     seqs, bar = {}, None
     try:
         for r, ((prompt, ids), p) in enumerate(zip(requests, params)):
-            for i in range(p.n): seqs[("llm", base + r, i)] = self._add(ids, p, ("llm", base + r, i), i)
+            for i in range(p.n): seqs[("llm", base + r, i)] = self._add(ids, p, ("llm", base + r, i), i, loras[r] if loras else None)
         bar = tqdm(total=len(seqs), desc="generate", disable=not use_tqdm or len(seqs) < 2)
         while (left := sum(not s.finished for s in seqs.values())):
             self._pump()
@@ -593,19 +595,31 @@ def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
 
 
 # %% ../nbs/17_llm.ipynb 67
+def _loras(lora_request, n: int) -> list | None:
+    "`generate`'s `lora_request` as one per prompt (None: no adapters): one `LoRARequest` for all, or a list of `n` (each one or None)."
+    if lora_request is None: return None
+    if isinstance(lora_request, LoRARequest): return [lora_request] * n
+    if not isinstance(lora_request, (list, tuple)) or len(lora_request) != n or not all(r is None or isinstance(r, LoRARequest) for r in lora_request):
+        raise ValueError(f"lora_request: expected a LoRARequest, or a list of {n} (one per prompt, each a LoRARequest or None)")
+    return list(lora_request)
+
+# %% ../nbs/17_llm.ipynb 69
 @patch
-def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
-    "Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt."
+def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True,
+             lora_request: LoRARequest | list | None = None) -> list[RequestOutput]:
+    """Complete each prompt (a str, or {'prompt_token_ids': [...]}; a single prompt or a list). One `RequestOutput` per prompt.
+    `lora_request`: the LoRA adapter to run with (`enable_lora`): one for all prompts, or a list with one (or None) per prompt."""
     prompts = self._prompt_list(prompts)
-    return self._run(prompts, _params(params, len(prompts)), use_tqdm)
+    return self._run(prompts, _params(params, len(prompts)), use_tqdm, _loras(lora_request, len(prompts)))
 
 def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in x)
 
 @patch
 def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
-         add_generation_prompt: bool = True, chat_template_kwargs: dict | None = None) -> list[RequestOutput]:
+         add_generation_prompt: bool = True, chat_template_kwargs: dict | None = None, lora_request: LoRARequest | list | None = None) -> list[RequestOutput]:
     """Answer a conversation (a list of {'role', 'content'} dicts; a content may be OpenAI's list of text parts) or a list of
-    conversations, using the model's chat template (or `chat_template`; `chat_template_kwargs`: more variables, e.g. `enable_thinking`)."""
+    conversations, using the model's chat template (or `chat_template`; `chat_template_kwargs`: more variables, e.g. `enable_thinking`).
+    `lora_request` as `generate` takes it."""
     convs = [messages] if _is_conversation(messages) and messages else list(messages)
     if not convs or not all(_is_conversation(c) and c for c in convs):
         if isinstance(messages, (list, tuple)) and messages and all(isinstance(m, dict) for m in messages):   # one conversation, a role missing
@@ -613,17 +627,18 @@ def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bo
             raise ValueError(f"messages[{i}]: no 'role' in {messages[i]!r:.60} (expected {{'role': ..., 'content': ...}})")
         raise ValueError("messages: expected a list of {'role': ..., 'content': ...} dicts, or a list of such lists")
     params = _params(params, len(convs))
-    return self._run([self.encode_chat(c, chat_template, add_generation_prompt, chat_template_kwargs=chat_template_kwargs) for c in convs], params, use_tqdm)
+    return self._run([self.encode_chat(c, chat_template, add_generation_prompt, chat_template_kwargs=chat_template_kwargs) for c in convs], params,
+                     use_tqdm, _loras(lora_request, len(convs)))
 
 
-# %% ../nbs/17_llm.ipynb 69
+# %% ../nbs/17_llm.ipynb 71
 @patch
-def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
+def _stream_ids(self: LLM, ids, params, lora_request: LoRARequest | None = None) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
     self._check_pool(self.get_engine(), [ids], [params])
     rid = ("llm-stream", self._next_id)
     self._next_id += 1
-    seq = self._add(ids, params, rid)
+    seq = self._add(ids, params, rid, lora_request=lora_request)
     try:
         while not seq.finished or seq.pending:
             if seq.pending: text, seq.pending = seq.pending, ""; yield text
@@ -633,17 +648,18 @@ def _stream_ids(self: LLM, ids, params) -> Iterator[str]:
     self.last_stream_output = seq.output()
 
 
-# %% ../nbs/17_llm.ipynb 70
+# %% ../nbs/17_llm.ipynb 72
 @patch
-def stream(self: LLM, prompt, params: SamplingParams | None = None) -> Iterator[str]:
-    "Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of messages)."
+def stream(self: LLM, prompt, params: SamplingParams | None = None, lora_request: LoRARequest | None = None) -> Iterator[str]:
+    """Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of
+    messages); `lora_request`: its LoRA adapter."""
     params = _params(params)
     if params.n != 1: raise ValueError(f"n: stream() generates one completion, got n={params.n}")
     _, ids = self.encode_chat(prompt) if _is_conversation(prompt) and prompt else self.encode_prompt(prompt)
-    return self._stream_ids(ids, params)
+    return self._stream_ids(ids, params, lora_request)
 
 
-# %% ../nbs/17_llm.ipynb 72
+# %% ../nbs/17_llm.ipynb 74
 @patch
 @torch.inference_mode()
 def logits(self: LLM, ids) -> torch.Tensor:
@@ -653,7 +669,7 @@ def logits(self: LLM, ids) -> torch.Tensor:
     return self.get_engine().prompt_logits(ids).cpu()
 
 
-# %% ../nbs/17_llm.ipynb 76
+# %% ../nbs/17_llm.ipynb 78
 @patch(as_prop=True)
 def pooler_config(self: LLM) -> PoolerConfig:
     "The model's pooling defaults and prompts (`PoolerConfig.from_dir` of its directory; read once)."
@@ -666,7 +682,7 @@ def configure_pooling(self: LLM, engine: Engine) -> Engine:
     engine.pooler_config, engine.classifier = self.pooler_config, self.reranker_head()
     return engine
 
-# %% ../nbs/17_llm.ipynb 77
+# %% ../nbs/17_llm.ipynb 79
 @patch
 def reranker_head(self: LLM) -> TokenScoreHead | None:
     "The generative reranker's head (`EngineConfig.reranker`: its `yes` / `no` tokens over the model's `lm_head`), or None."
@@ -678,7 +694,7 @@ def reranker_head(self: LLM) -> TokenScoreHead | None:
         return ids[0]
     return TokenScoreHead(self.model.lm_head, one("yes"), one("no") if r.get("no") else None)
 
-# %% ../nbs/17_llm.ipynb 78
+# %% ../nbs/17_llm.ipynb 80
 @patch
 def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt_tokens: int | None = None, what: str = "input") -> list[int]:
     """One input's token ids for a pooling request: a str (with the model's prompt `prompt_name`, else its default, prefixed) or
@@ -692,7 +708,7 @@ def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt
     if truncate_prompt_tokens is not None: ids = ids[-check_int("truncate_prompt_tokens", truncate_prompt_tokens, lo=1):]
     return self._check_ids(ids, what, limit=self.max_model_len)
 
-# %% ../nbs/17_llm.ipynb 80
+# %% ../nbs/17_llm.ipynb 82
 @patch
 def encode_pooling(self: LLM, inputs: list[list[int]], params: PoolingParams) -> list[torch.Tensor]:
     "Run pooling requests for token-id lists `inputs` through the engine; their vectors (ValueError naming a failed one)."
@@ -711,7 +727,7 @@ def embed(self: LLM, texts, pooling: str | None = None, normalize: bool | None =
     ids = [self.pooling_ids(t, prompt_name, truncate_prompt_tokens) for t in ([texts] if one else texts)]
     return [v.tolist() for v in self.encode_pooling(ids, params)]
 
-# %% ../nbs/17_llm.ipynb 82
+# %% ../nbs/17_llm.ipynb 84
 @patch
 def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None = None) -> list[float]:
     """A relevance score of each document (a str or a list of them) for `query`: the classification head's sigmoid, or the
@@ -729,7 +745,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if out[0].numel() != 1: raise ValueError(f"score: the classification head has {out[0].numel()} labels; score() reads a one-label head")
     return [float(torch.sigmoid(v[0])) for v in out]
 
-# %% ../nbs/17_llm.ipynb 85
+# %% ../nbs/17_llm.ipynb 87
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.

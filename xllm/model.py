@@ -127,6 +127,7 @@ class PagedBatch:
     block_size: int = 16
     null_slot: int = 0                   # a slot that is always zero: the padding of dec_slots
     hidden_rows: torch.Tensor | None = None   # rows whose final-norm hidden states the forward returns too (pooling, 13c)
+    lora_slots: list[int] | None = None  # each row's LoRA adapter slot (-1: none), set by the engine (notebook 12c); None: no adapters
     _keys: dict | None = field(default=None, repr=False)
 
     @property

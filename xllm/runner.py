@@ -33,6 +33,7 @@ class ModelRunner:
 
     def __call__(self, batch: PagedBatch) -> torch.Tensor:
         "float32 logits `[len(batch.logits_rows), vocab]`; the batch's K/V are written into the pool."
+        if (lora := getattr(self.model, "lora", None)) is not None: lora.set_rows(batch.lora_slots)   # each row's adapter (12c)
         return self.model(batch, self.pool)
     def __repr__(self): return f"{type(self).__name__}({self.name})"
 
@@ -61,6 +62,9 @@ def choose_runner(model: Llama, kv_dtype=None, name: str | None = None) -> tuple
     """The runner class for `model` (K/V stored as `kv_dtype`) and a line saying why. `name` forces one (a ValueError
     with the reason when it cannot run the model); by default the compiled one of the model's device ('cuda' on a
     GPU, else 'cpu'), or 'torch' when that one cannot run it."""
+    if getattr(model, "lora", None) is not None and name != "torch":     # LoRA adapters (notebook 12c): only the torch forward, so far
+        if name is not None: raise ValueError(f"runner {name!r} cannot run this model: LoRA adapters are not yet on the {name} runner; use 'torch'")
+        return runner_class("torch"), "torch: LoRA adapters not yet on the compiled runner"
     if name is not None:
         cls = runner_class(name)
         if (why := cls.unsupported(model, kv_dtype)) is not None:

@@ -32,6 +32,7 @@ class Sequence:
         self.num_preemptions = 0
         self.finish_reason: str | None = None   # 'stop', 'length', 'abort', ...
         self.reuse_prefix = True         # admission may take cached prefix blocks; False: every position is computed (prompt logprobs)
+        self.cache_salt = None           # the prefix cache's salt: blocks are shared only between sequences of the same salt (a LoRA adapter's)
 
     def __repr__(self):
         return (f"Sequence({self.seq_id!r}, {self.status.value}, prompt={self.num_prompt_tokens}, output={self.num_output_tokens}, "

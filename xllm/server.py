@@ -18,8 +18,9 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing', 'ServingCompletion', 'ServingChat',
            'ServingTokens', 'ServingInfo', 'encode_vector', 'ServingPooling', 'MessagesRequest', 'CountTokensRequest',
            'to_chat_request', 'anthropic_blocks', 'AnthropicError', 'AnthropicMessage', 'TokenCount', 'ServingMessages',
-           'ResponsesRequest', 'ResponseStore', 'ResponseObject', 'ServingResponses', 'create_app', 'BackgroundServer',
-           'start_server', 'serve', 'launch']
+           'ResponsesRequest', 'ResponseStore', 'ResponseObject', 'ServingResponses', 'LoadLoRAAdapterRequest',
+           'UnloadLoRAAdapterRequest', 'ServingLoRA', 'create_app', 'BackgroundServer', 'start_server', 'serve',
+           'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -328,12 +329,14 @@ class ChatCompletionChunk(_Out):
 
 # %% ../nbs/19_server.ipynb 30
 class ModelCard(_Out):
-    "A served model as `/v1/models` lists it (with its context, `max_model_len`)."
+    "A served model as `/v1/models` lists it (with its context, `max_model_len`; a LoRA adapter with its `parent`)."
+    _optional: ClassVar[frozenset] = frozenset({"parent"})
     id: str
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "xllm"
     max_model_len: int
+    parent: str | None = None       # a LoRA adapter's base model (vLLM's field); None for the base model
 
 class ModelList(_Out):
     "The answer to `/v1/models`."
@@ -637,14 +640,14 @@ def _ended(o) -> Exception:
     return RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
 
 async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0, processors=None,
-                      score_only: bool = False):
+                      score_only: bool = False, lora_request=None):
     """`index`: the choice's place in the response; `choice`: its number among its prompt's `n` (picks its seeded random stream, as in
     `LLM.generate`); `processors`: its logits processors (`logit_bias`); `score_only`: the prompt runs (scored when
-    `params.prompt_logprobs` is set) but its one new token is not returned (`max_tokens: 0`)."""
+    `params.prompt_logprobs` is set) but its one new token is not returned (`max_tokens: 0`); `lora_request`: its adapter."""
     from xllm.llm import OutputProcessor
     llm = state.llm
     seq = OutputProcessor(llm.tokenizer, ids, params, index, llm.eos_ids, llm.max_model_len)
-    agen = state.engine.generate(ids, params, index=choice, logits_processors=processors)
+    agen = state.engine.generate(ids, params, index=choice, logits_processors=processors, lora_request=lora_request)
     lps = []                  # (token id, {id: logprob}) of the tokens not yet sent, when logprobs are asked for
     prompt = []               # the prompt's log-probabilities, until sent (with the next item)
     async def put(d, fin=None, ntok=None):
@@ -708,7 +711,7 @@ async def _run_all(state, jobs, field: str | None = None):
     completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone). A choice that fails
     raises `_choice_error` (`field`: the request's structured-outputs field)."""
     out = asyncio.Queue()
-    tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out, j, f, so)) for ids, p, i, j, f, so in jobs]
+    tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out, j, f, so, *lr)) for ids, p, i, j, f, so, *lr in jobs]   # lr: a LoRA adapter
     left = len(tasks)
     try:
         while left:
@@ -1213,6 +1216,7 @@ class _State:
         self.dead = None            # why the engine cannot run any more (set by `_watch_engine`); the server is stopping
         self.on_dead = None         # what stops the server then (set by `_uvicorn_server`)
         self.metrics = Metrics(self)
+        self.loras: dict = {}       # LoRA adapters served by name -> LoRARequest (`_lora_routes`)
         self._closed = None
 
     def close(self) -> int:
@@ -1314,9 +1318,10 @@ class OpenAIServing:
     def __init__(self, st: _State): self.st, self.llm = st, st.llm
 
     def served(self, name):
-        "A 404 `model_not_found` (as vLLM answers) unless `name` is the served model's name (or None: the one model served)."
-        if name is not None and name != self.st.model_name:
-            raise APIError(404, f"model {name!r} is not served here; this server serves {self.st.model_name!r}", param="model", code="model_not_found")
+        "A 404 `model_not_found` (as vLLM answers) unless `name` is the served model's name, a LoRA adapter's, or None (the base model)."
+        if name is not None and name != self.st.model_name and name not in self.st.loras:
+            also = f" and the LoRA adapters {', '.join(map(repr, self.st.loras))}" if self.st.loras else ""
+            raise APIError(404, f"model {name!r} is not served here; this server serves {self.st.model_name!r}{also}", param="model", code="model_not_found")
 
     def tokenizing(self, request):
         "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
@@ -1379,7 +1384,9 @@ class _Reply:
         n, score_only, tok = params.n, _score_only(req), st.llm.tokenizer
         self.field = _structured_field(req) or ("tools" if params.structured_outputs is not None else None)   # named by a grammar's failure
         procs = [logit_bias_processor(bias)] if bias else None
-        self.jobs = [(ids, ps[k], k * n + j, j, procs, score_only) for k, (_, ids) in enumerate(prompts) for j in range(n)]
+        self.lora = st.loras.get(req.model)                           # the LoRA adapter `model` names, if it names one
+        self.model = req.model if self.lora is not None else st.model_name
+        self.jobs = [(ids, ps[k], k * n + j, j, procs, score_only, self.lora) for k, (_, ids) in enumerate(prompts) for j in range(n)]
         self.pids = [ids for _, ids in prompts for _ in range(n)]       # each choice's prompt ids
         self.scored = echo and params.prompt_logprobs is not None
         self.rid = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex
@@ -1459,7 +1466,7 @@ async def whole(self: _Reply, request):
     finally: st.in_flight -= len(self.jobs)
     choices = [self._choice(i, texts[i], lps.get(i, []), reasons[i]) for i in range(len(self.jobs))]
     R = ChatCompletionResponse if self.chat else CompletionResponse
-    return _JSON(R(id=self.rid, created=self.created, model=st.model_name, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
+    return _JSON(R(id=self.rid, created=self.created, model=self.model, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
 # %% ../nbs/19_server.ipynb 147
 @patch
@@ -1467,7 +1474,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
     C, Choice = (ChatCompletionChunk, ChatStreamChoice) if self.chat else (CompletionChunk, CompletionChoice)
     kw = {"usage": usage} if (self.req.stream_options or {}).get("include_usage") else {}
-    c = C(id=self.rid, created=self.created, model=self.st.model_name, choices=[Choice(**d) for d in choices], **kw)
+    c = C(id=self.rid, created=self.created, model=self.model, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
 # %% ../nbs/19_server.ipynb 149
@@ -1656,13 +1663,16 @@ class ServingInfo(OpenAIServing):
     def card(self) -> ModelCard:
         "The served model's card."
         return ModelCard(id=self.st.model_name, max_model_len=self.st.max_len)
+    def lora_card(self, name: str) -> ModelCard:
+        "A LoRA adapter's card: its name, its parent the served model."
+        return ModelCard(id=name, max_model_len=self.st.max_len, parent=self.st.model_name)
     def models(self) -> ModelList:
-        "`/v1/models`: the served model."
-        return ModelList(data=[self.card()])
+        "`/v1/models`: the served model, then its LoRA adapters (their `parent`: the model)."
+        return ModelList(data=[self.card(), *(self.lora_card(n) for n in self.st.loras)])
     def model(self, model_id: str) -> ModelCard:
-        "`/v1/models/{model_id}`: the served model's card, or a 404 naming the id."
+        "`/v1/models/{model_id}`: the served model's card (or a LoRA adapter's), or a 404 naming the id."
         self.served(model_id)
-        return self.card()
+        return self.lora_card(model_id) if model_id in self.st.loras else self.card()
     def version(self) -> Version:
         "`/version`: xllm's version."
         from xllm import __version__
@@ -2515,10 +2525,79 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 267
+# %% ../nbs/19_server.ipynb 268
+class LoadLoRAAdapterRequest(BaseModel):
+    "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory on the server's machine."
+    model_config = ConfigDict(extra="ignore", strict=True)
+    lora_name: str = Field(min_length=1)
+    lora_path: str = Field(min_length=1)
+
+class UnloadLoRAAdapterRequest(BaseModel):
+    "`POST /v1/unload_lora_adapter` (vLLM's): the adapter's name (`lora_int_id`, which vLLM also takes, is not needed)."
+    model_config = ConfigDict(extra="ignore", strict=True)
+    lora_name: str = Field(min_length=1)
+    lora_int_id: int | None = None
+
+# %% ../nbs/19_server.ipynb 270
+class ServingLoRA(OpenAIServing):
+    "The LoRA adapters a server serves by name (`st.loras`: name -> `LoRARequest`), added at start or while it runs, and removed."
+    def enabled(self):
+        "A 400 unless the server's engine takes adapters (`--enable-lora`)."
+        if self.st.core.lora is None:
+            raise APIError(400, "LoRA adapters are off on this server: start it with --enable-lora", param="lora_name")
+
+    def request(self, name: str, path: str):
+        "A new adapter's `LoRARequest` (the next id); a 400 when `name` is taken (by an adapter or the served model)."
+        from xllm.lora import LoRARequest
+        if name in self.st.loras or name == self.st.model_name:
+            raise APIError(400, f"lora_name: {name!r} is served already (as {'an adapter' if name in self.st.loras else 'the model'})", param="lora_name")
+        return LoRARequest(name, next(self.st.lora_ids), str(path))
+
+# %% ../nbs/19_server.ipynb 271
+from fastapi.responses import PlainTextResponse
+
+@patch
+async def load(self: ServingLoRA, req: LoadLoRAAdapterRequest) -> PlainTextResponse:
+    "`/v1/load_lora_adapter`: the adapter read (on the engine's thread) and checked against the model, then served by its name."
+    self.enabled()
+    lr = self.request(req.lora_name, req.lora_path)
+    try: await self.st.engine.call(lambda eng: eng.lora.adapter(lr))
+    except ValueError as e: raise APIError(400, f"lora_path: {e}", param="lora_path") from None
+    self.st.loras[lr.lora_name] = lr
+    return PlainTextResponse(f"Success: LoRA adapter '{lr.lora_name}' added successfully.")
+
+@patch
+async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextResponse:
+    "`/v1/unload_lora_adapter`: the adapter no longer served, its slot emptied; a 404 for an unknown name, a 400 while it is in use."
+    self.enabled()
+    if req.lora_name not in self.st.loras:
+        raise APIError(404, f"lora_name: no adapter {req.lora_name!r} is loaded", param="lora_name", code="model_not_found")
+    try: await self.st.engine.call(lambda eng: eng.remove_lora(req.lora_name))
+    except ValueError as e: raise APIError(400, f"lora_name: {e}; retry when they are done", param="lora_name") from None
+    del self.st.loras[req.lora_name]
+    return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
+
+# %% ../nbs/19_server.ipynb 272
+def _lora_routes(app, st, R, lora_modules: dict | None):
+    "The adapters of `lora_modules` ({name: path}) read now (a ValueError naming the bad one), and the two routes that change them."
+    import itertools
+    lora, st.lora_ids = ServingLoRA(st), itertools.count(1)
+    if lora_modules and st.core.lora is None: raise ValueError("lora_modules: serving LoRA adapters needs enable_lora=True (--enable-lora)")
+    for name, path in (lora_modules or {}).items():
+        lr = lora.request(name, path)
+        st.core.lora.adapter(lr)                     # the engine has not started a step yet: read here, errors before serving
+        st.loras[name] = lr
+    ok = lambda what: {200: {"content": {"text/plain": {}}, "description": f"a line saying the adapter was {what}"}}   # vLLM's answer
+    @app.post("/v1/load_lora_adapter", response_class=Response, responses=R("/v1/load_lora_adapter", post=True) | ok("added"))
+    async def load_lora_adapter(req: LoadLoRAAdapterRequest): return await lora.load(req)
+    @app.post("/v1/unload_lora_adapter", response_class=Response, responses=R("/v1/unload_lora_adapter", post=True) | ok("removed"))
+    async def unload_lora_adapter(req: UnloadLoRAAdapterRequest): return await lora.unload(req)
+
+# %% ../nbs/19_server.ipynb 273
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
-               metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None):
+               metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None,
+               lora_modules: dict | None = None):
     """The FastAPI app serving `llm` (an `xllm.llm.LLM`) OpenAI-style. `api_key`: required as `Authorization: Bearer KEY` on every
     path but `public_endpoints` (default `/health`, which then tells a client without the key only whether the server is up);
     `metrics_key`: a second key that opens `/metrics` alone (for a scraper). At most `max_num_seqs` choices run at once (default:
@@ -2526,7 +2605,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     client reads nothing for `stall_timeout` s is let go. `limits`: `ServerLimits` (connections, bodies). `docs`: serve /docs
     (Swagger UI, whose scripts come from a CDN: off by default); /openapi.json is always there. `log_stats`: seconds between
     two stats lines while busy (None or 0: none). `reasoning_parser`: a name in `xllm.reasoning.REASONING_PARSERS` (the thinking
-    returned apart: notebook 18b), or None."""
+    returned apart: notebook 18b), or None. `lora_modules`: {name: PEFT adapter directory} served from the start (`enable_lora`)."""
     if max_num_seqs is None: max_num_seqs = llm.max_num_seqs
     _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats)
     public = public_paths(public_endpoints)
@@ -2539,13 +2618,13 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     app.add_middleware(_BodyLimit, limits=st.limits, counts=st.counts)   # inside the key check below: a stranger gets 401, not 413
     app.add_middleware(_KeyCheck, api_key=api_key, metrics_key=metrics_key, public=public)
     R = lambda path, **kw: _responses(path, keyed=api_key is not None and path not in public, **kw)
-    _model_routes(app, st, R); _generate_routes(app, st, R); _pooling_routes(app, st, R); _agent_routes(app, st, R)
-    _name_model(app, st.model_name)
+    _lora_routes(app, st, R, lora_modules); _model_routes(app, st, R); _generate_routes(app, st, R); _pooling_routes(app, st, R)
+    _agent_routes(app, st, R); _name_model(app, st.model_name)
     paths = sorted(r.path for r in app.routes if "{" not in r.path)     # a route with parameters (/v1/models/{id}) cannot be opened alone
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 270
+# %% ../nbs/19_server.ipynb 276
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2559,7 +2638,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 271
+# %% ../nbs/19_server.ipynb 277
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2586,7 +2665,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 273
+# %% ../nbs/19_server.ipynb 279
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2611,7 +2690,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 274
+# %% ../nbs/19_server.ipynb 280
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2633,7 +2712,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 275
+# %% ../nbs/19_server.ipynb 281
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2648,28 +2727,29 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 277
+# %% ../nbs/19_server.ipynb 283
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 279
+# %% ../nbs/19_server.ipynb 285
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
           metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, log_level: str = "info", engine_config=None,
-          reasoning_parser: str | None = None, **settings):
+          reasoning_parser: str | None = None, lora_modules: dict | None = None, **settings):
     """Load `model` (default: SmolLM2-135M-Instruct) and serve it with uvicorn until SIGTERM/SIGINT: running requests get up to
     `shutdown_timeout` s to finish, a second signal stops at once. Warns when `host` is not loopback and there is no `api_key`.
     `port` 0: a free port, named in the start-up line. If the engine dies, the server stops and this raises `SystemExit(1)`.
     `log_stats`: seconds between two stats lines while busy (None: none); `log_level` "debug" adds each choice's timings.
-    Without `llm`, `LLM(model, config=engine_config, **settings)` is loaded (`settings`: `EngineConfig` fields)."""
+    Without `llm`, `LLM(model, config=engine_config, **settings)` is loaded (`settings`: `EngineConfig` fields). `lora_modules`:
+    {name: adapter directory} served from the start (`enable_lora=True`)."""
     import sys
     if llm is None: llm = _load_llm(model, engine_config, settings)
     app = create_app(llm, api_key=api_key, max_num_seqs=max_num_seqs, max_waiting=max_waiting, stall_timeout=stall_timeout, docs=docs,
                      model_name=served_model_name, limits=limits, public_endpoints=public_endpoints, metrics_key=metrics_key, log_stats=log_stats,
-                     reasoning_parser=reasoning_parser)
+                     reasoning_parser=reasoning_parser, lora_modules=lora_modules)
     if api_key is None and not _loopback(host):
         print(f"xllm: warning: listening on {host}, beyond this machine, with no API key: anyone who can reach it can use it "
               "(--api-key, XLLM_API_KEY or --api-key-file)", file=sys.stderr, flush=True)
@@ -2687,7 +2767,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 280
+# %% ../nbs/19_server.ipynb 286
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
