@@ -157,7 +157,10 @@ def test_stop_sequences_and_errors(server, an):
     full = "".join(b.text for b in an.messages.create(model="m", messages=msgs, max_tokens=20, extra_body={"temperature": 0}).content)
     word = full.split()[2]
     cut = an.messages.create(model="m", messages=msgs, max_tokens=20, extra_body={"temperature": 0}, stop_sequences=[word])
-    assert cut.content[0].text == full[:full.index(word)] and cut.stop_reason == "end_turn"
+    assert cut.content[0].text == full[:full.index(word)] and (cut.stop_reason, cut.stop_sequence) == ("stop_sequence", word)
+    with an.messages.stream(model="m", messages=msgs, max_tokens=20, extra_body={"temperature": 0}, stop_sequences=[word]) as st:
+        final = st.get_final_message()
+    assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", word)
     for body, says in [({"messages": msgs}, "max_tokens"), ({"messages": [{"role": "user", "content": [{"type": "image"}]}], "max_tokens": 5}, "messages[0].content[0]"),
                        ({"messages": msgs, "max_tokens": 5, "temperature": 1.5}, "temperature"),
                        ({"messages": msgs, "max_tokens": 5, "tool_choice": {"type": "zap"}}, "tool_choice")]:

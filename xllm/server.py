@@ -17,10 +17,10 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics',
            'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing', 'ServingCompletion', 'ServingChat',
            'ServingTokens', 'ServingInfo', 'encode_vector', 'ServingPooling', 'MessagesRequest', 'CountTokensRequest',
-           'to_chat_request', 'anthropic_blocks', 'AnthropicError', 'AnthropicMessage', 'TokenCount', 'ServingMessages',
-           'ResponsesRequest', 'ResponseStore', 'ResponseObject', 'ServingResponses', 'LoadLoRAAdapterRequest',
-           'UnloadLoRAAdapterRequest', 'ServingLoRA', 'create_app', 'BackgroundServer', 'start_server', 'serve',
-           'launch']
+           'to_chat_request', 'anthropic_stop', 'anthropic_blocks', 'AnthropicError', 'AnthropicMessage', 'TokenCount',
+           'ServingMessages', 'ResponsesRequest', 'ResponseStore', 'ResponseObject', 'ServingResponses',
+           'LoadLoRAAdapterRequest', 'UnloadLoRAAdapterRequest', 'ServingLoRA', 'create_app', 'BackgroundServer',
+           'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -651,7 +651,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
     lps = []                  # (token id, {id: logprob}) of the tokens not yet sent, when logprobs are asked for
     prompt = []               # the prompt's log-probabilities, until sent (with the next item)
     async def put(d, fin=None, ntok=None):
-        await out.put((index, d, fin, ntok, lps[:], prompt.pop() if prompt else None)); lps.clear()
+        await out.put((index, d, fin, ntok, lps[:], prompt.pop() if prompt else None, seq.stop_reason if fin is not None else None)); lps.clear()
     m, t0, last, ended = state.metrics, time.perf_counter(), None, "abort"     # ended: as vLLM counts it (a client gone: abort)
     m.prompt_tokens.inc(len(ids))
     first = None
@@ -683,7 +683,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
         m.e2e.observe(time.perf_counter() - t0)
     except Exception as e:
         ended = "error"
-        await out.put((index, "", "error", e, [], None)); return          # the exception itself: `_run_all` answers it
+        await out.put((index, "", "error", e, [], None, None)); return          # the exception itself: `_run_all` answers it
     finally:
         m.success.labels(m.name, ended).inc()
         await agen.aclose()
@@ -708,7 +708,7 @@ def _choice_error(e: Exception, field: str | None) -> APIError:
 # %% ../nbs/19_server.ipynb 60
 async def _run_all(state, jobs, field: str | None = None):
     """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
-    completion_tokens, logprobs, prompt_logprobs)` as they come; cancel the rest on exit (e.g. a client gone). A choice that fails
+    completion_tokens, logprobs, prompt_logprobs, stop_reason)` as they come (stop_reason: the stop string or token id that ended it, at its end); cancel the rest on exit (e.g. a client gone). A choice that fails
     raises `_choice_error` (`field`: the request's structured-outputs field)."""
     out = asyncio.Queue()
     tasks = [asyncio.ensure_future(_run_choice(state, ids, p, i, out, j, f, so, *lr)) for ids, p, i, j, f, so, *lr in jobs]   # lr: a LoRA adapter
@@ -1410,7 +1410,7 @@ def allowed(self: _Reply, calls: list) -> list:
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
     ctoks = 0
-    async for i, d, fin, nt, lp, plp in _run_all(self.st, self.jobs, self.field):
+    async for i, d, fin, nt, lp, plp, _ in _run_all(self.st, self.jobs, self.field):
         texts[i] += d
         lps.setdefault(i, []).extend(self.prompt_lps(i, plp) + lp)
         if fin is not None: reasons[i], ctoks = fin, ctoks + nt
@@ -1507,7 +1507,7 @@ async def _events(self: _Reply, release):
         if self.chat: yield self._chunk(*({"index": i, "delta": {"role": "assistant", "content": ""}} for i in range(len(self.jobs))))
         for i, h in enumerate(self.head):
             if h and not self.scored: yield self._chunk({"index": i, "text": h})
-        async for i, d, fin, nt, lp, plp in results:
+        async for i, d, fin, nt, lp, plp, _ in results:
             if self.scored and plp is not None:    # the echoed prompt, once its log-probabilities have come
                 L = self.logprobs(self.prompt_lps(i, plp))
                 offs[i] = sum(map(len, L["tokens"]))
@@ -2023,19 +2023,25 @@ def to_chat_request(req, **extra) -> ChatRequest:
 # %% ../nbs/19_server.ipynb 215
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
+def anthropic_stop(end: tuple) -> tuple[str, str | None]:
+    "Anthropic's (stop_reason, stop_sequence) of a turn's end `(finish reason, tokens[, stop string])`: 'stop_sequence' and the string when one of `stop_sequences` ended it."
+    fin, seq = end[0], end[2] if len(end) > 2 else None
+    return ("stop_sequence", seq) if fin == "stop" and seq is not None else (_STOP_REASONS.get(fin, "end_turn"), None)
+
 def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> list[dict]:
     "An answer's content blocks: thinking (if any), text (if any), `tool_use` blocks for `calls` (`{'name', 'arguments'}` as JSON text)."
     out = [{"type": "thinking", "thinking": reasoning, "signature": ""}] if reasoning else []
     if text: out.append({"type": "text", "text": text})
     return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
 
-# %% ../nbs/19_server.ipynb 218
+# %% ../nbs/19_server.ipynb 219
 async def _turn(reply):
-    "The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated."
+    """The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated; 'end' carries (finish
+    reason, completion tokens, the stop string that ended it or None)."""
     from xllm.tools import ToolStream
     think = reply.st.reasoning.fresh() if reply.st.reasoning else None
     held = ToolStream(*reply.tools) if reply.tools else None
-    async for _, d, fin, nt, _, _ in _run_all(reply.st, reply.jobs, reply.field):
+    async for _, d, fin, nt, _, _, stop in _run_all(reply.st, reply.jobs, reply.field):
         r, d = _think(think, d, fin) if think else ("", d)
         if r: yield "reasoning", r
         calls = []
@@ -2044,9 +2050,9 @@ async def _turn(reply):
             if fin is not None: rest, calls = held.finish(); d += rest; calls = reply.allowed(calls)
         if d: yield "text", d
         if calls: yield "calls", calls
-        if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt)
+        if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt, stop if isinstance(stop, str) else None)
 
-# %% ../nbs/19_server.ipynb 220
+# %% ../nbs/19_server.ipynb 221
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 
@@ -2059,7 +2065,7 @@ class AnthropicError(_Out):
         "The error of HTTP `status` with `message`."
         return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
 
-# %% ../nbs/19_server.ipynb 222
+# %% ../nbs/19_server.ipynb 223
 class _AnthropicAPIError(APIError):
     "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
     def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
@@ -2077,7 +2083,7 @@ def _anthropic_shaped(handler):
 
 _HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
 
-# %% ../nbs/19_server.ipynb 224
+# %% ../nbs/19_server.ipynb 225
 class AnthropicMessage(_Out):
     "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
     id: str
@@ -2093,7 +2099,7 @@ class TokenCount(_Out):
     "The answer to `/v1/messages/count_tokens`."
     input_tokens: int
 
-# %% ../nbs/19_server.ipynb 227
+# %% ../nbs/19_server.ipynb 228
 class ServingMessages(ServingChat):
     "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
     async def create_message(self, req: MessagesRequest, request):
@@ -2111,7 +2117,7 @@ class ServingMessages(ServingChat):
         prompts, *_ = await self.prepare(to_chat_request(req))
         return TokenCount(input_tokens=len(prompts[0][1]))
 
-# %% ../nbs/19_server.ipynb 228
+# %% ../nbs/19_server.ipynb 229
 async def _gather(reply) -> dict:
     "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
     got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
@@ -2129,11 +2135,11 @@ async def whole(self: ServingMessages, reply, request, mid: str):
         st.disconnected += 1
         return Response(status_code=499)
     finally: st.in_flight -= len(reply.jobs)
-    fin, ntok = got["end"]
+    (reason, seq), ntok = anthropic_stop(got["end"]), got["end"][1]
     return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
-                                  stop_reason=_STOP_REASONS.get(fin, "end_turn"), usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
+                                  stop_reason=reason, stop_sequence=seq, usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
 
-# %% ../nbs/19_server.ipynb 230
+# %% ../nbs/19_server.ipynb 231
 def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
 
 _OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -2145,7 +2151,7 @@ def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]
     if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
     return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
 
-# %% ../nbs/19_server.ipynb 232
+# %% ../nbs/19_server.ipynb 233
 @patch
 async def _events(self: ServingMessages, reply, mid: str, release):
     "Anthropic's SSE events for `reply`; its choices released when the stream ends."
@@ -2170,7 +2176,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
                     idx += 1
                     for e in _block_events(idx, {**b, "input": {}}, {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}): yield e
             else:
-                yield _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": _STOP_REASONS.get(v[0], "end_turn"), "stop_sequence": None},
+                yield _sse("message_delta", {"type": "message_delta", "delta": dict(zip(("stop_reason", "stop_sequence"), anthropic_stop(v))),
                                              "usage": {"output_tokens": v[1]}})
         yield _sse("message_stop", {"type": "message_stop"})
     except APIError as e: yield _sse("error", AnthropicError.of(e.status, e.message).dump())
@@ -2182,7 +2188,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 233
+# %% ../nbs/19_server.ipynb 234
 @patch
 def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
@@ -2193,7 +2199,7 @@ def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 235
+# %% ../nbs/19_server.ipynb 236
 class ResponsesRequest(_AgentReq):
     "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
@@ -2217,7 +2223,7 @@ class ResponsesRequest(_AgentReq):
     include: list[str] | None = None                   # nothing extra can be included: only [] is accepted
     prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
 
-# %% ../nbs/19_server.ipynb 237
+# %% ../nbs/19_server.ipynb 238
 def _response_item(i: int, it) -> list[dict]:
     "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
     w = f"input[{i}]"
@@ -2236,7 +2242,7 @@ def _response_item(i: int, it) -> list[dict]:
     if t == "reasoning": return []
     raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
 
-# %% ../nbs/19_server.ipynb 239
+# %% ../nbs/19_server.ipynb 240
 def _responses_tools(tools, choice):
     "Responses' function tools and `tool_choice` as chat's."
     out = None
@@ -2258,7 +2264,7 @@ def _text_format(text) -> dict | None:
     if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
     return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
 
-# %% ../nbs/19_server.ipynb 242
+# %% ../nbs/19_server.ipynb 243
 MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
 MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
 
@@ -2281,7 +2287,7 @@ class ResponseStore:
         if (it := self.items.pop(rid, None)) is None: return False
         self.bytes -= it[2]; return True
 
-# %% ../nbs/19_server.ipynb 244
+# %% ../nbs/19_server.ipynb 245
 def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
     "A turn's output items: reasoning (if any), a message (if text, or nothing else), a function_call per call."
     hexid = lambda p: p + uuid.uuid4().hex[:24]
@@ -2292,7 +2298,7 @@ def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
     return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
                    "status": "completed"} for c in calls]
 
-# %% ../nbs/19_server.ipynb 246
+# %% ../nbs/19_server.ipynb 247
 class ResponseObject(_Out):
     "OpenAI's response object (`/v1/responses`, and in its stream's events)."
     id: str
@@ -2316,7 +2322,7 @@ class ResponseObject(_Out):
     text: dict[str, Any] | None = None
     metadata: dict[str, str] = {}
 
-# %% ../nbs/19_server.ipynb 249
+# %% ../nbs/19_server.ipynb 250
 class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
@@ -2333,13 +2339,13 @@ class ServingResponses(ServingChat):
         items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
         return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
 
-# %% ../nbs/19_server.ipynb 250
+# %% ../nbs/19_server.ipynb 251
 def _effort(reasoning: dict | None) -> dict | None:
     "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
     e = (reasoning or {}).get("effort")
     return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
 
-# %% ../nbs/19_server.ipynb 252
+# %% ../nbs/19_server.ipynb 253
 @patch
 async def create_response(self: ServingResponses, req: ResponsesRequest, request):
     "The answer to a Responses request: whole, or OpenAI's stream of response events."
@@ -2359,11 +2365,11 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
                           text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
     return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
 
-# %% ../nbs/19_server.ipynb 253
+# %% ../nbs/19_server.ipynb 254
 @patch
 def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
     "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
-    fin, ntok = got["end"]
+    fin, ntok, *_ = got["end"]
     items = items or _output_items(got["reasoning"], got["text"], got["calls"])
     r = base.model_copy(update=dict(status="completed" if fin != "length" else "incomplete", output=items,
                                     incomplete_details={"reason": "max_output_tokens"} if fin == "length" else None,
@@ -2386,7 +2392,7 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     finally: st.in_flight -= len(reply.jobs)
     return _JSON(self.finished(base, req, msgs, reply, got))
 
-# %% ../nbs/19_server.ipynb 255
+# %% ../nbs/19_server.ipynb 256
 class _ResponseEvents:
     "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
     def __init__(self):
@@ -2397,7 +2403,7 @@ class _ResponseEvents:
         self.seq += 1
         return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
 
-# %% ../nbs/19_server.ipynb 256
+# %% ../nbs/19_server.ipynb 257
 @patch
 def open(self: _ResponseEvents, k: str) -> list[str]:
     "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
@@ -2416,7 +2422,7 @@ def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
     return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
 
-# %% ../nbs/19_server.ipynb 257
+# %% ../nbs/19_server.ipynb 258
 @patch
 def close(self: _ResponseEvents) -> list[str]:
     "Close the item being written (if any): its text done, the item done and kept."
@@ -2432,7 +2438,7 @@ def close(self: _ResponseEvents) -> list[str]:
     self.items.append(done)
     return out + [self.ev("response.output_item.done", output_index=i, item=done)]
 
-# %% ../nbs/19_server.ipynb 258
+# %% ../nbs/19_server.ipynb 259
 @patch
 def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
     "Function-call items for `calls`, each whole: added, its arguments, done."
@@ -2447,7 +2453,7 @@ def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
                 self.ev("response.output_item.done", output_index=i, item=item)]
     return out
 
-# %% ../nbs/19_server.ipynb 260
+# %% ../nbs/19_server.ipynb 261
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
     "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
@@ -2478,7 +2484,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 261
+# %% ../nbs/19_server.ipynb 262
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2492,7 +2498,7 @@ def delete(self: ServingResponses, rid: str) -> dict:
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 263
+# %% ../nbs/19_server.ipynb 264
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2514,7 +2520,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 265
+# %% ../nbs/19_server.ipynb 266
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2525,7 +2531,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 268
+# %% ../nbs/19_server.ipynb 269
 class LoadLoRAAdapterRequest(BaseModel):
     "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory on the server's machine."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -2538,7 +2544,7 @@ class UnloadLoRAAdapterRequest(BaseModel):
     lora_name: str = Field(min_length=1)
     lora_int_id: int | None = None
 
-# %% ../nbs/19_server.ipynb 270
+# %% ../nbs/19_server.ipynb 271
 class ServingLoRA(OpenAIServing):
     "The LoRA adapters a server serves by name (`st.loras`: name -> `LoRARequest`), added at start or while it runs, and removed."
     def enabled(self):
@@ -2553,7 +2559,7 @@ class ServingLoRA(OpenAIServing):
             raise APIError(400, f"lora_name: {name!r} is served already (as {'an adapter' if name in self.st.loras else 'the model'})", param="lora_name")
         return LoRARequest(name, next(self.st.lora_ids), str(path))
 
-# %% ../nbs/19_server.ipynb 271
+# %% ../nbs/19_server.ipynb 272
 from fastapi.responses import PlainTextResponse
 
 @patch
@@ -2577,7 +2583,7 @@ async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextR
     del self.st.loras[req.lora_name]
     return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
-# %% ../nbs/19_server.ipynb 272
+# %% ../nbs/19_server.ipynb 273
 def _lora_routes(app, st, R, lora_modules: dict | None):
     "The adapters of `lora_modules` ({name: path}) read now (a ValueError naming the bad one), and the two routes that change them."
     import itertools
@@ -2593,7 +2599,7 @@ def _lora_routes(app, st, R, lora_modules: dict | None):
     @app.post("/v1/unload_lora_adapter", response_class=Response, responses=R("/v1/unload_lora_adapter", post=True) | ok("removed"))
     async def unload_lora_adapter(req: UnloadLoRAAdapterRequest): return await lora.unload(req)
 
-# %% ../nbs/19_server.ipynb 273
+# %% ../nbs/19_server.ipynb 274
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None,
@@ -2624,7 +2630,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 276
+# %% ../nbs/19_server.ipynb 277
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2638,7 +2644,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 277
+# %% ../nbs/19_server.ipynb 278
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2665,7 +2671,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 279
+# %% ../nbs/19_server.ipynb 280
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2690,7 +2696,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 280
+# %% ../nbs/19_server.ipynb 281
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2712,7 +2718,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 281
+# %% ../nbs/19_server.ipynb 282
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2727,13 +2733,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 283
+# %% ../nbs/19_server.ipynb 284
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 285
+# %% ../nbs/19_server.ipynb 286
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2767,7 +2773,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 286
+# %% ../nbs/19_server.ipynb 287
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
