@@ -107,13 +107,18 @@ def test_deepseek_thinking_everywhere(deepseek, oa, an, stream):
             got = "".join(e.delta.thinking for e in s if e.type == "content_block_delta" and e.delta.type == "thinking_delta")
             final = s.get_final_message()
         assert got == ref.model_extra["reasoning_content"] == final.content[0].thinking
-    rkw = dict(model="m", input=msgs, max_output_tokens=16, temperature=0, extra_body=kw)
+    rkw = dict(model="m", input=msgs, max_output_tokens=16, temperature=0, extra_body=kw, include=["reasoning.encrypted_content"], store=False)
     if not stream: items = oa.responses.create(**rkw).output
     else:
         events = list(oa.responses.create(stream=True, **rkw))
         assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == ref.model_extra["reasoning_content"]
         items = events[-1].response.output
     assert [i.type for i in items] == ["reasoning"] and items[0].content[0].text == ref.model_extra["reasoning_content"]
+    import base64                       # Codex's stateless round trip: the sealed reasoning item sent back with the next turn
+    assert base64.b64decode(items[0].encrypted_content).decode() == ref.model_extra["reasoning_content"]
+    back = oa.responses.create(model="m", input=msgs + [items[0].model_dump(exclude_none=True), {"role": "user", "content": "And at night?"}],
+                               max_output_tokens=2, store=False, include=["reasoning.encrypted_content"])
+    assert back.status in ("completed", "incomplete") and back.output
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -234,7 +239,7 @@ def test_responses_parse_and_refusals(oa, server):
     assert isinstance(r.output_parsed, Pet)
     for body, says in [({"input": "hi", "background": True}, "background"), ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0]"),
                        ({"input": [{"type": "image_generation_call"}]}, "input[0]"), ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
-                       ({"input": "hi", "include": ["reasoning.encrypted_content"]}, "include")]:
+                       ({"input": "hi", "include": ["file_search_call.results"]}, "include")]:
         status, err = _raw(server, "/v1/responses", body, headers={"Authorization": f"Bearer {KEY}"})
         assert status == 400 and says in err["error"]["message"], err
 

@@ -5,8 +5,8 @@
 # %% auto 0
 __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIMEOUT', 'TTFT_BUCKETS', 'ITL_BUCKETS',
            'E2E_BUCKETS', 'MAX_BODY_BYTES', 'TOKENIZE_AT_ONCE', 'SWEEP_EVERY', 'SEND_CHUNK', 'TRIM_EVERY',
-           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'MAX_STORED_RESPONSES', 'MAX_STORED_BYTES', 'SEND_BUFFER',
-           'BACKLOG', 'FD_RESERVE', 'CompletionRequest', 'ChatMessage', 'ChatRequest', 'TokenizeRequest',
+           'LOG_STATS_EVERY', 'HEALTH_POLL', 'DEAD_LINGER', 'MAX_STORED_RESPONSES', 'MAX_STORED_BYTES', 'INCLUDABLE',
+           'SEND_BUFFER', 'BACKLOG', 'FD_RESERVE', 'CompletionRequest', 'ChatMessage', 'ChatRequest', 'TokenizeRequest',
            'DetokenizeRequest', 'ErrorInfo', 'Error', 'Usage', 'CompletionLogprobs', 'TopLogprob', 'TokenLogprob',
            'ChatLogprobs', 'CompletionChoice', 'CompletionResponse', 'CompletionChunk', 'FunctionCall', 'ToolCall',
            'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse', 'DeltaToolCall', 'Delta', 'ChatStreamChoice',
@@ -2220,7 +2220,7 @@ class ResponsesRequest(_AgentReq):
     user: str | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     reasoning: dict[str, Any] | None = None            # effort 'none'/'minimal': enable_thinking false for the template, else true
-    include: list[str] | None = None                   # nothing extra can be included: only [] is accepted
+    include: list[str] | None = None                   # only 'reasoning.encrypted_content' (see `_sealed`)
     prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
 
 # %% ../nbs/19_server.ipynb 238
@@ -2288,17 +2288,28 @@ class ResponseStore:
         self.bytes -= it[2]; return True
 
 # %% ../nbs/19_server.ipynb 245
-def _output_items(reasoning: str, text: str, calls: list[dict]) -> list[dict]:
-    "A turn's output items: reasoning (if any), a message (if text, or nothing else), a function_call per call."
+INCLUDABLE = ("reasoning.encrypted_content",)      # what a Responses request may ask to `include`
+
+def _sealed(reasoning: str) -> str:
+    """A reasoning item's `encrypted_content`, for stateless clients (Codex asks for it with `store: false` and sends the items back).
+    xllm holds no secret to encrypt with: it is the reasoning text in base64, opaque to the client by contract, and not read when it
+    comes back (chat templates drop earlier turns' thinking)."""
+    import base64
+    return base64.b64encode(reasoning.encode()).decode()
+
+# %% ../nbs/19_server.ipynb 246
+def _output_items(reasoning: str, text: str, calls: list[dict], sealed: bool = False) -> list[dict]:
+    "A turn's output items: reasoning (if any; with `encrypted_content` when `sealed`), a message (if text, or nothing else), a function_call per call."
     hexid = lambda p: p + uuid.uuid4().hex[:24]
-    out = [{"type": "reasoning", "id": hexid("rs_"), "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}]}] if reasoning else []
+    out = [{"type": "reasoning", "id": hexid("rs_"), "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}],
+            **({"encrypted_content": _sealed(reasoning)} if sealed else {})}] if reasoning else []
     if text or not (calls or reasoning):
         out.append({"type": "message", "id": hexid("msg_"), "status": "completed", "role": "assistant",
                     "content": [{"type": "output_text", "text": text, "annotations": []}]})
     return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
                    "status": "completed"} for c in calls]
 
-# %% ../nbs/19_server.ipynb 247
+# %% ../nbs/19_server.ipynb 249
 class ResponseObject(_Out):
     "OpenAI's response object (`/v1/responses`, and in its stream's events)."
     id: str
@@ -2322,7 +2333,7 @@ class ResponseObject(_Out):
     text: dict[str, Any] | None = None
     metadata: dict[str, str] = {}
 
-# %% ../nbs/19_server.ipynb 250
+# %% ../nbs/19_server.ipynb 252
 class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
@@ -2339,17 +2350,17 @@ class ServingResponses(ServingChat):
         items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
         return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
 
-# %% ../nbs/19_server.ipynb 251
+# %% ../nbs/19_server.ipynb 253
 def _effort(reasoning: dict | None) -> dict | None:
     "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
     e = (reasoning or {}).get("effort")
     return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
 
-# %% ../nbs/19_server.ipynb 253
+# %% ../nbs/19_server.ipynb 255
 @patch
 async def create_response(self: ServingResponses, req: ResponsesRequest, request):
     "The answer to a Responses request: whole, or OpenAI's stream of response events."
-    if req.include: raise _bad("include", f"xllm cannot include {req.include[0]!r:.60} (nothing extra can be included)")
+    if bad := [x for x in req.include or [] if x not in INCLUDABLE]: raise _bad("include", f"xllm cannot include {bad[0]!r:.60} (only {', '.join(INCLUDABLE)})")
     msgs = self.conversation(req)
     if not msgs: raise _bad("input", "nothing to answer")
     tools, choice = _responses_tools(req.tools, req.tool_choice)
@@ -2365,12 +2376,12 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
                           text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
     return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
 
-# %% ../nbs/19_server.ipynb 254
+# %% ../nbs/19_server.ipynb 256
 @patch
 def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
     "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
     fin, ntok, *_ = got["end"]
-    items = items or _output_items(got["reasoning"], got["text"], got["calls"])
+    items = items or _output_items(got["reasoning"], got["text"], got["calls"], "reasoning.encrypted_content" in (req.include or []))
     r = base.model_copy(update=dict(status="completed" if fin != "length" else "incomplete", output=items,
                                     incomplete_details={"reason": "max_output_tokens"} if fin == "length" else None,
                                     usage={"input_tokens": reply.ptoks, "output_tokens": ntok, "total_tokens": reply.ptoks + ntok,
@@ -2392,18 +2403,18 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     finally: st.in_flight -= len(reply.jobs)
     return _JSON(self.finished(base, req, msgs, reply, got))
 
-# %% ../nbs/19_server.ipynb 256
+# %% ../nbs/19_server.ipynb 258
 class _ResponseEvents:
     "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
-    def __init__(self):
-        self.seq, self.n, self.cur, self.items = 0, 0, None, []
+    def __init__(self, sealed: bool = False):
+        self.seq, self.n, self.cur, self.items, self.sealed = 0, 0, None, [], sealed
         self.got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
     def ev(self, kind: str, **d) -> str:
         "The SSE event `kind` with `d`, numbered."
         self.seq += 1
         return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
 
-# %% ../nbs/19_server.ipynb 257
+# %% ../nbs/19_server.ipynb 259
 @patch
 def open(self: _ResponseEvents, k: str) -> list[str]:
     "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
@@ -2422,7 +2433,7 @@ def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
     return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
 
-# %% ../nbs/19_server.ipynb 258
+# %% ../nbs/19_server.ipynb 260
 @patch
 def close(self: _ResponseEvents) -> list[str]:
     "Close the item being written (if any): its text done, the item done and kept."
@@ -2433,12 +2444,13 @@ def close(self: _ResponseEvents) -> list[str]:
         done, out = {**item, "content": [part]}, [self.ev("response.output_text.done", item_id=item["id"], output_index=i, content_index=0, text=part["text"]),
                                                   self.ev("response.content_part.done", item_id=item["id"], output_index=i, content_index=0, part=part)]
     else:
-        done = {**item, "content": [{"type": "reasoning_text", "text": self.got["reasoning"]}]}
+        done = {**item, "content": [{"type": "reasoning_text", "text": self.got["reasoning"]}],
+                **({"encrypted_content": _sealed(self.got["reasoning"])} if self.sealed else {})}
         out = [self.ev("response.reasoning_text.done", item_id=item["id"], output_index=i, content_index=0, text=self.got["reasoning"])]
     self.items.append(done)
     return out + [self.ev("response.output_item.done", output_index=i, item=done)]
 
-# %% ../nbs/19_server.ipynb 259
+# %% ../nbs/19_server.ipynb 261
 @patch
 def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
     "Function-call items for `calls`, each whole: added, its arguments, done."
@@ -2453,11 +2465,11 @@ def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
                 self.ev("response.output_item.done", output_index=i, item=item)]
     return out
 
-# %% ../nbs/19_server.ipynb 261
+# %% ../nbs/19_server.ipynb 263
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
     "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
-    w, turn = _ResponseEvents(), _turn(reply)
+    w, turn = _ResponseEvents("reasoning.encrypted_content" in (req.include or [])), _turn(reply)
     try:
         yield w.ev("response.created", response=base.dump())
         yield w.ev("response.in_progress", response=base.dump())
@@ -2484,7 +2496,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 262
+# %% ../nbs/19_server.ipynb 264
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2498,7 +2510,7 @@ def delete(self: ServingResponses, rid: str) -> dict:
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 264
+# %% ../nbs/19_server.ipynb 266
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2520,7 +2532,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 266
+# %% ../nbs/19_server.ipynb 268
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2531,7 +2543,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 269
+# %% ../nbs/19_server.ipynb 271
 class LoadLoRAAdapterRequest(BaseModel):
     "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory on the server's machine."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -2544,7 +2556,7 @@ class UnloadLoRAAdapterRequest(BaseModel):
     lora_name: str = Field(min_length=1)
     lora_int_id: int | None = None
 
-# %% ../nbs/19_server.ipynb 271
+# %% ../nbs/19_server.ipynb 273
 class ServingLoRA(OpenAIServing):
     "The LoRA adapters a server serves by name (`st.loras`: name -> `LoRARequest`), added at start or while it runs, and removed."
     def enabled(self):
@@ -2559,7 +2571,7 @@ class ServingLoRA(OpenAIServing):
             raise APIError(400, f"lora_name: {name!r} is served already (as {'an adapter' if name in self.st.loras else 'the model'})", param="lora_name")
         return LoRARequest(name, next(self.st.lora_ids), str(path))
 
-# %% ../nbs/19_server.ipynb 272
+# %% ../nbs/19_server.ipynb 274
 from fastapi.responses import PlainTextResponse
 
 @patch
@@ -2583,7 +2595,7 @@ async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextR
     del self.st.loras[req.lora_name]
     return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
-# %% ../nbs/19_server.ipynb 273
+# %% ../nbs/19_server.ipynb 275
 def _lora_routes(app, st, R, lora_modules: dict | None):
     "The adapters of `lora_modules` ({name: path}) read now (a ValueError naming the bad one), and the two routes that change them."
     import itertools
@@ -2599,7 +2611,7 @@ def _lora_routes(app, st, R, lora_modules: dict | None):
     @app.post("/v1/unload_lora_adapter", response_class=Response, responses=R("/v1/unload_lora_adapter", post=True) | ok("removed"))
     async def unload_lora_adapter(req: UnloadLoRAAdapterRequest): return await lora.unload(req)
 
-# %% ../nbs/19_server.ipynb 274
+# %% ../nbs/19_server.ipynb 276
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None,
@@ -2630,7 +2642,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 277
+# %% ../nbs/19_server.ipynb 279
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2644,7 +2656,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 278
+# %% ../nbs/19_server.ipynb 280
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2671,7 +2683,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 280
+# %% ../nbs/19_server.ipynb 282
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2696,7 +2708,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 281
+# %% ../nbs/19_server.ipynb 283
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2718,7 +2730,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 282
+# %% ../nbs/19_server.ipynb 284
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2733,13 +2745,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 284
+# %% ../nbs/19_server.ipynb 286
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 286
+# %% ../nbs/19_server.ipynb 288
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2773,7 +2785,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 287
+# %% ../nbs/19_server.ipynb 289
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
