@@ -115,3 +115,20 @@ def test_cuda_runner_pooling(dev):
     for r, (p, pp) in zip(ids[len(gens):], embs):
         want = pool_reference(hidden_alone(p), pp)
         assert float((pooled[r] - want).abs().max() / want.abs().max()) < 1e-4, (pp, p)
+
+
+def test_embed_task_refuses_generation(tmp_path):
+    "`task='embed'`: `LLM.embed` answers, `generate` is a ValueError naming the task, and a served completion or chat a 400 naming `model`."
+    path = stand_in_model(tmp_path / "m")
+    emb = LLM(path, task="embed", runner="torch")
+    v = emb.embed(["hello there"])
+    assert len(v) == 1 and abs(float(np.linalg.norm(v[0])) - 1) < 1e-5
+    with pytest.raises(ValueError, match="task='embed': this engine embeds or scores"): emb.generate("hello")
+    srv = start_server(emb, model_name="m")
+    try:
+        for route, body in (("/v1/completions", {"prompt": "hi", "max_tokens": 2}), ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})):
+            status, err = _post(srv.url + route, body)
+            assert status == 400 and err["error"]["param"] == "model" and "task='embed'" in err["error"]["message"], (route, status, err)
+        status, ok = _post(srv.url + "/v1/embeddings", {"input": "hello there"})
+        assert status == 200 and len(ok["data"]) == 1
+    finally: srv.stop()

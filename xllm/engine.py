@@ -254,6 +254,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
         if lora_request is not None: raise ValueError("lora_request: pooling requests run on the base model (adapters are for generation)")
         return self.add_pooling_request(prompt_token_ids, params, request_id)
     if getattr(self.model, "generates", True) is False: raise ValueError("this model is a classifier (LlamaForSequenceClassification): it scores, it does not generate")
+    if self.engine_config.task != "generate": raise ValueError(f"task={self.engine_config.task!r}: this engine embeds or scores (LLM.embed, LLM.score); build it with task='generate' to generate")
     params = SamplingParams() if params is None else params
     if not isinstance(params, SamplingParams): raise ValueError(f"params: expected SamplingParams or PoolingParams, got {type(params).__name__}")
     params.check()                        # again: a field may have been changed since it was made (ValueError naming it)

@@ -452,13 +452,11 @@ def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
     c = EngineConfig.make(llm.engine_config, **settings)
     full = c.max_num_seqs * -(-c.max_model_len // c.block_size)   # blocks for max_num_seqs sequences of the whole context
     blocks = max(1, min(full, int(c.kv_cache_memory // _kv_block_bytes(llm, c.block_size))))
-    engine_settings = {k: getattr(c, k) for k in ("max_num_seqs", "block_size", "max_model_len", "kv_cache_dtype", "enable_prefix_caching",
-                                                    "max_logprobs", "speculative", "enable_lora", "max_loras", "max_lora_rank")}
-    return Engine(llm.model, llm.tokenizer, num_blocks=blocks, eos_token_ids=llm.eos_ids, runner=runner_class(llm.runner_name),
-                  runner_options=_runner_options(llm), max_num_batched_tokens=c.num_batched_tokens, **engine_settings)
+    return Engine(llm.model, llm.tokenizer, c, num_blocks=blocks, eos_token_ids=llm.eos_ids, runner=runner_class(llm.runner_name),
+                  runner_options=_runner_options(llm))     # the whole config: scheduling_policy, task, LoRA, speculation, ... as given
 
 
-# %% ../nbs/17_llm.ipynb 52
+# %% ../nbs/17_llm.ipynb 53
 @patch
 def get_engine(self: LLM):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
@@ -471,7 +469,7 @@ def _engine_generator(self: LLM, p: SamplingParams, index: int = 0):
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
 
-# %% ../nbs/17_llm.ipynb 54
+# %% ../nbs/17_llm.ipynb 55
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -487,7 +485,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 55
+# %% ../nbs/17_llm.ipynb 56
 @patch
 def _pump(self: LLM):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
@@ -503,7 +501,7 @@ def _pump(self: LLM):
         if seq.finished: del self._live[o.request_id]
 
 
-# %% ../nbs/17_llm.ipynb 56
+# %% ../nbs/17_llm.ipynb 57
 @patch
 def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0, lora_request: LoRARequest | None = None) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
@@ -523,7 +521,7 @@ def _settle(self: LLM, seqs: dict):
         while eng.has_unfinished(): eng.step()
 
 
-# %% ../nbs/17_llm.ipynb 57
+# %% ../nbs/17_llm.ipynb 58
 @patch
 def _check_pool(self: LLM, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
@@ -540,7 +538,7 @@ def _check_pool(self: LLM, eng, prompts, params):
                              f"pool holds ({cap} tokens in {eng.pool.num_blocks} blocks); raise kv_cache_memory or ask for fewer tokens")
 
 
-# %% ../nbs/17_llm.ipynb 59
+# %% ../nbs/17_llm.ipynb 60
 @patch
 def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True, loras=None) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
@@ -564,7 +562,7 @@ def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[S
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 
-# %% ../nbs/17_llm.ipynb 63
+# %% ../nbs/17_llm.ipynb 64
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -576,7 +574,7 @@ def _params(params, n: int | None = None):
     return params if n is None else [params] * n
 
 
-# %% ../nbs/17_llm.ipynb 65
+# %% ../nbs/17_llm.ipynb 66
 @patch
 def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
@@ -594,7 +592,7 @@ def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 67
+# %% ../nbs/17_llm.ipynb 68
 def _loras(lora_request, n: int) -> list | None:
     "`generate`'s `lora_request` as one per prompt (None: no adapters): one `LoRARequest` for all, or a list of `n` (each one or None)."
     if lora_request is None: return None
@@ -603,7 +601,7 @@ def _loras(lora_request, n: int) -> list | None:
         raise ValueError(f"lora_request: expected a LoRARequest, or a list of {n} (one per prompt, each a LoRARequest or None)")
     return list(lora_request)
 
-# %% ../nbs/17_llm.ipynb 69
+# %% ../nbs/17_llm.ipynb 70
 @patch
 def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True,
              lora_request: LoRARequest | list | None = None) -> list[RequestOutput]:
@@ -631,7 +629,7 @@ def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bo
                      use_tqdm, _loras(lora_request, len(convs)))
 
 
-# %% ../nbs/17_llm.ipynb 71
+# %% ../nbs/17_llm.ipynb 72
 @patch
 def _stream_ids(self: LLM, ids, params, lora_request: LoRARequest | None = None) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
@@ -648,7 +646,7 @@ def _stream_ids(self: LLM, ids, params, lora_request: LoRARequest | None = None)
     self.last_stream_output = seq.output()
 
 
-# %% ../nbs/17_llm.ipynb 72
+# %% ../nbs/17_llm.ipynb 73
 @patch
 def stream(self: LLM, prompt, params: SamplingParams | None = None, lora_request: LoRARequest | None = None) -> Iterator[str]:
     """Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of
@@ -659,7 +657,7 @@ def stream(self: LLM, prompt, params: SamplingParams | None = None, lora_request
     return self._stream_ids(ids, params, lora_request)
 
 
-# %% ../nbs/17_llm.ipynb 74
+# %% ../nbs/17_llm.ipynb 75
 @patch
 @torch.inference_mode()
 def logits(self: LLM, ids) -> torch.Tensor:
@@ -669,7 +667,7 @@ def logits(self: LLM, ids) -> torch.Tensor:
     return self.get_engine().prompt_logits(ids).cpu()
 
 
-# %% ../nbs/17_llm.ipynb 78
+# %% ../nbs/17_llm.ipynb 79
 @patch(as_prop=True)
 def pooler_config(self: LLM) -> PoolerConfig:
     "The model's pooling defaults and prompts (`PoolerConfig.from_dir` of its directory; read once)."
@@ -682,7 +680,7 @@ def configure_pooling(self: LLM, engine: Engine) -> Engine:
     engine.pooler_config, engine.classifier = self.pooler_config, self.reranker_head()
     return engine
 
-# %% ../nbs/17_llm.ipynb 79
+# %% ../nbs/17_llm.ipynb 80
 @patch
 def reranker_head(self: LLM) -> TokenScoreHead | None:
     "The generative reranker's head (`EngineConfig.reranker`: its `yes` / `no` tokens over the model's `lm_head`), or None."
@@ -694,7 +692,7 @@ def reranker_head(self: LLM) -> TokenScoreHead | None:
         return ids[0]
     return TokenScoreHead(self.model.lm_head, one("yes"), one("no") if r.get("no") else None)
 
-# %% ../nbs/17_llm.ipynb 80
+# %% ../nbs/17_llm.ipynb 81
 @patch
 def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt_tokens: int | None = None, what: str = "input") -> list[int]:
     """One input's token ids for a pooling request: a str (with the model's prompt `prompt_name`, else its default, prefixed) or
@@ -708,7 +706,7 @@ def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt
     if truncate_prompt_tokens is not None: ids = ids[-check_int("truncate_prompt_tokens", truncate_prompt_tokens, lo=1):]
     return self._check_ids(ids, what, limit=self.max_model_len)
 
-# %% ../nbs/17_llm.ipynb 82
+# %% ../nbs/17_llm.ipynb 83
 @patch
 def encode_pooling(self: LLM, inputs: list[list[int]], params: PoolingParams) -> list[torch.Tensor]:
     "Run pooling requests for token-id lists `inputs` through the engine; their vectors (ValueError naming a failed one)."
@@ -727,7 +725,7 @@ def embed(self: LLM, texts, pooling: str | None = None, normalize: bool | None =
     ids = [self.pooling_ids(t, prompt_name, truncate_prompt_tokens) for t in ([texts] if one else texts)]
     return [v.tolist() for v in self.encode_pooling(ids, params)]
 
-# %% ../nbs/17_llm.ipynb 84
+# %% ../nbs/17_llm.ipynb 85
 @patch
 def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None = None) -> list[float]:
     """A relevance score of each document (a str or a list of them) for `query`: the classification head's sigmoid, or the
@@ -745,7 +743,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if out[0].numel() != 1: raise ValueError(f"score: the classification head has {out[0].numel()} labels; score() reads a one-label head")
     return [float(torch.sigmoid(v[0])) for v in out]
 
-# %% ../nbs/17_llm.ipynb 87
+# %% ../nbs/17_llm.ipynb 88
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.
