@@ -15,7 +15,7 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
-           'LoRAAdapter', 'read_adapter', 'LoRALinear', 'LoRASlots', 'attach_lora', 'random_adapter']
+           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'attach_lora', 'random_adapter']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -160,6 +160,14 @@ def read_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, na
     return LoRAAdapter(name or Path(path).name, str(path), c["r"], lora_scaling(c), {k: tuple(v.float() for v in ab) for k, ab in w.items()}, c)
 
 # %% ../nbs/12c_lora.ipynb 34
+def lora_mask(row_slots: torch.Tensor, ranks, scales, max_lora_rank: int, device=None, dtype=None) -> torch.Tensor:
+    "`M` `[rows, slots x max_lora_rank]`: row i's adapter scale in the first `ranks[s]` columns of its slot s, zeros elsewhere (slot -1: none)."
+    s = torch.as_tensor(row_slots, dtype=torch.long)
+    col = torch.arange(len(ranks) * max_lora_rank)
+    r, sc = torch.tensor(list(ranks) + [0]), torch.tensor(list(scales) + [0.0], dtype=torch.float64)   # slot -1 reads the last: rank 0
+    hit = (s[:, None] == col[None] // max_lora_rank) & (col[None] % max_lora_rank < r[s][:, None])
+    return (hit * sc[s][:, None]).to(device=device, dtype=dtype)
+
 class LoRALinear(nn.Module):
     "A projection with LoRA: `base` (any layer: float, int8/int4, GGUF packed; it is only called) plus each slot's A and B."
     def __init__(self, base: nn.Module, n_in: int, n_out: int, slots: "LoRASlots"):
@@ -168,19 +176,31 @@ class LoRALinear(nn.Module):
         self.base, self.slots, self.active = base, slots, [False] * S
         self.register_buffer("A", torch.zeros(S, R, n_in, device=dev, dtype=dt), persistent=False)
         self.register_buffer("B", torch.zeros(S, n_out, R, device=dev, dtype=dt), persistent=False)
+        self.register_buffer("Bt", torch.zeros(S, R, n_out, device=dev, dtype=dt), persistent=False)   # B per slot transposed: the product reads it
+        self.register_buffer("act", torch.zeros(S * R, device=dev, dtype=dt), persistent=False)        # 1 in the columns of slots this layer adapts
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        "The base layer's output plus each segment's `scale * (x[rows] @ A[slot].T) @ B[slot].T`."
+        "The base layer's output plus `((x A_all^T) * M * act) B_all` (`M`: the slots' `mask`; None: no adapter in this batch)."
         y = self.base(x)
-        for s, rows in self.slots.segments:
-            if not self.active[s]: continue
-            r, scale = self.slots.ranks[s], self.slots.scales[s]
-            xs = x if rows is None else x.index_select(0, rows)
-            d = (xs @ self.A[s, :r].T) @ self.B[s, :, :r].T * scale
-            y = y + d if rows is None else y.index_add(0, rows, d)
-        return y
+        if (m := self.slots.mask) is None: return y
+        S, R, n_in = self.A.shape
+        h = (x @ self.A.view(S * R, n_in).T) * (m * self.act)
+        return y + h @ self.Bt.view(S * R, -1)
 
-# %% ../nbs/12c_lora.ipynb 37
+# %% ../nbs/12c_lora.ipynb 35
+@patch
+def set_active(self: LoRALinear, slot: int, on: bool):
+    "Whether slot `slot`'s adapter adapts this projection (its columns of `act`)."
+    R = self.A.shape[1]
+    self.active[slot] = on; self.act[slot * R:(slot + 1) * R] = float(on)
+
+@patch
+def put(self: LoRALinear, slot: int, a: torch.Tensor, b: torch.Tensor):
+    "Slot `slot`'s `A` `[r, in]` and `B` `[out, r]` (rank r <= max_lora_rank: the first r of the slot's), and `B` transposed."
+    r = a.shape[0]
+    self.A[slot, :r].copy_(a); self.B[slot, :, :r].copy_(b); self.Bt[slot, :r].copy_(b.T)
+
+# %% ../nbs/12c_lora.ipynb 38
 class LoRASlots:
     """The LoRA slots of `model`: made once, it swaps every layer's projections for `LoRALinear`s (the model's `lora` is then this
     object). `load(slot, adapter)` puts an adapter in a slot, `clear(slot)` empties it, `set_rows` tells the next forward each row's slot."""
@@ -188,7 +208,7 @@ class LoRASlots:
         self.max_loras, self.max_lora_rank = check_int("max_loras", max_loras, lo=1), check_int("max_lora_rank", max_lora_rank, lo=1)
         self.config, self.device, self.dtype = model.config, model.device, model.dtype
         self.adapters: list[LoRAAdapter | None] = [None] * max_loras
-        self.ranks, self.scales, self.segments = [0] * max_loras, [0.0] * max_loras, []
+        self.ranks, self.scales, self.segments, self.mask = [0] * max_loras, [0.0] * max_loras, [], None
         self.layers: dict[tuple[int, str], LoRALinear] = {}
         self.known, self.lru, self.num_loads = {}, OrderedDict(), 0     # adapters read (by id); id -> slot, least recently used first
         for i, block in enumerate(model.model.layers):
@@ -198,7 +218,7 @@ class LoRASlots:
                 setattr(p, mod, lay)
         model.lora = self
 
-# %% ../nbs/12c_lora.ipynb 39
+# %% ../nbs/12c_lora.ipynb 40
 @patch
 def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     "Put `adapter` in slot `slot` (what was there is replaced): its A and B copied into every layer it adapts."
@@ -206,29 +226,29 @@ def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     if adapter.r > self.max_lora_rank: raise ValueError(f"adapter {adapter.name!r}: rank {adapter.r} is more than max_lora_rank={self.max_lora_rank}")
     for key, lay in self.layers.items():
         ab = adapter.weights.get(key)
-        lay.active[slot] = ab is not None
-        if ab is not None: lay.A[slot, :adapter.r].copy_(ab[0]); lay.B[slot, :, :adapter.r].copy_(ab[1])
+        lay.set_active(slot, ab is not None)
+        if ab is not None: lay.put(slot, *ab)
     self.adapters[slot], self.ranks[slot], self.scales[slot] = adapter, adapter.r, adapter.scaling
 
 @patch
 def clear(self: LoRASlots, slot: int):
     "Empty slot `slot`: no layer adds anything for it."
-    for lay in self.layers.values(): lay.active[slot] = False
+    for lay in self.layers.values(): lay.set_active(slot, False)
     self.adapters[slot], self.ranks[slot], self.scales[slot] = None, 0, 0.0
 
-# %% ../nbs/12c_lora.ipynb 41
+# %% ../nbs/12c_lora.ipynb 42
 @patch
 def set_rows(self: LoRASlots, slots=None):
     """Each row's slot for the next forward (-1 or None: the base alone): a list or tensor of ints, or None for a batch without
-    adapters. Rows are grouped by slot once here; every `LoRALinear` reads the segments."""
-    if slots is None: self.segments = []; return
+    adapters. The rows' `mask` (`lora_mask`) is made once here for every `LoRALinear`; `segments`: (slot, its rows) for the record."""
+    if slots is None: self.segments, self.mask = [], None; return
     s = torch.as_tensor(slots, dtype=torch.long)
     used = [int(v) for v in torch.unique(s) if v >= 0]
     if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
-    if len(used) == 1 and bool((s == used[0]).all()): self.segments = [(used[0], None)]; return
-    self.segments = [(v, torch.nonzero(s == v)[:, 0].to(self.device)) for v in used]
+    self.segments = [(v, None if len(used) == 1 and bool((s == v).all()) else torch.nonzero(s == v)[:, 0].to(self.device)) for v in used]
+    self.mask = lora_mask(s, self.ranks, self.scales, self.max_lora_rank, self.device, self.dtype) if used else None
 
-# %% ../nbs/12c_lora.ipynb 47
+# %% ../nbs/12c_lora.ipynb 48
 @patch
 def adapter(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     "`req`'s adapter: read from `req.lora_path` the first time its id is seen (checked against the model), then kept."
@@ -240,7 +260,7 @@ def adapter(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
                          "each adapter needs its own lora_int_id")
     return got
 
-# %% ../nbs/12c_lora.ipynb 48
+# %% ../nbs/12c_lora.ipynb 49
 @patch
 def acquire(self: LoRASlots, req: LoRARequest, busy=()) -> int:
     """The slot holding `req`'s adapter, put there now if needed: an empty slot, else the least recently used one not in `busy`
@@ -254,13 +274,13 @@ def acquire(self: LoRASlots, req: LoRARequest, busy=()) -> int:
     self.load(free[0], ad); self.lru[i] = free[0]; self.num_loads += 1
     return free[0]
 
-# %% ../nbs/12c_lora.ipynb 49
+# %% ../nbs/12c_lora.ipynb 50
 @patch
 def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
     "Whether `acquire(req, busy)` finds a slot now (its adapter's, an empty one, or one not in `busy`)."
     return req.lora_int_id in self.lru or any(a is None for a in self.adapters) or any(s not in busy for s in self.lru.values())
 
-# %% ../nbs/12c_lora.ipynb 51
+# %% ../nbs/12c_lora.ipynb 52
 @patch
 def remove(self: LoRASlots, lora_name: str, busy=()) -> bool:
     "Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it."
@@ -280,7 +300,7 @@ def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int) -> LoRASlo
         raise ValueError(f"max_loras={max_loras}, max_lora_rank={max_lora_rank}: the model has LoRA slots of {sl.max_loras} x rank {sl.max_lora_rank} already")
     return sl
 
-# %% ../nbs/12c_lora.ipynb 54
+# %% ../nbs/12c_lora.ipynb 55
 def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
                    std: float = 0.2) -> Path:
     "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
