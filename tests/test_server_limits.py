@@ -207,7 +207,7 @@ def test_health_is_503_when_a_worker_dies_and_the_server_exits(model_dir, tmp_pa
     try:
         assert srv.get("/v1/completions", method="POST", body={"prompt": "Once", "max_tokens": 2})[0] == 200
         kids = [int(x) for x in open(f"/proc/{srv.p.pid}/task/{srv.p.pid}/children").read().split()]
-        workers = [k for k in kids if b"spawn_main" in open(f"/proc/{k}/cmdline", "rb").read()]     # the rank started by multiprocessing
+        workers = [k for k in kids if b"worker_entry" in open(f"/proc/{k}/cmdline", "rb").read()]   # the rank xllm started (a WorkerProcess)
         assert workers, kids
         t0 = time.time()
         for k in workers: os.kill(k, signal.SIGKILL)
