@@ -177,22 +177,21 @@ class LoRALinear(nn.Module):
         self.register_buffer("A", torch.zeros(S, R, n_in, device=dev, dtype=dt), persistent=False)
         self.register_buffer("B", torch.zeros(S, n_out, R, device=dev, dtype=dt), persistent=False)
         self.register_buffer("Bt", torch.zeros(S, R, n_out, device=dev, dtype=dt), persistent=False)   # B per slot transposed: the product reads it
-        self.register_buffer("act", torch.zeros(S * R, device=dev, dtype=dt), persistent=False)        # 1 in the columns of slots this layer adapts
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        "The base layer's output plus `((x A_all^T) * M * act) B_all` (`M`: the slots' `mask`; None: no adapter in this batch)."
+        "The base layer's output plus `((x A_all^T) * M) B_all` (`M`: the slots' `mask`; None: no adapter in this batch)."
         y = self.base(x)
         if (m := self.slots.mask) is None: return y
         S, R, n_in = self.A.shape
-        h = (x @ self.A.view(S * R, n_in).T) * (m * self.act)
+        h = (x @ self.A.view(S * R, n_in).T) * m
         return y + h @ self.Bt.view(S * R, -1)
 
 # %% ../nbs/12c_lora.ipynb 35
 @patch
 def set_active(self: LoRALinear, slot: int, on: bool):
-    "Whether slot `slot`'s adapter adapts this projection (its columns of `act`)."
-    R = self.A.shape[1]
-    self.active[slot] = on; self.act[slot * R:(slot + 1) * R] = float(on)
+    "Whether slot `slot`'s adapter adapts this projection; a slot that does not has its `A` zeroed, so its columns add nothing."
+    self.active[slot] = on
+    if not on: self.A[slot].zero_()
 
 @patch
 def put(self: LoRALinear, slot: int, a: torch.Tensor, b: torch.Tensor):
@@ -208,7 +207,7 @@ class LoRASlots:
         self.max_loras, self.max_lora_rank = check_int("max_loras", max_loras, lo=1), check_int("max_lora_rank", max_lora_rank, lo=1)
         self.config, self.device, self.dtype = model.config, model.device, model.dtype
         self.adapters: list[LoRAAdapter | None] = [None] * max_loras
-        self.ranks, self.scales, self.segments, self.mask = [0] * max_loras, [0.0] * max_loras, [], None
+        self.ranks, self.scales, self.mask = [0] * max_loras, [0.0] * max_loras, None
         self.layers: dict[tuple[int, str], LoRALinear] = {}
         self.known, self.lru, self.num_loads = {}, OrderedDict(), 0     # adapters read (by id); id -> slot, least recently used first
         for i, block in enumerate(model.model.layers):
@@ -240,12 +239,11 @@ def clear(self: LoRASlots, slot: int):
 @patch
 def set_rows(self: LoRASlots, slots=None):
     """Each row's slot for the next forward (-1 or None: the base alone): a list or tensor of ints, or None for a batch without
-    adapters. The rows' `mask` (`lora_mask`) is made once here for every `LoRALinear`; `segments`: (slot, its rows) for the record."""
-    if slots is None: self.segments, self.mask = [], None; return
+    adapters. The rows' `mask` (`lora_mask`) is made once here for every `LoRALinear`."""
+    if slots is None: self.mask = None; return
     s = torch.as_tensor(slots, dtype=torch.long)
     used = [int(v) for v in torch.unique(s) if v >= 0]
     if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
-    self.segments = [(v, None if len(used) == 1 and bool((s == v).all()) else torch.nonzero(s == v)[:, 0].to(self.device)) for v in used]
     self.mask = lora_mask(s, self.ranks, self.scales, self.max_lora_rank, self.device, self.dtype) if used else None
 
 # %% ../nbs/12c_lora.ipynb 48
