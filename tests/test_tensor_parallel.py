@@ -220,11 +220,12 @@ def test_a_dead_node_is_named_and_stops_the_server(tmp_path):
             if n0.poll() is not None: break
             time.sleep(0.2)
         raise AssertionError(f"no {pattern!r} from node 0: " + "".join(lines)[-3000:])
-    n1 = None
+    n1 = busy = None
     try:
         port = int(wait_for(r"--master-port (\d+)", 180).group(1))
-        n1 = subprocess.Popen(cmd + ["--node-rank", "1", "--master-port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, cwd=ROOT, env=env, start_new_session=True)
+        busy = socket.create_server(("127.0.0.1", 0))       # node 1 serves no HTTP: an HTTP port another program holds is no concern of its
+        n1 = subprocess.Popen(cmd + ["--node-rank", "1", "--master-port", str(port), "--port", str(busy.getsockname()[1])],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, start_new_session=True)
         url = wait_for(r"xllm: serving .* on (http://\S+)/v1 ", 240).group(1)
         client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=60)
         r = client.completions.create(model=client.models.list().data[0].id, prompt="Once upon a time", max_tokens=4, temperature=0)
@@ -233,6 +234,7 @@ def test_a_dead_node_is_named_and_stops_the_server(tmp_path):
         n0.wait(60)
         took = time.monotonic() - killed
     finally:
+        if busy is not None: busy.close()
         for p in (n0, n1):
             if p is not None and p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
     reader.join(10)

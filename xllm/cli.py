@@ -814,7 +814,8 @@ def cmd_serve(args, out=None) -> int:
         name = str(e).split(" ")[0].rstrip(":")
         raise _CLIError("--" + name.replace("_", "-") + str(e)[len(name):]) from None
     if args.lora_modules and not args.enable_lora: raise _CLIError("--lora-modules needs --enable-lora")
-    _check_listen(args.host, args.port)                 # before the model loads: a bad address or a busy port is one line, at once
+    serves = (args.node_rank or 0) == 0 and int(os.environ.get("RANK", "0")) == 0    # node 1.. and torchrun's ranks > 0 only compute
+    if serves: _check_listen(args.host, args.port)      # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
     server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
                  shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name,
