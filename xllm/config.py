@@ -138,7 +138,7 @@ class EngineConfig:
     scheduling_policy: str = "fcfs"             # 'fcfs' or 'priority' (lower `SamplingParams.priority` first)
     task: str = "generate"                      # 'generate', 'embed' or 'score' (vLLM's names; notebook 13c)
     reranker: dict | None = None                # a generative reranker: {'template', 'yes', 'no'} (`check_task`)
-    enable_lora: bool = False                   # LoRA adapters per request (notebook 12c); the torch runner runs them
+    enable_lora: bool = False                   # LoRA adapters per request (notebook 12c); the torch and cpu runners run them
     max_loras: int = 1                          # adapters held at once (slots), as vLLM's
     max_lora_rank: int = 16                     # the largest adapter rank accepted, as vLLM's
 

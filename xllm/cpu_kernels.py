@@ -13,16 +13,17 @@ import torch, torch.nn as nn
 from .core import cache_dir, read_source
 from .runner import ModelRunner
 from .config import CPU_ACTIVATIONS
+from .lora import LoRALinear
 
 # %% auto 0
 __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS',
            'ENABLED', 'ACTIVATIONS', 'abi_signatures', 'library_path', 'compile_library', 'build', 'available',
            'status', 'isa', 'cpu_has', 'build_variant', 'library', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4',
            'linear', 'linear_multi', 'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention',
-           'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode',
-           'CpuRunner']
+           'lora_product', 'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized',
+           'activation_mode', 'CpuRunner']
 
-# %% ../nbs/15_cpu_kernels.ipynb 25
+# %% ../nbs/15_cpu_kernels.ipynb 27
 def _flag_sets(native: bool = True) -> list[list[str]]:
     "Compiler flag sets to try in order: tuned for this CPU with OpenMP, portable with OpenMP, portable without."
     base = ["-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno"]
@@ -30,7 +31,7 @@ def _flag_sets(native: bool = True) -> list[list[str]]:
     return sets + [base + ["-fopenmp"], base]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 27
+# %% ../nbs/15_cpu_kernels.ipynb 29
 def _cpu_tag() -> str:
     "What a `-march=native` build depends on: the machine and its CPU feature flags."
     flags = ""
@@ -41,14 +42,14 @@ def _cpu_tag() -> str:
     return f"{platform.machine()} {flags}"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 29
+# %% ../nbs/15_cpu_kernels.ipynb 31
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 5      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 6      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
-# %% ../nbs/15_cpu_kernels.ipynb 30
+# %% ../nbs/15_cpu_kernels.ipynb 32
 def abi_signatures(header: str) -> dict:
     "`{name: (argtypes, restype)}` of every `xk_*` function declared in `header`: any pointer a `c_void_p`, scalars by type."
     def ctype(decl: str):
@@ -61,7 +62,7 @@ def abi_signatures(header: str) -> dict:
         sigs[name] = ([] if params.strip() in ("", "void") else [ctype(a) for a in params.split(",")], ctype(ret))
     return sigs
 
-# %% ../nbs/15_cpu_kernels.ipynb 31
+# %% ../nbs/15_cpu_kernels.ipynb 33
 def _bind(lib, expected: int = ABI_VERSION):
     "Check the library's ABI version, then set every declared function's ctypes signature from the header."
     lib.xk_abi_version.argtypes, lib.xk_abi_version.restype = [], ctypes.c_int
@@ -72,13 +73,13 @@ def _bind(lib, expected: int = ABI_VERSION):
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
 
-# %% ../nbs/15_cpu_kernels.ipynb 32
+# %% ../nbs/15_cpu_kernels.ipynb 34
 def library_path(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "") -> Path:
     "Where `compile_library` keeps the library of `source` built with `cxx` and `flags`: `cache_dir()/kernels/<stem>_<hash>.so`."
     key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
     return cache_dir() / "kernels" / f"{stem}_{key}.so"
 
-# %% ../nbs/15_cpu_kernels.ipynb 34
+# %% ../nbs/15_cpu_kernels.ipynb 36
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
     """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the
     source, compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half
@@ -95,14 +96,14 @@ def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extr
         os.replace(tmp, so)
     return so
 
-# %% ../nbs/15_cpu_kernels.ipynb 36
+# %% ../nbs/15_cpu_kernels.ipynb 38
 def _build_isa() -> str:
     "The widest integer dot product a `-march=native` build gets on this CPU, in words (from /proc/cpuinfo; `isa()` says what it got)."
     for v, name in (("avx512_vnni", "AVX512-VNNI"), ("avx_vnni", "AVX-VNNI"), ("avx2", "AVX2")):
         if cpu_has(v): return name
     return platform.machine() or "this CPU"
 
-# %% ../nbs/15_cpu_kernels.ipynb 37
+# %% ../nbs/15_cpu_kernels.ipynb 39
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
     """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags
     and CPU) and load it. Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the
@@ -140,7 +141,7 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
         return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 38
+# %% ../nbs/15_cpu_kernels.ipynb 40
 def available() -> bool:
     "Whether the compiled kernels are loaded (building them at first call)."
     return _active() is not None
@@ -150,7 +151,7 @@ def status() -> str:
     build()
     return _STATUS
 
-# %% ../nbs/15_cpu_kernels.ipynb 40
+# %% ../nbs/15_cpu_kernels.ipynb 42
 ISA_NAMES = {0: "none (portable row path)", 1: "AVX2 (vpmaddubsw)", 2: "AVX-VNNI (256-bit vpdpbusd)", 3: "AVX512-VNNI (512-bit vpdpbusd)"}
 ISA_VARIANTS = {   # flags that select each level (on top of the portable set), and the /proc/cpuinfo flags it needs to run
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
@@ -164,21 +165,21 @@ def _active():
     return getattr(_USING, "lib", None) or build()
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 41
+# %% ../nbs/15_cpu_kernels.ipynb 43
 def isa() -> str:
     "The integer dot product of the loaded library's int8-activation GEMM (`ISA_NAMES`), or why there is none."
     lib = _active()
     return ISA_NAMES[lib.xk_isa()] if lib is not None else f"none ({_STATUS})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 42
+# %% ../nbs/15_cpu_kernels.ipynb 44
 def cpu_has(variant: str) -> bool:
     "Whether this CPU has the instructions of `ISA_VARIANTS[variant]` (from /proc/cpuinfo)."
     flags = set(_cpu_tag().split())
     return all(f in flags for f in ISA_VARIANTS[variant][1])
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 44
+# %% ../nbs/15_cpu_kernels.ipynb 46
 def build_variant(variant: str, compiler: str | None = None):
     """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the
     library. Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises
@@ -191,7 +192,7 @@ def build_variant(variant: str, compiler: str | None = None):
     return _bind(ctypes.CDLL(str(so)))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 45
+# %% ../nbs/15_cpu_kernels.ipynb 47
 @contextmanager
 def library(lib):
     "Inside the block, `linear`, `linear_multi` and new `ModelPlan`s on this thread call `lib` (a `build_variant` library)."
@@ -200,7 +201,7 @@ def library(lib):
     finally: _USING.lib = old
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 53
+# %% ../nbs/15_cpu_kernels.ipynb 55
 F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -211,7 +212,7 @@ def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
 
 def _threads(threads: int | None) -> int: return torch.get_num_threads() if threads is None else max(1, int(threads))
 
-# %% ../nbs/15_cpu_kernels.ipynb 55
+# %% ../nbs/15_cpu_kernels.ipynb 57
 @dataclass
 class LinSpec:
     "A linear layer's weight as the kernels read it: `kind` (F32, Q8_ROW, Q8_GROUP, Q4), shape `[N, K]`, `G` groups a row, the tensors."
@@ -226,14 +227,14 @@ class LinSpec:
         "The C call's arguments for this layer: kind, sizes and raw pointers."
         return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
 
-# %% ../nbs/15_cpu_kernels.ipynb 57
+# %% ../nbs/15_cpu_kernels.ipynb 59
 def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     "A float32 weight `[N, K]`."
     w = _f32(w, "weight")
     return LinSpec(F32, w.shape[0], w.shape[1], 1, w, bias=None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 59
+# %% ../nbs/15_cpu_kernels.ipynb 61
 def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     "INT8 codes `[N, K]` with float32 scales per row `[N]` or float16 scales per group `[N, G]`."
     if q.dtype != torch.int8 or q.dim() != 2:
@@ -251,7 +252,7 @@ def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     return LinSpec(kind, N, K, G, q.contiguous(), scales, None, None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 60
+# %% ../nbs/15_cpu_kernels.ipynb 62
 def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias=None) -> LinSpec:
     "Packed INT4 codes `[N, K/2]` (column 2j in the low nibble), float16 scales and mins (None: symmetric, code 8 is zero) `[N, G]`."
     if packed.dtype != torch.uint8 or packed.dim() != 2:
@@ -265,7 +266,7 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
                    None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 62
+# %% ../nbs/15_cpu_kernels.ipynb 64
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
@@ -289,7 +290,7 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 64
+# %% ../nbs/15_cpu_kernels.ipynb 66
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows
     on, `x` is packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up);
@@ -311,7 +312,7 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
-# %% ../nbs/15_cpu_kernels.ipynb 66
+# %% ../nbs/15_cpu_kernels.ipynb 68
 def gemm_min_rows(a8: bool = False) -> int:
     """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number
     when the build has no AVX2)."""
@@ -319,7 +320,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 92
+# %% ../nbs/15_cpu_kernels.ipynb 94
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -333,7 +334,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 95
+# %% ../nbs/15_cpu_kernels.ipynb 97
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
@@ -345,7 +346,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 97
+# %% ../nbs/15_cpu_kernels.ipynb 99
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -354,7 +355,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 99
+# %% ../nbs/15_cpu_kernels.ipynb 101
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -366,7 +367,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 101
+# %% ../nbs/15_cpu_kernels.ipynb 103
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
@@ -391,7 +392,30 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 104
+# %% ../nbs/15_cpu_kernels.ipynb 107
+def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, ranks, scales, y: torch.Tensor | None = None,
+                 threads: int | None = None) -> torch.Tensor:
+    """`y[t] += scales[s] * (x[t] @ A[s, :r].T) @ Bt[s, :r]` for each row `t` of slot `s = slots[t]` (`r = ranks[s]`; slot -1:
+    nothing added) with the compiled kernel; `y` starts at zeros when not given. Rows sharing a slot are best consecutive."""
+    x, A, Bt = _f32(x, "x"), _f32(A, "A"), _f32(Bt, "Bt")
+    if x.dim() != 2 or A.dim() != 3 or Bt.dim() != 3 or A.shape[:2] != Bt.shape[:2] or A.shape[2] != x.shape[1]:
+        raise ValueError(f"shapes: x {tuple(x.shape)}, A {tuple(A.shape)}, Bt {tuple(Bt.shape)} (expected [T, K], [S, R, K], [S, R, N])")
+    (T, K), (S, R, N) = x.shape, Bt.shape
+    s, rk, sc = _lora_rows(slots, ranks, scales, T, S, R)
+    y = torch.zeros(T, N) if y is None else y
+    if y.shape != (T, N) or y.dtype != torch.float32 or not y.is_contiguous(): raise ValueError(f"y: expected contiguous float32 [{T}, {N}]")
+    _lib().xk_lora(T, K, N, S, R, A.data_ptr(), Bt.data_ptr(), s.data_ptr(), rk.data_ptr(), sc.data_ptr(), x.data_ptr(), y.data_ptr(), _threads(threads))
+    return y
+
+def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
+    "Rows' slots as int64 `[T]` (each -1..S-1), ranks as int32 `[S]` (each 0..R), scales as float32 `[S]`: what the C calls read."
+    s, rk, sc = torch.as_tensor(slots, dtype=torch.int64).contiguous(), torch.as_tensor(ranks, dtype=torch.int32), torch.as_tensor(scales, dtype=torch.float32)
+    if s.shape != (T,) or (T and (int(s.min()) < -1 or int(s.max()) >= S)): raise ValueError(f"slots: expected {T} values in -1..{S - 1}")
+    if rk.shape != (S,) or sc.shape != (S,) or (S and (int(rk.min()) < 0 or int(rk.max()) > R)):
+        raise ValueError(f"ranks, scales: expected {S} each, ranks in 0..{R}")
+    return s, rk.contiguous(), sc.contiguous()
+
+# %% ../nbs/15_cpu_kernels.ipynb 110
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -405,7 +429,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 111
+# %% ../nbs/15_cpu_kernels.ipynb 117
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
     dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
@@ -419,7 +443,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 113
+# %% ../nbs/15_cpu_kernels.ipynb 119
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -435,7 +459,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 115
+# %% ../nbs/15_cpu_kernels.ipynb 121
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 @contextmanager
@@ -446,14 +470,14 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 118
+# %% ../nbs/15_cpu_kernels.ipynb 124
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
     except RuntimeError: return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 120
+# %% ../nbs/15_cpu_kernels.ipynb 126
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 class ModelPlan:
@@ -474,7 +498,7 @@ class ModelPlan:
         if a8 not in (0, 1, 2):
             raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
         self.a8 = int(a8)       # int8 activations for every linear whose weight allows them (`linear(a8=...)`)
-        self.checks, self.specs, self.reason, self.head_kind = [], [], None, None
+        self.checks, self.specs, self.reason, self.head_kind, self.has_lora = [], [], None, None, False
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
         self.n_layers, self.vocab, self.hidden = c.num_hidden_layers, c.vocab_size, c.hidden_size
         self.out_width = c.vocab_size             # logits columns the library writes (a shard: its vocabulary slice)
@@ -493,6 +517,7 @@ class ModelPlan:
         groups = []                               # the process groups of a shard's collectives (all the same one)
         def lin(parent, name, exact_float=False):
             mod = track(parent._modules, name)
+            lora, mod = (mod, track(mod._modules, "base")) if isinstance(mod, LoRALinear) else (None, mod)   # adapters (12c): added by lora.h
             if type(mod).__name__ in ("AllReduce", "VocabHead"): groups.append(mod.group); mod = track(mod._modules, "inner")
             for d in (mod._parameters, mod._buffers):
                 for k in d:
@@ -500,7 +525,9 @@ class ModelPlan:
             spec = module_spec(mod, exact_float)
             if spec is None: raise ValueError(f"{type(mod).__name__} {name} is not supported by the CPU kernels")
             self.specs.append(spec)
-            return lib.xk_plan_add_linear(h, *spec.args(), self.a8)
+            i = lib.xk_plan_add_linear(h, *spec.args(), self.a8)
+            if lora is not None: self._add_lora(i, lora, track, tp=bool(groups))
+            return i
         try:
             layers = track(model.model._modules, "layers")
             for i, blk in enumerate(layers):
@@ -539,7 +566,30 @@ class ModelPlan:
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 121
+# %% ../nbs/15_cpu_kernels.ipynb 127
+@patch
+def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False):
+    "Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them)."
+    if tp: raise ValueError("LoRA adapters on a tensor-parallel shard are not supported by the CPU kernels")
+    A, Bt = track(lora._buffers, "A"), track(lora._buffers, "Bt")
+    if A.dtype != torch.float32 or Bt.dtype != torch.float32 or not (A.is_contiguous() and Bt.is_contiguous()):
+        raise ValueError(f"LoRA weights of {A.dtype}, contiguous {A.is_contiguous() and Bt.is_contiguous()} (the kernels read contiguous float32)")
+    self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
+    self.has_lora = True
+
+# %% ../nbs/15_cpu_kernels.ipynb 129
+@patch
+def set_lora_rows(self: ModelPlan, lora, slots, n: int):
+    """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
+    None for none. A slot holding no adapter is refused, as on the torch runner. Used by that call alone."""
+    s = None if slots is None else torch.as_tensor(slots, dtype=torch.int64)
+    if s is not None and (bad := sorted({v for v in s.tolist() if 0 <= v < lora.max_loras and lora.adapters[v] is None})):
+        raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
+    if s is None or not bool((s >= 0).any()): self._lib.xk_plan_lora_rows(self._h, 0, None, 0, None, None); return
+    s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
+    self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
+
+# %% ../nbs/15_cpu_kernels.ipynb 131
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -556,27 +606,27 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 122
+# %% ../nbs/15_cpu_kernels.ipynb 132
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 123
+# %% ../nbs/15_cpu_kernels.ipynb 133
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 124
+# %% ../nbs/15_cpu_kernels.ipynb 134
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 125
+# %% ../nbs/15_cpu_kernels.ipynb 135
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
@@ -588,7 +638,7 @@ def check(self: ModelPlan, model):
         raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 126
+# %% ../nbs/15_cpu_kernels.ipynb 136
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -611,7 +661,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 127
+# %% ../nbs/15_cpu_kernels.ipynb 137
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -623,7 +673,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 128
+# %% ../nbs/15_cpu_kernels.ipynb 138
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -633,7 +683,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 130
+# %% ../nbs/15_cpu_kernels.ipynb 140
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -642,7 +692,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 132
+# %% ../nbs/15_cpu_kernels.ipynb 142
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -657,7 +707,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 134
+# %% ../nbs/15_cpu_kernels.ipynb 144
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -685,7 +735,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 135
+# %% ../nbs/15_cpu_kernels.ipynb 145
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -693,14 +743,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 136
+# %% ../nbs/15_cpu_kernels.ipynb 146
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 137
+# %% ../nbs/15_cpu_kernels.ipynb 147
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -708,11 +758,12 @@ def __call__(self: CpuRunner, batch) -> torch.Tensor:
     self.plan.check(self.model)
     n_pos = _check_batch(batch, self.plan.vocab, kf[0].shape[0])
     cos, sin = self.model.rope(n_pos)
+    if self.plan.has_lora: self.plan.set_lora_rows(self.model.lora, batch.lora_slots, batch.token_ids.shape[0])   # each row's adapter (12c)
     return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                              batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 138
+# %% ../nbs/15_cpu_kernels.ipynb 148
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must

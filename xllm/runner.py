@@ -62,14 +62,14 @@ def choose_runner(model: Llama, kv_dtype=None, name: str | None = None) -> tuple
     """The runner class for `model` (K/V stored as `kv_dtype`) and a line saying why. `name` forces one (a ValueError
     with the reason when it cannot run the model); by default the compiled one of the model's device ('cuda' on a
     GPU, else 'cpu'), or 'torch' when that one cannot run it."""
-    if getattr(model, "lora", None) is not None and name != "torch":     # LoRA adapters (notebook 12c): only the torch forward, so far
-        if name is not None: raise ValueError(f"runner {name!r} cannot run this model: LoRA adapters are not yet on the {name} runner; use 'torch'")
-        return runner_class("torch"), "torch: LoRA adapters not yet on the compiled runner"
+    fast = "cuda" if model.device.type == "cuda" else "cpu"
+    if getattr(model, "lora", None) is not None and (name or fast) == "cuda":     # LoRA adapters (notebook 12c): torch and cpu runners, so far
+        if name is not None: raise ValueError("runner 'cuda' cannot run this model: LoRA adapters are not yet on the cuda runner; use 'torch'")
+        return runner_class("torch"), "torch: LoRA adapters not yet on the cuda runner"
     if name is not None:
         cls = runner_class(name)
         if (why := cls.unsupported(model, kv_dtype)) is not None:
             raise ValueError(f"runner {name!r} cannot run this model: {why}")
         return cls, f"{name} (asked for)"
-    fast = "cuda" if model.device.type == "cuda" else "cpu"
     if (why := runner_class(fast).unsupported(model, kv_dtype)) is None: return runner_class(fast), fast
     return runner_class("torch"), f"torch ({fast} runner: {why})"

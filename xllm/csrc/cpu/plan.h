@@ -48,6 +48,18 @@ struct Plan {
 #endif
     bool a8r = false;          // some linear takes the int8 GEMM's residual pass (set as linears are added)
     std::atomic<int64_t> task{0};   // the GEMM's next block of rows
+    // LoRA (lora.h): the adapters of the linears that have them (by index in lins), and the rows of the next call (set before
+    // it, used by it alone); lora() adds them to linears' outputs just computed, two phases, two barriers (none without rows)
+    std::vector<LoraW> lora_w; LoraRows lrows; std::vector<float> LH; int64_t lora_R = 0;
+    void lora(std::initializer_list<int> idx, const float* x, float* const* ys, int tid, int n) {
+        if (lrows.N == 0) return;
+        LoraW ws[3]; int64_t Ks[3], Ns[3]; float* hs[3]; int nl = 0; bool any = false;
+        for (int i : idx) {
+            ws[nl] = i < (int)lora_w.size() ? lora_w[i] : LoraW(); Ks[nl] = lins[i].K; Ns[nl] = lins[i].N;
+            hs[nl] = LH.data() + nl * lrows.N * lora_R; any |= ws[nl].A != nullptr; nl++;
+        }
+        if (any) lora_part(ws, Ks, Ns, nl, lrows, x, hs, ys, tid, n, [this] { bar.wait(); });
+    }
     static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
     void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
@@ -89,6 +101,7 @@ struct Plan {
         const int64_t nblk = (int64_t)blk.size() - 1;
         grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
         grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
+        if (lrows.N != N) lrows.N = 0; else grow(LH, 3 * N * lora_R);   // LoRA rows set for another call: none
 #if XK_AVX2
         QA = QS.get(N, std::max(std::max(H, nq), I), a8r);
 #endif
@@ -123,7 +136,7 @@ struct Plan {
                 // 1. norm, then q|k|v as one product
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.attn_norm, eps, H, xn + r * H);
                 if (!small) bar.wait();
-                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lin(ls, 3, xn, N, ys, tid, n); }
+                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lin(ls, 3, xn, N, ys, tid, n); lora({ly.q, ly.k, ly.v}, xn, ys, tid, n); }
                 if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, K/V written to their slots
                 for (int64_t r = r0; r < r1; r++) {
@@ -145,18 +158,18 @@ struct Plan {
                 }
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
-                { float* y = Tmp.data(); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); }
+                { float* y = Tmp.data(); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora({ly.o}, A.data(), &y, tid, n); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }   // tensor parallel: the ranks' partial products summed
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(3);
                 // 5. norm, gate|up as one product, silu(gate) * up
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.ffn_norm, eps, H, xn + r * H);
                 if (!small) bar.wait();
-                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lin(ls, 2, xn, N, ys, tid, n); }
+                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lin(ls, 2, xn, N, ys, tid, n); lora({ly.gate, ly.up}, xn, ys, tid, n); }
                 for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
                 bar.wait(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
-                { float* y = Tmp.data(); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); }
+                { float* y = Tmp.data(); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora({ly.down}, G.data(), &y, tid, n); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(5);
@@ -176,5 +189,6 @@ struct Plan {
             if (M > 0) lin(&lins[head], 1, small ? xn : XN.data(), M, &logits, tid, n);
         }
         if (prof) mark(6);
+        lrows.N = 0;
     }
 };

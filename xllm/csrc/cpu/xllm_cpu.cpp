@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
 #include <vector>
 #include <sched.h>
@@ -42,6 +43,7 @@ namespace {
 #include "gemm.h"
 #include "qgemm.h"
 #include "gemv.h"
+#include "lora.h"
 #include "plan.h"
 }  // namespace
 // endregion
@@ -125,6 +127,31 @@ void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds
     Plan* P = (Plan*)p;
     for (int i = 0; i < 7; i++) { out[i] = P->phase[i]; P->phase[i] = 0; }
     out[7] = (double)P->prof_steps; P->prof_steps = 0; P->prof = enable != 0;
+}
+// LoRA (lora.h): linear `lin` of the plan gets adapters A [S, R, K], Bt [S, R, N]; the next forward's rows, slots[0..n) (-1: none)
+void xk_plan_set_lora(void* p, int lin, int64_t S, int64_t R, const float* A, const float* Bt) {
+    Plan* P = (Plan*)p; if ((int)P->lora_w.size() <= lin) P->lora_w.resize(lin + 1);
+    P->lora_w[lin] = LoraW{A, Bt, S, R}; P->lora_R = std::max(P->lora_R, R);
+}
+void xk_plan_lora_rows(void* p, int64_t n, const int64_t* slots, int64_t S, const int* ranks, const float* scales) {
+    Plan* P = (Plan*)p; std::lock_guard<std::mutex> hold(P->busy); P->lrows.set(n, slots, S, ranks, scales);
+}
+// y [T, N] += each row's adapter product (x [T, K], slots [T]), standalone: the plan's two phases in a parallel region of its own
+void xk_lora(int64_t T, int64_t K, int64_t N, int64_t S, int64_t R, const float* A, const float* Bt, const int64_t* slots, const int* ranks,
+             const float* scales, const float* x, float* y, int nt) {
+    LoraRows lr; lr.set(T, slots, S, ranks, scales);
+    if (lr.N == 0) return;
+    const LoraW w{A, Bt, S, R}; std::vector<float> h(T * R); float* hp = h.data(); Barrier bar;
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    {
+#ifdef _OPENMP
+        const int tid = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+        const int tid = 0, n = 1;
+#endif
+        bar.n.store(n, std::memory_order_relaxed);
+        lora_part(&w, &K, &N, 1, lr, x, &hp, &y, tid, n, [&bar] { bar.wait(); });
+    }
 }
 void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
                      const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits,

@@ -1,0 +1,85 @@
+// ---------------------------------------------------------------- LoRA: each row's own adapter, added to a linear's output
+// y[t] += s * (x[t] A_s^T) B_s^T for row t of adapter slot s (slot -1: the base alone, nothing added). A linear's adapters are
+// stacked by slot as the torch side keeps them (LoRALinear's buffers): A [S, R, K] and B transposed, Bt [S, R, N], R the largest
+// rank (an adapter of rank r uses its slot's first r rows; a slot that does not adapt this linear holds a zero A).
+struct LoraW { const float* A = nullptr; const float* Bt = nullptr; int64_t S = 0, R = 0; };
+
+// A step's rows, gathered as Punica's SGMV does: segments of consecutive rows sharing one slot (an engine step lists each
+// sequence's rows together), each slot's rank and scale. Nothing is merged into the weights; the base rows are skipped.
+struct LoraRows {
+    std::vector<int64_t> seg;          // segment i: rows seg[3i]..seg[3i+1]-1, slot seg[3i+2]
+    std::vector<int64_t> items;        // prefix sums of rows x rank over the segments: the shrink's work, split over threads
+    std::vector<int> rank; std::vector<float> scale;
+    int64_t N = 0;                     // the rows these are for (0: no adapter rows in the step)
+    void set(int64_t n, const int64_t* slots, int64_t S, const int* ranks, const float* scales) {
+        seg.clear(); items.assign(1, 0); rank.assign(ranks, ranks + S); scale.assign(scales, scales + S); N = 0;
+        for (int64_t r = 0; r < n; r++) {
+            const int64_t s = slots[r];
+            if (s < 0 || rank[s] == 0) continue;
+            if (!seg.empty() && seg[seg.size() - 2] == r && seg.back() == s) seg[seg.size() - 2] = r + 1;
+            else { seg.push_back(r); seg.push_back(r + 1); seg.push_back(s); }
+        }
+        for (size_t i = 0; i < seg.size(); i += 3) items.push_back(items.back() + (seg[i + 1] - seg[i]) * rank[seg[i + 2]]);
+        if (!seg.empty()) N = n;
+    }
+    int64_t nseg() const { return (int64_t)seg.size() / 3; }
+};
+
+// The shrink, this thread's share: h[t * R + j] = x[t] . A_s[j] for the (row, j) items [i0, i1) of all segments (j < rank[s]).
+// Each item is one dot product in a fixed order: the bits of a row do not depend on the threads or the rows around it.
+static void lora_shrink(const LoraW& w, int64_t K, const LoraRows& lr, const float* x, float* h, int tid, int n) {
+    int64_t i0, i1; split(lr.items.back(), tid, n, i0, i1, 1);
+    for (int64_t g = 0; g < lr.nseg() && i0 < i1; g++) {
+        const int64_t a = lr.items[g], b = lr.items[g + 1];
+        if (b <= i0) continue;
+        if (a >= i1) break;
+        const int64_t r0 = lr.seg[3 * g], s = lr.seg[3 * g + 2], rk = lr.rank[s];
+        const float* As = w.A + s * w.R * K;
+        for (int64_t i = std::max(a, i0); i < std::min(b, i1); i++) {
+            const int64_t t = r0 + (i - a) / rk, j = (i - a) % rk;
+            h[t * w.R + j] = dot_f32(As + j * K, x + t * K, K);
+        }
+    }
+}
+
+// The expand, this thread's columns [c0, c1) of y [T, N]: y[t, c] += sum_j (s h[t, j]) Bt_s[j, c], j in order, segment by
+// segment; each 32-column strip of Bt_s stays in L1 while the segment's rows pass over it.
+static void lora_expand(const LoraW& w, int64_t N, const LoraRows& lr, const float* h, float* y, int64_t c0, int64_t c1) {
+    for (int64_t g = 0; g < lr.nseg(); g++) {
+        const int64_t s = lr.seg[3 * g + 2], rk = lr.rank[s];
+        const float* Bs = w.Bt + s * w.R * N; const float sc = lr.scale[s];
+        for (int64_t c = c0; c < c1; c += 32) {
+            const int64_t ce = std::min(c1, c + 32);
+            for (int64_t t = lr.seg[3 * g]; t < lr.seg[3 * g + 1]; t++) {
+                float* yt = y + t * N; const float* ht = h + t * w.R;
+                int64_t k = c;
+#if XK_AVX2
+                for (; k + 8 <= ce; k += 8) {
+                    __m256 acc = _mm256_loadu_ps(yt + k);
+                    for (int64_t j = 0; j < rk; j++) acc = _mm256_fmadd_ps(_mm256_set1_ps(sc * ht[j]), _mm256_loadu_ps(Bs + j * N + k), acc);
+                    _mm256_storeu_ps(yt + k, acc);
+                }
+#endif
+                for (; k < ce; k++) { float acc = yt[k]; for (int64_t j = 0; j < rk; j++) acc = std::fmaf(sc * ht[j], Bs[j * N + k], acc); yt[k] = acc; }
+            }
+        }
+    }
+}
+
+// Several linears of one input (q|k|v, gate|up), this thread's share of both phases; `wait` is the team's barrier. hs: one
+// [T, R] scratch per linear. The columns of all the linears are split over the threads together, in strips of 8.
+template <class Wait>
+static void lora_part(const LoraW* ws, const int64_t* Ks, const int64_t* Ns, int nl, const LoraRows& lr, const float* x,
+                      float* const* hs, float* const* ys, int tid, int n, Wait wait) {
+    for (int l = 0; l < nl; l++) if (ws[l].A) lora_shrink(ws[l], Ks[l], lr, x, hs[l], tid, n);
+    wait();
+    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += ws[l].A ? Ns[l] : 0;
+    int64_t c0, c1; split(Ntot, tid, n, c0, c1, 8);
+    for (int l = 0, off = 0; l < nl; l++) {
+        if (!ws[l].A) continue;
+        const int64_t a = std::max(c0, (int64_t)off) - off, b = std::min(c1, (int64_t)off + Ns[l]) - off;
+        if (a < b) lora_expand(ws[l], Ns[l], lr, hs[l], ys[l], a, b);
+        off += Ns[l];
+    }
+    wait();
+}
