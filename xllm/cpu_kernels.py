@@ -568,29 +568,6 @@ class ModelPlan:
 
 # %% ../nbs/15_cpu_kernels.ipynb 127
 @patch
-def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False):
-    "Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them)."
-    if tp: raise ValueError("LoRA adapters on a tensor-parallel shard are not supported by the CPU kernels")
-    A, Bt = track(lora._buffers, "A"), track(lora._buffers, "Bt")
-    if A.dtype != torch.float32 or Bt.dtype != torch.float32 or not (A.is_contiguous() and Bt.is_contiguous()):
-        raise ValueError(f"LoRA weights of {A.dtype}, contiguous {A.is_contiguous() and Bt.is_contiguous()} (the kernels read contiguous float32)")
-    self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
-    self.has_lora = True
-
-# %% ../nbs/15_cpu_kernels.ipynb 129
-@patch
-def set_lora_rows(self: ModelPlan, lora, slots, n: int):
-    """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
-    None for none. A slot holding no adapter is refused, as on the torch runner. Used by that call alone."""
-    s = None if slots is None else torch.as_tensor(slots, dtype=torch.int64)
-    if s is not None and (bad := sorted({v for v in s.tolist() if 0 <= v < lora.max_loras and lora.adapters[v] is None})):
-        raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
-    if s is None or not bool((s >= 0).any()): self._lib.xk_plan_lora_rows(self._h, 0, None, 0, None, None); return
-    s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
-    self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
-
-# %% ../nbs/15_cpu_kernels.ipynb 131
-@patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
     import torch.distributed as dist
@@ -606,27 +583,27 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 132
+# %% ../nbs/15_cpu_kernels.ipynb 128
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 133
+# %% ../nbs/15_cpu_kernels.ipynb 129
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 134
+# %% ../nbs/15_cpu_kernels.ipynb 130
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 135
+# %% ../nbs/15_cpu_kernels.ipynb 131
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
@@ -638,7 +615,7 @@ def check(self: ModelPlan, model):
         raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 136
+# %% ../nbs/15_cpu_kernels.ipynb 132
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -661,7 +638,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 137
+# %% ../nbs/15_cpu_kernels.ipynb 133
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -673,7 +650,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 138
+# %% ../nbs/15_cpu_kernels.ipynb 134
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -682,6 +659,29 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     self._lib.xk_plan_profile(self._h, int(enable), buf)
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
+
+# %% ../nbs/15_cpu_kernels.ipynb 135
+@patch
+def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False):
+    "Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them)."
+    if tp: raise ValueError("LoRA adapters on a tensor-parallel shard are not supported by the CPU kernels")
+    A, Bt = track(lora._buffers, "A"), track(lora._buffers, "Bt")
+    if A.dtype != torch.float32 or Bt.dtype != torch.float32 or not (A.is_contiguous() and Bt.is_contiguous()):
+        raise ValueError(f"LoRA weights of {A.dtype}, contiguous {A.is_contiguous() and Bt.is_contiguous()} (the kernels read contiguous float32)")
+    self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
+    self.has_lora = True
+
+# %% ../nbs/15_cpu_kernels.ipynb 137
+@patch
+def set_lora_rows(self: ModelPlan, lora, slots, n: int):
+    """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
+    None for none. A slot holding no adapter is refused, as on the torch runner. Used by that call alone."""
+    s = None if slots is None else torch.as_tensor(slots, dtype=torch.int64)
+    if s is not None and (bad := sorted({v for v in s.tolist() if 0 <= v < lora.max_loras and lora.adapters[v] is None})):
+        raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
+    if s is None or not bool((s >= 0).any()): self._lib.xk_plan_lora_rows(self._h, 0, None, 0, None, None); return
+    s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
+    self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
 # %% ../nbs/15_cpu_kernels.ipynb 140
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
