@@ -100,20 +100,19 @@ static void lora_expand(const LoraW& w, int64_t N, const LoraRows& lr, const flo
     }
 }
 
-// Several linears of one input (q|k|v, gate|up), this thread's share of both phases; `wait` is the team's barrier. hs: one
-// [T, R] scratch per linear. The columns of all the linears are split over the threads together, in strips of 8.
-template <class Wait>
-static void lora_part(const LoraW* ws, const int64_t* Ks, const int64_t* Ns, int nl, const LoraRows& lr, const float* x,
-                      float* const* hs, float* const* ys, int tid, int n, Wait wait) {
+// Several linears of one input (q|k|v, gate|up), this thread's share. First the shrinks (hs: one [T, R] scratch per linear; a
+// linear without adapters has a null A); then, once every thread's are done (the caller's barrier), the expands, the columns
+// of all the linears split over the threads together in strips of 8.
+static void lora_shrinks(const LoraW* ws, const int64_t* Ks, int nl, const LoraRows& lr, const float* x, float* const* hs, int tid, int n) {
     for (int l = 0; l < nl; l++) if (ws[l].A) lora_shrink(ws[l], Ks[l], lr, x, hs[l], tid, n);
-    wait();
+}
+static void lora_expands(const LoraW* ws, const int64_t* Ns, int nl, const LoraRows& lr, float* const* hs, float* const* ys, int tid, int n) {
     int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += ws[l].A ? Ns[l] : 0;
     int64_t c0, c1; split(Ntot, tid, n, c0, c1, 8);
-    for (int l = 0, off = 0; l < nl; l++) {
+    for (int64_t l = 0, off = 0; l < nl; l++) {
         if (!ws[l].A) continue;
-        const int64_t a = std::max(c0, (int64_t)off) - off, b = std::min(c1, (int64_t)off + Ns[l]) - off;
+        const int64_t a = std::max(c0, off) - off, b = std::min(c1, off + Ns[l]) - off;
         if (a < b) lora_expand(ws[l], Ns[l], lr, hs[l], ys[l], a, b);
         off += Ns[l];
     }
-    wait();
 }

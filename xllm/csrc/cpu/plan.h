@@ -49,16 +49,19 @@ struct Plan {
     bool a8r = false;          // some linear takes the int8 GEMM's residual pass (set as linears are added)
     std::atomic<int64_t> task{0};   // the GEMM's next block of rows
     // LoRA (lora.h): the adapters of the linears that have them (by index in lins), and the rows of the next call (set before
-    // it, used by it alone); lora() adds them to linears' outputs just computed, two phases, two barriers (none without rows)
+    // it, used by it alone). lora(0, ...) before the linears' product: the shrinks (they read its input only); lora(1, ...) after
+    // it (its closing barrier between): the expands into its outputs, then a barrier. Nothing without adapter rows.
     std::vector<LoraW> lora_w; LoraRows lrows; std::vector<float> LH; int64_t lora_R = 0;
-    void lora(std::initializer_list<int> idx, const float* x, float* const* ys, int tid, int n) {
+    void lora(int phase, std::initializer_list<int> idx, const float* x, float* const* ys, int tid, int n) {
         if (lrows.N == 0) return;
         LoraW ws[3]; int64_t Ks[3], Ns[3]; float* hs[3]; int nl = 0; bool any = false;
         for (int i : idx) {
             ws[nl] = i < (int)lora_w.size() ? lora_w[i] : LoraW(); Ks[nl] = lins[i].K; Ns[nl] = lins[i].N;
             hs[nl] = LH.data() + nl * lrows.N * lora_R; any |= ws[nl].A != nullptr; nl++;
         }
-        if (any) lora_part(ws, Ks, Ns, nl, lrows, x, hs, ys, tid, n, [this] { bar.wait(); });
+        if (!any) return;
+        if (phase == 0) lora_shrinks(ws, Ks, nl, lrows, x, hs, tid, n);
+        else { lora_expands(ws, Ns, nl, lrows, hs, ys, tid, n); bar.wait(); }
     }
     static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
@@ -136,7 +139,7 @@ struct Plan {
                 // 1. norm, then q|k|v as one product
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.attn_norm, eps, H, xn + r * H);
                 if (!small) bar.wait();
-                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lin(ls, 3, xn, N, ys, tid, n); lora({ly.q, ly.k, ly.v}, xn, ys, tid, n); }
+                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lora(0, {ly.q, ly.k, ly.v}, xn, ys, tid, n); lin(ls, 3, xn, N, ys, tid, n); lora(1, {ly.q, ly.k, ly.v}, xn, ys, tid, n); }
                 if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, K/V written to their slots
                 for (int64_t r = r0; r < r1; r++) {
@@ -158,18 +161,18 @@ struct Plan {
                 }
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
-                { float* y = Tmp.data(); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora({ly.o}, A.data(), &y, tid, n); }
+                { float* y = Tmp.data(); lora(0, {ly.o}, A.data(), &y, tid, n); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora(1, {ly.o}, A.data(), &y, tid, n); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }   // tensor parallel: the ranks' partial products summed
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(3);
                 // 5. norm, gate|up as one product, silu(gate) * up
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.ffn_norm, eps, H, xn + r * H);
                 if (!small) bar.wait();
-                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lin(ls, 2, xn, N, ys, tid, n); lora({ly.gate, ly.up}, xn, ys, tid, n); }
+                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lora(0, {ly.gate, ly.up}, xn, ys, tid, n); lin(ls, 2, xn, N, ys, tid, n); lora(1, {ly.gate, ly.up}, xn, ys, tid, n); }
                 for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
                 bar.wait(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
-                { float* y = Tmp.data(); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora({ly.down}, G.data(), &y, tid, n); }
+                { float* y = Tmp.data(); lora(0, {ly.down}, G.data(), &y, tid, n); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora(1, {ly.down}, G.data(), &y, tid, n); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(5);

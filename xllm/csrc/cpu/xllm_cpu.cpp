@@ -150,7 +150,9 @@ void xk_lora(int64_t T, int64_t K, int64_t N, int64_t S, int64_t R, const float*
         const int tid = 0, n = 1;
 #endif
         bar.n.store(n, std::memory_order_relaxed);
-        lora_part(&w, &K, &N, 1, lr, x, &hp, &y, tid, n, [&bar] { bar.wait(); });
+        lora_shrinks(&w, &K, 1, lr, x, &hp, tid, n);
+        bar.wait();
+        lora_expands(&w, &N, 1, lr, &hp, &y, tid, n);
     }
 }
 void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
