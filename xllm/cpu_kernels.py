@@ -136,6 +136,9 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
                     if fresh: print(f"xllm: compiled the CPU kernels in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
                     _STATUS = (f"{so.name} ({' '.join(f for f in flags if f.startswith(('-march', '-fopenmp'))) or 'portable'}; "
                                f"int8 dot products: {ISA_NAMES[_LIB.xk_isa()]})")
+                    if errors:                                                   # a slower build than this CPU allows: say why
+                        _STATUS += f"; the faster builds failed: {'; '.join(errors)}"
+                        warnings.warn(f"xllm: CPU kernels built without {' '.join(_flag_sets()[0][-2:])} ({errors[0][-200:]}); they run slower", RuntimeWarning, stacklevel=2)
                     return _LIB
         _STATUS = "build failed: " + "; ".join(errors)
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
