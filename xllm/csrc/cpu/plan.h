@@ -72,8 +72,15 @@ struct Plan {
             if (!any_a8r(ls, nl)) qa.q2 = nullptr;
             int64_t t0, t1; split(T, tid, n, t0, t1, 1);
             quantize_rows(x, t0, t1, qa);
+            const bool amx = amx_use(ls, nl, T);
+#if XK_AMX
+            if (amx) amx_pack_rows(qa, t0, t1, T);
+#endif
             if (tid == 0) task.store(0);
             bar.wait();
+#if XK_AMX
+            if (amx) amx_gemm_part(ls, nl, qa, T, ys, task); else
+#endif
             qgemm_part(ls, nl, qa, T, ys, task);
             bar.wait(); return;
         }
