@@ -1,9 +1,11 @@
 """LoRA throughput (#44): 32 greedy requests spread over 4 rank-16 adapters against the same 32 on the base model, in one run,
 interleaved (base, adapters, base, adapters, ...). The LLM is built with `enable_lora`, so both sides run on the same runner.
+On the compiled CPU runner its phase timers (`ModelPlan.profile`) also say where each side's steps go (ms a step, medians over
+the rounds): the LoRA products land in the phases of the projections they follow.
 
     python scripts/bench_lora.py [--model PATH] [--rounds 2] [--max-tokens 64] [--json out.json]
 """
-import argparse, json, os, sys, tempfile, time
+import argparse, json, os, statistics, sys, tempfile, time
 from pathlib import Path
 
 
@@ -27,16 +29,21 @@ def main(argv=None):
     params = SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=True)
     per_prompt = [loras[i % a.adapters] for i in range(a.requests)]
     llm.generate(prompts[:2], params, use_tqdm=False, lora_request=per_prompt[:2])           # warm-up: every code path once
-    rates = {"base": [], "lora": []}
+    rates, prof = {"base": [], "lora": []}, {"base": [], "lora": []}
+    plan = getattr(llm.get_engine().runner, "plan", None)                                    # the compiled CPU runner's
     for _ in range(a.rounds):
         for side in ("base", "lora"):
+            if plan is not None: plan.profile(True)
             t0 = time.perf_counter()
             out = llm.generate(prompts, params, use_tqdm=False, lora_request=per_prompt if side == "lora" else None)
             dt = time.perf_counter() - t0
             rates[side].append(sum(len(o.outputs[0].token_ids) for o in out) / dt)
+            if plan is not None: prof[side].append(plan.profile(False))
     best = {k: max(v) for k, v in rates.items()}
     res = {"model": llm.model_name, "runner": llm.runner_reason, "requests": a.requests, "adapters": a.adapters, "rank": a.rank,
            "max_tokens": a.max_tokens, "tok_per_s": rates, "ratio_best": best["lora"] / best["base"],
+           "ratio_median": statistics.median(lo / b for b, lo in zip(rates["base"], rates["lora"])),
+           "profile_ms_per_step": {k: {ph: 1e3 * statistics.median(p[ph] for p in ps) for ph in ps[0]} for k, ps in prof.items() if ps and ps[0]},
            "load_average": os.getloadavg(), "cpus": os.cpu_count()}
     print(json.dumps(res, indent=1))
     if a.json: Path(a.json).write_text(json.dumps(res, indent=1))

@@ -66,17 +66,19 @@ static void lora_shrink(const LoraW& w, int64_t K, const LoraRows& lr, const flo
     }
 }
 
-// The expand, this thread's columns [c0, c1) of y [T, N]: y[t, c] += sum_j (s h[t, j]) Bt_s[j, c], j in order, segment by
-// segment; each 64-column strip of Bt_s stays in L1 while the segment's rows pass over it, 32 columns a pass.
-static void lora_expand(const LoraW& w, int64_t N, const LoraRows& lr, const float* h, float* y, int64_t c0, int64_t c1) {
+// The expand, rows [t0, t1) of y [T, N] (the rows of this thread): y[t, c] += sum_j (s h[t, j]) Bt_s[j, c], j in order, segment
+// by segment; each 64-column strip of Bt_s stays in L1 while the segment's rows pass over it, 32 columns a pass.
+static void lora_expand(const LoraW& w, int64_t N, const LoraRows& lr, const float* h, float* y, int64_t t0, int64_t t1) {
     for (int64_t g = 0; g < lr.nseg(); g++) {
         const int64_t s = lr.seg[3 * g + 2], rk = lr.rank[s];
+        const int64_t* o0 = lr.order.data() + lr.seg[3 * g]; const int64_t* o1 = lr.order.data() + lr.seg[3 * g + 1];
+        o0 = std::lower_bound(o0, o1, t0); o1 = std::lower_bound(o0, o1, t1);   // a segment's rows are in row order
+        if (o0 == o1) continue;
         const float* Bs = w.Bt + s * w.R * N; const float sc = lr.scale[s];
-        for (int64_t c = c0; c < c1; c += 64) {
-            const int64_t ce = std::min(c1, c + 64);
-            for (int64_t o = lr.seg[3 * g]; o < lr.seg[3 * g + 1]; o++) {
-                const int64_t t = lr.order[o];
-                float* yt = y + t * N; const float* ht = h + t * w.R;
+        for (int64_t c = 0; c < N; c += 64) {
+            const int64_t ce = std::min(N, c + 64);
+            for (const int64_t* o = o0; o < o1; o++) {
+                float* yt = y + *o * N; const float* ht = h + *o * w.R;
                 int64_t k = c;
 #if XK_AVX2
                 for (; k + 32 <= ce; k += 32) {
@@ -101,18 +103,11 @@ static void lora_expand(const LoraW& w, int64_t N, const LoraRows& lr, const flo
 }
 
 // Several linears of one input (q|k|v, gate|up), this thread's share. First the shrinks (hs: one [T, R] scratch per linear; a
-// linear without adapters has a null A); then, once every thread's are done (the caller's barrier), the expands, the columns
-// of all the linears split over the threads together in strips of 8.
+// linear without adapters has a null A); then, once every thread's are done (the caller's barrier), the expands of this
+// thread's rows [t0, t1): the rows the step's next phase gives the same thread, so that phase needs no barrier before it.
 static void lora_shrinks(const LoraW* ws, const int64_t* Ks, int nl, const LoraRows& lr, const float* x, float* const* hs, int tid, int n) {
     for (int l = 0; l < nl; l++) if (ws[l].A) lora_shrink(ws[l], Ks[l], lr, x, hs[l], tid, n);
 }
-static void lora_expands(const LoraW* ws, const int64_t* Ns, int nl, const LoraRows& lr, float* const* hs, float* const* ys, int tid, int n) {
-    int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += ws[l].A ? Ns[l] : 0;
-    int64_t c0, c1; split(Ntot, tid, n, c0, c1, 8);
-    for (int64_t l = 0, off = 0; l < nl; l++) {
-        if (!ws[l].A) continue;
-        const int64_t a = std::max(c0, off) - off, b = std::min(c1, off + Ns[l]) - off;
-        if (a < b) lora_expand(ws[l], Ns[l], lr, hs[l], ys[l], a, b);
-        off += Ns[l];
-    }
+static void lora_expands(const LoraW* ws, const int64_t* Ns, int nl, const LoraRows& lr, float* const* hs, float* const* ys, int64_t t0, int64_t t1) {
+    for (int l = 0; l < nl; l++) if (ws[l].A) lora_expand(ws[l], Ns[l], lr, hs[l], ys[l], t0, t1);
 }

@@ -50,9 +50,10 @@ struct Plan {
     std::atomic<int64_t> task{0};   // the GEMM's next block of rows
     // LoRA (lora.h): the adapters of the linears that have them (by index in lins), and the rows of the next call (set before
     // it, used by it alone). lora(0, ...) before the linears' product: the shrinks (they read its input only); lora(1, ...) after
-    // it (its closing barrier between): the expands into its outputs, then a barrier. Nothing without adapter rows.
+    // it (its closing barrier between): the expands of this thread's rows r0..r1 (those the next phase gives it), then a barrier
+    // only if `wait` (the next phase reads every row). Nothing without adapter rows.
     std::vector<LoraW> lora_w; LoraRows lrows; std::vector<float> LH; int64_t lora_R = 0;
-    void lora(int phase, std::initializer_list<int> idx, const float* x, float* const* ys, int tid, int n) {
+    void lora(int phase, std::initializer_list<int> idx, const float* x, float* const* ys, int tid, int n, int64_t r0 = 0, int64_t r1 = 0, bool wait = false) {
         if (lrows.N == 0) return;
         LoraW ws[3]; int64_t Ks[3], Ns[3]; float* hs[3]; int nl = 0; bool any = false;
         for (int i : idx) {
@@ -61,7 +62,7 @@ struct Plan {
         }
         if (!any) return;
         if (phase == 0) lora_shrinks(ws, Ks, nl, lrows, x, hs, tid, n);
-        else { lora_expands(ws, Ns, nl, lrows, hs, ys, tid, n); bar.wait(); }
+        else { lora_expands(ws, Ns, nl, lrows, hs, ys, r0, r1); if (wait) bar.wait(); }
     }
     static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
@@ -146,7 +147,7 @@ struct Plan {
                 // 1. norm, then q|k|v as one product
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.attn_norm, eps, H, xn + r * H);
                 if (!small) bar.wait();
-                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lora(0, {ly.q, ly.k, ly.v}, xn, ys, tid, n); lin(ls, 3, xn, N, ys, tid, n); lora(1, {ly.q, ly.k, ly.v}, xn, ys, tid, n); }
+                { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lora(0, {ly.q, ly.k, ly.v}, xn, ys, tid, n); lin(ls, 3, xn, N, ys, tid, n); lora(1, {ly.q, ly.k, ly.v}, xn, ys, tid, n, r0, r1); }
                 if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, K/V written to their slots
                 for (int64_t r = r0; r < r1; r++) {
@@ -168,18 +169,18 @@ struct Plan {
                 }
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
-                { float* y = Tmp.data(); lora(0, {ly.o}, A.data(), &y, tid, n); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora(1, {ly.o}, A.data(), &y, tid, n); }
+                { float* y = Tmp.data(); lora(0, {ly.o}, A.data(), &y, tid, n); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora(1, {ly.o}, A.data(), &y, tid, n, r0, r1, small || reduce); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }   // tensor parallel: the ranks' partial products summed
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(3);
                 // 5. norm, gate|up as one product, silu(gate) * up
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.ffn_norm, eps, H, xn + r * H);
                 if (!small) bar.wait();
-                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lora(0, {ly.gate, ly.up}, xn, ys, tid, n); lin(ls, 2, xn, N, ys, tid, n); lora(1, {ly.gate, ly.up}, xn, ys, tid, n); }
+                { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lora(0, {ly.gate, ly.up}, xn, ys, tid, n); lin(ls, 2, xn, N, ys, tid, n); lora(1, {ly.gate, ly.up}, xn, ys, tid, n, r0, r1); }
                 for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
                 bar.wait(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
-                { float* y = Tmp.data(); lora(0, {ly.down}, G.data(), &y, tid, n); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora(1, {ly.down}, G.data(), &y, tid, n); }
+                { float* y = Tmp.data(); lora(0, {ly.down}, G.data(), &y, tid, n); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora(1, {ly.down}, G.data(), &y, tid, n, r0, r1, small || reduce); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(5);

@@ -178,7 +178,8 @@ void xk_lora(int64_t T, int64_t K, int64_t N, int64_t S, int64_t R, const float*
         bar.n.store(n, std::memory_order_relaxed);
         lora_shrinks(&w, &K, 1, lr, x, &hp, tid, n);
         bar.wait();
-        lora_expands(&w, &N, 1, lr, &hp, &y, tid, n);
+        int64_t t0, t1; split(T, tid, n, t0, t1, 1);
+        lora_expands(&w, &N, 1, lr, &hp, &y, t0, t1);
     }
 }
 void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
