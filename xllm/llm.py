@@ -24,7 +24,7 @@ from .model import Llama
 from .sampling import SamplingParams, Sampler, seeded_generator
 from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
-from .runner import choose_runner, runner_class
+from .runner import choose_runner, runner_class, pool_dtype
 from .cpu_kernels import activation_mode, keeps_quantized
 from .engine import Engine
 from .config import EngineConfig
@@ -233,7 +233,8 @@ def output(self: OutputProcessor) -> CompletionOutput:
 def _kv_block_bytes(llm, block_size: int | None = None) -> int:
     "Bytes of one paged K/V block of `llm`'s engine: `block_size` tokens (default: its config's), int8 K/V with its scales."
     c = llm.engine_config
-    return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, c.kv_cache_dtype)
+    dt = pool_dtype(llm.model, c.runner, c.enable_lora)   # the engine's pool's (float32 for a bfloat16 model on the CPU runner)
+    return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), dt, c.kv_cache_dtype)
 
 def _fitted(llm) -> tuple[EngineConfig, str | None]:
     """`llm.engine_config` with what building decides filled in, and a note: `kv_cache_memory` (None: the device's default) and a
@@ -308,7 +309,8 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     self._engine, self._next_id, self._live, self._unfed = None, 0, {}, collections.deque()   # the engine is built at first use
     tp = cfg.tensor_parallel_size
     if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
-    cls, self.runner_reason = choose_runner(model, kv_storage_dtype(cfg.kv_cache_dtype, model.dtype), "tp" if tp > 1 else cfg.runner)
+    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, cfg.runner, cfg.enable_lora))
+    cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)
     self.runner_name = cls.name
     self.activations = activation_mode(cfg.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
     if self.activations: self.runner_reason += f", {self.activations} activations"
