@@ -165,6 +165,8 @@ RERANKER_KEYS = ("template", "yes", "no")
 def check_task(c: EngineConfig):
     "`task` and `reranker` checked (ValueError naming the field)."
     _choice("task", c.task, TASKS)
+    if c.task != "generate" and c.tensor_parallel_size > 1:
+        raise ValueError(f"task: {c.task!r} pools hidden states, which a tensor-parallel group (tensor_parallel_size > 1) does not return yet")
     if c.reranker is not None: check_reranker(c.reranker)
 
 def check_reranker(r: dict) -> dict:

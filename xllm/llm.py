@@ -736,7 +736,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if not isinstance(query, str) or not all(isinstance(d, str) for d in docs): raise ValueError("score: query and documents must be str")
     r, head = self.engine_config.reranker, getattr(self.model, "score", None)
     if r is None and head is None:
-        raise ValueError("score: this model has no classification head (score.weight) and no reranker is set (LLM(reranker={'template', 'yes', 'no'}))")
+        raise ValueError("score: this model has no classification head (score.weight) and no reranker is set (LLM(reranker={'template', 'yes', 'no'}), or an xllm_reranker.json beside the weights)")
     enc = lambda s: self.tokenizer.encode(s, add_bos=self.tokenizer.add_bos_token, allow_special=True)
     ids = [enc(r["template"].format(query=query, document=d)) if r is not None else enc(query) + enc(d) for d in docs]
     ids = [self.pooling_ids(x, truncate_prompt_tokens=truncate_prompt_tokens, what=f"documents[{i}]") for i, x in enumerate(ids)]
