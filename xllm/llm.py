@@ -33,7 +33,7 @@ from .loader import load_model
 from .parallel import load_group
 from . import cpu_kernels
 from .speculative import check_same_tokenizer
-from .pooling import PoolerConfig, PoolingParams, TokenScoreHead
+from .pooling import PoolerConfig, PoolingParams, TokenScoreHead, reranker_from_dir
 
 # %% auto 0
 __all__ = ['TEMPLATE_RESERVED', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',
@@ -297,7 +297,9 @@ class LLM:
 @patch
 def _setup(self: LLM, model, cfg: EngineConfig):
     """The part of building shared by `__init__` and `from_model`: `engine_config` (the context fitted to the K/V pool), the
-    generator of unseeded requests, the runner (chosen now, once), a draft model loaded."""
+    generator of unseeded requests, the runner (chosen now, once), a draft model loaded; a generative reranker's settings from the
+    model's directory (13c: `xllm_reranker.json`, vLLM's keys in `config.json`) unless the config gives them."""
+    if cfg.reranker is None and (r := reranker_from_dir(self.model_path)) is not None: cfg = dataclasses.replace(cfg, reranker=r)
     self.model, self.device, self.engine_config = model, model.device, cfg
     self.engine_config, self.context_note = _fitted(self)
     if cfg.seed is None: self.generator = torch.Generator(device="cpu"); self.generator.seed()   # draws of requests without their own seed
@@ -736,7 +738,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if not isinstance(query, str) or not all(isinstance(d, str) for d in docs): raise ValueError("score: query and documents must be str")
     r, head = self.engine_config.reranker, getattr(self.model, "score", None)
     if r is None and head is None:
-        raise ValueError("score: this model has no classification head (score.weight) and no reranker is set (LLM(reranker={'template', 'yes', 'no'}))")
+        raise ValueError("score: this model has no classification head (score.weight) and no reranker is set (LLM(reranker={'template', 'yes', 'no'}), or an xllm_reranker.json beside the weights)")
     enc = lambda s: self.tokenizer.encode(s, add_bos=self.tokenizer.add_bos_token, allow_special=True)
     ids = [enc(r["template"].format(query=query, document=d)) if r is not None else enc(query) + enc(d) for d in docs]
     ids = [self.pooling_ids(x, truncate_prompt_tokens=truncate_prompt_tokens, what=f"documents[{i}]") for i, x in enumerate(ids)]
@@ -745,7 +747,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if out[0].numel() != 1: raise ValueError(f"score: the classification head has {out[0].numel()} labels; score() reads a one-label head")
     return [float(torch.sigmoid(v[0])) for v in out]
 
-# %% ../nbs/17_llm.ipynb 88
+# %% ../nbs/17_llm.ipynb 90
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.
