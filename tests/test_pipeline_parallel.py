@@ -2,7 +2,8 @@
 subprocess) gives the single-process logits within 1e-5 of max|logit| on random tiny configs (MHA and GQA, tied and untied heads),
 and so does a pipeline of 2 stages x 2 tensor-parallel ranks; an engine of 32 greedy requests with preemption gives the
 single-process tokens; a dead stage rank (the middle of 3) fails the step with an error naming it, no hang, no process left;
-`xllm generate --pipeline-parallel-size 2` prints the single-process text."""
+`xllm generate --pipeline-parallel-size 2` prints the single-process text, also with its stages on two nodes (the loopback; -tp 2 -pp 2:
+four processes)."""
 import os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -29,7 +30,7 @@ for name, d, tp in {cases!r}:
 
 def _write(tmp_path, name, kw, tokenizer):
     "A random 3-layer model of `kw`'s shape as a HF directory, with the stand-in's tokenizer."
-    import json, torch
+    import json
     from safetensors.torch import save_file
     from xllm.core import LlamaConfig
     from xllm.model import random_llama
@@ -118,3 +119,53 @@ def test_cli_generate_pipeline(tmp_path):
     assert r.returncode == 0 and r.stdout == ref.text + "\n", r.stderr[-2000:]
     r = subprocess.run(cmd + ["-pp", "6"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode != 0 and "pipeline_parallel_size 6 is more than the model's 5 layers" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def _port_from(path: Path, proc, timeout: float = 180) -> int:
+    "The rendezvous port node 0 prints on stderr (written to `path`) once it listens."
+    import re
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if m := re.search(r"--master-port (\d+)", path.read_text()): return int(m.group(1))
+        assert proc.poll() is None, path.read_text()[-3000:]
+        time.sleep(0.2)
+    raise AssertionError("node 0 did not say where it listens: " + path.read_text()[-3000:])
+
+
+@pytest.mark.parametrize("layout,node1", [(["-pp", "2"], "ranks 1-1 of 2"), (["-tp", "2", "-pp", "2"], "ranks 2-3 of 4")])
+def test_stages_on_two_nodes(tmp_path, layout, node1):
+    """`xllm generate -pp 2 --nnodes 2` (one stage a node) and `-tp 2 -pp 2 --nnodes 2` (a stage of two tensor-parallel ranks a
+    node, four processes on the loopback): node 0 prints the single-process greedy text, node 1 exits 0 when rank 0 stops."""
+    from xllm.stand_ins import stand_in_model
+    model = stand_in_model(tmp_path / "m")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    base = [sys.executable, "-m", "xllm", "generate", "The cat", "-m", str(model), "--max-tokens", "16", "--temperature", "0", "--ignore-eos"]
+    cmd = base + layout + ["--nnodes", "2"]
+    err0 = tmp_path / "node0.err"
+    with open(err0, "w") as e0:
+        n0 = subprocess.Popen(cmd + ["--node-rank", "0"], stdout=subprocess.PIPE, stderr=e0, text=True, cwd=ROOT, env=env, start_new_session=True)
+        try:
+            port = _port_from(err0, n0)
+            n1 = subprocess.run(cmd + ["--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", str(port)],
+                                capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+            out, _ = n0.communicate(timeout=120)
+        finally:
+            if n0.poll() is None: os.killpg(n0.pid, signal.SIGKILL); n0.wait()
+    ref = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert n0.returncode == 0 and n1.returncode == 0, (err0.read_text()[-2000:], n1.stderr[-2000:])
+    assert out == ref.stdout and out.strip(), (out, ref.stdout)
+    assert node1 in n1.stderr and "Traceback" not in n1.stderr + err0.read_text(), n1.stderr[-2000:]
+
+
+def test_default_model_in_two_stages():
+    """The default model (a Q4_1 GGUF) in two stages, each dequantizing only its own layers: `xllm generate -pp 2` prints the text
+    of the single-process float model (`--quantization none`)."""
+    from xllm.core import default_model_path
+    try: default_model_path(download=False)
+    except Exception as e: pytest.skip(f"default model not available: {e}")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "xllm", "generate", "The capital of France is", "--max-tokens", "12", "--temperature", "0"]
+    pp = subprocess.run(cmd + ["-pp", "2"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    one = subprocess.run(cmd + ["--quantization", "none"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert pp.returncode == 0 and one.returncode == 0, pp.stderr[-2000:] + one.stderr[-2000:]
+    assert pp.stdout == one.stdout and pp.stdout.strip(), (pp.stdout, one.stdout)

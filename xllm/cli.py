@@ -273,7 +273,7 @@ def cmd_bench(args, out=None) -> int:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
         if args.tensor_parallel_size != 1: raise _CLIError("--tensor-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
-        if args.pipeline_parallel_size != 1: raise _CLIError("--pipeline-parallel-size needs a checkpoint (-m: a Hugging Face directory); --random-weights has none")
+        if args.pipeline_parallel_size != 1: raise _CLIError("--pipeline-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
         if args.max_model_len is not None: raise _CLIError("--max-model-len needs a checkpoint (-m); --random-weights uses its config's max_position_embeddings")
     def load():
         if args.random_weights is None: return _load(args)
@@ -351,7 +351,8 @@ def _model_opts(p, context=True, template=True):
                         "or by torchrun --nproc-per-node N; needs a Hugging Face safetensors directory or a GGUF file (default 1)")
     g.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1, metavar="P",
                    help="split the model's layers into P stages, one process each (N each with --tensor-parallel-size N), hidden states "
-                        "sent stage to stage (torch.distributed point-to-point); needs a Hugging Face safetensors directory (default 1)")
+                        "sent stage to stage (torch.distributed point-to-point); needs a Hugging Face safetensors directory or a GGUF file "
+                        "(each stage dequantizes its own layers) (default 1)")
     g.add_argument("--nnodes", type=int, default=None, metavar="M", help="machines the group spans, each running N x P / M ranks (default 1)")
     g.add_argument("--node-rank", type=int, default=None, metavar="R", help="this machine's place among them (default 0: the one that serves)")
     g.add_argument("--master-addr", default=None, metavar="HOST", help="node 0's address, where the group meets (default 127.0.0.1)")

@@ -745,11 +745,12 @@ def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int 
     rank's piece of it (`shard_hook`; the whole tensor when `tp` is 1). The stage holds `layers`, the embedding when `first` (or
     when `last` and the head is `tied` to it), the final norm and the head when `last`."""
     piece = shard_hook(tp_rank, tp)
-    def hook(name: str, t):
-        if name.startswith("model.layers."): keep = int(name.split(".")[2]) in layers
-        elif name == "model.embed_tokens.weight": keep = first or (last and tied)
-        else: keep = last                                  # model.norm.weight, lm_head.weight
-        return piece(name, t) if keep else None
+    def keeps(name: str) -> bool:
+        if name.startswith("model.layers."): return int(name.split(".")[2]) in layers
+        if name == "model.embed_tokens.weight": return first or (last and tied)
+        return last                                        # model.norm.weight, lm_head.weight
+    def hook(name: str, t): return piece(name, t) if keeps(name) else None
+    hook.keeps = keeps                                     # asked first where reading costs work (a GGUF tensor's dequantization)
     return hook
 
 # %% ../nbs/13a_tensor_parallel.ipynb 110
@@ -898,13 +899,19 @@ def _stage_config(spec: tuple) -> LlamaConfig:
     from xllm.weights import config_from_hf
     from xllm.core import read_json
     if spec[0] == "random": return config_from_hf(spec[1], "random")
-    if spec[0] != "hf": raise ValueError(f"a pipeline stage loads a Hugging Face safetensors directory; got a {spec[0]!r} spec")
+    if spec[0] == "gguf":
+        from xllm.gguf import GGUFFile
+        from xllm.weights import config_from_gguf
+        g = GGUFFile(Path(spec[1]))
+        return config_from_gguf(g.metadata, Path(spec[1]), g.tensors)
+    if spec[0] != "hf": raise ValueError(f"a pipeline stage loads a Hugging Face safetensors directory or a GGUF file; got a {spec[0]!r} spec")
     return config_from_hf(read_json(Path(spec[1]) / "config.json"), Path(spec[1]) / "config.json")
 
 # %% ../nbs/13a_tensor_parallel.ipynb 130
 def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
-    "(the model's config, the tensors `hook` keeps) of the weights `spec`: a checkpoint read through the hook, or a random model cut by it."
-    if spec[0] == "hf":
+    """(the model's config, the tensors `hook` keeps) of the weights `spec`: a checkpoint read through the hook (a GGUF file's
+    tensors dequantized, the stage's only), or a random model cut by it."""
+    if spec[0] in ("hf", "gguf"):
         from xllm.weights import load_checkpoint
         ck = load_checkpoint(spec[1], spec[2], device=device, hook=hook)
         return ck.config, ck.weights
@@ -933,16 +940,17 @@ def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=
     """The spec of a pipeline of `pp` stages of `tp` ranks over the checkpoint `p` (`build_stage`), or a ValueError naming what is
     not supported: not a safetensors directory, quantized weights, a runner other than the stages' own, too few layers or heads."""
     from xllm import quant
-    from xllm.core import read_json
-    from xllm.weights import config_from_hf
-    if not (p.is_dir() and (p / "config.json").is_file()):
-        raise ValueError(f"pipeline_parallel_size > 1 needs a Hugging Face safetensors directory; {p} is not one (GGUF and llama2.c files are not split into stages yet)")
-    if quant.is_quantized_dir(p): raise ValueError(f"{p} was written by `xllm quantize`: such directories are not split into stages (use the float checkpoint)")
-    if quantization not in ("auto", None, "none"): raise ValueError(f"quantization: {quantization!r} is not supported with pipeline_parallel_size > 1 (the stages load float weights)")
+    gguf = p.is_file() and _is_gguf(p)
+    if not (gguf or (p.is_dir() and (p / "config.json").is_file())):
+        raise ValueError(f"pipeline_parallel_size > 1 needs a Hugging Face safetensors directory or a GGUF file; {p} is neither (llama2.c files are not split into stages)")
+    if not gguf and quant.is_quantized_dir(p): raise ValueError(f"{p} was written by `xllm quantize`: such directories are not split into stages (use the float checkpoint)")
+    if quantization not in ("auto", None, "none"):
+        raise ValueError(f"quantization: {quantization!r} is not supported with pipeline_parallel_size > 1 (the stages load float weights; a GGUF's are dequantized)")
     if runner not in (None, "tp", "stage"): raise ValueError(f"runner {runner!r}: with pipeline_parallel_size > 1 every stage runs the torch forward (the 'stage' runner); leave runner unset")
-    c = config_from_hf(read_json(p / "config.json"), p / "config.json")
+    weights = ("gguf", str(p), dtype, False) if gguf else ("hf", str(p), dtype)
+    c = _stage_config(weights)
     tp_config(c, tp); stage_layers(c.num_hidden_layers, pp)        # ValueErrors naming what does not divide or fit
-    return ("pp", tp, pp, pp, float(timeout), ("hf", str(p), dtype))
+    return ("pp", tp, pp, pp, float(timeout), weights)
 
 # %% ../nbs/13a_tensor_parallel.ipynb 146
 def load_group(config: EngineConfig) -> LoadedModel:

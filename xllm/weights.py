@@ -403,6 +403,7 @@ def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkp
     weights = {}
     with _progress(len(expected), f"loading {path.name}") as bar:
         for h in expected:
+            if not getattr(hook, "keeps", lambda name: True)(h): bar.update(); continue   # another pipeline stage's: not even dequantized
             t = g.dequantize(names[h])
             if ".self_attn.q_proj." in h: t = unpermute_rope_rows(t, config.num_attention_heads)
             elif ".self_attn.k_proj." in h: t = unpermute_rope_rows(t, config.num_key_value_heads)
@@ -502,7 +503,8 @@ def load_checkpoint(path, dtype=None, device=None, hook=None) -> Checkpoint:
     float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model.
     `hook(name, t)`, when given, returns the part of each tensor to keep (`t`: a tensor, or a safetensors slice that reads only
     what is cut from it), after the shape checks: tensor parallelism loads a rank's slices so (notebook 12b's `shard_hook`). From a
-    Hugging Face directory a hook may also return None: the tensor is left out, unread (a pipeline stage's other layers, notebook 13a)."""
+    Hugging Face directory a hook may also return None: the tensor is left out, unread (a pipeline stage's other layers, notebook 13a);
+    from a GGUF file the tensors for which `hook.keeps(name)` is false are left out, never dequantized."""
     dtype, path = resolve_dtype(dtype), Path(path).expanduser()
     if not path.exists(): raise FileNotFoundError(f"no such model file or directory: {path}")
     if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"):
