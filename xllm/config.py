@@ -18,7 +18,7 @@ from .weights import resolve_dtype
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'RUNNERS', 'CPU_ACTIVATIONS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'TASKS', 'RERANKER_KEYS',
-           'SpeculativeConfig', 'resolve_device', 'EngineConfig', 'check_task']
+           'SpeculativeConfig', 'resolve_device', 'EngineConfig', 'check_task', 'check_reranker']
 
 # %% ../nbs/12a_config.ipynb 6
 @dataclass
@@ -172,15 +172,22 @@ RERANKER_KEYS = ("template", "yes", "no")
 def check_task(c: EngineConfig):
     "`task` and `reranker` checked (ValueError naming the field)."
     _choice("task", c.task, TASKS)
-    r = c.reranker
-    if r is None: return
+    if c.task != "generate" and c.tensor_parallel_size > 1:
+        raise ValueError(f"task: {c.task!r} pools hidden states, which a tensor-parallel group (tensor_parallel_size > 1) does not return yet")
+    if c.reranker is not None: check_reranker(c.reranker)
+
+def check_reranker(r: dict) -> dict:
+    "A generative reranker's settings checked: `template` with `{query}` and `{document}` (no other fields), `yes` (and `no`) token texts."
     if not isinstance(r, dict): raise ValueError(f"reranker: expected a dict with keys {', '.join(RERANKER_KEYS)}, got {type(r).__name__}")
     if bad := [k for k in r if k not in RERANKER_KEYS]: raise ValueError(f"reranker: unknown key {bad[0]!r} (known: {', '.join(RERANKER_KEYS)})")
     t = r.get("template")
     if not isinstance(t, str) or "{query}" not in t or "{document}" not in t:
         raise ValueError("reranker.template: expected a text with {query} and {document}")
+    try: t.format(query="", document="")
+    except (KeyError, IndexError, ValueError) as e: raise ValueError(f"reranker.template: only {{query}} and {{document}} may be in braces (write {{{{ and }}}} for a brace): {e!r}") from None
     for k in ("yes", "no"):
         if (k == "yes" or k in r) and not (isinstance(r.get(k), str) and r[k]): raise ValueError(f"reranker.{k}: expected the token's text")
+    return r
 
 # %% ../nbs/12a_config.ipynb 31
 @patch

@@ -26,6 +26,7 @@ struct Plan {
             if (token < 0 || token >= emb_n) { std::memset(out, 0, H * sizeof(float)); return; }
         }
         if (!emb_quant) { std::memcpy(out, embed + token * H, H * sizeof(float)); return; }
+        if (emb_q.kind == BF16) { for (int64_t i = 0; i < H; i++) out[i] = bf2f(emb_q.wb[token * H + i]); return; }
         for (int64_t i = 0; i < H; i++)
             out[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
     }
@@ -57,8 +58,15 @@ struct Plan {
             if (!any_a8r(ls, nl)) qa.q2 = nullptr;
             int64_t t0, t1; split(T, tid, n, t0, t1, 1);
             quantize_rows(x, t0, t1, qa);
+            const bool amx = amx_use(ls, nl, T);
+#if XK_AMX
+            if (amx) amx_pack_rows(qa, t0, t1, T);
+#endif
             if (tid == 0) task.store(0);
             bar.wait();
+#if XK_AMX
+            if (amx) amx_gemm_part(ls, nl, qa, T, ys, task); else
+#endif
             qgemm_part(ls, nl, qa, T, ys, task);
             bar.wait(); return;
         }

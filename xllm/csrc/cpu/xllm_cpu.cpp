@@ -31,6 +31,13 @@
 #else
 #define XK_ISA 0
 #endif
+// AMX-INT8 tiles for the int8 GEMM of 16 rows or more (amx.h), where the compiler targets them (-march=native on a CPU with
+// amx_int8) and the kernel grants the tile state at run time
+#if XK_ISA >= 3 && defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define XK_AMX 1
+#else
+#define XK_AMX 0
+#endif
 
 #include "xllm_cpu.h"
 
@@ -41,6 +48,7 @@ namespace {
 #include "threads.h"
 #include "gemm.h"
 #include "qgemm.h"
+#include "amx.h"
 #include "gemv.h"
 #include "plan.h"
 }  // namespace
@@ -52,6 +60,24 @@ extern "C" {
 int xk_abi_version(void) { return XLLM_CPU_ABI_VERSION; }
 int xk_has_avx2() { return XK_AVX2; }
 int xk_isa() { return XK_ISA; }
+// AMX tiles for the int8 GEMM: enable 1 (use them where granted), 0 (don't), -1 (ask only). Returns 1 in use, 0 off,
+// -1 not compiled in, -2 - errno: the kernel refused the tile state (arch_prctl)
+int xk_amx(int enable) {
+#if XK_AMX
+    if (!amx_granted()) return -2 - amx_errno;
+    if (enable >= 0) amx_on.store(enable ? 1 : 0);
+    return amx_active() ? 1 : 0;
+#else
+    (void)enable; return -1;
+#endif
+}
+int64_t xk_amx_min_rows() {
+#if XK_AMX
+    return AMX_MIN_ROWS;
+#else
+    return 1 << 30;
+#endif
+}
 int xk_max_threads() {
 #ifdef _OPENMP
     return omp_get_max_threads();

@@ -1,0 +1,278 @@
+// ---------------------------------------------------------------- AMX-INT8 tiles for the int8 GEMM (Sapphire Rapids and later)
+// The same y = W . x_hat as qgemm_part, with the integer products done by tile instructions: one `tdpbusd` (INT4 codes,
+// unsigned, times the signed activation codes) or `tdpbssd` (INT8 codes) multiplies a tile of 16 weight rows x 32 codes (one
+// block of K) by a tile of the block's codes of 16 activation rows, 8192 products into 16 x 16 int32 sums in one instruction.
+// - Orientation: the weights are the tile's rows (A, 16 rows x 32 bytes), so INT8 weights are read where they lie (a tile
+//   load with the row stride; no repack at all) and INT4 rows are unpacked once a call into 16 rows x K bytes. The
+//   activations are the B operand, "VNNI" order: for one block, 8 rows (4 codes each) x 16 activation rows x 4 bytes;
+//   they are laid out once a call (`amx_pack_rows`), next to the scales transposed to [block][activation row].
+// - A C tile is C[n][t] (16 weight rows x 16 activation rows). Its epilogue, per weight row n and block b, with lanes over t:
+//   acc_n = fma(float(C[n]), s_nb * d_tb, acc_n), then (INT4) acc_n = fma(m_nb, d_tb sum(q)_tb, acc_n): the element
+//   operations and their order are qmicro's, so the outputs have the same bits as the VNNI GEMM and the row path (the
+//   integer sums are exact either way). INT8 in groups of 16 (`half`) takes two K=16 products per block, as qmicro does.
+// - Not here: the residual second pass (int8x2, a8r), which keeps the VNNI GEMM.
+// Linux asks a process to request the tile state before its first tile instruction (arch_prctl ARCH_REQ_XCOMP_PERM); where
+// that is refused (an old kernel, a hypervisor that does not pass AMX through) the VNNI GEMM is used and `amx_state` says why.
+#if XK_AMX
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <cerrno>
+
+constexpr int64_t AMX_MIN_ROWS = 16;   // this many activation rows or more take the tiles (fewer: most of a 16-row tile is padding)
+static int amx_errno = 0;              // the errno of a refused request
+static std::atomic<int> amx_on{-1};    // -1 not asked yet; 0 off (refused, or turned off); 1 on
+static inline bool amx_granted() {
+    static const bool ok = [] {
+        long rc = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */);
+        if (rc != 0) amx_errno = errno;
+        return rc == 0;
+    }();
+    return ok;
+}
+static inline bool amx_active() {
+    int s = amx_on.load(std::memory_order_relaxed);
+    if (s < 0) { s = amx_granted() ? 1 : 0; amx_on.store(s); }
+    return s == 1;
+}
+
+// Tile registers: 0, 5 and 6: C (16 x 16 int32); 1: weights, 16 rows x 32 bytes; 2: activations, 8 rows x 64 bytes;
+// 3: weights, 16 x 16 bytes and 4: activations, 4 x 64 (a half block: INT8 groups of 16)
+struct alignas(64) TileCfg { uint8_t palette = 1, start = 0, res[14] = {}; uint16_t colsb[16] = {}; uint8_t rows[16] = {}; };
+static inline void amx_config() {
+    TileCfg c;
+    c.rows[0] = c.rows[5] = 16; c.colsb[0] = c.colsb[5] = 64;
+    c.rows[1] = 16; c.colsb[1] = 32; c.rows[2] = 8; c.colsb[2] = 64;
+    c.rows[3] = 16; c.colsb[3] = 16; c.rows[4] = 4; c.colsb[4] = 64;
+    c.rows[6] = 16; c.colsb[6] = 64;
+    _tile_loadconfig(&c);
+}
+
+// Activation rows t0..t1 of A (quantized) in the tiles' order: xv[tile][block][k4][t % 16][4], with the scales d and the
+// block sums s transposed to dT, sT [tile][block][t % 16]. The rows T..T16 (T rounded up to 16) are zero (their outputs are
+// dropped); the thread whose share ends at T writes them.
+static void amx_pack_rows(const QAct& A, int64_t t0, int64_t t1, int64_t T) {
+    const int64_t nb = A.nb, end = t0 < T && t1 == T ? (T + 15) / 16 * 16 : t1;
+    for (int64_t t = t0; t < end; t++) {
+        const int64_t tile = t / 16, lane = t % 16;
+        for (int64_t b = 0; b < nb; b++) {
+            int8_t* dst = A.xv + ((tile * nb + b) * 8 * 16 + lane) * 4;
+            const int8_t* src = A.q + t * A.K + b * 32;
+            for (int k4 = 0; k4 < 8; k4++) {
+                if (t < T) std::memcpy(dst + k4 * 64, src + 4 * k4, 4); else std::memset(dst + k4 * 64, 0, 4);
+            }
+            A.dT[(tile * nb + b) * 16 + lane] = t < T ? A.d[t * nb + b] : 0.0f;
+            A.sT[(tile * nb + b) * 16 + lane] = t < T ? A.s[t * nb + b] : 0.0f;
+        }
+    }
+}
+
+// INT4 rows n0..n0+16 of L unpacked to codes in column order, st[r][K] (rows past N: zero)
+static void amx_unpack_q4(const Lin& L, int64_t n0, uint8_t* st) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    for (int64_t r = 0; r < 16; r++) {
+        uint8_t* d = st + r * L.K;
+        if (n0 + r >= L.N) { std::memset(d, 0, L.K); continue; }
+        const uint8_t* w = L.w4 + (n0 + r) * (L.K / 2);
+        for (int64_t b = 0; b < L.K / 32; b++) {
+            __m128i v = _mm_loadu_si128((const __m128i*)(w + b * 16));
+            __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+            _mm_storeu_si128((__m128i*)(d + b * 32), _mm_unpacklo_epi8(lo, hi));
+            _mm_storeu_si128((__m128i*)(d + b * 32 + 16), _mm_unpackhi_epi8(lo, hi));
+        }
+    }
+}
+
+// Each block's scale (and INT4 minimum, or the second half's scale) of rows n0..n0+16: sc[r][b], mn[r][b] (zero past N).
+// Groups of one block (GGUF Q4_1, Q8_0): 16 float16 values converted at a time.
+static void amx_scales(const Lin& L, int64_t n0, float* sc, float* mn) {
+    const int64_t nb = L.K / 32;
+    const bool direct = !L.half && L.kind != Q8_ROW && L.G == nb;
+    for (int64_t r = 0; r < 16; r++) {
+        const int64_t row = n0 + r; float* s = sc + r * nb; float* m = mn + r * nb;
+        if (row >= L.N) { std::memset(s, 0, nb * sizeof(float)); std::memset(m, 0, nb * sizeof(float)); continue; }
+        if (direct) {
+            const uint16_t* hs = L.sg + row * L.G; const uint16_t* hm = L.mg ? L.mg + row * L.G : nullptr;
+            int64_t b = 0;
+            for (; b + 16 <= nb; b += 16) {
+                const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(hs + b)));
+                _mm512_storeu_ps(s + b, v);
+                if (L.kind == Q4) _mm512_storeu_ps(m + b, hm ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(hm + b))) : _mm512_mul_ps(v, _mm512_set1_ps(-8.0f)));
+            }
+            for (; b < nb; b++) { s[b] = sc_of(L, row, b); m[b] = L.kind == Q4 ? mn_of(L, row, b) : 0.0f; }
+            continue;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t g = L.half ? 2 * b : b >> L.bshift;
+            s[b] = sc_of(L, row, g);
+            m[b] = L.half ? sc_of(L, row, g + 1) : L.kind == Q4 ? mn_of(L, row, g) : 0.0f;
+        }
+    }
+}
+
+// Block b's products of a weight tile (row stride ws bytes) and an activation tile into C tile 0, 5 or 6, then stored to c.
+// (The tile intrinsics take register numbers as literals: a macro, one expansion per C tile.)
+#define AMX_DOT(Q4, C, wt, ws, xb) do { _tile_loadd(1, wt, ws); _tile_loadd(2, xb, 64); _tile_zero(C);                    \
+                                        if (Q4) _tile_dpbusd(C, 1, 2); else _tile_dpbssd(C, 1, 2); } while (0)
+// acc_r += C[r] s_r d (+ m_r sum(q) d, INT4) for one block, lanes over 16 activation rows; s, m: the rows' values [nb] apart
+template <bool Q4>
+static inline void amx_epilogue(__m512 (&acc)[16], const int32_t* c, const float* s, const float* m, int64_t nb, __m512 dv, __m512 sv) {
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) {
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512((const void*)(c + r * 16)));
+        acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_set1_ps(s[r * nb]), dv), acc[r]);
+        if (Q4) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(m[r * nb]), sv, acc[r]);
+    }
+}
+// r[i][j] -> r[j][i], 16 x 16 floats in registers: unpack pairs, then 2 x 2 blocks, then the 128-bit lanes twice
+static inline void transpose16(__m512 (&r)[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) { t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]); t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]); }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88); t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xdd);
+        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88); t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88); r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88); r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
+    }
+}
+// acc (lanes over activation rows) to y rows [N] apart, transposed in registers: outputs of weight rows n0.. (up to N),
+// activation rows tile*16.. (up to T), bias added
+static inline void amx_store(__m512 (&acc)[16], int64_t tile, int64_t T, float* y, int64_t N, int64_t n0, const float* bias) {
+    transpose16(acc);                 // acc[t]: activation row tile * 16 + t, lanes over weight rows n0..n0+16
+    const int64_t nt = std::min<int64_t>(16, T - tile * 16), nr = std::min<int64_t>(16, N - n0);
+    const __mmask16 m = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1);
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + n0) : _mm512_setzero_ps();
+    for (int64_t t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (tile * 16 + t) * N + n0, m, _mm512_add_ps(acc[t], bv));
+}
+
+// Weight rows n0..n0+16 (tile rows at `wt`, row stride `ws` bytes) times activation tile `tile`. Three C tiles in turn, so
+// that a product is issued two blocks and stored one block before its epilogue reads it: the tile unit, the stores and the
+// vector units overlap instead of waiting on each other.
+template <bool Q4>
+static void amx_tile(const uint8_t* wt, int64_t ws, const float* sc, const float* mn, const QAct& A, int64_t tile, int64_t T,
+                     float* y, int64_t N, int64_t n0, const float* bias) {
+    const int64_t nb = A.nb; const int8_t* xv = A.xv + tile * nb * 512;
+    const float *dT = A.dT + tile * nb * 16, *sT = A.sT + tile * nb * 16;
+    alignas(64) int32_t c[3][16 * 16];
+    __m512 acc[16];
+    for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+    auto issue = [&](int64_t b) {     // block b's product into C tile b % 3
+        if (b >= nb) return;
+        const uint8_t* w = wt + b * 32; const int8_t* x = xv + b * 512;
+        switch (b % 3) { case 0: AMX_DOT(Q4, 0, w, ws, x); break; case 1: AMX_DOT(Q4, 5, w, ws, x); break; default: AMX_DOT(Q4, 6, w, ws, x); }
+    };
+    auto store = [&](int64_t b) {
+        if (b >= nb) return;
+        switch (b % 3) { case 0: _tile_stored(0, c[0], 64); break; case 1: _tile_stored(5, c[1], 64); break; default: _tile_stored(6, c[2], 64); }
+    };
+    issue(0); issue(1); store(0);
+    for (int64_t b = 0; b < nb; b++) {
+        issue(b + 2); store(b + 1);
+        amx_epilogue<Q4>(acc, c[b % 3], sc + b, mn + b, nb, _mm512_loadu_ps(dT + b * 16), _mm512_loadu_ps(sT + b * 16));
+    }
+    amx_store(acc, tile, T, y, N, n0, bias);
+}
+// INT8 in groups of 16: two K=16 products a block, each half's sum meeting its own scale (sc: first half's, mn: second's)
+static void amx_tile_half(const uint8_t* wt, int64_t ws, const float* sc, const float* mn, const QAct& A, int64_t tile, int64_t T,
+                          float* y, int64_t N, int64_t n0, const float* bias) {
+    const int64_t nb = A.nb;
+    alignas(64) int32_t c[2][16 * 16];
+    __m512 acc[16];
+    for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t* xb = A.xv + (tile * nb + b) * 512;
+        _tile_zero(0); _tile_zero(5);
+        _tile_loadd(3, wt + b * 32, ws); _tile_loadd(4, xb, 64); _tile_dpbssd(0, 3, 4);
+        _tile_loadd(3, wt + b * 32 + 16, ws); _tile_loadd(4, xb + 256, 64); _tile_dpbssd(5, 3, 4);
+        _tile_stored(0, c[0], 64); _tile_stored(5, c[1], 64);
+        const __m512 dv = _mm512_loadu_ps(A.dT + (tile * nb + b) * 16);
+        for (int r = 0; r < 16; r++) {
+            const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512((const void*)(c[0] + r * 16)));
+            const __m512 v1 = _mm512_cvtepi32_ps(_mm512_load_si512((const void*)(c[1] + r * 16)));
+            acc[r] = _mm512_fmadd_ps(v1, _mm512_mul_ps(_mm512_set1_ps(mn[r * nb + b]), dv),
+                                     _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_set1_ps(sc[r * nb + b]), dv), acc[r]));
+        }
+    }
+    amx_store(acc, tile, T, y, N, n0, bias);
+}
+
+static thread_local std::vector<uint8_t> amx_stage;
+static thread_local std::vector<float> amx_sc;
+
+// One thread's share of several linears (all a8, none a8r) of A, packed by amx_pack_rows: tasks of 16 weight rows from `next`
+static void amx_gemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
+    const int64_t nb = A.nb, ntile = (T + 15) / 16;
+    if ((int64_t)amx_stage.size() < 16 * A.K) amx_stage.resize(16 * A.K);
+    if ((int64_t)amx_sc.size() < 32 * nb) amx_sc.resize(32 * nb);
+    float* sc = amx_sc.data(); float* mn = sc + 16 * nb;
+    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + 15) / 16;
+    amx_config();
+    auto locate = [&](int64_t task, int& l, int64_t& n0) {
+        l = 0; int64_t tk = task;
+        while (tk >= (Ls[l].N + 15) / 16) { tk -= (Ls[l].N + 15) / 16; l++; }
+        n0 = tk * 16;
+    };
+    // the following task is claimed when this one starts, and its weights prefetched (to L2) while this one computes
+    for (int64_t task = next.fetch_add(1), following; task < ntask; task = following) {
+        following = next.fetch_add(1);
+        int l; int64_t n0; locate(task, l, n0);
+        const Lin& L = Ls[l];
+        if (following < ntask) {
+            int fl; int64_t f0; locate(following, fl, f0);
+            const Lin& F = Ls[fl]; const int64_t rows = std::min<int64_t>(16, F.N - f0);
+            const char* p = F.kind == Q4 ? (const char*)(F.w4 + f0 * (F.K / 2)) : (const char*)(F.w8 + f0 * F.K);
+            const int64_t bytes = rows * (F.kind == Q4 ? F.K / 2 : F.K);
+            for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+        }
+        amx_scales(L, n0, sc, mn);
+        const uint8_t* wt; int64_t ws = L.K;
+        if (L.kind == Q4) { amx_unpack_q4(L, n0, amx_stage.data()); wt = amx_stage.data(); }
+        else if (n0 + 16 <= L.N) wt = (const uint8_t*)(L.w8 + n0 * L.K);      // INT8: the tile reads the weights where they lie
+        else {                                                                  // a last partial tile: its rows copied, the rest zero
+            std::memset(amx_stage.data(), 0, 16 * L.K);
+            std::memcpy(amx_stage.data(), L.w8 + n0 * L.K, (L.N - n0) * L.K); wt = amx_stage.data();
+        }
+        for (int64_t tile = 0; tile < ntile; tile++) {
+            if (L.kind == Q4) amx_tile<true>(wt, ws, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
+            else if (L.half) amx_tile_half(wt, ws, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
+            else amx_tile<false>(wt, ws, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
+        }
+    }
+    _tile_release();
+}
+
+// Whether these linears of T rows take the tiles: AMX granted and on, enough rows, no residual pass
+static inline bool amx_use(const Lin* Ls, int nl, int64_t T) {
+    if (T < AMX_MIN_ROWS || !amx_active()) return false;
+    for (int l = 0; l < nl; l++) if (Ls[l].a8r) return false;
+    return true;
+}
+#else
+static inline bool amx_use(const Lin*, int, int64_t) { return false; }
+#endif
+
+#if XK_AVX2
+// The whole int8 GEMM: x quantized once (and laid out for the tiles when they take it), then one parallel region
+static void qgemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
+    QAct A = qact_buf.get(T, Ls[0].K, any_a8r(Ls, nl));
+    quantize_rows(x, 0, T, A);
+    std::atomic<int64_t> next{0};
+#if XK_AMX
+    if (amx_use(Ls, nl, T)) {
+        amx_pack_rows(A, 0, T, T);
+#pragma omp parallel num_threads(nthreads_ok(nt))
+        amx_gemm_part(Ls, nl, A, T, ys, next);
+        return;
+    }
+#endif
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    qgemm_part(Ls, nl, A, T, ys, next);
+}
+#endif
