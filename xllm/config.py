@@ -172,8 +172,9 @@ RERANKER_KEYS = ("template", "yes", "no")
 def check_task(c: EngineConfig):
     "`task` and `reranker` checked (ValueError naming the field)."
     _choice("task", c.task, TASKS)
-    if c.task != "generate" and c.tensor_parallel_size > 1:
-        raise ValueError(f"task: {c.task!r} pools hidden states, which a tensor-parallel group (tensor_parallel_size > 1) does not return yet")
+    if c.task != "generate" and c.world_size > 1:
+        raise ValueError(f"task: {c.task!r} pools hidden states, which a tensor- or pipeline-parallel group (tensor_parallel_size or "
+                         "pipeline_parallel_size > 1) does not return yet")
     if c.reranker is not None: check_reranker(c.reranker)
 
 def check_reranker(r: dict) -> dict:
