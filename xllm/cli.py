@@ -273,6 +273,7 @@ def cmd_bench(args, out=None) -> int:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
         if args.tensor_parallel_size != 1: raise _CLIError("--tensor-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
+        if args.pipeline_parallel_size != 1: raise _CLIError("--pipeline-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
         if args.max_model_len is not None: raise _CLIError("--max-model-len needs a checkpoint (-m); --random-weights uses its config's max_position_embeddings")
     def load():
         if args.random_weights is None: return _load(args)
@@ -374,7 +375,11 @@ def _model_opts(p, context=True, template=True):
     g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
                    help="split the model over N processes (Megatron-style, torch.distributed: gloo on cpu, NCCL on cuda), started here "
                         "or by torchrun --nproc-per-node N; needs a Hugging Face safetensors directory or a GGUF file (default 1)")
-    g.add_argument("--nnodes", type=int, default=None, metavar="M", help="machines the tensor-parallel group spans, each running N/M ranks (default 1)")
+    g.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1, metavar="P",
+                   help="split the model's layers into P stages, one process each (N each with --tensor-parallel-size N), hidden states "
+                        "sent stage to stage (torch.distributed point-to-point); needs a Hugging Face safetensors directory or a GGUF file "
+                        "(each stage dequantizes its own layers) (default 1)")
+    g.add_argument("--nnodes", type=int, default=None, metavar="M", help="machines the group spans, each running N x P / M ranks (default 1)")
     g.add_argument("--node-rank", type=int, default=None, metavar="R", help="this machine's place among them (default 0: the one that serves)")
     g.add_argument("--master-addr", default=None, metavar="HOST", help="node 0's address, where the group meets (default 127.0.0.1)")
     g.add_argument("--master-port", type=int, default=None, metavar="PORT", help="node 0's rendezvous port (default 0 on node 0: one the kernel picks, printed; the other nodes need it)")
@@ -560,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # %% ../nbs/21_cli.ipynb 59
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
+                   "pipeline_parallel_size",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
                    "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port", "enable_lora", "max_loras",
                    "max_lora_rank", "task", "reranker")   # the options that are EngineConfig fields, by the same names

@@ -265,7 +265,7 @@ class LLM:
     def __init__(self, model=None, config: EngineConfig | None = None, **settings):
         cfg = EngineConfig.make(config, **settings, **({} if model is None else {"model": model}))   # checked before the model loads
         self.device = cfg.device
-        if cfg.tensor_parallel_size > 1: loaded = load_group(cfg)    # rank 0's slices, the workers started (notebook 13a)
+        if cfg.world_size > 1: loaded = load_group(cfg)    # rank 0's slices or stage, the workers started (notebook 13a)
         else: loaded = load_model(cfg, cpu_kernels_run=_cpu_kernels_run)   # which loader (GGUF kept packed, quantized, float): 12b
         self.checkpoint, self.tokenizer, self.config = loaded.checkpoint, loaded.tokenizer, loaded.checkpoint.config
         self.model_path, self.quantization = loaded.path, loaded.quantization
@@ -279,7 +279,7 @@ class LLM:
         """An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file,
         `source` for its format. The engine runs on the model's device."""
         cfg = EngineConfig.make(config, **settings)
-        if cfg.tensor_parallel_size != 1: raise ValueError("tensor_parallel_size: from_model takes one built model; a group loads its shards from a checkpoint (LLM(path, ...))")
+        if cfg.world_size != 1: raise ValueError("tensor_parallel_size, pipeline_parallel_size: from_model takes one built model; a group loads its shards from a checkpoint (LLM(path, ...))")
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, more than the model's vocabulary of {model.config.vocab_size}")
         self = cls.__new__(cls)
@@ -309,14 +309,14 @@ def _setup(self: LLM, model, cfg: EngineConfig):
         try: template_workers().warm()
         except RuntimeError as e: warnings.warn(f"{e}; chat requests will try again", stacklevel=3)
     self._engine, self._next_id, self._live, self._unfed = None, 0, {}, collections.deque()   # the engine is built at first use
-    tp = cfg.tensor_parallel_size
+    tp = cfg.world_size                                  # the group's ranks: tensor x pipeline
     if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
     kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, cfg.runner, cfg.enable_lora))
     cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)
     self.runner_name = cls.name
     self.activations = activation_mode(cfg.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
     if self.activations: self.runner_reason += f", {self.activations} activations"
-    if tp > 1: self.runner_reason = f"tp ({tp} ranks, each {model.tp_runner_reason})"   # which runner computes every rank's shard (13a)
+    if tp > 1: self.runner_reason = f"tp ({tp} ranks, each {model.tp_runner_reason})"   # which runner computes every rank's shard or stage (13a)
     self._load_draft()
 
 
