@@ -51,7 +51,11 @@ def checkpoint(dtype: str, root: Path) -> Path:
     from xllm.core import default_model_path
     g = default_model_path()
     tok = AutoTokenizer.from_pretrained(str(g.parent), gguf_file=g.name)
-    model = AutoModelForCausalLM.from_pretrained(str(g.parent), gguf_file=g.name, torch_dtype=getattr(torch, dtype))
+    loaded = AutoModelForCausalLM.from_pretrained(str(g.parent), gguf_file=g.name, torch_dtype=getattr(torch, dtype))
+    cfg = loaded.config                         # a GGUF-loaded model refuses to be saved: its weights go into a plain one
+    if hasattr(cfg, "quantization_config"): del cfg.quantization_config
+    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=getattr(torch, dtype))
+    model.load_state_dict(loaded.state_dict())
     tmp = out.with_suffix(".tmp")
     model.save_pretrained(tmp, safe_serialization=True); tok.save_pretrained(tmp)
     tmp.rename(out)

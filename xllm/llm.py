@@ -233,7 +233,7 @@ def output(self: OutputProcessor) -> CompletionOutput:
 def _kv_block_bytes(llm, block_size: int | None = None) -> int:
     "Bytes of one paged K/V block of `llm`'s engine: `block_size` tokens (default: its config's), int8 K/V with its scales."
     c = llm.engine_config
-    dt = pool_dtype(llm.model, c.runner, c.enable_lora)   # the engine's pool's (float32 for a bfloat16 model on the CPU runner)
+    dt = pool_dtype(llm.model, "tp" if c.world_size > 1 else c.runner, c.enable_lora)   # the engine's pool's (float32: bf16 on the CPU runner)
     return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), dt, c.kv_cache_dtype)
 
 def _fitted(llm) -> tuple[EngineConfig, str | None]:
@@ -311,7 +311,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     self._engine, self._next_id, self._live, self._unfed = None, 0, {}, collections.deque()   # the engine is built at first use
     tp = cfg.world_size                                  # the group's ranks: tensor x pipeline
     if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
-    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, cfg.runner, cfg.enable_lora))
+    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, "tp" if cfg.world_size > 1 else cfg.runner, cfg.enable_lora))
     cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)
     self.runner_name = cls.name
     self.activations = activation_mode(cfg.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
