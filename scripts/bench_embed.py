@@ -4,6 +4,11 @@ runner's default activations), and on its float32 weights, against a transformer
 (what sentence-transformers runs: last-token pooling, L2-normalized, batches of 32), in the same run, rounds interleaved.
 
     python scripts/bench_embed.py [--n 256] [--tokens 64] [--rounds 2] [--json bench/results/embed_vs_transformers.json]
+    python scripts/bench_embed.py --profile [--max-num-batched-tokens N]
+
+`--profile` says where one `LLM.embed` of the default model spends its time, by counts and CPU time rather than wall time (which a
+shared machine makes noisy): the engine steps and tokens per step, the share of the step inside the compiled forward, and that
+forward's phases (`ModelPlan.profile`).
 
 Each record names the CPU, its flags, torch's threads and the load average before the round; the vectors' agreement with the
 transformers reference (max |difference| of the normalized vectors, lowest cosine similarity) is printed beside the speed."""
@@ -39,15 +44,38 @@ def hf_embed(hf, texts, batch: int = 32) -> torch.Tensor:
                           for i in range(0, len(texts), batch)])
 
 
+def profile(llm, texts):
+    "One `llm.embed(texts)`: steps, tokens per step, CPU seconds, the compiled forward's share of the wall time and its phases."
+    eng = llm.get_engine(); plan = getattr(eng.runner, "plan", None)
+    s0, n0 = eng.num_steps, eng.num_batched_tokens
+    if plan is not None: plan.profile(True)
+    c0, w0 = time.process_time(), time.perf_counter(); llm.embed(texts); cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    phases = plan.profile(False) if plan is not None else {}
+    steps = eng.num_steps - s0
+    fwd = sum(phases.values()) * steps
+    print(f"{steps} steps of {(eng.num_batched_tokens - n0) / max(steps, 1):.0f} tokens (budget {eng.scheduler.max_num_batched_tokens}); "
+          f"{cpu:.2f} CPU s, {wall:.2f} s wall, {fwd / wall:.1%} of it in the compiled forward (load {os.getloadavg()[0]:.2f})")
+    tot = sum(phases.values()) or 1
+    print("  forward phases: " + ", ".join(f"{k} {v / tot:.0%}" for k, v in phases.items()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=256, help="texts (default 256)")
     ap.add_argument("--tokens", type=int, default=64, help="tokens per text (default 64)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the records here (whole or not at all)")
+    ap.add_argument("--profile", action="store_true", help="where the default model's embedding time goes (steps, forward phases), then exit")
+    ap.add_argument("--max-num-batched-tokens", type=int, default=None, metavar="N", help="with --profile: the engine's step budget")
     a = ap.parse_args()
     from xllm.llm import LLM
     from xllm.bench import sample_text_path
+    if a.profile:
+        llm = LLM(None, max_num_batched_tokens=a.max_num_batched_tokens)
+        ids = llm.tokenizer.encode(sample_text_path().read_text() * 20, add_bos=False)
+        texts = [ids[i * 37 % (len(ids) - a.tokens):][:a.tokens] for i in range(a.n)]
+        llm.embed(texts[:8])
+        return profile(llm, texts)
     default = LLM(None)                                                   # what a user gets: the packed GGUF
     f32 = LLM(None, quantization=None, dtype="float32")                   # its weights dequantized to float32
     hf = hf_model(f32)

@@ -350,3 +350,44 @@ def test_quantize_killed_run_is_cleaned_up(tiny, tmp_path):
     assert notes == [f"xllm: note: removed {left[0]}, left by a write of {out} that was killed (pid {p.pid})"], r.stderr
     assert sorted(d.name for d in tmp_path.iterdir()) == [".q.running1", "q", "ready"]
     assert ".xllm-writer.json" not in os.listdir(out)
+
+
+def _one_token_pair(tok):
+    "Two texts that are one token each for `tok` (a reranker's yes / no)."
+    out = [s for t in range(3, tok.vocab_size) if (s := tok.decode([t])).strip() and tok.encode(s, add_bos=False) == [t]][:2]
+    if len(out) < 2: pytest.skip("no one-token texts in this tokenizer")
+    return out
+
+
+def test_serve_task_score_reranker(tiny, tmp_path):
+    """`xllm serve --task score --reranker FILE` (issue #45): /v1/rerank scores as `LLM.score` with the same settings, generation is a 400
+    naming the task; `--task score` with nothing to score with and a reranker token that is not one token are one-line errors."""
+    import json, urllib.request, urllib.error
+    from xllm.llm import LLM
+    from xllm.server import launch
+    yes, no = _one_token_pair(LLM(tiny).tokenizer)
+    rr = {"template": "Query: {query} Document: {document} Relevant:", "yes": yes, "no": no}
+    (tmp_path / "rr.json").write_text(json.dumps(rr))
+    q, docs = "a girl", ["Lily liked the park", "hello how are you", "a big red ball"]
+    ref = LLM(tiny, reranker=rr).score(q, docs)
+    p, url = launch([sys.executable, "-m", "xllm", "serve", "-m", str(tiny), "--port", "0", "--task", "score", "--reranker", str(tmp_path / "rr.json")],
+                    timeout=120, cwd=ROOT)
+    def post(path, body):
+        req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r: return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e: return e.code, json.loads(e.read())
+    try:
+        s, b = post("/v1/rerank", {"query": q, "documents": docs})
+        assert s == 200 and sorted((r["index"], round(r["relevance_score"], 4)) for r in b["results"]) == [(i, round(x, 4)) for i, x in enumerate(ref)], (b, ref)
+        s, b = post("/v1/completions", {"prompt": "Once", "max_tokens": 2})
+        assert s == 400 and "task='score'" in b["error"]["message"], b
+    finally:
+        p.terminate(); p.wait(60)
+        for t in p.readers: t.join(10)
+    m = ["-m", str(tiny), "--port", "0"]
+    assert "--task score: the model has no classification head" in _one_error_line(_run(["serve", *m, "--task", "score"], timeout=120))
+    bad = json.dumps({**rr, "yes": "Once upon a time"})
+    assert "--reranker: reranker.yes: 'Once upon a time' is" in _one_error_line(_run(["serve", *m, "--reranker", bad], timeout=120))
+    assert "argument --reranker: reranker.template: expected a text with {query} and {document}" in _one_error_line(
+        _run(["serve", *m, "--reranker", '{"template": "{query}", "yes": "a"}'], timeout=60))

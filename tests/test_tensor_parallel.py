@@ -241,3 +241,20 @@ def test_a_dead_node_is_named_and_stops_the_server(tmp_path):
     out = "".join(lines)
     assert n0.returncode == 1 and "the engine cannot run any more (tensor-parallel rank 1 stopped answering" in out, out[-3000:]
     assert took < 40, took
+
+
+def test_bfloat16_over_two_ranks(tmp_path):
+    """A bfloat16 model over two ranks: the workers build bfloat16 K/V pools for their torch forward, and so does rank 0 (its
+    pool is float32 only where the compiled CPU runner computes a bf16 model alone, `runner.pool_dtype`); greedy tokens equal
+    the single-process torch forward's in bfloat16."""
+    from xllm.stand_ins import stand_in_model
+    from xllm.llm import LLM
+    from xllm.sampling import SamplingParams
+    model = stand_in_model(tmp_path / "m")
+    g = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    ref = LLM(model, dtype="bfloat16", runner="torch").generate("Once upon a time", g, use_tqdm=False)[0].outputs[0].token_ids
+    tp = LLM(model, dtype="bfloat16", tensor_parallel_size=2)
+    try:
+        assert tp.generate("Once upon a time", g, use_tqdm=False)[0].outputs[0].token_ids == ref
+        assert tp.get_engine().pool.dtype is __import__("torch").bfloat16
+    finally: tp.model.tp_group.shutdown()

@@ -237,9 +237,10 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
 def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     "(a runner for `model` over a pool of one block of `n` slots, K/V stored as `kv_dtype`; a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
-    from xllm.runner import choose_runner
+    from xllm.runner import choose_runner, pool_dtype
     from xllm.model import PagedBatch
-    pool = PagedKVPool(model.config, 1, n, model.dtype, model.device, kv_dtype)
+    pool = PagedKVPool(model.config, 1, n, pool_dtype(model, runner), model.device, kv_dtype)   # float32 for bf16 weights on 'cpu'
+
     cls, _ = choose_runner(model, pool.kv_dtype, name=runner)
     return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows, model.device)
 

@@ -12,8 +12,8 @@ from .stand_ins import RANDOM_CONFIGS   # (torch is imported only where a comman
 # %% auto 0
 __all__ = ['DEFAULT_TEMPERATURE', 'DEFAULT_TOP_P', 'HELP_EPILOG', 'MULTILINE', 'CHAT_HELP', 'KEY_VARIABLES', 'SourceLayers',
            'source_layers', 'check_group', 'source_note', 'quantize_command', 'cmd_quantize', 'cmd_perplexity',
-           'cmd_bench', 'parse_bytes', 'parse_speculative', 'cmd_embed', 'build_parser', 'cmd_generate', 'cmd_chat',
-           'cmd_serve', 'main']
+           'cmd_bench', 'parse_bytes', 'parse_speculative', 'parse_reranker', 'cmd_embed', 'build_parser',
+           'cmd_generate', 'cmd_chat', 'cmd_serve', 'main']
 
 # %% ../nbs/21_cli.ipynb 5
 import json, shutil, struct
@@ -273,6 +273,7 @@ def cmd_bench(args, out=None) -> int:
         if args.model is not None: raise _CLIError("--random-weights and -m/--model exclude each other")
         if args.quantization == "gguf": raise _CLIError("--quantization gguf needs a GGUF file (-m); --random-weights has none")
         if args.tensor_parallel_size != 1: raise _CLIError("--tensor-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
+        if args.pipeline_parallel_size != 1: raise _CLIError("--pipeline-parallel-size needs a checkpoint (-m: a Hugging Face directory or a GGUF file); --random-weights has none")
         if args.max_model_len is not None: raise _CLIError("--max-model-len needs a checkpoint (-m); --random-weights uses its config's max_position_embeddings")
     def load():
         if args.random_weights is None: return _load(args)
@@ -309,7 +310,22 @@ def parse_speculative(s: str) -> dict:
     except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
     return spec
 
-# %% ../nbs/21_cli.ipynb 41
+# %% ../nbs/21_cli.ipynb 42
+def parse_reranker(s: str) -> dict:
+    "`--reranker`: a JSON object of `EngineConfig.reranker` fields, a JSON file of one, or a preset name -> the dict (checked)."
+    import json
+    from xllm.config import check_reranker
+    from xllm.pooling import RERANKER_PRESETS
+    if s in RERANKER_PRESETS: return dict(RERANKER_PRESETS[s])
+    f = Path(s).expanduser()
+    try:
+        if s.lstrip().startswith("{"): return check_reranker(json.loads(s))
+        if f.is_file(): return check_reranker(json.loads(f.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as e: raise argparse.ArgumentTypeError(f"not valid JSON{'' if s.lstrip().startswith('{') else f' in {s}'}: {e}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e: raise argparse.ArgumentTypeError(f"{'' if s.lstrip().startswith('{') else s + ': '}{e}") from None
+    raise argparse.ArgumentTypeError(f"{s!r} is not a JSON object, a file or a preset ({', '.join(RERANKER_PRESETS)})")
+
+# %% ../nbs/21_cli.ipynb 44
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
     g.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default=None, help="K/V cache storage: auto (the model's dtype, default) or int8 (per-token scales, about half the memory)")
@@ -337,8 +353,19 @@ def _speculative_opt(g):
     g.add_argument("--speculative", type=parse_speculative, default=None, metavar="METHOD|JSON",
                    help="speculative decoding: 'ngram' or a JSON object of its options (what they are: `xllm --help`)")
 
+def _task_opts(p):
+    "serve's --task and --reranker (EngineConfig.task, .reranker)."
+    g = p.add_argument_group("task: generation, embeddings, scoring")
+    g.add_argument("--task", choices=["generate", "embed", "score"], default=None,
+                   help="what the model is served for (vLLM's names): generate (default; /v1/embeddings and /v1/rerank answer too), embed or score "
+                        "(pooling endpoints only: completions and chat get a 400)")
+    g.add_argument("--reranker", type=parse_reranker, default=None, metavar="JSON|FILE|qwen3",
+                   help="score with a generative reranker: log P(yes) after a template, as a JSON object {\"template\": \"...{query}...{document}...\", "
+                        "\"yes\": \" yes\", \"no\": \" no\"}, a file of one, or qwen3 (Qwen3-Reranker's); default: the model's xllm_reranker.json or "
+                        "vLLM's keys in its config.json, if any")
 
-# %% ../nbs/21_cli.ipynb 43
+
+# %% ../nbs/21_cli.ipynb 46
 def _model_opts(p, context=True, template=True):
     "The model's options. `context`: --max-model-len (-c/--ctx-size); `template`: --chat-template. perplexity takes neither (its -c is the window)."
     g = p.add_argument_group("model")
@@ -348,7 +375,11 @@ def _model_opts(p, context=True, template=True):
     g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1, metavar="N",
                    help="split the model over N processes (Megatron-style, torch.distributed: gloo on cpu, NCCL on cuda), started here "
                         "or by torchrun --nproc-per-node N; needs a Hugging Face safetensors directory or a GGUF file (default 1)")
-    g.add_argument("--nnodes", type=int, default=None, metavar="M", help="machines the tensor-parallel group spans, each running N/M ranks (default 1)")
+    g.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1, metavar="P",
+                   help="split the model's layers into P stages, one process each (N each with --tensor-parallel-size N), hidden states "
+                        "sent stage to stage (torch.distributed point-to-point); needs a Hugging Face safetensors directory or a GGUF file "
+                        "(each stage dequantizes its own layers) (default 1)")
+    g.add_argument("--nnodes", type=int, default=None, metavar="M", help="machines the group spans, each running N x P / M ranks (default 1)")
     g.add_argument("--node-rank", type=int, default=None, metavar="R", help="this machine's place among them (default 0: the one that serves)")
     g.add_argument("--master-addr", default=None, metavar="HOST", help="node 0's address, where the group meets (default 127.0.0.1)")
     g.add_argument("--master-port", type=int, default=None, metavar="PORT", help="node 0's rendezvous port (default 0 on node 0: one the kernel picks, printed; the other nodes need it)")
@@ -365,7 +396,7 @@ def _model_opts(p, context=True, template=True):
                        "a built-in name (chatml, llama2, llama3) or the template itself")
     g.add_argument("-t", "--threads", type=int, default=None, metavar="N", help="CPU threads of torch and xllm's CPU kernels (default: torch's, one per core)")
 
-# %% ../nbs/21_cli.ipynb 45
+# %% ../nbs/21_cli.ipynb 48
 def _common(p):
     _model_opts(p)
     s = p.add_argument_group("sampling")
@@ -379,7 +410,7 @@ def _common(p):
     s.add_argument("--stop", action="append", default=None, help="stop string (repeatable); never printed")
     s.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token (up to --max-tokens)")
 
-# %% ../nbs/21_cli.ipynb 46
+# %% ../nbs/21_cli.ipynb 49
 HELP_EPILOG = """\
 the model: `xllm serve MODEL` and `xllm chat MODEL` take it as vLLM does, or as -m MODEL (llama.cpp), not both; generate's one
   positional is the prompt, so its model is always -m. Options are never abbreviated (--max-token is an error).
@@ -404,7 +435,7 @@ def _model_positional(p):
     "MODEL as a positional (serve, chat), as `vllm serve MODEL` takes it; main puts it in args.model."
     p.add_argument("model_pos", nargs="?", default=None, metavar="MODEL", help="the model, as -m takes it (give it one way, not both)")
 
-# %% ../nbs/21_cli.ipynb 48
+# %% ../nbs/21_cli.ipynb 51
 def _embed_parser(sub):
     "The `embed` subcommand's options."
     e = sub.add_parser("embed", help="embed each line of FILE (- reads stdin) and print one JSON line per input: {index, embedding}")
@@ -415,7 +446,7 @@ def _embed_parser(sub):
     e.add_argument("--prompt-name", default=None, metavar="NAME", help="prefix each input with the model's instruction prompt NAME (sentence-transformers' prompts)")
     _model_opts(e, template=False)
 
-# %% ../nbs/21_cli.ipynb 49
+# %% ../nbs/21_cli.ipynb 52
 def cmd_embed(args, inp=None, out=None) -> int:
     "Embed each non-blank line of `args.file` and write `{index, embedding}` JSON lines to `out`."
     import json
@@ -430,7 +461,7 @@ def cmd_embed(args, inp=None, out=None) -> int:
         _write(out, json.dumps({"index": i, "embedding": v}) + "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 51
+# %% ../nbs/21_cli.ipynb 54
 def _lora_module(s: str) -> tuple[str, str]:
     "`--lora-modules`'s NAME=PATH as (name, path)."
     name, eq, path = s.partition("=")
@@ -446,7 +477,7 @@ def _lora_opts(p, serve: bool = False):
     g.add_argument("--max-loras", type=int, default=None, metavar="N", help="adapters held at once (default 1)")
     g.add_argument("--max-lora-rank", type=int, default=None, metavar="N", help="the largest adapter rank accepted (default 16)")
 
-# %% ../nbs/21_cli.ipynb 53
+# %% ../nbs/21_cli.ipynb 56
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
@@ -527,15 +558,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the server's log level (default info; debug adds each request's timings)")
     _engine_opts(v, 32)
     _model_opts(v)
+    _task_opts(v)
     _embed_parser(sub)
     _lora_opts(v, serve=True)
     return p
 
-# %% ../nbs/21_cli.ipynb 56
+# %% ../nbs/21_cli.ipynb 59
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
+                   "pipeline_parallel_size",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
                    "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port", "enable_lora", "max_loras",
-                   "max_lora_rank")   # the options that are EngineConfig fields, by the same names
+                   "max_lora_rank", "task", "reranker")   # the options that are EngineConfig fields, by the same names
 
 def _engine_config(args):
     "The one `EngineConfig` of the parsed model and engine options (those a subcommand lacks keep the defaults), checked."
@@ -543,7 +576,7 @@ def _engine_config(args):
     return EngineConfig.make(None, **{k: v for k in _CONFIG_OPTIONS if (v := getattr(args, k, None)) is not None})
 
 
-# %% ../nbs/21_cli.ipynb 59
+# %% ../nbs/21_cli.ipynb 62
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -601,7 +634,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 62
+# %% ../nbs/21_cli.ipynb 65
 def _lora_request(args):
     "--lora PATH as a `LoRARequest` (None without it), with LoRA turned on in `args` for a rank up to the adapter's own."
     if getattr(args, "lora", None) is None: return None
@@ -611,7 +644,7 @@ def _lora_request(args):
     args.enable_lora, args.max_lora_rank = True, r
     return LoRARequest(Path(args.lora).name or "lora", 1, str(args.lora))
 
-# %% ../nbs/21_cli.ipynb 64
+# %% ../nbs/21_cli.ipynb 67
 def _utf8(s: str, what: str) -> str:
     "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
     try: s.encode("utf-8")
@@ -642,7 +675,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 67
+# %% ../nbs/21_cli.ipynb 70
 class _ChatStats:
     "What `xllm chat` says on exit: its replies, their tokens and time, and the time to each reply's first token."
     def __init__(self): self.turns, self.tokens, self.seconds, self.ttft = 0, 0, 0.0, 0.0
@@ -684,7 +717,7 @@ def _chat_reply(llm, history, params, out, stats=None, lora=None):
         stats.add(len(done.token_ids) if done is not None else len(llm.tokenizer.encode(reply)), time.perf_counter() - t0, first)
     return reply
 
-# %% ../nbs/21_cli.ipynb 69
+# %% ../nbs/21_cli.ipynb 72
 MULTILINE = '"""'        # a line of it starts a message of several lines; another ends it
 CHAT_HELP = ('/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply; a line of """ starts a message of several '
              'lines and another ends it')
@@ -719,7 +752,7 @@ def _remember(readline, text: str):
     n = readline.get_current_history_length()
     if n == 0 or readline.get_history_item(n) != text: readline.add_history(text)
 
-# %% ../nbs/21_cli.ipynb 71
+# %% ../nbs/21_cli.ipynb 74
 def _chat_loop(llm, system, params, read, readline, out, stats, lora=None) -> int:
     history = list(system)
     while True:
@@ -769,7 +802,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     finally:
         if stats.turns: print(stats.summary(), file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 74
+# %% ../nbs/21_cli.ipynb 77
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -780,7 +813,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 76
+# %% ../nbs/21_cli.ipynb 79
 KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
 
 def _api_key(args) -> str | None:
@@ -795,7 +828,17 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 78
+# %% ../nbs/21_cli.ipynb 82
+def _check_scoring(llm, args):
+    "A one-line `_CLIError` when the loaded model cannot serve the task: reranker tokens that are not one token, `--task score` with nothing to score with."
+    cfg = llm.engine_config
+    try: llm.reranker_head()
+    except ValueError as e: raise _CLIError(f"{'--reranker' if args.reranker else 'the reranker settings in the model directory'}: {_one_line(e)}") from None
+    if cfg.task == "score" and cfg.reranker is None and getattr(llm.model, "score", None) is None:
+        raise _CLIError("--task score: the model has no classification head (score.weight) and no reranker settings; give --reranker "
+                        "JSON|FILE|qwen3 or put an xllm_reranker.json beside the weights")
+
+# %% ../nbs/21_cli.ipynb 84
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -817,6 +860,7 @@ def cmd_serve(args, out=None) -> int:
     serves = (args.node_rank or 0) == 0 and int(os.environ.get("RANK", "0")) == 0    # node 1.. and torchrun's ranks > 0 only compute
     if serves: _check_listen(args.host, args.port)      # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
+    _check_scoring(llm, args)
     server.serve(host=args.host, port=args.port, api_key=key, max_num_seqs=args.max_num_seqs, max_waiting=args.max_waiting, llm=llm,
                  shutdown_timeout=args.shutdown_timeout, stall_timeout=args.stall_timeout, docs=args.docs, served_model_name=args.served_model_name,
                  limits=limits, public_endpoints=public, metrics_key=mkey.strip() if mkey else None,
@@ -824,7 +868,7 @@ def cmd_serve(args, out=None) -> int:
                  reasoning_parser=args.reasoning_parser, lora_modules=dict(args.lora_modules) if args.lora_modules else None)
     return 0
 
-# %% ../nbs/21_cli.ipynb 79
+# %% ../nbs/21_cli.ipynb 85
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -851,7 +895,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 81
+# %% ../nbs/21_cli.ipynb 87
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:

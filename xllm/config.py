@@ -18,7 +18,7 @@ from .weights import resolve_dtype
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'RUNNERS', 'CPU_ACTIVATIONS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'TASKS', 'RERANKER_KEYS',
-           'SpeculativeConfig', 'resolve_device', 'EngineConfig', 'check_task']
+           'SpeculativeConfig', 'resolve_device', 'EngineConfig', 'check_task', 'check_reranker']
 
 # %% ../nbs/12a_config.ipynb 6
 @dataclass
@@ -89,7 +89,8 @@ def describe(self: SpeculativeConfig) -> dict:
 # %% ../nbs/12a_config.ipynb 18
 DEFAULT_MAX_NUM_SEQS = 32                       # sequences the batching engine runs at once
 RUNNERS = {"torch": ("xllm.runner", "ModelRunner"), "cpu": ("xllm.cpu_kernels", "CpuRunner"), "cuda": ("xllm.cuda_runner", "CudaRunner"),
-           "tp": ("xllm.parallel", "TPRunner")}   # name -> (module, class); "tp": rank 0 of a tensor-parallel group (notebook 13a)
+           "tp": ("xllm.parallel", "TPRunner"), "stage": ("xllm.parallel", "StageRunner")}
+# name -> (module, class); "tp": rank 0 of a tensor- or pipeline-parallel group, "stage": a pipeline stage's layers, on every rank (notebook 13a)
 CPU_ACTIVATIONS = ("float", "int8", "int8x2")   # the compiled CPU runner's activations (notebook 15)
 QUANTIZATIONS = ("auto", None, "int8", "int4", "gguf")
 KV_CACHE_DTYPES = (None, "auto", "int8")
@@ -129,7 +130,8 @@ class EngineConfig:
     runner: str | None = None                   # None: the compiled runner of the device when it can run the model (notebook 13)
     cpu_activations: str | None = None          # the CPU runner's activations; None: int8 for packed weights, else float
     tensor_parallel_size: int = 1
-    nnodes: int = 1                             # machines the tensor-parallel group spans (each runs tensor_parallel_size / nnodes ranks)
+    pipeline_parallel_size: int = 1             # stages the layers are split into, each tensor_parallel_size ranks (notebook 13a)
+    nnodes: int = 1                             # machines the group spans (each runs world_size / nnodes ranks)
     node_rank: int = 0                          # this machine's place among them; node 0 holds rank 0, which serves
     master_addr: str = "127.0.0.1"              # node 0's address, where it listens for the group's rendezvous
     master_port: int = 0                        # that port; 0 on node 0: one the kernel picks as it binds (printed), which the others are given
@@ -146,6 +148,11 @@ class EngineConfig:
         if self.quantization == "none": self.quantization = None       # as the CLI spells it
         if self.max_num_seqs is None: self.max_num_seqs = DEFAULT_MAX_NUM_SEQS
         self.check()
+
+    @property
+    def world_size(self) -> int:
+        "Processes the model is split over: tensor_parallel_size x pipeline_parallel_size."
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def num_batched_tokens(self) -> int:
@@ -165,27 +172,36 @@ RERANKER_KEYS = ("template", "yes", "no")
 def check_task(c: EngineConfig):
     "`task` and `reranker` checked (ValueError naming the field)."
     _choice("task", c.task, TASKS)
-    r = c.reranker
-    if r is None: return
+    if c.task != "generate" and c.world_size > 1:
+        raise ValueError(f"task: {c.task!r} pools hidden states, which a tensor- or pipeline-parallel group (tensor_parallel_size or "
+                         "pipeline_parallel_size > 1) does not return yet")
+    if c.reranker is not None: check_reranker(c.reranker)
+
+def check_reranker(r: dict) -> dict:
+    "A generative reranker's settings checked: `template` with `{query}` and `{document}` (no other fields), `yes` (and `no`) token texts."
     if not isinstance(r, dict): raise ValueError(f"reranker: expected a dict with keys {', '.join(RERANKER_KEYS)}, got {type(r).__name__}")
     if bad := [k for k in r if k not in RERANKER_KEYS]: raise ValueError(f"reranker: unknown key {bad[0]!r} (known: {', '.join(RERANKER_KEYS)})")
     t = r.get("template")
     if not isinstance(t, str) or "{query}" not in t or "{document}" not in t:
         raise ValueError("reranker.template: expected a text with {query} and {document}")
+    try: t.format(query="", document="")
+    except (KeyError, IndexError, ValueError) as e: raise ValueError(f"reranker.template: only {{query}} and {{document}} may be in braces (write {{{{ and }}}} for a brace): {e!r}") from None
     for k in ("yes", "no"):
         if (k == "yes" or k in r) and not (isinstance(r.get(k), str) and r[k]): raise ValueError(f"reranker.{k}: expected the token's text")
+    return r
 
 # %% ../nbs/12a_config.ipynb 31
 @patch
 def check_nodes(self: EngineConfig) -> EngineConfig:
-    "The machines a tensor-parallel group spans: `nnodes` dividing `tensor_parallel_size`, `node_rank` among them, node 0's address (ValueError naming the field)."
+    "The machines a group spans: `nnodes` dividing its `world_size` ranks, `node_rank` among them, node 0's address (ValueError naming the field)."
     check_int("nnodes", self.nnodes, lo=1)
+    n = self.world_size
     check_int("node_rank", self.node_rank, lo=0, hi=self.nnodes - 1)
     check_int("master_port", self.master_port, lo=0, hi=65535)
     if not isinstance(self.master_addr, str) or not self.master_addr: raise ValueError(f"master_addr: expected node 0's host name or address, got {self.master_addr!r}")
-    if self.nnodes > 1 and self.tensor_parallel_size < 2: raise ValueError(f"nnodes: {self.nnodes} machines need tensor_parallel_size of at least 2")
-    if self.tensor_parallel_size % self.nnodes:
-        raise ValueError(f"nnodes: {self.nnodes} machines cannot each run the same number of the {self.tensor_parallel_size} ranks (tensor_parallel_size)")
+    if self.nnodes > 1 and n < 2: raise ValueError(f"nnodes: {self.nnodes} machines need tensor_parallel_size x pipeline_parallel_size of at least 2")
+    if n % self.nnodes:
+        raise ValueError(f"nnodes: {self.nnodes} machines cannot each run the same number of the {n} ranks (tensor_parallel_size x pipeline_parallel_size)")
     if self.node_rank > 0 and self.master_port == 0: raise ValueError("master_port: node 1 and later must be given node 0's port (the one it printed)")
     return self
 
@@ -213,13 +229,15 @@ def check(self: EngineConfig) -> EngineConfig:
     _choice("runner", self.runner, (None, *RUNNERS))
     _choice("cpu_activations", self.cpu_activations, (None, *CPU_ACTIVATIONS))
     check_int("tensor_parallel_size", self.tensor_parallel_size, lo=1)
+    check_int("pipeline_parallel_size", self.pipeline_parallel_size, lo=1)
     self.check_nodes()
     self.speculative = SpeculativeConfig.make(self.speculative)
     check_int("max_logprobs", self.max_logprobs, lo=0)
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
     check_task(self)
     check_bool("enable_lora", self.enable_lora); check_int("max_loras", self.max_loras, lo=1); check_int("max_lora_rank", self.max_lora_rank, lo=1)
-    if self.enable_lora and self.tensor_parallel_size > 1: raise ValueError("enable_lora: LoRA adapters are not yet supported with tensor_parallel_size > 1")
+    if self.enable_lora and self.world_size > 1:
+        raise ValueError("enable_lora: LoRA adapters are not yet supported with tensor_parallel_size or pipeline_parallel_size > 1")
     return self
 
 # %% ../nbs/12a_config.ipynb 37

@@ -12,16 +12,17 @@ from pathlib import Path
 import torch, torch.nn as nn
 from .core import cache_dir, read_source
 from .runner import ModelRunner
+from .model import rope_tables
 from .config import CPU_ACTIVATIONS
 from .lora import LoRALinear
 
 # %% auto 0
-__all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'LINEAR_METHODS', 'GEMV_VARIANTS',
-           'ENABLED', 'ACTIVATIONS', 'abi_signatures', 'library_path', 'compile_library', 'build', 'available',
-           'status', 'isa', 'amx', 'cpu_has', 'build_variant', 'library', 'LinSpec', 'spec_f32', 'spec_q8', 'spec_q4',
-           'linear', 'linear_multi', 'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention',
-           'lora_product', 'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized',
-           'activation_mode', 'CpuRunner']
+__all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'BF16', 'LINEAR_METHODS',
+           'GEMV_VARIANTS', 'ENABLED', 'PLAN_DTYPES', 'ACTIVATIONS', 'abi_signatures', 'library_path',
+           'compile_library', 'build', 'available', 'status', 'isa', 'amx', 'cpu_has', 'build_variant', 'library',
+           'LinSpec', 'spec_f32', 'spec_bf16', 'spec_q8', 'spec_q4', 'linear', 'linear_multi', 'gemm_min_rows',
+           'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'lora_product', 'gemv_variant', 'exact_q8',
+           'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode', 'CpuRunner']
 
 # %% ../nbs/15_cpu_kernels.ipynb 27
 def _flag_sets(native: bool = True) -> list[list[str]]:
@@ -194,7 +195,7 @@ def amx(enable: bool | None = None) -> str:
     return {1: "on", 0: "off", -1: "not built (no amx_int8 in this CPU's flags, or the compiler's)"}[r]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 46
+# %% ../nbs/15_cpu_kernels.ipynb 45
 def cpu_has(variant: str) -> bool:
     "Whether this CPU has the instructions of `ISA_VARIANTS[variant]` (from /proc/cpuinfo)."
     flags = set(_cpu_tag().split())
@@ -224,7 +225,7 @@ def library(lib):
 
 
 # %% ../nbs/15_cpu_kernels.ipynb 58
-F32, Q8_ROW, Q8_GROUP, Q4 = 0, 1, 2, 3
+F32, Q8_ROW, Q8_GROUP, Q4, BF16 = 0, 1, 2, 3, 4
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
 def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
@@ -256,7 +257,16 @@ def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     return LinSpec(F32, w.shape[0], w.shape[1], 1, w, bias=None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 64
+# %% ../nbs/15_cpu_kernels.ipynb 63
+def spec_bf16(w: torch.Tensor, bias=None) -> LinSpec:
+    """A bfloat16 weight `[N, K]`, read as it lies (2 bytes a weight): each value becomes float32 exactly in the products,
+    so the outputs are those of `spec_f32(w.float())`, bit for bit, at half the bytes. A bias is kept as float32."""
+    if w.device.type != "cpu" or w.dtype != torch.bfloat16 or w.dim() != 2:
+        raise ValueError(f"weight: expected a bfloat16 [N, K] CPU tensor, got {w.dtype} {tuple(w.shape)} on {w.device}")
+    return LinSpec(BF16, w.shape[0], w.shape[1], 1, w.contiguous(), bias=None if bias is None else bias.detach().float().contiguous())
+
+
+# %% ../nbs/15_cpu_kernels.ipynb 66
 def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     "INT8 codes `[N, K]` with float32 scales per row `[N]` or float16 scales per group `[N, G]`."
     if q.dtype != torch.int8 or q.dim() != 2:
@@ -274,7 +284,7 @@ def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     return LinSpec(kind, N, K, G, q.contiguous(), scales, None, None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 65
+# %% ../nbs/15_cpu_kernels.ipynb 67
 def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias=None) -> LinSpec:
     "Packed INT4 codes `[N, K/2]` (column 2j in the low nibble), float16 scales and mins (None: symmetric, code 8 is zero) `[N, G]`."
     if packed.dtype != torch.uint8 or packed.dim() != 2:
@@ -288,7 +298,7 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
                    None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 67
+# %% ../nbs/15_cpu_kernels.ipynb 69
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
@@ -312,7 +322,7 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 69
+# %% ../nbs/15_cpu_kernels.ipynb 71
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows
     on, `x` is packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up);
@@ -334,7 +344,7 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
-# %% ../nbs/15_cpu_kernels.ipynb 71
+# %% ../nbs/15_cpu_kernels.ipynb 73
 def gemm_min_rows(a8: bool = False) -> int:
     """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number
     when the build has no AVX2)."""
@@ -342,7 +352,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 101
+# %% ../nbs/15_cpu_kernels.ipynb 107
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -356,7 +366,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 104
+# %% ../nbs/15_cpu_kernels.ipynb 110
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
@@ -368,7 +378,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 106
+# %% ../nbs/15_cpu_kernels.ipynb 112
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -377,7 +387,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 108
+# %% ../nbs/15_cpu_kernels.ipynb 114
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -389,7 +399,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 110
+# %% ../nbs/15_cpu_kernels.ipynb 116
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
@@ -414,7 +424,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 114
+# %% ../nbs/15_cpu_kernels.ipynb 120
 def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, ranks, scales, y: torch.Tensor | None = None,
                  threads: int | None = None) -> torch.Tensor:
     """`y[t] += scales[s] * (x[t] @ A[s, :r].T) @ Bt[s, :r]` for each row `t` of slot `s = slots[t]` (`r = ranks[s]`; slot -1:
@@ -437,7 +447,7 @@ def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
         raise ValueError(f"ranks, scales: expected {S} each, ranks in 0..{R}")
     return s, rk.contiguous(), sc.contiguous()
 
-# %% ../nbs/15_cpu_kernels.ipynb 117
+# %% ../nbs/15_cpu_kernels.ipynb 123
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -451,7 +461,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 124
+# %% ../nbs/15_cpu_kernels.ipynb 130
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
     dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
@@ -465,11 +475,12 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 126
+# %% ../nbs/15_cpu_kernels.ipynb 132
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
-    "The `LinSpec` of an `nn.Linear` (float32), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
+    "The `LinSpec` of an `nn.Linear` (float32 or bfloat16), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
         w = mod.weight
+        if w.dtype == torch.bfloat16 and w.device.type == "cpu": return spec_bf16(w, mod.bias)
         if w.dtype != torch.float32 or w.device.type != "cpu": return None
         if exact_float and (qd := exact_q8(w)) is not None: return spec_q8(*qd, bias=mod.bias)
         return spec_f32(w, mod.bias)
@@ -481,7 +492,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 128
+# %% ../nbs/15_cpu_kernels.ipynb 134
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 @contextmanager
@@ -492,15 +503,17 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 131
+# %% ../nbs/15_cpu_kernels.ipynb 137
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
     except RuntimeError: return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 133
+# %% ../nbs/15_cpu_kernels.ipynb 139
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
+
+PLAN_DTYPES = (torch.float32, torch.bfloat16)   # the weights a plan reads (it computes in float32 either way)
 
 class ModelPlan:
     """A whole model as one call into the compiled library for any number of rows (`forward`): pointers to every weight
@@ -525,8 +538,8 @@ class ModelPlan:
         self.n_layers, self.vocab, self.hidden = c.num_hidden_layers, c.vocab_size, c.hidden_size
         self.out_width = c.vocab_size             # logits columns the library writes (a shard: its vocabulary slice)
         self._lib, self._h = lib, None
-        self.dtype_ok = model.dtype == torch.float32 and model.device.type == "cpu"
-        if not self.dtype_ok: self.reason = f"model is {model.dtype} on {model.device} (the kernels run float32 on the CPU)"; return
+        self.dtype_ok = model.dtype in PLAN_DTYPES and model.device.type == "cpu"
+        if not self.dtype_ok: self.reason = f"model is {model.dtype} on {model.device} (the kernels run float32 or bfloat16 weights on the CPU)"; return
         head_dim = c.head_dim
         head_mod = model._modules.get("lm_head")
         if type(head_mod).__name__ == "VocabHead": self.out_width = -(-c.vocab_size // head_mod.world)   # its slice (the last one padded)
@@ -535,7 +548,8 @@ class ModelPlan:
         self._h = h
         def track(owner: dict, key: str):
             obj = owner[key]; self.checks.append((owner, key, obj)); return obj
-        def norm(mod): return _f32(track(mod._parameters, "weight"), "norm weight")
+        def norm(mod):        # a bfloat16 model's norm weights: a float32 copy (a few KB), which the plan keeps
+            w = track(mod._parameters, "weight"); return _f32(w.float() if w.dtype == torch.bfloat16 else w, "norm weight")
         groups = []                               # the process groups of a shard's collectives (all the same one)
         def lin(parent, name, exact_float=False):
             mod = track(parent._modules, name)
@@ -566,7 +580,13 @@ class ModelPlan:
             vocab_rows = c.vocab_size if emb_slice is None else self.out_width      # a shard's slice: as many rows as its head's
             nw = norm(track(model.model._modules, "norm"))
             head = lin(model, "lm_head", exact_float=True)
-            if isinstance(emod, nn.Embedding):
+            if isinstance(emod, nn.Embedding) and emod.weight.dtype == torch.bfloat16:   # read as it lies, rows made float32 on lookup
+                es = spec_bf16(track(emod._parameters, "weight"))
+                if (es.N, es.K) != (vocab_rows, c.hidden_size): raise ValueError(f"embedding of shape {(es.N, es.K)}")
+                self.specs += [es, nw]
+                lib.xk_plan_set_final(h, None, nw.data_ptr(), head)
+                lib.xk_plan_set_embed_q8(h, BF16, 1, es.w.data_ptr(), None)
+            elif isinstance(emod, nn.Embedding):
                 emb = _f32(track(emod._parameters, "weight"), "embedding")
                 if emb.shape != (vocab_rows, c.hidden_size): raise ValueError(f"embedding of shape {tuple(emb.shape)}")
                 self.specs += [emb, nw]
@@ -588,7 +608,7 @@ class ModelPlan:
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 134
+# %% ../nbs/15_cpu_kernels.ipynb 140
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -605,39 +625,39 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 135
+# %% ../nbs/15_cpu_kernels.ipynb 141
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 136
+# %% ../nbs/15_cpu_kernels.ipynb 142
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 137
+# %% ../nbs/15_cpu_kernels.ipynb 143
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 138
+# %% ../nbs/15_cpu_kernels.ipynb 144
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
     place shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head
     unchanged in place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
-    if ((model.dtype == torch.float32) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
+    if ((model.dtype in PLAN_DTYPES) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
             or not all(d.get(k) is o for d, k, o in self.modules)
             or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
         raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 139
+# %% ../nbs/15_cpu_kernels.ipynb 145
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -660,7 +680,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 140
+# %% ../nbs/15_cpu_kernels.ipynb 146
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -672,7 +692,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 141
+# %% ../nbs/15_cpu_kernels.ipynb 147
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -682,7 +702,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 142
+# %% ../nbs/15_cpu_kernels.ipynb 148
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False):
     "Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them)."
@@ -693,7 +713,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 144
+# %% ../nbs/15_cpu_kernels.ipynb 150
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -705,7 +725,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 147
+# %% ../nbs/15_cpu_kernels.ipynb 153
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -714,7 +734,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 149
+# %% ../nbs/15_cpu_kernels.ipynb 155
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -729,7 +749,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 151
+# %% ../nbs/15_cpu_kernels.ipynb 157
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -746,18 +766,24 @@ class CpuRunner(ModelRunner):
 
     def __repr__(self): return f"CpuRunner({self.description})"
 
+    @classmethod
+    def compute_dtype(cls, model) -> torch.dtype:
+        "float32, whatever the weights (a bfloat16 model's are read as they are, each made float32 in the products)."
+        return torch.float32
+
     @staticmethod
     def _unsupported_before_plan(model, kv_dtype) -> str | None:
         "What rules the kernels out before a plan is built: switched off, the dtype or device, the K/V dtype, no build."
         if not ENABLED: return "the compiled CPU kernels are off (XLLM_CPU_KERNELS=0)"
-        if model.device.type != "cpu" or model.dtype != torch.float32:
-            return f"the model is {str(model.dtype).replace('torch.', '')} on {model.device.type} (the kernels run float32 on the CPU)"
-        if kv_dtype not in (None, torch.float32): return f"K/V stored as {str(kv_dtype).replace('torch.', '')} (the kernels read float32 K/V)"
+        if model.device.type != "cpu" or model.dtype not in PLAN_DTYPES:
+            return f"the model is {str(model.dtype).replace('torch.', '')} on {model.device.type} (the kernels run float32 or bfloat16 weights on the CPU)"
+        if (kv := model.dtype if kv_dtype is None else kv_dtype) != torch.float32:
+            return f"K/V stored as {str(kv).replace('torch.', '')} (the kernels read float32 K/V)"
         if build() is None: return f"the kernels did not build here: {status()}"
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 152
+# %% ../nbs/15_cpu_kernels.ipynb 158
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -765,27 +791,34 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 153
+# %% ../nbs/15_cpu_kernels.ipynb 159
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 154
+# %% ../nbs/15_cpu_kernels.ipynb 160
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
     kf, vf = self.pool.k_flat, self.pool.v_flat
     self.plan.check(self.model)
     n_pos = _check_batch(batch, self.plan.vocab, kf[0].shape[0])
-    cos, sin = self.model.rope(n_pos)
+    cos, sin = self.model.rope(n_pos) if self.model.dtype == torch.float32 else self._rope32(n_pos)
     if self.plan.has_lora: self.plan.set_lora_rows(self.model.lora, batch.lora_slots, batch.token_ids.shape[0])   # each row's adapter (12c)
     return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                              batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
+@patch
+def _rope32(self: CpuRunner, n: int):
+    "float32 cos/sin tables for at least `n` positions, for a model that keeps its own in another dtype (grown by doubling)."
+    have = getattr(self, "_tables", None)
+    if have is None or have[0].shape[0] < n: self._tables = have = rope_tables(self.model.inv_freq, max(n, 256, 2 * (have[0].shape[0] if have else 0)))
+    return have
 
-# %% ../nbs/15_cpu_kernels.ipynb 155
+
+# %% ../nbs/15_cpu_kernels.ipynb 161
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must

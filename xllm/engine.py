@@ -15,7 +15,7 @@ from .core import check_int, check_token_ids
 from .model import Llama, PagedBatch
 from .kv_cache import BlockManager
 from .kv_pool import PagedKVPool, default_kv_cache_memory
-from .runner import choose_runner
+from .runner import choose_runner, pool_dtype
 from .sequence import Sequence, SequenceStatus
 from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, SampleRequest
@@ -123,9 +123,10 @@ def _make_pool(self: Engine, num_blocks: int | None) -> PagedKVPool:
     "The paged K/V pool: `num_blocks` blocks, else as many as `kv_cache_memory` bytes hold (the device's default when None)."
     ec, m = self.engine_config, self.model
     kc = getattr(m, "kv_config", m.config)          # a tensor-parallel shard stores only its K/V heads (notebook 13a)
-    if num_blocks is not None: return PagedKVPool(kc, num_blocks, ec.block_size, m.dtype, m.device, ec.kv_cache_dtype)
+    dt = pool_dtype(m, "tp" if ec.world_size > 1 else ec.runner, ec.enable_lora)   # float32 for a bf16 model on the compiled CPU runner (13)
+    if num_blocks is not None: return PagedKVPool(kc, num_blocks, ec.block_size, dt, m.device, ec.kv_cache_dtype)
     mem = default_kv_cache_memory(m.device) if ec.kv_cache_memory is None else ec.kv_cache_memory
-    return PagedKVPool.from_budget(kc, ec.block_size, mem, m.dtype, m.device, ec.kv_cache_dtype)
+    return PagedKVPool.from_budget(kc, ec.block_size, mem, dt, m.device, ec.kv_cache_dtype)
 
 @patch
 def _context(self: Engine) -> int:

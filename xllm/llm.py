@@ -24,7 +24,7 @@ from .model import Llama
 from .sampling import SamplingParams, Sampler, seeded_generator
 from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
-from .runner import choose_runner, runner_class
+from .runner import choose_runner, runner_class, pool_dtype
 from .cpu_kernels import activation_mode, keeps_quantized
 from .engine import Engine
 from .config import EngineConfig
@@ -33,7 +33,7 @@ from .loader import load_model
 from .parallel import load_group
 from . import cpu_kernels
 from .speculative import check_same_tokenizer
-from .pooling import PoolerConfig, PoolingParams, TokenScoreHead
+from .pooling import PoolerConfig, PoolingParams, TokenScoreHead, reranker_from_dir
 
 # %% auto 0
 __all__ = ['TEMPLATE_RESERVED', 'CompletionOutput', 'RequestOutput', 'StopStrings', 'stop_strings', 'OutputProcessor', 'LLM',
@@ -233,7 +233,8 @@ def output(self: OutputProcessor) -> CompletionOutput:
 def _kv_block_bytes(llm, block_size: int | None = None) -> int:
     "Bytes of one paged K/V block of `llm`'s engine: `block_size` tokens (default: its config's), int8 K/V with its scales."
     c = llm.engine_config
-    return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), llm.model.dtype, c.kv_cache_dtype)
+    dt = pool_dtype(llm.model, "tp" if c.world_size > 1 else c.runner, c.enable_lora)   # the engine's pool's (float32: bf16 on the CPU runner)
+    return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), dt, c.kv_cache_dtype)
 
 def _fitted(llm) -> tuple[EngineConfig, str | None]:
     """`llm.engine_config` with what building decides filled in, and a note: `kv_cache_memory` (None: the device's default) and a
@@ -264,7 +265,7 @@ class LLM:
     def __init__(self, model=None, config: EngineConfig | None = None, **settings):
         cfg = EngineConfig.make(config, **settings, **({} if model is None else {"model": model}))   # checked before the model loads
         self.device = cfg.device
-        if cfg.tensor_parallel_size > 1: loaded = load_group(cfg)    # rank 0's slices, the workers started (notebook 13a)
+        if cfg.world_size > 1: loaded = load_group(cfg)    # rank 0's slices or stage, the workers started (notebook 13a)
         else: loaded = load_model(cfg, cpu_kernels_run=_cpu_kernels_run)   # which loader (GGUF kept packed, quantized, float): 12b
         self.checkpoint, self.tokenizer, self.config = loaded.checkpoint, loaded.tokenizer, loaded.checkpoint.config
         self.model_path, self.quantization = loaded.path, loaded.quantization
@@ -278,7 +279,7 @@ class LLM:
         """An `LLM` around a model already built (e.g. random weights for a benchmark) and its tokenizer; `name` stands for the file,
         `source` for its format. The engine runs on the model's device."""
         cfg = EngineConfig.make(config, **settings)
-        if cfg.tensor_parallel_size != 1: raise ValueError("tensor_parallel_size: from_model takes one built model; a group loads its shards from a checkpoint (LLM(path, ...))")
+        if cfg.world_size != 1: raise ValueError("tensor_parallel_size, pipeline_parallel_size: from_model takes one built model; a group loads its shards from a checkpoint (LLM(path, ...))")
         if tokenizer.vocab_size > model.config.vocab_size:
             raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens, more than the model's vocabulary of {model.config.vocab_size}")
         self = cls.__new__(cls)
@@ -296,7 +297,9 @@ class LLM:
 @patch
 def _setup(self: LLM, model, cfg: EngineConfig):
     """The part of building shared by `__init__` and `from_model`: `engine_config` (the context fitted to the K/V pool), the
-    generator of unseeded requests, the runner (chosen now, once), a draft model loaded."""
+    generator of unseeded requests, the runner (chosen now, once), a draft model loaded; a generative reranker's settings from the
+    model's directory (13c: `xllm_reranker.json`, vLLM's keys in `config.json`) unless the config gives them."""
+    if cfg.reranker is None and (r := reranker_from_dir(self.model_path)) is not None: cfg = dataclasses.replace(cfg, reranker=r)
     self.model, self.device, self.engine_config = model, model.device, cfg
     self.engine_config, self.context_note = _fitted(self)
     if cfg.seed is None: self.generator = torch.Generator(device="cpu"); self.generator.seed()   # draws of requests without their own seed
@@ -306,13 +309,14 @@ def _setup(self: LLM, model, cfg: EngineConfig):
         try: template_workers().warm()
         except RuntimeError as e: warnings.warn(f"{e}; chat requests will try again", stacklevel=3)
     self._engine, self._next_id, self._live, self._unfed = None, 0, {}, collections.deque()   # the engine is built at first use
-    tp = cfg.tensor_parallel_size
+    tp = cfg.world_size                                  # the group's ranks: tensor x pipeline
     if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
-    cls, self.runner_reason = choose_runner(model, kv_storage_dtype(cfg.kv_cache_dtype, model.dtype), "tp" if tp > 1 else cfg.runner)
+    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, "tp" if cfg.world_size > 1 else cfg.runner, cfg.enable_lora))
+    cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)
     self.runner_name = cls.name
     self.activations = activation_mode(cfg.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
     if self.activations: self.runner_reason += f", {self.activations} activations"
-    if tp > 1: self.runner_reason = f"tp ({tp} ranks, each {model.tp_runner_reason})"   # which runner computes every rank's shard (13a)
+    if tp > 1: self.runner_reason = f"tp ({tp} ranks, each {model.tp_runner_reason})"   # which runner computes every rank's shard or stage (13a)
     self._load_draft()
 
 
@@ -734,7 +738,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if not isinstance(query, str) or not all(isinstance(d, str) for d in docs): raise ValueError("score: query and documents must be str")
     r, head = self.engine_config.reranker, getattr(self.model, "score", None)
     if r is None and head is None:
-        raise ValueError("score: this model has no classification head (score.weight) and no reranker is set (LLM(reranker={'template', 'yes', 'no'}))")
+        raise ValueError("score: this model has no classification head (score.weight) and no reranker is set (LLM(reranker={'template', 'yes', 'no'}), or an xllm_reranker.json beside the weights)")
     enc = lambda s: self.tokenizer.encode(s, add_bos=self.tokenizer.add_bos_token, allow_special=True)
     ids = [enc(r["template"].format(query=query, document=d)) if r is not None else enc(query) + enc(d) for d in docs]
     ids = [self.pooling_ids(x, truncate_prompt_tokens=truncate_prompt_tokens, what=f"documents[{i}]") for i, x in enumerate(ids)]
@@ -743,7 +747,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if out[0].numel() != 1: raise ValueError(f"score: the classification head has {out[0].numel()} labels; score() reads a one-label head")
     return [float(torch.sigmoid(v[0])) for v in out]
 
-# %% ../nbs/17_llm.ipynb 88
+# %% ../nbs/17_llm.ipynb 90
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.

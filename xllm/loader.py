@@ -167,8 +167,9 @@ def load_model(config: EngineConfig, shard: tuple[int, int] | None = None, cpu_k
     """The model `config` names, loaded as it asks (see the top of this notebook); `shard=(rank, world)`: that rank's slices only.
     `cpu_kernels_run`: a function saying whether the compiled CPU kernels (notebook 15) run here, asked only when 'auto' would keep
     a GGUF packed on the CPU (`LLM` passes it). A tensor-parallel group is started by `xllm.parallel.load_group` (notebook 13a)."""
-    if config.tensor_parallel_size > 1 and shard is None:
-        raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size}: load_model loads one process's model or one rank's slices "
+    if config.world_size > 1 and shard is None:
+        raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size}, pipeline_parallel_size={config.pipeline_parallel_size}: "
+                         "load_model loads one process's model or one rank's slices "
                          "(shard=(rank, world)); xllm.parallel.load_group starts a group")
     path, dtype, q = resolve_model(config.model), resolve_dtype(config.dtype), config.quantization
     if (g := _keep_packed(config, path, shard, cpu_kernels_run)) is not None:

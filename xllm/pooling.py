@@ -11,12 +11,15 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 
+from .config import check_reranker
+
 POOLING_TYPES = ("last", "mean", "cls")
 TASKS = ("embed", "classify")
 
 # %% auto 0
-__all__ = ['POOLING_TYPES', 'TASKS', 'ST_MODES', 'PoolingParams', 'PoolerConfig', 'wanted_rows', 'PoolState', 'finish_embedding',
-           'pool_reference', 'TokenScoreHead']
+__all__ = ['POOLING_TYPES', 'TASKS', 'ST_MODES', 'QWEN3_RERANKER', 'RERANKER_PRESETS', 'RERANKER_FILE', 'PoolingParams',
+           'PoolerConfig', 'wanted_rows', 'PoolState', 'finish_embedding', 'pool_reference', 'TokenScoreHead',
+           'reranker_from_dir']
 
 # %% ../nbs/13c_pooling.ipynb 6
 @dataclass
@@ -140,3 +143,32 @@ class TokenScoreHead(torch.nn.Module):
         logits = self.lm_head(h).float()
         if self.no is None: return torch.log_softmax(logits, -1)[..., [self.yes]]
         return torch.log_softmax(logits[..., [self.yes, self.no]], -1)[..., :1]
+
+# %% ../nbs/13c_pooling.ipynb 28
+QWEN3_RERANKER = {"template": ('<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct '
+                               'provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n<Instruct>: Given a web '
+                               'search query, retrieve relevant passages that answer the query\n<Query>: {query}\n<Document>: {document}'
+                               '<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'), "yes": "yes", "no": "no"}
+RERANKER_PRESETS = {"qwen3": QWEN3_RERANKER}       # named settings (`xllm serve --reranker qwen3`)
+RERANKER_FILE = "xllm_reranker.json"
+
+def _vllm_reranker(cfg: dict) -> dict | None:
+    "The settings vLLM's `hf_overrides` for Qwen3-Reranker write into `config.json`, or None when they are not there."
+    if not cfg.get("is_original_qwen3_reranker"): return None
+    toks = cfg.get("classifier_from_token")
+    if not (isinstance(toks, list) and len(toks) == 2 and all(isinstance(t, str) for t in toks)):
+        raise ValueError(f"classifier_from_token: expected the [no, yes] token texts, got {toks!r}")
+    return {**QWEN3_RERANKER, "no": toks[0], "yes": toks[1]}
+
+# %% ../nbs/13c_pooling.ipynb 29
+def reranker_from_dir(path) -> dict | None:
+    "A model directory's generative-reranker settings (`xllm_reranker.json`, else vLLM's keys in `config.json`), checked; None without."
+    d = Path(path)
+    if not d.is_dir(): return None
+    src = d / RERANKER_FILE
+    try:
+        if src.exists(): return check_reranker(json.loads(src.read_text()))
+        src = d / "config.json"
+        r = _vllm_reranker(json.loads(src.read_text())) if src.exists() else None
+        return None if r is None else check_reranker(r)
+    except (ValueError, json.JSONDecodeError) as e: raise ValueError(f"{src}: {e}") from None

@@ -13,7 +13,7 @@ from .kv_pool import PagedKVPool
 from .config import RUNNERS   # name -> (module, class), written once in notebook 12a
 
 # %% auto 0
-__all__ = ['ModelRunner', 'runner_class', 'choose_runner']
+__all__ = ['ModelRunner', 'runner_class', 'choose_runner', 'pool_dtype']
 
 # %% ../nbs/13_runner.ipynb 8
 class ModelRunner:
@@ -22,9 +22,15 @@ class ModelRunner:
     name = "torch"
     returns_hidden = True      # takes `PagedBatch.hidden_rows` (pooling, 13c): returns (logits, hidden states)
     def __init__(self, model: Llama, pool: PagedKVPool, **options):
-        if pool.dtype != model.dtype:
-            raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}")
+        if pool.dtype != (want := self.compute_dtype(model)):
+            raise ValueError(f"KV pool dtype {pool.dtype} differs from the model's {model.dtype}" if want == model.dtype else
+                             f"KV pool dtype {pool.dtype}: the {self.name} runner computes this {model.dtype} model in {want}")
         self.model, self.pool = model, pool
+
+    @classmethod
+    def compute_dtype(cls, model: Llama) -> torch.dtype:
+        "The dtype this runner computes `model` in, which its K/V pool holds: the model's own here."
+        return model.dtype
 
     @classmethod
     def unsupported(cls, model: Llama, kv_dtype=None) -> str | None:
@@ -73,3 +79,11 @@ def choose_runner(model: Llama, kv_dtype=None, name: str | None = None) -> tuple
         return cls, f"{name} (asked for)"
     if (why := runner_class(fast).unsupported(model, kv_dtype)) is None: return runner_class(fast), fast
     return runner_class("torch"), f"torch ({fast} runner: {why})"
+
+# %% ../nbs/13_runner.ipynb 19
+def pool_dtype(model: Llama, name: str | None = None, lora: bool = False) -> torch.dtype:
+    "The dtype `model`'s K/V are computed in on runner `name` (None: the default choice): see above."
+    if model.device.type != "cpu" or model.dtype != torch.bfloat16 or lora or name not in (None, "cpu"): return model.dtype
+    cpu = runner_class("cpu")
+    return cpu.compute_dtype(model) if cpu.unsupported(model, cpu.compute_dtype(model)) is None else model.dtype
+

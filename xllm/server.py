@@ -1773,7 +1773,7 @@ async def scores(self: ServingPooling, query: str, docs: list[str], truncate: in
     from xllm.pooling import PoolingParams
     llm, r = self.llm, self.llm.engine_config.reranker
     if r is None and getattr(llm.model, "score", None) is None:
-        raise APIError(400, "this model cannot score: it has no classification head (score.weight) and no reranker is set (EngineConfig.reranker: LLM(model, reranker={...}))")
+        raise APIError(400, "this model cannot score: it has no classification head (score.weight) and no reranker is set (xllm serve --reranker JSON|FILE|qwen3, an xllm_reranker.json beside the weights, or LLM(model, reranker={...}))")
     enc = lambda s: llm.tokenizer.encode(s, add_bos=llm.tokenizer.add_bos_token, allow_special=True)
     ids = [self.ids(enc(r["template"].format(query=query, document=d)) if r else enc(query) + enc(d), f"documents[{i}]", truncate) for i, d in enumerate(docs)]
     out = await self.run(request, ids, PoolingParams("last", False, None, "classify"))

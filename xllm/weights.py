@@ -351,13 +351,14 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     with _progress(len(expected), f"loading {d.name}") as bar:
         for name in expected:
             t = _read_st(handles[where[name]], name, where[name], hook)
+            if t is None: bar.update(); continue                 # the hook keeps none of it (another pipeline stage's): never read
             weights[name] = _place(t, dtype, device)
             if t.dtype == torch.float64 and not torch.isfinite(weights[name]).all() and torch.isfinite(t).all():
                 raise ModelFormatError(where[name], f"tensor {name} is float64 with values beyond the range of {dtype}")
             bar.update()
-    if config.tie_word_embeddings and "lm_head.weight" in where:   # tied, yet the files carry a head: a copy is fine, a different one a lie
+    if config.tie_word_embeddings and "lm_head.weight" in where and "model.embed_tokens.weight" in weights:   # tied, yet the files carry a head: a copy is fine, a different one a lie
         head, emb = _read_st(handles[where["lm_head.weight"]], "lm_head.weight", where["lm_head.weight"], hook), weights["model.embed_tokens.weight"]
-        if head.shape != emb.shape or not torch.equal(_place(head, dtype, device), emb):
+        if head is not None and head.shape != emb.shape or not torch.equal(_place(head, dtype, device), emb):
             raise ModelFormatError(cfg_path, "config: tie_word_embeddings is true, but the safetensors files hold an lm_head.weight that differs "
                                              "from model.embed_tokens.weight (set tie_word_embeddings to false to use it)")
     return Checkpoint(config, weights, "hf", d, gen)
@@ -402,6 +403,7 @@ def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkp
     weights = {}
     with _progress(len(expected), f"loading {path.name}") as bar:
         for h in expected:
+            if not getattr(hook, "keeps", lambda name: True)(h): bar.update(); continue   # another pipeline stage's: not even dequantized
             t = g.dequantize(names[h])
             if ".self_attn.q_proj." in h: t = unpermute_rope_rows(t, config.num_attention_heads)
             elif ".self_attn.k_proj." in h: t = unpermute_rope_rows(t, config.num_key_value_heads)
@@ -500,7 +502,9 @@ def load_checkpoint(path, dtype=None, device=None, hook=None) -> Checkpoint:
     """Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default
     float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model.
     `hook(name, t)`, when given, returns the part of each tensor to keep (`t`: a tensor, or a safetensors slice that reads only
-    what is cut from it), after the shape checks: tensor parallelism loads a rank's slices so (notebook 12b's `shard_hook`)."""
+    what is cut from it), after the shape checks: tensor parallelism loads a rank's slices so (notebook 12b's `shard_hook`). From a
+    Hugging Face directory a hook may also return None: the tensor is left out, unread (a pipeline stage's other layers, notebook 13a);
+    from a GGUF file the tensors for which `hook.keeps(name)` is false are left out, never dequantized."""
     dtype, path = resolve_dtype(dtype), Path(path).expanduser()
     if not path.exists(): raise FileNotFoundError(f"no such model file or directory: {path}")
     if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"):

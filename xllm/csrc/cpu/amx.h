@@ -47,18 +47,23 @@ static inline void amx_config() {
     _tile_loadconfig(&c);
 }
 
-// Activation rows t0..t1 of A (quantized) in the tiles' order: xv[tile][block][k4][t % 16][4], with the scales d and the
-// block sums s transposed to dT, sT [tile][block][t % 16]. The rows T..T16 (T rounded up to 16) are zero (their outputs are
-// dropped); the thread whose share ends at T writes them.
+// Activation rows t0..t1 of A (quantized) in the tiles' two orders, for each block 8 rows of 4 codes x 16 activation rows x 4
+// bytes: xv (INT8 weights) with the block's columns in order, row k4 holding columns 4 k4..4 k4 + 3; xs (INT4 weights) with
+// the even columns in rows 0..3 and the odd ones in rows 4..7, as an unpacked INT4 tile row holds them (amx_unpack_q4).
+// Beside them the scales d and the block sums s transposed to dT, sT [tile][block][t % 16]. Rows T..T16 (T rounded up to 16)
+// are zero (their outputs are dropped); the thread whose share ends at T writes them.
 static void amx_pack_rows(const QAct& A, int64_t t0, int64_t t1, int64_t T) {
     const int64_t nb = A.nb, end = t0 < T && t1 == T ? (T + 15) / 16 * 16 : t1;
     for (int64_t t = t0; t < end; t++) {
         const int64_t tile = t / 16, lane = t % 16;
         for (int64_t b = 0; b < nb; b++) {
-            int8_t* dst = A.xv + ((tile * nb + b) * 8 * 16 + lane) * 4;
+            int8_t* dv = A.xv + ((tile * nb + b) * 8 * 16 + lane) * 4; int8_t* ds = A.xs + ((tile * nb + b) * 8 * 16 + lane) * 4;
             const int8_t* src = A.q + t * A.K + b * 32;
             for (int k4 = 0; k4 < 8; k4++) {
-                if (t < T) std::memcpy(dst + k4 * 64, src + 4 * k4, 4); else std::memset(dst + k4 * 64, 0, 4);
+                if (t >= T) { std::memset(dv + k4 * 64, 0, 4); std::memset(ds + k4 * 64, 0, 4); continue; }
+                std::memcpy(dv + k4 * 64, src + 4 * k4, 4);
+                const int odd = k4 / 4, c0 = 8 * (k4 % 4) + odd;          // columns c0, c0 + 2, c0 + 4, c0 + 6
+                for (int i = 0; i < 4; i++) ds[k4 * 64 + i] = src[c0 + 2 * i];
             }
             A.dT[(tile * nb + b) * 16 + lane] = t < T ? A.d[t * nb + b] : 0.0f;
             A.sT[(tile * nb + b) * 16 + lane] = t < T ? A.s[t * nb + b] : 0.0f;
@@ -66,18 +71,27 @@ static void amx_pack_rows(const QAct& A, int64_t t0, int64_t t1, int64_t T) {
     }
 }
 
-// INT4 rows n0..n0+16 of L unpacked to codes in column order, st[r][K] (rows past N: zero)
+// INT4 rows n0..n0+16 of L unpacked to one byte a code, st[r][K] (rows past N: zero): block b's 16 packed bytes give its
+// 32 bytes as the low nibbles (the even columns) then the high ones (the odd columns), 4 blocks at a time
 static void amx_unpack_q4(const Lin& L, int64_t n0, uint8_t* st) {
-    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    const int64_t hb = L.K / 2;
     for (int64_t r = 0; r < 16; r++) {
         uint8_t* d = st + r * L.K;
         if (n0 + r >= L.N) { std::memset(d, 0, L.K); continue; }
-        const uint8_t* w = L.w4 + (n0 + r) * (L.K / 2);
-        for (int64_t b = 0; b < L.K / 32; b++) {
-            __m128i v = _mm_loadu_si128((const __m128i*)(w + b * 16));
-            __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-            _mm_storeu_si128((__m128i*)(d + b * 32), _mm_unpacklo_epi8(lo, hi));
-            _mm_storeu_si128((__m128i*)(d + b * 32 + 16), _mm_unpackhi_epi8(lo, hi));
+        const uint8_t* w = L.w4 + (n0 + r) * hb;
+        int64_t i = 0;
+        for (; i + 64 <= hb; i += 64) {
+            const __m512i v = _mm512_loadu_si512((const void*)(w + i));
+            const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            _mm512_storeu_si512((void*)(d + 2 * i), _mm512_permutex2var_epi64(lo, first, hi));
+            _mm512_storeu_si512((void*)(d + 2 * i + 64), _mm512_permutex2var_epi64(lo, second, hi));
+        }
+        for (; i < hb; i += 16) {
+            const __m128i v = _mm_loadu_si128((const __m128i*)(w + i)), m = _mm_set1_epi8(0x0f);
+            _mm_storeu_si128((__m128i*)(d + 2 * i), _mm_and_si128(v, m));
+            _mm_storeu_si128((__m128i*)(d + 2 * i + 16), _mm_and_si128(_mm_srli_epi16(v, 4), m));
         }
     }
 }
@@ -158,7 +172,7 @@ static inline void amx_store(__m512 (&acc)[16], int64_t tile, int64_t T, float* 
 template <bool Q4>
 static void amx_tile(const uint8_t* wt, int64_t ws, const float* sc, const float* mn, const QAct& A, int64_t tile, int64_t T,
                      float* y, int64_t N, int64_t n0, const float* bias) {
-    const int64_t nb = A.nb; const int8_t* xv = A.xv + tile * nb * 512;
+    const int64_t nb = A.nb; const int8_t* xv = (Q4 ? A.xs : A.xv) + tile * nb * 512;
     const float *dT = A.dT + tile * nb * 16, *sT = A.sT + tile * nb * 16;
     alignas(64) int32_t c[3][16 * 16];
     __m512 acc[16];

@@ -21,7 +21,11 @@ constexpr int64_t GEMM_KC = 256, GEMM_NC = 96;
 // W[row, k0:k1] as float32 into o; k0 is a multiple of 32. Vector loops run inside one scale group at a time.
 static void dequant_range(const Lin& L, int64_t row, int64_t k0, int64_t k1, float* o) {
     const int64_t K = L.K;
-    if (L.kind == Q8_ROW) {
+    if (L.kind == BF16) {
+        const uint16_t* w = L.wb + row * K; int64_t k = k0;
+        for (; k + 8 <= k1; k += 8) _mm256_storeu_ps(o + k - k0, load8bf(w + k));
+        for (; k < k1; k++) o[k - k0] = bf2f(w[k]);
+    } else if (L.kind == Q8_ROW) {
         const int8_t* q = L.w8 + row * K; const __m256 s = _mm256_set1_ps(L.srow[row]); int64_t k = k0;
         for (; k + 8 <= k1; k += 8) _mm256_storeu_ps(o + k - k0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(q + k)))), s));
         for (; k < k1; k++) o[k - k0] = q[k] * L.srow[row];

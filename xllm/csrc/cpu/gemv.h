@@ -2,6 +2,7 @@
 static Lin make_lin(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* scales, const void* mins, const float* bias, int a8) {
     Lin L; L.kind = kind; L.N = N; L.K = K; L.G = G < 1 ? 1 : G; L.gs = K / L.G; L.bias = bias;
     if (kind == F32) L.wf = (const float*)w;
+    else if (kind == BF16) L.wb = (const uint16_t*)w;
     else if (kind == Q8_ROW) { L.w8 = (const int8_t*)w; L.srow = (const float*)scales; }
     else if (kind == Q8_GROUP) { L.w8 = (const int8_t*)w; L.sg = (const uint16_t*)scales; }
     else { L.w4 = (const uint8_t*)w; L.sg = (const uint16_t*)scales; L.mg = (const uint16_t*)mins; }

@@ -1,8 +1,8 @@
 // ---------------------------------------------------------------- a linear layer's weight, in one of four forms
-enum Kind { F32 = 0, Q8_ROW = 1, Q8_GROUP = 2, Q4 = 3 };
+enum Kind { F32 = 0, Q8_ROW = 1, Q8_GROUP = 2, Q4 = 3, BF16 = 4 };   // BF16: bfloat16 weights, float32 products (exact upcast)
 struct Lin {
     int kind = F32; int64_t N = 0, K = 0, gs = 0, G = 1;
-    const float* wf = nullptr; const int8_t* w8 = nullptr; const uint8_t* w4 = nullptr;
+    const float* wf = nullptr; const int8_t* w8 = nullptr; const uint8_t* w4 = nullptr; const uint16_t* wb = nullptr;   // wb: bfloat16 bits
     const float* srow = nullptr; const uint16_t* sg = nullptr; const uint16_t* mg = nullptr;  // scales, mins (fp16 bits)
     const float* bias = nullptr;
     int bshift = 0;    // log2(group size / 32), for the integer path
@@ -16,7 +16,7 @@ struct Prep { const float* x; const float* xe; const float* xo; const float* gsu
 
 static inline bool a8_ok(const Lin& L) {   // integer path: AVX2, blocks of 32 inputs inside one scale group (a power-of-two count of
     int64_t bpg = L.gs / 32;                  // blocks), or INT8 groups of 16 (two per block)
-    return XK_AVX2 && L.kind != F32 && L.K % 32 == 0 &&
+    return XK_AVX2 && L.kind != F32 && L.kind != BF16 && L.K % 32 == 0 &&
            (L.kind == Q8_ROW || (L.kind == Q8_GROUP && L.gs == 16) || (L.gs % 32 == 0 && (bpg & (bpg - 1)) == 0));
 }
 // floats of scratch one prepared input takes (int8 codes are stored in the same buffer)
@@ -214,6 +214,29 @@ static inline float dot_f32(const float* w, const float* x, int64_t K) {
     return s;
 }
 
+// bfloat16 to float32: the 16 bits are the float's high half (exact)
+static inline float bf2f(uint16_t h) { uint32_t b = (uint32_t)h << 16; float f; std::memcpy(&f, &b, 4); return f; }
+#if XK_AVX2
+static inline __m256 load8bf(const uint16_t* p) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16)); }
+#endif
+// sum_i w[i] * x[i] for bfloat16 w, each weight made float32 exactly: the same sums in the same order as dot_f32 on w as float32
+static inline float dot_bf16(const uint16_t* w, const float* x, int64_t K) {
+    int64_t i = 0; float s = 0;
+#if XK_AVX2
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 32 <= K; i += 32) {
+        a0 = _mm256_fmadd_ps(load8bf(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(load8bf(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load8bf(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load8bf(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+    }
+    for (; i + 8 <= K; i += 8) a0 = _mm256_fmadd_ps(load8bf(w + i), _mm256_loadu_ps(x + i), a0);
+    s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+#endif
+    for (; i < K; i++) s += bf2f(w[i]) * x[i];
+    return s;
+}
+
 // sum_i q[i] * x[i] for int8 q
 static inline float dot_i8(const int8_t* q, const float* x, int64_t K) {
     int64_t i = 0; float s = 0;
@@ -238,6 +261,7 @@ static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
     float y;
     switch (L.kind) {
     case F32: y = dot_f32(L.wf + n * L.K, p.x, L.K); break;
+    case BF16: y = dot_bf16(L.wb + n * L.K, p.x, L.K); break;
     case Q8_ROW: y = L.srow[n] * dot_i8(L.w8 + n * L.K, p.x, L.K); break;
     case Q8_GROUP: {
         const int8_t* q = L.w8 + n * L.K; const uint16_t* sc = L.sg + n * L.G;

@@ -26,6 +26,7 @@ struct Plan {
             if (token < 0 || token >= emb_n) { std::memset(out, 0, H * sizeof(float)); return; }
         }
         if (!emb_quant) { std::memcpy(out, embed + token * H, H * sizeof(float)); return; }
+        if (emb_q.kind == BF16) { for (int64_t i = 0; i < H; i++) out[i] = bf2f(emb_q.wb[token * H + i]); return; }
         for (int64_t i = 0; i < H; i++)
             out[i] = (float)emb_q.w8[token * H + i] * (emb_q.kind == Q8_ROW ? emb_q.srow[token] : h2f(emb_q.sg[token * emb_q.G + i / emb_q.gs]));
     }

@@ -66,7 +66,7 @@ constexpr int64_t QG_ROWS = QG_NR * QG_MR;     // weight rows per task
 // oh, oh2: 128 * the sums of each block's two halves of codes (for INT8 weights in groups of 16, whose halves have their own scales)
 struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* q2 = nullptr; float* d2 = nullptr; int32_t* o2 = nullptr;
               int32_t* oh = nullptr; int32_t* oh2 = nullptr;
-              int8_t* xv = nullptr; float* dT = nullptr; float* sT = nullptr; };   // the AMX tiles' layout of q, d, s (amx.h)
+              int8_t* xv = nullptr; int8_t* xs = nullptr; float* dT = nullptr; float* sT = nullptr; };   // the AMX tiles' layouts of q, d, s (amx.h)
 
 // 32 floats v[0..3] quantized: codes to q, returns the scale; *isum: the sum of the codes, hs[0..1] (if given): of each half
 static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum, int32_t* hs = nullptr) {
@@ -250,16 +250,16 @@ static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* c
 
 // Scratch for a quantized input of T rows of K (K % 32 == 0)
 struct QScratch {
-    std::vector<int8_t> q, q2, xv; std::vector<float> d, s, d2, dT, sT; std::vector<int32_t> o, o2, oh, oh2;
+    std::vector<int8_t> q, q2, xv, xs; std::vector<float> d, s, d2, dT, sT; std::vector<int32_t> o, o2, oh, oh2;
     QAct get(int64_t T, int64_t K, bool two) {   // two: room for the residual pass too
         const int64_t nb = K / 32, T16 = (T + 15) / 16 * 16;
-        if ((int64_t)xv.size() < T16 * K) { xv.resize(T16 * K); dT.resize(T16 * nb); sT.resize(T16 * nb); }
+        if ((int64_t)xv.size() < T16 * K) { xv.resize(T16 * K); xs.resize(T16 * K); dT.resize(T16 * nb); sT.resize(T16 * nb); }
         if ((int64_t)q.size() < T * K) q.resize(T * K);
         if ((int64_t)d.size() < T * nb) { d.resize(T * nb); s.resize(T * nb); o.resize(T * nb); oh.resize(2 * T * nb); }
         if (two && (int64_t)q2.size() < T * K) q2.resize(T * K);
         if (two && (int64_t)d2.size() < T * nb) { d2.resize(T * nb); o2.resize(T * nb); oh2.resize(2 * T * nb); }
         QAct A{q.data(), d.data(), s.data(), o.data(), K, nb};
-        A.oh = oh.data(); A.xv = xv.data(); A.dT = dT.data(); A.sT = sT.data();
+        A.oh = oh.data(); A.xv = xv.data(); A.xs = xs.data(); A.dT = dT.data(); A.sT = sT.data();
         if (two) { A.q2 = q2.data(); A.d2 = d2.data(); A.o2 = o2.data(); A.oh2 = oh2.data(); }
         return A;
     }
