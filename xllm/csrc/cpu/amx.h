@@ -262,6 +262,70 @@ static void amx_gemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float
     _tile_release();
 }
 
+// ---- bfloat16 weights: AMX-BF16 tiles (`tdpbf16ps`), float32 sums
+// The weights are the tiles' rows again, 16 rows x 32 values (64 bytes) read where they lie; the activations are rounded to
+// bfloat16 (nearest even) once per call and laid out in pairs, xb[tile][k / 2][t % 16][2]. A product adds 16 x 16 x 32
+// multiply-adds in float32 straight into its C tile, over all of K: no per-block epilogue here (one scale-free sum), only the
+// transposed store. Unlike the float32 row path and GEMM (which multiply the exact float32 activations), the activations
+// carry bfloat16's 8 bits -- the arithmetic of a bfloat16 model in torch or vLLM -- so this is for bf16 weights from
+// AMX_MIN_ROWS rows on, where the GEMM is compute-bound; decode steps keep the float32 activations of the row path.
+#if XK_AMX && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#define XK_AMX_BF16 1
+// Rows t0..t1 of x [T, K] rounded to bfloat16 into xb (rows T..T16 zero; the thread whose share ends at T writes them)
+static void amx_bf16_pack(const float* x, int64_t K, int64_t t0, int64_t t1, int64_t T, uint16_t* xb) {
+    const int64_t end = t0 < T && t1 == T ? (T + 15) / 16 * 16 : t1;
+    for (int64_t t = t0; t < end; t++) {
+        uint32_t* dst = (uint32_t*)(xb + (t / 16) * 16 * K) + t % 16;    // the pair k / 2 at dst[(k / 2) * 16]
+        if (t >= T) { for (int64_t kk = 0; kk < K / 2; kk++) dst[kk * 16] = 0; continue; }
+        for (int64_t k = 0; k < K; k += 16) {
+            alignas(32) uint32_t pr[8];
+            _mm256_store_si256((__m256i*)pr, (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + t * K + k)));
+            for (int i = 0; i < 8; i++) dst[(k / 2 + i) * 16] = pr[i];
+        }
+    }
+}
+// One thread's share of several bf16 linears of xb: tasks of 16 weight rows from `next`, each times every activation tile
+static void amx_bf16_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
+    const int64_t K = Ls[0].K, ntile = (T + 15) / 16;
+    if ((int64_t)amx_stage.size() < 32 * K) amx_stage.resize(32 * K);
+    TileCfg c;
+    c.rows[0] = c.rows[1] = c.rows[2] = 16; c.colsb[0] = c.colsb[1] = c.colsb[2] = 64;   // C, weights, activations
+    _tile_loadconfig(&c);
+    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + 15) / 16;
+    alignas(64) float cb[16 * 16];
+    for (int64_t task = next.fetch_add(1); task < ntask; task = next.fetch_add(1)) {
+        int l = 0; int64_t tk = task;
+        while (tk >= (Ls[l].N + 15) / 16) { tk -= (Ls[l].N + 15) / 16; l++; }
+        const Lin& L = Ls[l]; const int64_t n0 = tk * 16;
+        const uint16_t* wt = L.wb + n0 * K;
+        if (n0 + 16 > L.N) {                                   // a last partial tile: its rows copied, the rest zero
+            uint16_t* st = (uint16_t*)amx_stage.data();
+            std::memset(st, 0, 16 * K * 2); std::memcpy(st, wt, (L.N - n0) * K * 2); wt = st;
+        }
+        for (int64_t tile = 0; tile < ntile; tile++) {
+            const uint16_t* xt = xb + tile * 16 * K;
+            _tile_zero(0);
+            for (int64_t kb = 0; kb < K / 32; kb++) {
+                _tile_loadd(1, wt + kb * 32, K * 2); _tile_loadd(2, xt + kb * 512, 64); _tile_dpbf16ps(0, 1, 2);
+            }
+            _tile_stored(0, cb, 64);
+            __m512 acc[16];
+            for (int r = 0; r < 16; r++) acc[r] = _mm512_load_ps(cb + r * 16);
+            amx_store(acc, tile, T, ys[l], L.N, n0, L.bias);
+        }
+    }
+    _tile_release();
+}
+static inline bool amx_bf16_use(const Lin* Ls, int nl, int64_t T) {
+    if (T < AMX_MIN_ROWS || !amx_active() || Ls[0].K % 32) return false;
+    for (int l = 0; l < nl; l++) if (Ls[l].kind != BF16) return false;
+    return true;
+}
+#else
+#define XK_AMX_BF16 0
+static inline bool amx_bf16_use(const Lin*, int, int64_t) { return false; }
+#endif
+
 // Whether these linears of T rows take the tiles: AMX granted and on, enough rows, no residual pass
 static inline bool amx_use(const Lin* Ls, int nl, int64_t T) {
     if (T < AMX_MIN_ROWS || !amx_active()) return false;
@@ -270,6 +334,8 @@ static inline bool amx_use(const Lin* Ls, int nl, int64_t T) {
 }
 #else
 static inline bool amx_use(const Lin*, int, int64_t) { return false; }
+#define XK_AMX_BF16 0
+static inline bool amx_bf16_use(const Lin*, int, int64_t) { return false; }
 #endif
 
 #if XK_AVX2
@@ -288,5 +354,18 @@ static void qgemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float*
 #endif
 #pragma omp parallel num_threads(nthreads_ok(nt))
     qgemm_part(Ls, nl, A, T, ys, next);
+}
+#endif
+#if XK_AMX_BF16
+static thread_local std::vector<uint16_t> bf16_xb;
+// The whole bf16 GEMM on the tiles: x rounded and laid out once, then one parallel region
+static void bf16_gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
+    const int64_t K = Ls[0].K;
+    if ((int64_t)bf16_xb.size() < (T + 15) / 16 * 16 * K) bf16_xb.resize((T + 15) / 16 * 16 * K);
+    const uint16_t* xb = bf16_xb.data();     // the calling thread's buffer (bf16_xb is thread_local: taken before the region)
+    amx_bf16_pack(x, K, 0, T, T, bf16_xb.data());
+    std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    amx_bf16_part(Ls, nl, xb, T, ys, next);
 }
 #endif

@@ -86,6 +86,16 @@ struct Plan {
             qgemm_part(ls, nl, qa, T, ys, task);
             bar.wait(); return;
         }
+#if XK_AMX_BF16
+        if (amx_bf16_use(ls, nl, T)) {                 // bf16 weights: activations rounded to bf16 by their threads, then the tiles
+            int64_t t0, t1; split(T, tid, n, t0, t1, 1);
+            amx_bf16_pack(x, ls[0].K, t0, t1, T, (uint16_t*)XP.p);
+            if (tid == 0) task.store(0);
+            bar.wait();
+            amx_bf16_part(ls, nl, (const uint16_t*)XP.p, T, ys, task);
+            bar.wait(); return;
+        }
+#endif
         if (T >= GEMM_MIN_ROWS) {
             const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
             pack_panels(x, T, ls[0].K, XP.p, p0, p1);
