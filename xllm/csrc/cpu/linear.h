@@ -257,6 +257,34 @@ static inline float dot_i8(const int8_t* q, const float* x, int64_t K) {
 }
 
 // One output of a linear layer: row n of W times the prepared input (float activations; int8 ones: rows4_a8, row1_a8).
+#if XK_ISA >= 3
+// A float-activation INT4 row on 512 bits: per group, sum(codes_even * x_even + codes_odd * x_odd) in one chain of FMAs, then
+// times its scale into one of two accumulators; the minimums' part, sum_g m_g sum(x)_g, as one vector dot over the groups.
+static inline float q4_row_f32_512(const uint8_t* q, const uint16_t* sc, const uint16_t* mn, const Prep& p, int64_t G, int64_t hb) {
+    alignas(64) float s[1024];
+    const __m512i m4 = _mm512_set1_epi32(0x0f);
+    __m512 mv = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; g += 16) {        // scales to floats, and the minimums' dot, 16 groups at a time
+        const __mmask16 k = G - g >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (G - g)) - 1);
+        const __m512 sv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, sc + g));
+        _mm512_store_ps(s + g, sv);
+        const __m512 m = mn ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, mn + g)) : _mm512_mul_ps(sv, _mm512_set1_ps(-8.0f));
+        mv = _mm512_fmadd_ps(m, _mm512_maskz_loadu_ps(k, p.gsum + g), mv);
+    }
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    for (int64_t g = 0; g < G; g++) {
+        const uint8_t* qg = q + g * hb; const float* xe = p.xe + g * hb; const float* xo = p.xo + g * hb;
+        __m512 a = _mm512_setzero_ps();
+        for (int64_t j = 0; j < hb; j += 16) {
+            const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(qg + j)));
+            a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, m4)), _mm512_loadu_ps(xe + j), a);
+            a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), _mm512_loadu_ps(xo + j), a);
+        }
+        if (g & 1) acc1 = _mm512_fmadd_ps(a, _mm512_set1_ps(s[g]), acc1); else acc0 = _mm512_fmadd_ps(a, _mm512_set1_ps(s[g]), acc0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + _mm512_reduce_add_ps(mv);
+}
+#endif
 static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
     float y;
     switch (L.kind) {
@@ -287,6 +315,11 @@ static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
     default: {  // Q4: byte j of a row holds column 2j (low nibble) and 2j+1 (high nibble)
         const uint8_t* q = L.w4 + n * (L.K / 2); const uint16_t* sc = L.sg + n * L.G; const uint16_t* mn = L.mg ? L.mg + n * L.G : nullptr;
         const int64_t hb = L.gs / 2;   // bytes per group
+#if XK_ISA >= 3
+        if (hb % 16 == 0 && L.G <= 1024) {   // 512 bits: 16 bytes (32 codes) a step; the scales and minimums meet in vectors
+            y = q4_row_f32_512(q, sc, mn, p, L.G, hb); break;
+        }
+#endif
 #if XK_AVX2
         if (hb % 8 == 0) {
             float ymin = 0;
