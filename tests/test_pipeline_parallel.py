@@ -7,6 +7,7 @@ four processes)."""
 import os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
+from two_nodes import run_two_nodes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,17 +122,6 @@ def test_cli_generate_pipeline(tmp_path):
     assert r.returncode != 0 and "pipeline_parallel_size 6 is more than the model's 5 layers" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 
 
-def _port_from(path: Path, proc, timeout: float = 180) -> int:
-    "The rendezvous port node 0 prints on stderr (written to `path`) once it listens."
-    import re
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if m := re.search(r"--master-port (\d+)", path.read_text()): return int(m.group(1))
-        assert proc.poll() is None, path.read_text()[-3000:]
-        time.sleep(0.2)
-    raise AssertionError("node 0 did not say where it listens: " + path.read_text()[-3000:])
-
-
 @pytest.mark.parametrize("layout,node1", [(["-pp", "2"], "ranks 1-1 of 2"), (["-tp", "2", "-pp", "2"], "ranks 2-3 of 4")])
 def test_stages_on_two_nodes(tmp_path, layout, node1):
     """`xllm generate -pp 2 --nnodes 2` (one stage a node) and `-tp 2 -pp 2 --nnodes 2` (a stage of two tensor-parallel ranks a
@@ -141,20 +131,11 @@ def test_stages_on_two_nodes(tmp_path, layout, node1):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     base = [sys.executable, "-m", "xllm", "generate", "The cat", "-m", str(model), "--max-tokens", "16", "--temperature", "0", "--ignore-eos"]
     cmd = base + layout + ["--nnodes", "2"]
-    err0 = tmp_path / "node0.err"
-    with open(err0, "w") as e0:
-        n0 = subprocess.Popen(cmd + ["--node-rank", "0"], stdout=subprocess.PIPE, stderr=e0, text=True, cwd=ROOT, env=env, start_new_session=True)
-        try:
-            port = _port_from(err0, n0)
-            n1 = subprocess.run(cmd + ["--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", str(port)],
-                                capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
-            out, _ = n0.communicate(timeout=120)
-        finally:
-            if n0.poll() is None: os.killpg(n0.pid, signal.SIGKILL); n0.wait()
+    rc0, out, n1, err0 = run_two_nodes(cmd, tmp_path, ROOT, env)
     ref = subprocess.run(base, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
-    assert n0.returncode == 0 and n1.returncode == 0, (err0.read_text()[-2000:], n1.stderr[-2000:])
+    assert rc0 == 0 and n1.returncode == 0, (err0[-2000:], n1.stderr[-2000:])
     assert out == ref.stdout and out.strip(), (out, ref.stdout)
-    assert node1 in n1.stderr and "Traceback" not in n1.stderr + err0.read_text(), n1.stderr[-2000:]
+    assert node1 in n1.stderr and "Traceback" not in n1.stderr + err0, n1.stderr[-2000:]
 
 
 def test_default_model_in_two_stages():

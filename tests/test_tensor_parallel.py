@@ -5,6 +5,7 @@ on gloo in tests/test_gpu_check_dryrun.py.)"""
 import os, shutil, signal, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
+from two_nodes import run_two_nodes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,17 +163,6 @@ def test_plain_script_without_main_guard(tmp_path):
     assert rel <= 1e-5, rel
 
 
-def _port_from(path: Path, proc, timeout: float = 180) -> int:
-    "The rendezvous port node 0 prints on stderr (written to `path`) once it listens."
-    import re
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if m := re.search(r"--master-port (\d+)", path.read_text()): return int(m.group(1))
-        assert proc.poll() is None, path.read_text()[-3000:]
-        time.sleep(0.2)
-    raise AssertionError("node 0 did not say where it listens: " + path.read_text()[-3000:])
-
-
 def test_two_nodes_on_the_loopback(tmp_path):
     """`xllm generate -tp 4 --nnodes 2`: node 0 binds its rendezvous port as it listens (port 0) and prints it; node 1, given that
     port, runs ranks 2-3 (itself and one worker program) and exits 0 when rank 0 stops; node 0 prints the single-process greedy text.
@@ -182,20 +172,11 @@ def test_two_nodes_on_the_loopback(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "xllm", "generate", "The cat", "-m", str(model), "--max-tokens", "16", "--temperature", "0", "--ignore-eos",
            "-tp", "4", "--nnodes", "2"]
-    err0 = tmp_path / "node0.err"
-    with open(err0, "w") as e0:
-        n0 = subprocess.Popen(cmd + ["--node-rank", "0"], stdout=subprocess.PIPE, stderr=e0, text=True, cwd=ROOT, env=env, start_new_session=True)
-        try:
-            port = _port_from(err0, n0)
-            n1 = subprocess.run(cmd + ["--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", str(port)],
-                                capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
-            out, _ = n0.communicate(timeout=120)
-        finally:
-            if n0.poll() is None: os.killpg(n0.pid, signal.SIGKILL); n0.wait()
+    rc0, out, n1, err0 = run_two_nodes(cmd, tmp_path, ROOT, env)
     ref = subprocess.run(cmd[:-4], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
-    assert n0.returncode == 0 and n1.returncode == 0, (err0.read_text()[-2000:], n1.stderr[-2000:])
+    assert rc0 == 0 and n1.returncode == 0, (err0[-2000:], n1.stderr[-2000:])
     assert out == ref.stdout and out.strip(), (out, ref.stdout)
-    assert "ranks 2-3 of 4" in n1.stderr and "Traceback" not in n1.stderr + err0.read_text(), n1.stderr[-2000:]
+    assert "ranks 2-3 of 4" in n1.stderr and "Traceback" not in n1.stderr + err0, n1.stderr[-2000:]
     r = subprocess.run(cmd + ["--node-rank", "1"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode != 0 and "master_port" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
 

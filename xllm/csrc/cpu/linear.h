@@ -197,45 +197,35 @@ static float row1_a8(const Lin& L, int64_t n, const Prep& p) {
 }
 #endif
 
-static inline float dot_f32(const float* w, const float* x, int64_t K) {
-    int64_t i = 0; float s = 0;
-#if XK_AVX2
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 32 <= K; i += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
-    }
-    for (; i + 8 <= K; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-    s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-#endif
-    for (; i < K; i++) s += w[i] * x[i];
-    return s;
-}
-
 // bfloat16 to float32: the 16 bits are the float's high half (exact)
 static inline float bf2f(uint16_t h) { uint32_t b = (uint32_t)h << 16; float f; std::memcpy(&f, &b, 4); return f; }
 #if XK_AVX2
 static inline __m256 load8bf(const uint16_t* p) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16)); }
+static inline __m256 load8w(const float* p) { return _mm256_loadu_ps(p); }
+static inline __m256 load8w(const uint16_t* p) { return load8bf(p); }
 #endif
-// sum_i w[i] * x[i] for bfloat16 w, each weight made float32 exactly: the same sums in the same order as dot_f32 on w as float32
-static inline float dot_bf16(const uint16_t* w, const float* x, int64_t K) {
+static inline float w2f(float w) { return w; }
+static inline float w2f(uint16_t w) { return bf2f(w); }
+// sum_i w[i] * x[i] for float32 w, or bfloat16 w made float32 exactly as it is read: one loop, so the two give the same sums
+// in the same order (a bf16 weight and its float32 copy, the same bits)
+template <typename W> static inline float dot_w(const W* w, const float* x, int64_t K) {
     int64_t i = 0; float s = 0;
 #if XK_AVX2
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (; i + 32 <= K; i += 32) {
-        a0 = _mm256_fmadd_ps(load8bf(w + i), _mm256_loadu_ps(x + i), a0);
-        a1 = _mm256_fmadd_ps(load8bf(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load8bf(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load8bf(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+        a0 = _mm256_fmadd_ps(load8w(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(load8w(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load8w(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load8w(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
     }
-    for (; i + 8 <= K; i += 8) a0 = _mm256_fmadd_ps(load8bf(w + i), _mm256_loadu_ps(x + i), a0);
+    for (; i + 8 <= K; i += 8) a0 = _mm256_fmadd_ps(load8w(w + i), _mm256_loadu_ps(x + i), a0);
     s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 #endif
-    for (; i < K; i++) s += bf2f(w[i]) * x[i];
+    for (; i < K; i++) s += w2f(w[i]) * x[i];
     return s;
 }
+static inline float dot_f32(const float* w, const float* x, int64_t K) { return dot_w(w, x, K); }
+static inline float dot_bf16(const uint16_t* w, const float* x, int64_t K) { return dot_w(w, x, K); }
 
 // sum_i q[i] * x[i] for int8 q
 static inline float dot_i8(const int8_t* q, const float* x, int64_t K) {
