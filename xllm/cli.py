@@ -328,7 +328,8 @@ def parse_reranker(s: str) -> dict:
 # %% ../nbs/21_cli.ipynb 44
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
-    g.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default=None, help="K/V cache storage: auto (the model's dtype, default) or int8 (per-token scales, about half the memory)")
+    g.add_argument("--kv-cache-dtype", choices=["auto", "int8", "float32", "float16", "bfloat16"], default=None,
+                   help="K/V cache storage: auto (the model's dtype, default), int8 (per-token scales, about half the memory) or a float dtype (rounded to it as stored)")
     g.add_argument("--kv-cache-memory", type=parse_bytes, default=None, metavar="BYTES", help="memory for the paged K/V cache, e.g. 512M or 2G (default: xllm's per-device default)")
     g.add_argument("--max-num-seqs", type=int, default=max_num_seqs_default,
                    help=f"sequences batched at once (default {max_num_seqs_default or 32})")

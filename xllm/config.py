@@ -93,7 +93,7 @@ RUNNERS = {"torch": ("xllm.runner", "ModelRunner"), "cpu": ("xllm.cpu_kernels", 
 # name -> (module, class); "tp": rank 0 of a tensor- or pipeline-parallel group, "stage": a pipeline stage's layers, on every rank (notebook 13a)
 CPU_ACTIVATIONS = ("float", "int8", "int8x2")   # the compiled CPU runner's activations (notebook 15)
 QUANTIZATIONS = ("auto", None, "int8", "int4", "gguf")
-KV_CACHE_DTYPES = (None, "auto", "int8")
+KV_CACHE_DTYPES = (None, "auto", "int8", "float32", "float16", "bfloat16")
 
 # %% ../nbs/12a_config.ipynb 21
 def resolve_device(device) -> torch.device:
@@ -120,7 +120,7 @@ class EngineConfig:
     group_size: int = 32                        # weights per scale when quantizing to int8/int4
     max_model_len: int | None = None            # None: the model's context, or what the K/V pool holds if less
     seed: int | None = None                     # the generator of unseeded sampled requests
-    kv_cache_dtype: str | None = None           # None/'auto': the model's dtype; 'int8': int8 with per-token scales
+    kv_cache_dtype: str | None = None           # None/'auto': the runner's default; 'int8': int8 with per-token scales; a float dtype
     kv_cache_memory: int | None = None          # bytes of paged K/V; None: the device's default (notebook 12)
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS    # sequences run at once
     max_num_batched_tokens: int | None = None   # tokens per step (prompt chunks and decode rows); None: max(512, max_num_seqs)

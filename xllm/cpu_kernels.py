@@ -18,7 +18,7 @@ from .lora import LoRALinear
 
 # %% auto 0
 __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'BF16', 'LINEAR_METHODS',
-           'GEMV_VARIANTS', 'ENABLED', 'PLAN_DTYPES', 'ACTIVATIONS', 'abi_signatures', 'library_path',
+           'GEMV_VARIANTS', 'ENABLED', 'PLAN_DTYPES', 'KV_DTYPES', 'ACTIVATIONS', 'abi_signatures', 'library_path',
            'compile_library', 'build', 'available', 'status', 'isa', 'amx', 'cpu_has', 'build_variant', 'library',
            'LinSpec', 'spec_f32', 'spec_bf16', 'spec_q8', 'spec_q4', 'linear', 'linear_multi', 'gemm_min_rows',
            'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'lora_product', 'gemv_variant', 'exact_q8',
@@ -47,7 +47,7 @@ def _cpu_tag() -> str:
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 7      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 8      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 # %% ../nbs/15_cpu_kernels.ipynb 32
@@ -658,12 +658,23 @@ def check(self: ModelPlan, model):
 
 
 # %% ../nbs/15_cpu_kernels.ipynb 145
+KV_DTYPES = {torch.float32: 0, torch.float16: 1}   # the K/V storage the plan reads, and its code in xk_plan_forward
+
+def _kv_kind(k_layers, v_layers) -> int:
+    "The code of the K/V tensors' dtype (all one, a `KV_DTYPES` key, on the CPU, contiguous), else a ValueError."
+    kinds = sorted({(str(t.dtype)[6:], t.device.type, "contiguous" if t.is_contiguous() else "strided") for t in [*k_layers, *v_layers]})
+    if len(kinds) != 1 or kinds[0][0] not in ("float32", "float16") or kinds[0][1:] != ("cpu", "contiguous"):
+        raise ValueError(f"K/V layers: expected contiguous CPU tensors all of one dtype among float32, float16, got {kinds}")
+    return KV_DTYPES[getattr(torch, kinds[0][0])]
+
+# %% ../nbs/15_cpu_kernels.ipynb 147
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
             hidden_rows: torch.Tensor | None = None):
     """Rows `ids` `[N]` at positions `pos` through every layer in one call. Row r's K/V are written at row `wslot[r]` of
-    `k_layers[l]` / `v_layers[l]` (float32 `[rows, n_kv, head_dim]`, contiguous); it attends to its sequence's
+    `k_layers[l]` / `v_layers[l]` (float32 or float16 `[rows, n_kv, head_dim]`, contiguous, all of one dtype; float16:
+    rounded to nearest even as they are stored, made float32 exactly as they are read); it attends to its sequence's
     positions `0..pos[r]`, kept at rows `keys[koff[r] + t]` (or at row t when `keys` is None: a contiguous cache).
     `cos`/`sin`: float32 tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code
     trusts every index: the caller (`CpuRunner`) checks them first. With `hidden_rows` (pooling, notebook 13c): the pair
@@ -672,7 +683,8 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
     out = torch.empty(M, self.out_width)
     hid = None if hidden_rows is None else torch.empty(hidden_rows.shape[0], self.hidden)
     ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
-    self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers),
+    kv16 = _kv_kind(k_layers, v_layers)
+    self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers), kv16,
                               _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(),
                               0 if hid is None else hid.shape[0], _ptr(hidden_rows), _ptr(hid), _threads(threads))
     out = out if self.tp is None else self._gather(out)
@@ -680,7 +692,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 146
+# %% ../nbs/15_cpu_kernels.ipynb 148
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -692,7 +704,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 147
+# %% ../nbs/15_cpu_kernels.ipynb 149
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -702,7 +714,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 148
+# %% ../nbs/15_cpu_kernels.ipynb 150
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False):
     "Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them)."
@@ -713,7 +725,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 150
+# %% ../nbs/15_cpu_kernels.ipynb 152
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -725,7 +737,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 153
+# %% ../nbs/15_cpu_kernels.ipynb 155
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -734,7 +746,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 155
+# %% ../nbs/15_cpu_kernels.ipynb 157
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -749,7 +761,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 157
+# %% ../nbs/15_cpu_kernels.ipynb 159
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -777,13 +789,13 @@ class CpuRunner(ModelRunner):
         if not ENABLED: return "the compiled CPU kernels are off (XLLM_CPU_KERNELS=0)"
         if model.device.type != "cpu" or model.dtype not in PLAN_DTYPES:
             return f"the model is {str(model.dtype).replace('torch.', '')} on {model.device.type} (the kernels run float32 or bfloat16 weights on the CPU)"
-        if (kv := model.dtype if kv_dtype is None else kv_dtype) != torch.float32:
-            return f"K/V stored as {str(kv).replace('torch.', '')} (the kernels read float32 K/V)"
+        if (kv := model.dtype if kv_dtype is None else kv_dtype) not in KV_DTYPES:
+            return f"K/V stored as {str(kv).replace('torch.', '')} (the kernels read float32 or float16 K/V)"
         if build() is None: return f"the kernels did not build here: {status()}"
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 158
+# %% ../nbs/15_cpu_kernels.ipynb 160
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -791,14 +803,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 159
+# %% ../nbs/15_cpu_kernels.ipynb 161
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 160
+# %% ../nbs/15_cpu_kernels.ipynb 162
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -818,7 +830,7 @@ def _rope32(self: CpuRunner, n: int):
     return have
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 161
+# %% ../nbs/15_cpu_kernels.ipynb 163
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must

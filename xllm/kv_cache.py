@@ -13,8 +13,8 @@ import torch
 from .core import LlamaConfig, check_int, check_number
 
 # %% auto 0
-__all__ = ['KV_SCALE_DTYPE', 'BlockManager', 'kv_storage_dtype', 'kv_cache_bytes_per_token', 'num_blocks_for_budget',
-           'kv_cache_report']
+__all__ = ['KV_SCALE_DTYPE', 'KV_FLOAT_DTYPES', 'BlockManager', 'kv_storage_dtype', 'kv_cache_bytes_per_token',
+           'num_blocks_for_budget', 'kv_cache_report']
 
 # %% ../nbs/10_kv_cache.ipynb 6
 class BlockManager:
@@ -282,18 +282,23 @@ def _dtype_size(dtype) -> int:
 
 KV_SCALE_DTYPE = torch.float32          # the per-token-per-head scales of an int8 K/V cache
 
+KV_FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}   # K/V stored as floats
+
 def kv_storage_dtype(kv_dtype, dtype):
-    "Normalise a K/V storage dtype: None/'auto' -> the model's `dtype`; 'int8' / torch.int8 -> torch.int8."
+    """Normalise a K/V storage dtype: None/'auto' -> the model's `dtype`; 'int8' / torch.int8 -> torch.int8; a float
+    dtype by name or torch dtype (`KV_FLOAT_DTYPES`: K/V rounded to it as they are stored, read back in `dtype`)."""
     if kv_dtype is None or kv_dtype == "auto": return dtype
     if kv_dtype in ("int8", torch.int8): return torch.int8
-    if kv_dtype == dtype: return dtype
-    raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or the model's dtype {dtype}, got {kv_dtype!r}")
+    if isinstance(kv_dtype, str) and kv_dtype in KV_FLOAT_DTYPES: return KV_FLOAT_DTYPES[kv_dtype]
+    if kv_dtype in KV_FLOAT_DTYPES.values(): return kv_dtype
+    raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or one of {', '.join(KV_FLOAT_DTYPES)}, got {kv_dtype!r}")
 
 # %% ../nbs/10_kv_cache.ipynb 63
 def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=None) -> int:
     """Bytes of K and V for one token over all layers (only the KV heads are stored), in the model's `dtype` or as int8 codes
     (`kv_dtype='int8'`) plus one float32 scale per token, head, K or V."""
-    per_head = config.head_dim * _dtype_size(dtype) if kv_storage_dtype(kv_dtype, dtype) != torch.int8 else config.head_dim + KV_SCALE_DTYPE.itemsize
+    kv = kv_storage_dtype(kv_dtype, dtype)
+    per_head = config.head_dim * _dtype_size(kv) if kv != torch.int8 else config.head_dim + KV_SCALE_DTYPE.itemsize
     return 2 * config.num_hidden_layers * config.num_key_value_heads * per_head
 
 
@@ -317,6 +322,7 @@ def _fmt_bytes(n: float) -> str:
 def kv_cache_report(config: LlamaConfig, block_size: int, num_blocks: int, dtype=torch.float16, kv_dtype=None) -> str:
     "The start-up line: 'KV cache: N blocks = M tokens (...)'."
     per_tok = kv_cache_bytes_per_token(config, dtype, kv_dtype)
-    kind = "int8 + float32 scales" if kv_storage_dtype(kv_dtype, dtype) == torch.int8 else str(dtype).replace('torch.', '')
+    kv = kv_storage_dtype(kv_dtype, dtype)
+    kind = "int8 + float32 scales" if kv == torch.int8 else str(kv).replace('torch.', '')
     return (f"KV cache: {num_blocks} blocks = {num_blocks * block_size} tokens "
             f"(block size {block_size}, {_fmt_bytes(per_tok)}/token, {_fmt_bytes(per_tok * block_size * num_blocks)}, {kind})")

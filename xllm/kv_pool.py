@@ -85,9 +85,10 @@ def nbytes(self: PagedKVPool) -> int:
 # %% ../nbs/12_kv_pool.ipynb 17
 @patch
 def write(self: PagedKVPool, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-    "Store `k`, `v` `[n, n_kv, head_dim]` at `slots` (quantizing for int8)."
+    "Store `k`, `v` `[n, n_kv, head_dim]` at `slots` (quantizing for int8, rounded to nearest for a narrower float)."
     if not self.quantized:
-        self.k_flat[layer].index_copy_(0, slots, k); self.v_flat[layer].index_copy_(0, slots, v); return
+        kt, vt = self.k_flat[layer], self.v_flat[layer]
+        kt.index_copy_(0, slots, k.to(kt.dtype)); vt.index_copy_(0, slots, v.to(vt.dtype)); return
     for t, st, x in ((self.k_flat[layer], self.k_scale_flat[layer], k), (self.v_flat[layer], self.v_scale_flat[layer], v)):
         q, s = quantize_kv(x)
         t.index_copy_(0, slots, q); st.index_copy_(0, slots, s)
@@ -96,8 +97,8 @@ def write(self: PagedKVPool, layer: int, slots: torch.Tensor, k: torch.Tensor, v
 # %% ../nbs/12_kv_pool.ipynb 19
 @patch
 def gather(self: PagedKVPool, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "K and V `[len(slots), n_kv, head_dim]` at `slots`, in the compute dtype (dequantized for int8)."
-    if not self.quantized: return self.k_flat[layer].index_select(0, slots), self.v_flat[layer].index_select(0, slots)
+    "K and V `[len(slots), n_kv, head_dim]` at `slots`, in the compute dtype (dequantized for int8, made wider exactly for a float)."
+    if not self.quantized: return self.k_flat[layer].index_select(0, slots).to(self.dtype), self.v_flat[layer].index_select(0, slots).to(self.dtype)
     return tuple(dequantize_kv(t.index_select(0, slots), st.index_select(0, slots), self.dtype)
                  for t, st in ((self.k_flat[layer], self.k_scale_flat[layer]), (self.v_flat[layer], self.v_scale_flat[layer])))
 

@@ -14,6 +14,23 @@ static inline float h2f(uint16_t h) {          // IEEE half -> float, portable
 #endif
 }
 
+// float -> IEEE half, rounded to nearest even (as F16C's vcvtps2ph and torch's .to(float16)): overflow to infinity, NaN kept
+static inline uint16_t f2h(float f) {
+#if XK_AVX2
+    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    uint32_t u; std::memcpy(&u, &f, 4);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000); u &= 0x7fffffffu;
+    if (u >= 0x47800000u) return sign | (u > 0x7f800000u ? 0x7e00 : 0x7c00);          // >= 65536, infinity or NaN
+    if (u < 0x38800000u) {                   // below 2^-14: a subnormal half. Adding 0.5 makes the float unit 2^-24, so the
+        float a; std::memcpy(&a, &u, 4); a += 0.5f;     // FPU's own rounding (to nearest even) rounds to the half's last bit
+        uint32_t b; std::memcpy(&b, &a, 4); return sign | (uint16_t)(b - 0x3f000000u);
+    }
+    u += ((uint32_t)(15 - 127) << 23) + 0xfff + ((u >> 13) & 1);   // rebias, then round the 13 dropped bits to nearest even
+    return sign | (uint16_t)(u >> 13);                              // a carry out of the mantissa lands in the exponent (65520+: inf)
+#endif
+}
+
 #if XK_AVX2
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -82,41 +82,59 @@ static inline void silu_mul(const float* g, const float* u, float* out, int64_t 
     for (; i < n; i++) out[i] = silu(g[i]) * u[i];
 }
 
+// K/V stored as IEEE halves (kv_cache_dtype float16): a type of its own, so that the loads below (load8w, w2f, as the
+// bfloat16 weights' in linear.h) make each value float32 exactly as it is read. float32 K/V take the same loops with the
+// identity load, so a half pool and a float32 pool holding the same (rounded) values give the same bits.
+struct kvh { uint16_t v; };
+static inline float w2f(kvh h) { return h2f(h.v); }
+#if XK_AVX2
+static inline __m256 load8w(const kvh* p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p)); }
+#endif
+// a row of n floats stored as K/V: copied, or rounded to halves (to nearest even, as torch's .to(float16))
+static inline void store_kv(float* dst, const float* x, int64_t n) { std::memcpy(dst, x, n * sizeof(float)); }
+static inline void store_kv(kvh* dst, const float* x, int64_t n) {
+    int64_t i = 0;
+#if XK_AVX2
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i*)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) dst[i].v = f2h(x[i]);
+}
+
 // attention of one query head over `len` cached positions. Key t is row (slots ? slots[t] : t) of kc (values: of vc), rows
 // `stride` floats apart: a contiguous cache (slots null) or a paged pool read through the sequence's slots. scores: scratch of len.
 #if XK_AVX2
 // q . k[j] for 8 keys (d % 8 == 0) as one vector: one accumulator per key (eight independent chains share each load of q),
 // then a transposing reduction (hadd tree, then the two 128-bit halves added).
-static inline __m256 dot8(const float* q, const float* const* k, int64_t d) {
+template <typename KV> static inline __m256 dot8(const float* q, const KV* const* k, int64_t d) {
     __m256 a[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < d; i += 8) {
         const __m256 qv = _mm256_loadu_ps(q + i);
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(_mm256_loadu_ps(k[j] + i), qv, a[j]);
+        for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(load8w(k[j] + i), qv, a[j]);
     }
     const __m256 s03 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
     const __m256 s47 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
     return _mm256_add_ps(_mm256_permute2f128_ps(s03, s47, 0x20), _mm256_permute2f128_ps(s03, s47, 0x31));
 }
 // out[i0, i0 + 8 NV) (+)= sum_t p[t] v_t[i0, i0 + 8 NV), the NV output vectors held in registers over all keys
-template <int NV>
-static inline void pv_strip(const float* p, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t i0, float* out, bool add = false) {
+template <int NV, typename KV>
+static inline void pv_strip(const float* p, const KV* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t i0, float* out, bool add = false) {
     __m256 acc[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) acc[v] = add ? _mm256_loadu_ps(out + i0 + 8 * v) : _mm256_setzero_ps();
     for (int64_t t = 0; t < len; t++) {
-        const float* row = vc + (slots ? slots[t] : t) * stride + i0; const __m256 pp = _mm256_set1_ps(p[t]);
+        const KV* row = vc + (slots ? slots[t] : t) * stride + i0; const __m256 pp = _mm256_set1_ps(p[t]);
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; v++) acc[v] = _mm256_fmadd_ps(pp, _mm256_loadu_ps(row + 8 * v), acc[v]);
+        for (int v = 0; v < NV; v++) acc[v] = _mm256_fmadd_ps(pp, load8w(row + 8 * v), acc[v]);
     }
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) _mm256_storeu_ps(out + i0 + 8 * v, acc[v]);
 }
 
 // out[0, d) (+)= sum_t p[t] v_t over `len` value rows (d % 8 == 0), in strips of up to 64 outputs
-static inline void pv_rows(const float* p, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float* out, bool add) {
+template <typename KV> static inline void pv_rows(const float* p, const KV* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float* out, bool add) {
     int64_t i0 = 0;
     for (; i0 + 64 <= d; i0 += 64) pv_strip<8>(p, vc, slots, len, stride, i0, out, add);
     switch ((d - i0) / 8) {
@@ -128,15 +146,16 @@ static inline void pv_rows(const float* p, const float* vc, const int64_t* slots
 }
 #endif
 
-static void attend_head(const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float scale,
-                        float* scores, float* out);
+template <typename KV> static void attend_head(const float* q, const KV* kc, const KV* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d,
+                                             float scale, float* scores, float* out);
 
 // Attention of nq query vectors that share one KV head and one list of keys (the grouped heads of a few consecutive rows of one
 // sequence; nq <= 256): query i sees keys 0..qlen[i]-1. Two passes over the keys, KB of them at a time, each block meeting every
 // query while it sits in L1 (one query at a time would stream all its keys from L2/L3 again for every row of a long prompt):
 // the scores, then, after each query's softmax, the weighted values. The same sums in the same order as attend_head, so the
 // same bits. scores: scratch [nq][ld], ld >= every qlen.
-static void attend_block(const float* const* qs, const int64_t* qlen, int nq, const float* kc, const float* vc, const int64_t* slots,
+template <typename KV>
+static void attend_block(const float* const* qs, const int64_t* qlen, int nq, const KV* kc, const KV* vc, const int64_t* slots,
                          int64_t stride, int64_t d, float scale, float* scores, int64_t ld, float* const* outs) {
 #if XK_AVX2
     if (d % 8 == 0) {
@@ -147,11 +166,11 @@ static void attend_block(const float* const* qs, const int64_t* qlen, int nq, co
             for (int i = 0; i < nq; i++) {
                 const int64_t e = std::min(t0 + KB, qlen[i]); float* s = scores + i * ld; int64_t t = t0;
                 for (; t + 8 <= e; t += 8) {
-                    const float* k[8];
+                    const KV* k[8];
                     for (int j = 0; j < 8; j++) k[j] = kc + (slots ? slots[t + j] : t + j) * stride;
                     _mm256_storeu_ps(s + t, _mm256_mul_ps(dot8(qs[i], k, d), vs));
                 }
-                for (; t < e; t++) s[t] = dot_f32(kc + (slots ? slots[t] : t) * stride, qs[i], d) * scale;
+                for (; t < e; t++) s[t] = dot_w(kc + (slots ? slots[t] : t) * stride, qs[i], d) * scale;
             }
         float inv[256];
         for (int i = 0; i < nq; i++) inv[i] = 1.0f / exp_shift_sum(scores + i * ld, qlen[i], max_of(scores + i * ld, qlen[i]));
@@ -167,15 +186,15 @@ static void attend_block(const float* const* qs, const int64_t* qlen, int nq, co
     for (int i = 0; i < nq; i++) attend_head(qs[i], kc, vc, slots, qlen[i], stride, d, scale, scores, outs[i]);
 }
 
-static void attend_head(const float* q, const float* kc, const float* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d, float scale,
-                        float* scores, float* out) {
+template <typename KV> static void attend_head(const float* q, const KV* kc, const KV* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d,
+                                             float scale, float* scores, float* out) {
     float mx = -INFINITY; int64_t t = 0;
 #if XK_AVX2
     const bool vec = d % 8 == 0;
     if (vec) {   // scores of 8 keys at a time
         const __m256 vs = _mm256_set1_ps(scale); __m256 vmx = _mm256_set1_ps(-INFINITY);
         for (; t + 8 <= len; t += 8) {
-            const float* k[8];
+            const KV* k[8];
             for (int j = 0; j < 8; j++) k[j] = kc + (slots ? slots[t + j] : t + j) * stride;
             const __m256 s = _mm256_mul_ps(dot8(q, k, d), vs);
             _mm256_storeu_ps(scores + t, s); vmx = _mm256_max_ps(vmx, s);
@@ -184,7 +203,7 @@ static void attend_head(const float* q, const float* kc, const float* vc, const 
         for (int j = 0; j < 8; j++) mx = m8[j] > mx ? m8[j] : mx;
     }
 #endif
-    for (; t < len; t++) { float s = dot_f32(kc + (slots ? slots[t] : t) * stride, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
+    for (; t < len; t++) { float s = dot_w(kc + (slots ? slots[t] : t) * stride, q, d) * scale; scores[t] = s; mx = s > mx ? s : mx; }
     const float den = exp_shift_sum(scores, len, mx);
     float inv = 1.0f / den;
 #if XK_AVX2
@@ -196,11 +215,11 @@ static void attend_head(const float* q, const float* kc, const float* vc, const 
 #endif
     for (int64_t i = 0; i < d; i++) out[i] = 0;
     for (int64_t t = 0; t < len; t++) {
-        const float* v = vc + (slots ? slots[t] : t) * stride; float p = scores[t] * inv; int64_t i = 0;
+        const KV* v = vc + (slots ? slots[t] : t) * stride; float p = scores[t] * inv; int64_t i = 0;
 #if XK_AVX2
         __m256 pp = _mm256_set1_ps(p);
-        for (; i + 8 <= d; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
+        for (; i + 8 <= d; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(pp, load8w(v + i), _mm256_loadu_ps(out + i)));
 #endif
-        for (; i < d; i++) out[i] += p * v[i];
+        for (; i < d; i++) out[i] += p * w2f(v[i]);
     }
 }

@@ -108,7 +108,7 @@ struct Plan {
         rows_part(ls, nl, x, T, ys, tid, n);
         bar.wait();
     }
-    void forward(int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
+    void forward(int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, void* const* kb, void* const* vb, int kv16,
                  const int64_t* keys, const int64_t* koff, const float* cosT, const float* sinT, int64_t M, const int64_t* out_rows,
                  float* logits, int64_t Mh, const int64_t* hid_rows, float* hidden, int nt_) {
         std::lock_guard<std::mutex> hold(busy);
@@ -165,8 +165,8 @@ struct Plan {
                     const float *cs = cosT + pos[r] * hd, *sn = sinT + pos[r] * hd;
                     for (int64_t h = 0; h < nh; h++) rope_head(Q.data() + r * nq + h * hd, cs, sn, hd);
                     for (int64_t h = 0; h < nkv; h++) rope_head(Kr.data() + r * nk + h * hd, cs, sn, hd);
-                    std::memcpy(kb[l] + wslot[r] * nk, Kr.data() + r * nk, nk * sizeof(float));
-                    std::memcpy(vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk * sizeof(float));
+                    if (kv16) { store_kv((kvh*)kb[l] + wslot[r] * nk, Kr.data() + r * nk, nk); store_kv((kvh*)vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk); }
+                    else { store_kv((float*)kb[l] + wslot[r] * nk, Kr.data() + r * nk, nk); store_kv((float*)vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk); }
                 }
                 bar.wait(); if (prof && tid == 0) mark(1);
                 // 3. attention by (block of rows, KV head): the query heads sharing a KV head, for up to QB consecutive rows of one
@@ -176,7 +176,9 @@ struct Plan {
                     const float* qs[256]; float* os[256]; int64_t ql[256]; int nq = 0;
                     for (int64_t r = blk[b]; r < blk[b + 1]; r++)
                         for (int64_t h = j * grp; h < (j + 1) * grp; h++, nq++) { qs[nq] = Q.data() + (r * nh + h) * hd; os[nq] = A.data() + (r * nh + h) * hd; ql[nq] = pos[r] + 1; }
-                    attend_block(qs, ql, nq, kb[l] + off, vb[l] + off, keys ? keys + koff[blk[b]] : nullptr, nk, hd, scale, scores, maxlen, os);
+                    const int64_t* ks = keys ? keys + koff[blk[b]] : nullptr;
+                    if (kv16) attend_block(qs, ql, nq, (const kvh*)kb[l] + off, (const kvh*)vb[l] + off, ks, nk, hd, scale, scores, maxlen, os);
+                    else attend_block(qs, ql, nq, (const float*)kb[l] + off, (const float*)vb[l] + off, ks, nk, hd, scale, scores, maxlen, os);
                 }
                 bar.wait(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)

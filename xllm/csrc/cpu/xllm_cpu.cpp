@@ -182,10 +182,10 @@ void xk_lora(int64_t T, int64_t K, int64_t N, int64_t S, int64_t R, const float*
         lora_expands(&w, &N, 1, lr, &hp, &y, t0, t1);
     }
 }
-void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, float* const* kb, float* const* vb,
+void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, void* const* kb, void* const* vb, int kv16,
                      const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits,
                      int64_t Mh, const int64_t* hid_rows, float* hidden, int nt) {
-    ((Plan*)p)->forward(N, ids, pos, wslot, kb, vb, keys, koff, cs, sn, M, out_rows, logits, Mh, hid_rows, hidden, nt);
+    ((Plan*)p)->forward(N, ids, pos, wslot, kb, vb, kv16, keys, koff, cs, sn, M, out_rows, logits, Mh, hid_rows, hidden, nt);
 }
 }
 // endregion
