@@ -38,7 +38,9 @@ def replica_argv(argv: list[str], threads: int) -> list[str]:
     "serve's arguments `argv` for one replica: those of the whole dropped (`--opt v`, `--opt=v`, `-t4`), loopback port 0, `threads`."
     out, skip = [], False
     for a in argv:
-        if skip: skip = False; continue
+        if skip:
+            skip = False
+            continue
         name = "-t" if a.startswith("-t") and not a.startswith("--") else a.split("=", 1)[0]
         if name in _WHOLE: skip = a == name; continue
         out.append(a)
@@ -52,14 +54,17 @@ class Proc:
     def __init__(self, name: str, cmd: list[str], env=None, echo=True):
         self.name, self.url, self.tail, self.echo, self.said = name, None, [], echo, threading.Event()
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, errors="replace")
-        self.reader = threading.Thread(target=self._read, daemon=True); self.reader.start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
     def _read(self):
         for line in self.p.stdout:
             self.tail = (self.tail + [line])[-40:]
             if self.url is None and (m := _SERVING.search(line)): self.url = m.group(1); self.said.set()
             if self.echo: sys.stderr.write(f"{self.name}: {line}")
         self.said.set()                                          # it exited: whoever waits for its address stops waiting
-    def error(self) -> str: return " ".join("".join(self.tail[-6:]).split())[-600:]
+    def error(self) -> str:
+        "The end of its output, on one line (for an error message)."
+        return " ".join("".join(self.tail[-6:]).split())[-600:]
 
 # %% ../nbs/19a_data_parallel.ipynb 17
 def start_replicas(argv: list[str], n: int, threads: int, env=None, timeout: float = 600, echo=True) -> list[Proc]:
@@ -147,7 +152,8 @@ def _watch(reps: list[Proc], router: Proc, stop: threading.Event) -> int:
 # %% ../nbs/19a_data_parallel.ipynb 35
 def serve_data_parallel(argv: list[str], n: int, host: str, port: int, policy: str = "cache_aware", shutdown_timeout: float = 30) -> int:
     "Serve `xllm serve argv` as `n` replicas behind SGLang's router on `host:port` until a signal; the exit code."
-    check_values(n, policy, port); check_router()
+    check_values(n, policy, port)
+    check_router()
     threads, note = split_threads(n)
     stop, reps, router = threading.Event(), [], None
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, lambda *_: stop.set())
