@@ -31,6 +31,8 @@ notebooks_requirements = shlex.split(cfg.get('notebooks_requirements', ''))
 # "CUDA Version", torch.version.cuda): xllm[cuda13] for CUDA 13 (torch +cu130, as on the H200 image), xllm[cuda12] for CUDA 12.
 # xllm[cuda] is xllm[cuda12], as it always was. Install one of them: the two CuPy builds conflict.
 cuda12_requirements = shlex.split(cfg.get('cuda12_requirements', 'cupy-cuda12x'))
+# xllm[router]: SGLang's model gateway (a Rust binary wheel), which `xllm serve --data-parallel-size N` puts in front of N replicas (notebook 19a).
+router_requirements = shlex.split(cfg.get('router_requirements', 'sglang-router==0.3.2'))
 cuda13_requirements = shlex.split(cfg.get('cuda13_requirements', 'cupy-cuda13x'))
 
 setuptools.setup(
@@ -51,6 +53,7 @@ setuptools.setup(
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'cuda': cuda12_requirements, 'cuda12': cuda12_requirements, 'cuda13': cuda13_requirements,
                     'widgets': ['ipywidgets'], 'notebooks': notebooks_requirements,
+                    'router': router_requirements,
                     'hub': ['huggingface_hub>=0.23']},   # models by Hugging Face id: LLM("owner/name"), xllm -m owner/name (downloads)
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],

@@ -31,7 +31,7 @@ CHECKS = ("not_a_server_error", "status_code_conformance", "content_type_conform
 # body (its free-form `Any` fields) and most answers are 400s, so completions get most of the budget: with the coverage phase
 # (about 700 cases) and the explicit cases the run sends about 2,100 requests in about 35 s of one CPU core.
 EXAMPLES = {"GET /health": (1, 0), "GET /version": (1, 0), "GET /v1/models": (1, 0), "GET /v1/models/{model_id}": (200, 0), "POST /v1/completions": (600, 250),
-            "POST /v1/chat/completions": (200, 100), "POST /tokenize": (150, 60), "POST /detokenize": (100, 40), "GET /metrics": (1, 0),
+            "POST /v1/chat/completions": (200, 100), "POST /tokenize": (150, 60), "POST /detokenize": (100, 40), "GET /metrics": (1, 0), "GET /get_load": (1, 0),
             "GET /tokenizer_info": (1, 0), "POST /v1/embeddings": (120, 50), "POST /pooling": (40, 15), "POST /v1/score": (40, 15),
             "POST /v1/rerank": (60, 25), "POST /rerank": (20, 10),   # the pooling endpoints (#45)
             "POST /v1/messages": (120, 60), "POST /v1/messages/count_tokens": (60, 30),

@@ -557,6 +557,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--disable-log-stats", action="store_true", help=f"no stats line (throughput, running/waiting, K/V use) every {LOG_STATS_EVERY:g} s while busy")
     v.add_argument("--uvicorn-log-level", default="info", choices=["critical", "error", "warning", "info", "debug", "trace"],
                    help="the server's log level (default info; debug adds each request's timings)")
+    v.add_argument("--data-parallel-size", type=int, default=None, metavar="N", help="serve N replicas of the model behind SGLang's router "
+                   "(pip install 'xllm[router]') on --host/--port, the cores split between them (notebook 19a)")
+    v.add_argument("--router-policy", default=None, choices=["cache_aware", "round_robin"], help="with --data-parallel-size: how the router "
+                   "picks a replica (default cache_aware: the one that served the longest prefix of the prompt, unless the load is too uneven)")
     _engine_opts(v, 32)
     _model_opts(v)
     _task_opts(v)
@@ -858,6 +862,7 @@ def cmd_serve(args, out=None) -> int:
         name = str(e).split(" ")[0].rstrip(":")
         raise _CLIError("--" + name.replace("_", "-") + str(e)[len(name):]) from None
     if args.lora_modules and not args.enable_lora: raise _CLIError("--lora-modules needs --enable-lora")
+    if args.data_parallel_size is not None or args.router_policy is not None: return _serve_replicas(args)
     serves = (args.node_rank or 0) == 0 and int(os.environ.get("RANK", "0")) == 0    # node 1.. and torchrun's ranks > 0 only compute
     if serves: _check_listen(args.host, args.port)      # before the model loads: a bad address or a busy port is one line, at once
     llm = _load(args)
@@ -869,7 +874,21 @@ def cmd_serve(args, out=None) -> int:
                  reasoning_parser=args.reasoning_parser, lora_modules=dict(args.lora_modules) if args.lora_modules else None)
     return 0
 
-# %% ../nbs/21_cli.ipynb 85
+# %% ../nbs/21_cli.ipynb 86
+def _serve_replicas(args) -> int:
+    "serve --data-parallel-size N: the replicas and SGLang's router (notebook 19a); its errors as one line."
+    from xllm.data_parallel import DataParallelError, check_router, check_values, serve_data_parallel
+    if args.data_parallel_size is None: raise _CLIError("--router-policy needs --data-parallel-size")
+    argv, policy = getattr(args, "argv", None) or [], args.router_policy or "cache_aware"
+    if "serve" not in argv: raise _CLIError("--data-parallel-size: run it as `xllm serve ...` (the replicas are given its arguments)")
+    try:
+        check_values(args.data_parallel_size, policy, args.port)
+        check_router()
+        _check_listen(args.host, args.port)
+        return serve_data_parallel(argv[argv.index("serve") + 1:], args.data_parallel_size, args.host, args.port, policy, args.shutdown_timeout)
+    except DataParallelError as e: raise _CLIError(str(e)) from None
+
+# %% ../nbs/21_cli.ipynb 88
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -896,7 +915,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 87
+# %% ../nbs/21_cli.ipynb 90
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:
@@ -908,6 +927,7 @@ def main(argv=None) -> int:
         try: args = parser.parse_args(argv)
         except _CLIError as e: raise _CLIError(_did_you_mean(parser, argv, str(e))) from None
         if args.command is None: parser.print_help(sys.stderr); return 2
+        args.argv = argv                 # serve --data-parallel-size gives its arguments to the replicas
         _prepare(args)
         return {"generate": cmd_generate, "chat": cmd_chat, "quantize": cmd_quantize, "perplexity": cmd_perplexity, "bench": cmd_bench, "serve": cmd_serve, "embed": cmd_embed}[args.command](args)
     except SystemExit as e:        # --help

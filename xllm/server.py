@@ -11,7 +11,7 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'ChatLogprobs', 'CompletionChoice', 'CompletionResponse', 'CompletionChunk', 'FunctionCall', 'ToolCall',
            'AssistantMessage', 'ChatChoice', 'ChatCompletionResponse', 'DeltaToolCall', 'Delta', 'ChatStreamChoice',
            'ChatCompletionChunk', 'ModelCard', 'ModelList', 'TokenizeResponse', 'DetokenizeResponse', 'Version',
-           'TokenizerInfo', 'Health', 'EmbeddingRequest', 'ScoreRequest', 'RerankRequest', 'EmbeddingUsage',
+           'RankLoad', 'TokenizerInfo', 'Health', 'EmbeddingRequest', 'ScoreRequest', 'RerankRequest', 'EmbeddingUsage',
            'EmbeddingData', 'EmbeddingResponse', 'PoolingData', 'PoolingResponse', 'ScoreData', 'ScoreResponse',
            'RerankDocument', 'RerankResult', 'RerankResponse', 'APIError', 'to_sampling_params', 'check_supported',
            'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics',
@@ -357,6 +357,13 @@ class DetokenizeResponse(_Out):
 class Version(_Out):
     "The answer to `/version`."
     version: str
+
+class RankLoad(_Out):
+    "One engine's load in `/get_load`, as SGLang's workers report it and its router reads it (notebook 19a)."
+    dp_rank: int
+    num_reqs: int
+    num_waiting_reqs: int
+    num_tokens: int
 
 # %% ../nbs/19_server.ipynb 32
 class TokenizerInfo(_Out):
@@ -1704,6 +1711,15 @@ def health(self: ServingInfo, request) -> _JSON:
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
 # %% ../nbs/19_server.ipynb 173
+@patch
+def load(self: ServingInfo) -> list[RankLoad]:
+    "`/get_load`: the engine's load, one entry (rank 0), in SGLang's form."
+    c = self.st.core
+    running, waiting = len(c.scheduler.running), len(c.scheduler.waiting)
+    return [RankLoad(dp_rank=0, num_reqs=running + waiting, num_waiting_reqs=waiting,
+                     num_tokens=c.block_manager.num_used_blocks * c.block_manager.block_size)]
+
+# %% ../nbs/19_server.ipynb 176
 def encode_vector(v: list[float], fmt: str) -> list[float] | str:
     "A vector as the response carries it: a list of floats, or `base64` of its little-endian float32 bytes (as OpenAI sends it)."
     if fmt == "float": return v
@@ -1716,7 +1732,7 @@ def _inputs(x) -> list:
     if not x: raise APIError(400, "input: empty (expected a string, a list of strings or token ids)", param="input")
     return list(x)
 
-# %% ../nbs/19_server.ipynb 175
+# %% ../nbs/19_server.ipynb 178
 class ServingPooling(OpenAIServing):
     "/v1/embeddings, /pooling, /v1/score and /v1/rerank: pooling requests (notebook 13c) in the server's engine."
     def __init__(self, st: _State):
@@ -1731,7 +1747,7 @@ class ServingPooling(OpenAIServing):
             code = "context_length_exceeded" if "more than the model's context" in str(e) else None
             raise APIError(400, str(e), param=field, code=code) from None
 
-# %% ../nbs/19_server.ipynb 176
+# %% ../nbs/19_server.ipynb 179
 @patch
 async def run(self: ServingPooling, request, inputs: list[list[int]], params) -> list[torch.Tensor]:
     "Each input's vector, through the engine, all at once (admitted as that many requests; a client gone aborts them)."
@@ -1747,7 +1763,7 @@ async def run(self: ServingPooling, request, inputs: list[list[int]], params) ->
         except ValueError as e: raise APIError(400, str(e)) from None       # refused by the engine (dimensions, task)
     finally: st.in_flight -= len(inputs)
 
-# %% ../nbs/19_server.ipynb 177
+# %% ../nbs/19_server.ipynb 180
 @patch
 async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind: str = "embedding"):
     "The /v1/embeddings answer (`kind='pooling'`: the /pooling one)."
@@ -1766,7 +1782,7 @@ async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind:
     return EmbeddingResponse(data=[EmbeddingData(index=i, embedding=encode_vector(v.tolist(), req.encoding_format)) for i, v in enumerate(vecs)],
                              model=self.st.model_name, usage=usage)
 
-# %% ../nbs/19_server.ipynb 178
+# %% ../nbs/19_server.ipynb 181
 @patch
 async def scores(self: ServingPooling, query: str, docs: list[str], truncate: int | None, request) -> tuple[list[float], int]:
     "Each document's score for `query` (the classification head's sigmoid or the reranker's log P(yes), as `LLM.score`), and the tokens read."
@@ -1780,7 +1796,7 @@ async def scores(self: ServingPooling, query: str, docs: list[str], truncate: in
     if r is None and out[0].numel() != 1: raise APIError(400, f"the classification head has {out[0].numel()} labels; scoring reads a one-label head")
     return [float(v[0]) if r else float(torch.sigmoid(v[0])) for v in out], sum(map(len, ids))
 
-# %% ../nbs/19_server.ipynb 179
+# %% ../nbs/19_server.ipynb 182
 @patch
 async def score(self: ServingPooling, req: ScoreRequest, request) -> ScoreResponse:
     "The /v1/score answer."
@@ -1804,7 +1820,7 @@ async def rerank(self: ServingPooling, req: RerankRequest, request) -> RerankRes
     res = [RerankResult(index=i, relevance_score=s[i], **({"document": RerankDocument(text=req.documents[i])} if req.return_documents else {})) for i in order]
     return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=self.st.model_name, usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n), results=res)
 
-# %% ../nbs/19_server.ipynb 182
+# %% ../nbs/19_server.ipynb 185
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1821,7 +1837,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 184
+# %% ../nbs/19_server.ipynb 187
 async def _api_error(request, e: APIError): return _error(e)
 
 def _paths_said(app) -> str:
@@ -1838,7 +1854,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 187
+# %% ../nbs/19_server.ipynb 190
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1850,7 +1866,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 189
+# %% ../nbs/19_server.ipynb 192
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1863,9 +1879,9 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 190
+# %% ../nbs/19_server.ipynb 193
 def _model_routes(app, st, R):
-    "The informational routes: health, version, the model served, metrics."
+    "The informational routes: health, version, the model served, metrics, the load (SGLang's router reads it)."
     info = ServingInfo(st)
     @app.get("/health", response_model=Health, responses=R("/health") | {503: {"model": Health, "description": "the engine cannot run"}})
     async def health(request: Request): return info.health(request)
@@ -1877,8 +1893,10 @@ def _model_routes(app, st, R):
     async def model(model_id: str): return _JSON(info.model(model_id))
     @app.get("/metrics", response_class=Response, responses=R("/metrics") | {200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     async def metrics(): return info.metrics()
+    @app.get("/get_load", response_model=list[RankLoad], responses=R("/get_load"))
+    async def load(): return _JSON([x.dump() for x in info.load()])
 
-# %% ../nbs/19_server.ipynb 192
+# %% ../nbs/19_server.ipynb 195
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1893,7 +1911,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 193
+# %% ../nbs/19_server.ipynb 196
 _NAMED += ("/v1/embeddings", "/pooling", "/v1/score", "/v1/rerank", "/rerank")   # they name a model too
 
 def _pooling_routes(app, st, R):
@@ -1909,7 +1927,7 @@ def _pooling_routes(app, st, R):
         @app.post(path, response_model=RerankResponse, responses=R(path, post=True))
         async def rerank(req: RerankRequest, request: Request): return _JSON(await pooling.rerank(req, request))
 
-# %% ../nbs/19_server.ipynb 196
+# %% ../nbs/19_server.ipynb 199
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1920,7 +1938,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 200
+# %% ../nbs/19_server.ipynb 203
 class _AgentReq(BaseModel):
     "The agents' APIs' requests, as `_Req`: strict, unknown fields ignored, null meaning the default."
     model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
@@ -1955,7 +1973,7 @@ class CountTokensRequest(_AgentReq):
     chat_template_kwargs: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
 
-# %% ../nbs/19_server.ipynb 203
+# %% ../nbs/19_server.ipynb 206
 def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
 
 def _block_text(c, where: str) -> str:
@@ -1969,7 +1987,7 @@ def _block_text(c, where: str) -> str:
         out.append(b["text"])
     return "".join(out)
 
-# %% ../nbs/19_server.ipynb 206
+# %% ../nbs/19_server.ipynb 209
 def _anthropic_message(i: int, m) -> list[dict]:
     "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
     where = f"messages[{i}]"
@@ -1991,7 +2009,7 @@ def _anthropic_message(i: int, m) -> list[dict]:
         else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
     return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
 
-# %% ../nbs/19_server.ipynb 209
+# %% ../nbs/19_server.ipynb 212
 def _anthropic_tools(tools, choice):
     "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
     out = None
@@ -2009,14 +2027,14 @@ def _anthropic_tools(tools, choice):
     if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
     raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
 
-# %% ../nbs/19_server.ipynb 211
+# %% ../nbs/19_server.ipynb 214
 def _thinking_kwargs(kw: dict | None, thinking: dict | None) -> dict | None:
     "`chat_template_kwargs` with `enable_thinking` from Anthropic's `thinking` (type enabled / disabled), unless given there already."
     if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled"): return kw
     if isinstance(kw, dict) and "enable_thinking" in kw: return kw
     return {**(kw or {}), "enable_thinking": thinking["type"] == "enabled"}
 
-# %% ../nbs/19_server.ipynb 213
+# %% ../nbs/19_server.ipynb 216
 def to_chat_request(req, **extra) -> ChatRequest:
     "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
     msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
@@ -2027,7 +2045,7 @@ def to_chat_request(req, **extra) -> ChatRequest:
     d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, parallel_tool_calls=False if one else None, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, getattr(req, "thinking", None)), **extra)
     return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
 
-# %% ../nbs/19_server.ipynb 216
+# %% ../nbs/19_server.ipynb 219
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 def anthropic_stop(end: tuple) -> tuple[str, str | None]:
@@ -2041,7 +2059,7 @@ def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> lis
     if text: out.append({"type": "text", "text": text})
     return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
 
-# %% ../nbs/19_server.ipynb 220
+# %% ../nbs/19_server.ipynb 223
 async def _turn(reply):
     """The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated; 'end' carries (finish
     reason, completion tokens, the stop string that ended it or None)."""
@@ -2059,7 +2077,7 @@ async def _turn(reply):
         if calls: yield "calls", calls
         if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt, stop if isinstance(stop, str) else None)
 
-# %% ../nbs/19_server.ipynb 222
+# %% ../nbs/19_server.ipynb 225
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 
@@ -2072,7 +2090,7 @@ class AnthropicError(_Out):
         "The error of HTTP `status` with `message`."
         return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
 
-# %% ../nbs/19_server.ipynb 224
+# %% ../nbs/19_server.ipynb 227
 class _AnthropicAPIError(APIError):
     "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
     def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
@@ -2090,7 +2108,7 @@ def _anthropic_shaped(handler):
 
 _HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
 
-# %% ../nbs/19_server.ipynb 226
+# %% ../nbs/19_server.ipynb 229
 class AnthropicMessage(_Out):
     "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
     id: str
@@ -2106,7 +2124,7 @@ class TokenCount(_Out):
     "The answer to `/v1/messages/count_tokens`."
     input_tokens: int
 
-# %% ../nbs/19_server.ipynb 229
+# %% ../nbs/19_server.ipynb 232
 class ServingMessages(ServingChat):
     "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
     async def create_message(self, req: MessagesRequest, request):
@@ -2124,7 +2142,7 @@ class ServingMessages(ServingChat):
         prompts, *_ = await self.prepare(to_chat_request(req))
         return TokenCount(input_tokens=len(prompts[0][1]))
 
-# %% ../nbs/19_server.ipynb 230
+# %% ../nbs/19_server.ipynb 233
 async def _gather(reply) -> dict:
     "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
     got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
@@ -2146,7 +2164,7 @@ async def whole(self: ServingMessages, reply, request, mid: str):
     return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
                                   stop_reason=reason, stop_sequence=seq, usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
 
-# %% ../nbs/19_server.ipynb 232
+# %% ../nbs/19_server.ipynb 235
 def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
 
 _OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -2158,7 +2176,7 @@ def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]
     if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
     return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
 
-# %% ../nbs/19_server.ipynb 234
+# %% ../nbs/19_server.ipynb 237
 @patch
 async def _events(self: ServingMessages, reply, mid: str, release):
     "Anthropic's SSE events for `reply`; its choices released when the stream ends."
@@ -2195,7 +2213,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 235
+# %% ../nbs/19_server.ipynb 238
 @patch
 def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
@@ -2206,7 +2224,7 @@ def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 237
+# %% ../nbs/19_server.ipynb 240
 class ResponsesRequest(_AgentReq):
     "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
@@ -2230,7 +2248,7 @@ class ResponsesRequest(_AgentReq):
     include: list[str] | None = None                   # only 'reasoning.encrypted_content' (see `_sealed`)
     prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
 
-# %% ../nbs/19_server.ipynb 239
+# %% ../nbs/19_server.ipynb 242
 def _response_item(i: int, it) -> list[dict]:
     "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
     w = f"input[{i}]"
@@ -2249,7 +2267,7 @@ def _response_item(i: int, it) -> list[dict]:
     if t == "reasoning": return []
     raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
 
-# %% ../nbs/19_server.ipynb 241
+# %% ../nbs/19_server.ipynb 244
 def _responses_tools(tools, choice):
     "Responses' function tools and `tool_choice` as chat's."
     out = None
@@ -2271,7 +2289,7 @@ def _text_format(text) -> dict | None:
     if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
     return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
 
-# %% ../nbs/19_server.ipynb 244
+# %% ../nbs/19_server.ipynb 247
 MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
 MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
 
@@ -2294,7 +2312,7 @@ class ResponseStore:
         if (it := self.items.pop(rid, None)) is None: return False
         self.bytes -= it[2]; return True
 
-# %% ../nbs/19_server.ipynb 246
+# %% ../nbs/19_server.ipynb 249
 INCLUDABLE = ("reasoning.encrypted_content",)      # what a Responses request may ask to `include`
 
 def _sealed(reasoning: str) -> str:
@@ -2304,7 +2322,7 @@ def _sealed(reasoning: str) -> str:
     import base64
     return base64.b64encode(reasoning.encode()).decode()
 
-# %% ../nbs/19_server.ipynb 247
+# %% ../nbs/19_server.ipynb 250
 def _output_items(reasoning: str, text: str, calls: list[dict], sealed: bool = False) -> list[dict]:
     "A turn's output items: reasoning (if any; with `encrypted_content` when `sealed`), a message (if text, or nothing else), a function_call per call."
     hexid = lambda p: p + uuid.uuid4().hex[:24]
@@ -2316,7 +2334,7 @@ def _output_items(reasoning: str, text: str, calls: list[dict], sealed: bool = F
     return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
                    "status": "completed"} for c in calls]
 
-# %% ../nbs/19_server.ipynb 250
+# %% ../nbs/19_server.ipynb 253
 class ResponseObject(_Out):
     "OpenAI's response object (`/v1/responses`, and in its stream's events)."
     id: str
@@ -2340,7 +2358,7 @@ class ResponseObject(_Out):
     text: dict[str, Any] | None = None
     metadata: dict[str, str] = {}
 
-# %% ../nbs/19_server.ipynb 253
+# %% ../nbs/19_server.ipynb 256
 class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
@@ -2357,13 +2375,13 @@ class ServingResponses(ServingChat):
         items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
         return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
 
-# %% ../nbs/19_server.ipynb 254
+# %% ../nbs/19_server.ipynb 257
 def _effort(reasoning: dict | None) -> dict | None:
     "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
     e = (reasoning or {}).get("effort")
     return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
 
-# %% ../nbs/19_server.ipynb 256
+# %% ../nbs/19_server.ipynb 259
 @patch
 async def create_response(self: ServingResponses, req: ResponsesRequest, request):
     "The answer to a Responses request: whole, or OpenAI's stream of response events."
@@ -2383,7 +2401,7 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
                           text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
     return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
 
-# %% ../nbs/19_server.ipynb 257
+# %% ../nbs/19_server.ipynb 260
 @patch
 def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
     "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
@@ -2410,7 +2428,7 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     finally: st.in_flight -= len(reply.jobs)
     return _JSON(self.finished(base, req, msgs, reply, got))
 
-# %% ../nbs/19_server.ipynb 259
+# %% ../nbs/19_server.ipynb 262
 class _ResponseEvents:
     "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
     def __init__(self, sealed: bool = False):
@@ -2421,7 +2439,7 @@ class _ResponseEvents:
         self.seq += 1
         return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
 
-# %% ../nbs/19_server.ipynb 260
+# %% ../nbs/19_server.ipynb 263
 @patch
 def open(self: _ResponseEvents, k: str) -> list[str]:
     "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
@@ -2440,7 +2458,7 @@ def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
     return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
 
-# %% ../nbs/19_server.ipynb 261
+# %% ../nbs/19_server.ipynb 264
 @patch
 def close(self: _ResponseEvents) -> list[str]:
     "Close the item being written (if any): its text done, the item done and kept."
@@ -2457,7 +2475,7 @@ def close(self: _ResponseEvents) -> list[str]:
     self.items.append(done)
     return out + [self.ev("response.output_item.done", output_index=i, item=done)]
 
-# %% ../nbs/19_server.ipynb 262
+# %% ../nbs/19_server.ipynb 265
 @patch
 def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
     "Function-call items for `calls`, each whole: added, its arguments, done."
@@ -2472,7 +2490,7 @@ def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
                 self.ev("response.output_item.done", output_index=i, item=item)]
     return out
 
-# %% ../nbs/19_server.ipynb 264
+# %% ../nbs/19_server.ipynb 267
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
     "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
@@ -2503,7 +2521,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 265
+# %% ../nbs/19_server.ipynb 268
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2517,7 +2535,7 @@ def delete(self: ServingResponses, rid: str) -> dict:
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 267
+# %% ../nbs/19_server.ipynb 270
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2539,7 +2557,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 269
+# %% ../nbs/19_server.ipynb 272
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2550,7 +2568,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 272
+# %% ../nbs/19_server.ipynb 275
 class LoadLoRAAdapterRequest(BaseModel):
     "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory on the server's machine."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -2563,7 +2581,7 @@ class UnloadLoRAAdapterRequest(BaseModel):
     lora_name: str = Field(min_length=1)
     lora_int_id: int | None = None
 
-# %% ../nbs/19_server.ipynb 274
+# %% ../nbs/19_server.ipynb 277
 class ServingLoRA(OpenAIServing):
     "The LoRA adapters a server serves by name (`st.loras`: name -> `LoRARequest`), added at start or while it runs, and removed."
     def enabled(self):
@@ -2578,7 +2596,7 @@ class ServingLoRA(OpenAIServing):
             raise APIError(400, f"lora_name: {name!r} is served already (as {'an adapter' if name in self.st.loras else 'the model'})", param="lora_name")
         return LoRARequest(name, next(self.st.lora_ids), str(path))
 
-# %% ../nbs/19_server.ipynb 275
+# %% ../nbs/19_server.ipynb 278
 from fastapi.responses import PlainTextResponse
 
 @patch
@@ -2602,7 +2620,7 @@ async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextR
     del self.st.loras[req.lora_name]
     return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
-# %% ../nbs/19_server.ipynb 276
+# %% ../nbs/19_server.ipynb 279
 def _lora_routes(app, st, R, lora_modules: dict | None):
     "The adapters of `lora_modules` ({name: path}) read now (a ValueError naming the bad one), and the two routes that change them."
     import itertools
@@ -2618,7 +2636,7 @@ def _lora_routes(app, st, R, lora_modules: dict | None):
     @app.post("/v1/unload_lora_adapter", response_class=Response, responses=R("/v1/unload_lora_adapter", post=True) | ok("removed"))
     async def unload_lora_adapter(req: UnloadLoRAAdapterRequest): return await lora.unload(req)
 
-# %% ../nbs/19_server.ipynb 277
+# %% ../nbs/19_server.ipynb 280
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None,
@@ -2649,7 +2667,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 280
+# %% ../nbs/19_server.ipynb 283
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2663,7 +2681,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 281
+# %% ../nbs/19_server.ipynb 284
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2690,7 +2708,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 283
+# %% ../nbs/19_server.ipynb 286
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2715,7 +2733,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 284
+# %% ../nbs/19_server.ipynb 287
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2737,7 +2755,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 285
+# %% ../nbs/19_server.ipynb 288
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2752,13 +2770,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 287
+# %% ../nbs/19_server.ipynb 290
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 289
+# %% ../nbs/19_server.ipynb 292
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2792,7 +2810,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 290
+# %% ../nbs/19_server.ipynb 293
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
