@@ -15,7 +15,8 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
-           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'attach_lora', 'random_adapter']
+           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'LoRANotLoaded', 'attach_lora',
+           'random_adapter']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -101,11 +102,13 @@ def lora_scaling(config: dict) -> float:
 _KEY = re.compile(r"(?:base_model\.model\.)?model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.\w+)?\.weight")
 
 def read_adapter_tensors(path) -> tuple[Path, dict[str, torch.Tensor]]:
-    "The adapter's weights file (`adapter_model.safetensors`, else `adapter_model.bin` read with `weights_only`) and its tensors."
+    """The adapter's weights file (`adapter_model.safetensors`, else `adapter_model.bin` read with `weights_only`) and its tensors.
+    The safetensors file is read whole and decoded from bytes: `load_file` (safetensors 0.8) keeps ~60 bytes of Python objects per
+    tensor after every call, which a server loading and unloading adapters for days would pile up (tests/test_lora_churn.py)."""
     p = Path(path).expanduser()
     if (f := p / "adapter_model.safetensors").is_file():
-        from safetensors.torch import load_file
-        return f, load_file(f)
+        from safetensors.torch import load
+        return f, load(f.read_bytes())
     if (f := p / "adapter_model.bin").is_file(): return f, torch.load(f, map_location="cpu", weights_only=True)
     raise ValueError(f"{p}: no adapter_model.safetensors or adapter_model.bin")
 
@@ -247,11 +250,16 @@ def set_rows(self: LoRASlots, slots=None):
     self.mask = lora_mask(s, self.ranks, self.scales, self.max_lora_rank, self.device, self.dtype) if used else None
 
 # %% ../nbs/12c_lora.ipynb 48
+class LoRANotLoaded(ValueError):
+    "A request names an adapter that is not loaded, where adapters are not read on demand (a server: it was unloaded meanwhile)."
+
 @patch
-def adapter(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
-    "`req`'s adapter: read from `req.lora_path` the first time its id is seen (checked against the model), then kept."
+def adapter(self: LoRASlots, req: LoRARequest, read: bool = True) -> LoRAAdapter:
+    """`req`'s adapter: read from `req.lora_path` the first time its id is seen (checked against the model), then kept.
+    `read=False`: only an adapter read before (`LoRANotLoaded` otherwise)."""
     if not isinstance(req, LoRARequest): raise ValueError(f"lora_request: expected a LoRARequest, got {type(req).__name__}")
     got = self.known.get(req.lora_int_id)
+    if got is None and not read: raise LoRANotLoaded(f"lora_request {req.lora_name!r}: adapter id {req.lora_int_id} is not loaded (unloaded?)")
     if got is None: self.known[req.lora_int_id] = got = read_adapter(req.lora_path, self.config, self.max_lora_rank, req.lora_name)
     elif (got.name, got.path) != (req.lora_name, req.lora_path):
         raise ValueError(f"lora_request {req.lora_name!r}: id {req.lora_int_id} is adapter {got.name!r} ({got.path}) already; "
@@ -280,13 +288,13 @@ def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
 
 # %% ../nbs/12c_lora.ipynb 52
 @patch
-def remove(self: LoRASlots, lora_name: str, busy=()) -> bool:
-    "Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it."
+def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
+    """Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it
+    (`in_use`: the adapter ids of unfinished requests, those running and those waiting for a slot)."""
     i = next((k for k, a in self.known.items() if a.name == lora_name), None)
     if i is None: return False
-    if (s := self.lru.get(i)) is not None:
-        if s in busy: raise ValueError(f"adapter {lora_name!r} is in use by unfinished requests")
-        self.clear(s); del self.lru[i]
+    if i in in_use: raise ValueError(f"adapter {lora_name!r} is in use by unfinished requests")
+    if (s := self.lru.pop(i, None)) is not None: self.clear(s)
     del self.known[i]
     return True
 
