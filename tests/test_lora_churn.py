@@ -17,10 +17,11 @@ N_ADAPTERS, MAX_LORAS, MAX_TOKENS, LONG_TOKENS = 4, 2, 16, 64     # more adapter
 CYCLES = 5                                                        # cycle 0 warms up; RSS after 1..4 is held to RSS after 0
 RSS_BOUND = 12 << 20
 # The bound: a cycle reads 7 adapters (the 4 of rank 64 to 8 are 1.5 MB to 0.2 MB each for the stand-in) and runs 17 streams;
-# after the warm-up cycle the allocator reuses what the cycle before freed: measured, RSS after cycles 1..4 is 0.4 to 1.2 MB above
-# RSS after cycle 0 (and +1.8 MB after 14 cycles: the engine's history and prefix cache fill up to their bounds), so 12 MB is
-# ten times the noise; adapters kept after their unload pass it by the third cycle (checked: kept, they add 5.6 MB a cycle).
-# The leaks of Python objects are asserted directly (requests, slots, adapters read, K/V blocks), which RSS alone could not see.
+# after the warm-up cycle the allocator reuses what the cycle before freed: measured, RSS after cycles 1..4 is 0.4 to 2.6 MB
+# above RSS after cycle 0 (an allocator arena adds 1.5 MB at times; +1.8 MB after 14 cycles, the engine's history and prefix
+# cache filling up to their bounds), so 12 MB is five times the noise, while adapters kept after their unload pass it by the
+# third cycle (checked: kept, they add 5.6 MB a cycle). Leaks of Python objects are asserted directly (requests, slots,
+# adapters read, K/V blocks), which RSS alone could not see.
 
 
 def _rss() -> int:

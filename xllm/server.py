@@ -2554,7 +2554,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
 
 # %% ../nbs/19_server.ipynb 272
 class LoadLoRAAdapterRequest(BaseModel):
-    "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory on the server's machine."
+    "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory (or GGUF LoRA file) on the server's machine."
     model_config = ConfigDict(extra="ignore", strict=True)
     lora_name: str = Field(min_length=1)
     lora_path: str = Field(min_length=1)
