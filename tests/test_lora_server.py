@@ -136,3 +136,21 @@ def test_cli_serve_lora_modules(served):
             assert got == _want(llm, srv, None if model == "base" else model)
     finally:
         p.terminate(); p.wait(60)
+
+
+def test_gguf_lora_files(served, tmp_path):
+    "llama.cpp's GGUF LoRA (written from a0's PEFT directory as convert_lora_to_gguf.py writes it) answers as a0, by the load route and `--lora`."
+    from xllm.lora import peft_to_gguf
+    llm, srv, paths = served
+    g = str(peft_to_gguf(paths["a0"], llm.config, tmp_path / "a0.gguf"))
+    c = OpenAI(base_url=srv.url + "/v1", api_key="k")
+    assert _post(srv.url + "/v1/load_lora_adapter", {"lora_name": "g0", "lora_path": g})[0] == 200
+    try:
+        s = c.completions.create(model="g0", prompt=PROMPT, temperature=0, max_tokens=12, stream=True)
+        assert "".join(ch.choices[0].text for ch in s if ch.choices) == _want(llm, srv, "a0")
+    finally: assert _post(srv.url + "/v1/unload_lora_adapter", {"lora_name": "g0"})[0] == 200
+    code, text = _post(srv.url + "/v1/load_lora_adapter", {"lora_name": "bad", "lora_path": paths["model"] + "/config.json"})
+    assert code == 400 and "not a GGUF file" in json.loads(text)["error"]["message"], text
+    cmd, kw = _xllm("generate", PROMPT, "-m", paths["model"], "--lora", g, "--max-tokens", "12", "--temperature", "0")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+    assert r.returncode == 0 and r.stdout == _want(llm, srv, "a0") + "\n", r.stderr[-2000:]

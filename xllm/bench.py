@@ -175,7 +175,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
                                    desc="bench " + ("sequential" if sequential else "engine"))
         bar.update(k)
     eng = llm.get_engine()
-    h0, todo, first, live, submitted = len(eng.history), list(reqs), set(), set(), {}
+    peak, todo, first, live, submitted = 0, list(reqs), set(), set(), {}
     s0 = dict(vars(eng.spec_stats))                                  # speculative decoding's counters before the run
     def submit():
         rid = eng.add_request(todo.pop(0), params)
@@ -187,6 +187,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
         outs = eng.step()
         t1 = time.perf_counter()
         new = sum(len(o.new_token_ids) for o in outs if o.request_id in first)      # tokens of requests past their prefill
+        peak = max(peak, eng.history[-1][0])                                       # K/V blocks in use after the step
         if eng.history[-1][3] > new: t_pre += t1 - t                               # the step held prompt tokens
         else: t_dec += t1 - t; n_dec += new
         for o in outs:
@@ -205,7 +206,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature, "threads": torch.get_num_threads(), "prompt_tokens": n_prompt,
             "output_tokens": n_out, "wall_s": wall, "prefill_tok_s": rate(n_prompt, t_pre), "decode_tok_s": rate(n_dec, t_dec),
             "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
-            "peak_kv_blocks": max(h[0] for h in eng.history[h0:]), "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
+            "peak_kv_blocks": peak, "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
             "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.engine_config.kv_cache_dtype or "auto", "kv_cache_memory": llm.engine_config.kv_cache_memory,
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": llm.engine_config.max_num_batched_tokens,
             "quantization": llm.quantization_label, **_cpu_figures(llm), **_spec_figures(eng, s0)}

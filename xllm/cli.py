@@ -472,9 +472,9 @@ def _lora_module(s: str) -> tuple[str, str]:
 def _lora_opts(p, serve: bool = False):
     "serve's --enable-lora, --lora-modules, --max-loras, --max-lora-rank; generate's and chat's --lora PATH."
     g = p.add_argument_group("LoRA adapters")
-    if not serve: return g.add_argument("--lora", default=None, metavar="PATH", help="run with this PEFT LoRA adapter (a directory with adapter_config.json)")
+    if not serve: return g.add_argument("--lora", default=None, metavar="PATH", help="run with this LoRA adapter: a PEFT directory (adapter_config.json) or a llama.cpp GGUF LoRA file")
     g.add_argument("--enable-lora", action="store_true", default=None, help="serve LoRA adapters: a request's model may name one (vLLM's flag)")
-    g.add_argument("--lora-modules", nargs="+", type=_lora_module, default=None, metavar="NAME=PATH", help="adapters served from the start, by name")
+    g.add_argument("--lora-modules", nargs="+", type=_lora_module, default=None, metavar="NAME=PATH", help="adapters served from the start, by name (PEFT directories or GGUF LoRA files)")
     g.add_argument("--max-loras", type=int, default=None, metavar="N", help="adapters held at once (default 1)")
     g.add_argument("--max-lora-rank", type=int, default=None, metavar="N", help="the largest adapter rank accepted (default 16)")
 
@@ -643,8 +643,8 @@ def _write(out, text):
 def _lora_request(args):
     "--lora PATH as a `LoRARequest` (None without it), with LoRA turned on in `args` for a rank up to the adapter's own."
     if getattr(args, "lora", None) is None: return None
-    from xllm.lora import LoRARequest, read_adapter_config
-    try: r = read_adapter_config(args.lora)["r"]
+    from xllm.lora import LoRARequest, adapter_rank
+    try: r = adapter_rank(args.lora)                # a PEFT directory's or a llama.cpp GGUF LoRA's
     except ValueError as e: raise _CLIError(f"--lora {args.lora}: {_one_line(e)}") from None
     args.enable_lora, args.max_lora_rank = True, r
     return LoRARequest(Path(args.lora).name or "lora", 1, str(args.lora))

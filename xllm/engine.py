@@ -5,6 +5,7 @@
 # %% ../nbs/14_engine.ipynb 4
 from __future__ import annotations
 import asyncio, copy, itertools, queue, sys, threading, time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence as Seq
 
@@ -26,7 +27,7 @@ from .lora import LoRARequest, attach_lora
 
 
 # %% auto 0
-__all__ = ['ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'PoolingResult', 'AsyncEngine']
+__all__ = ['HISTORY_STEPS', 'ALIVE_PROBES', 'StepOutput', 'EngineResult', 'Engine', 'PoolingResult', 'AsyncEngine']
 
 # %% ../nbs/14_engine.ipynb 6
 @dataclass
@@ -84,6 +85,8 @@ def _grammar_masks(logits: torch.Tensor, rows: list[int], grammars) -> tuple[tor
 
 
 # %% ../nbs/14_engine.ipynb 11
+HISTORY_STEPS = 10_000    # the steps `Engine.history` keeps: a server runs for days, and a record of every step would grow without end
+
 class Engine:
     """Continuous-batching inference over a paged KV cache: `add_request`, `step`, `abort`, `generate`. Built from an
     `EngineConfig` (`config`, with `settings` applied over it by `EngineConfig.make`); `runner`: a runner class chosen already (by
@@ -108,7 +111,7 @@ class Engine:
         self._pending: list[StepOutput] = []         # final outputs of requests ended between steps (abort, finish_request)
         self._stepping, self._deferred = False, []   # inside step(): requests ended meanwhile, ended when it returns
         self._next_id, self.num_steps, self.num_batched_tokens = 0, 0, 0
-        self.history: list[tuple[int, int, int, int]] = []   # per step: (used blocks, running, waiting, batched tokens)
+        self.history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY_STEPS)   # the last steps: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
         self.lora = attach_lora(model, ec.max_loras, ec.max_lora_rank) if ec.enable_lora else None   # LoRA slots (12c), before the runner is chosen
         self._lora_waiting: list = []               # (request id, LoRARequest) waiting for a free LoRA slot, in arrival order
@@ -207,7 +210,7 @@ def _lora_slot(self: Engine, lora_request: LoRARequest | None) -> int | None:
     slot, evicting only one no unfinished request holds); None when every slot is held: the request waits (`_admit_lora_waiting`)."""
     if lora_request is None: return -1
     if self.lora is None: raise ValueError("lora_request: this engine was built without LoRA adapters (enable_lora=True)")
-    self.lora.adapter(lora_request)
+    self.lora.adapter(lora_request, read=self.lora_on_demand)
     busy = {r.lora_slot for r in self.requests.values()}
     return self.lora.acquire(lora_request, busy) if self.lora.available(lora_request, busy) and not self._lora_waiting else None
 
@@ -222,7 +225,9 @@ def _lora_attach(self: Engine, req, slot: int | None, lora_request):
 def remove_lora(self: Engine, lora_name: str) -> bool:
     "Forget the adapter `lora_name` (False if unknown); a ValueError while an unfinished request uses it."
     if self.lora is None: raise ValueError("remove_lora: this engine was built without LoRA adapters (enable_lora=True)")
-    return self.lora.remove(lora_name, busy={r.lora_slot for r in self.requests.values()})
+    return self.lora.remove(lora_name, in_use={r.lora_request.lora_int_id for r in self.requests.values() if r.lora_request is not None})
+
+Engine.lora_on_demand = True     # an adapter is read when a request first names it; False (a server): only adapters loaded first
 
 # %% ../nbs/14_engine.ipynb 22
 @patch
@@ -442,6 +447,7 @@ class _PoolRequest:
     def __init__(self, request_id, seq, params: PoolingParams):
         self.request_id, self.seq, self.params = request_id, seq, params
         self.state = PoolState(params, seq.num_prompt_tokens)
+    lora_slot, lora_request = -1, None    # what the LoRA bookkeeping reads: a pooling request runs on the base model
 
 Engine.pooler_config = PoolerConfig()     # the model's pooling defaults (`LLM` sets its model's, from its directory)
 Engine.classifier = None                  # a head for task='classify' in place of the model's `score` (a generative reranker's)
@@ -641,7 +647,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 117
+# %% ../nbs/14_engine.ipynb 119
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:

@@ -15,7 +15,8 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
-           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'attach_lora', 'random_adapter']
+           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'LoRANotLoaded', 'attach_lora',
+           'random_adapter', 'read_gguf_adapter', 'peft_to_gguf', 'adapter_rank']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -101,11 +102,13 @@ def lora_scaling(config: dict) -> float:
 _KEY = re.compile(r"(?:base_model\.model\.)?model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.\w+)?\.weight")
 
 def read_adapter_tensors(path) -> tuple[Path, dict[str, torch.Tensor]]:
-    "The adapter's weights file (`adapter_model.safetensors`, else `adapter_model.bin` read with `weights_only`) and its tensors."
+    """The adapter's weights file (`adapter_model.safetensors`, else `adapter_model.bin` read with `weights_only`) and its tensors.
+    The safetensors file is read whole and decoded from bytes: `load_file` (safetensors 0.8) keeps ~60 bytes of Python objects per
+    tensor after every call, which a server loading and unloading adapters for days would pile up (tests/test_lora_churn.py)."""
     p = Path(path).expanduser()
     if (f := p / "adapter_model.safetensors").is_file():
-        from safetensors.torch import load_file
-        return f, load_file(f)
+        from safetensors.torch import load
+        return f, load(f.read_bytes())
     if (f := p / "adapter_model.bin").is_file(): return f, torch.load(f, map_location="cpu", weights_only=True)
     raise ValueError(f"{p}: no adapter_model.safetensors or adapter_model.bin")
 
@@ -147,7 +150,9 @@ class LoRAAdapter:
 
 # %% ../nbs/12c_lora.ipynb 28
 def read_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
-    "The PEFT adapter in directory `path`, checked against the base model's `config` (ValueError naming the file and field)."
+    """The PEFT adapter in directory `path`, checked against the base model's `config` (ValueError naming the file and field); a
+    file `path` is a llama.cpp GGUF LoRA (`read_gguf_adapter`, below)."""
+    if Path(path).expanduser().is_file(): return read_gguf_adapter(path, config, max_lora_rank, name)
     c = read_adapter_config(path, max_lora_rank)
     f = Path(path).expanduser() / "adapter_config.json"
     tm = c.get("target_modules")
@@ -247,11 +252,16 @@ def set_rows(self: LoRASlots, slots=None):
     self.mask = lora_mask(s, self.ranks, self.scales, self.max_lora_rank, self.device, self.dtype) if used else None
 
 # %% ../nbs/12c_lora.ipynb 48
+class LoRANotLoaded(ValueError):
+    "A request names an adapter that is not loaded, where adapters are not read on demand (a server: it was unloaded meanwhile)."
+
 @patch
-def adapter(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
-    "`req`'s adapter: read from `req.lora_path` the first time its id is seen (checked against the model), then kept."
+def adapter(self: LoRASlots, req: LoRARequest, read: bool = True) -> LoRAAdapter:
+    """`req`'s adapter: read from `req.lora_path` the first time its id is seen (checked against the model), then kept.
+    `read=False`: only an adapter read before (`LoRANotLoaded` otherwise)."""
     if not isinstance(req, LoRARequest): raise ValueError(f"lora_request: expected a LoRARequest, got {type(req).__name__}")
     got = self.known.get(req.lora_int_id)
+    if got is None and not read: raise LoRANotLoaded(f"lora_request {req.lora_name!r}: adapter id {req.lora_int_id} is not loaded (unloaded?)")
     if got is None: self.known[req.lora_int_id] = got = read_adapter(req.lora_path, self.config, self.max_lora_rank, req.lora_name)
     elif (got.name, got.path) != (req.lora_name, req.lora_path):
         raise ValueError(f"lora_request {req.lora_name!r}: id {req.lora_int_id} is adapter {got.name!r} ({got.path}) already; "
@@ -280,13 +290,13 @@ def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
 
 # %% ../nbs/12c_lora.ipynb 52
 @patch
-def remove(self: LoRASlots, lora_name: str, busy=()) -> bool:
-    "Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it."
+def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
+    """Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it
+    (`in_use`: the adapter ids of unfinished requests, those running and those waiting for a slot)."""
     i = next((k for k, a in self.known.items() if a.name == lora_name), None)
     if i is None: return False
-    if (s := self.lru.get(i)) is not None:
-        if s in busy: raise ValueError(f"adapter {lora_name!r} is in use by unfinished requests")
-        self.clear(s); del self.lru[i]
+    if i in in_use: raise ValueError(f"adapter {lora_name!r} is in use by unfinished requests")
+    if (s := self.lru.pop(i, None)) is not None: self.clear(s)
     del self.known[i]
     return True
 
@@ -315,3 +325,87 @@ def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, 
     (p / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": r, "lora_alpha": lora_alpha or 2 * r, "target_modules": list(targets),
                                                         "bias": "none", "use_rslora": False, "task_type": "CAUSAL_LM"}))
     return p
+
+# %% ../nbs/12c_lora.ipynb 60
+_GGUF_LORA = re.compile(r"blk\.(\d+)\.(\w+)\.weight\.lora_([ab])")
+_GGUF_MODS = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "o_proj", "ffn_gate": "gate_proj",
+              "ffn_up": "up_proj", "ffn_down": "down_proj"}
+_GGUF_FLOATS = ("F32", "F16", "BF16")
+
+def _gguf_open(path):
+    "The `GGUFFile` of a GGUF LoRA adapter and its checked `adapter.lora.alpha` (ValueError naming the file and the key)."
+    from xllm.gguf import GGUFFile
+    f = Path(path).expanduser()
+    if not f.is_file(): raise ValueError(f"{f}: not found (a GGUF LoRA adapter is one .gguf file)")
+    g = GGUFFile(f)                                           # ModelFormatError (a ValueError) for a file that is not GGUF
+    for key, want, hint in (("general.type", "adapter", " (a model, not a LoRA adapter?)"), ("adapter.type", "lora", ""),
+                            ("general.architecture", "llama", " (only LLaMA-family bases)")):
+        if g.metadata.get(key) != want: raise ValueError(f"{f}: {key} is {g.metadata.get(key)!r}, not {want!r}{hint}")
+    if "adapter.lora.alpha" not in g.metadata: raise ValueError(f"{f}: adapter.lora.alpha: missing")
+    return g, check_number(f"{f}: adapter.lora.alpha", g.metadata["adapter.lora.alpha"], lo=0)
+
+# %% ../nbs/12c_lora.ipynb 62
+def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
+    "{(layer, module): [(name, A), (name, B)]} of the GGUF LoRA `g` (file `f`): every tensor's name, layer and type checked."
+    out = {}
+    for name, info in g.tensors.items():
+        m = _GGUF_LORA.fullmatch(name)
+        if m is None or m[2] not in _GGUF_MODS:
+            raise ValueError(f"{f}: tensor {name!r}: not a LoRA A/B of a layer projection (blk.N.{{{','.join(_GGUF_MODS)}}}.weight.lora_a/b); not supported")
+        i = int(m[1])
+        if i >= config.num_hidden_layers: raise ValueError(f"{f}: tensor {name!r}: layer {i}, but the base model has {config.num_hidden_layers} layers")
+        if info.type_name not in _GGUF_FLOATS:
+            raise ValueError(f"{f}: tensor {name!r} is {info.type_name}: quantized LoRA tensors are not supported (convert with --outtype f32, f16 or bf16)")
+        out.setdefault((i, _GGUF_MODS[m[2]]), [None, None])["ab".index(m[3])] = (name, g.dequantize(name))
+    for (i, mod), ab in out.items():
+        if None in ab: raise ValueError(f"{f}: layer {i} {mod} has lora_{'ab'[ab.index(None)]} missing")
+    return out
+
+# %% ../nbs/12c_lora.ipynb 64
+def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
+    """llama.cpp's GGUF LoRA file `path` (from `convert_lora_to_gguf.py`) as a `LoRAAdapter`, checked against the base model's
+    `config`: one rank, every shape, `B`'s q/k rows back in Hugging Face order, the scale `alpha / r` (alpha 0: 1, as llama.cpp)."""
+    from xllm.weights import unpermute_rope_rows
+    g, alpha = _gguf_open(path)
+    pairs, shapes, f, w = _gguf_pairs(g, path, config), lora_shapes(config), g.path, {}
+    r = max((a.shape[0] for (_, a), _ in pairs.values()), default=0)
+    if not pairs: raise ValueError(f"{f}: no LoRA tensors in it")
+    if max_lora_rank is not None and r > max_lora_rank: raise ValueError(f"{f}: rank {r} is more than max_lora_rank={max_lora_rank} (raise max_lora_rank)")
+    heads = {"q_proj": config.num_attention_heads, "k_proj": config.num_key_value_heads}
+    for (i, mod), ((na, a), (nb, b)) in sorted(pairs.items()):
+        _, n_in, n_out = shapes[mod]
+        for n, t, want in ((na, a, (r, n_in)), (nb, b, (n_out, r))):
+            if tuple(t.shape) != want: raise ValueError(f"{f}: tensor {n!r} has shape {tuple(t.shape)}, expected {want} (rank {r}, the base "
+                                                        f"model's {mod} is {n_in} -> {n_out}): an adapter for a different base model, or of two ranks?")
+        w[i, mod] = (a, unpermute_rope_rows(b, heads[mod]) if mod in heads else b)
+    return LoRAAdapter(name or f.stem, str(path), r, alpha / r if alpha else 1.0, w, {"r": r, "lora_alpha": alpha, "format": "gguf"})
+
+# %% ../nbs/12c_lora.ipynb 67
+def _rope_rows_to_gguf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    "Rows of a q/k projection from Hugging Face rotate-half order to GGUF's interleaved pairs (`unpermute_rope_rows` undoes it)."
+    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
+
+def peft_to_gguf(path, config: LlamaConfig, out, dtype: str = "F32") -> Path:
+    """The PEFT adapter directory `path` written to `out` as llama.cpp's `convert_lora_to_gguf.py` writes it, in `dtype` (F32,
+    F16 or BF16; needs the `gguf` package): `blk.N.<tensor>.weight.lora_a` / `.lora_b`, q/k `B` rows in GGUF's order, the alpha."""
+    import gguf
+    if dtype not in _GGUF_FLOATS: raise ValueError(f"dtype: expected one of {', '.join(_GGUF_FLOATS)}, got {dtype!r}")
+    if read_adapter_config(path).get("use_rslora"): raise ValueError(f"{path}: use_rslora: llama.cpp's GGUF LoRA has no rsLoRA scale (alpha / r only)")
+    ad, qt, names = read_adapter(path, config), gguf.GGMLQuantizationType[dtype], {v: k for k, v in _GGUF_MODS.items()}
+    heads = {"q_proj": config.num_attention_heads, "k_proj": config.num_key_value_heads}
+    arr = lambda t: t.half().numpy() if dtype == "F16" else gguf.quants.quantize(t.numpy(), qt) if dtype == "BF16" else t.numpy()
+    w = gguf.GGUFWriter(str(out), arch="llama")
+    w.add_type(gguf.GGUFType.ADAPTER); w.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(ad.config.get("lora_alpha", 8)))
+    for (i, mod), (a, b) in sorted(ad.weights.items()):
+        b = _rope_rows_to_gguf(b, heads[mod]) if mod in heads else b
+        for ab, t in (("a", a), ("b", b)): w.add_tensor(f"blk.{i}.{names[mod]}.weight.lora_{ab}", arr(t.contiguous()), raw_dtype=qt)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    return Path(out)
+
+# %% ../nbs/12c_lora.ipynb 69
+def adapter_rank(path) -> int:
+    "The rank of the adapter at `path` (a PEFT directory's `r`; a GGUF LoRA file's, from its `lora_a` shapes), read without the model."
+    if not Path(path).expanduser().is_file(): return read_adapter_config(path)["r"]
+    g, _ = _gguf_open(path)
+    return max((t.shape[0] for n, t in g.tensors.items() if n.endswith(".lora_a")), default=1)

@@ -706,6 +706,8 @@ def _choice_error(e: Exception, field: str | None) -> APIError:
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
     (a dead tensor-parallel worker's error names hosts and ports: it is logged, not sent)."""
     from xllm.grammar import GrammarError
+    from xllm.lora import LoRANotLoaded
+    if isinstance(e, LoRANotLoaded): return APIError(404, str(e), param="model", code="model_not_found")   # its adapter unloaded meanwhile
     if isinstance(e, GrammarError):
         field = field or "structured_outputs"
         return APIError(400, f"{field}: {e}", param=field)
@@ -2570,7 +2572,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
 
 # %% ../nbs/19_server.ipynb 275
 class LoadLoRAAdapterRequest(BaseModel):
-    "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory on the server's machine."
+    "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory (or GGUF LoRA file) on the server's machine."
     model_config = ConfigDict(extra="ignore", strict=True)
     lora_name: str = Field(min_length=1)
     lora_path: str = Field(min_length=1)
@@ -2592,6 +2594,7 @@ class ServingLoRA(OpenAIServing):
     def request(self, name: str, path: str):
         "A new adapter's `LoRARequest` (the next id); a 400 when `name` is taken (by an adapter or the served model)."
         from xllm.lora import LoRARequest
+        if name in self.st.lora_changing: raise APIError(400, f"lora_name: {name!r} is being loaded or unloaded; retry", param="lora_name")
         if name in self.st.loras or name == self.st.model_name:
             raise APIError(400, f"lora_name: {name!r} is served already (as {'an adapter' if name in self.st.loras else 'the model'})", param="lora_name")
         return LoRARequest(name, next(self.st.lora_ids), str(path))
@@ -2604,8 +2607,10 @@ async def load(self: ServingLoRA, req: LoadLoRAAdapterRequest) -> PlainTextRespo
     "`/v1/load_lora_adapter`: the adapter read (on the engine's thread) and checked against the model, then served by its name."
     self.enabled()
     lr = self.request(req.lora_name, req.lora_path)
+    self.st.lora_changing.add(lr.lora_name)           # until it is read: a second load of the name is refused, not read twice
     try: await self.st.engine.call(lambda eng: eng.lora.adapter(lr))
     except ValueError as e: raise APIError(400, f"lora_path: {e}", param="lora_path") from None
+    finally: self.st.lora_changing.discard(lr.lora_name)
     self.st.loras[lr.lora_name] = lr
     return PlainTextResponse(f"Success: LoRA adapter '{lr.lora_name}' added successfully.")
 
@@ -2615,8 +2620,11 @@ async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextR
     self.enabled()
     if req.lora_name not in self.st.loras:
         raise APIError(404, f"lora_name: no adapter {req.lora_name!r} is loaded", param="lora_name", code="model_not_found")
+    if req.lora_name in self.st.lora_changing: raise APIError(400, f"lora_name: {req.lora_name!r} is being unloaded; retry", param="lora_name")
+    self.st.lora_changing.add(req.lora_name)
     try: await self.st.engine.call(lambda eng: eng.remove_lora(req.lora_name))
     except ValueError as e: raise APIError(400, f"lora_name: {e}; retry when they are done", param="lora_name") from None
+    finally: self.st.lora_changing.discard(req.lora_name)
     del self.st.loras[req.lora_name]
     return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
@@ -2624,12 +2632,13 @@ async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextR
 def _lora_routes(app, st, R, lora_modules: dict | None):
     "The adapters of `lora_modules` ({name: path}) read now (a ValueError naming the bad one), and the two routes that change them."
     import itertools
-    lora, st.lora_ids = ServingLoRA(st), itertools.count(1)
+    lora, st.lora_ids, st.lora_changing = ServingLoRA(st), itertools.count(1), set()   # lora_changing: names being loaded or unloaded
     if lora_modules and st.core.lora is None: raise ValueError("lora_modules: serving LoRA adapters needs enable_lora=True (--enable-lora)")
     for name, path in (lora_modules or {}).items():
         lr = lora.request(name, path)
         st.core.lora.adapter(lr)                     # the engine has not started a step yet: read here, errors before serving
         st.loras[name] = lr
+    if st.core.lora is not None: st.core.lora_on_demand = False   # requests run only adapters loaded by name (one unloaded meanwhile: a 404)
     ok = lambda what: {200: {"content": {"text/plain": {}}, "description": f"a line saying the adapter was {what}"}}   # vLLM's answer
     @app.post("/v1/load_lora_adapter", response_class=Response, responses=R("/v1/load_lora_adapter", post=True) | ok("added"))
     async def load_lora_adapter(req: LoadLoRAAdapterRequest): return await lora.load(req)
