@@ -253,6 +253,8 @@ def unsupported(cls: CudaRunner, model: Llama, kv_dtype=None) -> str | None:
     if not ck.cupy_available(): return "CuPy is not installed: pip install 'xllm[cuda12]' or 'xllm[cuda13]' (the CUDA of your driver and torch)"
     kc = getattr(model, "kv_config", model.config)
     if kv_dtype == torch.int8 and not int8_kv_supported(kc): return f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it"
+    if kv_dtype not in (None, torch.int8, model.dtype):
+        return f"K/V stored as {str(kv_dtype)[6:]} for a {str(model.dtype)[6:]} model (the CUDA kernels read the model's dtype or int8)"
     try: ck.load_kernels(model.device, ck.model_kernel_names(kc))   # this model's part of the source, built once
     except RuntimeError as e: return f"xllm's CUDA kernels do not build here: {e}"
     return None
