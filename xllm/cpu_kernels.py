@@ -849,3 +849,10 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi):
             raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return int(b.positions.max()) + 1
+
+# %% ../nbs/15_cpu_kernels.ipynb 174
+@patch(cls_method=True)
+def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
+    "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."
+    return "float16" if activation_mode(activations, keeps_quantized(model)) != "float" else None
+

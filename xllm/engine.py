@@ -6,7 +6,7 @@
 from __future__ import annotations
 import asyncio, copy, itertools, queue, sys, threading, time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence as Seq
 
 import torch
@@ -14,9 +14,9 @@ from fastcore.basics import patch
 
 from .core import check_int, check_token_ids
 from .model import Llama, PagedBatch
-from .kv_cache import BlockManager
+from .kv_cache import BlockManager, kv_storage_dtype
 from .kv_pool import PagedKVPool, default_kv_cache_memory
-from .runner import choose_runner, pool_dtype
+from .runner import choose_runner, kv_cache_dtype_for, pool_dtype
 from .sequence import Sequence, SequenceStatus
 from .scheduler import Scheduler
 from .sampling import SamplingParams, Sampler, SampleRequest
@@ -98,6 +98,9 @@ class Engine:
         ec = self.engine_config = EngineConfig.make(config, **settings)
         c = self.config = model.config
         self.model, self.tokenizer, self.max_logprobs = model, tokenizer, ec.max_logprobs
+        self.lora = attach_lora(model, ec.max_loras, ec.max_lora_rank) if ec.enable_lora else None   # LoRA slots (12c), before the runner is chosen
+        runner, self.runner_reason = self._runner_class(runner)     # chosen once, before the pool: 'auto' K/V storage is its choice (13)
+        ec = self.engine_config = replace(ec, kv_cache_dtype=kv_cache_dtype_for(runner, model, ec.kv_cache_dtype, ec.cpu_activations))
         self.pool = self._make_pool(num_blocks)
         self.block_manager = BlockManager(self.pool.num_blocks, ec.block_size, ec.enable_prefix_caching)
         self.max_model_len = self._context()
@@ -113,7 +116,6 @@ class Engine:
         self._next_id, self.num_steps, self.num_batched_tokens = 0, 0, 0
         self.history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY_STEPS)   # the last steps: (used blocks, running, waiting, batched tokens)
         self.kv_cache_report = self.pool.report()
-        self.lora = attach_lora(model, ec.max_loras, ec.max_lora_rank) if ec.enable_lora else None   # LoRA slots (12c), before the runner is chosen
         self._lora_waiting: list = []               # (request id, LoRARequest) waiting for a free LoRA slot, in arrival order
         self.runner = self._make_runner(runner, runner_options)
         self.spec_stats, self.speculator = SpecStats(), None
@@ -138,11 +140,17 @@ def _context(self: Engine) -> int:
     return ctx if n is None else check_int("max_model_len", n, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's context)")
 
 @patch
-def _make_runner(self: Engine, runner: type | None, options: dict | None):
-    "The runner every step goes to: the class given (chosen by an `LLM`: not checked twice) or `choose_runner`'s, warmed up."
+def _runner_class(self: Engine, runner: type | None) -> tuple[type, str]:
+    "The runner class and why: the one given (chosen by an `LLM`: not checked twice) or `choose_runner`'s for the K/V asked."
+    ec, m = self.engine_config, self.model
+    if runner is not None: return runner, runner.name
+    kv = kv_storage_dtype(ec.kv_cache_dtype, pool_dtype(m, "tp" if ec.world_size > 1 else ec.runner, ec.enable_lora))
+    return choose_runner(m, kv, ec.runner)
+
+@patch
+def _make_runner(self: Engine, cls: type, options: dict | None):
+    "The runner every step goes to: an instance of `cls` over the pool, warmed up."
     ec = self.engine_config
-    if runner is not None: cls, self.runner_reason = runner, runner.name
-    else: cls, self.runner_reason = choose_runner(self.model, self.pool.kv_dtype, ec.runner)
     if options is None:
         options = {"enforce_eager": True} if ec.enforce_eager and cls.name in ("cuda", "tp") else \
                   {"activations": ec.cpu_activations} if ec.cpu_activations is not None and cls.name == "cpu" else {}

@@ -24,7 +24,7 @@ from .model import Llama
 from .sampling import SamplingParams, Sampler, seeded_generator
 from .kv_cache import kv_cache_bytes_per_token, kv_storage_dtype
 from .kv_pool import default_kv_cache_memory
-from .runner import choose_runner, runner_class, pool_dtype
+from .runner import choose_runner, kv_cache_dtype_for, runner_class, pool_dtype
 from .cpu_kernels import activation_mode, keeps_quantized
 from .engine import Engine
 from .config import EngineConfig
@@ -300,6 +300,11 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     generator of unseeded requests, the runner (chosen now, once), a draft model loaded; a generative reranker's settings from the
     model's directory (13c: `xllm_reranker.json`, vLLM's keys in `config.json`) unless the config gives them."""
     if cfg.reranker is None and (r := reranker_from_dir(self.model_path)) is not None: cfg = dataclasses.replace(cfg, reranker=r)
+    tp = cfg.world_size                                  # the group's ranks: tensor x pipeline
+    if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
+    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, "tp" if tp > 1 else cfg.runner, cfg.enable_lora))
+    cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)   # chosen now, once, before the pool is sized
+    cfg = dataclasses.replace(cfg, kv_cache_dtype=kv_cache_dtype_for(cls, model, cfg.kv_cache_dtype, cfg.cpu_activations))   # 'auto': the runner's (13)
     self.model, self.device, self.engine_config = model, model.device, cfg
     self.engine_config, self.context_note = _fitted(self)
     if cfg.seed is None: self.generator = torch.Generator(device="cpu"); self.generator.seed()   # draws of requests without their own seed
@@ -309,10 +314,6 @@ def _setup(self: LLM, model, cfg: EngineConfig):
         try: template_workers().warm()
         except RuntimeError as e: warnings.warn(f"{e}; chat requests will try again", stacklevel=3)
     self._engine, self._next_id, self._live, self._unfed = None, 0, {}, collections.deque()   # the engine is built at first use
-    tp = cfg.world_size                                  # the group's ranks: tensor x pipeline
-    if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
-    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, "tp" if cfg.world_size > 1 else cfg.runner, cfg.enable_lora))
-    cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)
     self.runner_name = cls.name
     self.activations = activation_mode(cfg.cpu_activations, keeps_quantized(model)) if cls.name == "cpu" else None   # its products' activations
     if self.activations: self.runner_reason += f", {self.activations} activations"

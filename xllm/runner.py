@@ -13,7 +13,7 @@ from .kv_pool import PagedKVPool
 from .config import RUNNERS   # name -> (module, class), written once in notebook 12a
 
 # %% auto 0
-__all__ = ['ModelRunner', 'runner_class', 'choose_runner', 'pool_dtype']
+__all__ = ['ModelRunner', 'runner_class', 'choose_runner', 'pool_dtype', 'kv_cache_dtype_for']
 
 # %% ../nbs/13_runner.ipynb 8
 class ModelRunner:
@@ -86,4 +86,16 @@ def pool_dtype(model: Llama, name: str | None = None, lora: bool = False) -> tor
     if model.device.type != "cpu" or model.dtype != torch.bfloat16 or lora or name not in (None, "cpu"): return model.dtype
     cpu = runner_class("cpu")
     return cpu.compute_dtype(model) if cpu.unsupported(model, cpu.compute_dtype(model)) is None else model.dtype
+
+
+# %% ../nbs/13_runner.ipynb 22
+@patch(cls_method=True)
+def default_kv_cache_dtype(cls: ModelRunner, model: Llama, activations: str | None = None) -> str | None:
+    """The K/V storage this runner keeps for `model` (computed with `activations`, the compiled CPU runner's setting) when none
+    is asked: None, the dtype it computes in. Runners whose numerics already leave the reference may store less (15)."""
+    return None
+
+def kv_cache_dtype_for(cls: type, model: Llama, asked=None, activations: str | None = None):
+    "`asked` (a `kv_cache_dtype`), or for None/'auto' the storage runner `cls` keeps by default for `model`."
+    return cls.default_kv_cache_dtype(model, activations) if asked is None or asked == "auto" else asked
 
