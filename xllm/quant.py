@@ -773,7 +773,7 @@ def _quantized_names(config: LlamaConfig, t: _Tensors) -> tuple[dict, list]:
     return expected, wanted
 
 # %% ../nbs/07_quantization.ipynb 140
-def _int8_embedding(t: _Tensors, base: str, V: int, H: int, tie: bool, kernel: str) -> dict:
+def _saved_int8_embedding(t: _Tensors, base: str, V: int, H: int, tie: bool, kernel: str) -> dict:
     "{base: the `Int8Embedding` saved under `base`}, with the tied head (an `Int8Linear` on the same codes) when `tie`."
     _expect(t.shape(base + ".qweight") == (V, H) and base + ".scales" in t.keys, t.path, f"{base}.qweight must be [{V}, {H}] with {base}.scales beside it")
     try: emb = Int8Embedding(t.get(base + ".qweight"), t.get(base + ".scales"))
@@ -819,7 +819,7 @@ def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig,
     for h in wanted:
         base = h[:-len(".weight")]
         if h == "model.embed_tokens.weight" and base + ".qweight" in t.keys:      # an Int8Embedding (tied: also the head)
-            modules.update(_int8_embedding(t, base, *expected[h], config.tie_word_embeddings, kernel))
+            modules.update(_saved_int8_embedding(t, base, *expected[h], config.tie_word_embeddings, kernel))
         elif _is_linear_weight(h) and base + ".scales" in t.keys:
             out, n_in = expected.get(h, (config.vocab_size, config.hidden_size))
             modules[base] = _quant_linear(t, base, out, n_in, expected, qc["modules"].get(base), kernel)
