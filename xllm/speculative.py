@@ -129,6 +129,7 @@ class _SpecState:
         if accepted: self.misses = 0
         else: self.misses += 1; self.pause = 2 ** min(self.misses, 6) - 1
 
+# %% ../nbs/13b_speculative.ipynb 24
 def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -> int:
     """The proposal length in `0..kmax` with the largest expected net gain in a step of `num_tokens` tokens that samples
     `num_sampled` of them, given the acceptance estimate `alpha` and the step cost function `cost(T)` (0: do not speculate)."""
@@ -141,7 +142,7 @@ def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -
         if gain > best_gain + 1e-12: best, best_gain = k, gain
     return best
 
-# %% ../nbs/13b_speculative.ipynb 25
+# %% ../nbs/13b_speculative.ipynb 27
 class Speculator:
     "An engine's speculative decoding: its `config`, `proposer`, cost model `stats` and per-request states (`new_state`)."
     def __init__(self, config: SpeculativeConfig, proposer: Proposer, stats: SpecStats):
@@ -157,7 +158,7 @@ class Speculator:
         s.num_verifications += 1; s.num_proposed += proposed; s.num_accepted += accepted; s.num_emitted += emitted
         state.adapt(self.config, proposed, accepted)
 
-# %% ../nbs/13b_speculative.ipynb 27
+# %% ../nbs/13b_speculative.ipynb 29
 @patch
 def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int, num_sampled: int, reserve) -> dict:
     """Drafts for `asks` in a step of `num_tokens` tokens sampling `num_sampled` rows, with `budget` tokens left; `reserve(request
@@ -183,7 +184,7 @@ def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int
             kept[a.request_id] = pr[1][:n] if pr[1][0] is not None else None
     return kept
 
-# %% ../nbs/13b_speculative.ipynb 30
+# %% ../nbs/13b_speculative.ipynb 32
 class DraftProposer(Proposer):
     """Proposals from a draft model for the speculating sequences of a step, all together: one forward that catches the draft's
     cache up with each sequence's tokens (usually the one or two accepted since the last step; the whole prompt the first time),
@@ -247,7 +248,7 @@ class DraftProposer(Proposer):
             first, live = False, going
         return {asks[i][0]: v for i, v in got.items() if v[0]}
 
-# %% ../nbs/13b_speculative.ipynb 32
+# %% ../nbs/13b_speculative.ipynb 34
 @patch
 def propose(self: DraftProposer, asks: list[DraftAsk]) -> dict:
     "`Proposer.propose`: the draft model's tokens for `asks`, each drawn with its request's settings (`Sampler.propose_token`)."
@@ -264,7 +265,7 @@ def describe(self: DraftProposer) -> str:
     "The draft model for the engine's start-up line: its layers, its runner, its K/V pool."
     return f"draft model {self.model.config.num_hidden_layers} layers, runner {self.runner_reason}, K/V pool {self.pool.report()}"
 
-# %% ../nbs/13b_speculative.ipynb 35
+# %% ../nbs/13b_speculative.ipynb 37
 def check_same_tokenizer(draft_tok, target_tok):
     "ValueError unless tokenizers `draft_tok` and `target_tok` map every id to the same bytes (`LLM` checks a draft it loads)."
     a, b = draft_tok, target_tok
@@ -274,6 +275,7 @@ def check_same_tokenizer(draft_tok, target_tok):
         if a.token_bytes(i) != b.token_bytes(i):
             raise ValueError(f"speculative model: its tokenizer differs from the target's at token {i} ({a.token_bytes(i)!r} vs {b.token_bytes(i)!r})")
 
+# %% ../nbs/13b_speculative.ipynb 39
 def make_proposer(cfg: SpeculativeConfig, sampler: Sampler, device, tokenizer=None, max_model_len: int = 2048, pool_tokens: int = 0,
                   block_size: int = 16) -> Proposer:
     """An engine's `Proposer` for `cfg`: prompt lookup, or a `DraftProposer` for the loaded draft `cfg.model` (a `Llama`, taken to
