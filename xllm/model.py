@@ -361,6 +361,7 @@ def rope(self: Llama, n: int):
         self.cos, self.sin = (t.to(self.device) for t in rope_tables(self.inv_freq, n, self.dtype))
     return self.cos, self.sin
 
+# %% ../nbs/06_model.ipynb 55
 @patch
 def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) -> torch.Tensor:
     "One sequence's next tokens as a batch of one chunk over `cache`; the ids are checked here."
@@ -376,7 +377,7 @@ def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) ->
     return logits
 
 
-# %% ../nbs/06_model.ipynb 55
+# %% ../nbs/06_model.ipynb 57
 @patch(cls_method=True)
 def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dtype | None = None) -> Llama:
     "Build the model around `weights` (HF names; no `lm_head.weight` needed when tied), cast to `dtype` (default: the embedding's)."
@@ -400,7 +401,7 @@ def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dt
     return m.requires_grad_(False).eval()
 
 
-# %% ../nbs/06_model.ipynb 61
+# %% ../nbs/06_model.ipynb 63
 def random_llama(config: LlamaConfig, seed: int = 0, scale: float = 1.5, dtype: torch.dtype | None = None) -> Llama:
     """A `Llama` of `config`'s shape with seeded random weights: norms U(0.7, 1.3), embeddings N(0, 0.3), matrices
     N(0, scale / sqrt(fan-in)); float32 unless `dtype`."""
