@@ -159,24 +159,23 @@ def _spec_figures(eng, before: dict) -> dict:
             "spec_mean_accepted_length": d["num_emitted"] / d["num_verifications"] if d["num_verifications"] else None}
 
 # %% ../nbs/20_bench.ipynb 32
-def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
-              progress: bool = True, temperature: float = 0.0) -> dict:
-    """Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures.
-    A request's time to first token is counted from its own submission: t=0 through the engine, the end of the previous one when sequential."""
-    import torch
-    from tqdm.auto import tqdm
-    from xllm.sampling import SamplingParams
-    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=0 if temperature else None)
-    reqs = [llm.encode_chat([{"role": "user", "content": p}])[1] if chat else llm.encode_prompt(p)[1] for p in prompts]
-    ttft, n_out, t_pre, t_dec, n_dec, bar = [], 0, 0.0, 0.0, 0, None
-    def tick(k: int):   # output tokens: with EOS ignored their total is known, so is the ETA (else none); the bar starts with the
-        nonlocal bar     # first token, so its rate and ETA are the generation's, not the wait for the first prefill
-        if bar is None: bar = tqdm(total=len(reqs) * max_tokens if ignore_eos else None, unit="tok", disable=not progress,
-                                   desc="bench " + ("sequential" if sequential else "engine"))
-        bar.update(k)
-    eng = llm.get_engine()
-    peak, todo, first, live, submitted = 0, list(reqs), set(), set(), {}
-    s0 = dict(vars(eng.spec_stats))                                  # speculative decoding's counters before the run
+class _TickBar:
+    """A progress bar over output tokens, made at its first update, so that its rate and ETA are the generation's and not the
+    wait for the first prefill; `total` (None: unknown) is known only when EOS is ignored."""
+    def __init__(self, total: int | None, progress: bool, desc: str): self.total, self.progress, self.desc, self.bar = total, progress, desc, None
+    def __call__(self, k: int):
+        from tqdm.auto import tqdm
+        if self.bar is None: self.bar = tqdm(total=self.total, unit="tok", disable=not self.progress, desc=self.desc)
+        self.bar.update(k)
+    def close(self):
+        if self.bar is not None: self.bar.close()
+
+# %% ../nbs/20_bench.ipynb 34
+def _drive(eng, reqs: list, params, sequential: bool, tick) -> dict:
+    """Run token-id prompts `reqs` through engine `eng` (all submitted at t=0, or one at a time); the raw figures: each request's
+    time to first token from its own submission, output tokens, prefill and decode seconds, decode tokens, peak K/V blocks, wall."""
+    f = dict(ttft=[], n_out=0, t_pre=0.0, t_dec=0.0, n_dec=0, peak=0)
+    todo, first, live, submitted = list(reqs), set(), set(), {}
     def submit():
         rid = eng.add_request(todo.pop(0), params)
         live.add(rid); submitted[rid] = time.perf_counter()
@@ -187,36 +186,51 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
         outs = eng.step()
         t1 = time.perf_counter()
         new = sum(len(o.new_token_ids) for o in outs if o.request_id in first)      # tokens of requests past their prefill
-        peak = max(peak, eng.history[-1][0])                                       # K/V blocks in use after the step
-        if eng.history[-1][3] > new: t_pre += t1 - t                               # the step held prompt tokens
-        else: t_dec += t1 - t; n_dec += new
+        f["peak"] = max(f["peak"], eng.history[-1][0])                             # K/V blocks in use after the step
+        if eng.history[-1][3] > new: f["t_pre"] += t1 - t                          # the step held prompt tokens
+        else: f["t_dec"] += t1 - t; f["n_dec"] += new
         for o in outs:
             if o.request_id not in live: continue
-            n_out += len(o.new_token_ids); tick(len(o.new_token_ids))
-            if o.new_token_ids and o.request_id not in first: first.add(o.request_id); ttft.append(t1 - submitted[o.request_id])
+            f["n_out"] += len(o.new_token_ids); tick(len(o.new_token_ids))
+            if o.new_token_ids and o.request_id not in first: first.add(o.request_id); f["ttft"].append(t1 - submitted[o.request_id])
             if o.finished:
                 live.discard(o.request_id)
                 if o.finish_reason == "error": raise RuntimeError(f"request failed: {o.error}")
                 if sequential and todo: submit()
-    wall = time.perf_counter() - t0
-    if bar is not None: bar.close()
+    f["wall"] = time.perf_counter() - t0
+    return f
+
+# %% ../nbs/20_bench.ipynb 36
+def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
+              progress: bool = True, temperature: float = 0.0) -> dict:
+    """Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures.
+    A request's time to first token is counted from its own submission: t=0 through the engine, the end of the previous one when sequential."""
+    import torch
+    from xllm.sampling import SamplingParams
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=ignore_eos, seed=0 if temperature else None)
+    reqs = [llm.encode_chat([{"role": "user", "content": p}])[1] if chat else llm.encode_prompt(p)[1] for p in prompts]
+    eng = llm.get_engine()
+    s0 = dict(vars(eng.spec_stats))                                  # speculative decoding's counters before the run
+    tick = _TickBar(len(reqs) * max_tokens if ignore_eos else None, progress, "bench " + ("sequential" if sequential else "engine"))
+    f = _drive(eng, reqs, params, sequential, tick)
+    tick.close()
     rate = lambda n, t: n / t if t > 0 else None
     n_prompt = sum(map(len, reqs))
     return {"model": llm.model_name, "mode": "sequential" if sequential else "engine", "requests": len(reqs),
             "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature, "threads": torch.get_num_threads(), "prompt_tokens": n_prompt,
-            "output_tokens": n_out, "wall_s": wall, "prefill_tok_s": rate(n_prompt, t_pre), "decode_tok_s": rate(n_dec, t_dec),
-            "output_tok_s": rate(n_out, wall), "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p95_s": _percentile(ttft, 0.95),
-            "peak_kv_blocks": peak, "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
+            "output_tokens": f["n_out"], "wall_s": f["wall"], "prefill_tok_s": rate(n_prompt, f["t_pre"]), "decode_tok_s": rate(f["n_dec"], f["t_dec"]),
+            "output_tok_s": rate(f["n_out"], f["wall"]), "ttft_p50_s": _percentile(f["ttft"], 0.5), "ttft_p95_s": _percentile(f["ttft"], 0.95),
+            "peak_kv_blocks": f["peak"], "kv_blocks_total": eng.pool.num_blocks, "runner": eng.runner.name,
             "peak_rss_mb": _peak_rss_mb(), "kv_cache_dtype": llm.engine_config.kv_cache_dtype or "auto", "kv_cache_memory": llm.engine_config.kv_cache_memory,
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": llm.engine_config.max_num_batched_tokens,
             "quantization": llm.quantization_label, **_cpu_figures(llm), **_spec_figures(eng, s0)}
 
-# %% ../nbs/20_bench.ipynb 38
+# %% ../nbs/20_bench.ipynb 42
 def _weight_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in {id(t): t for t in model.state_dict().values()}.values())
 
 
-# %% ../nbs/20_bench.ipynb 40
+# %% ../nbs/20_bench.ipynb 44
 def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progress: bool = True, **kw) -> list[dict]:
     "One `run_bench` record per workload of `specs` (see `workload`) on `llm`; `kw` goes to `run_bench`."
     t = time.perf_counter(); eng = llm.get_engine(); load_s = time.perf_counter() - t
@@ -234,7 +248,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
     return out
 
 
-# %% ../nbs/20_bench.ipynb 43
+# %% ../nbs/20_bench.ipynb 47
 def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     "(a runner for `model` over a pool of one block of `n` slots, K/V stored as `kv_dtype`; a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
@@ -246,7 +260,7 @@ def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows, model.device)
 
 
-# %% ../nbs/20_bench.ipynb 44
+# %% ../nbs/20_bench.ipynb 48
 def _median_rate(n: int, reps: int, once) -> float:
     "Median of `n` / seconds of `once()` over `reps` timed rounds, after one warm-up round."
     import statistics
@@ -257,7 +271,7 @@ def _median_rate(n: int, reps: int, once) -> float:
     return statistics.median(rates)
 
 
-# %% ../nbs/20_bench.ipynb 46
+# %% ../nbs/20_bench.ipynb 50
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
@@ -268,7 +282,7 @@ def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv
     with torch.inference_mode(): return _median_rate(n, reps, once)
 
 
-# %% ../nbs/20_bench.ipynb 47
+# %% ../nbs/20_bench.ipynb 51
 def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "pp`len(ids)`: tokens/s of one forward over the prompt `ids` from an empty cache, last position's logits (median of `reps`)."
     import torch
@@ -276,7 +290,7 @@ def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
 
-# %% ../nbs/20_bench.ipynb 50
+# %% ../nbs/20_bench.ipynb 54
 def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, temperature: float = 0.0, vocab: int = 512, reps: int = 3) -> dict:
     "Milliseconds per engine step with the model taken out (best of `reps`), and the tok/s that would give."
     import torch
@@ -299,7 +313,7 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
     ms, steps = min(once() for _ in range(reps))
     return {"step_ms": ms, "steps": steps, "model_free_tok_s": batch * max_tokens / (ms * steps / 1e3)}
 
-# %% ../nbs/20_bench.ipynb 52
+# %% ../nbs/20_bench.ipynb 56
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     "Milliseconds of `PagedBatch.build` and of `CudaRunner.load_batch` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
@@ -323,7 +337,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
     return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: runner.load_batch(b, batch))}
 
-# %% ../nbs/20_bench.ipynb 55
+# %% ../nbs/20_bench.ipynb 59
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
@@ -336,13 +350,13 @@ def _stream_completion(url: str, prompt: str, n: int) -> str:
     return "".join(parts)
 
 
-# %% ../nbs/20_bench.ipynb 56
+# %% ../nbs/20_bench.ipynb 60
 def _health(url: str) -> dict:
     import urllib.request
     with urllib.request.urlopen(url + "/health", timeout=5) as r: return json.loads(r.read())
 
 
-# %% ../nbs/20_bench.ipynb 57
+# %% ../nbs/20_bench.ipynb 61
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     import threading
@@ -381,7 +395,7 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 61
+# %% ../nbs/20_bench.ipynb 65
 BENCH_SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
     "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3}, "score": {"type": "number", "minimum": 0, "maximum": 10}},
@@ -435,7 +449,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     res["ok"] = all(x["parsed"] == n for x in runs["schema"])
     return res
 
-# %% ../nbs/20_bench.ipynb 65
+# %% ../nbs/20_bench.ipynb 69
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -447,7 +461,7 @@ def _model_argv(args) -> list[str]:
     return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
 
-# %% ../nbs/20_bench.ipynb 67
+# %% ../nbs/20_bench.ipynb 71
 def _summary(r: dict) -> str:
     "The printed lines of a record."
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
@@ -463,7 +477,7 @@ def _summary(r: dict) -> str:
                f"verifications, acceptance rate {f(r['spec_acceptance_rate'], '.2f')}, mean accepted length {f(r['spec_mean_accepted_length'], '.2f')}\n"))
 
 
-# %% ../nbs/20_bench.ipynb 68
+# %% ../nbs/20_bench.ipynb 72
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

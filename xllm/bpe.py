@@ -14,7 +14,7 @@ from .core import ModelFormatError, check_int, piece_bytes
 # %% auto 0
 __all__ = ['BYTE_TO_UNICODE', 'UNICODE_TO_BYTE', 'PAT_GPT2', 'PAT_LLAMA3', 'PAT_QWEN2', 'PRE_TOKENIZERS', 'GGUF_PRE_NAMES',
            'bytes_to_unicode', 'byte_encode', 'byte_decode', 'split_step', 'compile_pre_tokenizer', 'pre_tokenize',
-           'ByteLevelBPE']
+           'bpe_pieces', 'merge_ranks', 'pre_steps', 'ByteLevelBPE']
 
 # %% ../nbs/02a_bpe.ipynb 6
 def bytes_to_unicode() -> dict[int, str]:
@@ -142,7 +142,53 @@ def pre_tokenize(text: str, steps) -> list[str]:
         chunks = out
     return chunks
 
-# %% ../nbs/02a_bpe.ipynb 26
+# %% ../nbs/02a_bpe.ipynb 27
+def bpe_pieces(vocab: dict[str, int], added: dict[str, int], pieces: list[str] | None = None, path=None) -> list[str]:
+    "id -> piece for `vocab` (added tokens included): `pieces` checked against it, or built ('' for an unused id)."
+    for tok, i in vocab.items():
+        check_int(f"vocab: the id of token {tok!r}", i, lo=0, error=partial(ModelFormatError, path))
+    n = max(vocab.values()) + 1
+    if n > 2 * len(vocab) + 1024: raise ModelFormatError(path, f"vocab: largest id {n - 1} is far beyond the {len(vocab)} tokens (corrupt?)")
+    if pieces is not None:
+        if len(pieces) < n or any(pieces[i] != t for t, i in vocab.items()):
+            raise ModelFormatError(path, "pieces: do not agree with the vocab")
+        return list(pieces)
+    out = [""] * n
+    for tok, i in vocab.items():
+        if out[i] and out[i] != tok and tok not in added:
+            raise ModelFormatError(path, f"vocab: id {i} is given to both {out[i]!r} and {tok!r}")
+        out[i] = tok
+    return out
+
+# %% ../nbs/02a_bpe.ipynb 29
+def merge_ranks(merges: list, vocab: dict[str, int], path=None) -> dict[tuple[str, str], int]:
+    "(left, right) -> rank (lower merges first) from pairs or 'left right' strings; both sides and the result must be in `vocab`."
+    ranks = {}
+    for r, m in enumerate(merges):
+        if isinstance(m, str):                      # "left right" (the first character may itself be a space)
+            k = m.find(" ", 1)
+            if k < 0: raise ModelFormatError(path, f"merges[{r}]: {m!r} is not 'left right'")
+            m = (m[:k], m[k + 1:])
+        if not (isinstance(m, (tuple, list)) and len(m) == 2 and all(isinstance(x, str) for x in m)):
+            raise ModelFormatError(path, f"merges[{r}]: {m!r:.80} is not a pair of strings")
+        a, b = m
+        for x in (a, b, a + b):
+            if x not in vocab: raise ModelFormatError(path, f"merges[{r}] ({a!r}, {b!r}) names {x!r}, which is not in the vocab")
+        ranks.setdefault((a, b), r)
+    return ranks
+
+# %% ../nbs/02a_bpe.ipynb 31
+def pre_steps(pre: str | list, normalizers: list[str] | None = None, path=None) -> tuple[list, list[str]]:
+    "The compiled pre-tokenizer steps for `pre` (a name in `PRE_TOKENIZERS` or a list of steps), and the checked `normalizers`."
+    if isinstance(pre, str):
+        if pre not in PRE_TOKENIZERS: raise ValueError(f"pre: unknown pre-tokenizer {pre!r}; known: {sorted(PRE_TOKENIZERS)}")
+        pre = PRE_TOKENIZERS[pre]
+    normalizers = list(normalizers or [])
+    for f in normalizers:
+        if f not in ("NFC", "NFD", "NFKC", "NFKD"): raise ValueError(f"normalizers: unknown form {f!r}")
+    return compile_pre_tokenizer(pre, path), normalizers
+
+# %% ../nbs/02a_bpe.ipynb 33
 class ByteLevelBPE:
     "Byte-level BPE (GPT-2, Llama 3, SmolLM2, Qwen2): pre-tokenize, write bytes as GPT-2 characters, merge by rank."
     def __init__(self, vocab: dict[str, int], merges: list, pre: str | list = "gpt2", *,
@@ -158,64 +204,33 @@ class ByteLevelBPE:
         self.vocab = dict(vocab)                        # + added tokens: piece -> id of everything
         self.added = dict(added or {})
         for tok, i in self.added.items(): self.vocab.setdefault(tok, i)
-        for tok, i in self.vocab.items():
-            check_int(f"vocab: the id of token {tok!r}", i, lo=0, error=partial(ModelFormatError, path))
-        n = max(self.vocab.values()) + 1
-        if n > 2 * len(self.vocab) + 1024: raise ModelFormatError(path, f"vocab: largest id {n - 1} is far beyond the {len(self.vocab)} tokens (corrupt?)")
-        if pieces is not None:
-            if len(pieces) < n or any(pieces[i] != t for t, i in self.vocab.items()):
-                raise ModelFormatError(path, "pieces: do not agree with the vocab")
-            self.pieces = list(pieces)
-        else:
-            self.pieces = [""] * n                      # id -> piece ('' for an unused id)
-            for tok, i in self.vocab.items():
-                if self.pieces[i] and self.pieces[i] != tok and tok not in self.added:
-                    raise ModelFormatError(path, f"vocab: id {i} is given to both {self.pieces[i]!r} and {tok!r}")
-                self.pieces[i] = tok
-        n = len(self.pieces)
+        self.pieces = bpe_pieces(self.vocab, self.added, pieces, path)
         self._added_ids = {i for i, p in enumerate(self.pieces) if p in self.added}
-        self.ranks = {}                                 # (left, right) -> rank; lower merges first
-        for r, m in enumerate(merges):
-            if isinstance(m, str):                      # "left right" (the first character may itself be a space)
-                k = m.find(" ", 1)
-                if k < 0: raise ModelFormatError(path, f"merges[{r}]: {m!r} is not 'left right'")
-                m = (m[:k], m[k + 1:])
-            if not (isinstance(m, (tuple, list)) and len(m) == 2 and all(isinstance(x, str) for x in m)):
-                raise ModelFormatError(path, f"merges[{r}]: {m!r:.80} is not a pair of strings")
-            a, b = m
-            for x in (a, b, a + b):
-                if x not in self._bpe_vocab: raise ModelFormatError(path, f"merges[{r}] ({a!r}, {b!r}) names {x!r}, which is not in the vocab")
-            self.ranks.setdefault((a, b), r)
-        self.pre = pre
-        if isinstance(pre, str):
-            if pre not in PRE_TOKENIZERS: raise ValueError(f"pre: unknown pre-tokenizer {pre!r}; known: {sorted(PRE_TOKENIZERS)}")
-            pre = PRE_TOKENIZERS[pre]
-        self._steps = compile_pre_tokenizer(pre, path)
-        self.normalizers = list(normalizers or [])
-        for f in self.normalizers:
-            if f not in ("NFC", "NFD", "NFKC", "NFKD"): raise ValueError(f"normalizers: unknown form {f!r}")
+        self.ranks = merge_ranks(merges, self._bpe_vocab, path)
+        self.pre, (self._steps, self.normalizers) = pre, pre_steps(pre, normalizers, path)
         self.ignore_merges = bool(ignore_merges)
         if unk_token is not None and unk_token not in self._bpe_vocab: raise ModelFormatError(path, f"unk_token {unk_token!r} is not in the vocab")
         self.unk_token, self.fuse_unk = unk_token, bool(fuse_unk)
-        self._cache, self._cache_size, self._tb = {}, cache_size, [None] * n
+        self._cache, self._cache_size, self._tb = {}, cache_size, [None] * len(self.pieces)
 
     def pre_tokenize(self, text: str) -> list[str]:
         "The chunks (plain text, before the byte mapping) that BPE runs on separately."
         for f in self.normalizers: text = unicodedata.normalize(f, text)
         return pre_tokenize(text, self._steps)
 
-    def __repr__(self):
-        return f"ByteLevelBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, pre={self.pre if isinstance(self.pre, str) else 'custom'!r})"
-
-
-# %% ../nbs/02a_bpe.ipynb 27
+# %% ../nbs/02a_bpe.ipynb 35
 @patch(as_prop=True)
 def vocab_size(self: ByteLevelBPE) -> int:
     "Number of tokens in the vocabulary (added tokens included)."
     return len(self.pieces)
 
 
-# %% ../nbs/02a_bpe.ipynb 29
+# %% ../nbs/02a_bpe.ipynb 36
+@patch
+def __repr__(self: ByteLevelBPE):
+    return f"ByteLevelBPE(vocab_size={self.vocab_size}, merges={len(self.ranks)}, pre={self.pre if isinstance(self.pre, str) else 'custom'!r})"
+
+# %% ../nbs/02a_bpe.ipynb 39
 @patch
 def bpe(self: ByteLevelBPE, word: str) -> list[int]:
     "Ids for one byte-level chunk: merge the lowest-ranked adjacent pair until no adjacent pair is a merge."
@@ -253,7 +268,7 @@ def bpe(self: ByteLevelBPE, word: str) -> list[int]:
     return [vocab[s] for s in syms if s is not None]
 
 
-# %% ../nbs/02a_bpe.ipynb 31
+# %% ../nbs/02a_bpe.ipynb 41
 @patch
 def encode(self: ByteLevelBPE, text: str) -> list[int]:
     "Token ids of plain `text` (no special-token matching, no BOS)."
@@ -269,7 +284,7 @@ def encode(self: ByteLevelBPE, text: str) -> list[int]:
     return out
 
 
-# %% ../nbs/02a_bpe.ipynb 34
+# %% ../nbs/02a_bpe.ipynb 44
 @patch
 def token_bytes(self: ByteLevelBPE, id: int) -> bytes:
     "The raw bytes token `id` stands for (added/special tokens: the UTF-8 of their text)."
@@ -282,14 +297,14 @@ def token_bytes(self: ByteLevelBPE, id: int) -> bytes:
     return b
 
 
-# %% ../nbs/02a_bpe.ipynb 35
+# %% ../nbs/02a_bpe.ipynb 45
 @patch
 def decode_bytes(self: ByteLevelBPE, ids) -> bytes:
     "The concatenated `token_bytes` of `ids`."
     return b"".join(self.token_bytes(i) for i in ids)
 
 
-# %% ../nbs/02a_bpe.ipynb 42
+# %% ../nbs/02a_bpe.ipynb 52
 def _hf_pre_steps(pt, path=None) -> list:
     "Translate a tokenizer.json `pre_tokenizer` object into our list of steps."
     if pt is None: return []
@@ -313,7 +328,7 @@ def _hf_pre_steps(pt, path=None) -> list:
         return [("split", pat, beh, bool(pt.get("invert", False)))]
     raise ModelFormatError(path, f"pre_tokenizer type {t!r} is not supported for byte-level BPE")
 
-# %% ../nbs/02a_bpe.ipynb 44
+# %% ../nbs/02a_bpe.ipynb 54
 def _hf_normalizers(nm, path=None) -> list[str]:
     "Translate a tokenizer.json `normalizer` into unicodedata forms."
     if nm is None: return []
@@ -322,7 +337,7 @@ def _hf_normalizers(nm, path=None) -> list[str]:
     if t in ("NFC", "NFD", "NFKC", "NFKD"): return [t]
     raise ModelFormatError(path, f"normalizer {t!r} is not supported for byte-level BPE")
 
-# %% ../nbs/02a_bpe.ipynb 46
+# %% ../nbs/02a_bpe.ipynb 56
 @patch(cls_method=True)
 def from_tokenizer_json(cls: ByteLevelBPE, d, path=None) -> ByteLevelBPE:
     "Build from a parsed tokenizer.json dict (or its path)."
@@ -348,7 +363,7 @@ def from_tokenizer_json(cls: ByteLevelBPE, d, path=None) -> ByteLevelBPE:
                ignore_merges=bool(m.get("ignore_merges", False)), normalizers=_hf_normalizers(d.get("normalizer"), path),
                unk_token=m.get("unk_token"), fuse_unk=bool(m.get("fuse_unk", False)), path=path)
 
-# %% ../nbs/02a_bpe.ipynb 48
+# %% ../nbs/02a_bpe.ipynb 58
 @patch(cls_method=True)
 def from_gguf_metadata(cls: ByteLevelBPE, md: dict, path=None) -> ByteLevelBPE:
     "Build from the metadata of a GGUF file whose tokenizer.ggml.model is 'gpt2'."

@@ -138,6 +138,7 @@ def _peak_kib() -> int:
         with open("/proc/self/status") as f: return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
     except (OSError, StopIteration, ValueError): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
 
+# %% ../nbs/04_chat.ipynb 27
 def _watch_parent(ppid: int):
     "A worker thread: exit when the parent is gone (a worker in a long C call is stopped by RLIMIT_CPU instead)."
     while os.getppid() == ppid: time.sleep(0.5)
@@ -172,8 +173,7 @@ def _serve(memory: int):
         except MemoryError: reply = _answer_bytes({"error": str(_over(f"its answer needed more than {memory >> 20} MiB of memory"))})
         _write_msg(out, reply)
 
-
-# %% ../nbs/04_chat.ipynb 28
+# %% ../nbs/04_chat.ipynb 30
 _BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[3]); import importlib.util as u; "   # the parent's path, not the cwd
          "s = u.spec_from_file_location('xllm_chat_worker', sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m); "
          "m._serve(int(sys.argv[2]))")                           # this file alone: no torch, no xllm package
@@ -189,7 +189,7 @@ def _worker_file() -> str:
     return globals().get("__file__") or str(Path(importlib.util.find_spec("xllm").origin).parent / "chat.py")
 
 
-# %% ../nbs/04_chat.ipynb 30
+# %% ../nbs/04_chat.ipynb 32
 class TemplateWorkers:
     """Warm worker processes that render chat templates under the operating system's limits (`_serve`). A request waits for a free
     worker, sends its render and waits at most `2 * seconds + 1` s of wall time for the answer; a worker that overruns that, dies
@@ -276,7 +276,7 @@ class TemplateWorkers:
         for w in idle: self._drop(w)
 
 
-# %% ../nbs/04_chat.ipynb 32
+# %% ../nbs/04_chat.ipynb 34
 _POOL, _POOL_LOCK = None, threading.Lock()
 
 def template_workers() -> TemplateWorkers:
@@ -287,7 +287,7 @@ def template_workers() -> TemplateWorkers:
         return _POOL
 
 
-# %% ../nbs/04_chat.ipynb 35
+# %% ../nbs/04_chat.ipynb 37
 MAX_DATA_DEPTH = 100   # nesting of messages, tools and template variables (a chat's real data nests under 10)
 _TOP = re.compile(r"[^\[]*(\[\d+\])?")   # 'messages[3]' of "messages[3]['tool_calls'][0]..."
 
@@ -309,7 +309,7 @@ def plain_data(v, where: str, _depth: int = 0):
     raise ValueError(f"{where} must be JSON-like data (str, number, bool, None, list, dict), got {type(v).__name__}")
 
 
-# %% ../nbs/04_chat.ipynb 37
+# %% ../nbs/04_chat.ipynb 39
 def text_content(content, where: str = "content"):
     """A chat message's `content` as the template takes it: a string as it is, OpenAI's content parts (`[{'type': 'text',
     'text': ...}, ...]`) as their texts joined by newlines, as vLLM joins them. A part of another type (an image, audio) is a
@@ -324,7 +324,7 @@ def text_content(content, where: str = "content"):
     return "\n".join(texts)
 
 
-# %% ../nbs/04_chat.ipynb 39
+# %% ../nbs/04_chat.ipynb 41
 def validate_messages(messages) -> list[dict]:
     """Check `messages` is a non-empty list of dicts with str `role` and `content` (or OpenAI's text parts, joined: `text_content`;
     or None in an assistant message that makes `tool_calls`, as OpenAI and transformers allow); return plain copies. Raises
@@ -345,7 +345,7 @@ def validate_messages(messages) -> list[dict]:
     return out
 
 
-# %% ../nbs/04_chat.ipynb 42
+# %% ../nbs/04_chat.ipynb 44
 def _n_chars(v) -> int:
     "Characters in the strings of plain data, an integer's digits, 6 for another number, bool or None (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
@@ -353,7 +353,7 @@ def _n_chars(v) -> int:
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
     return v.bit_length() * 10 // 33 + 1 if isinstance(v, int) and not isinstance(v, bool) else 6
 
-# %% ../nbs/04_chat.ipynb 44
+# %% ../nbs/04_chat.ipynb 46
 def _render_in(job: tuple, in_process: bool) -> str:
     "`job` (source, variables, max_chars) rendered in a worker of `template_workers()`, or here when `in_process`."
     if not in_process: return template_workers().run(job, MAX_RENDER_SECONDS)
@@ -366,7 +366,7 @@ def _check_compiles(source: str, in_process: bool):
     _render_in((source, None, 0), in_process)
 
 
-# %% ../nbs/04_chat.ipynb 46
+# %% ../nbs/04_chat.ipynb 48
 class ChatTemplate:
     """A chat template plus the BOS/EOS token strings it may print. It is compiled and rendered in a worker process bounded by the
     operating system (`TemplateWorkers`), or in this process when `in_process` (default: `IN_PROCESS`), for templates you trust."""
@@ -392,7 +392,7 @@ class ChatTemplate:
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
 
-# %% ../nbs/04_chat.ipynb 57
+# %% ../nbs/04_chat.ipynb 59
 BUILTIN_TEMPLATES = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -433,7 +433,7 @@ BUILTIN_TEMPLATES = {
 {%- endif %}""",
 }
 
-# %% ../nbs/04_chat.ipynb 58
+# %% ../nbs/04_chat.ipynb 60
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -441,7 +441,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 61
+# %% ../nbs/04_chat.ipynb 63
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -457,7 +457,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 65
+# %% ../nbs/04_chat.ipynb 67
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -468,7 +468,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
-# %% ../nbs/04_chat.ipynb 67
+# %% ../nbs/04_chat.ipynb 69
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -477,7 +477,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
-# %% ../nbs/04_chat.ipynb 69
+# %% ../nbs/04_chat.ipynb 71
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -486,7 +486,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
-# %% ../nbs/04_chat.ipynb 71
+# %% ../nbs/04_chat.ipynb 73
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -497,7 +497,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
-# %% ../nbs/04_chat.ipynb 73
+# %% ../nbs/04_chat.ipynb 75
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -505,7 +505,7 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-# %% ../nbs/04_chat.ipynb 75
+# %% ../nbs/04_chat.ipynb 77
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the

@@ -83,36 +83,35 @@ class KVCache:
     def max_len(self) -> int:
         "Tokens the cache has room for."
         return self.block_size
-    def reset(self):
-        "Forget the sequence (the memory is reused)."
-        self.length = 0
-    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        "Store `k`, `v` `[n, n_kv, head_dim]` of layer `layer` at `slots`."
-        self.k_flat[layer].index_copy_(0, slots, k); self.v_flat[layer].index_copy_(0, slots, v)
-    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "K and V `[len(slots), n_kv, head_dim]` of layer `layer` at `slots`."
-        return self.k_flat[layer].index_select(0, slots), self.v_flat[layer].index_select(0, slots)
     @property
     def kv_dtype(self) -> torch.dtype:
         "How K/V are stored: the model's dtype (the paged pool may store int8)."
         return self.dtype
-    def batch(self, ids: list[int], last_only: bool = False) -> PagedBatch:
-        """The sequence's next `len(ids)` tokens (positions `length..`) as a batch of one chunk; the caller advances `length` after
-        the forward. A ValueError when they do not fit."""
-        T, start = len(ids), self.length
-        if start + T > self.max_len:
-            raise ValueError(f"prompt of {T} tokens exceeds the context of {self.max_len}" if start == 0 else
-                             f"{T} new tokens after {start} cached ones exceed the context of {self.max_len}")
-        return PagedBatch.build([(ids, start, self.table)], self.block_size, self.null_slot, "last" if last_only else "all", self.k.device)
     def __repr__(self): return f"KVCache(length={self.length}, max_len={self.max_len}, {self.k.shape[0]} layers, dtype={self.dtype})"
 
-# %% ../nbs/06_model.ipynb 23
+# %% ../nbs/06_model.ipynb 22
+@patch
+def reset(self: KVCache):
+    "Forget the sequence (the memory is reused)."
+    self.length = 0
+
+@patch
+def write(self: KVCache, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    "Store `k`, `v` `[n, n_kv, head_dim]` of layer `layer` at `slots`."
+    self.k_flat[layer].index_copy_(0, slots, k); self.v_flat[layer].index_copy_(0, slots, v)
+
+@patch
+def gather(self: KVCache, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "K and V `[len(slots), n_kv, head_dim]` of layer `layer` at `slots`."
+    return self.k_flat[layer].index_select(0, slots), self.v_flat[layer].index_select(0, slots)
+
+# %% ../nbs/06_model.ipynb 25
 def table_slots(table: np.ndarray, length: int, block_size: int) -> np.ndarray:
     "The pool slots of positions 0..length-1 through `table` (one block table, or a matrix of them, one per row): int64."
     pos = np.arange(length)
     return table[..., pos // block_size].astype(np.int64) * block_size + pos % block_size
 
-# %% ../nbs/06_model.ipynb 25
+# %% ../nbs/06_model.ipynb 27
 @dataclass
 class PagedBatch:
     """One step's ragged batch: the tokens of all chunks concatenated, and how to find each chunk's K/V in the pool.
@@ -145,7 +144,7 @@ class PagedBatch:
         return a
 
 
-# %% ../nbs/06_model.ipynb 26
+# %% ../nbs/06_model.ipynb 28
 @patch(cls_method=True)
 def build(cls: PagedBatch, chunks, block_size: int, null_slot: int, logits_rows: str | Seq[int] = "last", device=None,
           hidden_rows: Seq[int] | None = None) -> PagedBatch:
@@ -176,7 +175,18 @@ def build(cls: PagedBatch, chunks, block_size: int, null_slot: int, logits_rows:
     return cls(v[:n], v[n:2 * n], v[2 * n:3 * n], cu, ctx, tables, v[3 * n:3 * n + r], block_size, null_slot, hid)
 
 
-# %% ../nbs/06_model.ipynb 28
+# %% ../nbs/06_model.ipynb 30
+@patch
+def batch(self: KVCache, ids: list[int], last_only: bool = False) -> PagedBatch:
+    """The sequence's next `len(ids)` tokens (positions `length..`) as a batch of one chunk; the caller advances `length` after
+    the forward. A ValueError when they do not fit."""
+    T, start = len(ids), self.length
+    if start + T > self.max_len:
+        raise ValueError(f"prompt of {T} tokens exceeds the context of {self.max_len}" if start == 0 else
+                         f"{T} new tokens after {start} cached ones exceed the context of {self.max_len}")
+    return PagedBatch.build([(ids, start, self.table)], self.block_size, self.null_slot, "last" if last_only else "all", self.k.device)
+
+# %% ../nbs/06_model.ipynb 32
 @patch
 def _key_structs(self: PagedBatch) -> dict:
     "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
@@ -201,6 +211,7 @@ def _key_structs(self: PagedBatch) -> dict:
     self._keys = k
     return k
 
+# %% ../nbs/06_model.ipynb 34
 @patch(as_prop=True)
 def dec_rows(self: PagedBatch) -> torch.Tensor | None:
     "[B_d] rows of one-token chunks (None if there are none)."
@@ -216,6 +227,7 @@ def dec_mask(self: PagedBatch) -> torch.Tensor | None:
     "[B_d, 1, 1, L_max] True where a key is real."
     return self._key_structs()["dec_mask"]
 
+# %% ../nbs/06_model.ipynb 36
 @patch(as_prop=True)
 def prefills(self: PagedBatch) -> list:
     "(row_start, row_end, start, key_slots) of the longer chunks."
@@ -231,14 +243,13 @@ def key_offsets(self: PagedBatch) -> torch.Tensor:
     "[N] where each row's chunk begins in `key_slots` (row r's keys: positions 0..positions[r])."
     return self._key_structs()["key_offsets"]
 
-
-# %% ../nbs/06_model.ipynb 32
+# %% ../nbs/06_model.ipynb 41
 def causal_mask(T: int, start: int, device=None) -> torch.Tensor | None:
     "Boolean `[T, start+T]` mask (True = may attend) for T new tokens after `start` cached ones; None when no masking is needed (T == 1)."
     if T == 1: return None
     return torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
 
-# %% ../nbs/06_model.ipynb 35
+# %% ../nbs/06_model.ipynb 44
 def _linear(n_in: int, n_out: int, bias: bool, device=None) -> nn.Linear: return nn.Linear(n_in, n_out, bias=bias, device=device)
 
 def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
@@ -251,7 +262,7 @@ def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: 
                                        is_causal=start == 0, enable_gqa=q.shape[1] != k.shape[1])
     return o[0].transpose(0, 1)
 
-# %% ../nbs/06_model.ipynb 37
+# %% ../nbs/06_model.ipynb 46
 class Attention(nn.Module):
     "Grouped-query self-attention with RoPE over a batch; writes the batch's keys/values into layer `idx` of the K/V store."
     def __init__(self, c: LlamaConfig, idx: int, device=None):
@@ -276,7 +287,7 @@ class Attention(nn.Module):
         for r0, r1, start, keys in b.prefills: o[r0:r1] = chunk_attention(q[r0:r1], kv, i, keys, start)
         return self.o_proj(o.reshape(N, nh * hd))
 
-# %% ../nbs/06_model.ipynb 40
+# %% ../nbs/06_model.ipynb 49
 class MLP(nn.Module):
     "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`."
     def __init__(self, c: LlamaConfig, device=None):
@@ -298,7 +309,7 @@ class Block(nn.Module):
         h = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, batch)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-# %% ../nbs/06_model.ipynb 43
+# %% ../nbs/06_model.ipynb 52
 class Llama(nn.Module):
     "A LLaMA-family decoder with Hugging Face `LlamaForCausalLM` parameter names; one forward over a batch of sequences' chunks."
     def __init__(self, config: LlamaConfig, device=None):
@@ -334,7 +345,7 @@ class Llama(nn.Module):
         return logits if batch.hidden_rows is None else (logits, self.model.norm(x[batch.hidden_rows]).float())
 
 
-# %% ../nbs/06_model.ipynb 44
+# %% ../nbs/06_model.ipynb 53
 @patch
 def new_cache(self: Llama, max_len: int | None = None) -> KVCache:
     "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."
@@ -350,6 +361,7 @@ def rope(self: Llama, n: int):
         self.cos, self.sin = (t.to(self.device) for t in rope_tables(self.inv_freq, n, self.dtype))
     return self.cos, self.sin
 
+# %% ../nbs/06_model.ipynb 55
 @patch
 def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) -> torch.Tensor:
     "One sequence's next tokens as a batch of one chunk over `cache`; the ids are checked here."
@@ -365,7 +377,7 @@ def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) ->
     return logits
 
 
-# %% ../nbs/06_model.ipynb 46
+# %% ../nbs/06_model.ipynb 57
 @patch(cls_method=True)
 def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dtype | None = None) -> Llama:
     "Build the model around `weights` (HF names; no `lm_head.weight` needed when tied), cast to `dtype` (default: the embedding's)."
@@ -389,7 +401,7 @@ def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dt
     return m.requires_grad_(False).eval()
 
 
-# %% ../nbs/06_model.ipynb 52
+# %% ../nbs/06_model.ipynb 63
 def random_llama(config: LlamaConfig, seed: int = 0, scale: float = 1.5, dtype: torch.dtype | None = None) -> Llama:
     """A `Llama` of `config`'s shape with seeded random weights: norms U(0.7, 1.3), embeddings N(0, 0.3), matrices
     N(0, scale / sqrt(fan-in)); float32 unless `dtype`."""

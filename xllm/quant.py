@@ -738,71 +738,94 @@ def _quant_config(cd, cfg_path) -> dict:
     return qc
 
 
-# %% ../nbs/07_quantization.ipynb 135
-def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
-    "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
-    from xllm.weights import config_from_hf, hf_weight_shapes, open_safetensors
-    _check_kernel(kernel)
-    d = Path(path)
-    cfg_path, st_path = d / "config.json", d / "model.safetensors"
+# %% ../nbs/07_quantization.ipynb 136
+class _Tensors:
+    "The tensors of a safetensors file by name, remembering which were read."
+    def __init__(self, path):
+        from xllm.weights import open_safetensors
+        self.path = Path(path)
+        self.f = open_safetensors(self.path)
+        self.keys, self.used = set(self.f.keys()), set()
+    def shape(self, k) -> tuple: return tuple(self.f.get_slice(k).get_shape())
+    def get(self, k) -> torch.Tensor: self.used.add(k); return self.f.get_tensor(k)
+
+def _quantized_dir_config(d: Path) -> tuple[LlamaConfig, dict]:
+    "(config, quantization_config) of a directory written by `save_quantized`, each file checked."
+    from xllm.weights import config_from_hf
+    cfg_path, st_path, gen_path = d / "config.json", d / "model.safetensors", d / "generation_config.json"
     _expect(cfg_path.is_file(), d, "not a quantized model directory: no config.json")
     _expect(st_path.is_file(), d, "no model.safetensors")
     cd = read_json(cfg_path)
     qc = _quant_config(cd, cfg_path)
-    gen_path = d / "generation_config.json"
     gen = read_json(gen_path) if gen_path.is_file() else {}
     _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
-    config = config_from_hf(cd, cfg_path, gen)
-    f = open_safetensors(st_path)
-    keys = set(f.keys())
-    shape = lambda k: tuple(f.get_slice(k).get_shape())
-    used = set()                                                   # every tensor must be read: none is silently ignored
-    def get(k): used.add(k); return f.get_tensor(k)
-    floats, modules = {}, {}
+    return config_from_hf(cd, cfg_path, gen), qc
+
+# %% ../nbs/07_quantization.ipynb 138
+def _quantized_names(config: LlamaConfig, t: _Tensors) -> tuple[dict, list]:
+    "(expected float shapes, names to load) of a saved quantized model, once every tensor of `t` is known to belong to it."
+    from xllm.weights import hf_weight_shapes
     expected = hf_weight_shapes(config)
     wanted = list(expected)
-    if config.tie_word_embeddings and ("lm_head.qweight" in keys or "lm_head.scales" in keys): wanted.append("lm_head.weight")
+    if config.tie_word_embeddings and ("lm_head.qweight" in t.keys or "lm_head.scales" in t.keys): wanted.append("lm_head.weight")
     allowed = set(wanted) | {h[:-len("weight")] + s for h in wanted if _is_linear_weight(h) or h == "model.embed_tokens.weight" for s in ("qweight", "scales", "mins")}
-    _expect(keys <= allowed, st_path, f"tensor {min(keys - allowed, default='')} is not part of the model config.json describes")
+    _expect(t.keys <= allowed, t.path, f"tensor {min(t.keys - allowed, default='')} is not part of the model config.json describes")
+    return expected, wanted
+
+# %% ../nbs/07_quantization.ipynb 140
+def _saved_int8_embedding(t: _Tensors, base: str, V: int, H: int, tie: bool, kernel: str) -> dict:
+    "{base: the `Int8Embedding` saved under `base`}, with the tied head (an `Int8Linear` on the same codes) when `tie`."
+    _expect(t.shape(base + ".qweight") == (V, H) and base + ".scales" in t.keys, t.path, f"{base}.qweight must be [{V}, {H}] with {base}.scales beside it")
+    try: emb = Int8Embedding(t.get(base + ".qweight"), t.get(base + ".scales"))
+    except ValueError as e: raise ModelFormatError(t.path, f"{base}: {e}") from None
+    return {base: emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tie else {})}
+
+def _float_tensor(t: _Tensors, h: str, shape) -> torch.Tensor:
+    "Float tensor `h` of `t`, as float32, checked to have `shape`."
+    _expect(h in t.keys, t.path, f"missing tensor {h} (expected shape {list(shape)})")
+    _expect(t.shape(h) == tuple(shape), t.path, f"tensor {h} has shape {list(t.shape(h))}, expected {list(shape)}")
+    x = t.get(h)
+    _expect(x.is_floating_point(), t.path, f"tensor {h} has dtype {x.dtype}; expected a float dtype (or .scales beside it)")
+    return x.float()
+
+# %% ../nbs/07_quantization.ipynb 142
+def _quant_linear(t: _Tensors, base: str, out: int, n_in: int, expected: dict, info: dict | None, kernel: str) -> nn.Module:
+    "The `Int4Linear` or `Int8Linear` saved under `base`, its tensors checked against [out, n_in] and its quantization_config entry `info`."
+    k, sc = t.keys, t.shape(base + ".scales")
+    _expect(len(sc) in (1, 2) and sc[0] == out and (len(sc) == 1 or (sc[1] > 0 and n_in % sc[1] == 0)), t.path, f"{base}.scales has shape {list(sc)}, which does not fit [{out}, {n_in}]")
+    b = base + ".bias"
+    _expect(b not in expected or b in k and t.shape(b) == expected[b], t.path, f"{b} missing or not of shape {list(expected.get(b, ()))}")
+    bias = t.get(b) if b in expected else None
+    _expect(info is not None and info["bits"] == (4 if base + ".qweight" in k else 8) and info.get("zero_point", False) == (base + ".mins" in k),
+            t.path, f"{base}: its tensors do not match quantization_config.modules[{base!r}] = {info}")
+    if base + ".qweight" not in k:
+        _expect(base + ".weight" in k and t.shape(base + ".weight") == (out, n_in), t.path, f"{base}.weight missing or not of shape {[out, n_in]}")
+        try: return Int8Linear(t.get(base + ".weight"), t.get(base + ".scales"), bias, kernel)
+        except ValueError as e: raise ModelFormatError(t.path, f"{base}: {e}") from None
+    _expect(t.shape(base + ".qweight") == (out, n_in // 2) and len(sc) == 2, t.path, f"{base}.qweight has shape {list(t.shape(base + '.qweight'))}, expected {[out, n_in // 2]}")
+    mins = t.get(base + ".mins") if base + ".mins" in k else None
+    _expect(mins is None or tuple(mins.shape) == sc, t.path, f"{base}.mins shape does not match {base}.scales")
+    try: return Int4Linear(t.get(base + ".qweight"), t.get(base + ".scales"), mins, bias, kernel)
+    except ValueError as e: raise ModelFormatError(t.path, f"{base}: {e}") from None
+
+# %% ../nbs/07_quantization.ipynb 144
+def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
+    "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
+    _check_kernel(kernel)
+    config, qc = _quantized_dir_config(Path(path))
+    t = _Tensors(Path(path) / "model.safetensors")
+    expected, wanted = _quantized_names(config, t)
+    floats, modules = {}, {}
     for h in wanted:
         base = h[:-len(".weight")]
-        if h == "model.embed_tokens.weight" and base + ".qweight" in keys:      # an Int8Embedding (tied: also the head)
-            V, H = expected[h]
-            _expect(shape(base + ".qweight") == (V, H) and base + ".scales" in keys, st_path, f"{base}.qweight must be [{V}, {H}] with {base}.scales beside it")
-            try: emb = Int8Embedding(get(base + ".qweight"), get(base + ".scales"))
-            except ValueError as e: raise ModelFormatError(st_path, f"{base}: {e}") from None
-            modules[base] = emb
-            if config.tie_word_embeddings: modules["lm_head"] = Int8Linear(emb.qweight, emb.scales, None, kernel)
-            continue
-        if _is_linear_weight(h) and base + ".scales" in keys:
+        if h == "model.embed_tokens.weight" and base + ".qweight" in t.keys:      # an Int8Embedding (tied: also the head)
+            modules.update(_saved_int8_embedding(t, base, *expected[h], config.tie_word_embeddings, kernel))
+        elif _is_linear_weight(h) and base + ".scales" in t.keys:
             out, n_in = expected.get(h, (config.vocab_size, config.hidden_size))
-            sc = shape(base + ".scales")
-            _expect(len(sc) in (1, 2) and sc[0] == out and (len(sc) == 1 or (sc[1] > 0 and n_in % sc[1] == 0)), st_path, f"{base}.scales has shape {list(sc)}, which does not fit [{out}, {n_in}]")
-            b = base + ".bias"
-            _expect(b not in expected or b in keys and shape(b) == expected[b], st_path, f"{b} missing or not of shape {list(expected.get(b, ()))}")
-            bias = get(b) if b in expected else None
-            info = qc["modules"].get(base)
-            _expect(info is not None and info["bits"] == (4 if base + ".qweight" in keys else 8) and info.get("zero_point", False) == (base + ".mins" in keys),
-                    st_path, f"{base}: its tensors do not match quantization_config.modules[{base!r}] = {info}")
-            if base + ".qweight" in keys:
-                _expect(shape(base + ".qweight") == (out, n_in // 2) and len(sc) == 2, st_path, f"{base}.qweight has shape {list(shape(base + '.qweight'))}, expected {[out, n_in // 2]}")
-                mins = get(base + ".mins") if base + ".mins" in keys else None
-                _expect(mins is None or tuple(mins.shape) == sc, st_path, f"{base}.mins shape does not match {base}.scales")
-                try: modules[base] = Int4Linear(get(base + ".qweight"), get(base + ".scales"), mins, bias, kernel)
-                except ValueError as e: raise ModelFormatError(st_path, f"{base}: {e}") from None
-            else:
-                _expect(base + ".weight" in keys and shape(base + ".weight") == (out, n_in), st_path, f"{base}.weight missing or not of shape {[out, n_in]}")
-                try: modules[base] = Int8Linear(get(base + ".weight"), get(base + ".scales"), bias, kernel)
-                except ValueError as e: raise ModelFormatError(st_path, f"{base}: {e}") from None
-            continue
-        _expect(h in keys, st_path, f"missing tensor {h} (expected shape {list(expected[h])})")
-        _expect(shape(h) == tuple(expected[h]), st_path, f"tensor {h} has shape {list(shape(h))}, expected {list(expected[h])}")
-        t = get(h)
-        _expect(t.is_floating_point(), st_path, f"tensor {h} has dtype {t.dtype}; expected a float dtype (or .scales beside it)")
-        floats[h] = t.float()
-    _expect(keys <= used, st_path, f"tensor {min(keys - used, default='')} does not go with its layer's other tensors (so it would be ignored)")
-    _expect(set(qc["modules"]) <= set(modules), st_path, f"quantization_config.modules names {min(set(qc['modules']) - set(modules), default='')}, which has no .scales")
-    m = assemble(config, floats, modules, st_path)
+            modules[base] = _quant_linear(t, base, out, n_in, expected, qc["modules"].get(base), kernel)
+        else: floats[h] = _float_tensor(t, h, expected[h])
+    _expect(t.keys <= t.used, t.path, f"tensor {min(t.keys - t.used, default='')} does not go with its layer's other tensors (so it would be ignored)")
+    _expect(set(qc["modules"]) <= set(modules), t.path, f"quantization_config.modules names {min(set(qc['modules']) - set(modules), default='')}, which has no .scales")
+    m = assemble(config, floats, modules, t.path)
     m.quantization_config = qc
     return config, m
-

@@ -13,9 +13,10 @@ from .core import check_bool, check_int, check_number, check_token_ids
 
 # %% auto 0
 __all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MAX', 'SEED_MIN', 'SEED_MAX', 'PRIORITY_MAX',
-           'CPU_SAMPLE_ELEMENTS', 'StructuredOutputsParams', 'SamplingParams', 'apply_penalties', 'apply_top_k',
-           'apply_top_p', 'apply_min_p', 'NonFiniteLogitsError', 'SampleResult', 'check_finite', 'seeded_generator',
-           'Sampler', 'SampleRequest', 'finish_reason', 'apply_logits_processors', 'accept_token']
+           'CPU_SAMPLE_ELEMENTS', 'StructuredOutputsParams', 'check_structured_outputs', 'check_stop',
+           'check_stop_token_ids', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
+           'NonFiniteLogitsError', 'SampleResult', 'check_finite', 'seeded_generator', 'Sampler', 'SampleRequest',
+           'finish_reason', 'apply_logits_processors', 'accept_token']
 
 # %% ../nbs/08_sampling.ipynb 6
 MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
@@ -26,6 +27,25 @@ def _bad_so(v):
     raise ValueError(f"SamplingParams.structured_outputs must be None, a StructuredOutputsParams or a dict with one of the keys "
                      f"{', '.join(sorted(_SO_FIELDS))}, got {v!r:.80}")
 
+def _canonical(v) -> str:
+    import json as _json
+    try: return _json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e: raise ValueError(f"StructuredOutputsParams.json must be plain JSON data: {e}") from None
+    except RecursionError: raise ValueError("StructuredOutputsParams.json must be plain JSON data: nested too deeply") from None
+
+# %% ../nbs/08_sampling.ipynb 8
+def _so_json(v) -> tuple:
+    "A `json` constraint as (the schema: a dict or bool, parsed when given as JSON text; the length of its canonical text)."
+    msg = "StructuredOutputsParams.json must be a JSON schema (a dict or its JSON text)"
+    if isinstance(v, str):
+        import json as _json
+        try: v = _json.loads(v)
+        except ValueError as e: raise ValueError(f"{msg}: {e}") from None
+        except RecursionError: raise ValueError(f"{msg}: nested too deeply to parse") from None
+    if not isinstance(v, (dict, bool)): raise ValueError(f"{msg}, got {type(v).__name__}")
+    return v, len(_canonical(v))
+
+# %% ../nbs/08_sampling.ipynb 10
 @dataclass
 class StructuredOutputsParams:
     "What the output must match (vLLM's names); exactly one field is set. Compiled by `xllm.grammar` into a token mask."
@@ -45,14 +65,7 @@ class StructuredOutputsParams:
             raise ValueError(f"StructuredOutputsParams: exactly one of json, regex, choice, grammar, json_object must be set, got {set_ or 'none'}")
         (f,) = set_
         v = getattr(self, f)
-        if f == "json":
-            if isinstance(v, str):
-                import json as _json
-                try: v = self.json = _json.loads(v)
-                except ValueError as e: raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text): {e}") from None
-                except RecursionError: raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text): nested too deeply to parse") from None
-            if not isinstance(v, (dict, bool)): raise ValueError(f"{name(f)} must be a JSON schema (a dict or its JSON text), got {type(v).__name__}")
-            size = len(_canonical(v))
+        if f == "json": self.json, size = _so_json(v)
         elif f == "choice":
             if not isinstance(v, (list, tuple)) or not v or not all(isinstance(c, str) and c for c in v):
                 raise ValueError(f"{name(f)} must be a non-empty list of non-empty strings, got {v!r:.80}")
@@ -65,31 +78,49 @@ class StructuredOutputsParams:
             size = len(v)
         if size > MAX_GRAMMAR_CHARS: raise ValueError(f"{name(f)} is {size} characters long; at most {MAX_GRAMMAR_CHARS}")
 
-    @property
-    def kind(self) -> str:
-        "The field that is set: 'json', 'regex', 'choice', 'grammar' or 'json_object'."
-        return next(f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False))
+# %% ../nbs/08_sampling.ipynb 12
+@patch(as_prop=True)
+def kind(self: StructuredOutputsParams) -> str:
+    "The field that is set: 'json', 'regex', 'choice', 'grammar' or 'json_object'."
+    return next(f for f in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, f) not in (None, False))
 
-    def key(self) -> tuple:
-        "A hashable key that is equal for equal constraints (the compiled-grammar cache's key)."
-        k = self.kind
-        v = getattr(self, k)
-        return (k, _canonical(v) if k in ("json", "choice") else v)
+@patch
+def key(self: StructuredOutputsParams) -> tuple:
+    "A hashable key that is equal for equal constraints (the compiled-grammar cache's key)."
+    k = self.kind
+    v = getattr(self, k)
+    return (k, _canonical(v) if k in ("json", "choice") else v)
 
-def _canonical(v) -> str:
-    import json as _json
-    try: return _json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as e: raise ValueError(f"StructuredOutputsParams.json must be plain JSON data: {e}") from None
-    except RecursionError: raise ValueError("StructuredOutputsParams.json must be plain JSON data: nested too deeply") from None
+# %% ../nbs/08_sampling.ipynb 14
+def check_structured_outputs(so) -> StructuredOutputsParams | None:
+    "`SamplingParams.structured_outputs` checked: None, a `StructuredOutputsParams` (checked again), or a dict of its fields (made into one)."
+    if isinstance(so, dict): so = StructuredOutputsParams(**so) if set(so) <= _SO_FIELDS else _bad_so(so)
+    if so is not None and not isinstance(so, StructuredOutputsParams): _bad_so(so)
+    if so is not None: so.check()
+    return so
 
+def check_stop(stop) -> list[str]:
+    "`SamplingParams.stop` as a list: None is none, one non-empty string that one; anything else but non-empty strings is refused."
+    if stop is None: return []
+    if isinstance(stop, str) and stop: stop = [stop]
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
+        raise ValueError(f"SamplingParams.stop must be None, a non-empty string or a list of non-empty strings, got {stop!r:.80}")
+    return list(stop)
 
-# %% ../nbs/08_sampling.ipynb 8
+def check_stop_token_ids(ids) -> list[int]:
+    "`SamplingParams.stop_token_ids` as a list of Python ints >= 0 (None: none)."
+    if ids is None: return []
+    if not isinstance(ids, (list, tuple)): raise ValueError(f"SamplingParams.stop_token_ids must be None or a list of integers >= 0, got {ids!r:.80}")
+    return [check_int("SamplingParams.stop_token_ids", t, 0, rule="None or a list of integers >= 0") for t in ids]
+
+# %% ../nbs/08_sampling.ipynb 16
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1   # a seed is a signed or an unsigned 64-bit integer; every bit of it counts
 PRIORITY_MAX = (1 << 31) - 1   # a request's priority is an integer in [-PRIORITY_MAX, PRIORITY_MAX]
 
+# %% ../nbs/08_sampling.ipynb 18
 @dataclass
 class SamplingParams:
     "How to sample a completion (vLLM's names and meanings)."
@@ -118,55 +149,46 @@ class SamplingParams:
 
     def __post_init__(self): self.check()
 
-    def check(self):
-        """Check every field (a `ValueError` names the first bad one and the accepted range) and normalize (Python ints and floats,
-        -0.0 as 0.0): run at creation, and again by `LLM` and `Engine` before use. Numbers are judged as the sampler uses them, in
-        float32: bools are not numbers, NaN and infinities never pass, nor a float beyond float32's range."""
-        def integer(name, lo=None, **kw): setattr(self, name, check_int(f"SamplingParams.{name}", getattr(self, name), lo, **kw))
-        def real(name, lo, hi, **kw): setattr(self, name, check_number(f"SamplingParams.{name}", getattr(self, name), lo, hi, **kw))
-        integer("n", 1)
-        integer("max_tokens", 1, optional=True)
-        real("temperature", 0.0, F32_MAX, rule=f"a number in [0, {F32_MAX!r}] (0 = greedy, as is anything below {_GREEDY_EPS:g})")
-        real("top_p", 0.0, 1.0, open_lo=True)
-        integer("top_k", -1, rule="-1 or 0 (off) or an integer >= 1")
-        real("min_p", 0.0, 1.0)
-        real("repetition_penalty", 1 / REPETITION_PENALTY_MAX, REPETITION_PENALTY_MAX, rule=f"a number in [{1 / REPETITION_PENALTY_MAX:g}, {REPETITION_PENALTY_MAX:g}] (1 = off)")
-        for k in ("presence_penalty", "frequency_penalty"): real(k, -2.0, 2.0)
-        integer("seed", SEED_MIN, hi=SEED_MAX, optional=True, rule="an integer in [-2**63, 2**64 - 1] (a signed or unsigned 64-bit integer)")
-        if self.stop is None: self.stop = []
-        elif isinstance(self.stop, str) and self.stop: self.stop = [self.stop]
-        if not isinstance(self.stop, (list, tuple)) or not all(isinstance(s, str) and s for s in self.stop):
-            raise ValueError(f"SamplingParams.stop must be None, a non-empty string or a list of non-empty strings, got {self.stop!r:.80}")
-        self.stop = list(self.stop)
-        if self.stop_token_ids is None: self.stop_token_ids = []
-        if not isinstance(self.stop_token_ids, (list, tuple)):
-            raise ValueError(f"SamplingParams.stop_token_ids must be None or a list of integers >= 0, got {self.stop_token_ids!r:.80}")
-        self.stop_token_ids = [check_int("SamplingParams.stop_token_ids", t, 0, rule="None or a list of integers >= 0") for t in self.stop_token_ids]
-        check_bool("SamplingParams.ignore_eos", self.ignore_eos)
-        integer("logprobs", 0, optional=True)
-        integer("prompt_logprobs", 0, optional=True)
-        integer("min_tokens", 0)
-        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
-            raise ValueError(f"SamplingParams.min_tokens ({self.min_tokens}) must be at most max_tokens ({self.max_tokens})")
-        check_bool("SamplingParams.include_stop_str_in_output", self.include_stop_str_in_output)
-        check_bool("SamplingParams.skip_special_tokens", self.skip_special_tokens)
-        integer("priority", -PRIORITY_MAX, hi=PRIORITY_MAX)
-        so = self.structured_outputs
-        if isinstance(so, dict): self.structured_outputs = so = StructuredOutputsParams(**so) if set(so) <= _SO_FIELDS else _bad_so(so)
-        if so is not None and not isinstance(so, StructuredOutputsParams): _bad_so(so)
-        if so is not None: so.check()
+# %% ../nbs/08_sampling.ipynb 20
+@patch
+def check(self: SamplingParams):
+    """Check every field (a `ValueError` names the first bad one and the accepted range) and normalize (Python ints and floats,
+    -0.0 as 0.0): run at creation, and again by `LLM` and `Engine` before use. Numbers are judged as the sampler uses them, in
+    float32: bools are not numbers, NaN and infinities never pass, nor a float beyond float32's range."""
+    def integer(name, lo=None, **kw): setattr(self, name, check_int(f"SamplingParams.{name}", getattr(self, name), lo, **kw))
+    def real(name, lo, hi, **kw): setattr(self, name, check_number(f"SamplingParams.{name}", getattr(self, name), lo, hi, **kw))
+    integer("n", 1)
+    integer("max_tokens", 1, optional=True)
+    real("temperature", 0.0, F32_MAX, rule=f"a number in [0, {F32_MAX!r}] (0 = greedy, as is anything below {_GREEDY_EPS:g})")
+    real("top_p", 0.0, 1.0, open_lo=True)
+    integer("top_k", -1, rule="-1 or 0 (off) or an integer >= 1")
+    real("min_p", 0.0, 1.0)
+    real("repetition_penalty", 1 / REPETITION_PENALTY_MAX, REPETITION_PENALTY_MAX, rule=f"a number in [{1 / REPETITION_PENALTY_MAX:g}, {REPETITION_PENALTY_MAX:g}] (1 = off)")
+    for k in ("presence_penalty", "frequency_penalty"): real(k, -2.0, 2.0)
+    integer("seed", SEED_MIN, hi=SEED_MAX, optional=True, rule="an integer in [-2**63, 2**64 - 1] (a signed or unsigned 64-bit integer)")
+    self.stop, self.stop_token_ids = check_stop(self.stop), check_stop_token_ids(self.stop_token_ids)
+    check_bool("SamplingParams.ignore_eos", self.ignore_eos)
+    for k in ("logprobs", "prompt_logprobs"): integer(k, 0, optional=True)
+    integer("min_tokens", 0)
+    if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+        raise ValueError(f"SamplingParams.min_tokens ({self.min_tokens}) must be at most max_tokens ({self.max_tokens})")
+    check_bool("SamplingParams.include_stop_str_in_output", self.include_stop_str_in_output)
+    check_bool("SamplingParams.skip_special_tokens", self.skip_special_tokens)
+    integer("priority", -PRIORITY_MAX, hi=PRIORITY_MAX)
+    self.structured_outputs = check_structured_outputs(self.structured_outputs)
 
-    @property
-    def greedy(self) -> bool:
-        "True when the next token is simply the argmax (temperature 0, or below 1e-5 as in vLLM)."
-        return self.temperature < _GREEDY_EPS
-    @property
-    def has_penalties(self) -> bool:
-        "Whether any repetition, presence or frequency penalty is active."
-        return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+# %% ../nbs/08_sampling.ipynb 22
+@patch(as_prop=True)
+def greedy(self: SamplingParams) -> bool:
+    "True when the next token is simply the argmax (temperature 0, or below 1e-5 as in vLLM)."
+    return self.temperature < _GREEDY_EPS
 
+@patch(as_prop=True)
+def has_penalties(self: SamplingParams) -> bool:
+    "Whether any repetition, presence or frequency penalty is active."
+    return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
-# %% ../nbs/08_sampling.ipynb 16
+# %% ../nbs/08_sampling.ipynb 30
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(ids if ids is not None else [], dtype=torch.long, device=device).reshape(-1)
     if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size): check_token_ids(t, vocab_size, name)   # raises, naming the first bad id
@@ -187,13 +209,14 @@ def apply_penalties(logits: torch.Tensor, output_token_ids=(), prompt_token_ids=
         logits -= frequency_penalty * counts + presence_penalty * (counts > 0).to(logits.dtype)
     return logits
 
-# %% ../nbs/08_sampling.ipynb 19
+# %% ../nbs/08_sampling.ipynb 33
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     "Mask to -inf every logit below the k-th largest (k <= 0 or k >= vocab: unchanged)."
     if k <= 0 or k >= logits.shape[-1]: return logits
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, float("-inf"))
 
+# %% ../nbs/08_sampling.ipynb 35
 def _nucleus(vals: torch.Tensor, idx: torch.Tensor, p: float, V: int) -> torch.Tensor:
     "Rows of probabilities `vals` sorted descending (token ids `idx`) -> `[rows, V]` mask of the nucleus of mass `p`."
     keep_sorted = torch.cumsum(vals, dim=-1) - vals < p     # mass of the more likely tokens is still short of p
@@ -214,13 +237,14 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
         if bool(short.any()): keep[short] = _nucleus(*probs[short].sort(dim=-1, descending=True), p, V)
     return logits.masked_fill(~keep.reshape(logits.shape), float("-inf"))
 
+# %% ../nbs/08_sampling.ipynb 37
 def apply_min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     "Mask tokens whose probability is below `p` times that of the most likely token."
     if p <= 0.0: return logits
     probs = torch.softmax(logits, dim=-1)
     return logits.masked_fill(probs < p * probs.max(dim=-1, keepdim=True).values, float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 27
+# %% ../nbs/08_sampling.ipynb 46
 class NonFiniteLogitsError(ValueError):
     """A row that cannot be sampled: the logits hold NaN or +inf (a numerical failure in the model or a logits processor), no finite
     value at all, or they overflow float32 under the request's penalties and temperature. The message says which."""
@@ -232,7 +256,7 @@ class SampleResult:
     logprob: float
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
-# %% ../nbs/08_sampling.ipynb 29
+# %% ../nbs/08_sampling.ipynb 48
 def check_finite(logits: torch.Tensor, source: str | None = None):
     "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
@@ -244,7 +268,7 @@ def check_finite(logits: torch.Tensor, source: str | None = None):
     if not bool(torch.isfinite(logits).any()):
         raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
 
-# %% ../nbs/08_sampling.ipynb 31
+# %% ../nbs/08_sampling.ipynb 50
 def _stop_ban(params, output_token_ids) -> list[int]:
     """The token ids `params.min_tokens` forbids next (vLLM's `MinTokensLogitsProcessor`): while fewer than `min_tokens` tokens
     are out, the stop tokens, i.e. `stop_token_ids` and the EOS ids the engine puts in `_all_stop_token_ids` (unless `ignore_eos`);
@@ -256,9 +280,9 @@ def _banned(x: torch.Tensor, ban: list[int]) -> torch.Tensor:
     "A copy of `x` (`[..., V]`) with the ids of `ban` inside the vocabulary at -inf."
     return x.index_fill(-1, torch.tensor([t for t in ban if t < x.shape[-1]], dtype=torch.long, device=x.device), float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 33
+# %% ../nbs/08_sampling.ipynb 52
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
-    """Why a row `x` whose raw logits passed `check_finite` has no distribution to draw from even in float64 (`Sampler._wide`):
+    """Why a row `x` whose raw logits passed `check_finite` has no distribution to draw from even in float64 (`_wide_row`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
     y = x.double()
     if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
@@ -269,7 +293,7 @@ def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str
              if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
     return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
 
-# %% ../nbs/08_sampling.ipynb 35
+# %% ../nbs/08_sampling.ipynb 54
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
@@ -290,7 +314,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     return int(_draw_rows(probs[None], [generator])[0])
 
 
-# %% ../nbs/08_sampling.ipynb 37
+# %% ../nbs/08_sampling.ipynb 56
 def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     """A `torch.Generator` seeded with a 64-bit hash of `seed` (an integer in [-2**63, 2**64 - 1]) and `salt` (e.g. which of a
     request's completions), so that every bit of the seed counts: torch's CPU generator (MT19937) keeps the low 32 bits of what
@@ -300,7 +324,27 @@ def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     h = hashlib.blake2b(repr((seed, *salt)).encode(), digest_size=8).digest()
     return torch.Generator(device=device).manual_seed(int.from_bytes(h, "little"))
 
-# %% ../nbs/08_sampling.ipynb 39
+# %% ../nbs/08_sampling.ipynb 58
+def _filtered(x: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    "Temperature, then top-k, top-p, min-p (dropped tokens at -inf), on float32 rows `[..., V]`."
+    if params.temperature != 1.0: x = x / params.temperature
+    return apply_min_p(apply_top_p(apply_top_k(x, params.top_k), params.top_p), params.min_p)
+
+# %% ../nbs/08_sampling.ipynb 60
+def _wide_row(x: torch.Tensor, params: SamplingParams, generator, output_token_ids, prompt_token_ids) -> int:
+    """The token of a row whose float32 processing overflowed (logits near float32's limits under a strong penalty or a small
+    temperature): the same pipeline in float64, with the row's maximum subtracted before the temperature divides (the softmax
+    and every filter are unchanged by a shift), which no accepted setting can overflow from finite float32 logits. It takes
+    the row's generator's next number. -1 if there is still no distribution. Rare, so one row at a time."""
+    p, y = params, x.double()
+    if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+    if (ban := _stop_ban(p, output_token_ids)): y = _banned(y, ban)
+    m, t = y.max(-1)
+    if p.greedy or not math.isfinite(float(m)): return int(t) if math.isfinite(float(m)) else -1
+    y = apply_min_p(apply_top_p(apply_top_k((y - m) / p.temperature, p.top_k), p.top_p), p.min_p)
+    return _draw(torch.softmax(y, -1), generator)
+
+# %% ../nbs/08_sampling.ipynb 62
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:
@@ -328,12 +372,6 @@ class Sampler:
         return g
 
     @staticmethod
-    def _filter(x: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-        "Temperature, then top-k, top-p, min-p (dropped tokens at -inf), on float32 rows `[..., V]`."
-        if params.temperature != 1.0: x = x / params.temperature
-        return apply_min_p(apply_top_p(apply_top_k(x, params.top_k), params.top_p), params.min_p)
-
-    @staticmethod
     def process(logits: torch.Tensor, params: SamplingParams, output_token_ids=(), prompt_token_ids=()) -> torch.Tensor:
         """The logits the token is drawn from: penalized, the stop tokens at -inf while `min_tokens` holds them back, then (unless
         greedy) tempered and filtered (dropped tokens at -inf)."""
@@ -341,24 +379,93 @@ class Sampler:
         if params.has_penalties:
             x = apply_penalties(x, output_token_ids, prompt_token_ids, params.repetition_penalty, params.presence_penalty, params.frequency_penalty)
         if (ban := _stop_ban(params, output_token_ids)): x = _banned(x, ban)     # min_tokens: no stop token yet
-        return x if params.greedy else Sampler._filter(x, params)
+        return x if params.greedy else _filtered(x, params)
 
-    @staticmethod
-    def _wide(x: torch.Tensor, params: SamplingParams, generator, output_token_ids, prompt_token_ids) -> int:
-        """The token of a row whose float32 processing overflowed (logits near float32's limits under a strong penalty or a small
-        temperature): the same pipeline in float64, with the row's maximum subtracted before the temperature divides (the softmax
-        and every filter are unchanged by a shift), which no accepted setting can overflow from finite float32 logits. It takes
-        the row's generator's next number. -1 if there is still no distribution. Rare, so one row at a time."""
-        p, y = params, x.double()
-        if p.has_penalties: y = apply_penalties(y, output_token_ids, prompt_token_ids, p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
-        if (ban := _stop_ban(p, output_token_ids)): y = _banned(y, ban)
-        m, t = y.max(-1)
-        if p.greedy or not math.isfinite(float(m)): return int(t) if math.isfinite(float(m)) else -1
-        y = apply_min_p(apply_top_p(apply_top_k((y - m) / p.temperature, p.top_k), p.top_p), p.min_p)
-        return _draw(torch.softmax(y, -1), generator)
+# %% ../nbs/08_sampling.ipynb 65
+def _nonfinite_rows(x: torch.Tensor) -> list:
+    "Per row of float `[B, V]` logits: None, or the `NonFiniteLogitsError` of a row holding NaN or +inf, or only -inf."
+    res: list = [None] * x.shape[0]
+    for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
+        if ok: continue
+        try: check_finite(x[b])                                   # raises with the details
+        except NonFiniteLogitsError as e: res[b] = e
+    return res
 
+# %% ../nbs/08_sampling.ipynb 67
+def _penalized(x: torch.Tensor, rows, params, output_token_ids, prompt_token_ids, res: list) -> torch.Tensor:
+    """Float `[B, V]` logits with the penalties of `rows` applied and the stop tokens `min_tokens` holds back at -inf: a copy, or
+    `x` itself when no row has either (the raw logits give the logprobs). A row whose history holds an id outside the
+    vocabulary gets its `ValueError` in `res` and fails alone."""
+    pen = [b for b in rows if params[b].has_penalties]
+    bans = {b: ban for b in rows if (ban := _stop_ban(params[b], output_token_ids[b]))}   # min_tokens: stop tokens held back
+    xp = x.clone() if pen or bans else x
+    for b in pen:
+        p = params[b]
+        try: xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
+        except ValueError as e: res[b] = e                        # a history id outside the vocabulary: this row fails alone
+    for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
+    return xp
 
-# %% ../nbs/08_sampling.ipynb 41
+# %% ../nbs/08_sampling.ipynb 69
+def _row_groups(rows, params, device: torch.device, V: int) -> dict:
+    """The rows sampled together: those with the same settings (every greedy row in one group), cut on a CPU into pieces of at
+    most `CPU_SAMPLE_ELEMENTS` logits, which stay in cache through every pass."""
+    groups: dict = {}
+    for b in rows:
+        p = params[b]
+        groups.setdefault(("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p, p.min_p), []).append(b)
+    if device.type == "cpu":
+        n = max(1, CPU_SAMPLE_ELEMENTS // V)
+        groups = {(k, i): g[i:i + n] for k, g in groups.items() for i in range(0, len(g), n)}
+    return groups
+
+# %% ../nbs/08_sampling.ipynb 71
+@patch
+def _draw_groups(self: Sampler, xp: torch.Tensor, groups: dict, params, generators) -> torch.Tensor:
+    """The token of each row of `groups` as a `[B]` tensor on the device (-1: a row with no distribution; 0 for rows in no
+    group): a greedy group by its maximum, the others through one filter pipeline and one inverse-CDF draw."""
+    B = xp.shape[0]
+    tok = torch.zeros(B, dtype=torch.long, device=xp.device)
+    for key, g in groups.items():
+        idx = torch.tensor(g, device=xp.device)
+        xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
+        if params[g[0]].greedy:                                    # the max in the same pass: a NaN, +inf or all -inf left by
+            m, t = xg.max(-1)                                      # the penalties make it non-finite, and the row -1
+            t = torch.where(torch.isfinite(m), t, -1)
+        else: t = _draw_rows(torch.softmax(_filtered(xg, params[g[0]]), -1), [generators[b] for b in g])   # -1: no distribution
+        tok.index_copy_(0, idx, t)
+    return tok
+
+# %% ../nbs/08_sampling.ipynb 73
+def _top_logprobs(raw: torch.Tensor, rows, params) -> dict:
+    "row -> {token id: raw log-prob} of its `params.logprobs` most likely tokens, most likely first, for the rows that ask (one topk per count)."
+    tops: dict = {}
+    for k in {params[b].logprobs for b in rows if params[b].logprobs}:
+        g = [b for b in rows if params[b].logprobs == k]
+        v, i = torch.topk(raw[g], min(k, raw.shape[-1]), dim=-1)
+        tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
+    return tops
+
+# %% ../nbs/08_sampling.ipynb 75
+@patch
+def _finish(self: Sampler, x, raw, tok, lp, tops, res, params, generators, output_token_ids, prompt_token_ids):
+    """Fill `res` with each row's `SampleResult` (rows already failed are left): a row drawn -1 is sampled again in float64
+    (`_wide_row`) or fails, and a log-probability float32 cannot hold is computed in float64."""
+    for b, t, l in zip(range(len(res)), tok.tolist(), lp.tolist()):
+        if res[b] is not None: continue
+        if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
+            self.row_fallbacks["float32 overflow"] += 1
+            t = _wide_row(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
+            if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
+            l = float(raw[b, t])
+        if l == -math.inf:      # the raw logits span more than float32 holds (x[t] - logsumexp overflows): the exact value in float64
+            l = float(x[b, t].double() - torch.logsumexp(x[b].double(), 0))
+        if b in tops and -math.inf in tops[b].values():   # an alternative's float32 log-prob overflowed (a masked token stays -inf)
+            lse = torch.logsumexp(x[b].double(), 0)
+            tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
+        res[b] = SampleResult(t, l, tops.get(b))
+
+# %% ../nbs/08_sampling.ipynb 77
 @patch
 def sample_rows(self: Sampler, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
     """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
@@ -372,61 +479,17 @@ def sample_rows(self: Sampler, logits: torch.Tensor, params, generators, output_
     B, V = logits.shape
     if V == 0: raise ValueError("logits have no entries (a vocabulary of 0 tokens)")
     x = logits.float()
-    res: list = [None] * B
-    for b, ok in enumerate(torch.isfinite(x.amax(-1)).tolist()):  # one pass: a NaN, a +inf or all -inf make a row's max non-finite
-        if ok: continue
-        try: check_finite(x[b])                                   # raises with the details
-        except NonFiniteLogitsError as e: res[b] = e
+    res = _nonfinite_rows(x)
     rows = [b for b in range(B) if res[b] is None]
-    pen = [b for b in rows if params[b].has_penalties]
-    bans = {b: ban for b in rows if (ban := _stop_ban(params[b], output_token_ids[b]))}   # min_tokens: stop tokens held back
-    xp = x.clone() if pen or bans else x                           # penalized logits (the raw ones give the logprobs)
-    for b in pen:
-        p = params[b]
-        try: xp[b] = apply_penalties(x[b], output_token_ids[b], prompt_token_ids[b], p.repetition_penalty, p.presence_penalty, p.frequency_penalty)
-        except ValueError as e: res[b] = e                        # a history id outside the vocabulary: this row fails alone
+    xp = _penalized(x, rows, params, output_token_ids, prompt_token_ids, res)
     rows = [b for b in rows if res[b] is None]
-    for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
-    tok = torch.zeros(B, dtype=torch.long, device=x.device)
-    groups: dict = {}
-    for b in rows:
-        p = params[b]
-        groups.setdefault(("greedy",) if p.greedy else (p.temperature, p.top_k, p.top_p, p.min_p), []).append(b)
-    if x.device.type == "cpu":                                     # on a CPU, a few rows at a time stay in cache through every pass
-        n = max(1, CPU_SAMPLE_ELEMENTS // V)
-        groups = {(k, i): g[i:i + n] for k, g in groups.items() for i in range(0, len(g), n)}
-    for key, g in groups.items():
-        idx = torch.tensor(g, device=x.device)
-        xg = xp if len(g) == B else xp.index_select(0, idx)       # one group of every row (the usual case): no copy
-        if params[g[0]].greedy:                                    # the max in the same pass: a NaN, +inf or all -inf left by
-            m, t = xg.max(-1)                                      # the penalties make it non-finite, and the row -1
-            t = torch.where(torch.isfinite(m), t, -1)
-        else: t = _draw_rows(torch.softmax(self._filter(xg, params[g[0]]), -1), [generators[b] for b in g])   # -1: no distribution
-        tok.index_copy_(0, idx, t)
+    tok = self._draw_groups(xp, _row_groups(rows, params, x.device, V), params, generators)
     raw = torch.log_softmax(x, dim=-1)                             # raw-logit log-probabilities (vLLM's default)
     lp = raw.gather(1, tok.clamp(min=0)[:, None])[:, 0]
-    tops: dict = {}
-    for k in {params[b].logprobs for b in rows if params[b].logprobs}:
-        g = [b for b in rows if params[b].logprobs == k]
-        v, i = torch.topk(raw[g], min(k, V), dim=-1)
-        tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
-    for b, t, l in zip(range(B), tok.tolist(), lp.tolist()):
-        if res[b] is not None: continue
-        if t < 0:                # float32 overflowed in the penalties or the temperature: this row again, in float64
-            self.row_fallbacks["float32 overflow"] += 1
-            t = self._wide(x[b], params[b], generators[b], output_token_ids[b], prompt_token_ids[b])
-            if t < 0: res[b] = NonFiniteLogitsError(_unsampleable(x[b], params[b], output_token_ids[b], prompt_token_ids[b])); continue
-            l = float(raw[b, t])
-        if l == -math.inf:      # the raw logits span more than float32 holds (x[t] - logsumexp overflows): the exact value in float64
-            l = float(x[b, t].double() - torch.logsumexp(x[b].double(), 0))
-        if b in tops and -math.inf in tops[b].values():   # an alternative's float32 log-prob overflowed (a masked token stays -inf)
-            lse = torch.logsumexp(x[b].double(), 0)
-            tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
-        res[b] = SampleResult(t, l, tops.get(b))
+    self._finish(x, raw, tok, lp, _top_logprobs(raw, rows, params), res, params, generators, output_token_ids, prompt_token_ids)
     return res
 
-
-# %% ../nbs/08_sampling.ipynb 43
+# %% ../nbs/08_sampling.ipynb 79
 @patch
 def sample(self: Sampler, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
     """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them (`sample_rows`; the first row that cannot be
@@ -449,7 +512,7 @@ def sample(self: Sampler, logits: torch.Tensor, params, generator=None, output_t
     return res
 
 
-# %% ../nbs/08_sampling.ipynb 62
+# %% ../nbs/08_sampling.ipynb 98
 class SampleRequest:
     """A request as the sampler reads it: `params`, its `generator`, `logits_processors` (`f(output_token_ids, row) -> row`), the
     token ids that end it (`stop_ids`), `stop_checker(output_token_ids) -> reason | None` (stop strings), its `grammar` (an object
@@ -465,7 +528,7 @@ class SampleRequest:
         "Tokens generated so far."
         return len(self.output_token_ids)
 
-# %% ../nbs/08_sampling.ipynb 65
+# %% ../nbs/08_sampling.ipynb 101
 def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
     "Why `req` ends with `tok` as its next token (after `pending` ones of a verified run), or None."
     if tok in req.stop_ids: return "stop"
@@ -476,7 +539,7 @@ def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
         return req.stop_checker(req.output_token_ids + list(pending) + [tok]) or None
     return None
 
-# %% ../nbs/08_sampling.ipynb 68
+# %% ../nbs/08_sampling.ipynb 104
 def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> torch.Tensor:
     "`x` through `processors` in turn, given the output so far; a ValueError names one that breaks the shape."
     for f in processors:
@@ -486,7 +549,7 @@ def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> to
             raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {got}, expected a tensor of shape {tuple(shape)}")
     return x
 
-# %% ../nbs/08_sampling.ipynb 71
+# %% ../nbs/08_sampling.ipynb 107
 def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, generator: torch.Generator | None = None) -> tuple[int, bool]:
     """One verified position: `(token, accepted)`, the token distributed as `probs` (normalized here) whatever the proposal.
     `q`: the proposer's probabilities (None: all mass on `d`). Takes one uniform number from `generator` and, on a rejection,
@@ -500,7 +563,7 @@ def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, gen
     if not float(r.sum()) > 0: r = p                      # rounding left no residual (p == q): p itself
     return _draw(r, generator), False
 
-# %% ../nbs/08_sampling.ipynb 74
+# %% ../nbs/08_sampling.ipynb 110
 def _logprobs(params, r) -> dict | None:
     "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
     return {r.token_id: r.logprob, **(r.top_logprobs or {})} if params.logprobs is not None else None
@@ -513,7 +576,7 @@ def _masked(self: Sampler, logits: torch.Tensor, reqs) -> tuple[torch.Tensor, di
     if self.constrain is None: raise ValueError("a request has a grammar, and this sampler has no `constrain` to mask its rows")
     return self.constrain(logits, rows, [reqs[i].grammar for i in rows])
 
-# %% ../nbs/08_sampling.ipynb 76
+# %% ../nbs/08_sampling.ipynb 112
 @patch
 def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
     """{row: token} of the rows that need nothing but an argmax (greedy; no penalties, processors, logprobs or `min_tokens` ban;
@@ -526,7 +589,7 @@ def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
     toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
     return {i: t for i, t in zip(idx, toks) if t >= 0}
 
-# %% ../nbs/08_sampling.ipynb 78
+# %% ../nbs/08_sampling.ipynb 114
 @patch
 def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     "{row: (token, logprobs) or the row's exception} of the rows without processors that `done` does not hold, by `sample_rows`."
@@ -538,7 +601,7 @@ def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     res = self.sample_rows(x, [r.params for r in rs], [r.generator for r in rs], [r.output_token_ids for r in rs], [r.prompt_token_ids for r in rs])
     return {i: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for i, r, s in zip(idx, rs, res)}
 
-# %% ../nbs/08_sampling.ipynb 80
+# %% ../nbs/08_sampling.ipynb 116
 @patch
 def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, dict | None]:
     "The token and logprobs of one row with logits processors (counted in `row_fallbacks`)."
@@ -554,7 +617,7 @@ def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, d
         raise                             # else the sampler's message stands
     return r.token_id, _logprobs(req.params, r)
 
-# %% ../nbs/08_sampling.ipynb 82
+# %% ../nbs/08_sampling.ipynb 118
 @patch
 def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
     "`sample_requests` for rows without drafts: per request `(token, logprobs, finish reason, 0)` or its exception."
@@ -575,7 +638,7 @@ def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
         except Exception as e: out.append(e)              # this request's failure, returned to end it alone (not hidden)
     return out
 
-# %% ../nbs/08_sampling.ipynb 85
+# %% ../nbs/08_sampling.ipynb 121
 @patch
 def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int]) -> torch.Tensor:
     "Row `x` of a verified run as the sampler's input after the tokens `hist`: the vocabulary's end, the grammar's mask, the processors."
@@ -589,7 +652,7 @@ def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int
     check_finite(x, "the logits processors" if req.logits_processors else None)
     return x
 
-# %% ../nbs/08_sampling.ipynb 87
+# %% ../nbs/08_sampling.ipynb 123
 @patch
 def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int], d: int | None, q) -> tuple[int, bool]:
     "The token at one verified position and whether it is the proposal `d` (None: the position after the draft)."
@@ -604,7 +667,7 @@ def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int],
     if d is None: return _draw(torch.softmax(y, -1), g), False
     return accept_token(torch.softmax(y, -1), d, q, g)
 
-# %% ../nbs/08_sampling.ipynb 89
+# %% ../nbs/08_sampling.ipynb 125
 @patch
 def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[int], qs) -> tuple[list[int], list | None, str | None, int]:
     "One request's verified run: (tokens, their logprobs or None, finish reason or None, proposals accepted)."
@@ -625,7 +688,7 @@ def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[i
         if reason is not None or not ok: break
     return toks, lps, reason, accepted
 
-# %% ../nbs/08_sampling.ipynb 92
+# %% ../nbs/08_sampling.ipynb 128
 @patch
 def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, draft_probs=None) -> list:
     """The step's sampling decision: per request `(token, logprobs, finish reason, 0)`, or with a draft `(tokens, logprobs,
@@ -644,7 +707,7 @@ def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, 
         except Exception as e: res[i] = e                  # this request's failure, returned to end it alone
     return res
 
-# %% ../nbs/08_sampling.ipynb 97
+# %% ../nbs/08_sampling.ipynb 133
 @patch
 def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted: list[int]) -> tuple[int, torch.Tensor | None] | None:
     "A draft model's next proposal for `req` from its logits `row` after `drafted`: `(token, q or None)`, or None (no finite logit)."
@@ -658,7 +721,7 @@ def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted:
     q = torch.softmax(y, -1)
     return _draw(q, req.generator), q
 
-# %% ../nbs/08_sampling.ipynb 100
+# %% ../nbs/08_sampling.ipynb 136
 @patch
 def prompt_logprobs(self: Sampler, logits: torch.Tensor, targets: list[int], ks: list[int]) -> list[dict]:
     """Per row of `logits` (the distribution of the next prompt token `targets[i]`): `{target: its raw log-probability, top

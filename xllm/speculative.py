@@ -33,22 +33,6 @@ class SpecStats:
     num_emitted: int = 0         # tokens the verifications produced: the accepted ones and the one sampled after them
     step_time: dict = field(default_factory=dict)   # batch tokens -> seconds of the runner (exponential moving average)
 
-    def observe(self, num_tokens: int, seconds: float, weight: float = 0.2):
-        "Record that a forward of `num_tokens` tokens took `seconds`."
-        old = self.step_time.get(num_tokens)
-        self.step_time[num_tokens] = seconds if old is None else (1 - weight) * old + weight * seconds
-
-    def cost(self, num_tokens: int, slope: float = 0.15) -> float:
-        """Estimated runner seconds for `num_tokens` tokens: the measured average, else linear between the nearest measured sizes,
-        else from the nearest one with a prior of `slope` of its time per token of its size more (optimistic, so that untried
-        sizes get tried and measured); 1.0 per token-step when nothing is measured yet."""
-        d = self.step_time
-        if num_tokens in d: return d[num_tokens]
-        lo = max((t for t in d if t < num_tokens), default=None); hi = min((t for t in d if t > num_tokens), default=None)
-        if lo is not None and hi is not None: return d[lo] + (d[hi] - d[lo]) * (num_tokens - lo) / (hi - lo)
-        t0 = lo if lo is not None else hi
-        if t0 is None: return 1.0 + slope * (num_tokens - 1)
-        return max(d[t0] * (1 + slope * (num_tokens - t0) / t0), 1e-9)
     @property
     def acceptance_rate(self) -> float:
         "Accepted / proposed tokens."
@@ -58,7 +42,27 @@ class SpecStats:
         "Tokens per verifying forward of a sequence (1 + accepted proposals on average)."
         return self.num_emitted / self.num_verifications if self.num_verifications else 0.0
 
-# %% ../nbs/13b_speculative.ipynb 9
+# %% ../nbs/13b_speculative.ipynb 8
+@patch
+def observe(self: SpecStats, num_tokens: int, seconds: float, weight: float = 0.2):
+    "Record that a forward of `num_tokens` tokens took `seconds`."
+    old = self.step_time.get(num_tokens)
+    self.step_time[num_tokens] = seconds if old is None else (1 - weight) * old + weight * seconds
+
+@patch
+def cost(self: SpecStats, num_tokens: int, slope: float = 0.15) -> float:
+    """Estimated runner seconds for `num_tokens` tokens: the measured average, else linear between the nearest measured sizes,
+    else from the nearest one with a prior of `slope` of its time per token of its size more (optimistic, so that untried
+    sizes get tried and measured); 1.0 per token-step when nothing is measured yet."""
+    d = self.step_time
+    if num_tokens in d: return d[num_tokens]
+    lo = max((t for t in d if t < num_tokens), default=None); hi = min((t for t in d if t > num_tokens), default=None)
+    if lo is not None and hi is not None: return d[lo] + (d[hi] - d[lo]) * (num_tokens - lo) / (hi - lo)
+    t0 = lo if lo is not None else hi
+    if t0 is None: return 1.0 + slope * (num_tokens - 1)
+    return max(d[t0] * (1 + slope * (num_tokens - t0) / t0), 1e-9)
+
+# %% ../nbs/13b_speculative.ipynb 11
 class NgramIndex:
     "Prompt lookup for one sequence: propose the tokens that followed the most recent earlier occurrence of its last n tokens."
     def __init__(self, n_min: int = 1, n_max: int = 4):
@@ -78,7 +82,7 @@ class NgramIndex:
             if e is not None: return token_ids[e + 1:e + 1 + k]
         return []
 
-# %% ../nbs/13b_speculative.ipynb 13
+# %% ../nbs/13b_speculative.ipynb 15
 @dataclass
 class DraftAsk:
     "One decoding sequence an engine wants a draft for."
@@ -96,7 +100,7 @@ class Proposer:
     def token_cost(self, num_seqs: int) -> float: "Seconds a proposed token costs in a step of `num_seqs` asks (0: free)."; return 0.0
     def describe(self) -> str: "A note for the engine's start-up line and repr ('' for none)."; return ""
 
-# %% ../nbs/13b_speculative.ipynb 15
+# %% ../nbs/13b_speculative.ipynb 17
 class NgramProposer(Proposer):
     "Prompt lookup: each request's `NgramIndex` (its state) proposes what followed the last n-gram's most recent earlier occurrence."
     cheap = True
@@ -108,7 +112,7 @@ class NgramProposer(Proposer):
         "Each ask's longest n-gram match in its own tokens, continued (probabilities None: a lookup proposes, it does not sample)."
         return {a.request_id: (d, None) for a in asks if (d := a.state.proposal.propose(a.token_ids, a.k))}
 
-# %% ../nbs/13b_speculative.ipynb 22
+# %% ../nbs/13b_speculative.ipynb 24
 class _SpecState:
     "One request's speculation: the proposer's state for it (`proposal`), its acceptance estimate and its pause after failures."
     def __init__(self, proposal=None):
@@ -129,6 +133,7 @@ class _SpecState:
         if accepted: self.misses = 0
         else: self.misses += 1; self.pause = 2 ** min(self.misses, 6) - 1
 
+# %% ../nbs/13b_speculative.ipynb 26
 def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -> int:
     """The proposal length in `0..kmax` with the largest expected net gain in a step of `num_tokens` tokens that samples
     `num_sampled` of them, given the acceptance estimate `alpha` and the step cost function `cost(T)` (0: do not speculate)."""
@@ -141,7 +146,7 @@ def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -
         if gain > best_gain + 1e-12: best, best_gain = k, gain
     return best
 
-# %% ../nbs/13b_speculative.ipynb 25
+# %% ../nbs/13b_speculative.ipynb 29
 class Speculator:
     "An engine's speculative decoding: its `config`, `proposer`, cost model `stats` and per-request states (`new_state`)."
     def __init__(self, config: SpeculativeConfig, proposer: Proposer, stats: SpecStats):
@@ -157,7 +162,7 @@ class Speculator:
         s.num_verifications += 1; s.num_proposed += proposed; s.num_accepted += accepted; s.num_emitted += emitted
         state.adapt(self.config, proposed, accepted)
 
-# %% ../nbs/13b_speculative.ipynb 27
+# %% ../nbs/13b_speculative.ipynb 31
 @patch
 def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int, num_sampled: int, reserve) -> dict:
     """Drafts for `asks` in a step of `num_tokens` tokens sampling `num_sampled` rows, with `budget` tokens left; `reserve(request
@@ -183,7 +188,7 @@ def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int
             kept[a.request_id] = pr[1][:n] if pr[1][0] is not None else None
     return kept
 
-# %% ../nbs/13b_speculative.ipynb 30
+# %% ../nbs/13b_speculative.ipynb 34
 class DraftProposer(Proposer):
     """Proposals from a draft model for the speculating sequences of a step, all together: one forward that catches the draft's
     cache up with each sequence's tokens (usually the one or two accepted since the last step; the whole prompt the first time),
@@ -247,7 +252,7 @@ class DraftProposer(Proposer):
             first, live = False, going
         return {asks[i][0]: v for i, v in got.items() if v[0]}
 
-# %% ../nbs/13b_speculative.ipynb 32
+# %% ../nbs/13b_speculative.ipynb 36
 @patch
 def propose(self: DraftProposer, asks: list[DraftAsk]) -> dict:
     "`Proposer.propose`: the draft model's tokens for `asks`, each drawn with its request's settings (`Sampler.propose_token`)."
@@ -264,7 +269,7 @@ def describe(self: DraftProposer) -> str:
     "The draft model for the engine's start-up line: its layers, its runner, its K/V pool."
     return f"draft model {self.model.config.num_hidden_layers} layers, runner {self.runner_reason}, K/V pool {self.pool.report()}"
 
-# %% ../nbs/13b_speculative.ipynb 35
+# %% ../nbs/13b_speculative.ipynb 39
 def check_same_tokenizer(draft_tok, target_tok):
     "ValueError unless tokenizers `draft_tok` and `target_tok` map every id to the same bytes (`LLM` checks a draft it loads)."
     a, b = draft_tok, target_tok
@@ -274,6 +279,7 @@ def check_same_tokenizer(draft_tok, target_tok):
         if a.token_bytes(i) != b.token_bytes(i):
             raise ValueError(f"speculative model: its tokenizer differs from the target's at token {i} ({a.token_bytes(i)!r} vs {b.token_bytes(i)!r})")
 
+# %% ../nbs/13b_speculative.ipynb 41
 def make_proposer(cfg: SpeculativeConfig, sampler: Sampler, device, tokenizer=None, max_model_len: int = 2048, pool_tokens: int = 0,
                   block_size: int = 16) -> Proposer:
     """An engine's `Proposer` for `cfg`: prompt lookup, or a `DraftProposer` for the loaded draft `cfg.model` (a `Llama`, taken to

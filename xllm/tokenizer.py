@@ -11,7 +11,8 @@ from fastcore.basics import patch
 from .core import ModelFormatError, check_int, check_token_ids, piece_bytes, read_json
 
 # %% auto 0
-__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'SentencePieceBPE', 'Tokenizer',
+__all__ = ['NORMAL', 'UNKNOWN', 'CONTROL', 'USER_DEFINED', 'UNUSED', 'BYTE', 'SPACE', 'CharsMap', 'check_spm_vocab',
+           'spm_piece_ids', 'spm_merges', 'runc_tables', 'word_splitter', 'SentencePieceBPE', 'Tokenizer',
            'StreamDecoder']
 
 # %% ../nbs/03_tokenizer.ipynb 5
@@ -85,7 +86,51 @@ def __call__(self: CharsMap, text: str) -> str:
     return b"".join(out).decode("utf-8", "replace")
 
 
-# %% ../nbs/03_tokenizer.ipynb 16
+# %% ../nbs/03_tokenizer.ipynb 17
+def check_spm_vocab(pieces, scores, types, path=None) -> int:
+    "The vocabulary size, once `pieces`, `scores` and `types` agree in length and every type and byte piece is valid."
+    n = len(pieces)
+    if not (n == len(scores) == len(types)) or n == 0:
+        raise ModelFormatError(path, f"vocabulary: {n} pieces, {len(scores)} scores, {len(types)} types (must be equal and non-zero)")
+    bad = [i for i, t in enumerate(types) if t not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE)]
+    if bad: raise ModelFormatError(path, f"vocabulary: token {bad[0]} has unknown type {types[bad[0]]}")
+    bad = [i for i, (p, t) in enumerate(zip(pieces, types)) if not isinstance(p, str) or t == BYTE and _byte_piece_value(p) is None]
+    if bad: raise ModelFormatError(path, f"vocabulary: token {bad[0]} ({pieces[bad[0]]!r}) is not a string, or a byte piece not of the form <0xNN>")
+    return n
+
+# %% ../nbs/03_tokenizer.ipynb 19
+def spm_piece_ids(pieces, types) -> dict[str, int]:
+    "piece -> id, as sentencepiece's PieceToId: the first of a repeated piece, and reserved pieces (control, unknown, byte) win over normal ones."
+    p2id = {}
+    for i, (p, t) in enumerate(zip(pieces, types)):
+        if t in (NORMAL, USER_DEFINED, UNUSED): p2id.setdefault(p, i)
+    p2id.update({p: i for i, (p, t) in reversed(list(enumerate(zip(pieces, types)))) if t not in (NORMAL, USER_DEFINED, UNUSED)})
+    return p2id
+
+# %% ../nbs/03_tokenizer.ipynb 21
+def spm_merges(pieces, scores, types) -> dict[str, float]:
+    "piece -> score of the pieces sentencepiece may form by merging (normal, user-defined and unused ones; the first of a repeated piece)."
+    merge = {}
+    for p, s, t in zip(pieces, scores, types):
+        if t in (NORMAL, USER_DEFINED, UNUSED) and p not in merge: merge[p] = s
+    return merge
+
+def runc_tables(runc_pieces, scores) -> tuple[dict[str, int], dict[str, float]]:
+    "llama2.c's run.c: piece -> id over every piece of tokenizer.bin (raw text), and piece -> score of those it may form (score above -1e10)."
+    p2id = {}
+    for i, p in enumerate(runc_pieces): p2id.setdefault(p, i)
+    return p2id, {p: scores[i] for p, i in p2id.items() if scores[i] > -1e10}
+
+# %% ../nbs/03_tokenizer.ipynb 23
+def word_splitter(keys, ws: str, split: str = "none", suffix: bool = False):
+    """A function cutting a normalized string into the words BPE runs on separately: one `ws` each (`split='metaspace'`), else
+    before each `ws`-run when that is exact (no piece in `keys` has `ws` after another character, `ws` not a suffix), else not at all."""
+    safe = not suffix and all(re.fullmatch(f"{ws}*[^{ws}]*", k) for k in keys)
+    if split == "metaspace": return re.compile(f"{ws}[^{ws}]*|[^{ws}]+").findall
+    if safe: return re.compile(f"{ws}+[^{ws}]*|[^{ws}]+").findall
+    return lambda s: [s]
+
+# %% ../nbs/03_tokenizer.ipynb 25
 class SentencePieceBPE:
     """SentencePiece-style BPE over characters, with byte fallback (Llama 2, TinyLlama, Mistral).
 
@@ -95,13 +140,7 @@ class SentencePieceBPE:
     def __init__(self, pieces, scores, types, *, add_dummy_prefix=True, remove_extra_whitespaces=False, escape_whitespaces=True,
                  treat_whitespace_as_suffix=False, byte_fallback=True, normalizer=None, unk_surface=" \u2047 ",
                  mode="spm", merges=None, prefix_scheme="spm", split="none", runc_pieces=None, path=None):
-        n = len(pieces)
-        if not (n == len(scores) == len(types)) or n == 0:
-            raise ModelFormatError(path, f"vocabulary: {n} pieces, {len(scores)} scores, {len(types)} types (must be equal and non-zero)")
-        bad = [i for i, t in enumerate(types) if t not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE)]
-        if bad: raise ModelFormatError(path, f"vocabulary: token {bad[0]} has unknown type {types[bad[0]]}")
-        bad = [i for i, (p, t) in enumerate(zip(pieces, types)) if not isinstance(p, str) or t == BYTE and _byte_piece_value(p) is None]
-        if bad: raise ModelFormatError(path, f"vocabulary: token {bad[0]} ({pieces[bad[0]]!r}) is not a string, or a byte piece not of the form <0xNN>")
+        n = check_spm_vocab(pieces, scores, types, path)
         if mode not in ("spm", "rank", "runc"): raise ValueError(f"mode must be 'spm', 'rank' or 'runc', got {mode!r}")
         if prefix_scheme not in ("spm", "always", "first", "never"): raise ValueError(f"prefix_scheme must be 'spm', 'always', 'first' or 'never', got {prefix_scheme!r}")
         self.pieces, self.scores, self.types, self.path = list(pieces), [float(s) for s in scores], list(types), path
@@ -110,11 +149,7 @@ class SentencePieceBPE:
         self.escape_whitespaces, self.treat_whitespace_as_suffix = bool(escape_whitespaces), bool(treat_whitespace_as_suffix)
         self.byte_fallback, self.normalizer, self.unk_surface = bool(byte_fallback), normalizer, unk_surface
         self.prefix_scheme, self.split = prefix_scheme, split
-        # piece -> id, as sentencepiece's PieceToId: reserved pieces (control, unknown, byte) win over normal ones
-        self._p2id = {}
-        for i, (p, t) in enumerate(zip(self.pieces, self.types)):
-            if t in (NORMAL, USER_DEFINED, UNUSED): self._p2id.setdefault(p, i)
-        self._p2id.update({p: i for i, (p, t) in reversed(list(enumerate(zip(self.pieces, self.types)))) if t not in (NORMAL, USER_DEFINED, UNUSED)})
+        self._p2id = spm_piece_ids(self.pieces, self.types)
         unks = [i for i, t in enumerate(self.types) if t == UNKNOWN]
         self.unk_id = unks[0] if unks else None
         self._byte_ids = [self._p2id.get(f"<0x{b:02X}>") for b in range(256)]
@@ -122,35 +157,24 @@ class SentencePieceBPE:
             raise ModelFormatError(path, f"byte_fallback is on but piece <0x{self._byte_ids.index(None):02X}> is missing")
         if not self.byte_fallback and self.unk_id is None: raise ModelFormatError(path, "no unknown piece and no byte fallback")
         self._has_unused = UNUSED in self.types
-        if mode == "spm":       # pieces sentencepiece can form by merging
-            self._merge = {}
-            for p, s, t in zip(self.pieces, self.scores, self.types):
-                if t in (NORMAL, USER_DEFINED, UNUSED) and p not in self._merge: self._merge[p] = s
+        if mode == "spm": self._merge = spm_merges(self.pieces, self.scores, self.types)
         elif mode == "rank":    # (left, right) -> rank, from a merges list
             self._ranks = {}
             for r, (a, b) in enumerate(merges or []):
                 if a + b in self._p2id: self._ranks.setdefault((a, b), r)
-        else:                   # run.c: every piece of tokenizer.bin, looked up as raw text; score must beat -1e10
+        else:
             if runc_pieces is None or len(runc_pieces) != n: raise ValueError("mode='runc' needs runc_pieces, one per piece")
-            self._runc_p2id = {}
-            for i, p in enumerate(runc_pieces): self._runc_p2id.setdefault(p, i)
-            self._merge = {p: self.scores[i] for p, i in self._runc_p2id.items() if self.scores[i] > -1e10}
+            self._runc_p2id, self._merge = runc_tables(runc_pieces, self.scores)
         # user-defined pieces are matched greedily (longest first) before BPE and never merged with neighbours
         user = sorted((p for p, t in zip(self.pieces, self.types) if t == USER_DEFINED and p), key=len, reverse=True)
         self._user_re = re.compile("(" + "|".join(map(re.escape, user)) + ")") if user and mode == "spm" else None
-        # Pre-splitting at word starts is exact when no mergeable piece has a space after a non-space character
-        ws = " " if mode == "runc" else SPACE
         keys = self._merge if mode != "rank" else (a + b for a, b in self._ranks)
-        safe = not treat_whitespace_as_suffix and all(re.fullmatch(f"{ws}*[^{ws}]*", k) for k in keys)
-        if split == "metaspace": self._split = re.compile(f"{ws}[^{ws}]*|[^{ws}]+").findall
-        elif safe: self._split = re.compile(f"{ws}+[^{ws}]*|[^{ws}]+").findall
-        else: self._split = lambda s: [s]
+        self._split = word_splitter(keys, " " if mode == "runc" else SPACE, split, treat_whitespace_as_suffix)
         self._cache = {}
 
     def __repr__(self): return f"SentencePieceBPE(vocab_size={self.vocab_size}, mode={self.mode!r}, path={self.path!r})"
 
-
-# %% ../nbs/03_tokenizer.ipynb 17
+# %% ../nbs/03_tokenizer.ipynb 26
 @patch
 def normalize(self: SentencePieceBPE, text: str, at_start: bool = True) -> str:
     "The normalized string BPE works on: rule-normalized, extra spaces removed, spaces escaped to '▁', dummy prefix added."
@@ -175,7 +199,7 @@ def normalize(self: SentencePieceBPE, text: str, at_start: bool = True) -> str:
     return text
 
 
-# %% ../nbs/03_tokenizer.ipynb 20
+# %% ../nbs/03_tokenizer.ipynb 29
 @patch
 def _initial_symbols(self: SentencePieceBPE, word):
     if self.mode == "spm": return list(word)
@@ -187,7 +211,7 @@ def _initial_symbols(self: SentencePieceBPE, word):
         else: syms.append(ch)
     return syms
 
-# %% ../nbs/03_tokenizer.ipynb 22
+# %% ../nbs/03_tokenizer.ipynb 31
 @patch
 def _emit(self: SentencePieceBPE, piece, out, rev):
     "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
@@ -199,7 +223,7 @@ def _emit(self: SentencePieceBPE, piece, out, rev):
         for part in rev[piece]: self._emit(part, out, rev)
     else: out.append(i)
 
-# %% ../nbs/03_tokenizer.ipynb 24
+# %% ../nbs/03_tokenizer.ipynb 33
 @patch
 def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
@@ -244,7 +268,7 @@ def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
         i = nxt[i]
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 26
+# %% ../nbs/03_tokenizer.ipynb 35
 @patch
 def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
     "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
@@ -263,7 +287,7 @@ def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int
             out.extend(ids)
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 30
+# %% ../nbs/03_tokenizer.ipynb 39
 @patch
 def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
@@ -274,7 +298,7 @@ def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     return piece_bytes(p.replace(SPACE, " ") if self.escape_whitespaces else p)
 
 
-# %% ../nbs/03_tokenizer.ipynb 31
+# %% ../nbs/03_tokenizer.ipynb 40
 @patch
 def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
@@ -290,7 +314,7 @@ def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     return b, self.remove_extra_whitespaces and not b
 
 
-# %% ../nbs/03_tokenizer.ipynb 36
+# %% ../nbs/03_tokenizer.ipynb 45
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -299,7 +323,7 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
-# %% ../nbs/03_tokenizer.ipynb 38
+# %% ../nbs/03_tokenizer.ipynb 47
 @patch(cls_method=True)
 def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
@@ -321,14 +345,14 @@ def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 40
+# %% ../nbs/03_tokenizer.ipynb 49
 @patch(cls_method=True)
 def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
     return cls._from_model_proto(path.read_bytes(), path)
 
-# %% ../nbs/03_tokenizer.ipynb 42
+# %% ../nbs/03_tokenizer.ipynb 51
 @patch(cls_method=True)
 def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -355,7 +379,7 @@ def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None)
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 
-# %% ../nbs/03_tokenizer.ipynb 45
+# %% ../nbs/03_tokenizer.ipynb 54
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -363,7 +387,7 @@ def _json_parts(node, key="normalizers"):
     return [node]
 
 
-# %% ../nbs/03_tokenizer.ipynb 47
+# %% ../nbs/03_tokenizer.ipynb 56
 @patch(cls_method=True)
 def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
@@ -402,7 +426,7 @@ def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 49
+# %% ../nbs/03_tokenizer.ipynb 58
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
     v = md.get(key, default)
@@ -410,7 +434,7 @@ def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     return v
 
 
-# %% ../nbs/03_tokenizer.ipynb 51
+# %% ../nbs/03_tokenizer.ipynb 60
 @patch(cls_method=True)
 def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -430,7 +454,7 @@ def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 54
+# %% ../nbs/03_tokenizer.ipynb 63
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -468,7 +492,7 @@ class Tokenizer:
     def __repr__(self): return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, path={self.path!r})"
 
 
-# %% ../nbs/03_tokenizer.ipynb 56
+# %% ../nbs/03_tokenizer.ipynb 65
 @patch
 def id_to_piece(self: Tokenizer, i: int) -> str:
     "The vocabulary piece (token string) of id `i`."
@@ -476,7 +500,7 @@ def id_to_piece(self: Tokenizer, i: int) -> str:
     return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
 
-# %% ../nbs/03_tokenizer.ipynb 57
+# %% ../nbs/03_tokenizer.ipynb 66
 @patch
 def piece_to_id(self: Tokenizer, s: str) -> int:
     "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
@@ -488,7 +512,7 @@ def piece_to_id(self: Tokenizer, s: str) -> int:
     return self._p2id[s]
 
 
-# %% ../nbs/03_tokenizer.ipynb 59
+# %% ../nbs/03_tokenizer.ipynb 68
 @patch
 def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
     """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
@@ -499,7 +523,7 @@ def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = Fa
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 60
+# %% ../nbs/03_tokenizer.ipynb 69
 @patch
 def encode_parts(self: Tokenizer, parts) -> list[int]:
     """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
@@ -509,7 +533,7 @@ def encode_parts(self: Tokenizer, parts) -> list[int]:
     return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
 
 
-# %% ../nbs/03_tokenizer.ipynb 61
+# %% ../nbs/03_tokenizer.ipynb 70
 @patch
 def _encode(self: Tokenizer, parts) -> list[int]:
     "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
@@ -527,7 +551,7 @@ def _encode(self: Tokenizer, parts) -> list[int]:
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 63
+# %% ../nbs/03_tokenizer.ipynb 72
 @patch
 def _token_bytes(self: Tokenizer, i: int, start: bool):
     "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
@@ -537,7 +561,7 @@ def _token_bytes(self: Tokenizer, i: int, start: bool):
     return self._start_bytes(i)
 
 
-# %% ../nbs/03_tokenizer.ipynb 64
+# %% ../nbs/03_tokenizer.ipynb 73
 @patch
 def token_bytes(self: Tokenizer, i: int) -> bytes:
     "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
@@ -545,7 +569,7 @@ def token_bytes(self: Tokenizer, i: int) -> bytes:
     return self._token_bytes(i, False)[0]
 
 
-# %% ../nbs/03_tokenizer.ipynb 65
+# %% ../nbs/03_tokenizer.ipynb 74
 @patch
 def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
@@ -560,14 +584,14 @@ def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     return "".join(c.decode("utf-8", self._errors) for c in chunks)
 
 
-# %% ../nbs/03_tokenizer.ipynb 66
+# %% ../nbs/03_tokenizer.ipynb 75
 @patch
 def stream_decoder(self: Tokenizer, skip_special: bool = False) -> StreamDecoder:
     "A `StreamDecoder` that turns token ids one at a time into text."
     return StreamDecoder(self, skip_special)
 
 
-# %% ../nbs/03_tokenizer.ipynb 68
+# %% ../nbs/03_tokenizer.ipynb 77
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
@@ -575,7 +599,7 @@ class StreamDecoder:
         self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
 
 
-# %% ../nbs/03_tokenizer.ipynb 69
+# %% ../nbs/03_tokenizer.ipynb 78
 @patch
 def put(self: StreamDecoder, i) -> str:
     "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
@@ -586,7 +610,7 @@ def put(self: StreamDecoder, i) -> str:
     return self._dec.decode(b)
 
 
-# %% ../nbs/03_tokenizer.ipynb 70
+# %% ../nbs/03_tokenizer.ipynb 79
 @patch
 def flush(self: StreamDecoder) -> str:
     "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
@@ -595,7 +619,7 @@ def flush(self: StreamDecoder) -> str:
     return out
 
 
-# %% ../nbs/03_tokenizer.ipynb 73
+# %% ../nbs/03_tokenizer.ipynb 82
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -603,7 +627,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 75
+# %% ../nbs/03_tokenizer.ipynb 84
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -612,13 +636,13 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 77
+# %% ../nbs/03_tokenizer.ipynb 86
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
 
 
-# %% ../nbs/03_tokenizer.ipynb 79
+# %% ../nbs/03_tokenizer.ipynb 88
 def _tokenizer_from_json(d: dict, path) -> dict:
     "Model and Tokenizer keyword arguments from a tokenizer.json dict."
     if not isinstance(d, dict) or not isinstance(d.get("model"), dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")
@@ -649,7 +673,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 81
+# %% ../nbs/03_tokenizer.ipynb 90
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -666,7 +690,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 83
+# %% ../nbs/03_tokenizer.ipynb 92
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -675,7 +699,7 @@ def _token_text(cfg: dict, key: str, path):
     return t
 
 
-# %% ../nbs/03_tokenizer.ipynb 85
+# %% ../nbs/03_tokenizer.ipynb 94
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
     cfg_path = d / "tokenizer_config.json"
@@ -717,7 +741,7 @@ def _apply_model_dir(kw: dict, d: Path):
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 87
+# %% ../nbs/03_tokenizer.ipynb 96
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
@@ -725,7 +749,7 @@ def _json_tokenizer(p: Path) -> dict:
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
 
-# %% ../nbs/03_tokenizer.ipynb 89
+# %% ../nbs/03_tokenizer.ipynb 98
 @patch(cls_method=True)
 def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c

@@ -313,8 +313,9 @@ def _read_st(f, name: str, source, hook=None) -> torch.Tensor:
     try: return f.get_tensor(name) if hook is None else hook(name, f.get_slice(name))
     except Exception as e: raise ModelFormatError(source, f"cannot read tensor {name}: {e}") from None
 
-# %% ../nbs/05_weights.ipynb 46
-def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
+# %% ../nbs/05_weights.ipynb 47
+def _hf_config(d: Path) -> tuple[LlamaConfig, dict, dict]:
+    "(config, config.json as read, generation_config.json or {}) of a HF directory: float checkpoints only."
     cfg_path = d / "config.json"
     if not cfg_path.is_file(): raise ModelFormatError(d, "not a model directory: no config.json")
     gen_path = d / "generation_config.json"
@@ -324,7 +325,12 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     if isinstance(cd, dict) and isinstance(qc := cd.get("quantization_config"), dict):
         raise ModelFormatError(cfg_path, f"quantization_config: quant_method {qc.get('quant_method')!r} is not supported; xllm loads float checkpoints, "
                                "GGUF files and directories written by `xllm quantize`")
-    config = config_from_hf(cd, cfg_path, gen)
+    return config_from_hf(cd, cfg_path, gen), cd, gen
+
+# %% ../nbs/05_weights.ipynb 49
+def _hf_tensors(d: Path, config: LlamaConfig, cd: dict, cfg_path: Path) -> tuple[dict, dict, dict, list]:
+    """(expected shapes, tensor name -> file, file -> open safetensors, the files) of a HF directory, its layers, extra tensors
+    and index checked against `config` (a sequence classifier's `score` head expected in place of `lm_head`); headers only."""
     expected = hf_weight_shapes(config)
     wmap, files = _safetensors_shards(d)
     handles = {p: open_safetensors(p) for p in files}
@@ -342,11 +348,20 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
             if name in wmap and name not in handles[wmap[name]].keys():
                 raise ModelFormatError(wmap[name], f"tensor {name} is not in this shard although the index lists it here")
             if name in wmap: where[name] = wmap[name]
-    for name, shape in expected.items():             # shapes and dtypes from the headers, before reading data
+    return expected, where, handles, files
+
+# %% ../nbs/05_weights.ipynb 51
+def _check_hf_headers(expected: dict, where: dict, handles: dict, files: list, d: Path):
+    "Every expected tensor present, of its shape and a float dtype, read from the headers before any data."
+    for name, shape in expected.items():
         if name not in where: raise ModelFormatError(files[0] if len(files) == 1 else d, f"missing tensor {name} (expected shape {list(shape)})")
         sl = handles[where[name]].get_slice(name)
         _check_shapes({name: shape}, {name: sl.get_shape()}, where[name])
         if sl.get_dtype() not in _ST_DTYPES: raise ModelFormatError(where[name], f"tensor {name} has dtype {sl.get_dtype()}; expected one of F32, F16, BF16, F64")
+
+# %% ../nbs/05_weights.ipynb 53
+def _read_hf_weights(expected: dict, where: dict, handles: dict, dtype: torch.dtype, device, hook, d: Path) -> dict:
+    "The expected tensors read (through `hook` when given: those it keeps none of are never read) and placed on `device` in `dtype`."
     weights = {}
     with _progress(len(expected), f"loading {d.name}") as bar:
         for name in expected:
@@ -356,14 +371,27 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
             if t.dtype == torch.float64 and not torch.isfinite(weights[name]).all() and torch.isfinite(t).all():
                 raise ModelFormatError(where[name], f"tensor {name} is float64 with values beyond the range of {dtype}")
             bar.update()
-    if config.tie_word_embeddings and "lm_head.weight" in where and "model.embed_tokens.weight" in weights:   # tied, yet the files carry a head: a copy is fine, a different one a lie
-        head, emb = _read_st(handles[where["lm_head.weight"]], "lm_head.weight", where["lm_head.weight"], hook), weights["model.embed_tokens.weight"]
-        if head is not None and head.shape != emb.shape or not torch.equal(_place(head, dtype, device), emb):
-            raise ModelFormatError(cfg_path, "config: tie_word_embeddings is true, but the safetensors files hold an lm_head.weight that differs "
-                                             "from model.embed_tokens.weight (set tie_word_embeddings to false to use it)")
+    return weights
+
+def _check_tied_head(config: LlamaConfig, where: dict, handles: dict, weights: dict, dtype, device, hook, cfg_path: Path):
+    "With tied embeddings, an `lm_head.weight` the files carry anyway must be a copy of the embedding (a different one is a lie)."
+    if not (config.tie_word_embeddings and "lm_head.weight" in where and "model.embed_tokens.weight" in weights): return
+    head, emb = _read_st(handles[where["lm_head.weight"]], "lm_head.weight", where["lm_head.weight"], hook), weights["model.embed_tokens.weight"]
+    if head is not None and head.shape != emb.shape or not torch.equal(_place(head, dtype, device), emb):
+        raise ModelFormatError(cfg_path, "config: tie_word_embeddings is true, but the safetensors files hold an lm_head.weight that differs "
+                                         "from model.embed_tokens.weight (set tie_word_embeddings to false to use it)")
+
+# %% ../nbs/05_weights.ipynb 55
+def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
+    "A HF directory's checkpoint: config and generation config, then its safetensors checked (headers) and read."
+    config, cd, gen = _hf_config(d)
+    expected, where, handles, files = _hf_tensors(d, config, cd, d / "config.json")
+    _check_hf_headers(expected, where, handles, files, d)
+    weights = _read_hf_weights(expected, where, handles, dtype, device, hook, d)
+    _check_tied_head(config, where, handles, weights, dtype, device, hook, d / "config.json")
     return Checkpoint(config, weights, "hf", d, gen)
 
-# %% ../nbs/05_weights.ipynb 48
+# %% ../nbs/05_weights.ipynb 58
 _GGUF_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
 _GGUF_BLK = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
              "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
@@ -377,7 +405,7 @@ def gguf_to_hf_name(name: str) -> str | None:
         return f"model.layers.{int(parts[1])}.{_GGUF_BLK[parts[2]]}.{parts[3]}"
     return None
 
-# %% ../nbs/05_weights.ipynb 50
+# %% ../nbs/05_weights.ipynb 60
 def hf_to_gguf_name(name: str) -> str:
     "The llama.cpp name of a HF `LlamaForCausalLM` tensor name (inverse of `gguf_to_hf_name`)."
     top = {v: k for k, v in _GGUF_TOP.items()}
@@ -386,7 +414,7 @@ def hf_to_gguf_name(name: str) -> str:
     mod, kind = rest.rsplit(".", 1)
     return f"blk.{layer}.{ {v: k for k, v in _GGUF_BLK.items()}[mod]}.{kind}"
 
-# %% ../nbs/05_weights.ipynb 51
+# %% ../nbs/05_weights.ipynb 61
 def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     from xllm.gguf import GGUFFile
     try: g = GGUFFile(path)
@@ -411,7 +439,7 @@ def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkp
             bar.update()
     return Checkpoint(config, weights, "gguf", path, {})
 
-# %% ../nbs/05_weights.ipynb 54
+# %% ../nbs/05_weights.ipynb 64
 L2C_MAGIC = 0x616B3432   # "ak42"
 
 def _l2c_layout(c: LlamaConfig, version: int, shared: bool, seq_len: int) -> list[tuple[str, tuple[int, ...], bool]]:
@@ -431,7 +459,7 @@ def _l2c_layout(c: LlamaConfig, version: int, shared: bool, seq_len: int) -> lis
 _L2C_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "wq": "self_attn.q_proj", "wk": "self_attn.k_proj",
            "wv": "self_attn.v_proj", "wo": "self_attn.o_proj", "w1": "mlp.gate_proj", "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
 
-# %% ../nbs/05_weights.ipynb 56
+# %% ../nbs/05_weights.ipynb 66
 def _l2c_tokenizer(path: Path, vocab: int) -> Path | None:
     "A tokenizer beside a llama2.c checkpoint whose vocabulary size is `vocab`, or None."
     for p in [path.with_name(f"tok{vocab}.model"), path.with_name(f"tok{vocab}.bin"), path.with_name("tokenizer.model"), path.with_name("tokenizer.bin")]:
@@ -449,7 +477,7 @@ def _tokenizer_vocab_size(p: Path) -> int | None:
         return n if off == len(b) else None
     except Exception: return None
 
-# %% ../nbs/05_weights.ipynb 58
+# %% ../nbs/05_weights.ipynb 68
 def _load_llama2c(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     size = path.stat().st_size
     with open(path, "rb") as f: head = f.read(256)
@@ -497,7 +525,7 @@ def _load_llama2c(path: Path, dtype: torch.dtype, device=None, hook=None) -> Che
     del mm
     return Checkpoint(config, weights, "llama2c", _l2c_tokenizer(path, V), {})
 
-# %% ../nbs/05_weights.ipynb 60
+# %% ../nbs/05_weights.ipynb 70
 def load_checkpoint(path, dtype=None, device=None, hook=None) -> Checkpoint:
     """Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default
     float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model.
