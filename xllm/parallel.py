@@ -21,11 +21,11 @@ from .loader import LoadedModel, tp_config, shard_tensor, shard_hook, load_model
 # %% auto 0
 __all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'HEARTBEAT_EVERY', 'FAIL_SILENCE', 'HEALTH_SILENCE', 'SHARD_RUNNERS',
            'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model',
-           'load_gguf_shard', 'TPError', 'rendezvous_store', 'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner',
-           'TPRunner', 'worker_loop', 'rank_device', 'build_shard', 'WorkerProcess', 'worker_entry', 'start_tp',
-           'serve_worker', 'run_node', 'llm_shard', 'stage_layers', 'stage_hook', 'stage_model', 'stage_forward',
-           'stage_head', 'micro_batches', 'PPLayout', 'StageRunner', 'build_stage', 'pipeline_spec', 'load_group',
-           'allreduce_cost', 'send_cost']
+           'load_gguf_shard', 'TPError', 'rendezvous_store', 'interface_addresses', 'route_source', 'bind_gloo',
+           'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop', 'rank_device',
+           'build_shard', 'WorkerProcess', 'worker_entry', 'rendezvous_line', 'start_tp', 'serve_worker', 'run_node',
+           'llm_shard', 'stage_layers', 'stage_hook', 'stage_model', 'stage_forward', 'stage_head', 'micro_batches',
+           'PPLayout', 'StageRunner', 'build_stage', 'pipeline_spec', 'load_group', 'allreduce_cost', 'send_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 9
 class AllReduce(nn.Module):
@@ -153,7 +153,44 @@ def rendezvous_store(world: int, timeout: float = 60.0, host: str = "127.0.0.1",
     A group across machines listens on `port` if given (`EngineConfig.master_port`); `host` is where this node's own ranks reach it."""
     return dist.TCPStore(host, port, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 36
+# %% ../nbs/13a_tensor_parallel.ipynb 37
+def interface_addresses() -> dict[str, str]:
+    "This machine's network interfaces with an IPv4 address, {name: address} (Linux's SIOCGIFADDR; {} elsewhere)."
+    if sys.platform != "linux": return {}
+    import fcntl, socket, struct
+    out = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try: out[name] = socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))[20:24])
+            except OSError: pass                                # no IPv4 address
+    return out
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 39
+def route_source(host: str) -> str | None:
+    "This machine's address from which it reaches `host` (a route lookup; nothing is sent); None when `host` is unknown or unreachable."
+    import socket
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s: s.connect((host, 9)); return s.getsockname()[0]
+    except OSError: return None
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 41
+_gloo_set = None                                   # the GLOO_SOCKET_IFNAME this module set (a user's own is left alone)
+
+def bind_gloo(host: str) -> str | None:
+    """Before a rank's gloo groups are made: `GLOO_SOCKET_IFNAME` is set to the interface through which this machine reaches `host`
+    (node 0's address), unless the user set it. Returns the interface gloo will bind (None: gloo's default, the host name's address)."""
+    global _gloo_set
+    if os.environ.get("GLOO_SOCKET_IFNAME", _gloo_set) != _gloo_set: return os.environ["GLOO_SOCKET_IFNAME"]
+    src = route_source(host)
+    name = next((n for n, a in interface_addresses().items() if a == src), None)
+    if name: os.environ["GLOO_SOCKET_IFNAME"] = _gloo_set = name
+    elif _gloo_set: os.environ.pop("GLOO_SOCKET_IFNAME", None); _gloo_set = None
+    return name
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 43
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
 
@@ -168,7 +205,7 @@ def _wait_joined(store, world: int, procs, timeout: float):
         time.sleep(0.02)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 37
+# %% ../nbs/13a_tensor_parallel.ipynb 44
 class TPGroup:
     """This process's place in a tensor-parallel group: `rank` of `world`, the compute group (activations: gloo on CPU, NCCL on
     CUDA; collectives time out after `timeout` s) and a gloo control group over which rank 0 broadcasts each step's batch (no
@@ -182,7 +219,7 @@ class TPGroup:
         self.pp = None                                         # a pipeline's (tp, pp): its ranks are named with their stage
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 38
+# %% ../nbs/13a_tensor_parallel.ipynb 45
 @patch(cls_method=True)
 def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
     """Join the group and return this process's `TPGroup`. `init_method` None: torchrun's environment; else `tcp://host:port`,
@@ -191,10 +228,13 @@ def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, de
     backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
     if torch.device(device).type == "cuda": torch.cuda.set_device(torch.device(device))
     t = datetime.timedelta(seconds=timeout)
-    if init_method is None: dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=t)
+    if init_method is None:
+        bind_gloo(os.environ.get("MASTER_ADDR", "127.0.0.1"))
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=t)
     else:                                                  # our own store: rank 0 sees a worker die before it joins
+        host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
+        bind_gloo(host)                                    # gloo listens where the other machines reach it
         if store is None:
-            host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
             store = dist.TCPStore(host, int(port), world, is_master=rank == 0, timeout=t, wait_for_workers=False)
         if rank: store.set(f"xllm_tp_up_{rank}", "1")
         else: _wait_joined(store, world, procs, max(timeout, 300))   # starting python and torch may take a while; a death is seen at once
@@ -202,7 +242,7 @@ def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, de
     return cls(rank, world, device, timeout, procs)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 40
+# %% ../nbs/13a_tensor_parallel.ipynb 47
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -210,7 +250,7 @@ def report_error(self: TPGroup, msg: str):
     except Exception: pass
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 41
+# %% ../nbs/13a_tensor_parallel.ipynb 48
 def _ended(code: int) -> str:
     "How a process ended: 'killed by signal 9' or 'exit code 1'."
     return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -234,7 +274,7 @@ def label(self: TPGroup) -> str:
     return "tensor-parallel" if getattr(self, "pp", None) is None else "pipeline-parallel"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 43
+# %% ../nbs/13a_tensor_parallel.ipynb 50
 @patch
 def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     """What is known of the workers' failures: `(rank, 'raised', the error it reported)` or `(rank, 'died', its exit code)` for a
@@ -249,14 +289,14 @@ def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     return out
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 51
 @patch
 def who_failed(self: TPGroup, found: list | None = None) -> str:
     "The workers' failures (`failures`) as the error names them, their messages included."
     return "; ".join(_said(self.named(r), what, x, True) for r, what, x in (self.failures() if found is None else found))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 46
+# %% ../nbs/13a_tensor_parallel.ipynb 53
 @patch
 def fail(self: TPGroup, e: BaseException) -> TPError:
     "Mark the group broken after `e` on rank 0; stop the workers it started; the TPError to raise, naming the ranks that failed."
@@ -273,7 +313,7 @@ def fail(self: TPGroup, e: BaseException) -> TPError:
     return TPError(self.broken)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 55
 HEARTBEAT_EVERY, FAIL_SILENCE, HEALTH_SILENCE = 0.25, 1.5, 10.0     # seconds
 
 @patch
@@ -308,14 +348,14 @@ def silent(self: TPGroup, after: float) -> list[tuple[int, str, float]]:
         elif n > 0 and now - last[1] >= after: out.append((r, "silent", now - last[1]))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 @patch
 def check(self: TPGroup):
     "Raise `TPError` if the group has failed or was shut down."
     if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 52
+# %% ../nbs/13a_tensor_parallel.ipynb 59
 @patch
 def agree(self: TPGroup, ok: bool) -> bool:
     "Whether `ok` holds on every rank (a minimum over the control group, waiting at most `timeout` s): how ranks decide together."
@@ -324,7 +364,7 @@ def agree(self: TPGroup, ok: bool) -> bool:
     return bool(t.item())
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 54
+# %% ../nbs/13a_tensor_parallel.ipynb 61
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -337,7 +377,7 @@ def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | 
     except Exception as e: raise self.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 55
+# %% ../nbs/13a_tensor_parallel.ipynb 62
 @patch
 def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     "Workers: the next command from rank 0."
@@ -348,7 +388,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     return int(h[0]), h[2:].tolist(), p
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 64
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -357,7 +397,7 @@ def kill_workers(self: TPGroup):
     for p in self.procs: p.join(5)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 58
+# %% ../nbs/13a_tensor_parallel.ipynb 65
 @patch
 def shutdown(self: TPGroup):
     "Rank 0: tell the workers to stop, wait for them (killing those that do not stop), leave the group. Once; later calls do nothing."
@@ -372,7 +412,7 @@ def shutdown(self: TPGroup):
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 60
+# %% ../nbs/13a_tensor_parallel.ipynb 67
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -380,7 +420,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 61
+# %% ../nbs/13a_tensor_parallel.ipynb 68
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -392,7 +432,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     d = p[:3 * N + R].to(device)
     return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 64
+# %% ../nbs/13a_tensor_parallel.ipynb 71
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -401,7 +441,7 @@ def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     return choose_runner(model, kv_dtype, getattr(model, "tp_runner", None))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 65
+# %% ../nbs/13a_tensor_parallel.ipynb 72
 SHARD_RUNNERS = ("torch", "cpu", "cuda", "stage")   # the code a CMD_POOL carries for the runner of every rank
 RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (sent as ints, 0: its default)
 class TPRunner(ModelRunner):
@@ -429,14 +469,14 @@ class TPRunner(ModelRunner):
     def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 66
+# %% ../nbs/13a_tensor_parallel.ipynb 73
 @patch(cls_method=True)
 def unsupported(cls: TPRunner, model: Llama, kv_dtype=None) -> str | None:
     "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
     return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 68
+# %% ../nbs/13a_tensor_parallel.ipynb 75
 @patch
 def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     "Send `cmd` to the workers, then run `f()` here; an error on any rank fails the group, naming it."
@@ -449,7 +489,7 @@ def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     except Exception as e: raise g.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 69
+# %% ../nbs/13a_tensor_parallel.ipynb 76
 @patch
 def warm_up(self: TPRunner):
     """Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank), then
@@ -460,13 +500,13 @@ def warm_up(self: TPRunner):
     self._run(both, CMD_WARM)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 70
+# %% ../nbs/13a_tensor_parallel.ipynb 77
 @patch
 def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
     return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 71
+# %% ../nbs/13a_tensor_parallel.ipynb 78
 @patch
 def health(self: TPRunner) -> str | None:
     """None while the group can run a step; else why not, in one line without the workers' messages (`ModelRunner.health`): the
@@ -482,7 +522,7 @@ def health(self: TPRunner) -> str | None:
     return None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 73
+# %% ../nbs/13a_tensor_parallel.ipynb 80
 def worker_loop(model: Llama, group: TPGroup):
     "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
     pool = runner = None
@@ -502,14 +542,14 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 75
+# %% ../nbs/13a_tensor_parallel.ipynb 82
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 77
+# %% ../nbs/13a_tensor_parallel.ipynb 84
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -529,7 +569,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 80
+# %% ../nbs/13a_tensor_parallel.ipynb 87
 _WORKER_TARGETS = ("_worker_main", "_allreduce_worker")     # the functions of this module a worker may be asked to run
 
 class WorkerProcess:
@@ -566,7 +606,7 @@ class WorkerProcess:
         try: self.popen.wait(timeout)
         except subprocess.TimeoutExpired: pass
 
-# %% ../nbs/13a_tensor_parallel.ipynb 81
+# %% ../nbs/13a_tensor_parallel.ipynb 88
 def worker_entry():
     "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
     import pickle, threading, time
@@ -578,7 +618,7 @@ def worker_entry():
     threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
     globals()[target](*args)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 83
+# %% ../nbs/13a_tensor_parallel.ipynb 90
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -599,7 +639,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 84
+# %% ../nbs/13a_tensor_parallel.ipynb 91
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -609,7 +649,18 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 85
+# %% ../nbs/13a_tensor_parallel.ipynb 93
+def rendezvous_line(addr: str, port: int, world: int, nnodes: int) -> str:
+    "Node 0's line for the other nodes: where the group meets, and the flags to join it; on the loopback, that only this machine can reach it."
+    s = (f"xllm: tensor-parallel rendezvous listening on {addr}:{port}; this node runs ranks 0-{world // nnodes - 1} of {world}: "
+         f"start the other {nnodes - 1} with --master-addr {addr} --master-port {port}")
+    if not (route_source(addr) or "").startswith("127."): return s
+    others = [a for a in interface_addresses().values() if not a.startswith("127.")]
+    return s + (f" (on this machine only: {addr} is the loopback; for nodes on other machines start node 0 with --master-addr set to "
+                f"an address of this machine that they reach{', e.g. ' + ' or '.join(others) if others else ''})")
+
+
+# %% ../nbs/13a_tensor_parallel.ipynb 95
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None, nodes: tuple = (1, "127.0.0.1", 0)) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker programs are started here (`WorkerProcess`: the caller's script is not re-imported), meeting at a loopback store this process opens first (`rendezvous_store`).
@@ -625,8 +676,7 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
         nnodes, addr, port = nodes
         store = rendezvous_store(world, timeout, addr, port)            # listening before any worker is told its port
         init = f"tcp://{addr}:{store.port}"
-        if nnodes > 1: print(f"xllm: tensor-parallel rendezvous listening on {addr}:{store.port}; this node runs ranks 0-{world // nnodes - 1} of {world}: "
-                             f"start the other {nnodes - 1} with --master-addr {addr} --master-port {store.port}", file=sys.stderr, flush=True)
+        if nnodes > 1: print(rendezvous_line(addr, store.port, world, nnodes), file=sys.stderr, flush=True)
         procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads), f"xllm-tp-rank{r}") for r in range(1, world // nnodes)]
         try: g = TPGroup.init(0, world, init, rank_device(device, 0), timeout, procs, store)
         except Exception as e:
@@ -643,13 +693,13 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 86
+# %% ../nbs/13a_tensor_parallel.ipynb 96
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 87
+# %% ../nbs/13a_tensor_parallel.ipynb 97
 def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, port: int, device="cpu", timeout: float = 60.0,
              threads: int | None = None):
     """Node `node_rank` > 0 of a group across `nnodes` machines: its `world / nnodes` ranks, this process the first, the others
@@ -666,11 +716,11 @@ def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, po
         for p in procs: p.join(30)
         for p in procs: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 94
+# %% ../nbs/13a_tensor_parallel.ipynb 105
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 96
+# %% ../nbs/13a_tensor_parallel.ipynb 107
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None, nodes: tuple = (1, 0, "127.0.0.1", 0), pp: int = 1) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -728,7 +778,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 104
+# %% ../nbs/13a_tensor_parallel.ipynb 115
 def stage_layers(n_layers: int, pp: int) -> list[range]:
     """The contiguous layers of each of `pp` stages: `n_layers // pp` each, the first `n_layers % pp` stages one more (so the last,
     which also runs the final norm and the head, never holds more). A ValueError when a stage would hold none."""
@@ -739,7 +789,7 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
     starts = [s * q + min(s, r) for s in range(pp + 1)]
     return [range(starts[s], starts[s + 1]) for s in range(pp)]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 107
+# %% ../nbs/13a_tensor_parallel.ipynb 118
 def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int = 0, tp: int = 1):
     """The loading hook of one rank of a pipeline stage: `hook(name, t)` -> None for a tensor the stage does not hold, else that
     rank's piece of it (`shard_hook`; the whole tensor when `tp` is 1). The stage holds `layers`, the embedding when `first` (or
@@ -753,7 +803,7 @@ def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int 
     hook.keeps = keeps                                     # asked first where reading costs work (a GGUF tensor's dequantization)
     return hook
 
-# %% ../nbs/13a_tensor_parallel.ipynb 110
+# %% ../nbs/13a_tensor_parallel.ipynb 121
 def _renumber(name: str, start: int) -> str:
     "A layer tensor's name with its layer counted from the stage's first (`start`)."
     if not name.startswith("model.layers."): return name
@@ -765,7 +815,7 @@ def _no_head(hidden: int) -> nn.Linear:
     import warnings
     with warnings.catch_warnings(): warnings.simplefilter("ignore"); return nn.Linear(hidden, 0, False, device="meta")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 111
+# %% ../nbs/13a_tensor_parallel.ipynb 122
 def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, last: bool, tp_rank: int = 0, tp: int = 1, group=None) -> Llama:
     """The stage holding `layers` of the model `config` describes, from the `weights` its `stage_hook` kept (HF names); `first`/`last`:
     whether it is the first/last stage. `kv_config`: the stage's shape (its layers; with `tp` > 1 its heads), `config` the model's."""
@@ -783,7 +833,7 @@ def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, 
     m.kv_config, m.config = sc, config
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 113
+# %% ../nbs/13a_tensor_parallel.ipynb 124
 @torch.inference_mode()
 def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) -> torch.Tensor:
     """One stage's part of `Llama.forward` over the batch `b`: the embedding when `x` is None (the first stage), else the hidden
@@ -794,13 +844,13 @@ def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) ->
     for layer in m.model.layers: x = layer(x, cos, sin, kv, b)
     return x
 
-# %% ../nbs/13a_tensor_parallel.ipynb 114
+# %% ../nbs/13a_tensor_parallel.ipynb 125
 @torch.inference_mode()
 def stage_head(m: Llama, b: PagedBatch, x: torch.Tensor) -> torch.Tensor:
     "The last stage's final norm and head over the rows `b.logits_rows` of its hidden states `x`: float32 logits."
     return m.lm_head(m.model.norm(x[b.logits_rows])).float()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 117
+# %% ../nbs/13a_tensor_parallel.ipynb 128
 def _cuts(cu: list[int], n: int) -> list[int]:
     "Chunk indices cutting chunks with row offsets `cu` into `n` contiguous non-empty groups of about equal rows."
     B, cuts = len(cu) - 1, [0]
@@ -809,7 +859,7 @@ def _cuts(cu: list[int], n: int) -> list[int]:
         cuts.append(min(range(lo, hi + 1), key=lambda j: abs(cu[j] - k * cu[-1] / n)))
     return cuts + [B]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 118
+# %% ../nbs/13a_tensor_parallel.ipynb 129
 def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Tensor]]:
     """`b` cut into up to `micro` micro-batches of whole chunks, each with the positions in `b.logits_rows` of its logits rows."""
     cu, n = b.cu_seqlens, max(1, min(micro, len(b.block_tables)))
@@ -822,7 +872,7 @@ def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Ten
                                b.block_tables[c0:c1], b.logits_rows[sel] - r0, b.block_size, b.null_slot), sel))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 121
+# %% ../nbs/13a_tensor_parallel.ipynb 132
 @dataclass(frozen=True)
 class PPLayout:
     """A pipeline: `pp` stages of `tp` ranks (rank = stage x tp + its tensor-parallel rank), stage s holding `layers[s]`; a step cut
@@ -837,7 +887,7 @@ class PPLayout:
         lay = ", ".join(f"{r.start}-{r.stop - 1}" for r in self.layers)
         return f"stage (pipeline of {self.pp} stages x {self.tp} rank{'s' if self.tp > 1 else ''}, layers {lay}, up to {self.micro} micro-batches a step)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 123
+# %% ../nbs/13a_tensor_parallel.ipynb 134
 class StageRunner(ModelRunner):
     """Every rank's runner in a pipeline: its stage's layers (the torch forward, `stage_forward`) over each micro-batch of the step,
     hidden states received from the stage before and sent to the next (point-to-point); the last stage's logits sent to rank 0,
@@ -854,7 +904,7 @@ class StageRunner(ModelRunner):
         "Why this runner cannot run `model`: it must be a pipeline stage (`build_stage`)."
         return None if getattr(model, "pp_layout", None) is not None else "the model is not a pipeline stage (build it with pipeline_parallel_size)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 125
+# %% ../nbs/13a_tensor_parallel.ipynb 136
 @patch
 def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> list:
     "Receives, posted now, of each micro-batch's `rows(p)` x `width` tensor from rank `src`: (buffer, work) each, None where it has no rows."
@@ -865,7 +915,7 @@ def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> 
         out.append((buf, dist.irecv(buf, src, tag=i)) if n else None)
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 126
+# %% ../nbs/13a_tensor_parallel.ipynb 137
 @patch
 def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch.Tensor:
     "Rank 0: the logits the last stage sent, each micro-batch's rows in their places in the step's."
@@ -874,7 +924,7 @@ def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch
         if got is not None: got[1].wait(self.wait); out[sel] = got[0]
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 127
+# %% ../nbs/13a_tensor_parallel.ipynb 138
 @patch
 def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     L, r, m = self.layout, self.rank, self.model
@@ -893,7 +943,7 @@ def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     for _, w in sent: w.wait(self.wait)
     return self._collect(parts, logits, len(batch.logits_rows)) if r == 0 else None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 129
+# %% ../nbs/13a_tensor_parallel.ipynb 140
 def _stage_config(spec: tuple) -> LlamaConfig:
     "The model's config from a weights spec (`build_stage`), before any tensor is read."
     from xllm.weights import config_from_hf
@@ -907,7 +957,7 @@ def _stage_config(spec: tuple) -> LlamaConfig:
     if spec[0] != "hf": raise ValueError(f"a pipeline stage loads a Hugging Face safetensors directory or a GGUF file; got a {spec[0]!r} spec")
     return config_from_hf(read_json(Path(spec[1]) / "config.json"), Path(spec[1]) / "config.json")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 130
+# %% ../nbs/13a_tensor_parallel.ipynb 141
 def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     """(the model's config, the tensors `hook` keeps) of the weights `spec`: a checkpoint read through the hook (a GGUF file's
     tensors dequantized, the stage's only), or a random model cut by it."""
@@ -920,7 +970,7 @@ def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     sd = {k: v for k, v in ref.state_dict().items() if not (ref.config.tie_word_embeddings and k == "lm_head.weight")}
     return ref.config, {k: v for k, t in sd.items() if (v := hook(k, t)) is not None}
 
-# %% ../nbs/13a_tensor_parallel.ipynb 131
+# %% ../nbs/13a_tensor_parallel.ipynb 142
 def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """Rank `rank`'s part of the pipeline `spec` = `("pp", tp, pp, micro, timeout, weights)`: its stage's layers (its tensor-parallel
     slices of them when tp > 1, all-reduced within the stage's group), on `device`, with `pp_layout` and `pp_rank` set."""
@@ -935,7 +985,7 @@ def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     m.pp_layout, m.pp_rank = PPLayout(tp, pp, tuple(layers), micro, timeout), rank
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 134
+# %% ../nbs/13a_tensor_parallel.ipynb 145
 def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=None, timeout: float = 60.0) -> tuple:
     """The spec of a pipeline of `pp` stages of `tp` ranks over the checkpoint `p` (`build_stage`), or a ValueError naming what is
     not supported: not a safetensors directory, quantized weights, a runner other than the stages' own, too few layers or heads."""
@@ -952,7 +1002,7 @@ def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=
     tp_config(c, tp); stage_layers(c.num_hidden_layers, pp)        # ValueErrors naming what does not divide or fit
     return ("pp", tp, pp, pp, float(timeout), weights)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 146
+# %% ../nbs/13a_tensor_parallel.ipynb 157
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices (or stage) of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.world_size < 2:
@@ -968,13 +1018,13 @@ def load_group(config: EngineConfig) -> LoadedModel:
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 148
+# %% ../nbs/13a_tensor_parallel.ipynb 159
 def _pingpong(x: torch.Tensor, rank: int):
     "Rank 0 sends `x` to rank 1 and receives it back, rank 1 the other way round: two pipeline sends."
     if rank == 0: dist.send(x, 1); dist.recv(x, 1)
     elif rank == 1: dist.recv(x, 0); dist.send(x, 0)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 149
+# %% ../nbs/13a_tensor_parallel.ipynb 160
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str, op: str = "all_reduce"):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -995,7 +1045,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 150
+# %% ../nbs/13a_tensor_parallel.ipynb 161
 def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduce") -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}. `op='send'`: one point-to-point
@@ -1016,7 +1066,7 @@ def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduc
             for p in ps: p.join(30)
             for p in ps: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 151
+# %% ../nbs/13a_tensor_parallel.ipynb 162
 def send_cost(shapes, reps: int = 200) -> dict:
     "Median seconds of one float32 point-to-point send (a pipeline's hidden states or logits) of each shape between two gloo processes: {shape: seconds}."
     return allreduce_cost(shapes, 2, reps, op="send")
