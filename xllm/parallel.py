@@ -789,7 +789,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 111
+# %% ../nbs/13a_tensor_parallel.ipynb 113
 def stage_layers(n_layers: int, pp: int) -> list[range]:
     """The contiguous layers of each of `pp` stages: `n_layers // pp` each, the first `n_layers % pp` stages one more (so the last,
     which also runs the final norm and the head, never holds more). A ValueError when a stage would hold none."""
@@ -800,7 +800,7 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
     starts = [s * q + min(s, r) for s in range(pp + 1)]
     return [range(starts[s], starts[s + 1]) for s in range(pp)]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 114
+# %% ../nbs/13a_tensor_parallel.ipynb 116
 def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int = 0, tp: int = 1):
     """The loading hook of one rank of a pipeline stage: `hook(name, t)` -> None for a tensor the stage does not hold, else that
     rank's piece of it (`shard_hook`; the whole tensor when `tp` is 1). The stage holds `layers`, the embedding when `first` (or
@@ -814,7 +814,7 @@ def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int 
     hook.keeps = keeps                                     # asked first where reading costs work (a GGUF tensor's dequantization)
     return hook
 
-# %% ../nbs/13a_tensor_parallel.ipynb 117
+# %% ../nbs/13a_tensor_parallel.ipynb 119
 def _renumber(name: str, start: int) -> str:
     "A layer tensor's name with its layer counted from the stage's first (`start`)."
     if not name.startswith("model.layers."): return name
@@ -826,7 +826,7 @@ def _no_head(hidden: int) -> nn.Linear:
     import warnings
     with warnings.catch_warnings(): warnings.simplefilter("ignore"); return nn.Linear(hidden, 0, False, device="meta")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 118
+# %% ../nbs/13a_tensor_parallel.ipynb 120
 def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, last: bool, tp_rank: int = 0, tp: int = 1, group=None) -> Llama:
     """The stage holding `layers` of the model `config` describes, from the `weights` its `stage_hook` kept (HF names); `first`/`last`:
     whether it is the first/last stage. `kv_config`: the stage's shape (its layers; with `tp` > 1 its heads), `config` the model's."""
@@ -844,7 +844,7 @@ def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, 
     m.kv_config, m.config = sc, config
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 120
+# %% ../nbs/13a_tensor_parallel.ipynb 122
 @torch.inference_mode()
 def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) -> torch.Tensor:
     """One stage's part of `Llama.forward` over the batch `b`: the embedding when `x` is None (the first stage), else the hidden
@@ -855,13 +855,13 @@ def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) ->
     for layer in m.model.layers: x = layer(x, cos, sin, kv, b)
     return x
 
-# %% ../nbs/13a_tensor_parallel.ipynb 121
+# %% ../nbs/13a_tensor_parallel.ipynb 123
 @torch.inference_mode()
 def stage_head(m: Llama, b: PagedBatch, x: torch.Tensor) -> torch.Tensor:
     "The last stage's final norm and head over the rows `b.logits_rows` of its hidden states `x`: float32 logits."
     return m.lm_head(m.model.norm(x[b.logits_rows])).float()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 124
+# %% ../nbs/13a_tensor_parallel.ipynb 126
 def _cuts(cu: list[int], n: int) -> list[int]:
     "Chunk indices cutting chunks with row offsets `cu` into `n` contiguous non-empty groups of about equal rows."
     B, cuts = len(cu) - 1, [0]
@@ -870,7 +870,7 @@ def _cuts(cu: list[int], n: int) -> list[int]:
         cuts.append(min(range(lo, hi + 1), key=lambda j: abs(cu[j] - k * cu[-1] / n)))
     return cuts + [B]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 125
+# %% ../nbs/13a_tensor_parallel.ipynb 127
 def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Tensor]]:
     """`b` cut into up to `micro` micro-batches of whole chunks, each with the positions in `b.logits_rows` of its logits rows."""
     cu, n = b.cu_seqlens, max(1, min(micro, len(b.block_tables)))
@@ -883,7 +883,7 @@ def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Ten
                                b.block_tables[c0:c1], b.logits_rows[sel] - r0, b.block_size, b.null_slot), sel))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 128
+# %% ../nbs/13a_tensor_parallel.ipynb 130
 @dataclass(frozen=True)
 class PPLayout:
     """A pipeline: `pp` stages of `tp` ranks (rank = stage x tp + its tensor-parallel rank), stage s holding `layers[s]`; a step cut
@@ -898,7 +898,7 @@ class PPLayout:
         lay = ", ".join(f"{r.start}-{r.stop - 1}" for r in self.layers)
         return f"stage (pipeline of {self.pp} stages x {self.tp} rank{'s' if self.tp > 1 else ''}, layers {lay}, up to {self.micro} micro-batches a step)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 130
+# %% ../nbs/13a_tensor_parallel.ipynb 132
 class StageRunner(ModelRunner):
     """Every rank's runner in a pipeline: its stage's layers (the torch forward, `stage_forward`) over each micro-batch of the step,
     hidden states received from the stage before and sent to the next (point-to-point); the last stage's logits sent to rank 0,
@@ -915,7 +915,7 @@ class StageRunner(ModelRunner):
         "Why this runner cannot run `model`: it must be a pipeline stage (`build_stage`)."
         return None if getattr(model, "pp_layout", None) is not None else "the model is not a pipeline stage (build it with pipeline_parallel_size)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 132
+# %% ../nbs/13a_tensor_parallel.ipynb 134
 @patch
 def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> list:
     "Receives, posted now, of each micro-batch's `rows(p)` x `width` tensor from rank `src`: (buffer, work) each, None where it has no rows."
@@ -926,7 +926,7 @@ def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> 
         out.append((buf, dist.irecv(buf, src, tag=i)) if n else None)
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 133
+# %% ../nbs/13a_tensor_parallel.ipynb 135
 @patch
 def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch.Tensor:
     "Rank 0: the logits the last stage sent, each micro-batch's rows in their places in the step's."
@@ -935,7 +935,7 @@ def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch
         if got is not None: got[1].wait(self.wait); out[sel] = got[0]
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 134
+# %% ../nbs/13a_tensor_parallel.ipynb 136
 @patch
 def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     L, r, m = self.layout, self.rank, self.model
@@ -954,7 +954,7 @@ def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     for _, w in sent: w.wait(self.wait)
     return self._collect(parts, logits, len(batch.logits_rows)) if r == 0 else None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 136
+# %% ../nbs/13a_tensor_parallel.ipynb 138
 def _stage_config(spec: tuple) -> LlamaConfig:
     "The model's config from a weights spec (`build_stage`), before any tensor is read."
     from xllm.weights import config_from_hf
@@ -968,7 +968,7 @@ def _stage_config(spec: tuple) -> LlamaConfig:
     if spec[0] != "hf": raise ValueError(f"a pipeline stage loads a Hugging Face safetensors directory or a GGUF file; got a {spec[0]!r} spec")
     return config_from_hf(read_json(Path(spec[1]) / "config.json"), Path(spec[1]) / "config.json")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 137
+# %% ../nbs/13a_tensor_parallel.ipynb 139
 def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     """(the model's config, the tensors `hook` keeps) of the weights `spec`: a checkpoint read through the hook (a GGUF file's
     tensors dequantized, the stage's only), or a random model cut by it."""
@@ -981,7 +981,7 @@ def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     sd = {k: v for k, v in ref.state_dict().items() if not (ref.config.tie_word_embeddings and k == "lm_head.weight")}
     return ref.config, {k: v for k, t in sd.items() if (v := hook(k, t)) is not None}
 
-# %% ../nbs/13a_tensor_parallel.ipynb 138
+# %% ../nbs/13a_tensor_parallel.ipynb 140
 def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """Rank `rank`'s part of the pipeline `spec` = `("pp", tp, pp, micro, timeout, weights)`: its stage's layers (its tensor-parallel
     slices of them when tp > 1, all-reduced within the stage's group), on `device`, with `pp_layout` and `pp_rank` set."""
@@ -996,7 +996,7 @@ def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     m.pp_layout, m.pp_rank = PPLayout(tp, pp, tuple(layers), micro, timeout), rank
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 141
+# %% ../nbs/13a_tensor_parallel.ipynb 143
 def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=None, timeout: float = 60.0) -> tuple:
     """The spec of a pipeline of `pp` stages of `tp` ranks over the checkpoint `p` (`build_stage`), or a ValueError naming what is
     not supported: not a safetensors directory, quantized weights, a runner other than the stages' own, too few layers or heads."""
@@ -1013,7 +1013,7 @@ def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=
     tp_config(c, tp); stage_layers(c.num_hidden_layers, pp)        # ValueErrors naming what does not divide or fit
     return ("pp", tp, pp, pp, float(timeout), weights)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 153
+# %% ../nbs/13a_tensor_parallel.ipynb 155
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices (or stage) of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.world_size < 2:
@@ -1032,13 +1032,13 @@ def load_group(config: EngineConfig) -> LoadedModel:
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 155
+# %% ../nbs/13a_tensor_parallel.ipynb 157
 def _pingpong(x: torch.Tensor, rank: int):
     "Rank 0 sends `x` to rank 1 and receives it back, rank 1 the other way round: two pipeline sends."
     if rank == 0: dist.send(x, 1); dist.recv(x, 1)
     elif rank == 1: dist.recv(x, 0); dist.send(x, 0)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 156
+# %% ../nbs/13a_tensor_parallel.ipynb 158
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str, op: str = "all_reduce"):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -1059,7 +1059,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 157
+# %% ../nbs/13a_tensor_parallel.ipynb 159
 def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduce") -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}. `op='send'`: one point-to-point
@@ -1080,7 +1080,7 @@ def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduc
             for p in ps: p.join(30)
             for p in ps: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 158
+# %% ../nbs/13a_tensor_parallel.ipynb 160
 def send_cost(shapes, reps: int = 200) -> dict:
     "Median seconds of one float32 point-to-point send (a pipeline's hidden states or logits) of each shape between two gloo processes: {shape: seconds}."
     return allreduce_cost(shapes, 2, reps, op="send")
