@@ -239,3 +239,47 @@ def test_bfloat16_over_two_ranks(tmp_path):
         assert tp.generate("Once upon a time", g, use_tqdm=False)[0].outputs[0].token_ids == ref
         assert tp.get_engine().pool.dtype is __import__("torch").bfloat16
     finally: tp.model.tp_group.shutdown()
+
+
+def test_lora_served_over_two_ranks(tmp_path):
+    """#44: LoRA adapters on a two-rank group behind the server: one served from the start, one loaded at run time (each rank
+    given its part), each answering as the single-process model with the same adapter; unloaded at run time (its slot emptied on
+    both ranks, then a 404 for it), an unknown adapter a 404 to unload and a 400 to load from a path holding none."""
+    import json, urllib.error, urllib.request, warnings
+    from xllm.stand_ins import stand_in_model
+    from xllm.llm import LLM
+    from xllm.lora import LoRARequest, random_adapter
+    from xllm.sampling import SamplingParams
+    from xllm.server import start_server
+    model = stand_in_model(tmp_path / "m")
+    g = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    one = LLM(model, runner="cpu", enable_lora=True, max_loras=2, max_lora_rank=8)
+    paths = {f"a{k}": str(random_adapter(one.config, tmp_path / f"a{k}", r=(8, 4)[k], seed=k, std=1.5)) for k in range(2)}
+    want = {name: one.generate("Once upon a time", g, use_tqdm=False, lora_request=None if name == "base" else LoRARequest(name, k + 1, paths[name]))[0].outputs[0].text
+            for k, name in enumerate(("a0", "a1", "base"))}
+    assert len(set(want.values())) == 3, want                     # each adapter changes the text
+
+    def post(url, body):
+        req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r: return r.status, r.read().decode()
+        except urllib.error.HTTPError as e: return e.code, e.read().decode()
+    tp = LLM(model, tensor_parallel_size=2, enable_lora=True, max_loras=2, max_lora_rank=8)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with start_server(tp, model_name="base", lora_modules={"a0": paths["a0"]}) as srv:
+                complete = lambda m: post(srv.url + "/v1/completions", {"model": m, "prompt": "Once upon a time", "max_tokens": 12, "temperature": 0, "ignore_eos": True})
+                assert post(srv.url + "/v1/load_lora_adapter", {"lora_name": "a1", "lora_path": paths["a1"]})[0] == 200
+                for m in ("base", "a0", "a1"):
+                    code, text = complete(m)
+                    assert code == 200 and json.loads(text)["choices"][0]["text"] == want[m], (m, text)
+                assert post(srv.url + "/v1/unload_lora_adapter", {"lora_name": "a0"})[0] == 200
+                assert tp.model.lora.adapters.count(None) == 1 and complete("a0")[0] == 404
+                assert json.loads(complete("a1")[1])["choices"][0]["text"] == want["a1"]
+                assert post(srv.url + "/v1/unload_lora_adapter", {"lora_name": "nope"})[0] == 404
+                code, text = post(srv.url + "/v1/load_lora_adapter", {"lora_name": "bad", "lora_path": str(tmp_path / "none")})
+                assert code == 400 and "adapter_config.json: not found" in text, text
+                assert json.loads(complete("base")[1])["choices"][0]["text"] == want["base"]
+    finally: tp.model.tp_group.shutdown()
+    assert [p.exitcode for p in tp.model.tp_group.procs] == [0]

@@ -140,7 +140,7 @@ class EngineConfig:
     scheduling_policy: str = "fcfs"             # 'fcfs' or 'priority' (lower `SamplingParams.priority` first)
     task: str = "generate"                      # 'generate', 'embed' or 'score' (vLLM's names; notebook 13c)
     reranker: dict | None = None                # a generative reranker: {'template', 'yes', 'no'} (`check_task`)
-    enable_lora: bool = False                   # LoRA adapters per request (notebook 12c); the torch and cpu runners run them
+    enable_lora: bool = False                   # LoRA adapters per request (notebook 12c); the torch and cpu runners run them, tensor-parallel too
     max_loras: int = 1                          # adapters held at once (slots), as vLLM's
     max_lora_rank: int = 16                     # the largest adapter rank accepted, as vLLM's
 
@@ -236,8 +236,8 @@ def check(self: EngineConfig) -> EngineConfig:
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
     check_task(self)
     check_bool("enable_lora", self.enable_lora); check_int("max_loras", self.max_loras, lo=1); check_int("max_lora_rank", self.max_lora_rank, lo=1)
-    if self.enable_lora and self.world_size > 1:
-        raise ValueError("enable_lora: LoRA adapters are not yet supported with tensor_parallel_size or pipeline_parallel_size > 1")
+    if self.enable_lora and self.pipeline_parallel_size > 1:    # tensor parallelism shards the adapters with their layers (13a)
+        raise ValueError("enable_lora: LoRA adapters are not yet supported with pipeline_parallel_size > 1 (tensor_parallel_size > 1 is)")
     return self
 
 # %% ../nbs/12a_config.ipynb 37

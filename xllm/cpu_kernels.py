@@ -553,8 +553,8 @@ class ModelPlan:
         groups = []                               # the process groups of a shard's collectives (all the same one)
         def lin(parent, name, exact_float=False):
             mod = track(parent._modules, name)
-            lora, mod = (mod, track(mod._modules, "base")) if isinstance(mod, LoRALinear) else (None, mod)   # adapters (12c): added by lora.h
             if type(mod).__name__ in ("AllReduce", "VocabHead"): groups.append(mod.group); mod = track(mod._modules, "inner")
+            lora, mod = (mod, track(mod._modules, "base")) if isinstance(mod, LoRALinear) else (None, mod)   # adapters (12c): added by lora.h (a shard's before its all-reduce)
             for d in (mod._parameters, mod._buffers):
                 for k in d:
                     if d[k] is not None: track(d, k)
@@ -562,7 +562,7 @@ class ModelPlan:
             if spec is None: raise ValueError(f"{type(mod).__name__} {name} is not supported by the CPU kernels")
             self.specs.append(spec)
             i = lib.xk_plan_add_linear(h, *spec.args(), self.a8)
-            if lora is not None: self._add_lora(i, lora, track, tp=bool(groups))
+            if lora is not None: self._add_lora(i, lora, track)
             return i
         try:
             layers = track(model.model._modules, "layers")
@@ -716,9 +716,9 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
 
 # %% ../nbs/15_cpu_kernels.ipynb 150
 @patch
-def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track, tp: bool = False):
-    "Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them)."
-    if tp: raise ValueError("LoRA adapters on a tensor-parallel shard are not supported by the CPU kernels")
+def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
+    """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
+    On a tensor-parallel shard they are the rank's parts (12c `shard_adapter`), and the plan adds an o/down product before its all-reduce."""
     A, Bt = track(lora._buffers, "A"), track(lora._buffers, "Bt")
     if A.dtype != torch.float32 or Bt.dtype != torch.float32 or not (A.is_contiguous() and Bt.is_contiguous()):
         raise ValueError(f"LoRA weights of {A.dtype}, contiguous {A.is_contiguous() and Bt.is_contiguous()} (the kernels read contiguous float32)")

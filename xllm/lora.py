@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, math, re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import torch, torch.nn as nn
 from fastcore.basics import patch
@@ -16,7 +16,7 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
            'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'LoRANotLoaded', 'attach_lora',
-           'random_adapter', 'read_gguf_adapter', 'peft_to_gguf', 'adapter_rank']
+           'random_adapter', 'shard_adapter', 'read_gguf_adapter', 'peft_to_gguf', 'adapter_rank']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -142,6 +142,7 @@ class LoRAAdapter:
     scaling: float
     weights: dict
     config: dict
+    shard: tuple = (0, 1)     # (rank, world): the whole adapter, or a tensor-parallel rank's part of it (`shard_adapter`)
 
     @property
     def target_modules(self) -> tuple[str, ...]:
@@ -205,6 +206,19 @@ def put(self: LoRALinear, slot: int, a: torch.Tensor, b: torch.Tensor):
     self.A[slot, :r].copy_(a); self.B[slot, :, :r].copy_(b); self.Bt[slot, :r].copy_(b.T)
 
 # %% ../nbs/12c_lora.ipynb 38
+def _shard_shapes(config: LlamaConfig, world: int) -> dict[str, tuple[str, int, int]]:
+    "`lora_shapes` of the part of each projection that one rank of a tensor-parallel group of `world` holds (`tp_config`, 12b)."
+    if world == 1: return lora_shapes(config)
+    from xllm.loader import tp_config
+    return lora_shapes(tp_config(config, world))
+
+def _host(parent: nn.Module, mod: str) -> tuple[nn.Module, str]:
+    """Where projection `mod` of `parent` is swapped: in `parent`, or inside a row-parallel shard's `AllReduce` (13a: its `inner`),
+    so that the adapter's partial product joins the base's before the one all-reduce sums the ranks' (no collective of its own)."""
+    m = getattr(parent, mod)
+    return (m, "inner") if type(m).__name__ == "AllReduce" else (parent, mod)
+
+# %% ../nbs/12c_lora.ipynb 39
 class LoRASlots:
     """The LoRA slots of `model`: made once, it swaps every layer's projections for `LoRALinear`s (the model's `lora` is then this
     object). `load(slot, adapter)` puts an adapter in a slot, `clear(slot)` empties it, `set_rows` tells the next forward each row's slot."""
@@ -215,43 +229,53 @@ class LoRASlots:
         self.ranks, self.scales, self.mask = [0] * max_loras, [0.0] * max_loras, None
         self.layers: dict[tuple[int, str], LoRALinear] = {}
         self.known, self.lru, self.num_loads = {}, OrderedDict(), 0     # adapters read (by id); id -> slot, least recently used first
+        self.shard, self.mirror = (getattr(model, "tp_rank", 0), getattr(model, "tp_world", 1)), None   # a tensor-parallel shard's (13a)
         for i, block in enumerate(model.model.layers):
-            for mod, (parent, n_in, n_out) in lora_shapes(model.config).items():
-                p = getattr(block, parent)
-                self.layers[i, mod] = lay = LoRALinear(getattr(p, mod), n_in, n_out, self)
-                setattr(p, mod, lay)
+            for mod, (parent, n_in, n_out) in _shard_shapes(model.config, self.shard[1]).items():
+                host, name = _host(getattr(block, parent), mod)
+                self.layers[i, mod] = lay = LoRALinear(getattr(host, name), n_in, n_out, self)
+                setattr(host, name, lay)
         model.lora = self
 
-# %% ../nbs/12c_lora.ipynb 40
+# %% ../nbs/12c_lora.ipynb 41
 @patch
 def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     "Put `adapter` in slot `slot` (what was there is replaced): its A and B copied into every layer it adapts."
     check_int("slot", slot, 0, self.max_loras - 1)
     if adapter.r > self.max_lora_rank: raise ValueError(f"adapter {adapter.name!r}: rank {adapter.r} is more than max_lora_rank={self.max_lora_rank}")
+    part = adapter if adapter.shard == self.shard else shard_adapter(adapter, *self.shard)   # a shard's slots: its part (below)
     for key, lay in self.layers.items():
-        ab = adapter.weights.get(key)
+        ab = part.weights.get(key)
         lay.set_active(slot, ab is not None)
         if ab is not None: lay.put(slot, *ab)
     self.adapters[slot], self.ranks[slot], self.scales[slot] = adapter, adapter.r, adapter.scaling
+    if self.mirror is not None: self.mirror.load(slot, adapter)      # rank 0 of a tensor-parallel group: the other ranks too (13a)
 
 @patch
 def clear(self: LoRASlots, slot: int):
     "Empty slot `slot`: no layer adds anything for it."
     for lay in self.layers.values(): lay.set_active(slot, False)
     self.adapters[slot], self.ranks[slot], self.scales[slot] = None, 0, 0.0
+    if self.mirror is not None: self.mirror.clear(slot)
 
-# %% ../nbs/12c_lora.ipynb 42
+# %% ../nbs/12c_lora.ipynb 43
 @patch
 def set_rows(self: LoRASlots, slots=None):
     """Each row's slot for the next forward (-1 or None: the base alone): a list or tensor of ints, or None for a batch without
     adapters. The rows' `mask` (`lora_mask`) is made once here for every `LoRALinear`."""
     if slots is None: self.mask = None; return
     s = torch.as_tensor(slots, dtype=torch.long)
-    used = [int(v) for v in torch.unique(s) if v >= 0]
-    if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
+    used = self.check_rows(s)
     self.mask = lora_mask(s, self.ranks, self.scales, self.max_lora_rank, self.device, self.dtype) if used else None
 
-# %% ../nbs/12c_lora.ipynb 48
+@patch
+def check_rows(self: LoRASlots, slots) -> list[int]:
+    "The slots the rows `slots` use (those >= 0), each of which must hold an adapter (a ValueError names one that does not)."
+    used = [int(v) for v in torch.unique(torch.as_tensor(slots, dtype=torch.long)) if v >= 0]
+    if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
+    return used
+
+# %% ../nbs/12c_lora.ipynb 49
 class LoRANotLoaded(ValueError):
     "A request names an adapter that is not loaded, where adapters are not read on demand (a server: it was unloaded meanwhile)."
 
@@ -268,7 +292,7 @@ def adapter(self: LoRASlots, req: LoRARequest, read: bool = True) -> LoRAAdapter
                          "each adapter needs its own lora_int_id")
     return got
 
-# %% ../nbs/12c_lora.ipynb 49
+# %% ../nbs/12c_lora.ipynb 50
 @patch
 def acquire(self: LoRASlots, req: LoRARequest, busy=()) -> int:
     """The slot holding `req`'s adapter, put there now if needed: an empty slot, else the least recently used one not in `busy`
@@ -282,13 +306,13 @@ def acquire(self: LoRASlots, req: LoRARequest, busy=()) -> int:
     self.load(free[0], ad); self.lru[i] = free[0]; self.num_loads += 1
     return free[0]
 
-# %% ../nbs/12c_lora.ipynb 50
+# %% ../nbs/12c_lora.ipynb 51
 @patch
 def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
     "Whether `acquire(req, busy)` finds a slot now (its adapter's, an empty one, or one not in `busy`)."
     return req.lora_int_id in self.lru or any(a is None for a in self.adapters) or any(s not in busy for s in self.lru.values())
 
-# %% ../nbs/12c_lora.ipynb 52
+# %% ../nbs/12c_lora.ipynb 53
 @patch
 def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
     """Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it
@@ -308,7 +332,7 @@ def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int) -> LoRASlo
         raise ValueError(f"max_loras={max_loras}, max_lora_rank={max_lora_rank}: the model has LoRA slots of {sl.max_loras} x rank {sl.max_lora_rank} already")
     return sl
 
-# %% ../nbs/12c_lora.ipynb 55
+# %% ../nbs/12c_lora.ipynb 56
 def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
                    std: float = 0.2) -> Path:
     "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
@@ -326,7 +350,21 @@ def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, 
                                                         "bias": "none", "use_rslora": False, "task_type": "CAUSAL_LM"}))
     return p
 
-# %% ../nbs/12c_lora.ipynb 60
+# %% ../nbs/12c_lora.ipynb 59
+_PARENT = {m: "self_attn" if m in LORA_TARGETS[:4] else "mlp" for m in LORA_TARGETS}
+
+def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
+    """Rank `rank`'s part of `adapter` in a tensor-parallel group of `world`, cut as the base weights are (`shard_tensor`, 12b): a
+    column-parallel projection's (q, k, v, gate, up) `A` whole and `B` cut by output rows, a row-parallel one's (o, down) `A` cut
+    by input columns and `B` whole."""
+    from xllm.loader import COLUMN, shard_tensor
+    if adapter.shard != (0, 1): raise ValueError(f"adapter {adapter.name!r}: it is rank {adapter.shard[0]}'s part of {adapter.shard[1]} already")
+    check_int("world", world, lo=1); check_int("rank", rank, 0, world - 1)
+    cut = lambda i, mod, t: shard_tensor(f"model.layers.{i}.{_PARENT[mod]}.{mod}.weight", t, rank, world).contiguous()   # as the base weight
+    w = {(i, mod): (a, cut(i, mod, b)) if mod in COLUMN else (cut(i, mod, a), b) for (i, mod), (a, b) in adapter.weights.items()}
+    return replace(adapter, weights=w, shard=(rank, world))
+
+# %% ../nbs/12c_lora.ipynb 65
 _GGUF_LORA = re.compile(r"blk\.(\d+)\.(\w+)\.weight\.lora_([ab])")
 _GGUF_MODS = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "o_proj", "ffn_gate": "gate_proj",
               "ffn_up": "up_proj", "ffn_down": "down_proj"}
@@ -344,7 +382,7 @@ def _gguf_open(path):
     if "adapter.lora.alpha" not in g.metadata: raise ValueError(f"{f}: adapter.lora.alpha: missing")
     return g, check_number(f"{f}: adapter.lora.alpha", g.metadata["adapter.lora.alpha"], lo=0)
 
-# %% ../nbs/12c_lora.ipynb 62
+# %% ../nbs/12c_lora.ipynb 67
 def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
     "{(layer, module): [(name, A), (name, B)]} of the GGUF LoRA `g` (file `f`): every tensor's name, layer and type checked."
     out = {}
@@ -361,7 +399,7 @@ def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
         if None in ab: raise ValueError(f"{f}: layer {i} {mod} has lora_{'ab'[ab.index(None)]} missing")
     return out
 
-# %% ../nbs/12c_lora.ipynb 64
+# %% ../nbs/12c_lora.ipynb 69
 def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
     """llama.cpp's GGUF LoRA file `path` (from `convert_lora_to_gguf.py`) as a `LoRAAdapter`, checked against the base model's
     `config`: one rank, every shape, `B`'s q/k rows back in Hugging Face order, the scale `alpha / r` (alpha 0: 1, as llama.cpp)."""
@@ -380,7 +418,7 @@ def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = Non
         w[i, mod] = (a, unpermute_rope_rows(b, heads[mod]) if mod in heads else b)
     return LoRAAdapter(name or f.stem, str(path), r, alpha / r if alpha else 1.0, w, {"r": r, "lora_alpha": alpha, "format": "gguf"})
 
-# %% ../nbs/12c_lora.ipynb 67
+# %% ../nbs/12c_lora.ipynb 72
 def _rope_rows_to_gguf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     "Rows of a q/k projection from Hugging Face rotate-half order to GGUF's interleaved pairs (`unpermute_rope_rows` undoes it)."
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
@@ -403,7 +441,7 @@ def peft_to_gguf(path, config: LlamaConfig, out, dtype: str = "F32") -> Path:
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
 
-# %% ../nbs/12c_lora.ipynb 69
+# %% ../nbs/12c_lora.ipynb 74
 def adapter_rank(path) -> int:
     "The rank of the adapter at `path` (a PEFT directory's `r`; a GGUF LoRA file's, from its `lora_a` shapes), read without the model."
     if not Path(path).expanduser().is_file(): return read_adapter_config(path)["r"]

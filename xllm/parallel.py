@@ -17,15 +17,17 @@ from .kv_pool import PagedKVPool
 from .runner import ModelRunner, choose_runner, runner_class
 from .config import EngineConfig
 from .loader import LoadedModel, tp_config, shard_tensor, shard_hook, load_model, load_tokenizer
+from .lora import LORA_TARGETS, LoRAAdapter, attach_lora, shard_adapter
 
 # %% auto 0
-__all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'HEARTBEAT_EVERY', 'FAIL_SILENCE', 'HEALTH_SILENCE', 'SHARD_RUNNERS',
-           'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard', 'shard_model',
-           'load_gguf_shard', 'TPError', 'rendezvous_store', 'interface_addresses', 'route_source', 'bind_gloo',
-           'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop', 'rank_device',
-           'build_shard', 'WorkerProcess', 'worker_entry', 'rendezvous_line', 'start_tp', 'serve_worker', 'run_node',
-           'llm_shard', 'stage_layers', 'stage_hook', 'stage_model', 'stage_forward', 'stage_head', 'micro_batches',
-           'PPLayout', 'StageRunner', 'build_stage', 'pipeline_spec', 'load_group', 'allreduce_cost', 'send_cost']
+__all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'CMD_LORA', 'HEARTBEAT_EVERY', 'FAIL_SILENCE', 'HEALTH_SILENCE',
+           'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard',
+           'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store', 'interface_addresses', 'route_source',
+           'bind_gloo', 'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop',
+           'LoRAMirror', 'worker_lora', 'share_lora', 'rank_device', 'build_shard', 'WorkerProcess', 'worker_entry',
+           'rendezvous_line', 'start_tp', 'serve_worker', 'run_node', 'llm_shard', 'stage_layers', 'stage_hook',
+           'stage_model', 'stage_forward', 'stage_head', 'micro_batches', 'PPLayout', 'StageRunner', 'build_stage',
+           'pipeline_spec', 'load_group', 'allreduce_cost', 'send_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 9
 class AllReduce(nn.Module):
@@ -192,7 +194,7 @@ def bind_gloo(host: str) -> str | None:
 
 # %% ../nbs/13a_tensor_parallel.ipynb 43
 _ERR_KEY = "xllm_tp_error_"
-CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM = 0, 1, 2, 3
+CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM, CMD_LORA = 0, 1, 2, 3, 4
 
 def _wait_joined(store, world: int, procs, timeout: float):
     "Rank 0: wait until every worker has reached the store, failing at once (naming it) if one exits first."
@@ -417,8 +419,9 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
     meta = torch.tensor(b.cu_seqlens + b.context_lens + lens + [x for t in b.block_tables for x in t], dtype=torch.int64)
-    payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta])
-    return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot], payload
+    lora = torch.tensor([] if b.lora_slots is None else b.lora_slots, dtype=torch.int64)   # each row's LoRA slot (12c), if any
+    payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta, lora])
+    return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot, int(b.lora_slots is not None)], payload
 
 # %% ../nbs/13a_tensor_parallel.ipynb 68
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
@@ -430,7 +433,9 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     t, tables = o + 3 * B + 1, []
     for n in lens: tables.append(v[t:t + n]); t += n
     d = p[:3 * N + R].to(device)
-    return PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
+    b = PagedBatch(d[:N], d[N:2 * N], d[2 * N:3 * N], cu, ctx, tables, d[3 * N:3 * N + R], bs, null)
+    if ints[5]: b.lora_slots = v[t:t + N]
+    return b
 
 # %% ../nbs/13a_tensor_parallel.ipynb 71
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
@@ -464,7 +469,10 @@ class TPRunner(ModelRunner):
         opts = [int(options.get(k) or 0) for k in RUNNER_OPTIONS]
         g.pool_gen += 1; self.gen = g.pool_gen           # the workers hold one pool: the newest runner's
         kvd = {None: 0, torch.int8: 1}.get(kv)
+        lora = getattr(model, "lora", None)             # LoRA slots (12c): the workers make theirs before their runners
+        opts += [lora.max_loras, lora.max_lora_rank] if lora is not None else [0, 0]
         g.send(CMD_POOL, [pool.num_blocks, pool.block_size, kvd, self.gen, SHARD_RUNNERS.index(cls.name)], torch.tensor(opts))
+        if lora is not None: share_lora(lora, g)
 
     def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
@@ -503,6 +511,8 @@ def warm_up(self: TPRunner):
 # %% ../nbs/13a_tensor_parallel.ipynb 77
 @patch
 def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
+    if (lora := getattr(self.model, "lora", None)) is not None and batch.lora_slots is not None:
+        lora.check_rows(batch.lora_slots)       # a slot holding no adapter refused here, before any rank hears of the step
     return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
 
@@ -524,7 +534,8 @@ def health(self: TPRunner) -> str | None:
 
 # %% ../nbs/13a_tensor_parallel.ipynb 80
 def worker_loop(model: Llama, group: TPGroup):
-    "A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, stop), each step this rank's shard of the forward."
+    """A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, a LoRA slot filled or emptied, stop),
+    each step this rank's shard of the forward."""
     pool = runner = None
     while True:
         cmd, ints, p = group.recv()
@@ -533,9 +544,12 @@ def worker_loop(model: Llama, group: TPGroup):
             nb, bs, kvd, _, kind = ints[:5]
             pool = runner = None
             pool = PagedKVPool(model.kv_config, nb, bs, model.dtype, model.device, "int8" if kvd == 1 else None)
-            opts = {k: v for k, v in zip(RUNNER_OPTIONS, p.tolist()) if v}
+            vals, k = p.tolist(), len(RUNNER_OPTIONS)
+            opts = {n: v for n, v in zip(RUNNER_OPTIONS, vals) if v}
+            if vals[k]: attach_lora(model, *vals[k:k + 2])      # rank 0's LoRA slots (12c): made before the runner, which reads them
             runner = runner_class(SHARD_RUNNERS[kind])(model, pool, agree=group.agree, **opts)     # the runner rank 0 chose, on this rank's shard
         elif cmd == CMD_STEP: runner(decode_batch(ints, p, model.device))
+        elif cmd == CMD_LORA: worker_lora(model, group, ints, p)
         elif cmd == CMD_WARM:
             try: runner.warm_up()
             except BaseException: group.agree(False); raise        # rank 0 hears of it now; the error itself is reported on the way out
@@ -543,13 +557,61 @@ def worker_loop(model: Llama, group: TPGroup):
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
 # %% ../nbs/13a_tensor_parallel.ipynb 82
+class LoRAMirror:
+    """Rank 0's LoRA slots (12c) reaching every rank of `group`: `LoRASlots.load` and `clear` call these after their own, and
+    each worker's slots do the same (`worker_lora`). The slot is rank 0's choice; the workers are told it."""
+    def __init__(self, group: TPGroup): self.group = group
+
+    def clear(self, slot: int):
+        "Every worker's slot `slot` emptied."
+        self.group.send(CMD_LORA, [slot, 0])
+
+# %% ../nbs/13a_tensor_parallel.ipynb 83
+@patch
+def load(self: LoRAMirror, slot: int, adapter: LoRAAdapter):
+    "Every worker's slot `slot` given its part of `adapter` (`shard_adapter`): the keys and scale broadcast, each part sent to its rank alone."
+    g, keys = self.group, sorted(adapter.weights)
+    scale = torch.tensor([adapter.scaling], dtype=torch.float64).view(torch.int64).item()   # the float's bits, as a header int
+    g.send(CMD_LORA, [slot, adapter.r, scale], torch.tensor([[i, LORA_TARGETS.index(m)] for i, m in keys]).flatten())
+    try:
+        for r in range(1, g.world):
+            part = shard_adapter(adapter, r, g.world).weights
+            flat = torch.cat([t.float().flatten() for k in keys for t in part[k]])
+            dist.isend(flat, r, group=g.ctrl).wait(datetime.timedelta(seconds=g.timeout))
+        if not g.agree(True): raise RuntimeError(f"a worker failed to load LoRA adapter {adapter.name!r}")
+    except Exception as e: raise g.fail(e) from None
+
+# %% ../nbs/13a_tensor_parallel.ipynb 84
+def worker_lora(model: Llama, group: TPGroup, ints: list[int], p: torch.Tensor | None):
+    "A worker's side of `CMD_LORA`: slot `ints[0]` emptied (rank `ints[1]` 0), or given this rank's part of an adapter, received from rank 0."
+    slot, r = ints[:2]
+    if r == 0: model.lora.clear(slot); return
+    keys = [(i, LORA_TARGETS[j]) for i, j in p.view(-1, 2).tolist()]
+    sizes = [n for k in keys for n in (r * model.lora.layers[k].A.shape[2], model.lora.layers[k].B.shape[1] * r)]
+    flat = torch.empty(sum(sizes)); dist.recv(flat, 0, group=group.ctrl)
+    try:
+        t = flat.split(sizes)
+        w = {k: (t[2 * j].view(r, -1), t[2 * j + 1].view(-1, r)) for j, k in enumerate(keys)}
+        scale = torch.tensor([ints[2]]).view(torch.float64).item()
+        model.lora.load(slot, LoRAAdapter(f"slot {slot}", "", r, scale, w, {"r": r}, model.lora.shard))
+    except BaseException: group.agree(False); raise           # rank 0 hears of it now; the error itself is reported on the way out
+    group.agree(True)
+
+# %% ../nbs/13a_tensor_parallel.ipynb 85
+def share_lora(lora, group: TPGroup):
+    "Rank 0's LoRA slots `lora` made to reach the workers (`LoRAMirror`); adapters already in its slots are sent now."
+    lora.mirror = LoRAMirror(group)
+    for s, ad in enumerate(lora.adapters):
+        if ad is not None: lora.mirror.load(s, ad)
+
+# %% ../nbs/13a_tensor_parallel.ipynb 87
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 84
+# %% ../nbs/13a_tensor_parallel.ipynb 89
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -569,7 +631,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 87
+# %% ../nbs/13a_tensor_parallel.ipynb 92
 _WORKER_TARGETS = ("_worker_main", "_allreduce_worker")     # the functions of this module a worker may be asked to run
 
 class WorkerProcess:
@@ -606,7 +668,7 @@ class WorkerProcess:
         try: self.popen.wait(timeout)
         except subprocess.TimeoutExpired: pass
 
-# %% ../nbs/13a_tensor_parallel.ipynb 88
+# %% ../nbs/13a_tensor_parallel.ipynb 93
 def worker_entry():
     "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
     import pickle, threading, time
@@ -618,7 +680,7 @@ def worker_entry():
     threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
     globals()[target](*args)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 90
+# %% ../nbs/13a_tensor_parallel.ipynb 95
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
     "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -639,7 +701,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 91
+# %% ../nbs/13a_tensor_parallel.ipynb 96
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -649,7 +711,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 93
+# %% ../nbs/13a_tensor_parallel.ipynb 98
 def rendezvous_line(addr: str, port: int, world: int, nnodes: int) -> str:
     "Node 0's line for the other nodes: where the group meets, and the flags to join it; on the loopback, that only this machine can reach it."
     s = (f"xllm: tensor-parallel rendezvous listening on {addr}:{port}; this node runs ranks 0-{world // nnodes - 1} of {world}: "
@@ -660,7 +722,7 @@ def rendezvous_line(addr: str, port: int, world: int, nnodes: int) -> str:
                 f"an address of this machine that they reach{', e.g. ' + ' or '.join(others) if others else ''})")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 95
+# %% ../nbs/13a_tensor_parallel.ipynb 100
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None, nodes: tuple = (1, "127.0.0.1", 0)) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker programs are started here (`WorkerProcess`: the caller's script is not re-imported), meeting at a loopback store this process opens first (`rendezvous_store`).
@@ -693,13 +755,13 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 96
+# %% ../nbs/13a_tensor_parallel.ipynb 101
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 97
+# %% ../nbs/13a_tensor_parallel.ipynb 102
 def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, port: int, device="cpu", timeout: float = 60.0,
              threads: int | None = None):
     """Node `node_rank` > 0 of a group across `nnodes` machines: its `world / nnodes` ranks, this process the first, the others
@@ -716,11 +778,11 @@ def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, po
         for p in procs: p.join(30)
         for p in procs: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 105
+# %% ../nbs/13a_tensor_parallel.ipynb 110
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 107
+# %% ../nbs/13a_tensor_parallel.ipynb 112
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None, nodes: tuple = (1, 0, "127.0.0.1", 0), pp: int = 1) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -778,7 +840,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 115
+# %% ../nbs/13a_tensor_parallel.ipynb 124
 def stage_layers(n_layers: int, pp: int) -> list[range]:
     """The contiguous layers of each of `pp` stages: `n_layers // pp` each, the first `n_layers % pp` stages one more (so the last,
     which also runs the final norm and the head, never holds more). A ValueError when a stage would hold none."""
@@ -789,7 +851,7 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
     starts = [s * q + min(s, r) for s in range(pp + 1)]
     return [range(starts[s], starts[s + 1]) for s in range(pp)]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 118
+# %% ../nbs/13a_tensor_parallel.ipynb 127
 def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int = 0, tp: int = 1):
     """The loading hook of one rank of a pipeline stage: `hook(name, t)` -> None for a tensor the stage does not hold, else that
     rank's piece of it (`shard_hook`; the whole tensor when `tp` is 1). The stage holds `layers`, the embedding when `first` (or
@@ -803,7 +865,7 @@ def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int 
     hook.keeps = keeps                                     # asked first where reading costs work (a GGUF tensor's dequantization)
     return hook
 
-# %% ../nbs/13a_tensor_parallel.ipynb 121
+# %% ../nbs/13a_tensor_parallel.ipynb 130
 def _renumber(name: str, start: int) -> str:
     "A layer tensor's name with its layer counted from the stage's first (`start`)."
     if not name.startswith("model.layers."): return name
@@ -815,7 +877,7 @@ def _no_head(hidden: int) -> nn.Linear:
     import warnings
     with warnings.catch_warnings(): warnings.simplefilter("ignore"); return nn.Linear(hidden, 0, False, device="meta")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 122
+# %% ../nbs/13a_tensor_parallel.ipynb 131
 def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, last: bool, tp_rank: int = 0, tp: int = 1, group=None) -> Llama:
     """The stage holding `layers` of the model `config` describes, from the `weights` its `stage_hook` kept (HF names); `first`/`last`:
     whether it is the first/last stage. `kv_config`: the stage's shape (its layers; with `tp` > 1 its heads), `config` the model's."""
@@ -833,7 +895,7 @@ def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, 
     m.kv_config, m.config = sc, config
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 124
+# %% ../nbs/13a_tensor_parallel.ipynb 133
 @torch.inference_mode()
 def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) -> torch.Tensor:
     """One stage's part of `Llama.forward` over the batch `b`: the embedding when `x` is None (the first stage), else the hidden
@@ -844,13 +906,13 @@ def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) ->
     for layer in m.model.layers: x = layer(x, cos, sin, kv, b)
     return x
 
-# %% ../nbs/13a_tensor_parallel.ipynb 125
+# %% ../nbs/13a_tensor_parallel.ipynb 134
 @torch.inference_mode()
 def stage_head(m: Llama, b: PagedBatch, x: torch.Tensor) -> torch.Tensor:
     "The last stage's final norm and head over the rows `b.logits_rows` of its hidden states `x`: float32 logits."
     return m.lm_head(m.model.norm(x[b.logits_rows])).float()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 128
+# %% ../nbs/13a_tensor_parallel.ipynb 137
 def _cuts(cu: list[int], n: int) -> list[int]:
     "Chunk indices cutting chunks with row offsets `cu` into `n` contiguous non-empty groups of about equal rows."
     B, cuts = len(cu) - 1, [0]
@@ -859,7 +921,7 @@ def _cuts(cu: list[int], n: int) -> list[int]:
         cuts.append(min(range(lo, hi + 1), key=lambda j: abs(cu[j] - k * cu[-1] / n)))
     return cuts + [B]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 129
+# %% ../nbs/13a_tensor_parallel.ipynb 138
 def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Tensor]]:
     """`b` cut into up to `micro` micro-batches of whole chunks, each with the positions in `b.logits_rows` of its logits rows."""
     cu, n = b.cu_seqlens, max(1, min(micro, len(b.block_tables)))
@@ -872,7 +934,7 @@ def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Ten
                                b.block_tables[c0:c1], b.logits_rows[sel] - r0, b.block_size, b.null_slot), sel))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 132
+# %% ../nbs/13a_tensor_parallel.ipynb 141
 @dataclass(frozen=True)
 class PPLayout:
     """A pipeline: `pp` stages of `tp` ranks (rank = stage x tp + its tensor-parallel rank), stage s holding `layers[s]`; a step cut
@@ -887,7 +949,7 @@ class PPLayout:
         lay = ", ".join(f"{r.start}-{r.stop - 1}" for r in self.layers)
         return f"stage (pipeline of {self.pp} stages x {self.tp} rank{'s' if self.tp > 1 else ''}, layers {lay}, up to {self.micro} micro-batches a step)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 134
+# %% ../nbs/13a_tensor_parallel.ipynb 143
 class StageRunner(ModelRunner):
     """Every rank's runner in a pipeline: its stage's layers (the torch forward, `stage_forward`) over each micro-batch of the step,
     hidden states received from the stage before and sent to the next (point-to-point); the last stage's logits sent to rank 0,
@@ -904,7 +966,7 @@ class StageRunner(ModelRunner):
         "Why this runner cannot run `model`: it must be a pipeline stage (`build_stage`)."
         return None if getattr(model, "pp_layout", None) is not None else "the model is not a pipeline stage (build it with pipeline_parallel_size)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 136
+# %% ../nbs/13a_tensor_parallel.ipynb 145
 @patch
 def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> list:
     "Receives, posted now, of each micro-batch's `rows(p)` x `width` tensor from rank `src`: (buffer, work) each, None where it has no rows."
@@ -915,7 +977,7 @@ def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> 
         out.append((buf, dist.irecv(buf, src, tag=i)) if n else None)
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 137
+# %% ../nbs/13a_tensor_parallel.ipynb 146
 @patch
 def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch.Tensor:
     "Rank 0: the logits the last stage sent, each micro-batch's rows in their places in the step's."
@@ -924,7 +986,7 @@ def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch
         if got is not None: got[1].wait(self.wait); out[sel] = got[0]
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 138
+# %% ../nbs/13a_tensor_parallel.ipynb 147
 @patch
 def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     L, r, m = self.layout, self.rank, self.model
@@ -943,7 +1005,7 @@ def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     for _, w in sent: w.wait(self.wait)
     return self._collect(parts, logits, len(batch.logits_rows)) if r == 0 else None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 140
+# %% ../nbs/13a_tensor_parallel.ipynb 149
 def _stage_config(spec: tuple) -> LlamaConfig:
     "The model's config from a weights spec (`build_stage`), before any tensor is read."
     from xllm.weights import config_from_hf
@@ -957,7 +1019,7 @@ def _stage_config(spec: tuple) -> LlamaConfig:
     if spec[0] != "hf": raise ValueError(f"a pipeline stage loads a Hugging Face safetensors directory or a GGUF file; got a {spec[0]!r} spec")
     return config_from_hf(read_json(Path(spec[1]) / "config.json"), Path(spec[1]) / "config.json")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 141
+# %% ../nbs/13a_tensor_parallel.ipynb 150
 def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     """(the model's config, the tensors `hook` keeps) of the weights `spec`: a checkpoint read through the hook (a GGUF file's
     tensors dequantized, the stage's only), or a random model cut by it."""
@@ -970,7 +1032,7 @@ def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     sd = {k: v for k, v in ref.state_dict().items() if not (ref.config.tie_word_embeddings and k == "lm_head.weight")}
     return ref.config, {k: v for k, t in sd.items() if (v := hook(k, t)) is not None}
 
-# %% ../nbs/13a_tensor_parallel.ipynb 142
+# %% ../nbs/13a_tensor_parallel.ipynb 151
 def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """Rank `rank`'s part of the pipeline `spec` = `("pp", tp, pp, micro, timeout, weights)`: its stage's layers (its tensor-parallel
     slices of them when tp > 1, all-reduced within the stage's group), on `device`, with `pp_layout` and `pp_rank` set."""
@@ -985,7 +1047,7 @@ def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     m.pp_layout, m.pp_rank = PPLayout(tp, pp, tuple(layers), micro, timeout), rank
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 145
+# %% ../nbs/13a_tensor_parallel.ipynb 154
 def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=None, timeout: float = 60.0) -> tuple:
     """The spec of a pipeline of `pp` stages of `tp` ranks over the checkpoint `p` (`build_stage`), or a ValueError naming what is
     not supported: not a safetensors directory, quantized weights, a runner other than the stages' own, too few layers or heads."""
@@ -1002,7 +1064,7 @@ def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=
     tp_config(c, tp); stage_layers(c.num_hidden_layers, pp)        # ValueErrors naming what does not divide or fit
     return ("pp", tp, pp, pp, float(timeout), weights)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 157
+# %% ../nbs/13a_tensor_parallel.ipynb 166
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices (or stage) of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.world_size < 2:
@@ -1015,16 +1077,19 @@ def load_group(config: EngineConfig) -> LoadedModel:
     m = llm_shard(path, config.tensor_parallel_size, dtype, config.device, config.quantization, config.runner,
                   group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype),
                   nodes=(config.nnodes, config.node_rank, config.master_addr, config.master_port), pp=config.pipeline_parallel_size)
+    if config.enable_lora:          # LoRA slots (12c) on rank 0's shard now: the runner every rank uses is chosen knowing them
+        attach_lora(m, config.max_loras, config.max_lora_rank)
+        m.tp_runner_reason = shard_runner(m, kv_storage_dtype(config.kv_cache_dtype, dtype))[1]
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 159
+# %% ../nbs/13a_tensor_parallel.ipynb 168
 def _pingpong(x: torch.Tensor, rank: int):
     "Rank 0 sends `x` to rank 1 and receives it back, rank 1 the other way round: two pipeline sends."
     if rank == 0: dist.send(x, 1); dist.recv(x, 1)
     elif rank == 1: dist.recv(x, 0); dist.send(x, 0)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 160
+# %% ../nbs/13a_tensor_parallel.ipynb 169
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str, op: str = "all_reduce"):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -1045,7 +1110,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 161
+# %% ../nbs/13a_tensor_parallel.ipynb 170
 def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduce") -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}. `op='send'`: one point-to-point
@@ -1066,7 +1131,7 @@ def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduc
             for p in ps: p.join(30)
             for p in ps: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 162
+# %% ../nbs/13a_tensor_parallel.ipynb 171
 def send_cost(shapes, reps: int = 200) -> dict:
     "Median seconds of one float32 point-to-point send (a pipeline's hidden states or logits) of each shape between two gloo processes: {shape: seconds}."
     return allreduce_cost(shapes, 2, reps, op="send")
