@@ -11,10 +11,11 @@ the runner is built), measured as `xllm bench` measures (xllm.bench's `decode_ra
 Each round runs llama.cpp (llama-bench pp128/tg64 and llama-batched-bench 32x(32+64), each the better of OpenMP's default
 spinning and OMP_WAIT_POLICY=PASSIVE, in the caller's environment without xllm's variables) and then our three forms in
 a rotating order; the load average is recorded before each round. Perplexity (ctx 512, transformers' Apache-2.0 LICENSE
-text, as scripts/bench_vs_llamacpp.py) of each form and of llama-perplexity on the same file, once.
+text, as scripts/bench_vs_llamacpp.py) of each form, of the default (int8 activations, K/V stored as the runner's default
+dtype: float16) and of llama-perplexity on the same file, once.
 Results: one record of xllm.bench's schema (name "int8-activations") with every round, the medians and the ratios.
 """
-import argparse, os, statistics, sys, time
+import argparse, math, os, statistics, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--json", default="bench/results/int8_activations.json")
+    ap.add_argument("--text", default=None, help="the perplexity text (default: transformers' Apache-2.0 LICENSE, 4 windows of 512)")
     ap.add_argument("--skip", default="", help="comma list: ppl, engine, llama")
     ap.add_argument("--max-load", type=float, default=1.0, help="before each round, wait (up to --max-wait s) for the 1-minute load average to fall below this")
     ap.add_argument("--max-wait", type=float, default=120)
@@ -43,10 +45,11 @@ def main():
     from xllm.core import default_model_path
     from xllm.quant import load_quantized_gguf
     from xllm.evaluate import perplexity
+    from xllm.runner import kv_cache_dtype_for
     from xllm.tokenizer import Tokenizer
 
     q41 = default_model_path(download=False)
-    text = vs.license_text()
+    text = Path(a.text) if a.text else vs.license_text()
     tok = Tokenizer.from_file(q41)
     text_ids = tok.encode(text.read_text(encoding="utf-8"))
     prompt128, prompts = text_ids[:128], vs.engine_prompts(text_ids)
@@ -69,10 +72,23 @@ def main():
 
     if "ppl" not in skip:
         bos = tok.bos_id if tok.add_bos_token else None
+        def ppl(name, kv=None):                          # and each window's log-perplexity: the spread says what a difference means
+            W = len(text_ids) // a.ctx
+            f = vs.window_logits(m, a.ctx, kv)
+            logs = [math.log(perplexity(f, text_ids[c * a.ctx:(c + 1) * a.ctx], a.ctx, bos_id=bos, progress=False)) for c in range(W)]
+            res["ppl"][name], res.setdefault("ppl_window_logs", {})[name] = math.exp(sum(logs) / W), logs
+            vs.log(f"ppl {name}: {res['ppl'][name]:.4f}")
         for mode in MODES:
             os.environ["XLLM_CPU_ACTIVATIONS"] = mode
-            res["ppl"][mode] = perplexity(vs.window_logits(m, a.ctx), text_ids, a.ctx, bos_id=bos, progress=False)
-            vs.log(f"ppl {mode}: {res['ppl'][mode]:.4f}")
+            ppl(mode)
+        os.environ["XLLM_CPU_ACTIVATIONS"] = "int8"           # the default form: int8 activations, K/V stored as the runner's default
+        kv = kv_cache_dtype_for(type(llms["int8"].get_engine().runner), m, None, "int8")
+        ppl(f"int8, {kv} K/V (default)", kv)
+        base = res["ppl_window_logs"]["float"]
+        for name, logs in res["ppl_window_logs"].items():   # vs float: mean and standard error of the per-window differences
+            d = [x - y for x, y in zip(logs, base)]
+            mu = sum(d) / len(d); sd = math.sqrt(sum((x - mu) ** 2 for x in d) / max(1, len(d) - 1))
+            res.setdefault("ppl_vs_float", {})[name] = {"pct": 100 * math.expm1(mu), "sem_pct": 100 * sd / math.sqrt(len(d)), "windows": len(d)}
         if have_llama: res["ppl"]["llama.cpp Q4_1"] = vs.llama_ppl(bin_dir, q41, text, a.threads, a.ctx)
 
     for i in range(a.rounds):
@@ -130,8 +146,9 @@ def main():
     f = lambda x, d=1: "-" if x is None else f"{x:.{d}f}"
     for t in table: print(f"| {t['what']} | {t['form']} | {f(t['tok_s'])} | {f(t['vs_float'], 2)}x | {f(t['vs_llamacpp'], 2)}x | {f(t['llamacpp_tok_s'])} |")
     if res["ppl"]:
-        print("\nperplexity (ctx %d, %s): " % (a.ctx, text.name) + ", ".join(f"{k} {v:.4f}" for k, v in res["ppl"].items())
-              + (f"; int8 {100 * (res['ppl']['int8'] / res['ppl']['float'] - 1):+.2f}%, int8x2 {100 * (res['ppl']['int8x2'] / res['ppl']['float'] - 1):+.2f}% vs float" if "float" in res["ppl"] else ""))
+        print("\nperplexity (ctx %d, %s): " % (a.ctx, text.name) + ", ".join(f"{k} {v:.4f}" for k, v in res["ppl"].items()))
+        for k, v in res.get("ppl_vs_float", {}).items():
+            if k != "float": print(f"  {k}: {v['pct']:+.2f}% vs float (standard error {v['sem_pct']:.2f}% over {v['windows']} windows)")
     if a.json: save_results([res], a.json); vs.log(f"written {a.json}")
 
 

@@ -123,9 +123,9 @@ def llama_ppl(bin_dir: Path, model: Path, text: Path, threads: int, ctx: int) ->
 
 # ---------------------------------------------------------------- ours
 
-def window_logits(model, ctx: int):
-    "`perplexity`'s logits_fn through the engine's runner: all logits of one window of `ctx` tokens."
-    run, batch = stream_runner(model, ctx)
+def window_logits(model, ctx: int, kv_dtype=None):
+    "`perplexity`'s logits_fn through the engine's runner: all logits of one window of `ctx` tokens, K/V stored as `kv_dtype`."
+    run, batch = stream_runner(model, ctx, kv_dtype=kv_dtype)
     return lambda w: run(batch(w.tolist(), 0, "all"))
 
 
