@@ -385,7 +385,8 @@ def _model_opts(p, context=True, template=True):
     g.add_argument("--master-addr", default=None, metavar="HOST", help="node 0's address, where the group meets (default 127.0.0.1)")
     g.add_argument("--master-port", type=int, default=None, metavar="PORT", help="node 0's rendezvous port (default 0 on node 0: one the kernel picks, printed; the other nodes need it)")
     g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
-                   help="float32, bfloat16 or float16 (default: float32)")
+                   help="float32, bfloat16 or float16 (default: bfloat16 for a checkpoint stored so where the compiled CPU runner runs it, "
+                        "else float32)")
     g.add_argument("--quantization", choices=["auto", "none", "int8", "int4", "gguf"], default="auto",
                    help="how the weights are kept: auto (default), gguf, none, int8 or int4 (what each does: `xllm --help`)")
     if context:

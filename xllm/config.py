@@ -115,7 +115,7 @@ class EngineConfig:
     model: str | os.PathLike | None = None      # a checkpoint path, a Hugging Face id, or None: the default model (notebook 01)
     tokenizer: str | os.PathLike | None = None  # a tokenizer file, when the checkpoint carries none
     device: str | torch.device = "cpu"
-    dtype: str | torch.dtype | None = None      # None: the loader's default (float32)
+    dtype: str | torch.dtype | None = None      # None: the loader's default (float32; a bf16 checkpoint bf16 on the compiled CPU runner)
     quantization: str | None = "auto"           # 'auto': a GGUF's packed layers stay packed on the CPU; None/'none', 'int8', 'int4', 'gguf'
     group_size: int = 32                        # weights per scale when quantizing to int8/int4
     max_model_len: int | None = None            # None: the model's context, or what the K/V pool holds if less

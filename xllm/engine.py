@@ -128,7 +128,7 @@ def _make_pool(self: Engine, num_blocks: int | None) -> PagedKVPool:
     "The paged K/V pool: `num_blocks` blocks, else as many as `kv_cache_memory` bytes hold (the device's default when None)."
     ec, m = self.engine_config, self.model
     kc = getattr(m, "kv_config", m.config)          # a tensor-parallel shard stores only its K/V heads (notebook 13a)
-    dt = pool_dtype(m, "tp" if ec.world_size > 1 else ec.runner, ec.enable_lora)   # float32 for a bf16 model on the compiled CPU runner (13)
+    dt = pool_dtype(m, "tp" if ec.world_size > 1 else ec.runner)   # float32 for a bf16 model on the compiled CPU runner (13)
     if num_blocks is not None: return PagedKVPool(kc, num_blocks, ec.block_size, dt, m.device, ec.kv_cache_dtype)
     mem = default_kv_cache_memory(m.device) if ec.kv_cache_memory is None else ec.kv_cache_memory
     return PagedKVPool.from_budget(kc, ec.block_size, mem, dt, m.device, ec.kv_cache_dtype)
@@ -144,7 +144,7 @@ def _runner_class(self: Engine, runner: type | None) -> tuple[type, str]:
     "The runner class and why: the one given (chosen by an `LLM`: not checked twice) or `choose_runner`'s for the K/V asked."
     ec, m = self.engine_config, self.model
     if runner is not None: return runner, runner.name
-    kv = kv_storage_dtype(ec.kv_cache_dtype, pool_dtype(m, "tp" if ec.world_size > 1 else ec.runner, ec.enable_lora))
+    kv = kv_storage_dtype(ec.kv_cache_dtype, pool_dtype(m, "tp" if ec.world_size > 1 else ec.runner))
     return choose_runner(m, kv, ec.runner)
 
 @patch

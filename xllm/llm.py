@@ -233,7 +233,7 @@ def output(self: OutputProcessor) -> CompletionOutput:
 def _kv_block_bytes(llm, block_size: int | None = None) -> int:
     "Bytes of one paged K/V block of `llm`'s engine: `block_size` tokens (default: its config's), int8 K/V with its scales."
     c = llm.engine_config
-    dt = pool_dtype(llm.model, "tp" if c.world_size > 1 else c.runner, c.enable_lora)   # the engine's pool's (float32: bf16 on the CPU runner)
+    dt = pool_dtype(llm.model, "tp" if c.world_size > 1 else c.runner)   # the engine's pool's (float32: bf16 on the CPU runner)
     return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), dt, c.kv_cache_dtype)
 
 def _fitted(llm) -> tuple[EngineConfig, str | None]:
@@ -269,6 +269,8 @@ class LLM:
         else: loaded = load_model(cfg, cpu_kernels_run=_cpu_kernels_run)   # which loader (GGUF kept packed, quantized, float): 12b
         self.checkpoint, self.tokenizer, self.config = loaded.checkpoint, loaded.tokenizer, loaded.checkpoint.config
         self.model_path, self.quantization = loaded.path, loaded.quantization
+        if cfg.dtype is None and loaded.model.dtype != torch.float32:   # the loader's choice (12b `default_dtype`: a bf16 checkpoint)
+            cfg = dataclasses.replace(cfg, dtype=str(loaded.model.dtype).removeprefix("torch."))
         m = cfg.model
         self.model_id = m if isinstance(m, str) and parse_hub_id(m) and not Path(m).expanduser().exists() else None
         self._setup(loaded.model.to(self.device).eval(), cfg)
@@ -302,7 +304,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     if cfg.reranker is None and (r := reranker_from_dir(self.model_path)) is not None: cfg = dataclasses.replace(cfg, reranker=r)
     tp = cfg.world_size                                  # the group's ranks: tensor x pipeline
     if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
-    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, "tp" if tp > 1 else cfg.runner, cfg.enable_lora))
+    kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, "tp" if tp > 1 else cfg.runner))
     cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)   # chosen now, once, before the pool is sized
     cfg = dataclasses.replace(cfg, kv_cache_dtype=kv_cache_dtype_for(cls, model, cfg.kv_cache_dtype, cfg.cpu_activations))   # 'auto': the runner's (13)
     self.model, self.device, self.engine_config = model, model.device, cfg

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
+import json
 from pathlib import Path
 import torch
 
@@ -19,8 +20,9 @@ from .model import Llama
 from .config import EngineConfig
 
 # %% auto 0
-__all__ = ['COLUMN', 'ROW', 'tp_config', 'shard_slice', 'shard_tensor', 'shard_hook', 'LoadedModel', 'load_tokenizer',
-           'packed_gguf', 'split_score_head', 'attach_score_head', 'load_model']
+__all__ = ['COLUMN', 'ROW', 'CPU_KV_DTYPES', 'tp_config', 'shard_slice', 'shard_tensor', 'shard_hook', 'LoadedModel',
+           'load_tokenizer', 'packed_gguf', 'stored_dtype', 'default_dtype', 'split_score_head', 'attach_score_head',
+           'load_model']
 
 # %% ../nbs/12b_loader.ipynb 6
 def tp_config(config: LlamaConfig, world: int) -> LlamaConfig:
@@ -122,7 +124,32 @@ def _keep_packed(config: EngineConfig, path: Path, shard, cpu_kernels_run=None) 
         raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
     return g
 
-# %% ../nbs/12b_loader.ipynb 27
+# %% ../nbs/12b_loader.ipynb 26
+def stored_dtype(path: Path) -> torch.dtype | None:
+    """The dtype a Hugging Face directory's `config.json` says its weights are stored in (`torch_dtype`, or `dtype` as newer
+    transformers write it); None for other formats, and when it names none or none xllm loads (the loader reports a bad file)."""
+    if path.is_file() and (path.name == "config.json" or path.suffix == ".safetensors"): path = path.parent
+    try: cd = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError): return None
+    name = cd.get("torch_dtype") or cd.get("dtype") if isinstance(cd, dict) else None
+    try: return resolve_dtype(name) if isinstance(name, str) else None
+    except ValueError: return None
+
+# %% ../nbs/12b_loader.ipynb 28
+CPU_KV_DTYPES = (None, "auto", "float32", "float16")   # the K/V storage the compiled CPU runner reads (notebook 15)
+
+def default_dtype(config: EngineConfig, path: Path, shard=None, cpu_kernels_run=None) -> torch.dtype:
+    """The dtype the weights load in: `config.dtype` when given; else bfloat16 for a checkpoint stored so that the compiled CPU
+    runner will run (one process on the CPU, float weights, runner None or 'cpu', K/V it reads, no LoRA slots -- a bfloat16 model's
+    are bfloat16, which the kernels do not read yet -- and `cpu_kernels_run()`), float32 otherwise."""
+    if config.dtype is not None: return resolve_dtype(config.dtype)
+    cpu = shard is None and torch.device(config.device).type == "cpu" and config.runner in (None, "cpu")
+    cpu = cpu and config.quantization in ("auto", "none", None) and config.kv_cache_dtype in CPU_KV_DTYPES and not config.enable_lora
+    cpu = cpu and not quant.is_quantized_dir(path) and stored_dtype(path) == torch.bfloat16   # (an `xllm quantize` directory: float32)
+    if cpu and cpu_kernels_run is not None and cpu_kernels_run(): return torch.bfloat16
+    return torch.float32
+
+# %% ../nbs/12b_loader.ipynb 32
 def split_score_head(ckpt: Checkpoint, task: str, path: Path, shard=None) -> torch.Tensor | None:
     """Take a `LlamaForSequenceClassification`'s `score.weight` out of `ckpt` (None when there is none), its embedding standing
     for the `lm_head` it lacks; a ValueError unless `task` is 'score' and the model is loaded whole."""
@@ -142,7 +169,7 @@ def attach_score_head(m: Llama, w: torch.Tensor, path: Path):
     m.id2label = {int(k): v for k, v in (cd.get("id2label") or {str(i): f"LABEL_{i}" for i in range(w.shape[0])}).items()}
     m.generates = False
 
-# %% ../nbs/12b_loader.ipynb 28
+# %% ../nbs/12b_loader.ipynb 33
 def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     """(a `Llama` whose GGUF layers stay packed (a rank's slices with `shard`), float tensors in float32 then cast to `dtype`;
     the whole model's config)."""
@@ -162,16 +189,18 @@ def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkp
     if q is not None: quant.quantize_model(m, q, config.group_size, progress=shard is None)   # ValueError names group_size
     return m, ckpt
 
-# %% ../nbs/12b_loader.ipynb 30
+# %% ../nbs/12b_loader.ipynb 35
 def load_model(config: EngineConfig, shard: tuple[int, int] | None = None, cpu_kernels_run=None) -> LoadedModel:
     """The model `config` names, loaded as it asks (see the top of this notebook); `shard=(rank, world)`: that rank's slices only.
     `cpu_kernels_run`: a function saying whether the compiled CPU kernels (notebook 15) run here, asked only when 'auto' would keep
-    a GGUF packed on the CPU (`LLM` passes it). A tensor-parallel group is started by `xllm.parallel.load_group` (notebook 13a)."""
+    a GGUF packed on the CPU or a bfloat16 checkpoint bfloat16 (`default_dtype`; `LLM` passes it). A tensor-parallel group is started by `xllm.parallel.load_group` (notebook 13a)."""
     if config.world_size > 1 and shard is None:
         raise ValueError(f"tensor_parallel_size={config.tensor_parallel_size}, pipeline_parallel_size={config.pipeline_parallel_size}: "
                          "load_model loads one process's model or one rank's slices "
                          "(shard=(rank, world)); xllm.parallel.load_group starts a group")
-    path, dtype, q = resolve_model(config.model), resolve_dtype(config.dtype), config.quantization
+    path, q = resolve_model(config.model), config.quantization
+    dtype = default_dtype(config, path, shard, cpu_kernels_run)
+    if dtype != resolve_dtype(config.dtype): config = dataclasses.replace(config, dtype=dtype)   # the loaders below read config.dtype
     if (g := _keep_packed(config, path, shard, cpu_kernels_run)) is not None:
         m, whole = _packed_model(g, dtype, shard)
         ckpt, q = Checkpoint(whole, {}, "gguf", path), None

@@ -81,9 +81,9 @@ def choose_runner(model: Llama, kv_dtype=None, name: str | None = None) -> tuple
     return runner_class("torch"), f"torch ({fast} runner: {why})"
 
 # %% ../nbs/13_runner.ipynb 19
-def pool_dtype(model: Llama, name: str | None = None, lora: bool = False) -> torch.dtype:
-    "The dtype `model`'s K/V are computed in on runner `name` (None: the default choice): see above."
-    if model.device.type != "cpu" or model.dtype != torch.bfloat16 or lora or name not in (None, "cpu"): return model.dtype
+def pool_dtype(model: Llama, name: str | None = None) -> torch.dtype:
+    "The dtype `model`'s K/V are computed in on runner `name` (None: the default choice), its LoRA slots attached: see above."
+    if model.device.type != "cpu" or model.dtype != torch.bfloat16 or name not in (None, "cpu"): return model.dtype
     cpu = runner_class("cpu")
     return cpu.compute_dtype(model) if cpu.unsupported(model, cpu.compute_dtype(model)) is None else model.dtype
 
