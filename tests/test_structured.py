@@ -140,20 +140,29 @@ class Population(BaseModel):
     population_millions: float
 
 
-@pytest.mark.parametrize("question", ["Population of the Earth in millions, as JSON.", "How many people live on Earth, in millions?"])
-def test_number_literal_ends(client, question):
-    "Issue 40: a float field at temperature 0 wrote digits until max_tokens (LengthFinishReasonError); bounded, it ends, and parses."
+QUESTIONS = ["Population of the Earth in millions, as JSON.", "How many people live on Earth, in millions?"]
+
+def test_number_literal_ends(client):
+    """Issue 40: a float field at temperature 0 wrote digits until max_tokens (LengthFinishReasonError); bounded, it ends, and parses.
+    Which question runs away is a near-tie of the default model (with float32 K/V the first did; with the float16 K/V default the
+    second does, the first writes a short number under both grammars), so at least one must run away unbounded -- the case the
+    bound is for -- and every one ends and parses bounded."""
     import xllm.grammar as G
-    ask = lambda: client.chat.completions.parse(model="m", messages=[{"role": "user", "content": question}], response_format=Population,
-                                                temperature=0, max_tokens=64).choices[0]
+    ask = lambda q: client.chat.completions.parse(model="m", messages=[{"role": "user", "content": q}], response_format=Population,
+                                                  temperature=0, max_tokens=64).choices[0]
     saved, G.grammar_cache = G.grammar_cache, G.GrammarCache(number_bounds=False)   # the schema compiled as it is: the old behaviour
+    ran_away = []
     try:
-        with pytest.raises(openai.LengthFinishReasonError): ask()
+        for q in QUESTIONS:
+            try: ask(q)
+            except openai.LengthFinishReasonError: ran_away.append(q)
     finally: G.grammar_cache = saved
-    ch = ask()
-    assert ch.finish_reason == "stop", ch
-    assert abs(ch.message.parsed.population_millions) < 10 ** G.JSON_INT_DIGITS, ch.message.content
-    assert len(ch.message.content) < 60, ch.message.content
+    assert ran_away, "no question ran away unbounded: the test no longer exercises the bound"
+    for q in QUESTIONS:
+        ch = ask(q)
+        assert ch.finish_reason == "stop", (q, ch)
+        assert abs(ch.message.parsed.population_millions) < 10 ** G.JSON_INT_DIGITS, ch.message.content
+        assert len(ch.message.content) < 60, ch.message.content
 
 
 def test_number_literals_bounded():
