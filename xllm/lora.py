@@ -286,17 +286,17 @@ class LoRAReadError(ValueError):
     "An adapter could not be read from its path (at its first read, or read again after the CPU cache dropped it)."
 
 @patch
-def adapter(self: LoRASlots, req: LoRARequest, read: bool = True, trim: bool = True) -> LoRAAdapter:
-    """`req`'s adapter from the CPU cache (now its most recently used), else read from `req.lora_path` and cached (`trim` then keeps
-    the cache's bound). `read=False`: only an adapter registered or cached (`LoRANotLoaded` otherwise)."""
+def adapter(self: LoRASlots, req: LoRARequest, read: bool = True, keep: bool = True) -> LoRAAdapter:
+    """`req`'s adapter from the CPU cache (now its most recently used), else read from `req.lora_path` and, with `keep`, cached
+    (`keep`, below). `read=False`: only an adapter registered or cached (`LoRANotLoaded` otherwise)."""
     if not isinstance(req, LoRARequest): raise ValueError(f"lora_request: expected a LoRARequest, got {type(req).__name__}")
     i, got = req.lora_int_id, self.known.get(req.lora_int_id)
     if (was := got or self.registered.get(i)) is not None and (was.name, was.path) != (req.lora_name, req.lora_path):
         raise ValueError(f"lora_request {req.lora_name!r}: id {i} is adapter {was.name!r} ({was.path}) already; each adapter needs its own lora_int_id")
     if got is not None: self.known.move_to_end(i); return got
     if not read and i not in self.registered: raise LoRANotLoaded(f"lora_request {req.lora_name!r}: adapter id {i} is not loaded (unloaded?)")
-    self.known[i] = got = self.read(req)
-    if trim: self.trim()
+    got = self.read(req)
+    if keep: self.keep(i, got)
     return got
 
 # %% ../nbs/12c_lora.ipynb 50
@@ -311,10 +311,14 @@ def read(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     return ad
 
 @patch
-def trim(self: LoRASlots):
-    "Drop the least recently used adapters that sit in no slot from the CPU cache until it holds at most `max_cpu_loras` (`num_evictions`)."
-    for i in [k for k in self.known if k not in self.lru][:max(len(self.known) - self.max_cpu_loras, 0)]:
-        del self.known[i]; self.num_evictions += 1
+def keep(self: LoRASlots, i: int, ad: LoRAAdapter):
+    """Cache adapter `ad` (id `i`) as the most recently used, once the least recently used adapters that sit in no slot are dropped to
+    make room (`num_evictions` counts them): the cache never holds more than `max_cpu_loras`, not even for a moment. When every
+    cached adapter sits in a slot (`max_cpu_loras == max_loras`, all full), `ad` is not kept (counted as dropped); one in a slot always is."""
+    for k in [k for k in self.known if k not in self.lru][:max(len(self.known) + 1 - self.max_cpu_loras, 0)]:
+        del self.known[k]; self.num_evictions += 1
+    if len(self.known) < self.max_cpu_loras: self.known[i] = ad
+    else: self.num_evictions += 1
 
 # %% ../nbs/12c_lora.ipynb 51
 @patch
@@ -326,9 +330,10 @@ def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> in
     free = [s for s in range(self.max_loras) if self.adapters[s] is None] or [s for s in self.lru.values() if s not in busy]
     if not free: raise ValueError(f"lora_request {req.lora_name!r}: all max_loras={self.max_loras} adapter slots hold adapters of "
                                   "unfinished requests; raise max_loras or send it when one is done")
-    ad = self.adapter(req, read, trim=False)     # the cache is trimmed once it sits in its slot: the adapter it replaces may go
+    ad = self.adapter(req, read, keep=False)     # cached once it sits in its slot: the adapter it replaces may make room
     self.lru = OrderedDict((k, t) for k, t in self.lru.items() if t != free[0])
-    self.load(free[0], ad); self.lru[i] = free[0]; self.num_loads += 1; self.trim()
+    self.load(free[0], ad); self.lru[i] = free[0]; self.num_loads += 1
+    if i not in self.known: self.keep(i, ad)
     return free[0]
 
 # %% ../nbs/12c_lora.ipynb 52
