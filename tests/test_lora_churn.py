@@ -120,7 +120,7 @@ def test_load_unload_while_streaming(setup, monkeypatch):
             assert got["long"] == long_want
             for n in names: assert _post(srv.url, "/v1/unload_lora_adapter", {"lora_name": n})[0] == 200
             assert [m.id for m in c.models.list()] == ["base"]
-            assert (core.num_unfinished, core.block_manager.num_free_blocks, core.lora.known, dict(core.lora.lru)) == (0, free0, {}, {})
+            assert (core.num_unfinished, core.block_manager.num_free_blocks, core.lora.known, dict(core.lora.lru), core.lora.registered) == (0, free0, {}, {}, {})
             assert core.lora.adapters == [None] * MAX_LORAS
             gc.collect(); rss.append(_rss())
         grew = [r - rss[0] for r in rss[1:]]
@@ -149,5 +149,5 @@ def test_racing_loads_and_unloads(setup):
         del st.loras["a"]
     try:
         asyncio.run(go())
-        assert st.core.lora.known == {} and st.core.num_unfinished == 0
+        assert st.core.lora.known == {} and st.core.lora.registered == {} and st.core.num_unfinished == 0
     finally: st.close()

@@ -264,7 +264,8 @@ def test_lora_served_over_two_ranks(tmp_path):
         try:
             with urllib.request.urlopen(req, timeout=60) as r: return r.status, r.read().decode()
         except urllib.error.HTTPError as e: return e.code, e.read().decode()
-    tp = LLM(model, tensor_parallel_size=2, enable_lora=True, max_loras=2, max_lora_rank=8)
+    tp = LLM(model, tensor_parallel_size=2, enable_lora=True, max_loras=2, max_lora_rank=8, max_cpu_loras=3)
+    assert tp.model.lora.max_cpu_loras == 3              # the CPU cache of adapters (12c) made by the group's loader
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

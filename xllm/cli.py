@@ -471,13 +471,14 @@ def _lora_module(s: str) -> tuple[str, str]:
     return name, path
 
 def _lora_opts(p, serve: bool = False):
-    "serve's --enable-lora, --lora-modules, --max-loras, --max-lora-rank; generate's and chat's --lora PATH."
+    "serve's --enable-lora, --lora-modules, --max-loras, --max-lora-rank, --max-cpu-loras; generate's and chat's --lora PATH."
     g = p.add_argument_group("LoRA adapters")
     if not serve: return g.add_argument("--lora", default=None, metavar="PATH", help="run with this LoRA adapter: a PEFT directory (adapter_config.json) or a llama.cpp GGUF LoRA file")
     g.add_argument("--enable-lora", action="store_true", default=None, help="serve LoRA adapters: a request's model may name one (vLLM's flag)")
     g.add_argument("--lora-modules", nargs="+", type=_lora_module, default=None, metavar="NAME=PATH", help="adapters served from the start, by name (PEFT directories or GGUF LoRA files)")
     g.add_argument("--max-loras", type=int, default=None, metavar="N", help="adapters held at once (default 1)")
     g.add_argument("--max-lora-rank", type=int, default=None, metavar="N", help="the largest adapter rank accepted (default 16)")
+    g.add_argument("--max-cpu-loras", type=int, default=None, metavar="N", help="adapters kept read in CPU memory, at least --max-loras (default: --max-loras)")
 
 # %% ../nbs/21_cli.ipynb 56
 def build_parser() -> argparse.ArgumentParser:
@@ -574,7 +575,7 @@ _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max
                    "pipeline_parallel_size",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
                    "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port", "enable_lora", "max_loras",
-                   "max_lora_rank", "task", "reranker")   # the options that are EngineConfig fields, by the same names
+                   "max_lora_rank", "max_cpu_loras", "task", "reranker")   # the options that are EngineConfig fields, by the same names
 
 def _engine_config(args):
     "The one `EngineConfig` of the parsed model and engine options (those a subcommand lacks keep the defaults), checked."

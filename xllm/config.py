@@ -18,7 +18,7 @@ from .weights import resolve_dtype
 
 # %% auto 0
 __all__ = ['DEFAULT_MAX_NUM_SEQS', 'RUNNERS', 'CPU_ACTIVATIONS', 'QUANTIZATIONS', 'KV_CACHE_DTYPES', 'TASKS', 'RERANKER_KEYS',
-           'SpeculativeConfig', 'resolve_device', 'EngineConfig', 'check_task', 'check_reranker']
+           'SpeculativeConfig', 'resolve_device', 'EngineConfig', 'check_task', 'check_reranker', 'check_lora']
 
 # %% ../nbs/12a_config.ipynb 6
 @dataclass
@@ -143,6 +143,7 @@ class EngineConfig:
     enable_lora: bool = False                   # LoRA adapters per request (notebook 12c); the torch and cpu runners run them, tensor-parallel too
     max_loras: int = 1                          # adapters held at once (slots), as vLLM's
     max_lora_rank: int = 16                     # the largest adapter rank accepted, as vLLM's
+    max_cpu_loras: int | None = None            # adapters kept read in CPU memory (an LRU, >= max_loras); None: max_loras, as vLLM's
 
     def __post_init__(self):
         if self.quantization == "none": self.quantization = None       # as the CLI spells it
@@ -191,6 +192,17 @@ def check_reranker(r: dict) -> dict:
     return r
 
 # %% ../nbs/12a_config.ipynb 31
+def check_lora(c: EngineConfig):
+    "The LoRA fields checked (ValueError naming the field): `max_cpu_loras` None (then `max_loras`) or at least `max_loras`."
+    check_bool("enable_lora", c.enable_lora); check_int("max_loras", c.max_loras, lo=1); check_int("max_lora_rank", c.max_lora_rank, lo=1)
+    if check_int("max_cpu_loras", c.max_cpu_loras, lo=1, optional=True) is not None and c.max_cpu_loras < c.max_loras:
+        raise ValueError(f"max_cpu_loras={c.max_cpu_loras} is less than max_loras={c.max_loras}: the CPU cache holds every slot's "
+                         "adapter (raise it, or leave it None for max_loras)")
+    if c.enable_lora and c.pipeline_parallel_size > 1:    # tensor parallelism shards the adapters with their layers (13a)
+        raise ValueError("enable_lora: LoRA adapters are not yet supported with pipeline_parallel_size > 1 (tensor_parallel_size > 1 is)")
+
+
+# %% ../nbs/12a_config.ipynb 34
 @patch
 def check_nodes(self: EngineConfig) -> EngineConfig:
     "The machines a group spans: `nnodes` dividing its `world_size` ranks, `node_rank` among them, node 0's address (ValueError naming the field)."
@@ -205,7 +217,7 @@ def check_nodes(self: EngineConfig) -> EngineConfig:
     if self.node_rank > 0 and self.master_port == 0: raise ValueError("master_port: node 1 and later must be given node 0's port (the one it printed)")
     return self
 
-# %% ../nbs/12a_config.ipynb 32
+# %% ../nbs/12a_config.ipynb 35
 @patch
 def check(self: EngineConfig) -> EngineConfig:
     "Every field checked (ValueError naming it); returns the config."
@@ -235,12 +247,10 @@ def check(self: EngineConfig) -> EngineConfig:
     check_int("max_logprobs", self.max_logprobs, lo=0)
     _choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
     check_task(self)
-    check_bool("enable_lora", self.enable_lora); check_int("max_loras", self.max_loras, lo=1); check_int("max_lora_rank", self.max_lora_rank, lo=1)
-    if self.enable_lora and self.pipeline_parallel_size > 1:    # tensor parallelism shards the adapters with their layers (13a)
-        raise ValueError("enable_lora: LoRA adapters are not yet supported with pipeline_parallel_size > 1 (tensor_parallel_size > 1 is)")
+    check_lora(self)
     return self
 
-# %% ../nbs/12a_config.ipynb 37
+# %% ../nbs/12a_config.ipynb 40
 @patch(cls_method=True)
 def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> EngineConfig:
     "`config` (None: the defaults) with `changes` applied, checked; an unknown name is refused naming the nearest field."
@@ -254,7 +264,7 @@ def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> En
     return dataclasses.replace(config, **changes) if changes else config.check()
 
 
-# %% ../nbs/12a_config.ipynb 39
+# %% ../nbs/12a_config.ipynb 42
 @patch
 def summary(self: EngineConfig) -> str:
     "The fields that differ from the defaults, as `name=value` (a draft model shown by its file)."

@@ -98,7 +98,7 @@ class Engine:
         ec = self.engine_config = EngineConfig.make(config, **settings)
         c = self.config = model.config
         self.model, self.tokenizer, self.max_logprobs = model, tokenizer, ec.max_logprobs
-        self.lora = attach_lora(model, ec.max_loras, ec.max_lora_rank) if ec.enable_lora else None   # LoRA slots (12c), before the runner is chosen
+        self.lora = attach_lora(model, ec.max_loras, ec.max_lora_rank, ec.max_cpu_loras) if ec.enable_lora else None   # LoRA slots (12c), before the runner is chosen
         runner, self.runner_reason = self._runner_class(runner)     # chosen once, before the pool: 'auto' K/V storage is its choice (13)
         ec = self.engine_config = replace(ec, kv_cache_dtype=kv_cache_dtype_for(runner, model, ec.kv_cache_dtype, ec.cpu_activations))
         self.pool = self._make_pool(num_blocks)
@@ -214,13 +214,15 @@ def _take_id(self: Engine, request_id=None):
 # %% ../nbs/14_engine.ipynb 20
 @patch
 def _lora_slot(self: Engine, lora_request: LoRARequest | None) -> int | None:
-    """A new request's LoRA slot: -1 without an adapter, else its adapter's (read now, so a bad one is an error at once; put in a
-    slot, evicting only one no unfinished request holds); None when every slot is held: the request waits (`_admit_lora_waiting`)."""
+    """A new request's LoRA slot: -1 without an adapter, else its adapter's (read now if the CPU cache lacks it, so a bad one is an
+    error at once; put in a slot, evicting only one no unfinished request holds); None when every slot is held: the request waits
+    (`_admit_lora_waiting`; its adapter checked now, and read again then if the CPU cache dropped it meanwhile)."""
     if lora_request is None: return -1
     if self.lora is None: raise ValueError("lora_request: this engine was built without LoRA adapters (enable_lora=True)")
-    self.lora.adapter(lora_request, read=self.lora_on_demand)
     busy = {r.lora_slot for r in self.requests.values()}
-    return self.lora.acquire(lora_request, busy) if self.lora.available(lora_request, busy) and not self._lora_waiting else None
+    if self.lora.available(lora_request, busy) and not self._lora_waiting: return self.lora.acquire(lora_request, busy, self.lora_on_demand)
+    self.lora.adapter(lora_request, read=self.lora_on_demand)
+    return None
 
 @patch
 def _lora_attach(self: Engine, req, slot: int | None, lora_request):
@@ -231,9 +233,11 @@ def _lora_attach(self: Engine, req, slot: int | None, lora_request):
 
 @patch
 def remove_lora(self: Engine, lora_name: str) -> bool:
-    "Forget the adapter `lora_name` (False if unknown); a ValueError while an unfinished request uses it."
+    "Forget the adapter `lora_name` (False if unknown: never read, or dropped from the CPU cache); a ValueError while an unfinished request uses it."
     if self.lora is None: raise ValueError("remove_lora: this engine was built without LoRA adapters (enable_lora=True)")
-    return self.lora.remove(lora_name, in_use={r.lora_request.lora_int_id for r in self.requests.values() if r.lora_request is not None})
+    if any(r.lora_request is not None and r.lora_request.lora_name == lora_name for r in self.requests.values()):
+        raise ValueError(f"adapter {lora_name!r} is in use by unfinished requests")   # cached or not: a waiting one reads it again
+    return self.lora.remove(lora_name)
 
 Engine.lora_on_demand = True     # an adapter is read when a request first names it; False (a server): only adapters loaded first
 
@@ -241,14 +245,17 @@ Engine.lora_on_demand = True     # an adapter is read when a request first names
 @patch
 def _admit_lora_waiting(self: Engine):
     """The requests waiting for a LoRA slot, in arrival order, each given one and queued in the scheduler as slots come free; one
-    that cannot run (too long for the pool) ends with reason 'error'; an aborted one is dropped."""
+    that cannot run (too long for the pool, or its adapter, dropped from the CPU cache, no longer readable: `LoRAReadError`) ends
+    with reason 'error', alone; an aborted one is dropped."""
     while self._lora_waiting:
         req = self.requests.get(self._lora_waiting[0])
         busy = {r.lora_slot for r in self.requests.values()}
         if req is not None and not self.lora.available(req.lora_request, busy): return
         self._lora_waiting.pop(0)
         if req is None: continue
-        self._lora_attach(req, self.lora.acquire(req.lora_request, busy), req.lora_request)
+        try: slot = self.lora.acquire(req.lora_request, busy, self.lora_on_demand)
+        except ValueError as e: self._fail(req.seq, e, self._pending); continue
+        self._lora_attach(req, slot, req.lora_request)
         try: self.scheduler.add(req.seq)
         except ValueError as e: self._fail(req.seq, e, self._pending)
 
@@ -655,7 +662,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 119
+# %% ../nbs/14_engine.ipynb 121
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:

@@ -303,7 +303,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     model's directory (13c: `xllm_reranker.json`, vLLM's keys in `config.json`) unless the config gives them."""
     if cfg.reranker is None and (r := reranker_from_dir(self.model_path)) is not None: cfg = dataclasses.replace(cfg, reranker=r)
     tp = cfg.world_size                                  # the group's ranks: tensor x pipeline
-    if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank)   # LoRA slots (12c): the runner is chosen knowing them
+    if cfg.enable_lora: attach_lora(model, cfg.max_loras, cfg.max_lora_rank, cfg.max_cpu_loras)   # LoRA slots (12c): the runner is chosen knowing them
     kv = kv_storage_dtype(cfg.kv_cache_dtype, pool_dtype(model, "tp" if tp > 1 else cfg.runner))
     cls, self.runner_reason = choose_runner(model, kv, "tp" if tp > 1 else cfg.runner)   # chosen now, once, before the pool is sized
     cfg = dataclasses.replace(cfg, kv_cache_dtype=kv_cache_dtype_for(cls, model, cfg.kv_cache_dtype, cfg.cpu_activations))   # 'auto': the runner's (13)

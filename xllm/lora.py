@@ -15,8 +15,8 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
-           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'LoRANotLoaded', 'attach_lora',
-           'random_adapter', 'shard_adapter', 'read_gguf_adapter', 'peft_to_gguf', 'adapter_rank']
+           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'LoRANotLoaded', 'LoRAReadError',
+           'attach_lora', 'random_adapter', 'shard_adapter', 'read_gguf_adapter', 'peft_to_gguf', 'adapter_rank']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -221,14 +221,17 @@ def _host(parent: nn.Module, mod: str) -> tuple[nn.Module, str]:
 # %% ../nbs/12c_lora.ipynb 39
 class LoRASlots:
     """The LoRA slots of `model`: made once, it swaps every layer's projections for `LoRALinear`s (the model's `lora` is then this
-    object). `load(slot, adapter)` puts an adapter in a slot, `clear(slot)` empties it, `set_rows` tells the next forward each row's slot."""
-    def __init__(self, model: nn.Module, max_loras: int, max_lora_rank: int):
+    object). `load(slot, adapter)` puts an adapter in a slot, `clear(slot)` empties it, `set_rows` tells the next forward each row's slot.
+    `max_cpu_loras` (None: `max_loras`): adapters kept read in CPU memory (`known`, below)."""
+    def __init__(self, model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_loras: int | None = None):
         self.max_loras, self.max_lora_rank = check_int("max_loras", max_loras, lo=1), check_int("max_lora_rank", max_lora_rank, lo=1)
+        self.max_cpu_loras = max_loras if max_cpu_loras is None else check_int("max_cpu_loras", max_cpu_loras, lo=max_loras)
         self.config, self.device, self.dtype = model.config, model.device, model.dtype
         self.adapters: list[LoRAAdapter | None] = [None] * max_loras
         self.ranks, self.scales, self.mask = [0] * max_loras, [0.0] * max_loras, None
         self.layers: dict[tuple[int, str], LoRALinear] = {}
-        self.known, self.lru, self.num_loads = {}, OrderedDict(), 0     # adapters read (by id); id -> slot, least recently used first
+        self.known, self.lru, self.num_loads = OrderedDict(), OrderedDict(), 0   # adapters read (by id) and id -> slot: least recently used first
+        self.registered, self.num_reads, self.num_evictions = {}, 0, 0   # id -> LoRARequest served by name (`register`); reads, drops
         self.shard, self.mirror = (getattr(model, "tp_rank", 0), getattr(model, "tp_world", 1)), None   # a tensor-parallel shard's (13a)
         for i, block in enumerate(model.model.layers):
             for mod, (parent, n_in, n_out) in _shard_shapes(model.config, self.shard[1]).items():
@@ -279,60 +282,97 @@ def check_rows(self: LoRASlots, slots) -> list[int]:
 class LoRANotLoaded(ValueError):
     "A request names an adapter that is not loaded, where adapters are not read on demand (a server: it was unloaded meanwhile)."
 
+class LoRAReadError(ValueError):
+    "An adapter could not be read from its path (at its first read, or read again after the CPU cache dropped it)."
+
 @patch
-def adapter(self: LoRASlots, req: LoRARequest, read: bool = True) -> LoRAAdapter:
-    """`req`'s adapter: read from `req.lora_path` the first time its id is seen (checked against the model), then kept.
-    `read=False`: only an adapter read before (`LoRANotLoaded` otherwise)."""
+def adapter(self: LoRASlots, req: LoRARequest, read: bool = True, keep: bool = True) -> LoRAAdapter:
+    """`req`'s adapter from the CPU cache (now its most recently used), else read from `req.lora_path` and, with `keep`, cached
+    (`keep`, below). `read=False`: only an adapter registered or cached (`LoRANotLoaded` otherwise)."""
     if not isinstance(req, LoRARequest): raise ValueError(f"lora_request: expected a LoRARequest, got {type(req).__name__}")
-    got = self.known.get(req.lora_int_id)
-    if got is None and not read: raise LoRANotLoaded(f"lora_request {req.lora_name!r}: adapter id {req.lora_int_id} is not loaded (unloaded?)")
-    if got is None: self.known[req.lora_int_id] = got = read_adapter(req.lora_path, self.config, self.max_lora_rank, req.lora_name)
-    elif (got.name, got.path) != (req.lora_name, req.lora_path):
-        raise ValueError(f"lora_request {req.lora_name!r}: id {req.lora_int_id} is adapter {got.name!r} ({got.path}) already; "
-                         "each adapter needs its own lora_int_id")
+    i, got = req.lora_int_id, self.known.get(req.lora_int_id)
+    if (was := got or self.registered.get(i)) is not None and (was.name, was.path) != (req.lora_name, req.lora_path):
+        raise ValueError(f"lora_request {req.lora_name!r}: id {i} is adapter {was.name!r} ({was.path}) already; each adapter needs its own lora_int_id")
+    if got is not None: self.known.move_to_end(i); return got
+    if not read and i not in self.registered: raise LoRANotLoaded(f"lora_request {req.lora_name!r}: adapter id {i} is not loaded (unloaded?)")
+    got = self.read(req)
+    if keep: self.keep(i, got)
     return got
 
 # %% ../nbs/12c_lora.ipynb 50
 @patch
-def acquire(self: LoRASlots, req: LoRARequest, busy=()) -> int:
+def read(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
+    """`req`'s adapter read from `req.lora_path` and checked against the model (`num_reads` counts it); any failure (a file gone,
+    changed, unreadable) is a `LoRAReadError` naming the adapter, its id and what is wrong."""
+    try: ad = read_adapter(req.lora_path, self.config, self.max_lora_rank, req.lora_name)
+    except Exception as e:
+        raise LoRAReadError(f"LoRA adapter {req.lora_name!r} (id {req.lora_int_id}): {'' if isinstance(e, ValueError) else type(e).__name__ + ': '}{e}") from None
+    self.num_reads += 1
+    return ad
+
+@patch
+def keep(self: LoRASlots, i: int, ad: LoRAAdapter):
+    """Cache adapter `ad` (id `i`) as the most recently used, once the least recently used adapters that sit in no slot are dropped to
+    make room (`num_evictions` counts them): the cache never holds more than `max_cpu_loras`, not even for a moment. When every
+    cached adapter sits in a slot (`max_cpu_loras == max_loras`, all full), `ad` is not kept (counted as dropped); one in a slot always is."""
+    for k in [k for k in self.known if k not in self.lru][:max(len(self.known) + 1 - self.max_cpu_loras, 0)]:
+        del self.known[k]; self.num_evictions += 1
+    if len(self.known) < self.max_cpu_loras: self.known[i] = ad
+    else: self.num_evictions += 1
+
+# %% ../nbs/12c_lora.ipynb 51
+@patch
+def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> int:
     """The slot holding `req`'s adapter, put there now if needed: an empty slot, else the least recently used one not in `busy`
-    (slots unfinished requests use). A ValueError when every slot is busy."""
-    ad, i = self.adapter(req), req.lora_int_id
-    if (s := self.lru.get(i)) is not None: self.lru.move_to_end(i); return s
+    (slots unfinished requests use); the adapter from the CPU cache or read (`adapter(req, read)`). A ValueError when every slot is busy."""
+    i = req.lora_int_id
+    if (s := self.lru.get(i)) is not None: self.adapter(req); self.lru.move_to_end(i); return s
     free = [s for s in range(self.max_loras) if self.adapters[s] is None] or [s for s in self.lru.values() if s not in busy]
     if not free: raise ValueError(f"lora_request {req.lora_name!r}: all max_loras={self.max_loras} adapter slots hold adapters of "
                                   "unfinished requests; raise max_loras or send it when one is done")
+    ad = self.adapter(req, read, keep=False)     # cached once it sits in its slot: the adapter it replaces may make room
     self.lru = OrderedDict((k, t) for k, t in self.lru.items() if t != free[0])
     self.load(free[0], ad); self.lru[i] = free[0]; self.num_loads += 1
+    if i not in self.known: self.keep(i, ad)
     return free[0]
 
-# %% ../nbs/12c_lora.ipynb 51
+# %% ../nbs/12c_lora.ipynb 52
 @patch
 def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
     "Whether `acquire(req, busy)` finds a slot now (its adapter's, an empty one, or one not in `busy`)."
     return req.lora_int_id in self.lru or any(a is None for a in self.adapters) or any(s not in busy for s in self.lru.values())
 
-# %% ../nbs/12c_lora.ipynb 53
+# %% ../nbs/12c_lora.ipynb 54
 @patch
 def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
-    """Forget the adapter named `lora_name` (its slot emptied); False if none has that name; a ValueError while a request uses it
+    """Forget the adapter named `lora_name` (its slot emptied, and registered no more); False if none registered or cached has
+    that name; a ValueError while a request uses it
     (`in_use`: the adapter ids of unfinished requests, those running and those waiting for a slot)."""
-    i = next((k for k, a in self.known.items() if a.name == lora_name), None)
+    i = next((k for k, a in (*self.registered.items(), *self.known.items()) if a.name == lora_name), None)
     if i is None: return False
     if i in in_use: raise ValueError(f"adapter {lora_name!r} is in use by unfinished requests")
     if (s := self.lru.pop(i, None)) is not None: self.clear(s)
-    del self.known[i]
+    self.known.pop(i, None); self.registered.pop(i, None)
     return True
 
-def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int) -> LoRASlots:
+@patch
+def register(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
+    """Serve `req`'s adapter by its name and path (a server's load route): read and checked now; from then on read again from its
+    path whenever the CPU cache dropped it, until `remove`."""
+    ad = self.adapter(req)
+    self.registered[req.lora_int_id] = req
+    return ad
+
+def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_loras: int | None = None) -> LoRASlots:
     "The model's LoRA slots (`model.lora`), made now if it has none; a ValueError if it has slots of other sizes."
     sl = getattr(model, "lora", None)
-    if sl is None: return LoRASlots(model, max_loras, max_lora_rank)
-    if (sl.max_loras, sl.max_lora_rank) != (max_loras, max_lora_rank):
-        raise ValueError(f"max_loras={max_loras}, max_lora_rank={max_lora_rank}: the model has LoRA slots of {sl.max_loras} x rank {sl.max_lora_rank} already")
+    if sl is None: return LoRASlots(model, max_loras, max_lora_rank, max_cpu_loras)
+    if (sl.max_loras, sl.max_lora_rank, sl.max_cpu_loras) != (max_loras, max_lora_rank, max_cpu_loras or max_loras):
+        raise ValueError(f"max_loras={max_loras}, max_lora_rank={max_lora_rank}, max_cpu_loras={max_cpu_loras}: the model has LoRA slots of "
+                         f"{sl.max_loras} x rank {sl.max_lora_rank} (max_cpu_loras={sl.max_cpu_loras}) already")
     return sl
 
-# %% ../nbs/12c_lora.ipynb 56
+# %% ../nbs/12c_lora.ipynb 59
 def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
                    std: float = 0.2) -> Path:
     "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
@@ -350,7 +390,7 @@ def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, 
                                                         "bias": "none", "use_rslora": False, "task_type": "CAUSAL_LM"}))
     return p
 
-# %% ../nbs/12c_lora.ipynb 59
+# %% ../nbs/12c_lora.ipynb 62
 _PARENT = {m: "self_attn" if m in LORA_TARGETS[:4] else "mlp" for m in LORA_TARGETS}
 
 def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
@@ -364,7 +404,7 @@ def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
     w = {(i, mod): (a, cut(i, mod, b)) if mod in COLUMN else (cut(i, mod, a), b) for (i, mod), (a, b) in adapter.weights.items()}
     return replace(adapter, weights=w, shard=(rank, world))
 
-# %% ../nbs/12c_lora.ipynb 65
+# %% ../nbs/12c_lora.ipynb 68
 _GGUF_LORA = re.compile(r"blk\.(\d+)\.(\w+)\.weight\.lora_([ab])")
 _GGUF_MODS = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "o_proj", "ffn_gate": "gate_proj",
               "ffn_up": "up_proj", "ffn_down": "down_proj"}
@@ -382,7 +422,7 @@ def _gguf_open(path):
     if "adapter.lora.alpha" not in g.metadata: raise ValueError(f"{f}: adapter.lora.alpha: missing")
     return g, check_number(f"{f}: adapter.lora.alpha", g.metadata["adapter.lora.alpha"], lo=0)
 
-# %% ../nbs/12c_lora.ipynb 67
+# %% ../nbs/12c_lora.ipynb 70
 def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
     "{(layer, module): [(name, A), (name, B)]} of the GGUF LoRA `g` (file `f`): every tensor's name, layer and type checked."
     out = {}
@@ -399,7 +439,7 @@ def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
         if None in ab: raise ValueError(f"{f}: layer {i} {mod} has lora_{'ab'[ab.index(None)]} missing")
     return out
 
-# %% ../nbs/12c_lora.ipynb 69
+# %% ../nbs/12c_lora.ipynb 72
 def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
     """llama.cpp's GGUF LoRA file `path` (from `convert_lora_to_gguf.py`) as a `LoRAAdapter`, checked against the base model's
     `config`: one rank, every shape, `B`'s q/k rows back in Hugging Face order, the scale `alpha / r` (alpha 0: 1, as llama.cpp)."""
@@ -418,7 +458,7 @@ def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = Non
         w[i, mod] = (a, unpermute_rope_rows(b, heads[mod]) if mod in heads else b)
     return LoRAAdapter(name or f.stem, str(path), r, alpha / r if alpha else 1.0, w, {"r": r, "lora_alpha": alpha, "format": "gguf"})
 
-# %% ../nbs/12c_lora.ipynb 72
+# %% ../nbs/12c_lora.ipynb 75
 def _rope_rows_to_gguf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     "Rows of a q/k projection from Hugging Face rotate-half order to GGUF's interleaved pairs (`unpermute_rope_rows` undoes it)."
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
@@ -441,7 +481,7 @@ def peft_to_gguf(path, config: LlamaConfig, out, dtype: str = "F32") -> Path:
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
 
-# %% ../nbs/12c_lora.ipynb 74
+# %% ../nbs/12c_lora.ipynb 77
 def adapter_rank(path) -> int:
     "The rank of the adapter at `path` (a PEFT directory's `r`; a GGUF LoRA file's, from its `lora_a` shapes), read without the model."
     if not Path(path).expanduser().is_file(): return read_adapter_config(path)["r"]

@@ -1078,7 +1078,7 @@ def load_group(config: EngineConfig) -> LoadedModel:
                   group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype),
                   nodes=(config.nnodes, config.node_rank, config.master_addr, config.master_port), pp=config.pipeline_parallel_size)
     if config.enable_lora:          # LoRA slots (12c) on rank 0's shard now: the runner every rank uses is chosen knowing them
-        attach_lora(m, config.max_loras, config.max_lora_rank)
+        attach_lora(m, config.max_loras, config.max_lora_rank, config.max_cpu_loras)
         m.tp_runner_reason = shard_runner(m, kv_storage_dtype(config.kv_cache_dtype, dtype))[1]
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)

@@ -15,12 +15,12 @@ __all__ = ['MAX_STOP_STRINGS', 'MAX_STOP_CHARS', 'MAX_DETOKENIZE', 'GRAMMAR_TIME
            'EmbeddingData', 'EmbeddingResponse', 'PoolingData', 'PoolingResponse', 'ScoreData', 'ScoreResponse',
            'RerankDocument', 'RerankResult', 'RerankResponse', 'APIError', 'to_sampling_params', 'check_supported',
            'logit_bias_processor', 'structured_outputs', 'compile_structured', 'ClientDisconnected', 'Metrics',
-           'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing', 'ServingCompletion', 'ServingChat',
-           'ServingTokens', 'ServingInfo', 'encode_vector', 'ServingPooling', 'MessagesRequest', 'CountTokensRequest',
-           'to_chat_request', 'anthropic_stop', 'anthropic_blocks', 'AnthropicError', 'AnthropicMessage', 'TokenCount',
-           'ServingMessages', 'ResponsesRequest', 'ResponseStore', 'ResponseObject', 'ServingResponses',
-           'LoadLoRAAdapterRequest', 'UnloadLoRAAdapterRequest', 'ServingLoRA', 'create_app', 'BackgroundServer',
-           'start_server', 'serve', 'launch']
+           'lora_metrics', 'ServerLimits', 'LimitCounts', 'public_paths', 'OpenAIServing', 'ServingCompletion',
+           'ServingChat', 'ServingTokens', 'ServingInfo', 'encode_vector', 'ServingPooling', 'MessagesRequest',
+           'CountTokensRequest', 'to_chat_request', 'anthropic_stop', 'anthropic_blocks', 'AnthropicError',
+           'AnthropicMessage', 'TokenCount', 'ServingMessages', 'ResponsesRequest', 'ResponseStore', 'ResponseObject',
+           'ServingResponses', 'LoadLoRAAdapterRequest', 'UnloadLoRAAdapterRequest', 'ServingLoRA', 'create_app',
+           'BackgroundServer', 'start_server', 'serve', 'launch']
 
 # %% ../nbs/19_server.ipynb 4
 import asyncio, dataclasses, gc, hmac, json, logging, math, re, socket, threading, time, uuid, weakref
@@ -655,7 +655,9 @@ def _ended(o) -> Exception:
     could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
     else a `RuntimeError`."""
     from xllm.grammar import GrammarError
+    from xllm.lora import LoRAReadError
     if o.finish_reason == "error" and (o.error or "").startswith("GrammarError: "): return GrammarError(o.error.removeprefix("GrammarError: "))
+    if o.finish_reason == "error" and (o.error or "").startswith("LoRAReadError: "): return LoRAReadError(o.error.removeprefix("LoRAReadError: "))
     return RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
 
 # %% ../nbs/19_server.ipynb 67
@@ -719,8 +721,10 @@ def _choice_error(e: Exception, field: str | None) -> APIError:
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
     (a dead tensor-parallel worker's error names hosts and ports: it is logged, not sent)."""
     from xllm.grammar import GrammarError
-    from xllm.lora import LoRANotLoaded
+    from xllm.lora import LoRANotLoaded, LoRAReadError
     if isinstance(e, LoRANotLoaded): return APIError(404, str(e), param="model", code="model_not_found")   # its adapter unloaded meanwhile
+    if isinstance(e, LoRAReadError):      # served, but its files gone or changed since it was loaded: this request's error, not a retry
+        return APIError(400, f"model: {e} (the adapter left the CPU cache, max_cpu_loras, and its path no longer reads)", param="model", code="lora_adapter_unreadable")
     if isinstance(e, GrammarError):
         field = field or "structured_outputs"
         return APIError(400, f"{field}: {e}", param=field)
@@ -789,7 +793,17 @@ class Metrics:
         self.success = Counter("vllm:request_success", "Finished requests, by finish reason.", ["model_name", "finished_reason"], registry=r)
         r.register(_EngineCollector(state))
 
-# %% ../nbs/19_server.ipynb 79
+# %% ../nbs/19_server.ipynb 80
+def lora_metrics(slots, name: str):
+    "The metric families of `slots` (an engine's `LoRASlots`; None: LoRA off, nothing), labelled with the model's `name`."
+    from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
+    if slots is None: return
+    for kind, n, doc, v in ((GaugeMetricFamily, "xllm:lora_cpu_cache_adapters", "LoRA adapters held read in CPU memory (at most max_cpu_loras).", len(slots.known)),
+                            (CounterMetricFamily, "xllm:lora_adapter_reads", "LoRA adapters read from their paths (first reads and reads again).", slots.num_reads),
+                            (CounterMetricFamily, "xllm:lora_cpu_cache_evictions", "LoRA adapters dropped from the CPU cache.", slots.num_evictions)):
+        m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
+
+# %% ../nbs/19_server.ipynb 82
 class _EngineCollector:
     """The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens,
     speculative decoding's proposals, proposed and accepted tokens (0 when it is off), and the sampler's rows that the batched
@@ -812,8 +826,9 @@ class _EngineCollector:
                                    labels=["model_name", "reason"])
         for why, n in sorted(core.sampler.row_fallbacks.items()): rows.add_metric([name, why], n)
         yield rows
+        yield from lora_metrics(core.lora, name)
 
-# %% ../nbs/19_server.ipynb 81
+# %% ../nbs/19_server.ipynb 84
 _ROLES = ("system", "developer", "user", "assistant")
 
 def _content(c, i: int) -> str:
@@ -821,7 +836,7 @@ def _content(c, i: int) -> str:
     try: return text_content(c or "", f"messages[{i}].content")
     except ValueError as e: raise APIError(400, str(e), param="messages") from None
 
-# %% ../nbs/19_server.ipynb 83
+# %% ../nbs/19_server.ipynb 86
 def _tool_calls(calls, i: int) -> list[dict]:
     "Message `i`'s `tool_calls` in OpenAI's form (`{'id', 'type': 'function', 'function': {'name', 'arguments'}}`); a 400 naming a malformed one."
     out = []
@@ -832,7 +847,7 @@ def _tool_calls(calls, i: int) -> list[dict]:
         out.append({"id": str(c.get("id") or ""), "type": "function", "function": {"name": f["name"], "arguments": f.get("arguments", "")}})
     return out
 
-# %% ../nbs/19_server.ipynb 85
+# %% ../nbs/19_server.ipynb 88
 def _chat_messages(messages) -> list[dict]:
     """A chat request's messages as the chat template takes them ("developer" is OpenAI's newer name for "system"); a 400 naming
     the message for a role xllm does not know, a missing content, or a malformed tool call. Tool results (`role: tool`) and the
@@ -850,7 +865,7 @@ def _chat_messages(messages) -> list[dict]:
         out.append(d)
     return out
 
-# %% ../nbs/19_server.ipynb 87
+# %% ../nbs/19_server.ipynb 90
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -859,7 +874,7 @@ def _token_bytes(tok, i: int) -> bytes:
     try: return tok.token_bytes(int(i))
     except Exception: return tok.id_to_piece(int(i)).encode()
 
-# %% ../nbs/19_server.ipynb 89
+# %% ../nbs/19_server.ipynb 92
 def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
     """OpenAI's logprobs object for `lps` [(token id, {id: logprob})] with the `k` most likely alternatives: chat's `{'content': [...]}`
     (`top_logprobs`: the k most likely) or completions' parallel lists, whose `top_logprobs` also hold the token itself, sampled or
@@ -881,7 +896,7 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
             "top_logprobs": [None if d is None else by_text(i, d) for i, d in lps],
             "text_offset": offs}
 
-# %% ../nbs/19_server.ipynb 91
+# %% ../nbs/19_server.ipynb 94
 def _prompt_list(p) -> list:
     "A completion request's `prompt` (a string, strings, token ids or lists of token ids) as a list of `LLM` prompts (str or `{'prompt_token_ids': ids}`)."
     if isinstance(p, str): return [p]
@@ -889,11 +904,11 @@ def _prompt_list(p) -> list:
     if all(isinstance(x, int) for x in p): return [{"prompt_token_ids": p}]
     return [x if isinstance(x, str) else {"prompt_token_ids": x} for x in p]
 
-# %% ../nbs/19_server.ipynb 96
+# %% ../nbs/19_server.ipynb 99
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
-# %% ../nbs/19_server.ipynb 97
+# %% ../nbs/19_server.ipynb 100
 @dataclasses.dataclass
 class ServerLimits:
     """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
@@ -911,7 +926,7 @@ class ServerLimits:
         check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
 
 
-# %% ../nbs/19_server.ipynb 99
+# %% ../nbs/19_server.ipynb 102
 async def _send_error(send, e: APIError):
     "Answer a raw ASGI request with `e` as OpenAI's error JSON (and its headers, e.g. Retry-After), closing the connection (the rest of the body stays unread)."
     body = _dumps(e.body()).encode()
@@ -920,7 +935,7 @@ async def _send_error(send, e: APIError):
                 *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 102
+# %% ../nbs/19_server.ipynb 105
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
     by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
@@ -981,7 +996,7 @@ class _BodyLimit:
         finally: release()
 
 
-# %% ../nbs/19_server.ipynb 107
+# %% ../nbs/19_server.ipynb 110
 def _raw_answer(e: APIError) -> bytes:
     "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
     from http import HTTPStatus
@@ -990,7 +1005,7 @@ def _raw_answer(e: APIError) -> bytes:
             "connection: close", *(f"{k.lower()}: {v}" for k, v in (e.headers or {}).items())]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
-# %% ../nbs/19_server.ipynb 109
+# %% ../nbs/19_server.ipynb 112
 @dataclasses.dataclass
 class LimitCounts:
     "How often a `ServerLimits` rule refused a client, and the connections open now (shown by `/health` to those holding the key)."
@@ -1003,7 +1018,7 @@ class LimitCounts:
     body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
     send_stalls: int = 0          # connections aborted because bytes they had to send did not move for the stall timeout
 
-# %% ../nbs/19_server.ipynb 111
+# %% ../nbs/19_server.ipynb 114
 SWEEP_EVERY = 1.0          # seconds between two looks at what each connection still has to send
 
 def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None, stall_timeout: float = 30.0):
@@ -1082,7 +1097,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             counts.connections = len(self.connections)
     return Connection
 
-# %% ../nbs/19_server.ipynb 114
+# %% ../nbs/19_server.ipynb 117
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
@@ -1095,7 +1110,7 @@ def _timed(send, timeout: float, end: float = math.inf):
         except asyncio.TimeoutError: raise _Stalled() from None
     return timed
 
-# %% ../nbs/19_server.ipynb 116
+# %% ../nbs/19_server.ipynb 119
 async def _send_whole(send, status: int, headers, body: bytes, timeout: float, min_rate: float | None = None):
     """A whole answer, its body in `SEND_CHUNK` pieces each sent within `timeout` s, and all of it within `timeout` + its size /
     `min_rate` s (None: no overall bound); `_Stalled` if not: an unread (or too slowly read) answer is let go."""
@@ -1104,7 +1119,7 @@ async def _send_whole(send, status: int, headers, body: bytes, timeout: float, m
     for k in range(0, max(len(body), 1), SEND_CHUNK):
         await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
-# %% ../nbs/19_server.ipynb 119
+# %% ../nbs/19_server.ipynb 122
 def public_paths(paths) -> frozenset:
     "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/' (else `ValueError`)."
     if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
@@ -1113,7 +1128,7 @@ def public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-# %% ../nbs/19_server.ipynb 121
+# %% ../nbs/19_server.ipynb 124
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key`, or `x-api-key: key` (Anthropic's), compared in constant time."
     if hmac.compare_digest(headers.get(b"x-api-key", b"").strip(), key.encode()): return True
@@ -1138,7 +1153,7 @@ class _KeyCheck:
         E = _AnthropicAPIError if _anthropic_path(path) else APIError
         await _send_error(send, E(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
-# %% ../nbs/19_server.ipynb 123
+# %% ../nbs/19_server.ipynb 126
 def _quiet_accept_errors(inner=None, every: float = 10.0):
     """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
     traceback each time) into one log line every `every` s; anything else goes to `inner` (or asyncio's default)."""
@@ -1151,7 +1166,7 @@ def _quiet_accept_errors(inner=None, every: float = 10.0):
             _log.warning("xllm: cannot accept connections: %s (out of file descriptors? --max-connections bounds what clients hold)", ctx.get("exception"))
     return handler
 
-# %% ../nbs/19_server.ipynb 124
+# %% ../nbs/19_server.ipynb 127
 def _engine_health(st) -> str | None:
     "`st.engine.health()`; a health check that raises is a bug, logged, and the engine is taken for dead (nothing fails silently)."
     try: return st.engine.health()
@@ -1159,7 +1174,7 @@ def _engine_health(st) -> str | None:
         _log.exception("xllm: the engine's health check failed")
         return "the engine's health check failed"
 
-# %% ../nbs/19_server.ipynb 126
+# %% ../nbs/19_server.ipynb 129
 TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
 LOG_STATS_EVERY = 10.0     # seconds between two stats lines while the server is busy (vLLM's interval)
 
@@ -1172,7 +1187,7 @@ def _stats_line(st, was: dict, now: dict, seconds: float) -> str | None:
     return (f"xllm: prompt {d['prompt'] / seconds:.1f} tok/s, generation {d['generation'] / seconds:.1f} tok/s, running {now['running']}, "
             f"waiting {now['waiting']}, K/V cache {100 * now['used'] / now['blocks']:.1f}% used, prefix cache hits {hits}")
 
-# %% ../nbs/19_server.ipynb 127
+# %% ../nbs/19_server.ipynb 130
 def _stats_snapshot(st) -> dict:
     "The counters `_stats_line` compares: the token counters of /metrics, and the engine's (plain integers the engine thread updates)."
     bm, sched = st.core.block_manager, st.core.scheduler
@@ -1189,7 +1204,7 @@ async def _log_stats(st, every: float):
         if (line := _stats_line(st, was, now, t1 - t)) is not None: _log.info(line)
         was, t = now, t1
 
-# %% ../nbs/19_server.ipynb 129
+# %% ../nbs/19_server.ipynb 132
 HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
 DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
@@ -1215,7 +1230,7 @@ async def _trim_after_refusals(st, drop: int = 64):
             await asyncio.to_thread(_malloc_trim)
         last, was = now, open_now
 
-# %% ../nbs/19_server.ipynb 130
+# %% ../nbs/19_server.ipynb 133
 async def _watch_engine(st):
     "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
     while (why := _engine_health(st)) is None: await asyncio.sleep(HEALTH_POLL)
@@ -1224,7 +1239,7 @@ async def _watch_engine(st):
     await asyncio.sleep(DEAD_LINGER)
     if st.on_dead is not None: st.on_dead()
 
-# %% ../nbs/19_server.ipynb 133
+# %% ../nbs/19_server.ipynb 136
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
@@ -1264,7 +1279,7 @@ class _State:
         else: return ""
         return f" ({note}; --kv-cache-memory raises it)"
 
-# %% ../nbs/19_server.ipynb 135
+# %% ../nbs/19_server.ipynb 138
 @patch
 def check_chars(self: _State, n: int, param: str):
     "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
@@ -1281,7 +1296,7 @@ def check_choices(self: _State, n: int):
         raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
                             f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
 
-# %% ../nbs/19_server.ipynb 137
+# %% ../nbs/19_server.ipynb 140
 @patch
 def admit(self: _State, n: int):
     """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
@@ -1293,7 +1308,7 @@ def admit(self: _State, n: int):
         raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
     self.in_flight += n
 
-# %% ../nbs/19_server.ipynb 139
+# %% ../nbs/19_server.ipynb 142
 @patch
 def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
     """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
@@ -1312,7 +1327,7 @@ def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | No
                             "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
     return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
 
-# %% ../nbs/19_server.ipynb 141
+# %% ../nbs/19_server.ipynb 144
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -1328,7 +1343,7 @@ class _JSON(JSONResponse):
 
 def _error(e: APIError) -> _JSON: return _JSON(e.body(), status_code=e.status, headers=e.headers)
 
-# %% ../nbs/19_server.ipynb 143
+# %% ../nbs/19_server.ipynb 146
 class _Stream(StreamingResponse):
     "Server-sent events: a chunk that waits the stall timeout to be sent ends the stream (its engine requests aborted)."
     def __init__(self, gen):
@@ -1343,7 +1358,7 @@ class _Stream(StreamingResponse):
         self.st = scope["app"].state.xllm
         await super().__call__(scope, receive, send)
 
-# %% ../nbs/19_server.ipynb 145
+# %% ../nbs/19_server.ipynb 148
 class OpenAIServing:
     "What every endpoint family shares: the app's `_State` (`st`), its `LLM`, the served model's name, the tokenizing slots."
     def __init__(self, st: _State): self.st, self.llm = st, st.llm
@@ -1358,7 +1373,7 @@ class OpenAIServing:
         "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
         return self.st.tokenizing if request.state.authenticated else self.st.public_tokenizing
 
-# %% ../nbs/19_server.ipynb 147
+# %% ../nbs/19_server.ipynb 150
 def _json_body(request) -> bool:
     "Whether FastAPI reads `request`'s body as JSON (no content type, or an application/json one)."
     ct = request.headers.get("content-type")
@@ -1379,14 +1394,14 @@ class _Generating(OpenAIServing):
         except ValueError as e:
             raise APIError(400, str(e), param=str(e).split(":")[0], code="context_length_exceeded" if isinstance(e, _TooLong) else None) from None
 
-# %% ../nbs/19_server.ipynb 149
+# %% ../nbs/19_server.ipynb 152
 @patch
 def generating(self: _Generating):
     "A 400 when the served model was loaded to embed or score (`task`), as vLLM answers a generation request to a pooling model."
     if (task := self.llm.engine_config.task) != "generate":
         raise APIError(400, f"model: this server's model was loaded with task={task!r}: it answers /v1/embeddings, /pooling, /v1/score and /v1/rerank, not generation", param="model")
 
-# %% ../nbs/19_server.ipynb 150
+# %% ../nbs/19_server.ipynb 153
 @patch
 async def constrained(self: _Generating, req, params):
     "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
@@ -1395,7 +1410,7 @@ async def constrained(self: _Generating, req, params):
     await compile_structured(self.llm.tokenizer, so, _structured_field(req))
     return dataclasses.replace(params, structured_outputs=so)
 
-# %% ../nbs/19_server.ipynb 152
+# %% ../nbs/19_server.ipynb 155
 @patch
 async def encode(self: _Generating, fs, param, req, params):
     """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
@@ -1413,7 +1428,7 @@ async def encode(self: _Generating, fs, param, req, params):
         ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
     return prompts, ps
 
-# %% ../nbs/19_server.ipynb 155
+# %% ../nbs/19_server.ipynb 158
 class _Reply:
     "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
     def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
@@ -1437,13 +1452,13 @@ class _Reply:
         if self.params.logprobs is None: return None
         return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
 
-# %% ../nbs/19_server.ipynb 156
+# %% ../nbs/19_server.ipynb 159
 @patch
 def allowed(self: _Reply, calls: list) -> list:
     "The tool calls an answer may carry: all of them, or the first alone when the request said `parallel_tool_calls: false`."
     return calls[:1] if self.one_call else calls
 
-# %% ../nbs/19_server.ipynb 159
+# %% ../nbs/19_server.ipynb 162
 @patch
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
@@ -1470,7 +1485,7 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
     if self.st.reasoning is not None: msg.reasoning_content = reasoning
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 160
+# %% ../nbs/19_server.ipynb 163
 from .reasoning import reasoning_parser as reasoning_parser_named
 from .llm import check_template_kwargs
 
@@ -1485,14 +1500,14 @@ def _think(p, d: str, fin) -> tuple[str, str]:
     if fin is not None: r2, c2 = p.finish(); r, c = r + r2, c + c2
     return r, c
 
-# %% ../nbs/19_server.ipynb 162
+# %% ../nbs/19_server.ipynb 165
 @patch
 def reasoned(self: _Reply, text: str) -> tuple[str | None, str]:
     "(reasoning or None, content) of a whole answer: split by the server's reasoning parser, if it has one."
     p = self.st.reasoning
     return (None, text) if p is None else p.split(text)
 
-# %% ../nbs/19_server.ipynb 165
+# %% ../nbs/19_server.ipynb 168
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1506,7 +1521,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=self.model, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 167
+# %% ../nbs/19_server.ipynb 170
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1515,7 +1530,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.model, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 169
+# %% ../nbs/19_server.ipynb 172
 @patch
 def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1532,7 +1547,7 @@ def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 170
+# %% ../nbs/19_server.ipynb 173
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1573,7 +1588,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 171
+# %% ../nbs/19_server.ipynb 174
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1584,7 +1599,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 173
+# %% ../nbs/19_server.ipynb 176
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1592,7 +1607,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 176
+# %% ../nbs/19_server.ipynb 179
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1609,7 +1624,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 178
+# %% ../nbs/19_server.ipynb 181
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1632,7 +1647,7 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 180
+# %% ../nbs/19_server.ipynb 183
 @patch
 async def prepare(self: ServingChat, req: ChatRequest):
     """A chat request checked and tokenized: (prompts, their `SamplingParams`, params, logit bias, tools to read the answer with).
@@ -1657,7 +1672,7 @@ async def create(self: ServingChat, req: ChatRequest, request):
     prompts, limits, params, bias, tools = await self.prepare(req)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 183
+# %% ../nbs/19_server.ipynb 186
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1678,7 +1693,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 185
+# %% ../nbs/19_server.ipynb 188
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1695,7 +1710,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 187
+# %% ../nbs/19_server.ipynb 190
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard:
@@ -1720,7 +1735,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 189
+# %% ../nbs/19_server.ipynb 192
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1734,7 +1749,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 192
+# %% ../nbs/19_server.ipynb 195
 @patch
 def load(self: ServingInfo) -> list[RankLoad]:
     "`/get_load`: the engine's load, one entry (rank 0), in SGLang's form."
@@ -1743,7 +1758,7 @@ def load(self: ServingInfo) -> list[RankLoad]:
     return [RankLoad(dp_rank=0, num_reqs=running + waiting, num_waiting_reqs=waiting,
                      num_tokens=c.block_manager.num_used_blocks * c.block_manager.block_size)]
 
-# %% ../nbs/19_server.ipynb 195
+# %% ../nbs/19_server.ipynb 198
 def encode_vector(v: list[float], fmt: str) -> list[float] | str:
     "A vector as the response carries it: a list of floats, or `base64` of its little-endian float32 bytes (as OpenAI sends it)."
     if fmt == "float": return v
@@ -1756,7 +1771,7 @@ def _inputs(x) -> list:
     if not x: raise APIError(400, "input: empty (expected a string, a list of strings or token ids)", param="input")
     return list(x)
 
-# %% ../nbs/19_server.ipynb 197
+# %% ../nbs/19_server.ipynb 200
 class ServingPooling(OpenAIServing):
     "/v1/embeddings, /pooling, /v1/score and /v1/rerank: pooling requests (notebook 13c) in the server's engine."
     def __init__(self, st: _State):
@@ -1771,7 +1786,7 @@ class ServingPooling(OpenAIServing):
             code = "context_length_exceeded" if "more than the model's context" in str(e) else None
             raise APIError(400, str(e), param=field, code=code) from None
 
-# %% ../nbs/19_server.ipynb 198
+# %% ../nbs/19_server.ipynb 201
 @patch
 async def run(self: ServingPooling, request, inputs: list[list[int]], params) -> list[torch.Tensor]:
     "Each input's vector, through the engine, all at once (admitted as that many requests; a client gone aborts them)."
@@ -1787,7 +1802,7 @@ async def run(self: ServingPooling, request, inputs: list[list[int]], params) ->
         except ValueError as e: raise APIError(400, str(e)) from None       # refused by the engine (dimensions, task)
     finally: st.in_flight -= len(inputs)
 
-# %% ../nbs/19_server.ipynb 199
+# %% ../nbs/19_server.ipynb 202
 @patch
 async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind: str = "embedding"):
     "The /v1/embeddings answer (`kind='pooling'`: the /pooling one)."
@@ -1806,7 +1821,7 @@ async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind:
     return EmbeddingResponse(data=[EmbeddingData(index=i, embedding=encode_vector(v.tolist(), req.encoding_format)) for i, v in enumerate(vecs)],
                              model=self.st.model_name, usage=usage)
 
-# %% ../nbs/19_server.ipynb 200
+# %% ../nbs/19_server.ipynb 203
 @patch
 async def scores(self: ServingPooling, query: str, docs: list[str], truncate: int | None, request) -> tuple[list[float], int]:
     "Each document's score for `query` (the classification head's sigmoid or the reranker's log P(yes), as `LLM.score`), and the tokens read."
@@ -1820,7 +1835,7 @@ async def scores(self: ServingPooling, query: str, docs: list[str], truncate: in
     if r is None and out[0].numel() != 1: raise APIError(400, f"the classification head has {out[0].numel()} labels; scoring reads a one-label head")
     return [float(v[0]) if r else float(torch.sigmoid(v[0])) for v in out], sum(map(len, ids))
 
-# %% ../nbs/19_server.ipynb 201
+# %% ../nbs/19_server.ipynb 204
 @patch
 async def score(self: ServingPooling, req: ScoreRequest, request) -> ScoreResponse:
     "The /v1/score answer."
@@ -1844,7 +1859,7 @@ async def rerank(self: ServingPooling, req: RerankRequest, request) -> RerankRes
     res = [RerankResult(index=i, relevance_score=s[i], **({"document": RerankDocument(text=req.documents[i])} if req.return_documents else {})) for i in order]
     return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=self.st.model_name, usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n), results=res)
 
-# %% ../nbs/19_server.ipynb 204
+# %% ../nbs/19_server.ipynb 207
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1861,7 +1876,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 206
+# %% ../nbs/19_server.ipynb 209
 async def _api_error(request, e: APIError): return _error(e)
 
 def _paths_said(app) -> str:
@@ -1878,7 +1893,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 209
+# %% ../nbs/19_server.ipynb 212
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1890,7 +1905,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 211
+# %% ../nbs/19_server.ipynb 214
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1903,7 +1918,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 212
+# %% ../nbs/19_server.ipynb 215
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics, the load (SGLang's router reads it)."
     info = ServingInfo(st)
@@ -1920,7 +1935,7 @@ def _model_routes(app, st, R):
     @app.get("/get_load", response_model=list[RankLoad], responses=R("/get_load"))
     async def load(): return _JSON([x.dump() for x in info.load()])
 
-# %% ../nbs/19_server.ipynb 214
+# %% ../nbs/19_server.ipynb 217
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1935,7 +1950,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 215
+# %% ../nbs/19_server.ipynb 218
 _NAMED += ("/v1/embeddings", "/pooling", "/v1/score", "/v1/rerank", "/rerank")   # they name a model too
 
 def _pooling_routes(app, st, R):
@@ -1951,7 +1966,7 @@ def _pooling_routes(app, st, R):
         @app.post(path, response_model=RerankResponse, responses=R(path, post=True))
         async def rerank(req: RerankRequest, request: Request): return _JSON(await pooling.rerank(req, request))
 
-# %% ../nbs/19_server.ipynb 218
+# %% ../nbs/19_server.ipynb 221
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -1962,7 +1977,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 222
+# %% ../nbs/19_server.ipynb 225
 class _AgentReq(BaseModel):
     "The agents' APIs' requests, as `_Req`: strict, unknown fields ignored, null meaning the default."
     model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
@@ -1997,7 +2012,7 @@ class CountTokensRequest(_AgentReq):
     chat_template_kwargs: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
 
-# %% ../nbs/19_server.ipynb 225
+# %% ../nbs/19_server.ipynb 228
 def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
 
 def _block_text(c, where: str) -> str:
@@ -2011,7 +2026,7 @@ def _block_text(c, where: str) -> str:
         out.append(b["text"])
     return "".join(out)
 
-# %% ../nbs/19_server.ipynb 228
+# %% ../nbs/19_server.ipynb 231
 def _anthropic_message(i: int, m) -> list[dict]:
     "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
     where = f"messages[{i}]"
@@ -2033,7 +2048,7 @@ def _anthropic_message(i: int, m) -> list[dict]:
         else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
     return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
 
-# %% ../nbs/19_server.ipynb 231
+# %% ../nbs/19_server.ipynb 234
 def _anthropic_tools(tools, choice):
     "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
     out = None
@@ -2051,14 +2066,14 @@ def _anthropic_tools(tools, choice):
     if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
     raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
 
-# %% ../nbs/19_server.ipynb 233
+# %% ../nbs/19_server.ipynb 236
 def _thinking_kwargs(kw: dict | None, thinking: dict | None) -> dict | None:
     "`chat_template_kwargs` with `enable_thinking` from Anthropic's `thinking` (type enabled / disabled), unless given there already."
     if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled"): return kw
     if isinstance(kw, dict) and "enable_thinking" in kw: return kw
     return {**(kw or {}), "enable_thinking": thinking["type"] == "enabled"}
 
-# %% ../nbs/19_server.ipynb 235
+# %% ../nbs/19_server.ipynb 238
 def to_chat_request(req, **extra) -> ChatRequest:
     "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
     msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
@@ -2069,7 +2084,7 @@ def to_chat_request(req, **extra) -> ChatRequest:
     d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, parallel_tool_calls=False if one else None, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, getattr(req, "thinking", None)), **extra)
     return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
 
-# %% ../nbs/19_server.ipynb 238
+# %% ../nbs/19_server.ipynb 241
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 def anthropic_stop(end: tuple) -> tuple[str, str | None]:
@@ -2083,7 +2098,7 @@ def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> lis
     if text: out.append({"type": "text", "text": text})
     return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
 
-# %% ../nbs/19_server.ipynb 242
+# %% ../nbs/19_server.ipynb 245
 async def _turn(reply):
     """The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated; 'end' carries (finish
     reason, completion tokens, the stop string that ended it or None)."""
@@ -2101,7 +2116,7 @@ async def _turn(reply):
         if calls: yield "calls", calls
         if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt, stop if isinstance(stop, str) else None)
 
-# %% ../nbs/19_server.ipynb 244
+# %% ../nbs/19_server.ipynb 247
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 
@@ -2114,7 +2129,7 @@ class AnthropicError(_Out):
         "The error of HTTP `status` with `message`."
         return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
 
-# %% ../nbs/19_server.ipynb 246
+# %% ../nbs/19_server.ipynb 249
 class _AnthropicAPIError(APIError):
     "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
     def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
@@ -2132,7 +2147,7 @@ def _anthropic_shaped(handler):
 
 _HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
 
-# %% ../nbs/19_server.ipynb 248
+# %% ../nbs/19_server.ipynb 251
 class AnthropicMessage(_Out):
     "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
     id: str
@@ -2148,7 +2163,7 @@ class TokenCount(_Out):
     "The answer to `/v1/messages/count_tokens`."
     input_tokens: int
 
-# %% ../nbs/19_server.ipynb 251
+# %% ../nbs/19_server.ipynb 254
 class ServingMessages(ServingChat):
     "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
     async def create_message(self, req: MessagesRequest, request):
@@ -2166,7 +2181,7 @@ class ServingMessages(ServingChat):
         prompts, *_ = await self.prepare(to_chat_request(req))
         return TokenCount(input_tokens=len(prompts[0][1]))
 
-# %% ../nbs/19_server.ipynb 252
+# %% ../nbs/19_server.ipynb 255
 async def _gather(reply) -> dict:
     "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
     got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
@@ -2188,7 +2203,7 @@ async def whole(self: ServingMessages, reply, request, mid: str):
     return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
                                   stop_reason=reason, stop_sequence=seq, usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
 
-# %% ../nbs/19_server.ipynb 254
+# %% ../nbs/19_server.ipynb 257
 def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
 
 _OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -2200,7 +2215,7 @@ def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]
     if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
     return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
 
-# %% ../nbs/19_server.ipynb 256
+# %% ../nbs/19_server.ipynb 259
 @patch
 async def _events(self: ServingMessages, reply, mid: str, release):
     "Anthropic's SSE events for `reply`; its choices released when the stream ends."
@@ -2237,7 +2252,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 257
+# %% ../nbs/19_server.ipynb 260
 @patch
 def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
@@ -2248,7 +2263,7 @@ def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 259
+# %% ../nbs/19_server.ipynb 262
 class ResponsesRequest(_AgentReq):
     "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
@@ -2272,7 +2287,7 @@ class ResponsesRequest(_AgentReq):
     include: list[str] | None = None                   # only 'reasoning.encrypted_content' (see `_sealed`)
     prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
 
-# %% ../nbs/19_server.ipynb 261
+# %% ../nbs/19_server.ipynb 264
 def _response_item(i: int, it) -> list[dict]:
     "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
     w = f"input[{i}]"
@@ -2291,7 +2306,7 @@ def _response_item(i: int, it) -> list[dict]:
     if t == "reasoning": return []
     raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
 
-# %% ../nbs/19_server.ipynb 263
+# %% ../nbs/19_server.ipynb 266
 def _responses_tools(tools, choice):
     "Responses' function tools and `tool_choice` as chat's."
     out = None
@@ -2313,7 +2328,7 @@ def _text_format(text) -> dict | None:
     if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
     return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
 
-# %% ../nbs/19_server.ipynb 266
+# %% ../nbs/19_server.ipynb 269
 MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
 MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
 
@@ -2336,7 +2351,7 @@ class ResponseStore:
         if (it := self.items.pop(rid, None)) is None: return False
         self.bytes -= it[2]; return True
 
-# %% ../nbs/19_server.ipynb 268
+# %% ../nbs/19_server.ipynb 271
 INCLUDABLE = ("reasoning.encrypted_content",)      # what a Responses request may ask to `include`
 
 def _sealed(reasoning: str) -> str:
@@ -2346,7 +2361,7 @@ def _sealed(reasoning: str) -> str:
     import base64
     return base64.b64encode(reasoning.encode()).decode()
 
-# %% ../nbs/19_server.ipynb 269
+# %% ../nbs/19_server.ipynb 272
 def _output_items(reasoning: str, text: str, calls: list[dict], sealed: bool = False) -> list[dict]:
     "A turn's output items: reasoning (if any; with `encrypted_content` when `sealed`), a message (if text, or nothing else), a function_call per call."
     hexid = lambda p: p + uuid.uuid4().hex[:24]
@@ -2358,7 +2373,7 @@ def _output_items(reasoning: str, text: str, calls: list[dict], sealed: bool = F
     return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
                    "status": "completed"} for c in calls]
 
-# %% ../nbs/19_server.ipynb 272
+# %% ../nbs/19_server.ipynb 275
 class ResponseObject(_Out):
     "OpenAI's response object (`/v1/responses`, and in its stream's events)."
     id: str
@@ -2382,7 +2397,7 @@ class ResponseObject(_Out):
     text: dict[str, Any] | None = None
     metadata: dict[str, str] = {}
 
-# %% ../nbs/19_server.ipynb 275
+# %% ../nbs/19_server.ipynb 278
 class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
@@ -2399,13 +2414,13 @@ class ServingResponses(ServingChat):
         items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
         return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
 
-# %% ../nbs/19_server.ipynb 276
+# %% ../nbs/19_server.ipynb 279
 def _effort(reasoning: dict | None) -> dict | None:
     "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
     e = (reasoning or {}).get("effort")
     return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
 
-# %% ../nbs/19_server.ipynb 278
+# %% ../nbs/19_server.ipynb 281
 @patch
 async def create_response(self: ServingResponses, req: ResponsesRequest, request):
     "The answer to a Responses request: whole, or OpenAI's stream of response events."
@@ -2425,7 +2440,7 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
                           text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
     return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
 
-# %% ../nbs/19_server.ipynb 279
+# %% ../nbs/19_server.ipynb 282
 @patch
 def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
     "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
@@ -2452,7 +2467,7 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     finally: st.in_flight -= len(reply.jobs)
     return _JSON(self.finished(base, req, msgs, reply, got))
 
-# %% ../nbs/19_server.ipynb 281
+# %% ../nbs/19_server.ipynb 284
 class _ResponseEvents:
     "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
     def __init__(self, sealed: bool = False):
@@ -2463,7 +2478,7 @@ class _ResponseEvents:
         self.seq += 1
         return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
 
-# %% ../nbs/19_server.ipynb 282
+# %% ../nbs/19_server.ipynb 285
 @patch
 def open(self: _ResponseEvents, k: str) -> list[str]:
     "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
@@ -2482,7 +2497,7 @@ def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
     return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
 
-# %% ../nbs/19_server.ipynb 283
+# %% ../nbs/19_server.ipynb 286
 @patch
 def close(self: _ResponseEvents) -> list[str]:
     "Close the item being written (if any): its text done, the item done and kept."
@@ -2499,7 +2514,7 @@ def close(self: _ResponseEvents) -> list[str]:
     self.items.append(done)
     return out + [self.ev("response.output_item.done", output_index=i, item=done)]
 
-# %% ../nbs/19_server.ipynb 284
+# %% ../nbs/19_server.ipynb 287
 @patch
 def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
     "Function-call items for `calls`, each whole: added, its arguments, done."
@@ -2514,7 +2529,7 @@ def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
                 self.ev("response.output_item.done", output_index=i, item=item)]
     return out
 
-# %% ../nbs/19_server.ipynb 286
+# %% ../nbs/19_server.ipynb 289
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
     "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
@@ -2545,7 +2560,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 287
+# %% ../nbs/19_server.ipynb 290
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2559,7 +2574,7 @@ def delete(self: ServingResponses, rid: str) -> dict:
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 289
+# %% ../nbs/19_server.ipynb 292
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2581,7 +2596,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 291
+# %% ../nbs/19_server.ipynb 294
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2592,7 +2607,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 294
+# %% ../nbs/19_server.ipynb 297
 class LoadLoRAAdapterRequest(BaseModel):
     "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory (or GGUF LoRA file) on the server's machine."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -2605,7 +2620,7 @@ class UnloadLoRAAdapterRequest(BaseModel):
     lora_name: str = Field(min_length=1)
     lora_int_id: int | None = None
 
-# %% ../nbs/19_server.ipynb 296
+# %% ../nbs/19_server.ipynb 299
 class ServingLoRA(OpenAIServing):
     "The LoRA adapters a server serves by name (`st.loras`: name -> `LoRARequest`), added at start or while it runs, and removed."
     def enabled(self):
@@ -2621,7 +2636,7 @@ class ServingLoRA(OpenAIServing):
             raise APIError(400, f"lora_name: {name!r} is served already (as {'an adapter' if name in self.st.loras else 'the model'})", param="lora_name")
         return LoRARequest(name, next(self.st.lora_ids), str(path))
 
-# %% ../nbs/19_server.ipynb 297
+# %% ../nbs/19_server.ipynb 300
 from fastapi.responses import PlainTextResponse
 
 @patch
@@ -2630,7 +2645,7 @@ async def load(self: ServingLoRA, req: LoadLoRAAdapterRequest) -> PlainTextRespo
     self.enabled()
     lr = self.request(req.lora_name, req.lora_path)
     self.st.lora_changing.add(lr.lora_name)           # until it is read: a second load of the name is refused, not read twice
-    try: await self.st.engine.call(lambda eng: eng.lora.adapter(lr))
+    try: await self.st.engine.call(lambda eng: eng.lora.register(lr))   # served by its path from now: read again if the CPU cache drops it
     except ValueError as e: raise APIError(400, f"lora_path: {e}", param="lora_path") from None
     finally: self.st.lora_changing.discard(lr.lora_name)
     self.st.loras[lr.lora_name] = lr
@@ -2650,7 +2665,7 @@ async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextR
     del self.st.loras[req.lora_name]
     return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
-# %% ../nbs/19_server.ipynb 298
+# %% ../nbs/19_server.ipynb 301
 def _lora_routes(app, st, R, lora_modules: dict | None):
     "The adapters of `lora_modules` ({name: path}) read now (a ValueError naming the bad one), and the two routes that change them."
     import itertools
@@ -2658,7 +2673,7 @@ def _lora_routes(app, st, R, lora_modules: dict | None):
     if lora_modules and st.core.lora is None: raise ValueError("lora_modules: serving LoRA adapters needs enable_lora=True (--enable-lora)")
     for name, path in (lora_modules or {}).items():
         lr = lora.request(name, path)
-        st.core.lora.adapter(lr)                     # the engine has not started a step yet: read here, errors before serving
+        st.core.lora.register(lr)                    # the engine has not started a step yet: read here, errors before serving
         st.loras[name] = lr
     if st.core.lora is not None: st.core.lora_on_demand = False   # requests run only adapters loaded by name (one unloaded meanwhile: a 404)
     ok = lambda what: {200: {"content": {"text/plain": {}}, "description": f"a line saying the adapter was {what}"}}   # vLLM's answer
@@ -2667,7 +2682,7 @@ def _lora_routes(app, st, R, lora_modules: dict | None):
     @app.post("/v1/unload_lora_adapter", response_class=Response, responses=R("/v1/unload_lora_adapter", post=True) | ok("removed"))
     async def unload_lora_adapter(req: UnloadLoRAAdapterRequest): return await lora.unload(req)
 
-# %% ../nbs/19_server.ipynb 299
+# %% ../nbs/19_server.ipynb 302
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None,
@@ -2698,7 +2713,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 302
+# %% ../nbs/19_server.ipynb 305
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2712,7 +2727,7 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 303
+# %% ../nbs/19_server.ipynb 306
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
@@ -2739,7 +2754,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 305
+# %% ../nbs/19_server.ipynb 308
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2764,7 +2779,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 306
+# %% ../nbs/19_server.ipynb 309
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2786,7 +2801,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 307
+# %% ../nbs/19_server.ipynb 310
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2801,13 +2816,13 @@ def _loopback(host: str) -> bool:
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 309
+# %% ../nbs/19_server.ipynb 312
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 311
+# %% ../nbs/19_server.ipynb 314
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2841,7 +2856,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 312
+# %% ../nbs/19_server.ipynb 315
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
