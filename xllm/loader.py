@@ -140,11 +140,10 @@ CPU_KV_DTYPES = (None, "auto", "float32", "float16")   # the K/V storage the com
 
 def default_dtype(config: EngineConfig, path: Path, shard=None, cpu_kernels_run=None) -> torch.dtype:
     """The dtype the weights load in: `config.dtype` when given; else bfloat16 for a checkpoint stored so that the compiled CPU
-    runner will run (one process on the CPU, float weights, runner None or 'cpu', K/V it reads, no LoRA slots -- a bfloat16 model's
-    are bfloat16, which the kernels do not read yet -- and `cpu_kernels_run()`), float32 otherwise."""
+    runner will run (one process on the CPU, float weights, runner None or 'cpu', K/V it reads, and `cpu_kernels_run()`), float32 otherwise."""
     if config.dtype is not None: return resolve_dtype(config.dtype)
     cpu = shard is None and torch.device(config.device).type == "cpu" and config.runner in (None, "cpu")
-    cpu = cpu and config.quantization in ("auto", "none", None) and config.kv_cache_dtype in CPU_KV_DTYPES and not config.enable_lora
+    cpu = cpu and config.quantization in ("auto", "none", None) and config.kv_cache_dtype in CPU_KV_DTYPES
     cpu = cpu and not quant.is_quantized_dir(path) and stored_dtype(path) == torch.bfloat16   # (an `xllm quantize` directory: float32)
     if cpu and cpu_kernels_run is not None and cpu_kernels_run(): return torch.bfloat16
     return torch.float32

@@ -15,8 +15,9 @@ from .core import LlamaConfig, check_bool, check_int, check_number
 
 # %% auto 0
 __all__ = ['LORA_TARGETS', 'LoRARequest', 'lora_shapes', 'read_adapter_config', 'lora_scaling', 'read_adapter_tensors',
-           'LoRAAdapter', 'read_adapter', 'lora_mask', 'LoRALinear', 'LoRASlots', 'LoRANotLoaded', 'LoRAReadError',
-           'attach_lora', 'random_adapter', 'shard_adapter', 'read_gguf_adapter', 'peft_to_gguf', 'adapter_rank']
+           'LoRAAdapter', 'read_adapter', 'slots_dtype', 'lora_mask', 'LoRALinear', 'LoRASlots', 'LoRANotLoaded',
+           'LoRAReadError', 'attach_lora', 'random_adapter', 'shard_adapter', 'read_gguf_adapter', 'peft_to_gguf',
+           'adapter_rank']
 
 # %% ../nbs/12c_lora.ipynb 7
 class LoRARequest:
@@ -165,7 +166,12 @@ def read_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, na
     if not w: raise ValueError(f"{wf}: no LoRA weights in it")
     return LoRAAdapter(name or Path(path).name, str(path), c["r"], lora_scaling(c), {k: tuple(v.float() for v in ab) for k, ab in w.items()}, c)
 
-# %% ../nbs/12c_lora.ipynb 34
+# %% ../nbs/12c_lora.ipynb 35
+def slots_dtype(model: nn.Module) -> torch.dtype:
+    "The dtype of `model`'s LoRA slots: float32 for a bfloat16 model on the CPU (the compiled runner reads float32 adapters), else the model's."
+    return torch.float32 if model.dtype == torch.bfloat16 and model.device.type == "cpu" else model.dtype
+
+# %% ../nbs/12c_lora.ipynb 37
 def lora_mask(row_slots: torch.Tensor, ranks, scales, max_lora_rank: int, device=None, dtype=None) -> torch.Tensor:
     "`M` `[rows, slots x max_lora_rank]`: row i's adapter scale in the first `ranks[s]` columns of its slot s, zeros elsewhere (slot -1: none)."
     s = torch.as_tensor(row_slots, dtype=torch.long)
@@ -189,10 +195,10 @@ class LoRALinear(nn.Module):
         y = self.base(x)
         if (m := self.slots.mask) is None: return y
         S, R, n_in = self.A.shape
-        h = (x @ self.A.view(S * R, n_in).T) * m
-        return y + h @ self.Bt.view(S * R, -1)
+        h = (x.to(self.A.dtype) @ self.A.view(S * R, n_in).T) * m     # in the slots' dtype (`slots_dtype`), as PEFT casts x to its A's
+        return y + (h @ self.Bt.view(S * R, -1)).to(y.dtype)
 
-# %% ../nbs/12c_lora.ipynb 35
+# %% ../nbs/12c_lora.ipynb 38
 @patch
 def set_active(self: LoRALinear, slot: int, on: bool):
     "Whether slot `slot`'s adapter adapts this projection; a slot that does not has its `A` zeroed, so its columns add nothing."
@@ -205,7 +211,7 @@ def put(self: LoRALinear, slot: int, a: torch.Tensor, b: torch.Tensor):
     r = a.shape[0]
     self.A[slot, :r].copy_(a); self.B[slot, :, :r].copy_(b); self.Bt[slot, :r].copy_(b.T)
 
-# %% ../nbs/12c_lora.ipynb 38
+# %% ../nbs/12c_lora.ipynb 41
 def _shard_shapes(config: LlamaConfig, world: int) -> dict[str, tuple[str, int, int]]:
     "`lora_shapes` of the part of each projection that one rank of a tensor-parallel group of `world` holds (`tp_config`, 12b)."
     if world == 1: return lora_shapes(config)
@@ -218,7 +224,7 @@ def _host(parent: nn.Module, mod: str) -> tuple[nn.Module, str]:
     m = getattr(parent, mod)
     return (m, "inner") if type(m).__name__ == "AllReduce" else (parent, mod)
 
-# %% ../nbs/12c_lora.ipynb 39
+# %% ../nbs/12c_lora.ipynb 42
 class LoRASlots:
     """The LoRA slots of `model`: made once, it swaps every layer's projections for `LoRALinear`s (the model's `lora` is then this
     object). `load(slot, adapter)` puts an adapter in a slot, `clear(slot)` empties it, `set_rows` tells the next forward each row's slot.
@@ -226,7 +232,7 @@ class LoRASlots:
     def __init__(self, model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_loras: int | None = None):
         self.max_loras, self.max_lora_rank = check_int("max_loras", max_loras, lo=1), check_int("max_lora_rank", max_lora_rank, lo=1)
         self.max_cpu_loras = max_loras if max_cpu_loras is None else check_int("max_cpu_loras", max_cpu_loras, lo=max_loras)
-        self.config, self.device, self.dtype = model.config, model.device, model.dtype
+        self.config, self.device, self.dtype = model.config, model.device, slots_dtype(model)
         self.adapters: list[LoRAAdapter | None] = [None] * max_loras
         self.ranks, self.scales, self.mask = [0] * max_loras, [0.0] * max_loras, None
         self.layers: dict[tuple[int, str], LoRALinear] = {}
@@ -240,7 +246,7 @@ class LoRASlots:
                 setattr(host, name, lay)
         model.lora = self
 
-# %% ../nbs/12c_lora.ipynb 41
+# %% ../nbs/12c_lora.ipynb 44
 @patch
 def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     "Put `adapter` in slot `slot` (what was there is replaced): its A and B copied into every layer it adapts."
@@ -261,7 +267,7 @@ def clear(self: LoRASlots, slot: int):
     self.adapters[slot], self.ranks[slot], self.scales[slot] = None, 0, 0.0
     if self.mirror is not None: self.mirror.clear(slot)
 
-# %% ../nbs/12c_lora.ipynb 43
+# %% ../nbs/12c_lora.ipynb 46
 @patch
 def set_rows(self: LoRASlots, slots=None):
     """Each row's slot for the next forward (-1 or None: the base alone): a list or tensor of ints, or None for a batch without
@@ -278,7 +284,7 @@ def check_rows(self: LoRASlots, slots) -> list[int]:
     if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
     return used
 
-# %% ../nbs/12c_lora.ipynb 49
+# %% ../nbs/12c_lora.ipynb 52
 class LoRANotLoaded(ValueError):
     "A request names an adapter that is not loaded, where adapters are not read on demand (a server: it was unloaded meanwhile)."
 
@@ -299,7 +305,7 @@ def adapter(self: LoRASlots, req: LoRARequest, read: bool = True, keep: bool = T
     if keep: self.keep(i, got)
     return got
 
-# %% ../nbs/12c_lora.ipynb 50
+# %% ../nbs/12c_lora.ipynb 53
 @patch
 def read(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     """`req`'s adapter read from `req.lora_path` and checked against the model (`num_reads` counts it); any failure (a file gone,
@@ -320,7 +326,7 @@ def keep(self: LoRASlots, i: int, ad: LoRAAdapter):
     if len(self.known) < self.max_cpu_loras: self.known[i] = ad
     else: self.num_evictions += 1
 
-# %% ../nbs/12c_lora.ipynb 51
+# %% ../nbs/12c_lora.ipynb 54
 @patch
 def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> int:
     """The slot holding `req`'s adapter, put there now if needed: an empty slot, else the least recently used one not in `busy`
@@ -336,13 +342,13 @@ def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> in
     if i not in self.known: self.keep(i, ad)
     return free[0]
 
-# %% ../nbs/12c_lora.ipynb 52
+# %% ../nbs/12c_lora.ipynb 55
 @patch
 def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
     "Whether `acquire(req, busy)` finds a slot now (its adapter's, an empty one, or one not in `busy`)."
     return req.lora_int_id in self.lru or any(a is None for a in self.adapters) or any(s not in busy for s in self.lru.values())
 
-# %% ../nbs/12c_lora.ipynb 54
+# %% ../nbs/12c_lora.ipynb 57
 @patch
 def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
     """Forget the adapter named `lora_name` (its slot emptied, and registered no more); False if none registered or cached has
@@ -372,7 +378,7 @@ def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_lo
                          f"{sl.max_loras} x rank {sl.max_lora_rank} (max_cpu_loras={sl.max_cpu_loras}) already")
     return sl
 
-# %% ../nbs/12c_lora.ipynb 59
+# %% ../nbs/12c_lora.ipynb 62
 def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
                    std: float = 0.2) -> Path:
     "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
@@ -390,7 +396,7 @@ def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, 
                                                         "bias": "none", "use_rslora": False, "task_type": "CAUSAL_LM"}))
     return p
 
-# %% ../nbs/12c_lora.ipynb 62
+# %% ../nbs/12c_lora.ipynb 65
 _PARENT = {m: "self_attn" if m in LORA_TARGETS[:4] else "mlp" for m in LORA_TARGETS}
 
 def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
@@ -404,7 +410,7 @@ def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
     w = {(i, mod): (a, cut(i, mod, b)) if mod in COLUMN else (cut(i, mod, a), b) for (i, mod), (a, b) in adapter.weights.items()}
     return replace(adapter, weights=w, shard=(rank, world))
 
-# %% ../nbs/12c_lora.ipynb 68
+# %% ../nbs/12c_lora.ipynb 71
 _GGUF_LORA = re.compile(r"blk\.(\d+)\.(\w+)\.weight\.lora_([ab])")
 _GGUF_MODS = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "o_proj", "ffn_gate": "gate_proj",
               "ffn_up": "up_proj", "ffn_down": "down_proj"}
@@ -422,7 +428,7 @@ def _gguf_open(path):
     if "adapter.lora.alpha" not in g.metadata: raise ValueError(f"{f}: adapter.lora.alpha: missing")
     return g, check_number(f"{f}: adapter.lora.alpha", g.metadata["adapter.lora.alpha"], lo=0)
 
-# %% ../nbs/12c_lora.ipynb 70
+# %% ../nbs/12c_lora.ipynb 73
 def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
     "{(layer, module): [(name, A), (name, B)]} of the GGUF LoRA `g` (file `f`): every tensor's name, layer and type checked."
     out = {}
@@ -439,7 +445,7 @@ def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
         if None in ab: raise ValueError(f"{f}: layer {i} {mod} has lora_{'ab'[ab.index(None)]} missing")
     return out
 
-# %% ../nbs/12c_lora.ipynb 72
+# %% ../nbs/12c_lora.ipynb 75
 def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
     """llama.cpp's GGUF LoRA file `path` (from `convert_lora_to_gguf.py`) as a `LoRAAdapter`, checked against the base model's
     `config`: one rank, every shape, `B`'s q/k rows back in Hugging Face order, the scale `alpha / r` (alpha 0: 1, as llama.cpp)."""
@@ -458,7 +464,7 @@ def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = Non
         w[i, mod] = (a, unpermute_rope_rows(b, heads[mod]) if mod in heads else b)
     return LoRAAdapter(name or f.stem, str(path), r, alpha / r if alpha else 1.0, w, {"r": r, "lora_alpha": alpha, "format": "gguf"})
 
-# %% ../nbs/12c_lora.ipynb 75
+# %% ../nbs/12c_lora.ipynb 78
 def _rope_rows_to_gguf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     "Rows of a q/k projection from Hugging Face rotate-half order to GGUF's interleaved pairs (`unpermute_rope_rows` undoes it)."
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
@@ -481,7 +487,7 @@ def peft_to_gguf(path, config: LlamaConfig, out, dtype: str = "F32") -> Path:
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
 
-# %% ../nbs/12c_lora.ipynb 77
+# %% ../nbs/12c_lora.ipynb 80
 def adapter_rank(path) -> int:
     "The rank of the adapter at `path` (a PEFT directory's `r`; a GGUF LoRA file's, from its `lora_a` shapes), read without the model."
     if not Path(path).expanduser().is_file(): return read_adapter_config(path)["r"]
