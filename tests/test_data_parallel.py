@@ -1,7 +1,8 @@
 """Data parallelism (notebook 19a): `xllm serve MODEL --data-parallel-size 2` starts two replicas behind SGLang's router. The
 official `openai` client, 64 requests on concurrent threads, gets the greedy texts of one replica; a replica killed with SIGKILL
-while requests wait on it loses none of them (the router retries them on the other) and is marked unhealthy in the router; SIGTERM
-to the launcher stops the router and both replicas, leaving no process of its group."""
+while requests wait on it loses none of them (the router retries them on the other), and requests sent while it is down are all
+answered; the launcher restarts it on its port and, once healthy, the router sends to it again. SIGTERM to the launcher stops the
+router and both replicas (the restarted one included), leaving no process of its group."""
 import json, os, random, re, signal, subprocess, sys, time, urllib.request
 import concurrent.futures as cf
 from pathlib import Path
@@ -75,9 +76,10 @@ def _prompt_tokens(url: str) -> float:
     return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith("vllm:prompt_tokens_total"))
 
 
-def test_killed_replica_loses_no_request(served):
+def test_killed_replica_loses_no_request_and_comes_back(served):
     """64 requests, 4 running at a time on each replica, the rest waiting there: replica 1 is killed while it holds some (its
-    /get_load says so just before), and every request still gets the reference text."""
+    /get_load says so just before), and every request still gets the reference text; so do requests sent while it is down. The
+    launcher logs the exit with its status and restarts it on its port; once the router finds it healthy it serves again."""
     p, url, replicas, reference = served
     (_, _), (url1, pid1) = replicas
     with cf.ThreadPoolExecutor(1) as ex:
@@ -85,10 +87,21 @@ def test_killed_replica_loses_no_request(served):
         held = wait_for(lambda: _get(url1 + "/get_load")[0]["num_reqs"], timeout=60, what="requests on replica 1")
         os.kill(pid1, signal.SIGKILL)
         assert answers.result() == reference, f"a request was lost or changed (replica 1 held {held} when killed)"
-    wait_for(lambda: not next(w for w in _get(url + "/workers")["workers"] if w["url"] == url1)["is_healthy"], timeout=30,
-             what="the router to mark the killed replica unhealthy")
-    assert _answers(url, PROMPTS[:16]) == reference[:16]          # the survivor takes everything now
-    wait_for(lambda: any("replica 1" in l and "exited with code -9" in l for l in p.err), timeout=10, what="the launcher's report")
+    wait_for(lambda: any("replica 1" in l and "(killed by signal 9); restarting it on the same port in 1 s" in l for l in p.err), timeout=10,
+             what="the launcher's report of the exit")
+    down = not any("replica 1 serves again" in l for l in p.err)
+    assert _answers(url, PROMPTS[:16]) == reference[:16], f"a request sent while replica 1 was down failed (down when sent: {down})"
+    back = wait_for(lambda: next((l for l in p.err if "replica 1 serves again on " in l), None), timeout=240, what="replica 1 restarted")
+    assert f"serves again on {url1} " in back and f"pid {pid1})" not in back, back                # its old address, a new process
+    wait_for(lambda: next(w for w in _get(url + "/workers")["workers"] if w["url"] == url1)["is_healthy"], timeout=60,
+             what="the router to find the restarted replica healthy")
+    assert _answers(url1, PROMPTS[:4]) == reference[:4]           # it answers, with the same text
+    direct = _prompt_tokens(url1)                                # what it has served so far: those 4, sent to it directly
+    for k in range(8):           # and the router sends to it again: prompts no replica has seen (a digit first), which cache-aware
+        if _prompt_tokens(url1) > direct: break                  # routing gives to the replica with the least cached, the new one
+        _answers(url, [f"{k}{j} birds sang in the garden" for j in range(16)])
+    assert _prompt_tokens(url1) > direct, ("the router sent nothing to the restarted replica", _get(url + "/workers"),
+                                           [l for l in p.err if l.startswith("xllm:")])
 
 
 def test_sigterm_leaves_no_process(served):

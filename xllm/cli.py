@@ -384,6 +384,8 @@ def _model_opts(p, context=True, template=True):
     g.add_argument("--node-rank", type=int, default=None, metavar="R", help="this machine's place among them (default 0: the one that serves)")
     g.add_argument("--master-addr", default=None, metavar="HOST", help="node 0's address, where the group meets (default 127.0.0.1)")
     g.add_argument("--master-port", type=int, default=None, metavar="PORT", help="node 0's rendezvous port (default 0 on node 0: one the kernel picks, printed; the other nodes need it)")
+    g.add_argument("--join-timeout", type=float, default=None, metavar="SECONDS", help="seconds every node waits for the group to form "
+                   "(node 0 for the others to arrive, the others to reach node 0) before it stops, saying what it saw (default 120)")
     g.add_argument("--dtype", default=None, type=str.lower, choices=["float32", "float16", "bfloat16", "fp32", "fp16", "bf16"],
                    help="float32, bfloat16 or float16 (default: bfloat16 for a checkpoint stored so where the compiled CPU runner runs it, "
                         "else float32)")
@@ -574,8 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
                    "pipeline_parallel_size",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
-                   "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port", "enable_lora", "max_loras",
-                   "max_lora_rank", "max_cpu_loras", "task", "reranker")   # the options that are EngineConfig fields, by the same names
+                   "speculative", "scheduling_policy", "nnodes", "node_rank", "master_addr", "master_port", "join_timeout", "enable_lora",
+                   "max_loras", "max_lora_rank", "max_cpu_loras", "task", "reranker")   # the options that are EngineConfig fields, by the same names
 
 def _engine_config(args):
     "The one `EngineConfig` of the parsed model and engine options (those a subcommand lacks keep the defaults), checked."

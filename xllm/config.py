@@ -135,6 +135,7 @@ class EngineConfig:
     node_rank: int = 0                          # this machine's place among them; node 0 holds rank 0, which serves
     master_addr: str = "127.0.0.1"              # node 0's address, where it listens for the group's rendezvous
     master_port: int = 0                        # that port; 0 on node 0: one the kernel picks as it binds (printed), which the others are given
+    join_timeout: float = 120.0                 # seconds a node waits for the group to form before it gives up, saying why (13a)
     speculative: SpeculativeConfig | dict | None = None
     max_logprobs: int = 20                      # the most logprobs / prompt_logprobs a request may ask for (vLLM's 20)
     scheduling_policy: str = "fcfs"             # 'fcfs' or 'priority' (lower `SamplingParams.priority` first)
@@ -214,6 +215,7 @@ def check_nodes(self: EngineConfig) -> EngineConfig:
     if self.nnodes > 1 and n < 2: raise ValueError(f"nnodes: {self.nnodes} machines need tensor_parallel_size x pipeline_parallel_size of at least 2")
     if n % self.nnodes:
         raise ValueError(f"nnodes: {self.nnodes} machines cannot each run the same number of the {n} ranks (tensor_parallel_size x pipeline_parallel_size)")
+    check_number("join_timeout", self.join_timeout, lo=0, open_lo=True, rule="a positive number of seconds")
     if self.node_rank > 0 and self.master_port == 0: raise ValueError("master_port: node 1 and later must be given node 0's port (the one it printed)")
     return self
 

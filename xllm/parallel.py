@@ -4,7 +4,7 @@
 
 # %% ../nbs/13a_tensor_parallel.ipynb 4
 from __future__ import annotations
-import dataclasses, datetime, os, sys, traceback, weakref
+import dataclasses, datetime, os, socket, sys, threading, time, traceback, weakref
 from dataclasses import dataclass
 from pathlib import Path
 import torch, torch.nn as nn
@@ -20,14 +20,15 @@ from .loader import LoadedModel, tp_config, shard_tensor, shard_hook, load_model
 from .lora import LORA_TARGETS, LoRAAdapter, attach_lora, shard_adapter
 
 # %% auto 0
-__all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'CMD_LORA', 'HEARTBEAT_EVERY', 'FAIL_SILENCE', 'HEALTH_SILENCE',
-           'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding', 'VocabHead', 'parallelize', 'load_shard',
-           'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store', 'interface_addresses', 'route_source',
-           'bind_gloo', 'TPGroup', 'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop',
-           'LoRAMirror', 'worker_lora', 'share_lora', 'rank_device', 'build_shard', 'WorkerProcess', 'worker_entry',
-           'rendezvous_line', 'start_tp', 'serve_worker', 'run_node', 'llm_shard', 'stage_layers', 'stage_hook',
-           'stage_model', 'stage_forward', 'stage_head', 'micro_batches', 'PPLayout', 'StageRunner', 'build_stage',
-           'pipeline_spec', 'load_group', 'allreduce_cost', 'send_cost']
+__all__ = ['CMD_STOP', 'CMD_POOL', 'CMD_STEP', 'CMD_WARM', 'CMD_LORA', 'JOIN_TIMEOUT', 'HEARTBEAT_EVERY', 'FAIL_SILENCE',
+           'HEALTH_SILENCE', 'SHARD_RUNNERS', 'RUNNER_OPTIONS', 'AllReduce', 'VocabEmbedding', 'VocabHead',
+           'parallelize', 'load_shard', 'shard_model', 'load_gguf_shard', 'TPError', 'rendezvous_store',
+           'interface_addresses', 'route_source', 'bind_gloo', 'missing_ranks', 'ranks_text', 'Joining', 'TPGroup',
+           'encode_batch', 'decode_batch', 'shard_runner', 'TPRunner', 'worker_loop', 'LoRAMirror', 'worker_lora',
+           'share_lora', 'rank_device', 'build_shard', 'WorkerProcess', 'worker_entry', 'rendezvous_line', 'start_tp',
+           'serve_worker', 'run_node', 'llm_shard', 'stage_layers', 'stage_hook', 'stage_model', 'stage_forward',
+           'stage_head', 'micro_batches', 'PPLayout', 'StageRunner', 'build_stage', 'pipeline_spec', 'load_group',
+           'allreduce_cost', 'send_cost']
 
 # %% ../nbs/13a_tensor_parallel.ipynb 9
 class AllReduce(nn.Module):
@@ -195,19 +196,138 @@ def bind_gloo(host: str) -> str | None:
 # %% ../nbs/13a_tensor_parallel.ipynb 43
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM, CMD_LORA = 0, 1, 2, 3, 4
+JOIN_TIMEOUT = 120.0         # seconds a node waits for its group to form (`--join-timeout`, `EngineConfig.join_timeout`)
+_UP, _FORMED, _GAVE_UP = "xllm_tp_up_", "xllm_tp_formed", "xllm_tp_gave_up"    # the rendezvous store's keys while a group forms
 
-def _wait_joined(store, world: int, procs, timeout: float):
-    "Rank 0: wait until every worker has reached the store, failing at once (naming it) if one exits first."
-    import time
-    end = time.monotonic() + timeout
-    while not all(store.check([f"xllm_tp_up_{r}"]) for r in range(1, world)):
-        for r, p in enumerate(procs, 1):
-            if p.exitcode is not None: raise TPError(f"tensor-parallel rank {r} exited (exit code {p.exitcode}) before joining the group; its error is above")
-        if time.monotonic() > end: raise TPError(f"tensor-parallel workers did not join within {timeout:g} s")
-        time.sleep(0.02)
-
+def missing_ranks(store, world: int) -> list[int]:
+    "The ranks > 0 that have not yet said, in the rendezvous store, that they reached it (rank 0 holds it)."
+    return [r for r in range(1, world) if not store.check([f"{_UP}{r}"])]
 
 # %% ../nbs/13a_tensor_parallel.ipynb 44
+def ranks_text(ranks: list[int], world: int, nnodes: int = 1) -> str:
+    "Ranks as the errors name them, runs joined and, across machines, each with its node: 'ranks 2-3 (node 1), 5 (node 2)'."
+    k, runs = world // nnodes, []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1 and r // k == runs[-1][0] // k: runs[-1][1] = r
+        else: runs.append([r, r])
+    where = lambda a: f" (node {a // k})" if nnodes > 1 else ""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(f"{a}{'-%d' % b if b > a else ''}{where(a)}" for a, b in runs)
+
+# %% ../nbs/13a_tensor_parallel.ipynb 47
+def _not_joined(missing: list[int], world: int, nnodes: int, where: str, timeout: float) -> str:
+    "Rank 0's reason when `missing` ranks never reached its rendezvous at `where` (host:port) within `timeout` s."
+    s = f"the tensor-parallel group did not form within {timeout:g} s (--join-timeout): {ranks_text(missing, world, nnodes)} never reached the rendezvous at {where}"
+    if nnodes == 1: return s
+    host, port = where.rsplit(":", 1)
+    return s + (f"; start the other nodes with --master-addr {host} --master-port {port}, and check on each that it reaches {where} "
+                "(a firewall?; its own output says what it saw: refused, no answer)")
+
+def _wait_joined(store, world: int, procs, timeout: float, nnodes: int = 1, where: str = ""):
+    """Rank 0: wait until every worker has reached the store, failing at once (naming it) if one exits first; after `timeout` s,
+    naming the ranks missing, the reason left in the store for the ranks that came. Then it tells them the group formed."""
+    end = time.monotonic() + timeout
+    while missing := missing_ranks(store, world):
+        for r, p in enumerate(procs, 1):
+            if p.exitcode is not None: raise TPError(f"tensor-parallel rank {r} exited (exit code {p.exitcode}) before joining the group; its error is above")
+        if time.monotonic() > end:
+            store.set(_GAVE_UP, msg := _not_joined(missing, world, nnodes, where, timeout)); raise TPError(msg)
+        time.sleep(0.02)
+    store.set(_FORMED, "1")
+
+# %% ../nbs/13a_tensor_parallel.ipynb 49
+_CHECK_NODE0 = "check that node 0 is running and printed 'rendezvous listening on {where}', and that --master-addr and --master-port are what it printed"
+_CHECK_ROUTE = "check --master-addr (an address of node 0's machine that this one reaches), a firewall between the machines, and that node 0's machine is up"
+
+def _failure(e: OSError) -> str:
+    "What a failed connection attempt means: 'refused', 'no answer', or the system's words ('No route to host')."
+    if isinstance(e, ConnectionRefusedError): return "refused"
+    return "no answer" if isinstance(e, (TimeoutError, socket.timeout)) else (e.strerror or type(e).__name__)
+
+def _explain(why: str, where: str) -> str:
+    "A failure (`_failure`) in words, with what to check."
+    if why == "refused": return "connection refused (nothing listens there): " + _CHECK_NODE0.format(where=where)
+    return ("no answer (the connection attempts timed out)" if why == "no answer" else why) + ": " + _CHECK_ROUTE
+
+# %% ../nbs/13a_tensor_parallel.ipynb 50
+@dataclass
+class Joining:
+    """Rank `rank` (> 0) of `world`, on one of `nnodes` nodes, joining node 0's rendezvous at `host:port`: every step bounded by one
+    `deadline` (`time.monotonic()`; default `timeout` s from now), past which a `TPError` says what happened and what to check."""
+    host: str
+    port: int
+    world: int
+    rank: int
+    nnodes: int = 1
+    timeout: float = JOIN_TIMEOUT
+    deadline: float | None = None
+    def __post_init__(self): self.deadline = self.deadline or time.monotonic() + self.timeout
+    @property
+    def where(self) -> str: return f"{self.host}:{self.port}"
+    def left(self) -> float: return max(0.0, self.deadline - time.monotonic())
+    def error(self, what: str) -> TPError:
+        return TPError(f"rank {self.rank} could not join the group at {self.where} within {self.timeout:g} s (--join-timeout): {what}")
+
+# %% ../nbs/13a_tensor_parallel.ipynb 51
+@patch
+def reach(self: Joining, say=None):
+    """Connect to the rendezvous and close again, retried until the deadline (node 0 may start after this node). `say(line)` is told
+    of the first failure at once; the last one, past the deadline, is raised (`TPError`): refused, no answer, no route to host."""
+    why = None
+    while True:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=min(5.0, max(0.2, self.left()))): return
+        except socket.gaierror as e: raise self.error(f"cannot resolve --master-addr {self.host!r} ({e.strerror})") from None
+        except OSError as e:
+            if why is None and say: say(f"xllm: node 0's rendezvous at {self.where}: {_failure(e)}; retrying for up to {self.timeout:g} s (--join-timeout)")
+            why = _failure(e)
+        if not self.left(): raise self.error(_explain(why, self.where))
+        time.sleep(min(0.5, self.left()))
+
+# %% ../nbs/13a_tensor_parallel.ipynb 54
+@patch
+def client(self: Joining, timeout: float) -> dist.TCPStore:
+    """The store's client, made on a helper thread: torch's constructor waits without a limit on a listener that accepts the
+    connection and never answers, so this waits only until the deadline. Its operations then wait up to `timeout` s."""
+    got = {}
+    def make():
+        try: got["store"] = dist.TCPStore(self.host, self.port, self.world, is_master=False, wait_for_workers=False,
+                                          timeout=datetime.timedelta(seconds=max(1.0, self.left())))
+        except Exception as e: got["error"] = e
+    th = threading.Thread(target=make, daemon=True, name="xllm-rendezvous-client"); th.start(); th.join(self.left() + 1)
+    if "store" in got: got["store"].set_timeout(datetime.timedelta(seconds=timeout)); return got["store"]
+    if "error" in got: raise self.error(f"it did not answer as node 0's rendezvous ({' '.join(str(got['error']).split())[:300]}): " + _CHECK_NODE0.format(where=self.where))
+    raise self.error("the connection was accepted but nothing answered as a torch.distributed store (another program listens on that port, "
+                     "or node 0 is stuck): " + _CHECK_NODE0.format(where=self.where))
+
+# %% ../nbs/13a_tensor_parallel.ipynb 56
+@patch
+def wait_formed(self: Joining, store):
+    """Say in the store that this rank reached it, then wait for rank 0 to say the group formed; a `TPError` when node 0 gave up
+    (its reason), when its store went away (node 0 exited during the rendezvous), or at the deadline (naming the ranks missing)."""
+    try:
+        store.set(f"{_UP}{self.rank}", "1")
+        while not store.check([_FORMED]):
+            if store.check([_GAVE_UP]): raise self.error("node 0 gave up: " + store.get(_GAVE_UP).decode(errors="replace"))
+            if not self.left(): raise self.error(self.incomplete(missing_ranks(store, self.world)))
+            time.sleep(0.1)
+    except TPError: raise
+    except Exception as e:
+        raise self.error(f"node 0's rendezvous closed before the group formed: node 0 exited or its machine went down; its output says why ({' '.join(str(e).split())[:200]})") from None
+
+# %% ../nbs/13a_tensor_parallel.ipynb 57
+@patch
+def incomplete(self: Joining, missing: list[int]) -> str:
+    "Why the group did not form at the deadline, `missing` the ranks that never reached the store."
+    if not missing: return "every rank reached the rendezvous, but rank 0 did not start the group (is node 0 stuck?)"
+    return (f"the group is incomplete: {ranks_text(missing, self.world, self.nnodes)} {'has' if len(missing) == 1 else 'have'} not joined; "
+            f"start {'that node' if len({r * self.nnodes // self.world for r in missing}) == 1 else 'those nodes'} with --master-addr {self.host} --master-port {self.port}")
+
+@patch
+def join(self: Joining, timeout: float, say=None) -> dist.TCPStore:
+    "Reach the rendezvous, connect its store, wait for the group to form: the store, its operations then waiting up to `timeout` s."
+    self.reach(say); store = self.client(timeout); self.wait_formed(store); return store
+
+# %% ../nbs/13a_tensor_parallel.ipynb 59
 class TPGroup:
     """This process's place in a tensor-parallel group: `rank` of `world`, the compute group (activations: gloo on CPU, NCCL on
     CUDA; collectives time out after `timeout` s) and a gloo control group over which rank 0 broadcasts each step's batch (no
@@ -221,11 +341,13 @@ class TPGroup:
         self.pp = None                                         # a pipeline's (tp, pp): its ranks are named with their stage
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 45
+# %% ../nbs/13a_tensor_parallel.ipynb 60
 @patch(cls_method=True)
-def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None) -> TPGroup:
+def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None,
+         join_timeout: float = JOIN_TIMEOUT, nnodes: int = 1, deadline: float | None = None) -> TPGroup:
     """Join the group and return this process's `TPGroup`. `init_method` None: torchrun's environment; else `tcp://host:port`,
-    the address of rank 0's store: rank 0 passes that store itself (`store`, from `rendezvous_store`, listening already)."""
+    the address of rank 0's store: rank 0 passes that store itself (`store`, from `rendezvous_store`, listening already); the others
+    join it (`Joining`, `nnodes` machines) within `join_timeout` s, or by `deadline` (`time.monotonic()`) when given."""
     if dist.is_initialized(): raise TPError("a torch.distributed process group is already initialized in this process: one tensor-parallel group per process")
     backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
     if torch.device(device).type == "cuda": torch.cuda.set_device(torch.device(device))
@@ -236,15 +358,15 @@ def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, de
     else:                                                  # our own store: rank 0 sees a worker die before it joins
         host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
         bind_gloo(host)                                    # gloo listens where the other machines reach it
-        if store is None:
-            store = dist.TCPStore(host, int(port), world, is_master=rank == 0, timeout=t, wait_for_workers=False)
-        if rank: store.set(f"xllm_tp_up_{rank}", "1")
-        else: _wait_joined(store, world, procs, max(timeout, 300))   # starting python and torch may take a while; a death is seen at once
+        if rank: store = Joining(host, int(port), world, rank, nnodes, join_timeout, deadline).join(timeout)   # bounded, each failure in words
+        else:
+            store = store or dist.TCPStore(host, int(port), world, is_master=True, timeout=t, wait_for_workers=False)
+            _wait_joined(store, world, procs, join_timeout, nnodes, f"{host}:{port}")   # a local worker's death is seen at once
         dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=t)
     return cls(rank, world, device, timeout, procs)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 62
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -252,7 +374,7 @@ def report_error(self: TPGroup, msg: str):
     except Exception: pass
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 63
 def _ended(code: int) -> str:
     "How a process ended: 'killed by signal 9' or 'exit code 1'."
     return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -276,7 +398,7 @@ def label(self: TPGroup) -> str:
     return "tensor-parallel" if getattr(self, "pp", None) is None else "pipeline-parallel"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 65
 @patch
 def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     """What is known of the workers' failures: `(rank, 'raised', the error it reported)` or `(rank, 'died', its exit code)` for a
@@ -291,14 +413,14 @@ def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     return out
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+# %% ../nbs/13a_tensor_parallel.ipynb 66
 @patch
 def who_failed(self: TPGroup, found: list | None = None) -> str:
     "The workers' failures (`failures`) as the error names them, their messages included."
     return "; ".join(_said(self.named(r), what, x, True) for r, what, x in (self.failures() if found is None else found))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 53
+# %% ../nbs/13a_tensor_parallel.ipynb 68
 @patch
 def fail(self: TPGroup, e: BaseException) -> TPError:
     "Mark the group broken after `e` on rank 0; stop the workers it started; the TPError to raise, naming the ranks that failed."
@@ -315,7 +437,7 @@ def fail(self: TPGroup, e: BaseException) -> TPError:
     return TPError(self.broken)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 55
+# %% ../nbs/13a_tensor_parallel.ipynb 70
 HEARTBEAT_EVERY, FAIL_SILENCE, HEALTH_SILENCE = 0.25, 1.5, 10.0     # seconds
 
 @patch
@@ -350,14 +472,14 @@ def silent(self: TPGroup, after: float) -> list[tuple[int, str, float]]:
         elif n > 0 and now - last[1] >= after: out.append((r, "silent", now - last[1]))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 72
 @patch
 def check(self: TPGroup):
     "Raise `TPError` if the group has failed or was shut down."
     if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 59
+# %% ../nbs/13a_tensor_parallel.ipynb 74
 @patch
 def agree(self: TPGroup, ok: bool) -> bool:
     "Whether `ok` holds on every rank (a minimum over the control group, waiting at most `timeout` s): how ranks decide together."
@@ -366,7 +488,7 @@ def agree(self: TPGroup, ok: bool) -> bool:
     return bool(t.item())
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 61
+# %% ../nbs/13a_tensor_parallel.ipynb 76
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -379,7 +501,7 @@ def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | 
     except Exception as e: raise self.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 62
+# %% ../nbs/13a_tensor_parallel.ipynb 77
 @patch
 def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     "Workers: the next command from rank 0."
@@ -390,7 +512,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     return int(h[0]), h[2:].tolist(), p
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 64
+# %% ../nbs/13a_tensor_parallel.ipynb 79
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -399,7 +521,7 @@ def kill_workers(self: TPGroup):
     for p in self.procs: p.join(5)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 65
+# %% ../nbs/13a_tensor_parallel.ipynb 80
 @patch
 def shutdown(self: TPGroup):
     "Rank 0: tell the workers to stop, wait for them (killing those that do not stop), leave the group. Once; later calls do nothing."
@@ -414,7 +536,7 @@ def shutdown(self: TPGroup):
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 67
+# %% ../nbs/13a_tensor_parallel.ipynb 82
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -423,7 +545,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta, lora])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot, int(b.lora_slots is not None)], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 68
+# %% ../nbs/13a_tensor_parallel.ipynb 83
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -437,7 +559,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     if ints[5]: b.lora_slots = v[t:t + N]
     return b
 
-# %% ../nbs/13a_tensor_parallel.ipynb 71
+# %% ../nbs/13a_tensor_parallel.ipynb 86
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -446,7 +568,7 @@ def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     return choose_runner(model, kv_dtype, getattr(model, "tp_runner", None))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 72
+# %% ../nbs/13a_tensor_parallel.ipynb 87
 SHARD_RUNNERS = ("torch", "cpu", "cuda", "stage")   # the code a CMD_POOL carries for the runner of every rank
 RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (sent as ints, 0: its default)
 class TPRunner(ModelRunner):
@@ -477,14 +599,14 @@ class TPRunner(ModelRunner):
     def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 73
+# %% ../nbs/13a_tensor_parallel.ipynb 88
 @patch(cls_method=True)
 def unsupported(cls: TPRunner, model: Llama, kv_dtype=None) -> str | None:
     "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
     return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 75
+# %% ../nbs/13a_tensor_parallel.ipynb 90
 @patch
 def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     "Send `cmd` to the workers, then run `f()` here; an error on any rank fails the group, naming it."
@@ -497,7 +619,7 @@ def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     except Exception as e: raise g.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 76
+# %% ../nbs/13a_tensor_parallel.ipynb 91
 @patch
 def warm_up(self: TPRunner):
     """Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank), then
@@ -508,7 +630,7 @@ def warm_up(self: TPRunner):
     self._run(both, CMD_WARM)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 77
+# %% ../nbs/13a_tensor_parallel.ipynb 92
 @patch
 def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
     if (lora := getattr(self.model, "lora", None)) is not None and batch.lora_slots is not None:
@@ -516,7 +638,7 @@ def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
     return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 78
+# %% ../nbs/13a_tensor_parallel.ipynb 93
 @patch
 def health(self: TPRunner) -> str | None:
     """None while the group can run a step; else why not, in one line without the workers' messages (`ModelRunner.health`): the
@@ -532,7 +654,7 @@ def health(self: TPRunner) -> str | None:
     return None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 80
+# %% ../nbs/13a_tensor_parallel.ipynb 95
 def worker_loop(model: Llama, group: TPGroup):
     """A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, a LoRA slot filled or emptied, stop),
     each step this rank's shard of the forward."""
@@ -556,7 +678,7 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 82
+# %% ../nbs/13a_tensor_parallel.ipynb 97
 class LoRAMirror:
     """Rank 0's LoRA slots (12c) reaching every rank of `group`: `LoRASlots.load` and `clear` call these after their own, and
     each worker's slots do the same (`worker_lora`). The slot is rank 0's choice; the workers are told it."""
@@ -566,7 +688,7 @@ class LoRAMirror:
         "Every worker's slot `slot` emptied."
         self.group.send(CMD_LORA, [slot, 0])
 
-# %% ../nbs/13a_tensor_parallel.ipynb 83
+# %% ../nbs/13a_tensor_parallel.ipynb 98
 @patch
 def load(self: LoRAMirror, slot: int, adapter: LoRAAdapter):
     "Every worker's slot `slot` given its part of `adapter` (`shard_adapter`): the keys and scale broadcast, each part sent to its rank alone."
@@ -581,7 +703,7 @@ def load(self: LoRAMirror, slot: int, adapter: LoRAAdapter):
         if not g.agree(True): raise RuntimeError(f"a worker failed to load LoRA adapter {adapter.name!r}")
     except Exception as e: raise g.fail(e) from None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 84
+# %% ../nbs/13a_tensor_parallel.ipynb 99
 def worker_lora(model: Llama, group: TPGroup, ints: list[int], p: torch.Tensor | None):
     "A worker's side of `CMD_LORA`: slot `ints[0]` emptied (rank `ints[1]` 0), or given this rank's part of an adapter, received from rank 0."
     slot, r = ints[:2]
@@ -597,21 +719,21 @@ def worker_lora(model: Llama, group: TPGroup, ints: list[int], p: torch.Tensor |
     except BaseException: group.agree(False); raise           # rank 0 hears of it now; the error itself is reported on the way out
     group.agree(True)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 85
+# %% ../nbs/13a_tensor_parallel.ipynb 100
 def share_lora(lora, group: TPGroup):
     "Rank 0's LoRA slots `lora` made to reach the workers (`LoRAMirror`); adapters already in its slots are sent now."
     lora.mirror = LoRAMirror(group)
     for s, ad in enumerate(lora.adapters):
         if ad is not None: lora.mirror.load(s, ad)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 87
+# %% ../nbs/13a_tensor_parallel.ipynb 102
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 89
+# %% ../nbs/13a_tensor_parallel.ipynb 104
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -631,7 +753,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 92
+# %% ../nbs/13a_tensor_parallel.ipynb 107
 _WORKER_TARGETS = ("_worker_main", "_allreduce_worker")     # the functions of this module a worker may be asked to run
 
 class WorkerProcess:
@@ -668,7 +790,7 @@ class WorkerProcess:
         try: self.popen.wait(timeout)
         except subprocess.TimeoutExpired: pass
 
-# %% ../nbs/13a_tensor_parallel.ipynb 93
+# %% ../nbs/13a_tensor_parallel.ipynb 108
 def worker_entry():
     "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
     import pickle, threading, time
@@ -680,14 +802,14 @@ def worker_entry():
     threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
     globals()[target](*args)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 95
-def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None):
-    "A worker process: join the group, load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
+# %% ../nbs/13a_tensor_parallel.ipynb 110
+def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None, join: dict | None = None):
+    "A worker process: join the group (`join`: `TPGroup.init`'s join_timeout, nnodes, deadline), load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
     g = None
     try:
         device = rank_device(device, rank)
-        g = TPGroup.init(rank, world, init_method, device, timeout)
+        g = TPGroup.init(rank, world, init_method, device, timeout, **(join or {}))
         g.start_heartbeat()
         m = build_shard(spec, rank, world, device)
         dist.barrier(group=g.ctrl)                            # loaded
@@ -697,11 +819,12 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
     except BaseException as e:
         tb = traceback.format_exc()
         if g is not None: g.report_error(f"{type(e).__name__}: {e}")
-        print(f"xllm tensor-parallel rank {rank} failed:\n{tb}", file=sys.stderr, flush=True)
+        if g is None and isinstance(e, TPError): print(f"xllm: error: {e}", file=sys.stderr, flush=True)   # it could not join: said in full
+        else: print(f"xllm tensor-parallel rank {rank} failed:\n{tb}", file=sys.stderr, flush=True)
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 96
+# %% ../nbs/13a_tensor_parallel.ipynb 111
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -711,7 +834,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 98
+# %% ../nbs/13a_tensor_parallel.ipynb 113
 def rendezvous_line(addr: str, port: int, world: int, nnodes: int) -> str:
     "Node 0's line for the other nodes: where the group meets, and the flags to join it; on the loopback, that only this machine can reach it."
     s = (f"xllm: tensor-parallel rendezvous listening on {addr}:{port}; this node runs ranks 0-{world // nnodes - 1} of {world}: "
@@ -722,12 +845,14 @@ def rendezvous_line(addr: str, port: int, world: int, nnodes: int) -> str:
                 f"an address of this machine that they reach{', e.g. ' + ' or '.join(others) if others else ''})")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 100
-def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None, nodes: tuple = (1, "127.0.0.1", 0)) -> Llama:
+# %% ../nbs/13a_tensor_parallel.ipynb 115
+def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None, nodes: tuple = (1, "127.0.0.1", 0),
+             join_timeout: float = JOIN_TIMEOUT) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
     (the others, rank > 0, call `serve_worker`); else `world - 1` worker programs are started here (`WorkerProcess`: the caller's script is not re-imported), meeting at a loopback store this process opens first (`rendezvous_store`).
     `timeout`: seconds before a collective that does not complete fails the group. `nodes`: (nnodes, master_addr, master_port) of a
-    group across machines: this node (0) starts ranks 1 .. world/nnodes - 1 and listens for the others' (`run_node`) at the port."""
+    group across machines: this node (0) starts ranks 1 .. world/nnodes - 1 and listens for the others' (`run_node`) at the port,
+    for `join_timeout` s at most: then a `TPError` names the ranks that never came."""
     check_int("tensor_parallel_size", world, lo=1)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         if int(os.environ["WORLD_SIZE"]) != world:
@@ -739,11 +864,12 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
         store = rendezvous_store(world, timeout, addr, port)            # listening before any worker is told its port
         init = f"tcp://{addr}:{store.port}"
         if nnodes > 1: print(rendezvous_line(addr, store.port, world, nnodes), file=sys.stderr, flush=True)
-        procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads), f"xllm-tp-rank{r}") for r in range(1, world // nnodes)]
-        try: g = TPGroup.init(0, world, init, rank_device(device, 0), timeout, procs, store)
+        join = dict(join_timeout=join_timeout, nnodes=nnodes)
+        procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads, join), f"xllm-tp-rank{r}") for r in range(1, world // nnodes)]
+        try: g = TPGroup.init(0, world, init, rank_device(device, 0), timeout, procs, store, **join)
         except Exception as e:
             for p in procs: p.kill(); p.join(5)
-            raise TPError(f"tensor-parallel group did not form: {e}") from None
+            raise (e if isinstance(e, TPError) else TPError(f"tensor-parallel group did not form: {e}")) from None
     if spec[0] == "pp": g.pp = tuple(spec[1:3])          # (tp, pp): its errors name a rank's stage
     try:
         m = build_shard(spec, 0, world, g.device)
@@ -755,36 +881,40 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 101
+# %% ../nbs/13a_tensor_parallel.ipynb 116
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 102
+# %% ../nbs/13a_tensor_parallel.ipynb 117
 def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, port: int, device="cpu", timeout: float = 60.0,
-             threads: int | None = None):
+             threads: int | None = None, join_timeout: float = JOIN_TIMEOUT):
     """Node `node_rank` > 0 of a group across `nnodes` machines: its `world / nnodes` ranks, this process the first, the others
     worker programs, meet node 0's store at `addr:port`, load their shards and serve rank 0's steps until it stops. Returns then
-    (its workers joined); a failing rank exits its process (code 1), and the worker programs follow their parent."""
+    (its workers joined); a failing rank exits its process (code 1), and the worker programs follow their parent. Node 0 is reached
+    first, and the group formed, within `join_timeout` s of the start (one deadline for all the node's ranks), else a `TPError` says why."""
     k = world // nnodes
     first, init = node_rank * k, f"tcp://{addr}:{port}"
     print(f"xllm: node {node_rank} of {nnodes}: ranks {first}-{first + k - 1} of {world} joining {addr}:{port}", file=sys.stderr, flush=True)
-    procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads), f"xllm-tp-rank{r}",
+    j = Joining(addr, port, world, first, nnodes, join_timeout)
+    j.reach(lambda line: print(line, file=sys.stderr, flush=True))   # before the other ranks start: one report of what it sees
+    join = dict(join_timeout=join_timeout, nnodes=nnodes, deadline=j.deadline)    # time.monotonic() is the machine's: one deadline
+    procs = [WorkerProcess("_worker_main", (r, world, init, spec, str(device), timeout, threads, join), f"xllm-tp-rank{r}",
                            env=dict(os.environ, LOCAL_RANK=str(r - first))) for r in range(first + 1, first + k)]
     os.environ["LOCAL_RANK"] = "0"                       # this process's GPU, when the device is CUDA
-    try: _worker_main(first, world, init, spec, str(device), timeout, threads)
+    try: _worker_main(first, world, init, spec, str(device), timeout, threads, join)
     finally:
         for p in procs: p.join(30)
         for p in procs: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 110
+# %% ../nbs/13a_tensor_parallel.ipynb 125
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 112
+# %% ../nbs/13a_tensor_parallel.ipynb 127
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
-              kv_dtype=None, nodes: tuple = (1, 0, "127.0.0.1", 0), pp: int = 1) -> Llama:
+              kv_dtype=None, nodes: tuple = (1, 0, "127.0.0.1", 0), pp: int = 1, join_timeout: float = JOIN_TIMEOUT) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
     packed layers stay packed unless `quantization` is None/'none'), its workers started (or, under torchrun, on ranks > 0: this process
     serves rank 0 as a worker and exits when it stops: `LLM(...)` never returns there). `runner`: None (`shard_runner`
@@ -792,7 +922,8 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     a ValueError names `quantization`, `runner` or the size that `world` does not divide, before any process starts. A runner that
     cannot run the shard with K/V stored as `kv_dtype` (e.g. 'cpu' over int8 K/V) is refused once it is loaded, the group stopped.
     Sets `tp_runner` and `tp_runner_reason` (`shard_runner`'s choice) on the shard. `nodes`: (nnodes, node_rank, master_addr,
-    master_port) of a group across machines; on node_rank > 0 this process runs that node's ranks (`run_node`) and exits when rank 0 stops.
+    master_port) of a group across machines; on node_rank > 0 this process runs that node's ranks (`run_node`) and exits when rank 0 stops;
+    every node gives up after `join_timeout` s if the group has not formed.
     `pp` > 1: a pipeline of `pp` stages of `world` ranks each (`pipeline_spec`), `world x pp` ranks in all."""
     from xllm.core import read_json
     from xllm.weights import config_from_hf, config_from_gguf
@@ -829,18 +960,18 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     if nnodes > 1 and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         raise ValueError("nnodes: under torchrun the machines are torchrun's (its --nnodes and --node-rank); leave xllm's nnodes at 1")
     if node_rank > 0:
-        run_node(spec, world, nnodes, node_rank, addr, port, device, timeout, threads)
+        run_node(spec, world, nnodes, node_rank, addr, port, device, timeout, threads, join_timeout)
         raise SystemExit(0)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["RANK"]) != 0:
         serve_worker(spec, device, timeout, threads)
         raise SystemExit(0)
-    m = start_tp(spec, world, device, timeout, threads, (nnodes, addr, port))
+    m = start_tp(spec, world, device, timeout, threads, (nnodes, addr, port), join_timeout)
     m.tp_runner = runner if runner in SHARD_RUNNERS else None     # `shard_runner` chooses, now and when an engine is built
     try: m.tp_runner_reason = shard_runner(m, kv_dtype)[1]
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 124
+# %% ../nbs/13a_tensor_parallel.ipynb 139
 def stage_layers(n_layers: int, pp: int) -> list[range]:
     """The contiguous layers of each of `pp` stages: `n_layers // pp` each, the first `n_layers % pp` stages one more (so the last,
     which also runs the final norm and the head, never holds more). A ValueError when a stage would hold none."""
@@ -851,7 +982,7 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
     starts = [s * q + min(s, r) for s in range(pp + 1)]
     return [range(starts[s], starts[s + 1]) for s in range(pp)]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 127
+# %% ../nbs/13a_tensor_parallel.ipynb 142
 def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int = 0, tp: int = 1):
     """The loading hook of one rank of a pipeline stage: `hook(name, t)` -> None for a tensor the stage does not hold, else that
     rank's piece of it (`shard_hook`; the whole tensor when `tp` is 1). The stage holds `layers`, the embedding when `first` (or
@@ -865,7 +996,7 @@ def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int 
     hook.keeps = keeps                                     # asked first where reading costs work (a GGUF tensor's dequantization)
     return hook
 
-# %% ../nbs/13a_tensor_parallel.ipynb 130
+# %% ../nbs/13a_tensor_parallel.ipynb 145
 def _renumber(name: str, start: int) -> str:
     "A layer tensor's name with its layer counted from the stage's first (`start`)."
     if not name.startswith("model.layers."): return name
@@ -877,7 +1008,7 @@ def _no_head(hidden: int) -> nn.Linear:
     import warnings
     with warnings.catch_warnings(): warnings.simplefilter("ignore"); return nn.Linear(hidden, 0, False, device="meta")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 131
+# %% ../nbs/13a_tensor_parallel.ipynb 146
 def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, last: bool, tp_rank: int = 0, tp: int = 1, group=None) -> Llama:
     """The stage holding `layers` of the model `config` describes, from the `weights` its `stage_hook` kept (HF names); `first`/`last`:
     whether it is the first/last stage. `kv_config`: the stage's shape (its layers; with `tp` > 1 its heads), `config` the model's."""
@@ -895,7 +1026,7 @@ def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, 
     m.kv_config, m.config = sc, config
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 133
+# %% ../nbs/13a_tensor_parallel.ipynb 148
 @torch.inference_mode()
 def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) -> torch.Tensor:
     """One stage's part of `Llama.forward` over the batch `b`: the embedding when `x` is None (the first stage), else the hidden
@@ -906,13 +1037,13 @@ def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) ->
     for layer in m.model.layers: x = layer(x, cos, sin, kv, b)
     return x
 
-# %% ../nbs/13a_tensor_parallel.ipynb 134
+# %% ../nbs/13a_tensor_parallel.ipynb 149
 @torch.inference_mode()
 def stage_head(m: Llama, b: PagedBatch, x: torch.Tensor) -> torch.Tensor:
     "The last stage's final norm and head over the rows `b.logits_rows` of its hidden states `x`: float32 logits."
     return m.lm_head(m.model.norm(x[b.logits_rows])).float()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 137
+# %% ../nbs/13a_tensor_parallel.ipynb 152
 def _cuts(cu: list[int], n: int) -> list[int]:
     "Chunk indices cutting chunks with row offsets `cu` into `n` contiguous non-empty groups of about equal rows."
     B, cuts = len(cu) - 1, [0]
@@ -921,7 +1052,7 @@ def _cuts(cu: list[int], n: int) -> list[int]:
         cuts.append(min(range(lo, hi + 1), key=lambda j: abs(cu[j] - k * cu[-1] / n)))
     return cuts + [B]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 138
+# %% ../nbs/13a_tensor_parallel.ipynb 153
 def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Tensor]]:
     """`b` cut into up to `micro` micro-batches of whole chunks, each with the positions in `b.logits_rows` of its logits rows."""
     cu, n = b.cu_seqlens, max(1, min(micro, len(b.block_tables)))
@@ -934,7 +1065,7 @@ def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Ten
                                b.block_tables[c0:c1], b.logits_rows[sel] - r0, b.block_size, b.null_slot), sel))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 141
+# %% ../nbs/13a_tensor_parallel.ipynb 156
 @dataclass(frozen=True)
 class PPLayout:
     """A pipeline: `pp` stages of `tp` ranks (rank = stage x tp + its tensor-parallel rank), stage s holding `layers[s]`; a step cut
@@ -949,7 +1080,7 @@ class PPLayout:
         lay = ", ".join(f"{r.start}-{r.stop - 1}" for r in self.layers)
         return f"stage (pipeline of {self.pp} stages x {self.tp} rank{'s' if self.tp > 1 else ''}, layers {lay}, up to {self.micro} micro-batches a step)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 143
+# %% ../nbs/13a_tensor_parallel.ipynb 158
 class StageRunner(ModelRunner):
     """Every rank's runner in a pipeline: its stage's layers (the torch forward, `stage_forward`) over each micro-batch of the step,
     hidden states received from the stage before and sent to the next (point-to-point); the last stage's logits sent to rank 0,
@@ -966,7 +1097,7 @@ class StageRunner(ModelRunner):
         "Why this runner cannot run `model`: it must be a pipeline stage (`build_stage`)."
         return None if getattr(model, "pp_layout", None) is not None else "the model is not a pipeline stage (build it with pipeline_parallel_size)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 145
+# %% ../nbs/13a_tensor_parallel.ipynb 160
 @patch
 def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> list:
     "Receives, posted now, of each micro-batch's `rows(p)` x `width` tensor from rank `src`: (buffer, work) each, None where it has no rows."
@@ -977,7 +1108,7 @@ def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> 
         out.append((buf, dist.irecv(buf, src, tag=i)) if n else None)
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 146
+# %% ../nbs/13a_tensor_parallel.ipynb 161
 @patch
 def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch.Tensor:
     "Rank 0: the logits the last stage sent, each micro-batch's rows in their places in the step's."
@@ -986,7 +1117,7 @@ def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch
         if got is not None: got[1].wait(self.wait); out[sel] = got[0]
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 147
+# %% ../nbs/13a_tensor_parallel.ipynb 162
 @patch
 def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     L, r, m = self.layout, self.rank, self.model
@@ -1005,7 +1136,7 @@ def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     for _, w in sent: w.wait(self.wait)
     return self._collect(parts, logits, len(batch.logits_rows)) if r == 0 else None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 149
+# %% ../nbs/13a_tensor_parallel.ipynb 164
 def _stage_config(spec: tuple) -> LlamaConfig:
     "The model's config from a weights spec (`build_stage`), before any tensor is read."
     from xllm.weights import config_from_hf
@@ -1019,7 +1150,7 @@ def _stage_config(spec: tuple) -> LlamaConfig:
     if spec[0] != "hf": raise ValueError(f"a pipeline stage loads a Hugging Face safetensors directory or a GGUF file; got a {spec[0]!r} spec")
     return config_from_hf(read_json(Path(spec[1]) / "config.json"), Path(spec[1]) / "config.json")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 150
+# %% ../nbs/13a_tensor_parallel.ipynb 165
 def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     """(the model's config, the tensors `hook` keeps) of the weights `spec`: a checkpoint read through the hook (a GGUF file's
     tensors dequantized, the stage's only), or a random model cut by it."""
@@ -1032,7 +1163,7 @@ def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     sd = {k: v for k, v in ref.state_dict().items() if not (ref.config.tie_word_embeddings and k == "lm_head.weight")}
     return ref.config, {k: v for k, t in sd.items() if (v := hook(k, t)) is not None}
 
-# %% ../nbs/13a_tensor_parallel.ipynb 151
+# %% ../nbs/13a_tensor_parallel.ipynb 166
 def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """Rank `rank`'s part of the pipeline `spec` = `("pp", tp, pp, micro, timeout, weights)`: its stage's layers (its tensor-parallel
     slices of them when tp > 1, all-reduced within the stage's group), on `device`, with `pp_layout` and `pp_rank` set."""
@@ -1047,7 +1178,7 @@ def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     m.pp_layout, m.pp_rank = PPLayout(tp, pp, tuple(layers), micro, timeout), rank
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 154
+# %% ../nbs/13a_tensor_parallel.ipynb 169
 def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=None, timeout: float = 60.0) -> tuple:
     """The spec of a pipeline of `pp` stages of `tp` ranks over the checkpoint `p` (`build_stage`), or a ValueError naming what is
     not supported: not a safetensors directory, quantized weights, a runner other than the stages' own, too few layers or heads."""
@@ -1064,7 +1195,7 @@ def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=
     tp_config(c, tp); stage_layers(c.num_hidden_layers, pp)        # ValueErrors naming what does not divide or fit
     return ("pp", tp, pp, pp, float(timeout), weights)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 166
+# %% ../nbs/13a_tensor_parallel.ipynb 181
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices (or stage) of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.world_size < 2:
@@ -1076,20 +1207,21 @@ def load_group(config: EngineConfig) -> LoadedModel:
     path, dtype = resolve_model(config.model), resolve_dtype(config.dtype)
     m = llm_shard(path, config.tensor_parallel_size, dtype, config.device, config.quantization, config.runner,
                   group_size=config.group_size, kv_dtype=kv_storage_dtype(config.kv_cache_dtype, dtype),
-                  nodes=(config.nnodes, config.node_rank, config.master_addr, config.master_port), pp=config.pipeline_parallel_size)
+                  nodes=(config.nnodes, config.node_rank, config.master_addr, config.master_port), pp=config.pipeline_parallel_size,
+                  join_timeout=config.join_timeout)
     if config.enable_lora:          # LoRA slots (12c) on rank 0's shard now: the runner every rank uses is chosen knowing them
         attach_lora(m, config.max_loras, config.max_lora_rank, config.max_cpu_loras)
         m.tp_runner_reason = shard_runner(m, kv_storage_dtype(config.kv_cache_dtype, dtype))[1]
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 168
+# %% ../nbs/13a_tensor_parallel.ipynb 183
 def _pingpong(x: torch.Tensor, rank: int):
     "Rank 0 sends `x` to rank 1 and receives it back, rank 1 the other way round: two pipeline sends."
     if rank == 0: dist.send(x, 1); dist.recv(x, 1)
     elif rank == 1: dist.recv(x, 0); dist.send(x, 0)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 169
+# %% ../nbs/13a_tensor_parallel.ipynb 184
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str, op: str = "all_reduce"):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -1110,7 +1242,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 170
+# %% ../nbs/13a_tensor_parallel.ipynb 185
 def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduce") -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}. `op='send'`: one point-to-point
@@ -1131,7 +1263,7 @@ def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduc
             for p in ps: p.join(30)
             for p in ps: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 171
+# %% ../nbs/13a_tensor_parallel.ipynb 186
 def send_cost(shapes, reps: int = 200) -> dict:
     "Median seconds of one float32 point-to-point send (a pipeline's hidden states or logits) of each shape between two gloo processes: {shape: seconds}."
     return allreduce_cost(shapes, 2, reps, op="send")
