@@ -209,48 +209,72 @@ def _open_stream(self: ChatWidget, msgs, params):
 
 
 # %% ../nbs/18_widgets.ipynb 36
+def _reply_stats(n: int, dt: float, stopped: bool, out) -> dict:
+    "The figures of a reply of `n` tokens in `dt` s: stopped by the user, or finished as the engine's output `out` says."
+    return dict(tokens=n, seconds=dt, tokens_per_s=n / dt if dt > 0 else 0.0, stopped=stopped,
+                finish_reason="stopped" if stopped else (out.finish_reason if out is not None else None))
+
+def _stats_html(s: dict) -> str:
+    "The status line of a reply's figures (a stopped reply's count is re-encoded text: approximate)."
+    head = f"stopped: ≈{s['tokens']}" if s["stopped"] else f"{s['tokens']}"
+    return f"{head} tokens in {s['seconds']:.2f} s: <b>{s['tokens_per_s']:.1f} tokens/s</b>"
+
+# %% ../nbs/18_widgets.ipynb 38
+@patch
+def _stream_reply(self: ChatWidget, stream) -> tuple[str, bool]:
+    "Read `stream`'s text deltas into `partial` (rendered at most every 50 ms) until it ends or Stop is pressed: (reply, stopped)."
+    reply, stopped = "", False
+    for delta in stream:
+        reply += delta
+        self.partial = reply
+        if self.on_delta is not None: self.on_delta(delta)
+        if self._stop.is_set():
+            stopped = True
+            break
+        if time.monotonic() - self._last_render > 0.05: self.render()
+    stream.close()
+    return reply, stopped
+
+# %% ../nbs/18_widgets.ipynb 40
+@patch
+def _end_reply(self: ChatWidget, stopped: bool):
+    "After a reply: its text (`partial`) joins the history; one that failed before any text gives the user's message back to the box."
+    reply = self.partial or ""
+    if reply or stopped or self._ok: self.history.append({"role": "assistant", "content": reply})
+    elif self.history and self.history[-1]["role"] == "user":
+        if not self.text.value: self.text.value = self.history[-1]["content"]
+        self.history.pop()
+    self.partial = None
+    self.render()
+    self._done()
+
+# %% ../nbs/18_widgets.ipynb 42
 @patch
 def _generate(self: ChatWidget, msgs, params):
-    llm, reply, stopped, self._ok, self.last_stats = self.llm, "", False, False, None
+    llm, stopped, self._ok, self.last_stats, self.partial = self.llm, False, False, None, ""
     try:
         t0 = time.perf_counter()
         llm.last_stream_output = None
         stream, msgs = self._open_stream(msgs, params)
-        for delta in stream:
-            reply += delta
-            self.partial = reply
-            if self.on_delta is not None: self.on_delta(delta)
-            if self._stop.is_set(): stopped = True; break
-            if time.monotonic() - self._last_render > 0.05: self.render()
-        stream.close()
+        reply, stopped = self._stream_reply(stream)
         dt = time.perf_counter() - t0
         out = getattr(llm, "last_stream_output", None)
         n = len(out.token_ids) if out is not None and not stopped else len(llm.tokenizer.encode(reply)) if reply else 0
-        self.last_stats = dict(tokens=n, seconds=dt, tokens_per_s=n / dt if dt > 0 else 0.0, stopped=stopped,
-                               finish_reason="stopped" if stopped else (out.finish_reason if out is not None else None))
-        self._set_status(f"{'stopped: ' if stopped else ''}{'≈' if stopped else ''}{n} tokens in {dt:.2f} s: "
-                         f"<b>{self.last_stats['tokens_per_s']:.1f} tokens/s</b>")
+        self.last_stats = _reply_stats(n, dt, stopped, out)
+        self._set_status(_stats_html(self.last_stats))
         self._ok = True
     except Exception as e:
         self._set_status(f"generation failed: {html.escape(type(e).__name__)}: {html.escape(str(e))}", error=True)
-    finally:
-        if reply or stopped or self._ok: self.history.append({"role": "assistant", "content": reply})
-        elif self.history and self.history[-1]["role"] == "user":   # failed before any text: give the message back to the box
-            if not self.text.value: self.text.value = self.history[-1]["content"]
-            self.history.pop()
-        self.partial = None
-        self.render()
-        self._done()
+    finally: self._end_reply(stopped)
 
-
-# %% ../nbs/18_widgets.ipynb 38
+# %% ../nbs/18_widgets.ipynb 44
 @patch
 def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
 
-# %% ../nbs/18_widgets.ipynb 39
+# %% ../nbs/18_widgets.ipynb 45
 @patch
 def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
@@ -262,7 +286,7 @@ def reset_click(self: ChatWidget, b=None):
     self._set_status("conversation cleared")
 
 
-# %% ../nbs/18_widgets.ipynb 66
+# %% ../nbs/18_widgets.ipynb 72
 # the page script that draws saved widgets without a kernel: JavaScript, kept as a file of its own (xllm/static/)
 from importlib.resources import files
 _OFFLINE_JS = files("xllm").joinpath("static", "offline_widgets.js").read_text(encoding="utf-8")
@@ -275,7 +299,7 @@ def widgets_bundle() -> Path:
     return p
 
 
-# %% ../nbs/18_widgets.ipynb 67
+# %% ../nbs/18_widgets.ipynb 73
 def offline_widgets():
     """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
     the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
