@@ -463,25 +463,28 @@ BUILTIN_TEMPLATES = {
     {%- else %}
         {{- ' ' ~ (m.content | trim) ~ ' ' ~ eos_token }}
     {%- endif %}
-{%- endfor %}""",
-"llama3": """\
+{%- endfor %}"""}
+
+# %% ../nbs/04_chat.ipynb 79
+BUILTIN_TEMPLATES["llama3"] = """\
 {{- bos_token }}
 {%- for m in messages %}
     {{- '<|start_header_id|>' ~ m.role ~ '<|end_header_id|>\\n\\n' ~ (m.content | trim) ~ '<|eot_id|>' }}
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
-{%- endif %}""",
-"chatml": """\
+{%- endif %}"""
+
+# %% ../nbs/04_chat.ipynb 81
+BUILTIN_TEMPLATES["chatml"] = """\
 {%- for m in messages %}
     {{- '<|im_start|>' ~ m.role ~ '\\n' ~ m.content ~ '<|im_end|>\\n' }}
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|im_start|>assistant\\n' }}
-{%- endif %}""",
-}
+{%- endif %}"""
 
-# %% ../nbs/04_chat.ipynb 78
+# %% ../nbs/04_chat.ipynb 83
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -489,7 +492,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 81
+# %% ../nbs/04_chat.ipynb 86
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -505,7 +508,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 85
+# %% ../nbs/04_chat.ipynb 90
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -516,7 +519,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
-# %% ../nbs/04_chat.ipynb 87
+# %% ../nbs/04_chat.ipynb 92
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -525,7 +528,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
-# %% ../nbs/04_chat.ipynb 89
+# %% ../nbs/04_chat.ipynb 94
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -534,7 +537,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
-# %% ../nbs/04_chat.ipynb 91
+# %% ../nbs/04_chat.ipynb 96
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -545,7 +548,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
-# %% ../nbs/04_chat.ipynb 93
+# %% ../nbs/04_chat.ipynb 98
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -553,7 +556,7 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-# %% ../nbs/04_chat.ipynb 95
+# %% ../nbs/04_chat.ipynb 100
 def _unplace(parts: list, from_ph: dict) -> list[tuple[str, bool]]:
     "`(text, is_markup)` parts with each placeholder turned back into its special string, as text; one part per run of one kind."
     rx = re.compile("(" + "|".join(map(re.escape, from_ph)) + ")") if from_ph else None
@@ -565,7 +568,7 @@ def _unplace(parts: list, from_ph: dict) -> list[tuple[str, bool]]:
             elif piece: out.append((piece, kind))
     return out
 
-# %% ../nbs/04_chat.ipynb 97
+# %% ../nbs/04_chat.ipynb 102
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the
