@@ -357,50 +357,117 @@ def _health(url: str) -> dict:
 
 
 # %% ../nbs/20_bench.ipynb 61
+def _prompt_lines() -> list[str]:
+    "The non-empty lines of the `prompts` workload."
+    return [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
+
+def _bench_requests(n: int, lo: int, hi: int) -> list[tuple[str, int]]:
+    "`n` (prompt, max_tokens): the `prompts` workload's lines with a numbered suffix, `max_tokens` spread over [`lo`, `hi`]."
+    lines = _prompt_lines()
+    return [(f"{lines[i % len(lines)]} (question {i + 1})", lo + (i * 37) % (hi - lo + 1)) for i in range(n)]
+
+# %% ../nbs/20_bench.ipynb 63
+def _in_threads(f, items: list) -> list:
+    "`f(item)` for each of `items`, each in its own thread, all at once: the results in order, an exception in place of its result."
+    import threading
+    out = [None] * len(items)
+    def one(i):
+        try: out[i] = f(items[i])
+        except Exception as e: out[i] = e
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(items))]
+    for th in ts: th.start()
+    for th in ts: th.join()
+    return out
+
+def _stop(proc: subprocess.Popen, wait: float = 20):
+    "Terminate `proc`, and kill it if it has not ended `wait` s later."
+    proc.terminate()
+    try: proc.wait(wait)
+    except subprocess.TimeoutExpired: proc.kill()
+
+# %% ../nbs/20_bench.ipynb 65
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
-    import threading
     from xllm.sampling import SamplingParams
     from xllm.server import launch
-    lines = [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
-    reqs = [(f"{lines[i % len(lines)]} (question {i + 1})", lo + (i * 37) % (hi - lo + 1)) for i in range(n)]
+    reqs = _bench_requests(n, lo, hi)
     t = time.perf_counter()
-    refs = [o.outputs[0].text for o in llm.generate([p for p, _ in reqs], [SamplingParams(temperature=0, max_tokens=k, ignore_eos=True) for _, k in reqs], use_tqdm=False)]
+    params = [SamplingParams(temperature=0, max_tokens=k, ignore_eos=True) for _, k in reqs]
+    refs = [o.outputs[0].text for o in llm.generate([p for p, _ in reqs], params, use_tqdm=False)]
     res = {"requests": n, "output_tokens": sum(k for _, k in reqs), "in_process_s": time.perf_counter() - t}
-    proc, url = launch([sys.executable, "-m", "xllm", "serve", *serve_args, "--port", "0", "--max-num-seqs", str(n)])   # its port: taken as it binds
+    argv = [sys.executable, "-m", "xllm", "serve", *serve_args, "--port", "0", "--max-num-seqs", str(n)]
+    proc, url = launch(argv)                                            # its port: taken as it binds
     try:
         _stream_completion(url, "Hello", 2)                                 # warm-up
-        out = [None] * n
-        def one(i):
-            try: out[i] = _stream_completion(url, *reqs[i])
-            except Exception as e: out[i] = e
-        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
         t = time.perf_counter()
-        for th in ts: th.start()
-        for th in ts: th.join()
+        out = _in_threads(lambda q: _stream_completion(url, *q), reqs)
         res["concurrent_s"] = time.perf_counter() - t
         time.sleep(0.2)
         h = _health(url)
         res.update(texts_equal=sum(o == r for o, r in zip(out, refs)), errors=[repr(o) for o in out if isinstance(o, Exception)],
                    left={k: h[k] for k in ("unfinished", "running", "used_blocks", "in_flight")})
         if sequential:
-            t = time.perf_counter(); seq = [_stream_completion(url, *q) for q in reqs]; res["sequential_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            seq = [_stream_completion(url, *q) for q in reqs]
+            res["sequential_s"] = time.perf_counter() - t
             res["sequential_equal"] = sum(a == b for a, b in zip(seq, out))
-    finally:
-        proc.terminate()
-        try: proc.wait(20)
-        except subprocess.TimeoutExpired: proc.kill()
+    finally: _stop(proc)
     for k in ("in_process", "concurrent", "sequential"):
         if k + "_s" in res: res[k + "_tok_s"] = res["output_tokens"] / res[k + "_s"]
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 65
+# %% ../nbs/20_bench.ipynb 69
 BENCH_SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
-    "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3}, "score": {"type": "number", "minimum": 0, "maximum": 10}},
+    "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3},
+    "score": {"type": "number", "minimum": 0, "maximum": 10}},
     "required": ["title", "year", "tags", "score"], "additionalProperties": False}
 
+def _json_count(texts) -> int:
+    "How many of `texts` parse as JSON."
+    ok = 0
+    for t in texts:
+        try: json.loads(t)
+        except ValueError: continue
+        ok += 1
+    return ok
+
+# %% ../nbs/20_bench.ipynb 71
+from contextlib import contextmanager
+
+@contextmanager
+def _timing(obj, name: str):
+    "Within the block, `obj.name` (a method) adds each call's seconds to the list the block gets; the method is put back after."
+    spent, inner = [], getattr(obj, name)
+    def timed(*a, **kw):
+        t = time.perf_counter()
+        try: return inner(*a, **kw)
+        finally: spent.append(time.perf_counter() - t)
+    setattr(obj, name, timed)
+    try: yield spent
+    finally: setattr(obj, name, inner)
+
+# %% ../nbs/20_bench.ipynb 73
+def _chat_prompts(llm, n: int, chars: int | None) -> list[dict]:
+    "`n` chat prompts (token ids) asking for a JSON answer to the `prompts` workload's lines, each cut to `chars` characters."
+    lines = _prompt_lines()
+    asks = [f"{lines[i % len(lines)][:chars]} Answer as a JSON object." for i in range(n)]
+    return [{"prompt_token_ids": llm.encode_chat([{"role": "user", "content": q}])[1]} for q in asks]
+
+def _timed_run(llm, prompts: list, params: list, spent: list) -> tuple[dict, list[str]]:
+    """One `llm.generate` of `prompts`, timed: (wall seconds, engine steps, output tokens, s per step, tok/s, and the ms per step
+    that `spent` gathered during it), and the texts."""
+    eng = llm.get_engine()
+    spent.clear()
+    s0, t = eng.num_steps, time.perf_counter()
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    wall, steps = time.perf_counter() - t, eng.num_steps - s0
+    toks = sum(len(o.outputs[0].token_ids) for o in outs)
+    d = {"wall_s": wall, "steps": steps, "tokens": toks, "s_per_step": wall / steps, "tok_s": toks / wall}
+    return {**d, "mask_ms_per_step": 1e3 * sum(spent) / steps}, [o.outputs[0].text for o in outs]
+
+# %% ../nbs/20_bench.ipynb 75
 def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, temperature: float = 0.8, schema: dict | None = None,
                      chars: int | None = None) -> dict:
     """`n` chat requests at once through `llm`'s engine, each with the JSON schema `schema` (default `BENCH_SCHEMA`) as structured
@@ -408,48 +475,28 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
     its constrained twin did (EOS ignored), so both modes run the same batch shapes step for step and differ only by the
     constraint. A first constrained run (not timed) finds the lengths and compiles the schema; then `rounds` interleaved rounds.
     Per mode, medians: wall seconds, seconds per engine step, output tok/s, and the milliseconds per step spent building and
-    applying the masks (the engine's `sampler.constrain`); how many constrained outputs parse as JSON. `chars`: cut each question to this many characters."""
+    applying the masks (the engine's `sampler.constrain`); how many constrained outputs parse as JSON. `chars`: cut each question
+    to this many characters."""
     import statistics
     from xllm.sampling import SamplingParams, StructuredOutputsParams
-    lines = [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
-    prompts = [{"prompt_token_ids": llm.encode_chat([{"role": "user", "content": f"{lines[i % len(lines)][:chars]} Answer as a JSON object."}])[1]} for i in range(n)]
-    so = StructuredOutputsParams(json=schema or BENCH_SCHEMA)
+    prompts, so = _chat_prompts(llm, n, chars), StructuredOutputsParams(json=schema or BENCH_SCHEMA)
     constrained = [SamplingParams(temperature=temperature, seed=i, max_tokens=max_tokens, structured_outputs=so) for i in range(n)]
-    first = llm.generate(prompts, constrained, use_tqdm=False)
-    lengths = [max(1, len(o.outputs[0].token_ids)) for o in first]
+    lengths = [max(1, len(o.outputs[0].token_ids)) for o in llm.generate(prompts, constrained, use_tqdm=False)]
     plain = [SamplingParams(temperature=temperature, seed=i, max_tokens=k, ignore_eos=True) for i, k in enumerate(lengths)]
-    eng = llm.get_engine()
-    spent, plain_constrain = [], eng.sampler.constrain
-    def timed(*a):
-        t = time.perf_counter(); r = plain_constrain(*a); spent.append(time.perf_counter() - t); return r
-    eng.sampler.constrain = timed                              # measured on this engine only, put back at the end
-    res = {"requests": n, "max_tokens": max_tokens, "temperature": temperature, "rounds": rounds}
     runs = {"plain": [], "schema": []}
-    try:
+    with _timing(llm.get_engine().sampler, "constrain") as spent:   # measured on this engine only, put back at the end
         for r in range(rounds):
             for mode in ("plain", "schema") if r % 2 == 0 else ("schema", "plain"):
-                spent.clear(); s0 = eng.num_steps; t = time.perf_counter()
-                outs = llm.generate(prompts, constrained if mode == "schema" else plain, use_tqdm=False)
-                wall, steps = time.perf_counter() - t, eng.num_steps - s0
-                toks = sum(len(o.outputs[0].token_ids) for o in outs)
-                d = {"wall_s": wall, "steps": steps, "tokens": toks, "s_per_step": wall / steps, "tok_s": toks / wall, "mask_ms_per_step": 1e3 * sum(spent) / steps}
-                if mode == "schema":
-                    ok = 0
-                    for o in outs:
-                        try: json.loads(o.outputs[0].text); ok += 1
-                        except ValueError: pass
-                    d["parsed"] = ok
-                runs[mode].append(d)
-    finally: eng.sampler.constrain = plain_constrain
+                d, texts = _timed_run(llm, prompts, constrained if mode == "schema" else plain, spent)
+                runs[mode].append({**d, "parsed": _json_count(texts)} if mode == "schema" else d)
+    res = {"requests": n, "max_tokens": max_tokens, "temperature": temperature, "rounds": rounds}
     for mode, rs in runs.items():
         for k in rs[0]: res[f"{mode}_{k}"] = statistics.median(x[k] for x in rs)
-    res["same_tokens"] = res["schema_tokens"] == res["plain_tokens"]
-    res["wall_ratio"] = res["schema_wall_s"] / res["plain_wall_s"]
-    res["tok_s_ratio"] = res["schema_tok_s"] / res["plain_tok_s"]
-    res["ok"] = all(x["parsed"] == n for x in runs["schema"])
+    res.update(same_tokens=res["schema_tokens"] == res["plain_tokens"], wall_ratio=res["schema_wall_s"] / res["plain_wall_s"],
+               tok_s_ratio=res["schema_tok_s"] / res["plain_tok_s"], ok=all(x["parsed"] == n for x in runs["schema"]))
     return res
 
-# %% ../nbs/20_bench.ipynb 69
+# %% ../nbs/20_bench.ipynb 79
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -461,7 +508,7 @@ def _model_argv(args) -> list[str]:
     return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
 
-# %% ../nbs/20_bench.ipynb 71
+# %% ../nbs/20_bench.ipynb 81
 def _summary(r: dict) -> str:
     "The printed lines of a record."
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
@@ -477,46 +524,67 @@ def _summary(r: dict) -> str:
                f"verifications, acceptance rate {f(r['spec_acceptance_rate'], '.2f')}, mean accepted length {f(r['spec_mean_accepted_length'], '.2f')}\n"))
 
 
-# %% ../nbs/20_bench.ipynb 72
-def bench_command(args, load, out=None) -> int:
-    "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
-    import torch
-    out, suite = out or sys.stdout, args.suite or "throughput"
-    if args.threads is not None:
-        if args.threads < 1: raise ValueError(f"--threads must be at least 1, got {args.threads}")
-        torch.set_num_threads(args.threads)
-    if args.json is not None and not Path(args.json).expanduser().parent.is_dir():     # found out now, not after the whole run
-        raise ValueError(f"--json {args.json}: the directory {Path(args.json).expanduser().parent} does not exist")
-    if args.json is not None and Path(args.json).expanduser().is_dir(): raise ValueError(f"--json {args.json} is a directory, not a file")
+# %% ../nbs/20_bench.ipynb 82
+def _bench_specs(args, suite: str) -> list[str]:
+    "The throughput workloads of `args` (its `--workload`s, or `--file`), after the checks that can fail before a model is loaded."
+    if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    js = None if args.json is None else Path(args.json).expanduser()
+    if js is not None and not js.parent.is_dir():                  # found out now, not after the whole run
+        raise ValueError(f"--json {args.json}: the directory {js.parent} does not exist")
+    if js is not None and js.is_dir(): raise ValueError(f"--json {args.json} is a directory, not a file")
     specs = args.workload or ([args.file] if args.file else [])
     if suite == "throughput" and not specs: raise ValueError("bench: one of the arguments --workload --file is required")
     if suite != "throughput" and (specs or args.chat):
         raise ValueError(f"bench {suite}: --workload, --file and --chat choose throughput prompts; {suite} takes none")
+    if suite == "server" and args.random_weights is not None:
+        raise ValueError("bench server: the server loads a model file (-m), not --random-weights")
+    return specs
+
+# %% ../nbs/20_bench.ipynb 84
+def _decode_record(args, llm, n: int) -> dict:
+    "`xllm bench decode`: tg`n` of `llm` (one sequence, one token a step), `args.reps` times."
+    if n + 2 > llm.max_model_len:
+        raise ValueError(f"--max-tokens {n} does not fit the model's context ({llm.max_model_len}) with the prompt token")
+    kv = llm.engine_config.kv_cache_dtype
+    def rate():
+        r = decode_rate(llm.model, n, args.reps, llm.runner_name, kv)
+        return {"tok_s": r, "ms_per_token": 1e3 / r}
+    return record("decode", f"tg{n}", rate, runner=llm.runner_name, model=llm.model_name, reps=args.reps,
+                  kv_cache_dtype=kv or "auto", **_cpu_figures(llm))
+
+def _prefill_record(args, llm) -> dict:
+    "`xllm bench prefill`: pp`--prompt-tokens` (128) of `llm`, the sample text's tokens repeated to that length."
+    p = args.prompt_tokens or 128
+    if p > llm.max_model_len: raise ValueError(f"--prompt-tokens {p} does not fit the model's context ({llm.max_model_len})")
+    ids = llm.tokenizer.encode(sample_text_path().read_text(encoding="utf-8"))
+    ids, kv = (ids * -(-p // len(ids)))[:p], llm.engine_config.kv_cache_dtype
+    return record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, kv)},
+                  runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=kv or "auto", **_cpu_figures(llm))
+
+# %% ../nbs/20_bench.ipynb 86
+def bench_command(args, load, out=None) -> int:
+    "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
+    import torch
+    out, suite = out or sys.stdout, args.suite or "throughput"
+    specs = _bench_specs(args, suite)
+    if args.threads is not None: torch.set_num_threads(args.threads)
     n = args.max_tokens or {"throughput": 128, "decode": 64, "host": 18, "server": 48}.get(suite)
     if suite == "host":
         b, p = args.batch or 200, args.prompt_tokens or 8
-        recs = [record("host", f"batch {b}, prompt {p}, {n} tokens, temperature {args.temperature}", lambda: {
-            **host_step(b, p, n, args.temperature, reps=args.reps), **step_prep(b, p + n, args.reps)}, runner="none (ready-made logits)")]
+        work = lambda: {**host_step(b, p, n, args.temperature, reps=args.reps), **step_prep(b, p + n, args.reps)}
+        recs = [record("host", f"batch {b}, prompt {p}, {n} tokens, temperature {args.temperature}", work, runner="none (ready-made logits)")]
     elif suite == "server":
-        if args.random_weights is not None: raise ValueError("bench server: the server loads a model file (-m), not --random-weights")
         llm, b = load(), args.batch or 32
-        recs = [record("server", f"{b} clients, prompts, {max(1, n // 3)}-{n} tokens", lambda: server_bench(llm, _model_argv(args), b, max(1, n // 3), n),
-                       runner=llm.runner_name, model=llm.model_name)]
+        work = lambda: server_bench(llm, _model_argv(args), b, max(1, n // 3), n)
+        recs = [record("server", f"{b} clients, prompts, {max(1, n // 3)}-{n} tokens", work, runner=llm.runner_name, model=llm.model_name)]
+    elif suite == "throughput":
+        recs = throughput(load(), specs, args.batch, n, ignore_eos=args.ignore_eos, chat=args.chat, sequential=args.sequential,
+                          temperature=args.temperature)
     else:
         llm = load()
-        if suite == "throughput":
-            recs = throughput(llm, specs, args.batch, n, ignore_eos=args.ignore_eos, chat=args.chat, sequential=args.sequential, temperature=args.temperature)
-        elif suite == "decode":
-            if n + 2 > llm.max_model_len: raise ValueError(f"--max-tokens {n} does not fit the model's context ({llm.max_model_len}) with the prompt token")
-            recs = [record("decode", f"tg{n}", lambda: {"tok_s": (r := decode_rate(llm.model, n, args.reps, llm.runner_name, llm.engine_config.kv_cache_dtype)), "ms_per_token": 1e3 / r},
-                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.engine_config.kv_cache_dtype or "auto", **_cpu_figures(llm))]
-        else:
-            p = args.prompt_tokens or 128
-            if p > llm.max_model_len: raise ValueError(f"--prompt-tokens {p} does not fit the model's context ({llm.max_model_len})")
-            ids = llm.tokenizer.encode(sample_text_path().read_text(encoding="utf-8"))
-            ids = (ids * -(-p // len(ids)))[:p]
-            recs = [record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, llm.engine_config.kv_cache_dtype)},
-                           runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=llm.engine_config.kv_cache_dtype or "auto", **_cpu_figures(llm))]
-    for r in recs: out.write(_summary(r)); out.flush()
+        recs = [_decode_record(args, llm, n) if suite == "decode" else _prefill_record(args, llm)]
+    for r in recs:
+        out.write(_summary(r))
+        out.flush()
     if args.json: save_results(recs, args.json)
     return 0 if all(r.get("ok", True) for r in recs) else 1

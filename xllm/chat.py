@@ -11,6 +11,7 @@ from pathlib import Path
 
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from fastcore.basics import patch
 
 # %% auto 0
 __all__ = ['MAX_TEMPLATE_CHARS', 'MAX_RANGE', 'MAX_CHARS', 'MAX_RENDER_SECONDS', 'MAX_RENDER_MEMORY', 'TEMPLATE_WORKERS',
@@ -144,26 +145,34 @@ def _watch_parent(ppid: int):
     while os.getppid() == ppid: time.sleep(0.5)
     os._exit(0)
 
-def _serve(memory: int):
-    """A worker's life (`TemplateWorkers` starts it in a child process): its limits set once, then requests read from stdin and
-    answered on stdout until stdin closes or the parent is gone. Niced, so that a template burning CPU takes as little as it can
-    from the engine."""
-    global MAX_RANGE, MAX_RENDER_MEMORY, _LIMITED, resource
+# %% ../nbs/04_chat.ipynb 29
+def _limit_worker(memory: int):
+    """Set a worker's limits once: no signal mask or Ctrl-C of its starter, a thread watching its parent, and where the operating
+    system has them, the CPU timer's handler, nice 10, no core files and an address space at most `memory` over what it holds now."""
+    global _LIMITED, resource
     if hasattr(signal, "pthread_sigmask"): signal.pthread_sigmask(signal.SIG_SETMASK, [])   # not the starting thread's mask
     signal.signal(signal.SIGINT, signal.SIG_IGN)                  # Ctrl-C is for the parent, which stops its workers
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     try: import resource
     except ImportError: resource = None                           # Windows: only the parent's wall clock bounds a render
-    if resource is not None and hasattr(signal, "setitimer"):
-        def overrun(*_): raise _Overrun()
-        signal.signal(signal.SIGPROF, overrun)
-        os.nice(10)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        try:
-            with open("/proc/self/statm") as f: at_rest = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-            resource.setrlimit(resource.RLIMIT_AS, (at_rest + memory, at_rest + memory))
-        except OSError: pass                                      # no /proc (macOS, which does not enforce RLIMIT_AS anyway)
-        _LIMITED = True
+    if resource is None or not hasattr(signal, "setitimer"): return
+    def overrun(*_): raise _Overrun()
+    signal.signal(signal.SIGPROF, overrun)
+    os.nice(10)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    try:
+        with open("/proc/self/statm") as f: at_rest = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (at_rest + memory, at_rest + memory))
+    except OSError: pass                                      # no /proc (macOS, which does not enforce RLIMIT_AS anyway)
+    _LIMITED = True
+
+# %% ../nbs/04_chat.ipynb 31
+def _serve(memory: int):
+    """A worker's life (`TemplateWorkers` starts it in a child process): its limits set once (`_limit_worker`), then requests read
+    from stdin and answered on stdout until stdin closes or the parent is gone. Niced, so that a template burning CPU takes as
+    little as it can from the engine."""
+    global MAX_RANGE, MAX_RENDER_MEMORY
+    _limit_worker(memory)
     MAX_RENDER_MEMORY, inp, out = memory, sys.stdin.buffer, sys.stdout.buffer
     while (msg := _read_msg(inp, 1 << 31)) is not None:
         job, seconds, MAX_RANGE = marshal.loads(msg)
@@ -173,7 +182,7 @@ def _serve(memory: int):
         except MemoryError: reply = _answer_bytes({"error": str(_over(f"its answer needed more than {memory >> 20} MiB of memory"))})
         _write_msg(out, reply)
 
-# %% ../nbs/04_chat.ipynb 30
+# %% ../nbs/04_chat.ipynb 34
 _BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[3]); import importlib.util as u; "   # the parent's path, not the cwd
          "s = u.spec_from_file_location('xllm_chat_worker', sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m); "
          "m._serve(int(sys.argv[2]))")                           # this file alone: no torch, no xllm package
@@ -189,7 +198,7 @@ def _worker_file() -> str:
     return globals().get("__file__") or str(Path(importlib.util.find_spec("xllm").origin).parent / "chat.py")
 
 
-# %% ../nbs/04_chat.ipynb 32
+# %% ../nbs/04_chat.ipynb 36
 class TemplateWorkers:
     """Warm worker processes that render chat templates under the operating system's limits (`_serve`). A request waits for a free
     worker, sends its render and waits at most `2 * seconds + 1` s of wall time for the answer; a worker that overruns that, dies
@@ -204,79 +213,118 @@ class TemplateWorkers:
         for w in getattr(self, "idle", []): _close_pipes(w)
         self.idle, self.live, self.cv = [], 0, threading.Condition()
 
-    def _new(self) -> subprocess.Popen:
-        "A new worker, its place already counted in `live`."
-        try:
-            path = [p for p in sys.path if p not in ("", os.getcwd())]
-            w = subprocess.Popen([sys.executable, "-c", _BOOT, _worker_file(), str(MAX_RENDER_MEMORY), json.dumps(path)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 env={k: os.environ[k] for k in _ENV_KEPT if k in os.environ})
-        except BaseException as e:
-            self._drop(None)
-            if isinstance(e, Exception): raise RuntimeError(f"cannot start a chat template worker process: {e}") from e
-            raise
-        w.memory = MAX_RENDER_MEMORY
-        return w
+# %% ../nbs/04_chat.ipynb 39
+@patch
+def _new(self: TemplateWorkers) -> subprocess.Popen:
+    "A new worker, its place already counted in `live`."
+    try:
+        path = [p for p in sys.path if p not in ("", os.getcwd())]
+        w = subprocess.Popen([sys.executable, "-c", _BOOT, _worker_file(), str(MAX_RENDER_MEMORY), json.dumps(path)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env={k: os.environ[k] for k in _ENV_KEPT if k in os.environ})
+    except BaseException as e:
+        self._drop(None)
+        if isinstance(e, Exception): raise RuntimeError(f"cannot start a chat template worker process: {e}") from e
+        raise
+    w.memory = MAX_RENDER_MEMORY
+    return w
 
-    def _take(self) -> subprocess.Popen:
-        "An idle worker that is alive and has today's memory limit, or a new one: waits while all `n` are busy."
-        while True:
-            with self.cv:
-                while not self.idle and self.live >= self.n: self.cv.wait(1.0)
-                w = self.idle.pop() if self.idle else None
-                if w is None: self.live += 1
-            if w is None: return self._new()
-            if w.poll() is None and w.memory == MAX_RENDER_MEMORY: return w
-            self._drop(w)                                           # died while idle (killed, out of memory), or an old limit
+@patch
+def _drop(self: TemplateWorkers, w):
+    "Kill and reap `w` (no zombie is left), and free its place whatever happens."
+    try:
+        if w is not None:
+            w.kill()
+            w.wait()
+            _close_pipes(w)
+    finally:
+        with self.cv:
+            self.live -= 1
+            self.cv.notify()
 
-    def _give(self, w):
-        with self.cv: self.idle.append(w); self.cv.notify()
+# %% ../nbs/04_chat.ipynb 41
+@patch
+def _take(self: TemplateWorkers) -> subprocess.Popen:
+    "An idle worker that is alive and has today's memory limit, or a new one: waits while all `n` are busy."
+    while True:
+        with self.cv:
+            while not self.idle and self.live >= self.n: self.cv.wait(1.0)
+            w = self.idle.pop() if self.idle else None
+            if w is None: self.live += 1
+        if w is None: return self._new()
+        if w.poll() is None and w.memory == MAX_RENDER_MEMORY: return w
+        self._drop(w)                                           # died while idle (killed, out of memory), or an old limit
 
-    def _drop(self, w):
-        "Kill and reap `w` (no zombie is left), and free its place whatever happens."
-        try:
-            if w is not None: w.kill(); w.wait(); _close_pipes(w)
-        finally:
-            with self.cv: self.live -= 1; self.cv.notify()
+@patch
+def _give(self: TemplateWorkers, w):
+    with self.cv:
+        self.idle.append(w)
+        self.cv.notify()
 
-    def warm(self):
-        "Start the missing workers now, in the background: a first request does not wait for Python to start."
-        while True:
-            with self.cv:
-                if self.live >= self.n: return
-                self.live += 1
-            self._give(self._new())
+# %% ../nbs/04_chat.ipynb 43
+@patch
+def warm(self: TemplateWorkers):
+    "Start the missing workers now, in the background: a first request does not wait for Python to start."
+    while True:
+        with self.cv:
+            if self.live >= self.n: return
+            self.live += 1
+        self._give(self._new())
 
-    def run(self, job: tuple, seconds: float) -> str:
-        "Render `job` (source, variables, max_chars) in a worker with `seconds` of CPU time; a `TemplateError` if it fails."
-        payload, self.maxrss_kib = marshal.dumps((job, seconds, MAX_RANGE)), 0
-        w, msg, killed = self._take(), None, []
-        timer = threading.Timer(2 * seconds + 1, lambda: (killed.append(1), w.kill()))
-        try:
-            timer.start(); _write_msg(w.stdin, payload)
-            msg = _read_msg(w.stdout, 4 * job[2] + (1 << 16))
-        except (OSError, ValueError): pass                          # a broken pipe, or an answer longer than any honest one
-        finally:
-            timer.cancel(); timer.join()                            # the timer cannot fire after this
-            if msg is not None and not killed: self._give(w)
-            else: self._drop(w); self.replaced += 1
-        if msg is None:
-            if killed: raise _over(f"rendering took more than {2 * seconds + 1:g} s, and its process was stopped")
-            if hasattr(signal, "SIGXCPU") and w.returncode == -signal.SIGXCPU: raise _over(f"rendering took more than {seconds:g} s of CPU time")
-            raise TemplateError(f"chat template failed while rendering: its worker process ended (exit code {w.returncode})")
-        head, _, text = msg.partition(b"\n")
-        ans = json.loads(head)
-        self.maxrss_kib = ans["maxrss_kib"]                         # the worker's peak resident memory (tests read it)
-        if "error" in ans: raise TemplateError(ans["error"])
-        return text.decode("utf-8", "surrogatepass")
+@patch
+def close(self: TemplateWorkers):
+    "Stop the idle workers (one busy with a request stops when it is done, or when this process exits)."
+    with self.cv: idle, self.idle = self.idle, []
+    for w in idle: self._drop(w)
 
-    def close(self):
-        "Stop the idle workers (one busy with a request stops when it is done, or when this process exits)."
-        with self.cv: idle, self.idle = self.idle, []
-        for w in idle: self._drop(w)
+# %% ../nbs/04_chat.ipynb 46
+def _read_answer(msg: bytes) -> dict:
+    "A worker's answer (`_answer_bytes`) read back: its JSON head (`maxrss_kib`, maybe `error`), plus `text` when there is no error."
+    head, _, text = msg.partition(b"\n")
+    ans = json.loads(head)
+    if "error" not in ans: ans["text"] = text.decode("utf-8", "surrogatepass")
+    return ans
 
+def _lost(returncode: int | None, killed: bool, seconds: float) -> TemplateError:
+    "The error for a render that got no answer: its worker stopped by the wall clock (`killed`), by `RLIMIT_CPU`, or ended."
+    if killed: return _over(f"rendering took more than {2 * seconds + 1:g} s, and its process was stopped")
+    if hasattr(signal, "SIGXCPU") and returncode == -signal.SIGXCPU: return _over(f"rendering took more than {seconds:g} s of CPU time")
+    return TemplateError(f"chat template failed while rendering: its worker process ended (exit code {returncode})")
 
-# %% ../nbs/04_chat.ipynb 34
+# %% ../nbs/04_chat.ipynb 48
+@patch
+def _exchange(self: TemplateWorkers, payload: bytes, max_bytes: int, seconds: float) -> tuple:
+    """Send `payload` to a worker and read its answer (at most `max_bytes`), killing the worker after `2 * seconds + 1` s of wall
+    time: (the answer or None, the worker, whether it was killed). A worker that answered goes back to the pool; another is dropped."""
+    w, msg, killed = self._take(), None, []
+    timer = threading.Timer(2 * seconds + 1, lambda: (killed.append(1), w.kill()))
+    try:
+        timer.start()
+        _write_msg(w.stdin, payload)
+        msg = _read_msg(w.stdout, max_bytes)
+    except (OSError, ValueError): pass                          # a broken pipe, or an answer longer than any honest one
+    finally:
+        timer.cancel()
+        timer.join()                                            # the timer cannot fire after this
+        if msg is not None and not killed: self._give(w)
+        else:
+            self._drop(w)
+            self.replaced += 1
+    return msg, w, bool(killed)
+
+# %% ../nbs/04_chat.ipynb 50
+@patch
+def run(self: TemplateWorkers, job: tuple, seconds: float) -> str:
+    "Render `job` (source, variables, max_chars) in a worker with `seconds` of CPU time; a `TemplateError` if it fails."
+    payload, self.maxrss_kib = marshal.dumps((job, seconds, MAX_RANGE)), 0
+    msg, w, killed = self._exchange(payload, 4 * job[2] + (1 << 16), seconds)
+    if msg is None: raise _lost(w.returncode, killed, seconds)
+    ans = _read_answer(msg)
+    self.maxrss_kib = ans["maxrss_kib"]                         # the worker's peak resident memory (tests read it)
+    if "error" in ans: raise TemplateError(ans["error"])
+    return ans["text"]
+
+# %% ../nbs/04_chat.ipynb 52
 _POOL, _POOL_LOCK = None, threading.Lock()
 
 def template_workers() -> TemplateWorkers:
@@ -287,7 +335,7 @@ def template_workers() -> TemplateWorkers:
         return _POOL
 
 
-# %% ../nbs/04_chat.ipynb 37
+# %% ../nbs/04_chat.ipynb 55
 MAX_DATA_DEPTH = 100   # nesting of messages, tools and template variables (a chat's real data nests under 10)
 _TOP = re.compile(r"[^\[]*(\[\d+\])?")   # 'messages[3]' of "messages[3]['tool_calls'][0]..."
 
@@ -309,7 +357,7 @@ def plain_data(v, where: str, _depth: int = 0):
     raise ValueError(f"{where} must be JSON-like data (str, number, bool, None, list, dict), got {type(v).__name__}")
 
 
-# %% ../nbs/04_chat.ipynb 39
+# %% ../nbs/04_chat.ipynb 57
 def text_content(content, where: str = "content"):
     """A chat message's `content` as the template takes it: a string as it is, OpenAI's content parts (`[{'type': 'text',
     'text': ...}, ...]`) as their texts joined by newlines, as vLLM joins them. A part of another type (an image, audio) is a
@@ -324,7 +372,7 @@ def text_content(content, where: str = "content"):
     return "\n".join(texts)
 
 
-# %% ../nbs/04_chat.ipynb 41
+# %% ../nbs/04_chat.ipynb 59
 def validate_messages(messages) -> list[dict]:
     """Check `messages` is a non-empty list of dicts with str `role` and `content` (or OpenAI's text parts, joined: `text_content`;
     or None in an assistant message that makes `tool_calls`, as OpenAI and transformers allow); return plain copies. Raises
@@ -345,7 +393,7 @@ def validate_messages(messages) -> list[dict]:
     return out
 
 
-# %% ../nbs/04_chat.ipynb 44
+# %% ../nbs/04_chat.ipynb 62
 def _n_chars(v) -> int:
     "Characters in the strings of plain data, an integer's digits, 6 for another number, bool or None (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
@@ -353,7 +401,7 @@ def _n_chars(v) -> int:
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
     return v.bit_length() * 10 // 33 + 1 if isinstance(v, int) and not isinstance(v, bool) else 6
 
-# %% ../nbs/04_chat.ipynb 46
+# %% ../nbs/04_chat.ipynb 64
 def _render_in(job: tuple, in_process: bool) -> str:
     "`job` (source, variables, max_chars) rendered in a worker of `template_workers()`, or here when `in_process`."
     if not in_process: return template_workers().run(job, MAX_RENDER_SECONDS)
@@ -366,7 +414,7 @@ def _check_compiles(source: str, in_process: bool):
     _render_in((source, None, 0), in_process)
 
 
-# %% ../nbs/04_chat.ipynb 48
+# %% ../nbs/04_chat.ipynb 66
 class ChatTemplate:
     """A chat template plus the BOS/EOS token strings it may print. It is compiled and rendered in a worker process bounded by the
     operating system (`TemplateWorkers`), or in this process when `in_process` (default: `IN_PROCESS`), for templates you trust."""
@@ -392,7 +440,7 @@ class ChatTemplate:
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
 
-# %% ../nbs/04_chat.ipynb 59
+# %% ../nbs/04_chat.ipynb 77
 BUILTIN_TEMPLATES = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -415,25 +463,28 @@ BUILTIN_TEMPLATES = {
     {%- else %}
         {{- ' ' ~ (m.content | trim) ~ ' ' ~ eos_token }}
     {%- endif %}
-{%- endfor %}""",
-"llama3": """\
+{%- endfor %}"""}
+
+# %% ../nbs/04_chat.ipynb 79
+BUILTIN_TEMPLATES["llama3"] = """\
 {{- bos_token }}
 {%- for m in messages %}
     {{- '<|start_header_id|>' ~ m.role ~ '<|end_header_id|>\\n\\n' ~ (m.content | trim) ~ '<|eot_id|>' }}
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
-{%- endif %}""",
-"chatml": """\
+{%- endif %}"""
+
+# %% ../nbs/04_chat.ipynb 81
+BUILTIN_TEMPLATES["chatml"] = """\
 {%- for m in messages %}
     {{- '<|im_start|>' ~ m.role ~ '\\n' ~ m.content ~ '<|im_end|>\\n' }}
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|im_start|>assistant\\n' }}
-{%- endif %}""",
-}
+{%- endif %}"""
 
-# %% ../nbs/04_chat.ipynb 60
+# %% ../nbs/04_chat.ipynb 83
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -441,7 +492,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 63
+# %% ../nbs/04_chat.ipynb 86
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -457,7 +508,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 67
+# %% ../nbs/04_chat.ipynb 90
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -468,7 +519,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
-# %% ../nbs/04_chat.ipynb 69
+# %% ../nbs/04_chat.ipynb 92
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -477,7 +528,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
-# %% ../nbs/04_chat.ipynb 71
+# %% ../nbs/04_chat.ipynb 94
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -486,7 +537,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
-# %% ../nbs/04_chat.ipynb 73
+# %% ../nbs/04_chat.ipynb 96
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -497,7 +548,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
-# %% ../nbs/04_chat.ipynb 75
+# %% ../nbs/04_chat.ipynb 98
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -505,14 +556,27 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-# %% ../nbs/04_chat.ipynb 77
+# %% ../nbs/04_chat.ipynb 100
+def _unplace(parts: list, from_ph: dict) -> list[tuple[str, bool]]:
+    "`(text, is_markup)` parts with each placeholder turned back into its special string, as text; one part per run of one kind."
+    rx = re.compile("(" + "|".join(map(re.escape, from_ph)) + ")") if from_ph else None
+    out = []
+    for text, markup in parts:
+        for k, piece in enumerate(rx.split(text) if rx else [text]):
+            piece, kind = (from_ph[piece], False) if k % 2 else (piece, markup)
+            if out and out[-1][1] == kind: out[-1] = (out[-1][0] + piece, kind)
+            elif piece: out.append((piece, kind))
+    return out
+
+# %% ../nbs/04_chat.ipynb 102
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the
     parts are the prompt. A role must be a name (letters, digits, `_-.:`), since templates paste it into their markup."""
     ct, msgs = _template_of(tokenizer, chat_template), validate_messages(messages)
     for i, m in enumerate(msgs):
-        if not _ROLE.fullmatch(m["role"]): raise ValueError(f"messages[{i}]['role'] must be a name (letters, digits, '_', '-', '.', ':'), got {m['role']!r}")
+        if not _ROLE.fullmatch(m["role"]):
+            raise ValueError(f"messages[{i}]['role'] must be a name (letters, digits, '_', '-', '.', ':'), got {m['role']!r}")
     specials = sorted((s for s in _added(tokenizer) if s), key=len, reverse=True)   # added tokens, special or not: text in a message
     rx = re.compile("|".join(map(re.escape, specials))) if specials else None
     kwargs = {k: plain_data(v, k) for k, v in kwargs.items()}
@@ -526,11 +590,5 @@ def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool =
     try: parts = _split_marked(ct.render(marked, add_generation_prompt, **kwargs), o, c)
     except TemplateError: parts = None
     if parts is None or "".join(t for t, _ in parts) != plain: parts = [(plain, True)]   # the template reshaped content: placeholders only
-    out = []
-    for text, markup in parts:
-        for k, piece in enumerate(re.split("(" + "|".join(map(re.escape, ph)) + ")", text) if ph else [text]):
-            piece, kind = (from_ph[piece], False) if k % 2 else (piece, markup)
-            if out and out[-1][1] == kind: out[-1] = (out[-1][0] + piece, kind)     # one part per run of the same kind
-            elif piece: out.append((piece, kind))
-    return out
+    return _unplace(parts, from_ph)
 

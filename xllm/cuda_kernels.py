@@ -375,12 +375,10 @@ def softmax_ref(x):
     return torch.softmax(x.double(), -1)
 
 # %% ../nbs/16_cuda_kernels.ipynb 79
-def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None, cache_dtype=None):
-    """Validate paged-attention inputs (shapes, dtypes, devices, contiguity; the caches in `cache_dtype`, default q's);
-    returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."""
-    _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
-    if not q.is_contiguous(): raise ValueError("q must be contiguous [B, n_heads, head_dim]")
-    B, H, D = q.shape
+def _check_paged_caches(q, k_cache, v_cache, max_head_dim=None, head_dims=None, cache_dtype=None) -> tuple[int, int, int]:
+    """The paged caches of a paged attention of `q`: alike, contiguous `[num_blocks, block_size, n_kv, head_dim]` in
+    `cache_dtype` (default q's), q's head_dim (at most `max_head_dim`, one of `head_dims`), n_kv dividing q's heads."""
+    H, D = q.shape[1:]
     for n, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         _check(n, t, device=q.device, dtype=cache_dtype or q.dtype, dims=4)
         if not t.is_contiguous(): raise ValueError(f"{n} must be contiguous [num_blocks, block_size, n_kv, head_dim]")
@@ -392,6 +390,13 @@ def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_
     if head_dims is not None and D not in head_dims:
         raise ValueError(f"head_dim must be one of {head_dims} for paged_attention_v2, got {D}")
     if n_kv <= 0 or H % n_kv: raise ValueError(f"n_heads {H} must be a multiple of the cache's n_kv {n_kv}")
+    return nb, bs, n_kv
+
+# %% ../nbs/16_cuda_kernels.ipynb 81
+def _check_paged_rows(q, block_tables, context_lens, out) -> torch.Tensor:
+    """The per-row inputs of a paged attention of `q`: int32 block tables (one row per sequence when `context_lens` are given,
+    int32 `[B]`), and `out` like `q` (made when None, and returned)."""
+    B = q.shape[0]
     _check("block_tables", block_tables, device=q.device, dtype=torch.int32, dims=2)
     if not block_tables.is_contiguous(): raise ValueError("block_tables must be contiguous [rows, max_blocks]")
     if context_lens is not None:                                   # None: prompt chunks, whose contexts come with the chunks
@@ -402,9 +407,19 @@ def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_
     if out is None: out = torch.empty_like(q)
     _check("out", out, device=q.device, dtype=q.dtype, dims=3)
     if out.shape != q.shape or not out.is_contiguous(): raise ValueError(f"out must be contiguous {tuple(q.shape)}")
-    return out, (B, H, D), (nb, bs, n_kv)
+    return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 80
+# %% ../nbs/16_cuda_kernels.ipynb 83
+def _check_paged(q, k_cache, v_cache, block_tables, context_lens, out, max_head_dim=None, head_dims=None, cache_dtype=None):
+    """Validate paged-attention inputs (shapes, dtypes, devices, contiguity; the caches in `cache_dtype`, default q's);
+    returns `out` (made when None), `(B, H, D)`, `(num_blocks, block_size, n_kv)`."""
+    _check("q", q, dtype=tuple(DTYPE_SUFFIX), dims=3)
+    if not q.is_contiguous(): raise ValueError("q must be contiguous [B, n_heads, head_dim]")
+    nb, bs, n_kv = _check_paged_caches(q, k_cache, v_cache, max_head_dim, head_dims, cache_dtype)
+    out = _check_paged_rows(q, block_tables, context_lens, out)
+    return out, tuple(q.shape), (nb, bs, n_kv)
+
+# %% ../nbs/16_cuda_kernels.ipynb 84
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                     context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
                     num_warps: int = 4) -> torch.Tensor:
@@ -419,7 +434,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
              np.int32(D), np.int32(bs), np.int32(block_tables.shape[1]), np.float32(scale)), shared_mem=smem)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 81
+# %% ../nbs/16_cuda_kernels.ipynb 85
 def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=None, k_scale=None, v_scale=None):
     """float64 reference on the CPU: gather each sequence's keys/values through its block table, plain softmax attention
     (GQA by repeat). An int8 cache comes with its scales `[num_blocks, block_size, n_kv]`: K = code * scale, exactly,
@@ -441,7 +456,7 @@ def paged_attention_ref(q, k_cache, v_cache, block_tables, context_lens, scale=N
         out[b] = torch.einsum("hl,lhd->hd", p, V)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 82
+# %% ../nbs/16_cuda_kernels.ipynb 86
 def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, device="cpu"):
     """Test inputs for paged attention: random q `[B, H, D]`, a pool of random K/V blocks (3 spare) whose blocks are
     handed to the sequences in a shuffled order, their block tables and context lengths `lens` (drawn on the CPU from
@@ -457,14 +472,35 @@ def random_paged(B, H, n_kv, D, bs, lens, dtype=torch.float64, generator=None, d
     to = lambda t: t.to(device=device, dtype=dtype)
     return to(q), to(kc), to(vc), bt.to(device), torch.tensor(lens, dtype=torch.int32, device=device)
 
-# %% ../nbs/16_cuda_kernels.ipynb 92
+# %% ../nbs/16_cuda_kernels.ipynb 96
 def paged_attention_splits(batch: int, n_kv: int, max_context: int, num_sms: int, min_split: int = 256) -> int:
     "Splits (split-K) for a decode launch: ~2 blocks per SM over `batch * n_kv` (sequence, KV head) pairs, each split >= `min_split` tokens."
     work = batch * n_kv
     if work >= 2 * num_sms: return 1
     return max(1, min(-(-2 * num_sms // work), -(-max_context // min_split)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 94
+# %% ../nbs/16_cuda_kernels.ipynb 98
+def _warps_smem(num_warps: int, rows: int, D: int, what: str) -> int:
+    "Shared memory of a `paged_attention_v2` block of `num_warps` warps over `rows` query rows (`what`) of head_dim `D`: at most 48 KiB."
+    if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
+    smem = num_warps * rows * (D + 2) * 4
+    if smem > 48 * 1024:
+        raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {rows} {what}; use fewer")
+    return smem
+
+def _split_parts(workspace, B: int, H: int, D: int, num_splits: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The combine kernel's inputs as views of `workspace` (float32, contiguous; None: a new one): each split's (max, sum)
+    `[B, H, splits, 2]`, then its unnormalized output `[B, H, splits, D]`."""
+    n = B * H * num_splits
+    if workspace is None: workspace = torch.empty(n * (D + 2), dtype=torch.float32, device=device)
+    _check("workspace", workspace, device=device, dtype=torch.float32)
+    if not workspace.is_contiguous() or workspace.numel() < n * (D + 2):
+        raise ValueError(f"workspace must be contiguous float32 with at least {n * (D + 2)} elements for {num_splits} splits, "
+                         f"got {tuple(workspace.shape)}")
+    ws = workspace.view(-1)
+    return ws[:2 * n].view(B, H, num_splits, 2), ws[2 * n:n * (D + 2)].view(B, H, num_splits, D)
+
+# %% ../nbs/16_cuda_kernels.ipynb 100
 def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                        context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
                        num_splits: int | None = None, num_warps: int = 4, workspace: torch.Tensor | None = None,
@@ -478,10 +514,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     `workspace` (float32, contiguous) when given, so the call allocates nothing; else to new tensors."""
     out, (B, H, D), (nb, bs, n_kv) = _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale)
     G = H // n_kv
-    if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
-    smem = num_warps * G * (D + 2) * 4
-    if smem > 48 * 1024:
-        raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {G} heads per group; use fewer")
+    smem = _warps_smem(num_warps, G, D, "heads per group")
     if B == 0: return out
     max_context = block_tables.shape[1] * bs                  # bounds every context length, known without reading the device
     if max_context == 0: return out.zero_()
@@ -490,22 +523,14 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     split_size = -(-max_context // num_splits)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     sfx = DTYPE_SUFFIX[q.dtype]
-    part_ml = part_acc = None
-    if num_splits > 1:
-        n = B * H * num_splits
-        if workspace is None: workspace = torch.empty(n * (D + 2), dtype=torch.float32, device=q.device)
-        _check("workspace", workspace, device=q.device, dtype=torch.float32)
-        if not workspace.is_contiguous() or workspace.numel() < n * (D + 2):
-            raise ValueError(f"workspace must be contiguous float32 with at least {n * (D + 2)} elements for {num_splits} splits, got {tuple(workspace.shape)}")
-        ws = workspace.view(-1)
-        part_ml, part_acc = ws[:2 * n].view(B, H, num_splits, 2), ws[2 * n:n * (D + 2)].view(B, H, num_splits, D)
+    part_ml, part_acc = _split_parts(workspace, B, H, D, num_splits, q.device) if num_splits > 1 else (None, None)
     _launch_v2(q, k_cache, v_cache, block_tables, out, next(x for x in PA2_GROUPS if x >= G), B * n_kv * num_splits, num_warps, smem, scale,
                k_scale, v_scale, lens=context_lens, num_splits=num_splits, split_size=split_size, part_ml=part_ml, part_acc=part_acc)
     if num_splits > 1:
         _launch(f"paged_attention_combine_{sfx}", q, B * H, _threads(D, 256), (_p(out), _p(part_ml), _p(part_acc), np.int32(D), np.int32(num_splits)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 95
+# %% ../nbs/16_cuda_kernels.ipynb 101
 def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, smem, scale, k_scale=None, v_scale=None, tiles=None,
                lens=None, num_splits=1, split_size=None, part_ml=None, part_acc=None):
     "Launch `paged_attention_v2{_i8}_<dtype>_d<D>_g<gm>` with the kernel's argument list: decode (`lens`) or prompt chunks (`tiles`)."
@@ -516,7 +541,7 @@ def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, sm
              np.int32(q.shape[1]), np.int32(k_cache.shape[2]), np.int32(k_cache.shape[1]), np.int32(block_tables.shape[1]), np.float32(scale),
              np.int32(num_splits), np.int32(split_size if split_size is not None else block_tables.shape[1] * k_cache.shape[1])), shared_mem=smem)
 
-# %% ../nbs/16_cuda_kernels.ipynb 96
+# %% ../nbs/16_cuda_kernels.ipynb 102
 def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale):
     "`_check_paged` plus what `paged_attention_v2`'s kernel needs: its head dims and groups, int8 caches with scales, 16-byte alignment."
     quantized = k_cache.dtype == torch.int8
@@ -535,7 +560,7 @@ def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_s
         if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
     return out, (B, H, D), (nb, bs, n_kv)
 
-# %% ../nbs/16_cuda_kernels.ipynb 97
+# %% ../nbs/16_cuda_kernels.ipynb 103
 def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Tensor, int]:
     """The tiles `paged_attention_chunks` launches over: `chunks` is a host list of `(first_row, num_tokens, table_row,
     start)`, each cut into tiles of up to `PA2_MAX_GROUP // G` tokens (G = n_heads / n_kv), so that a block's (token,
@@ -547,7 +572,7 @@ def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Ten
     gm = next((x for x in PA2_GROUPS if x >= G * max((t[1] for t in tiles), default=1)), PA2_MAX_GROUP)
     return torch.tensor(tiles, dtype=torch.int32).reshape(-1, 4).to(device), gm
 
-# %% ../nbs/16_cuda_kernels.ipynb 99
+# %% ../nbs/16_cuda_kernels.ipynb 105
 def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, chunks,
                            out: torch.Tensor | None = None, scale: float | None = None, num_warps: int = 4, tiles=None,
                            k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
@@ -564,17 +589,14 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         r0, n, c, s = (int(x) for x in ch)
         if n < 1 or r0 < 0 or r0 + n > N or not 0 <= c < C or s < 0 or s + n > max_ctx:
             raise ValueError(f"chunk {i} {tuple(ch)}: needs 1 or more tokens in rows 0..{N - 1}, a block-table row in 0..{C - 1} and positions below {max_ctx}")
-    if num_warps not in (1, 2, 4, 8): raise ValueError(f"num_warps must be 1, 2, 4 or 8, got {num_warps}")
     tiles_t, gm = tiles if tiles is not None else chunk_tiles(chunks, H, n_kv, q.device)
-    smem = num_warps * gm * (D + 2) * 4
-    if smem > 48 * 1024:
-        raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {gm} rows per block; use fewer")
+    smem = _warps_smem(num_warps, gm, D, "rows per block")
     if tiles_t.shape[0] == 0: return out
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     _launch_v2(q, k_cache, v_cache, block_tables, out, gm, tiles_t.shape[0] * n_kv, num_warps, smem, scale, k_scale, v_scale, tiles=tiles_t)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 100
+# %% ../nbs/16_cuda_kernels.ipynb 106
 def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of
     `q`, their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and
@@ -586,7 +608,7 @@ def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.
     return (torch.tensor(rows, dtype=torch.long, device=dev), block_tables[torch.tensor(trow, dtype=torch.long, device=dev)].contiguous(),
             torch.tensor(lens, dtype=torch.int32, device=dev))
 
-# %% ../nbs/16_cuda_kernels.ipynb 102
+# %% ../nbs/16_cuda_kernels.ipynb 108
 def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=None, k_scale=None, v_scale=None):
     "float64 reference: `paged_attention_ref` over `chunk_rows` (rows no chunk covers are zeros)."
     rows, tables, lens = chunk_rows(block_tables.cpu(), chunks)
@@ -594,34 +616,48 @@ def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=
     if rows.numel(): out[rows] = paged_attention_ref(q.cpu()[rows], k_cache, v_cache, tables, lens, scale, k_scale, v_scale)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 107
-def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
-              k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
-    """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv,
-    head_dim]`, or the `[num_blocks, block_size, n_kv, head_dim]` view) at `slot_mapping` (int64 `[N]`; slots outside
-    the pool are skipped). int8 caches need `k_scale` / `v_scale` (float32 `[num_slots, n_kv]`) and are quantized
-    like `xllm.kv_pool.quantize_kv`."""
+# %% ../nbs/16_cuda_kernels.ipynb 113
+def _check_kv_rows(k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int]:
+    "`kv_append`'s new rows: k and v alike, `[N, n_kv, head_dim]` with contiguous heads, of a kernel's dtype. Returns (N, n_kv, D)."
     _check("k", k, dtype=tuple(DTYPE_SUFFIX), dims=3)
     _check("v", v, device=k.device, dtype=k.dtype, dims=3)
     N, n_kv, D = k.shape
     if v.shape != k.shape: raise ValueError(f"v shape {tuple(v.shape)} != k shape {tuple(k.shape)}")
     for n, t in (("k", k), ("v", v)):
         if t.stride(1) != D: raise ValueError(f"{n} heads must be contiguous (stride(1) == head_dim)")
+    return N, n_kv, D
+
+# %% ../nbs/16_cuda_kernels.ipynb 115
+def _check_kv_caches(k, k_cache, v_cache, k_scale, v_scale) -> tuple[int, bool]:
+    """`kv_append`'s pool: k and v caches alike in the pool's layout (`[..., n_kv, head_dim]`, contiguous), of `k`'s dtype or
+    int8 with float32 scales `[num_slots, n_kv]`. Returns (num_slots, whether int8)."""
+    n_kv, D = k.shape[1:]
     quantized = k_cache.dtype == torch.int8
     for n, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         _check(n, t, device=k.device, dtype=torch.int8 if quantized else k.dtype)
         if t.dim() < 3 or tuple(t.shape[-2:]) != (n_kv, D) or not t.is_contiguous():
             raise ValueError(f"{n} must be contiguous [..., {n_kv}, {D}] (the pool's layout), got {tuple(t.shape)}")
-    if v_cache.shape != k_cache.shape:
-        raise ValueError(f"v_cache {tuple(v_cache.shape)} and k_cache {tuple(k_cache.shape)} differ")
+    if v_cache.shape != k_cache.shape: raise ValueError(f"v_cache {tuple(v_cache.shape)} and k_cache {tuple(k_cache.shape)} differ")
     num_slots = k_cache.numel() // (n_kv * D)
-    if quantized:
-        for n, t in (("k_scale", k_scale), ("v_scale", v_scale)):
-            if t is None: raise ValueError(f"{n} is required for an int8 cache")
-            _check(n, t, device=k.device, dtype=torch.float32)
-            if not t.is_contiguous() or t.numel() != num_slots * n_kv:
-                raise ValueError(f"{n} must be contiguous float32 [{num_slots}, {n_kv}], got {tuple(t.shape)}")
-    elif k_scale is not None or v_scale is not None: raise ValueError("k_scale / v_scale are only for an int8 cache")
+    if not quantized:
+        if k_scale is not None or v_scale is not None: raise ValueError("k_scale / v_scale are only for an int8 cache")
+        return num_slots, False
+    for n, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if t is None: raise ValueError(f"{n} is required for an int8 cache")
+        _check(n, t, device=k.device, dtype=torch.float32)
+        if not t.is_contiguous() or t.numel() != num_slots * n_kv:
+            raise ValueError(f"{n} must be contiguous float32 [{num_slots}, {n_kv}], got {tuple(t.shape)}")
+    return num_slots, True
+
+# %% ../nbs/16_cuda_kernels.ipynb 117
+def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
+              k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
+    """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv,
+    head_dim]`, or the `[num_blocks, block_size, n_kv, head_dim]` view) at `slot_mapping` (int64 `[N]`; slots outside
+    the pool are skipped). int8 caches need `k_scale` / `v_scale` (float32 `[num_slots, n_kv]`) and are quantized
+    like `xllm.kv_pool.quantize_kv`."""
+    N, n_kv, D = _check_kv_rows(k, v)
+    num_slots, quantized = _check_kv_caches(k, k_cache, v_cache, k_scale, v_scale)
     _check("slot_mapping", slot_mapping, device=k.device, dtype=torch.int64, dims=1)
     if slot_mapping.shape[0] != N or not slot_mapping.is_contiguous():
         raise ValueError(f"slot_mapping must be contiguous int64 [{N}]")
@@ -636,14 +672,14 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                 (_p(k), _p(v), _p(k_cache), _p(v_cache), _p(slot_mapping), np.int32(n_kv), np.int32(D),
                  np.int64(k.stride(0)), np.int64(v.stride(0)), np.int64(num_slots)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 112
+# %% ../nbs/16_cuda_kernels.ipynb 122
 def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     "`Int8Linear.scales` (float32 `[out]` or float16 `[out, G]`) as the kernel reads them: float32 `[out, G]` (G = 1 per row)."
     s = scales.float()
     return (s[:, None] if s.dim() == 1 else s).contiguous()
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 114
+# %% ../nbs/16_cuda_kernels.ipynb 124
 class QuantWeight(NamedTuple):
     """A weight-only quantized linear as xllm's kernels read it. `bits` 8: `codes` int8 `[O, I]`, `scales` float32 `[O,
     G]` (`int8_scales`) or float16 `[O, G]` (grouped, as `Int8Linear` keeps them), no `mins`. `bits` 4: `codes` uint8
@@ -661,7 +697,7 @@ class QuantWeight(NamedTuple):
         return self.codes.shape[0], self.codes.shape[1] * (2 if self.bits == 4 else 1)
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 115
+# %% ../nbs/16_cuda_kernels.ipynb 125
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
     if not isinstance(qw, QuantWeight): raise ValueError(f"expected a QuantWeight, got {type(qw).__name__}")
@@ -688,13 +724,13 @@ def _check_quant(x: torch.Tensor, qw: QuantWeight):
         raise ValueError("codes, scales and mins must be contiguous")
     if qw.codes.data_ptr() % 16: raise ValueError("codes must be 16-byte aligned (vector loads)")
 
-# %% ../nbs/16_cuda_kernels.ipynb 116
+# %% ../nbs/16_cuda_kernels.ipynb 126
 def _half_scales(qw: QuantWeight) -> str:
     "The kernel-name infix of an int8 weight with float16 scales (`_h`: the instances that read them as they are)."
     return "_h" if qw.bits == 8 and qw.scales.dtype == torch.float16 else ""
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 117
+# %% ../nbs/16_cuda_kernels.ipynb 127
 def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.Tensor:
     "`int8_gemv` / `int4_gemv` of `x` `[M, I]` with `qw` into `out` `[M, O]`."
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -714,7 +750,7 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
     return out
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 118
+# %% ../nbs/16_cuda_kernels.ipynb 128
 def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`,
@@ -722,7 +758,7 @@ def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bia
     the module's own float16 `[out, G]`, `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(8, weight, scales, None, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 119
+# %% ../nbs/16_cuda_kernels.ipynb 129
 def int8_linear_ref(x, weight, scales, bias=None):
     "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
     return quant_linear_ref(x, QuantWeight(8, weight, scales[:, None] if scales.dim() == 1 else scales, None, bias))
@@ -737,7 +773,7 @@ def quant_weight_ref(qw: QuantWeight) -> torch.Tensor:
     w = q * s[..., None] if qw.bits == 8 else (q * s[..., None] + qw.mins.double().cpu()[..., None] if qw.mins is not None else (q - 8) * s[..., None])
     return w.reshape(O, I)
 
-# %% ../nbs/16_cuda_kernels.ipynb 120
+# %% ../nbs/16_cuda_kernels.ipynb 130
 def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     """float64 reference on the CPU: x @ Wᵀ + bias; with `weight_dtype`, W rounded to it first (what dequantize + GEMM
     multiplies with: the rounding of each weight is that path's, not the GEMM's)."""
@@ -746,7 +782,7 @@ def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     y = x.double().cpu() @ w.T
     return y if qw.bias is None else y + qw.bias.double().cpu()
 
-# %% ../nbs/16_cuda_kernels.ipynb 126
+# %% ../nbs/16_cuda_kernels.ipynb 136
 QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
 
 def quant_weight(mods) -> QuantWeight | None:
@@ -774,7 +810,7 @@ def quant_weight(mods) -> QuantWeight | None:
         bias = cat([m.bias.float() if m.bias is not None else torch.zeros(m.out_features, device=m.scales.device) for m in mods])
     return QuantWeight(bits, cat(codes), cat(sc), None if mn is None else cat(mn), bias)
 
-# %% ../nbs/16_cuda_kernels.ipynb 128
+# %% ../nbs/16_cuda_kernels.ipynb 138
 def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (q * scales + mins)ᵀ + bias, or (q - 8) * scales without `mins`, with `Int4Linear`'s
@@ -782,7 +818,7 @@ def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mi
     32), `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(4, qweight, scales, mins, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 129
+# %% ../nbs/16_cuda_kernels.ipynb 139
 def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
     "Write the weight `qw` stands for into `out` (contiguous `[O, I]`, 16-byte aligned; float32, float16 or bfloat16), in one pass."
     _check("out", out, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -798,13 +834,13 @@ def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
             (_p(out), _p(qw.codes), _p(qw.scales), *extra, np.int32(O), np.int32(I), np.int32(G), np.int32(I // G)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 130
+# %% ../nbs/16_cuda_kernels.ipynb 140
 def _out_rows(qw: QuantWeight, a: int, b: int) -> QuantWeight:
     "Output rows `a:b` of `qw` (views; no bias)."
     return QuantWeight(qw.bits, qw.codes[a:b], qw.scales[a:b], None if qw.mins is None else qw.mins[a:b], None)
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 132
+# %% ../nbs/16_cuda_kernels.ipynb 142
 def quant_linear(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None = None, workspace: torch.Tensor | None = None,
                  gemv_rows: int = QUANT_GEMV_ROWS) -> torch.Tensor:
     """y `[M, O]` = x @ Wᵀ + bias for the quantized weight `qw`: the GEMV kernel for at most `gemv_rows` rows, else

@@ -19,70 +19,76 @@ import xllm.cuda_kernels as ck
 # %% auto 0
 __all__ = ['TorchOps', 'CudaOps', 'int8_kv_supported', 'default_graph_batch_sizes', 'CudaRunner', 'greedy_paged']
 
-# %% ../nbs/16b_cuda_runner.ipynb 7
+# %% ../nbs/16b_cuda_runner.ipynb 8
+def _torch_rms_norm(x, weight, eps, residual=None, out=None):
+    "RMSNorm of `x` (after `residual += x` when given) into `out`."
+    if residual is not None:
+        residual.add_(x)                                                        # the sum rounded to the dtype, as stored
+        x = residual
+    h = x.float()
+    out.copy_(weight.float() * h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
+    return out
+
+def _torch_rope_(q, k, positions, cos, sin):
+    "Rotate `q` and `k` in place (rotate-half order) at `positions`."
+    half = q.shape[-1] // 2
+    c, s = cos[positions, :half][:, None, :], sin[positions, :half][:, None, :]
+    for t in (q, k):
+        x1, x2 = t[..., :half].float(), t[..., half:].float()
+        t.copy_(torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1))
+    return q, k
+
+# %% ../nbs/16b_cuda_runner.ipynb 11
+def _torch_silu_and_mul_fused(x, out):
+    "`silu(gate) * up` of the fused `[gate | up]` rows of `x` into `out`."
+    I = x.shape[1] // 2
+    g = x[:, :I].float()
+    out.copy_(g * torch.sigmoid(g) * x[:, I:].float())
+    return out
+
+def _torch_kv_append(k, v, k_flat, v_flat, slots, k_scale=None, v_scale=None):
+    "Write `k`, `v` into the flat paged pool at `slots` (int8 with scales when given); slots outside the pool are skipped."
+    ok = (slots >= 0) & (slots < k_flat.shape[0])                                # padding rows (slot -1) are skipped
+    if k_scale is None:
+        k_flat.index_copy_(0, slots[ok], k[ok])
+        v_flat.index_copy_(0, slots[ok], v[ok])
+        return
+    from xllm.kv_pool import quantize_kv
+    for t, st, x in ((k_flat, k_scale, k), (v_flat, v_scale, v)):
+        qx, s = quantize_kv(x[ok])
+        t.index_copy_(0, slots[ok], qx)
+        st.index_copy_(0, slots[ok], s)
+
+# %% ../nbs/16b_cuda_runner.ipynb 14
+def _torch_paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
+    """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale`
+    for an int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
+    B, H, D = q.shape
+    nb, bs, n_kv, _ = k_cache.shape
+    Lmax = block_tables.shape[1] * bs
+    idx = torch.arange(Lmax, device=q.device)
+    slots = block_tables.long()[:, idx // bs] * bs + idx % bs                     # [B, Lmax]
+    def kv(c, s): return c.reshape(nb * bs, n_kv, D)[slots].float() * (1 if s is None else s.reshape(nb * bs, n_kv)[slots][..., None])
+    K, V = kv(k_cache, k_scale).transpose(1, 2), kv(v_cache, v_scale).transpose(1, 2)   # [B, n_kv, Lmax, D]
+    mask = (idx[None, :] < context_lens.long()[:, None])[:, None, None, :]
+    o = F.scaled_dot_product_attention(q[:, :, None].float(), K.float(), V.float(), attn_mask=mask, enable_gqa=H != n_kv)[:, :, 0]
+    out.copy_(torch.where(context_lens[:, None, None] > 0, o, 0.0))              # an empty context gives zeros, like the kernel
+    return out
+
+# %% ../nbs/16b_cuda_runner.ipynb 16
+def _torch_quant_linear(x, qw, out, workspace=None, gemv_rows=None):
+    "`out` = x @ Wᵀ + bias for a quantized weight (`ck.QuantWeight`), dequantized in float32 as the modules do it off the kernels."
+    from xllm.quant import dequantize_int4, dequantize_int8
+    w = dequantize_int8(qw.codes, qw.scales, x.dtype) if qw.bits == 8 else dequantize_int4(qw.codes, qw.scales, qw.mins, x.dtype)
+    torch.mm(x, w.t(), out=out)
+    return out if qw.bias is None else out.add_(qw.bias)
+
 class TorchOps:
     "The runner's operations in plain torch (any device), with the CUDA kernels' signatures and semantics (fp32 math, one rounding)."
     name = "torch"
-
-    @staticmethod
-    def rms_norm(x, weight, eps, residual=None, out=None):
-        "RMSNorm of `x` (after `residual += x` when given) into `out`."
-        if residual is not None: residual.add_(x); x = residual                     # the sum rounded to the dtype, as stored
-        h = x.float()
-        out.copy_(weight.float() * h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
-        return out
-
-    @staticmethod
-    def rope_(q, k, positions, cos, sin):
-        "Rotate `q` and `k` in place (rotate-half order) at `positions`."
-        half = q.shape[-1] // 2
-        c, s = cos[positions, :half][:, None, :], sin[positions, :half][:, None, :]
-        for t in (q, k):
-            x1, x2 = t[..., :half].float(), t[..., half:].float()
-            t.copy_(torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1))
-        return q, k
-
-    @staticmethod
-    def silu_and_mul_fused(x, out):
-        "`silu(gate) * up` of the fused `[gate | up]` rows of `x` into `out`."
-        I = x.shape[1] // 2
-        g = x[:, :I].float()
-        out.copy_(g * torch.sigmoid(g) * x[:, I:].float())
-        return out
-
-    @staticmethod
-    def kv_append(k, v, k_flat, v_flat, slots, k_scale=None, v_scale=None):
-        "Write `k`, `v` into the flat paged pool at `slots` (int8 with scales when given); slots outside the pool are skipped."
-        ok = (slots >= 0) & (slots < k_flat.shape[0])                                # padding rows (slot -1) are skipped
-        if k_scale is None:
-            k_flat.index_copy_(0, slots[ok], k[ok]); v_flat.index_copy_(0, slots[ok], v[ok]); return
-        from xllm.kv_pool import quantize_kv
-        for t, st, x in ((k_flat, k_scale, k), (v_flat, v_scale, v)):
-            qx, s = quantize_kv(x[ok]); t.index_copy_(0, slots[ok], qx); st.index_copy_(0, slots[ok], s)
-
-    @staticmethod
-    def paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
-        """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale`
-        for an int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
-        B, H, D = q.shape
-        nb, bs, n_kv, _ = k_cache.shape
-        Lmax = block_tables.shape[1] * bs
-        idx = torch.arange(Lmax, device=q.device)
-        slots = block_tables.long()[:, idx // bs] * bs + idx % bs                     # [B, Lmax]
-        kv = lambda c, s: c.reshape(nb * bs, n_kv, D)[slots].float() * (1 if s is None else s.reshape(nb * bs, n_kv)[slots][..., None])
-        K, V = kv(k_cache, k_scale).transpose(1, 2), kv(v_cache, v_scale).transpose(1, 2)   # [B, n_kv, Lmax, D]
-        mask = (idx[None, :] < context_lens.long()[:, None])[:, None, None, :]
-        o = F.scaled_dot_product_attention(q[:, :, None].float(), K.float(), V.float(), attn_mask=mask, enable_gqa=H != n_kv)[:, :, 0]
-        out.copy_(torch.where(context_lens[:, None, None] > 0, o, 0.0))              # an empty context gives zeros, like the kernel
-        return out
-
-    @staticmethod
-    def quant_linear(x, qw, out, workspace=None, gemv_rows=None):
-        "`out` = x @ Wᵀ + bias for a quantized weight (`ck.QuantWeight`), dequantized in float32 as the modules do it off the kernels."
-        from xllm.quant import dequantize_int4, dequantize_int8
-        w = dequantize_int8(qw.codes, qw.scales, x.dtype) if qw.bits == 8 else dequantize_int4(qw.codes, qw.scales, qw.mins, x.dtype)
-        torch.mm(x, w.t(), out=out)
-        return out if qw.bias is None else out.add_(qw.bias)
+    rms_norm, rope_ = staticmethod(_torch_rms_norm), staticmethod(_torch_rope_)
+    silu_and_mul_fused, kv_append = staticmethod(_torch_silu_and_mul_fused), staticmethod(_torch_kv_append)
+    paged_attention, quant_linear = staticmethod(_torch_paged_attention), staticmethod(_torch_quant_linear)
 
     @staticmethod
     def chunk_plan(block_tables, chunks, n_heads, n_kv, head_dim):
@@ -92,13 +98,16 @@ class TorchOps:
     @staticmethod
     def paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out, plan=None, k_scale=None, v_scale=None):
         "Causal attention of prompt chunks over the paged K/V, as one decode row per token (`plan`: `chunk_plan`'s)."
-        return _rows_attention(TorchOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
+        plan = plan or ck.chunk_rows(block_tables, chunks)
+        return _rows_attention(TorchOps.paged_attention, q, k_cache, v_cache, plan, out, k_scale, v_scale)
 
-# %% ../nbs/16b_cuda_runner.ipynb 11
+# %% ../nbs/16b_cuda_runner.ipynb 18
 def _pa2(n_heads: int, n_kv: int, head_dim: int) -> bool:
     "Whether `paged_attention_v2`'s kernel has an instance for these shapes (head dims 32-256, at most 8 query heads per KV head)."
     return head_dim in ck.PA2_HEAD_DIMS and n_heads // n_kv <= ck.PA2_MAX_GROUP
 
+
+# %% ../nbs/16b_cuda_runner.ipynb 20
 class CudaOps:
     "The same operations through xllm.cuda_kernels (CUDA tensors, CuPy)."
     name = "cuda"
@@ -140,7 +149,7 @@ class CudaOps:
             return ck.paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out=out, tiles=plan, k_scale=k_scale, v_scale=v_scale)
         return _rows_attention(CudaOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
-# %% ../nbs/16b_cuda_runner.ipynb 13
+# %% ../nbs/16b_cuda_runner.ipynb 22
 def _rows_attention(attention, q, k_cache, v_cache, rows_plan, out, k_scale=None, v_scale=None):
     "Prompt chunks through a decode `attention` over `chunk_rows`' rows: one query row per token, its chunk's block table, context `position + 1`."
     rows, tables, lens = rows_plan
@@ -153,7 +162,7 @@ def int8_kv_supported(config) -> bool:
     "Whether xllm's CUDA kernels attend over an int8 K/V pool of this model (`paged_attention_v2`'s head dims and GQA groups)."
     return _pa2(config.num_attention_heads, config.num_key_value_heads, config.head_dim)
 
-# %% ../nbs/16b_cuda_runner.ipynb 16
+# %% ../nbs/16b_cuda_runner.ipynb 25
 def _bucket(sizes, n: int) -> int | None:
     "The smallest size in sorted `sizes` that holds `n` rows (None if none does)."
     return next((s for s in sizes if s >= n), None)
@@ -163,7 +172,7 @@ def default_graph_batch_sizes(max_batch: int) -> list[int]:
     sizes = [s for s in (1, 2, 4, 8) if s <= max_batch] + list(range(16, max_batch + 1, 16))
     return sorted(set(sizes + [max_batch]))
 
-# %% ../nbs/16b_cuda_runner.ipynb 18
+# %% ../nbs/16b_cuda_runner.ipynb 27
 def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     "Concatenate plain nn.Linear weights (and biases) along the output dim; each module's weight becomes a view of the result."
     if not all(type(m) is nn.Linear for m in mods): return None
@@ -179,7 +188,7 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         i += n
     return W, b
 
-# %% ../nbs/16b_cuda_runner.ipynb 20
+# %% ../nbs/16b_cuda_runner.ipynb 29
 def _fuse_quant(mods) -> ck.QuantWeight | None:
     """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch;
     each module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice.
@@ -197,7 +206,23 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
         i += n
     return qw
 
-# %% ../nbs/16b_cuda_runner.ipynb 21
+# %% ../nbs/16b_cuda_runner.ipynb 30
+def _fused_layers(model) -> tuple[list, dict]:
+    """Each layer's q/k/v and gate/up stacked into one weight (`_fuse`, or `_fuse_quant` for quantized linears), and the
+    `ck.QuantWeight` of every other quantized linear by module id (o, down, a quantized head)."""
+    stacks = [([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj], [l.mlp.gate_proj, l.mlp.up_proj]) for l in model.model.layers]
+    fused = [tuple(_fuse(s) or _fuse_quant(s) for s in pair) for pair in stacks]
+    stacked = {id(m) for pair, fs in zip(stacks, fused) for s, f in zip(pair, fs) if f is not None for m in s}
+    return fused, {id(m): qw for m in model.modules() if id(m) not in stacked and (qw := ck.quant_weight(m)) is not None}
+
+def _graph_sizes(sizes, max_batch: int) -> list[int]:
+    "The batch sizes to capture: `sizes` sorted and deduplicated (None: `default_graph_batch_sizes`), each checked in [1, max_batch]."
+    out = sorted(set(sizes)) if sizes is not None else default_graph_batch_sizes(max_batch)
+    if any(not isinstance(s, int) or not 0 < s <= max_batch for s in out):
+        raise ValueError(f"graph_batch_sizes must be integers in [1, max_batch={max_batch}], got {sizes!r}")
+    return out
+
+# %% ../nbs/16b_cuda_runner.ipynb 32
 class CudaRunner(ModelRunner):
     """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed
     as CUDA graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
@@ -230,22 +255,17 @@ class CudaRunner(ModelRunner):
             raise ValueError(f"int8 K/V at head_dim {kc.head_dim}: no CUDA kernel attends over it (see int8_kv_supported)")
         self.max_blocks = -(-self.max_model_len // pool.block_size)
         self.cos, self.sin = (t.to(dev) for t in rope_tables(model.inv_freq, self.max_model_len, torch.float32))
-        stacks = [([l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj], [l.mlp.gate_proj, l.mlp.up_proj]) for l in model.model.layers]
-        self.fused = [tuple(_fuse(s) or _fuse_quant(s) for s in pair) for pair in stacks]
-        stacked = {id(m) for pair, fs in zip(stacks, self.fused) for s, f in zip(pair, fs) if f is not None for m in s}
-        self.quant = {id(m): qw for m in model.modules() if id(m) not in stacked and (qw := ck.quant_weight(m)) is not None}   # the other quantized linears
+        self.fused, self.quant = _fused_layers(model)   # q/k/v and gate/up stacked; the other quantized linears
         self.quant_gemv_rows = ck.QUANT_GEMV_ROWS   # quantized linears: the GEMV kernel up to this many rows, then dequantize + cuBLAS
         self.dequant_ws = self._dequant_workspace()
         self.buf = self._buffers(max_batch)
         self.attn_ws = self._attention_workspace(max_batch)
-        self.graph_batch_sizes = sorted(set(graph_batch_sizes)) if graph_batch_sizes is not None else default_graph_batch_sizes(max_batch)
-        if any(not isinstance(s, int) or not 0 < s <= max_batch for s in self.graph_batch_sizes):
-            raise ValueError(f"graph_batch_sizes must be integers in [1, max_batch={max_batch}], got {graph_batch_sizes!r}")
+        self.graph_batch_sizes = _graph_sizes(graph_batch_sizes, max_batch)
         self.enforce_eager = bool(enforce_eager) or dev.type != "cuda"
         self.graphs: dict = {}                      # batch size -> (CUDAGraph, its logits buffer)
         self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = 0
 
-# %% ../nbs/16b_cuda_runner.ipynb 22
+# %% ../nbs/16b_cuda_runner.ipynb 33
 @patch(cls_method=True)
 def unsupported(cls: CudaRunner, model: Llama, kv_dtype=None) -> str | None:
     "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
@@ -264,7 +284,7 @@ def warm_up(self: CudaRunner):
     "Capture the decode graphs (none with `enforce_eager`)."
     self.capture()
 
-# %% ../nbs/16b_cuda_runner.ipynb 25
+# %% ../nbs/16b_cuda_runner.ipynb 36
 @patch
 def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
     """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block
@@ -282,7 +302,7 @@ def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
                         logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
     return b
 
-# %% ../nbs/16b_cuda_runner.ipynb 26
+# %% ../nbs/16b_cuda_runner.ipynb 37
 @patch
 def _dequant_workspace(self: CudaRunner) -> torch.Tensor:
     """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or
@@ -305,7 +325,7 @@ def _attention_workspace(self: CudaRunner, n: int) -> torch.Tensor:
         ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
     return torch.zeros(ws, dtype=torch.float32, device=self.device)
 
-# %% ../nbs/16b_cuda_runner.ipynb 27
+# %% ../nbs/16b_cuda_runner.ipynb 38
 @patch(as_prop=True)
 def buffer_bytes(self: CudaRunner) -> int:
     "Bytes of the preallocated activation buffers."
@@ -316,7 +336,7 @@ def __repr__(self: CudaRunner):
     return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
             f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
 
-# %% ../nbs/16b_cuda_runner.ipynb 30
+# %% ../nbs/16b_cuda_runner.ipynb 41
 @patch
 def _linear(self: CudaRunner, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
@@ -336,7 +356,7 @@ def _linear(self: CudaRunner, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 32
+# %% ../nbs/16b_cuda_runner.ipynb 43
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor    # renamed in torch 2.13
 
 @patch
@@ -350,7 +370,7 @@ def _gather_head(self: CudaRunner, head: VocabHead, x, out):
     out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 33
+# %% ../nbs/16b_cuda_runner.ipynb 44
 @patch
 def _parts(self: CudaRunner, mods, x, out, part):
     """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part`
@@ -364,7 +384,7 @@ def _parts(self: CudaRunner, mods, x, out, part):
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 35
+# %% ../nbs/16b_cuda_runner.ipynb 46
 @patch
 def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i,
@@ -398,7 +418,7 @@ def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
         h = self._linear(mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
-# %% ../nbs/16b_cuda_runner.ipynb 36
+# %% ../nbs/16b_cuda_runner.ipynb 47
 @patch
 def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
@@ -411,7 +431,7 @@ def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     bf["logits"].copy_(bf["logits_dt"])
     return bf["logits"]
 
-# %% ../nbs/16b_cuda_runner.ipynb 38
+# %% ../nbs/16b_cuda_runner.ipynb 49
 @patch
 def supports(self: CudaRunner, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
@@ -424,7 +444,7 @@ def supports_ragged(self: CudaRunner, batch: PagedBatch) -> bool:
     return (max(batch.context_lens) <= self.max_model_len
             and all(len(t) <= self.max_blocks for t in batch.block_tables))
 
-# %% ../nbs/16b_cuda_runner.ipynb 40
+# %% ../nbs/16b_cuda_runner.ipynb 51
 @patch
 def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     "Copy the batch's inputs into buffer rows 0..B-1 and padding into rows B..n-1."
@@ -435,7 +455,7 @@ def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
-# %% ../nbs/16b_cuda_runner.ipynb 42
+# %% ../nbs/16b_cuda_runner.ipynb 53
 @patch
 def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
@@ -456,7 +476,24 @@ def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torc
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
-# %% ../nbs/16b_cuda_runner.ipynb 44
+# %% ../nbs/16b_cuda_runner.ipynb 55
+def _split_chunks(cu, ctx, limit: int) -> tuple[list[tuple], list[int]]:
+    """A ragged batch's chunks (`cu_seqlens`, context lengths) by length: those of at most `limit` tokens as `(first_row,
+    tokens, table_row, start)` for `paged_attention_chunks`, and the indices of the longer ones."""
+    cu, ctx = np.asarray(cu), np.asarray(ctx)
+    n = np.diff(cu)
+    short = n <= limit
+    chunks = [(int(cu[i]), int(n[i]), int(i), int(ctx[i] - n[i])) for i in np.flatnonzero(short)]
+    return chunks, [int(i) for i in np.flatnonzero(~short)]
+
+@patch
+def _final_norm(self: CudaRunner, h, res, rows) -> torch.Tensor:
+    "The final RMSNorm of rows `rows` of the last MLP output `h` added to the residual stream `res` (neither changed), in a new tensor."
+    m, c = self.model, self.config
+    return self.ops.rms_norm(h.index_select(0, rows), m.model.norm.weight, c.rms_norm_eps, residual=res.index_select(0, rows),
+                             out=torch.empty(rows.shape[0], c.hidden_size, dtype=m.dtype, device=self.device))
+
+# %% ../nbs/16b_cuda_runner.ipynb 57
 @patch
 @torch.inference_mode()
 def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
@@ -470,15 +507,13 @@ def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     bf = self._buffers(N, decode=False)
     bf["ids"].copy_(batch.token_ids); bf["pos"].copy_(batch.positions); bf["slots"].copy_(batch.slot_mapping)
     cu, ctx = np.asarray(batch.cu_seqlens), np.asarray(batch.context_lens)
-    n = np.diff(cu)
-    short = n <= self.kernel_chunk_tokens
+    chunks, longer = _split_chunks(cu, ctx, self.kernel_chunk_tokens)
     tab = batch.table_array()
     tables = torch.from_numpy(tab).to(dev)                              # one row per chunk
-    chunks = [(int(cu[i]), int(n[i]), int(i), int(ctx[i] - n[i])) for i in np.flatnonzero(short)]   # (first row, tokens, table row, start)
-    plan = o.chunk_plan(tables, chunks, self.shard.num_attention_heads, self.shard.num_key_value_heads, c.head_dim) if chunks else None   # once per step
-    long = []                                                           # (row range, start, key slots) of the longer chunks
-    for i in np.flatnonzero(~short):
-        long.append((int(cu[i]), int(cu[i + 1]), int(ctx[i] - n[i]), torch.from_numpy(table_slots(tab[i], int(ctx[i]), bs)).to(dev)))
+    sh = self.shard
+    plan = o.chunk_plan(tables, chunks, sh.num_attention_heads, sh.num_key_value_heads, c.head_dim) if chunks else None   # once per step
+    long = [(int(cu[i]), int(cu[i + 1]), int(ctx[i] - cu[i + 1] + cu[i]), torch.from_numpy(table_slots(tab[i], int(ctx[i]), bs)).to(dev))
+            for i in longer]                                            # (row range, start, key slots) of the longer chunks
 
     def attend(i, q, out):
         if chunks: o.paged_attention_chunks(q, pool.k[i], pool.v[i], tables, chunks, out=out, plan=plan, k_scale=pool.k_scale[i], v_scale=pool.v_scale[i])
@@ -486,15 +521,12 @@ def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
 
     h = self._layers(bf, N, attend)
     rows = batch.logits_rows                                            # the final norm and lm_head only where logits are wanted
-    x = o.rms_norm(h.index_select(0, rows), m.model.norm.weight, c.rms_norm_eps, residual=bf["res"].index_select(0, rows),
-                   out=torch.empty(rows.shape[0], c.hidden_size, dtype=m.dtype, device=dev))
+    x = self._final_norm(h, bf["res"], rows)
     logits = self._linear(m.lm_head, x, torch.empty(rows.shape[0], c.vocab_size, dtype=m.dtype, device=dev)).float()
     if (hr := batch.hidden_rows) is None: return logits
-    hid = o.rms_norm(h.index_select(0, hr), m.model.norm.weight, c.rms_norm_eps, residual=bf["res"].index_select(0, hr),
-                     out=torch.empty(hr.shape[0], c.hidden_size, dtype=m.dtype, device=dev))
-    return logits, hid.float()                                          # pooling (13c): the final-norm hidden states too
+    return logits, self._final_norm(h, bf["res"], hr).float()                                          # pooling (13c): the final-norm hidden states too
 
-# %% ../nbs/16b_cuda_runner.ipynb 46
+# %% ../nbs/16b_cuda_runner.ipynb 59
 @patch
 def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
@@ -504,7 +536,7 @@ def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     self.num_ragged_steps += 1
     return self.ragged(batch)
 
-# %% ../nbs/16b_cuda_runner.ipynb 49
+# %% ../nbs/16b_cuda_runner.ipynb 62
 @patch
 def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when
@@ -532,7 +564,7 @@ def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     torch.cuda.synchronize(self.device)
     return sorted(self.graphs)
 
-# %% ../nbs/16b_cuda_runner.ipynb 52
+# %% ../nbs/16b_cuda_runner.ipynb 65
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None, prefill: bool = False) -> tuple[list[list[int]], list[torch.Tensor]]:
     """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the

@@ -42,19 +42,15 @@ class BlockManager:
         "Hash of a full block given its parent block's hash and its tokens."
         return hash((parent, tuple(tokens)))
 
-    def __repr__(self):
-        return (f"BlockManager({self.num_blocks} blocks x {self.block_size} tokens: {self.num_used_blocks} used, {len(self.free_blocks)} free, "
-                f"{len(self.evictable)} cached-evictable, {len(self.block_tables)} sequences)")
 
-
-# %% ../nbs/10_kv_cache.ipynb 7
+# %% ../nbs/10_kv_cache.ipynb 8
 @patch(as_prop=True)
 def num_free_blocks(self: BlockManager) -> int:
     "Blocks a new allocation may take: free ones plus evictable cached ones."
     return len(self.free_blocks) + len(self.evictable)
 
 
-# %% ../nbs/10_kv_cache.ipynb 8
+# %% ../nbs/10_kv_cache.ipynb 9
 @patch(as_prop=True)
 def num_used_blocks(self: BlockManager) -> int:
     "Blocks referenced by at least one sequence."
@@ -63,12 +59,18 @@ def num_used_blocks(self: BlockManager) -> int:
 
 # %% ../nbs/10_kv_cache.ipynb 10
 @patch
+def __repr__(self: BlockManager):
+    return (f"BlockManager({self.num_blocks} blocks x {self.block_size} tokens: {self.num_used_blocks} used, "
+            f"{len(self.free_blocks)} free, {len(self.evictable)} cached-evictable, {len(self.block_tables)} sequences)")
+
+# %% ../nbs/10_kv_cache.ipynb 12
+@patch
 def blocks_needed(self: BlockManager, num_tokens: int) -> int:
     "Blocks needed to hold `num_tokens` tokens."
     return -(-num_tokens // self.block_size)
 
 
-# %% ../nbs/10_kv_cache.ipynb 13
+# %% ../nbs/10_kv_cache.ipynb 15
 @patch
 def _match_prefix(self: BlockManager, token_ids, salt=None) -> list[tuple[int, int]]:
     """(block, hash) of the cached blocks that cover a prefix of `token_ids`, never the whole sequence. `salt`: the first block's
@@ -84,7 +86,7 @@ def _match_prefix(self: BlockManager, token_ids, salt=None) -> list[tuple[int, i
         hits.append((b, h)); parent = h
     return hits
 
-# %% ../nbs/10_kv_cache.ipynb 15
+# %% ../nbs/10_kv_cache.ipynb 17
 @patch
 def _take_block(self: BlockManager) -> int:
     "A block with nothing in it: from the free list, else evict the least recently used cached block."
@@ -99,7 +101,7 @@ def _take_block(self: BlockManager) -> int:
     self.ref_counts[b] = 1
     return b
 
-# %% ../nbs/10_kv_cache.ipynb 17
+# %% ../nbs/10_kv_cache.ipynb 19
 @patch
 def _release_block(self: BlockManager, b: int):
     self.ref_counts[b] -= 1
@@ -108,7 +110,7 @@ def _release_block(self: BlockManager, b: int):
         if self.block_hash[b] is not None: self.evictable[b] = None   # stays in the cache, most recently used last
         else: self.free_blocks.append(b)
 
-# %% ../nbs/10_kv_cache.ipynb 20
+# %% ../nbs/10_kv_cache.ipynb 22
 @patch
 def can_allocate(self: BlockManager, seq, reuse: bool = True) -> bool:
     "Whether `allocate(seq, reuse)` would succeed now."
@@ -117,7 +119,7 @@ def can_allocate(self: BlockManager, seq, reuse: bool = True) -> bool:
     n_hit_evictable = sum(1 for b, _ in hits if self.ref_counts[b] == 0)
     return n_fresh <= self.num_free_blocks - n_hit_evictable
 
-# %% ../nbs/10_kv_cache.ipynb 22
+# %% ../nbs/10_kv_cache.ipynb 24
 @patch
 def allocate(self: BlockManager, seq, reuse: bool = True) -> int:
     """Give `seq` blocks for all its tokens, reusing cached prefix blocks (unless `reuse=False`: all fresh, e.g. for a sequence whose
@@ -141,7 +143,7 @@ def allocate(self: BlockManager, seq, reuse: bool = True) -> int:
     self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
     return self.num_cached_tokens[sid]
 
-# %% ../nbs/10_kv_cache.ipynb 24
+# %% ../nbs/10_kv_cache.ipynb 26
 @patch
 def can_append(self: BlockManager, seq) -> bool:
     "Whether `append_slot(seq)` would succeed now (room for every token of `seq`)."
@@ -149,7 +151,7 @@ def can_append(self: BlockManager, seq) -> bool:
     return need <= self.num_free_blocks
 
 
-# %% ../nbs/10_kv_cache.ipynb 25
+# %% ../nbs/10_kv_cache.ipynb 27
 @patch
 def append_slot(self: BlockManager, seq, num_tokens: int | None = None) -> list[int]:
     """Reserve slots for the tokens `seq` gained since the last call (normally one), taking a new block when needed. Returns the new
@@ -167,7 +169,7 @@ def append_slot(self: BlockManager, seq, num_tokens: int | None = None) -> list[
     return new
 
 
-# %% ../nbs/10_kv_cache.ipynb 27
+# %% ../nbs/10_kv_cache.ipynb 29
 @patch
 def trim(self: BlockManager, seq, num_tokens: int) -> list[int]:
     """Shrink `seq`'s reservation to `num_tokens` slots (no-op when it holds fewer): the blocks past them go back to the free list.
@@ -185,7 +187,7 @@ def trim(self: BlockManager, seq, num_tokens: int) -> list[int]:
     return gone
 
 
-# %% ../nbs/10_kv_cache.ipynb 29
+# %% ../nbs/10_kv_cache.ipynb 31
 @patch
 def mark_computed(self: BlockManager, seq, num_computed_tokens: int):
     "Tell the manager that K/V of the first `num_computed_tokens` tokens of `seq` is written: its full blocks enter the prefix cache."
@@ -203,7 +205,7 @@ def mark_computed(self: BlockManager, seq, num_computed_tokens: int):
         if h not in self.cached and self.block_hash[b] is None:  # else: an identical block is cached already; ours stays private
             self.cached[h], self.block_hash[b], self.block_key[b] = b, h, (parent, toks)
 
-# %% ../nbs/10_kv_cache.ipynb 31
+# %% ../nbs/10_kv_cache.ipynb 33
 @patch
 def free(self: BlockManager, seq_or_id):
     "Drop a sequence's references to its blocks (last blocks first, so they are evicted before the shared prefix)."
@@ -212,7 +214,7 @@ def free(self: BlockManager, seq_or_id):
     for b in reversed(table): self._release_block(b)
     for d in (self.num_slots, self.seq_hashes, self.num_cached_tokens): d.pop(sid, None)
 
-# %% ../nbs/10_kv_cache.ipynb 33
+# %% ../nbs/10_kv_cache.ipynb 35
 @patch
 def fork(self: BlockManager, parent, child) -> list[tuple[int, int]]:
     "Let `child` (same tokens as `parent`) share the parent's full blocks; its partial last block is fresh. Returns `(src, dst)` block copies the caller must do."
@@ -233,7 +235,7 @@ def fork(self: BlockManager, parent, child) -> list[tuple[int, int]]:
     self.peak_used_blocks = max(self.peak_used_blocks, self.num_used_blocks)
     return copies
 
-# %% ../nbs/10_kv_cache.ipynb 36
+# %% ../nbs/10_kv_cache.ipynb 38
 @patch
 def get_num_cached_tokens(self: BlockManager, seq_or_id) -> int:
     "Prefix-cache hit tokens when this sequence was allocated (prefill skips them)."
@@ -245,14 +247,14 @@ def slot(self: BlockManager, seq_or_id, pos: int) -> tuple[int, int]:
     table = self.block_tables[getattr(seq_or_id, "seq_id", seq_or_id)]
     return table[pos // self.block_size], pos % self.block_size
 
-# %% ../nbs/10_kv_cache.ipynb 38
+# %% ../nbs/10_kv_cache.ipynb 40
 @patch(as_prop=True)
 def hit_rate(self: BlockManager) -> float:
     "Fraction of full prompt blocks found in the prefix cache so far."
     return self.num_hit_blocks / self.num_queried_blocks if self.num_queried_blocks else 0.0
 
 
-# %% ../nbs/10_kv_cache.ipynb 40
+# %% ../nbs/10_kv_cache.ipynb 42
 @patch
 def check_invariants(self: BlockManager):
     "Re-derive all bookkeeping from the block tables; `AssertionError` on any inconsistency."
@@ -275,7 +277,7 @@ def check_invariants(self: BlockManager):
     if not self.enable_prefix_caching: assert not self.cached and not ev
 
 
-# %% ../nbs/10_kv_cache.ipynb 61
+# %% ../nbs/10_kv_cache.ipynb 63
 def _dtype_size(dtype) -> int:
     if isinstance(dtype, torch.dtype): return torch.empty((), dtype=dtype).element_size()
     raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")
@@ -293,7 +295,7 @@ def kv_storage_dtype(kv_dtype, dtype):
     if kv_dtype in KV_FLOAT_DTYPES.values(): return kv_dtype
     raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or one of {', '.join(KV_FLOAT_DTYPES)}, got {kv_dtype!r}")
 
-# %% ../nbs/10_kv_cache.ipynb 63
+# %% ../nbs/10_kv_cache.ipynb 65
 def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=None) -> int:
     """Bytes of K and V for one token over all layers (only the KV heads are stored), in the model's `dtype` or as int8 codes
     (`kv_dtype='int8'`) plus one float32 scale per token, head, K or V."""
@@ -302,7 +304,7 @@ def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=
     return 2 * config.num_hidden_layers * config.num_key_value_heads * per_head
 
 
-# %% ../nbs/10_kv_cache.ipynb 65
+# %% ../nbs/10_kv_cache.ipynb 67
 def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_bytes: int, dtype=torch.float16, kv_dtype=None) -> int:
     "How many whole blocks of `block_size` tokens fit in `kv_cache_memory_bytes` of K/V memory (int8 scales counted)."
     check_int("block_size", block_size, lo=1)
@@ -313,7 +315,7 @@ def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_
     return n
 
 
-# %% ../nbs/10_kv_cache.ipynb 67
+# %% ../nbs/10_kv_cache.ipynb 69
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB": return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

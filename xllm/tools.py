@@ -86,6 +86,25 @@ GENERIC_TOOL_PROMPT = """You can call these tools (JSON schemas of their paramet
 {tools}
 To call a tool, answer with nothing but <tool_call>{{"name": "tool name", "arguments": {{...}}}}</tool_call> (one such block per call). A tool's result comes back as <tool_response>...</tool_response>; then answer the user."""
 
+def _with_tool_prompt(msgs: list[dict], tools: list[dict]) -> list[dict]:
+    "`msgs` with the tools described (`GENERIC_TOOL_PROMPT`) at the end of their system message, or in a new one put first."
+    prompt = GENERIC_TOOL_PROMPT.format(tools="\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools))
+    if msgs and msgs[0]["role"] == "system": return [{**msgs[0], "content": msgs[0]["content"] + "\n\n" + prompt}, *msgs[1:]]
+    return [{"role": "system", "content": prompt}, *msgs]
+
+# %% ../nbs/18a_tool_calls.ipynb 19
+def _message_calls(m: dict, i: int) -> list[dict]:
+    """The `tool_calls` of `messages[i]` as templates read them: {'type', 'function': {'name', 'arguments' as a dict}} and the
+    `id` when there is one; `ValueError` naming the call whose arguments are JSON nested too deeply to read."""
+    calls = []
+    for k, c in enumerate(m.get("tool_calls") or []):
+        try: args = _arguments(c["function"].get("arguments", {}))
+        except ValueError as e: raise ValueError(f"messages[{i}].tool_calls[{k}].function.{e}") from None
+        call = {"type": "function", "function": {"name": c["function"]["name"], "arguments": args}}
+        calls.append({**call, "id": c["id"]} if c.get("id") else call)
+    return calls
+
+# %% ../nbs/18a_tool_calls.ipynb 21
 def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dict]:
     """`messages` (OpenAI's shapes: assistant `tool_calls`, `role: tool` results) as the chat template takes them.
     'hermes' and 'llama3' templates read `tool_calls` ({'type', 'function': {'name', 'arguments' as a dict}}) and
@@ -95,11 +114,7 @@ def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dic
     to read."""
     out = []
     for i, m in enumerate(messages):
-        calls = []
-        for k, c in enumerate(m.get("tool_calls") or []):
-            try: args = _arguments(c["function"].get("arguments", {}))
-            except ValueError as e: raise ValueError(f"messages[{i}].tool_calls[{k}].function.{e}") from None
-            calls.append({"type": "function", "function": {"name": c["function"]["name"], "arguments": args}, **({"id": c["id"]} if c.get("id") else {})})
+        calls = _message_calls(m, i)
         if fmt != "generic":
             out.append({**{k: v for k, v in m.items() if k != "tool_calls"}, **({"tool_calls": calls} if calls else {})})
         elif m["role"] == "tool":
@@ -107,16 +122,13 @@ def tool_messages(messages: list[dict], tools: list[dict], fmt: str) -> list[dic
             if out and out[-1].get("_tool"): out[-1]["content"] += "\n" + text
             else: out.append({"role": "user", "content": text, "_tool": True})
         else:
-            text = "".join(f"<tool_call>{json.dumps({'name': c['function']['name'], 'arguments': c['function']['arguments']}, ensure_ascii=False)}</tool_call>" for c in calls)
+            shown = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]} for c in calls]
+            text = "".join(f"<tool_call>{json.dumps(s, ensure_ascii=False)}</tool_call>" for s in shown)
             out.append({"role": m["role"], "content": (m["content"] or "") + text})
     for m in out: m.pop("_tool", None)
-    if fmt == "generic" and tools:
-        prompt = GENERIC_TOOL_PROMPT.format(tools="\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools))
-        if out and out[0]["role"] == "system": out[0] = {**out[0], "content": out[0]["content"] + "\n\n" + prompt}
-        else: out.insert(0, {"role": "system", "content": prompt})
-    return out
+    return _with_tool_prompt(out, tools) if fmt == "generic" and tools else out
 
-# %% ../nbs/18a_tool_calls.ipynb 20
+# %% ../nbs/18a_tool_calls.ipynb 24
 def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> StructuredOutputsParams | None:
     """For `tool_choice` 'required' or a named function: the structured-outputs constraint under which the model can
     only write one call, in its format, to an allowed tool with arguments valid under that tool's schema. None for
@@ -132,7 +144,7 @@ def tool_call_constraint(tools: list[dict], choice: str, fmt: str) -> Structured
     return StructuredOutputsParams(grammar='start: "<tool_call>" call "</tool_call>"\ncall: %json ' + json.dumps(bound_numbers(schema)))
 
 
-# %% ../nbs/18a_tool_calls.ipynb 23
+# %% ../nbs/18a_tool_calls.ipynb 27
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
 
 def _call(d, names, key_alts=("arguments", "parameters")):
@@ -145,7 +157,7 @@ def _call(d, names, key_alts=("arguments", "parameters")):
     if not isinstance(args, dict): return None
     return {"name": d["name"], "arguments": json.dumps(args, ensure_ascii=False)}
 
-# %% ../nbs/18a_tool_calls.ipynb 25
+# %% ../nbs/18a_tool_calls.ipynb 29
 def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None, list[dict]]:
     """The model's `text` as (content, calls): calls are `{'name', 'arguments'}` (arguments as JSON text, as OpenAI
     returns them) to tools of `tools`; content is the text outside the calls (None when empty and there are calls).
@@ -166,12 +178,12 @@ def parse_tool_calls(text: str, tools: list[dict], fmt: str) -> tuple[str | None
     content = "".join(rest).strip() if calls else text
     return (content or None), calls
 
-# %% ../nbs/18a_tool_calls.ipynb 27
+# %% ../nbs/18a_tool_calls.ipynb 31
 def openai_tool_calls(calls: list[dict]) -> list[dict]:
     "Calls as OpenAI's `message.tool_calls`, each with a new id."
     return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
 
-# %% ../nbs/18a_tool_calls.ipynb 29
+# %% ../nbs/18a_tool_calls.ipynb 33
 class ToolStream:
     """Streams a choice's text when it may hold tool calls: `feed(delta)` returns the text that can be sent as content
     now (nothing that could be the start of a call is sent early), `finish()` returns (content left to send, calls)."""
@@ -190,7 +202,7 @@ class ToolStream:
             if "<tool_call>".startswith(t[-k:]): return len(t) - k
         return len(t)
 
-# %% ../nbs/18a_tool_calls.ipynb 32
+# %% ../nbs/18a_tool_calls.ipynb 36
 @patch
 def feed(self: ToolStream, delta: str) -> str:
     "Take the next piece of text; return what may be sent as content now."

@@ -41,52 +41,63 @@ class ChatWidget:
     "A chat UI (ipywidgets) over `LLM.stream`: streams replies in a background thread; Stop, Reset, model picker, sampling sliders."
     def __init__(self, model=None, tokenizer=None, llm=None, system_prompt: str = "", temperature: float = 0.7,
                  top_p: float = 0.95, max_tokens: int = 256, device: str = "cpu", load: bool = True):
-        import ipywidgets as W   # lazily: only the widget needs ipywidgets
         self.llm, self.device = llm, device
         self.history: list[dict] = []        # the conversation so far (no system message: that comes from the box)
         self.partial: str | None = None      # the reply being written, None when idle
         self.last_stats: dict | None = None  # tokens, seconds, tokens_per_s, stopped of the last reply
         self.on_delta = None                 # optional callback(delta), called from the worker thread for each text delta
         self._stop, self._lock, self._thread, self._last_render = threading.Event(), threading.Lock(), None, 0.0
-        full = W.Layout(width="100%")
-        self.picker = W.Dropdown(options=[DEFAULT_MODEL, PATH_MODEL], value=PATH_MODEL if model is not None else DEFAULT_MODEL,
-                                 description="Model", layout=W.Layout(width="auto"))
-        self.model_path = W.Text(value="" if model is None else str(model), placeholder="path to .gguf / HF directory / llama2.c .bin", description="Path")
-        self.tokenizer_path = W.Text(value="" if tokenizer is None else str(tokenizer), placeholder="(optional) tokenizer path", description="Tokenizer")
-        self.load_button = W.Button(description="Load", icon="download")
-        self.temperature = W.FloatSlider(value=temperature, min=0.0, max=2.0, step=0.05, description="temperature")
-        self.top_p = W.FloatSlider(value=top_p, min=0.05, max=1.0, step=0.05, description="top-p")
-        self.max_tokens = W.IntSlider(value=max_tokens, min=1, max=2048, step=1, description="max tokens")
-        self.system = W.Textarea(value=system_prompt, placeholder="system prompt (optional)", description="System", layout=full)
-        self.view = W.HTML(value=render_messages([]), layout=W.Layout(width="100%", max_height="420px", overflow_y="auto"))
-        self.status = W.HTML(value="")
-        self.text = W.Textarea(placeholder="Type a message and press Send", layout=W.Layout(width="60%"))
-        self.send_button = W.Button(description="Send", button_style="primary", icon="paper-plane")
-        self.stop_button = W.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
-        self.reset_button = W.Button(description="Reset", icon="trash")
-        for button, handler in ((self.load_button, "load_click"), (self.send_button, "send_click"), (self.stop_button, "stop_click"),
-                                (self.reset_button, "reset_click")):   # looked up when clicked: the handlers are added below (@patch)
-            button.on_click(lambda b, h=handler: getattr(self, h)(b))
-        self.ui = W.VBox([W.HBox([self.picker, self.model_path, self.tokenizer_path, self.load_button]),
-                          W.HBox([self.temperature, self.top_p, self.max_tokens]), self.system, self.view, self.status,
-                          W.HBox([self.text, self.send_button, self.stop_button, self.reset_button])])
+        self._controls(model, tokenizer, system_prompt, temperature, top_p, max_tokens)
+        self._lay_out()
         if llm is not None: self._set_status(f"model: {html.escape(repr(llm))}{_template_note(llm)}")
         elif load: self.load_click()
 
+# %% ../nbs/18_widgets.ipynb 12
+@patch
+def _controls(self: ChatWidget, model, tokenizer, system_prompt, temperature, top_p, max_tokens):
+    import ipywidgets as W   # lazily: only the widget needs ipywidgets
+    self.picker = W.Dropdown(options=[DEFAULT_MODEL, PATH_MODEL], value=PATH_MODEL if model is not None else DEFAULT_MODEL,
+                             description="Model", layout=W.Layout(width="auto"))
+    self.model_path = W.Text(value="" if model is None else str(model), placeholder="path to .gguf / HF directory / llama2.c .bin",
+                             description="Path")
+    self.tokenizer_path = W.Text(value="" if tokenizer is None else str(tokenizer), placeholder="(optional) tokenizer path",
+                                 description="Tokenizer")
+    self.load_button = W.Button(description="Load", icon="download")
+    self.temperature = W.FloatSlider(value=temperature, min=0.0, max=2.0, step=0.05, description="temperature")
+    self.top_p = W.FloatSlider(value=top_p, min=0.05, max=1.0, step=0.05, description="top-p")
+    self.max_tokens = W.IntSlider(value=max_tokens, min=1, max=2048, step=1, description="max tokens")
+    self.system = W.Textarea(value=system_prompt, placeholder="system prompt (optional)", description="System",
+                             layout=W.Layout(width="100%"))
+    self.view = W.HTML(value=render_messages([]), layout=W.Layout(width="100%", max_height="420px", overflow_y="auto"))
+    self.status = W.HTML(value="")
+    self.text = W.Textarea(placeholder="Type a message and press Send", layout=W.Layout(width="60%"))
+    self.send_button = W.Button(description="Send", button_style="primary", icon="paper-plane")
+    self.stop_button = W.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
+    self.reset_button = W.Button(description="Reset", icon="trash")
 
-# %% ../nbs/18_widgets.ipynb 11
+@patch
+def _lay_out(self: ChatWidget):
+    import ipywidgets as W
+    for button, handler in ((self.load_button, "load_click"), (self.send_button, "send_click"), (self.stop_button, "stop_click"),
+                            (self.reset_button, "reset_click")):   # looked up when clicked: the handlers are added below (@patch)
+        button.on_click(lambda b, h=handler: getattr(self, h)(b))
+    self.ui = W.VBox([W.HBox([self.picker, self.model_path, self.tokenizer_path, self.load_button]),
+                      W.HBox([self.temperature, self.top_p, self.max_tokens]), self.system, self.view, self.status,
+                      W.HBox([self.text, self.send_button, self.stop_button, self.reset_button])])
+
+# %% ../nbs/18_widgets.ipynb 14
 @patch
 def _repr_mimebundle_(self: ChatWidget, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
 
-# %% ../nbs/18_widgets.ipynb 12
+# %% ../nbs/18_widgets.ipynb 15
 @patch(as_prop=True)
 def busy(self: ChatWidget) -> bool:
     "Whether a model load or a reply is running in the background."
     return self._thread is not None and self._thread.is_alive()
 
 
-# %% ../nbs/18_widgets.ipynb 13
+# %% ../nbs/18_widgets.ipynb 16
 @patch
 def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
     "Block until the background work (loading or generating) is done."
@@ -95,20 +106,20 @@ def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
     return self
 
 
-# %% ../nbs/18_widgets.ipynb 15
+# %% ../nbs/18_widgets.ipynb 18
 @patch(as_prop=True)
 def status_text(self: ChatWidget) -> str:
     "The status line as plain text."
     return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
 
 
-# %% ../nbs/18_widgets.ipynb 16
+# %% ../nbs/18_widgets.ipynb 19
 @patch
 def _set_status(self: ChatWidget, msg: str, error: bool = False):
     self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
 
 
-# %% ../nbs/18_widgets.ipynb 18
+# %% ../nbs/18_widgets.ipynb 21
 @patch
 def render(self: ChatWidget) -> str:
     "Render the conversation (with the reply being written) into the view; returns the HTML."
@@ -117,7 +128,7 @@ def render(self: ChatWidget) -> str:
     return h
 
 
-# %% ../nbs/18_widgets.ipynb 20
+# %% ../nbs/18_widgets.ipynb 23
 @patch
 def _start(self: ChatWidget, target, *args) -> bool:
     with self._lock:
@@ -130,14 +141,14 @@ def _start(self: ChatWidget, target, *args) -> bool:
         return True
 
 
-# %% ../nbs/18_widgets.ipynb 21
+# %% ../nbs/18_widgets.ipynb 24
 @patch
 def _done(self: ChatWidget):
     self.send_button.disabled = self.load_button.disabled = False
     self.stop_button.disabled = True
 
 
-# %% ../nbs/18_widgets.ipynb 27
+# %% ../nbs/18_widgets.ipynb 30
 @patch
 def load_click(self: ChatWidget, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
@@ -149,7 +160,7 @@ def load_click(self: ChatWidget, b=None):
     self._start(self._load, model, tok)
 
 
-# %% ../nbs/18_widgets.ipynb 28
+# %% ../nbs/18_widgets.ipynb 31
 @patch
 def _load(self: ChatWidget, model, tok):
     try:
@@ -163,7 +174,7 @@ def _load(self: ChatWidget, model, tok):
     finally: self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 31
+# %% ../nbs/18_widgets.ipynb 34
 @patch
 def params(self: ChatWidget) -> SamplingParams:
     "The sampling settings from the sliders."
@@ -177,7 +188,7 @@ def messages(self: ChatWidget) -> list[dict]:
     return ([{"role": "system", "content": sys}] if sys else []) + [dict(m) for m in self.history]
 
 
-# %% ../nbs/18_widgets.ipynb 33
+# %% ../nbs/18_widgets.ipynb 36
 @patch
 def send_click(self: ChatWidget, b=None):
     "Send the text box's message and stream the reply (in the background)."
@@ -194,7 +205,7 @@ def send_click(self: ChatWidget, b=None):
     self._start(self._generate, self.messages(), params)
 
 
-# %% ../nbs/18_widgets.ipynb 34
+# %% ../nbs/18_widgets.ipynb 37
 @patch
 def _open_stream(self: ChatWidget, msgs, params):
     "Start the stream; drop the oldest exchanges while the prompt is longer than the context."
@@ -208,49 +219,73 @@ def _open_stream(self: ChatWidget, msgs, params):
             msgs = msgs[:first] + msgs[nxt:]
 
 
-# %% ../nbs/18_widgets.ipynb 36
+# %% ../nbs/18_widgets.ipynb 39
+def _reply_stats(n: int, dt: float, stopped: bool, out) -> dict:
+    "The figures of a reply of `n` tokens in `dt` s: stopped by the user, or finished as the engine's output `out` says."
+    return dict(tokens=n, seconds=dt, tokens_per_s=n / dt if dt > 0 else 0.0, stopped=stopped,
+                finish_reason="stopped" if stopped else (out.finish_reason if out is not None else None))
+
+def _stats_html(s: dict) -> str:
+    "The status line of a reply's figures (a stopped reply's count is re-encoded text: approximate)."
+    head = f"stopped: ≈{s['tokens']}" if s["stopped"] else f"{s['tokens']}"
+    return f"{head} tokens in {s['seconds']:.2f} s: <b>{s['tokens_per_s']:.1f} tokens/s</b>"
+
+# %% ../nbs/18_widgets.ipynb 41
+@patch
+def _stream_reply(self: ChatWidget, stream) -> tuple[str, bool]:
+    "Read `stream`'s text deltas into `partial` (rendered at most every 50 ms) until it ends or Stop is pressed: (reply, stopped)."
+    reply, stopped = "", False
+    for delta in stream:
+        reply += delta
+        self.partial = reply
+        if self.on_delta is not None: self.on_delta(delta)
+        if self._stop.is_set():
+            stopped = True
+            break
+        if time.monotonic() - self._last_render > 0.05: self.render()
+    stream.close()
+    return reply, stopped
+
+# %% ../nbs/18_widgets.ipynb 43
+@patch
+def _end_reply(self: ChatWidget, stopped: bool):
+    "After a reply: its text (`partial`) joins the history; one that failed before any text gives the user's message back to the box."
+    reply = self.partial or ""
+    if reply or stopped or self._ok: self.history.append({"role": "assistant", "content": reply})
+    elif self.history and self.history[-1]["role"] == "user":
+        if not self.text.value: self.text.value = self.history[-1]["content"]
+        self.history.pop()
+    self.partial = None
+    self.render()
+    self._done()
+
+# %% ../nbs/18_widgets.ipynb 45
 @patch
 def _generate(self: ChatWidget, msgs, params):
-    llm, reply, stopped, self._ok, self.last_stats = self.llm, "", False, False, None
+    llm, stopped, self._ok, self.last_stats, self.partial = self.llm, False, False, None, ""
     try:
         t0 = time.perf_counter()
         llm.last_stream_output = None
         stream, msgs = self._open_stream(msgs, params)
-        for delta in stream:
-            reply += delta
-            self.partial = reply
-            if self.on_delta is not None: self.on_delta(delta)
-            if self._stop.is_set(): stopped = True; break
-            if time.monotonic() - self._last_render > 0.05: self.render()
-        stream.close()
+        reply, stopped = self._stream_reply(stream)
         dt = time.perf_counter() - t0
         out = getattr(llm, "last_stream_output", None)
         n = len(out.token_ids) if out is not None and not stopped else len(llm.tokenizer.encode(reply)) if reply else 0
-        self.last_stats = dict(tokens=n, seconds=dt, tokens_per_s=n / dt if dt > 0 else 0.0, stopped=stopped,
-                               finish_reason="stopped" if stopped else (out.finish_reason if out is not None else None))
-        self._set_status(f"{'stopped: ' if stopped else ''}{'≈' if stopped else ''}{n} tokens in {dt:.2f} s: "
-                         f"<b>{self.last_stats['tokens_per_s']:.1f} tokens/s</b>")
+        self.last_stats = _reply_stats(n, dt, stopped, out)
+        self._set_status(_stats_html(self.last_stats))
         self._ok = True
     except Exception as e:
         self._set_status(f"generation failed: {html.escape(type(e).__name__)}: {html.escape(str(e))}", error=True)
-    finally:
-        if reply or stopped or self._ok: self.history.append({"role": "assistant", "content": reply})
-        elif self.history and self.history[-1]["role"] == "user":   # failed before any text: give the message back to the box
-            if not self.text.value: self.text.value = self.history[-1]["content"]
-            self.history.pop()
-        self.partial = None
-        self.render()
-        self._done()
+    finally: self._end_reply(stopped)
 
-
-# %% ../nbs/18_widgets.ipynb 38
+# %% ../nbs/18_widgets.ipynb 47
 @patch
 def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
 
-# %% ../nbs/18_widgets.ipynb 39
+# %% ../nbs/18_widgets.ipynb 48
 @patch
 def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
@@ -262,7 +297,7 @@ def reset_click(self: ChatWidget, b=None):
     self._set_status("conversation cleared")
 
 
-# %% ../nbs/18_widgets.ipynb 66
+# %% ../nbs/18_widgets.ipynb 75
 # the page script that draws saved widgets without a kernel: JavaScript, kept as a file of its own (xllm/static/)
 from importlib.resources import files
 _OFFLINE_JS = files("xllm").joinpath("static", "offline_widgets.js").read_text(encoding="utf-8")
@@ -275,7 +310,7 @@ def widgets_bundle() -> Path:
     return p
 
 
-# %% ../nbs/18_widgets.ipynb 67
+# %% ../nbs/18_widgets.ipynb 76
 def offline_widgets():
     """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
     the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
