@@ -262,9 +262,14 @@ class Joining:
     deadline: float | None = None
     def __post_init__(self): self.deadline = self.deadline or time.monotonic() + self.timeout
     @property
-    def where(self) -> str: return f"{self.host}:{self.port}"
-    def left(self) -> float: return max(0.0, self.deadline - time.monotonic())
+    def where(self) -> str:
+        "The rendezvous address, `host:port`, as messages name it."
+        return f"{self.host}:{self.port}"
+    def left(self) -> float:
+        "Seconds left before the deadline (never negative)."
+        return max(0.0, self.deadline - time.monotonic())
     def error(self, what: str) -> TPError:
+        "A `TPError` naming this rank, the rendezvous, the timeout and `what` went wrong."
         return TPError(f"rank {self.rank} could not join the group at {self.where} within {self.timeout:g} s (--join-timeout): {what}")
 
 # %% ../nbs/13a_tensor_parallel.ipynb 51
