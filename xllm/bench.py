@@ -227,7 +227,10 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
 
 # %% ../nbs/20_bench.ipynb 42
 def _weight_bytes(model) -> int:
-    return sum(t.numel() * t.element_size() for t in {id(t): t for t in model.state_dict().values()}.values())
+    "Bytes of `model`'s weights and buffers, a tensor shared by two names (tied embeddings) counted once."
+    # `state_dict()` detaches every entry into a new tensor object, so tied weights are told apart by where their data lies
+    tensors = {(t.data_ptr(), t.numel(), t.dtype): t for t in model.state_dict().values()}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
 
 
 # %% ../nbs/20_bench.ipynb 44
