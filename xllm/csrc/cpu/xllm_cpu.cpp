@@ -137,7 +137,7 @@ void xk_paged_attention(const float* q, const float* kp, const float* vp, const 
 void* xk_plan_new(int64_t L, int64_t H, int64_t nh, int64_t nkv, int64_t hd, int64_t I, int64_t V, double eps) { return new Plan(L, H, nh, nkv, hd, I, V, eps); }
 void xk_plan_free(void* p) { delete (Plan*)p; }
 int xk_plan_add_linear(void* p, int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8) {
-    Plan* P = (Plan*)p; P->lins.push_back(make_lin(kind, N, K, G, w, s, m, b, a8)); P->a8r |= P->lins.back().a8r; return (int)P->lins.size() - 1;
+    return ((Plan*)p)->add_linear(make_lin(kind, N, K, G, w, s, m, b, a8));
 }
 void xk_plan_set_layer(void* p, int64_t l, const float* an, int q, int k, int v, int o, const float* fn, int g, int u, int d) {
     ((Plan*)p)->layers[l] = LayerIdx{an, fn, q, k, v, o, g, u, d};

@@ -1,0 +1,97 @@
+#!/usr/bin/env python
+"""The INT4 decode row kernels side by side in one program (not a test): rows4_a8 (4 weight rows a pass) against rows16_a8
+(16 rows a pass, AVX-512 builds), on the default model's gate|up shape (3072 x 576, groups of 32 with minimums, as Q4_1),
+64 copies of the layer (60 MB, more than the last-level cache) read in turn, as a decode step reads its layers. Also a plain
+read of 256 MiB (512-bit loads) on 1 and 2 threads: the memory's ceiling in the same run. The program is
+xllm/csrc/cpu/xllm_cpu.cpp (as `read_source` inlines it) plus a main() written here, compiled with the library's first
+flags; it first checks the two kernels give the same bits. Rounds alternate the two kernels; medians per thread count.
+
+    python scripts/bench_rows16.py [--rounds 5] [--json bench/results/rows16_kernel.json]
+"""
+import argparse, json, statistics, subprocess, sys, tempfile
+from pathlib import Path
+from xllm.bench import environment, save_results
+from xllm.core import read_source
+from xllm.cpu_kernels import _flag_sets
+
+MAIN = r'''
+#include <random>
+int main(int argc, char** argv) {
+    const int64_t N = 3072, K = 576, G = 18, NL = 64; const int rounds = atoi(argv[1]);
+    std::mt19937 rng(1);
+    std::vector<std::vector<uint8_t>> W(NL); std::vector<std::vector<uint16_t>> S(NL), M(NL), S16(NL), M16(NL); std::vector<Lin> Ls;
+    for (int l = 0; l < NL; l++) {
+        W[l].resize(N * K / 2); for (auto& c : W[l]) c = (uint8_t)rng();
+        S[l].resize(N * G); M[l].resize(N * G);
+        for (auto& s : S[l]) s = f2h(0.001f + (rng() % 1000) * 1e-5f);
+        for (auto& s : M[l]) s = f2h(-0.01f + (rng() % 1000) * 1e-5f);
+        Lin L = make_lin(Q4, N, K, G, W[l].data(), S[l].data(), M[l].data(), nullptr, 1);
+        if (!rows16_ok(L)) { printf("{\"error\": \"rows16_a8 does not apply in this build (AVX-512 VNNI needed)\"}\n"); return 0; }
+        interleave16(L.sg, N, G, S16[l]); interleave16(L.mg, N, G, M16[l]); L.s16 = S16[l].data(); L.m16 = M16[l].data();
+        Ls.push_back(L);
+    }
+    std::vector<float> x(K); for (auto& v : x) v = (rng() % 2000) / 1000.0f - 1.0f;
+    std::vector<float> scratch(prep_floats(Ls[0]) + 64); Prep p; prepare(Ls[0], x.data(), scratch.data(), p);
+    std::vector<float> y0(N), y1(N);
+    for (int64_t n = 0; n < N; n += 16) { for (int k = 0; k < 16; k += 4) rows4_a8(Ls[0], n + k, p, y0.data() + n + k); rows16_a8(Ls[0], n, p, y1.data() + n); }
+    const bool same = !std::memcmp(y0.data(), y1.data(), N * sizeof(float));
+    const double bytes = N * K / 2 + 2.0 * N * G * 2;
+    std::vector<uint8_t> big(256ull << 20, 1);
+    printf("{\"same_bits\": %s, \"layer_bytes\": %.0f, \"runs\": [", same ? "true" : "false", bytes);
+    bool first = true;
+    for (int r = 0; r < rounds; r++) for (int nt = 1; nt <= 2; nt++) for (int var = 0; var < 3; var++) {
+        const double t0 = Plan::now(); const int iters = var == 2 ? 4 : 20; long long sink = 0;
+        for (int it = 0; it < iters; it++) {
+            if (var == 2) {
+#pragma omp parallel num_threads(nt) reduction(+:sink)
+                { int64_t a, b; split((int64_t)big.size() / 64, omp_get_thread_num(), nt, a, b, 1);
+                  __m512i acc = _mm512_setzero_si512();
+                  for (int64_t i = a; i < b; i++) acc = _mm512_add_epi64(acc, _mm512_loadu_si512((const void*)(big.data() + i * 64)));
+                  sink += _mm512_reduce_add_epi64(acc); }
+                continue;
+            }
+            for (int l = 0; l < NL; l++) {
+#pragma omp parallel num_threads(nt)
+                { int64_t a, b; split(N, omp_get_thread_num(), nt, a, b, 16);
+                  for (int64_t n = a; n < b; n += 16) {
+                      if (var == 0) for (int k = 0; k < 16; k += 4) rows4_a8(Ls[l], n + k, p, y0.data() + n + k);
+                      else rows16_a8(Ls[l], n, p, y1.data() + n); } }
+            }
+        }
+        const double dt = Plan::now() - t0, gbs = (var == 2 ? (double)big.size() * iters : bytes * NL * iters) / dt / 1e9;
+        printf("%s{\"kernel\": \"%s\", \"threads\": %d, \"gb_s\": %.2f, \"us_per_layer\": %.2f}", first ? "" : ", ",
+               var == 0 ? "rows4_a8" : var == 1 ? "rows16_a8" : "read", nt, gbs, var == 2 ? 0.0 : dt / (NL * iters) * 1e6);
+        first = false; if (sink == 42) printf(" ");
+    }
+    printf("]}\n");
+}
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--json", default=None, help="append the record to this .jsonl file or write it to this .json")
+    a = ap.parse_args()
+    env = environment()
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = Path(d) / "rows16.cpp", Path(d) / "rows16"
+        src.write_text(read_source("cpu/xllm_cpu.cpp") + MAIN)
+        flags = [f for f in _flag_sets()[0] if f not in ("-shared", "-fPIC")]
+        subprocess.run(["g++", *flags, str(src), "-o", str(exe)], check=True)
+        out = json.loads(subprocess.run([str(exe), str(a.rounds)], check=True, capture_output=True, text=True).stdout)
+    if "error" in out: sys.exit(out["error"])
+    med = {f"{k}_{t}t": statistics.median(r["gb_s"] for r in out["runs"] if r["kernel"] == k and r["threads"] == t)
+           for k in ("rows4_a8", "rows16_a8", "read") for t in (1, 2)}
+    rec = {"name": "rows16-kernel", "workload": "INT4 3072x576 (Q4_1 gate|up), 64 layers in turn, one int8 input row; a 256 MiB read",
+           "runner": "cpu", **env, "rounds": a.rounds, "same_bits": out["same_bits"], "medians_gb_s": med,
+           "speedup_1t": med["rows16_a8_1t"] / med["rows4_a8_1t"], "speedup_2t": med["rows16_a8_2t"] / med["rows4_a8_2t"], "runs": out["runs"]}
+    for t in (1, 2):
+        print(f"{t} thread(s): rows4_a8 {med[f'rows4_a8_{t}t']:.1f} GB/s, rows16_a8 {med[f'rows16_a8_{t}t']:.1f} GB/s "
+              f"({rec[f'speedup_{t}t']:.2f}x), plain read {med[f'read_{t}t']:.1f} GB/s")
+    print(f"same bits: {out['same_bits']}; {env['cpu']}, load {env['load_avg']}")
+    if a.json: save_results([rec], a.json)
+
+
+if __name__ == "__main__":
+    main()
