@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_cpu_kernels.ipynb 4
 from __future__ import annotations
-import ctypes, hashlib, os, platform, re, shutil, subprocess, sys, threading, time, warnings
+import ctypes, hashlib, operator, os, platform, re, shutil, subprocess, sys, threading, time, warnings
 from contextlib import contextmanager
 from fastcore.basics import patch
 from dataclasses import dataclass
@@ -47,7 +47,7 @@ def _cpu_tag() -> str:
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 8      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 9      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 # %% ../nbs/15_cpu_kernels.ipynb 32
@@ -669,6 +669,22 @@ def _kv_kind(k_layers, v_layers) -> int:
 
 # %% ../nbs/15_cpu_kernels.ipynb 147
 @patch
+def _kv_args(self: ModelPlan, k_layers, v_layers):
+    """(dtype code, K pointers, V pointers) of the K/V layers for `xk_plan_forward`, made again only when the layers are
+    other tensor objects than the last call's (an engine's pool makes its tensors once): checking their dtype and layout
+    and reading 60 pointers took 0.1 ms of a decode step. The tensors are told apart by object: swap a layer's storage in
+    place (`set_`) and the plan would not see it."""
+    c = getattr(self, "_kv", None)
+    if (c is None or len(c[0]) != len(k_layers) or len(c[1]) != len(v_layers)
+            or not all(map(operator.is_, c[0], k_layers)) or not all(map(operator.is_, c[1], v_layers))):
+        if len(k_layers) != self.n_layers or len(v_layers) != self.n_layers:
+            raise ValueError(f"K/V layers: expected {self.n_layers} of each, got {len(k_layers)} and {len(v_layers)}")
+        ptrs = lambda ts: (ctypes.c_void_p * self.n_layers)(*[t.data_ptr() for t in ts])
+        c = self._kv = (list(k_layers), list(v_layers), _kv_kind(k_layers, v_layers), ptrs(k_layers), ptrs(v_layers))
+    return c[2:]
+
+# %% ../nbs/15_cpu_kernels.ipynb 149
+@patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
             hidden_rows: torch.Tensor | None = None):
@@ -679,12 +695,11 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
     `cos`/`sin`: float32 tables `[positions, head_dim]`. Returns float32 logits `[len(out_rows), V]`. The C code
     trusts every index: the caller (`CpuRunner`) checks them first. With `hidden_rows` (pooling, notebook 13c): the pair
     (logits, float32 final-norm hidden states `[len(hidden_rows), hidden]`), no head computed for those rows."""
-    L, M = self.n_layers, out_rows.shape[0]
+    M = out_rows.shape[0]
     out = torch.empty(M, self.out_width)
     hid = None if hidden_rows is None else torch.empty(hidden_rows.shape[0], self.hidden)
-    ptrs = lambda ts: (ctypes.c_void_p * L)(*[t.data_ptr() for t in ts])
-    kv16 = _kv_kind(k_layers, v_layers)
-    self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), ptrs(k_layers), ptrs(v_layers), kv16,
+    kv16, kp, vp = self._kv_args(k_layers, v_layers)
+    self._lib.xk_plan_forward(self._h, ids.shape[0], ids.data_ptr(), pos.data_ptr(), wslot.data_ptr(), kp, vp, kv16,
                               _ptr(keys), _ptr(koff), cos.data_ptr(), sin.data_ptr(), M, out_rows.data_ptr(), out.data_ptr(),
                               0 if hid is None else hid.shape[0], _ptr(hidden_rows), _ptr(hid), _threads(threads))
     out = out if self.tp is None else self._gather(out)
@@ -692,7 +707,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 148
+# %% ../nbs/15_cpu_kernels.ipynb 150
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -704,7 +719,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 149
+# %% ../nbs/15_cpu_kernels.ipynb 151
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -714,7 +729,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 150
+# %% ../nbs/15_cpu_kernels.ipynb 152
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
@@ -725,7 +740,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 152
+# %% ../nbs/15_cpu_kernels.ipynb 154
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -737,7 +752,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 155
+# %% ../nbs/15_cpu_kernels.ipynb 157
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -746,7 +761,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 157
+# %% ../nbs/15_cpu_kernels.ipynb 159
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -761,7 +776,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 159
+# %% ../nbs/15_cpu_kernels.ipynb 161
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -795,7 +810,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 160
+# %% ../nbs/15_cpu_kernels.ipynb 162
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -803,14 +818,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 161
+# %% ../nbs/15_cpu_kernels.ipynb 163
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 162
+# %% ../nbs/15_cpu_kernels.ipynb 164
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -830,7 +845,7 @@ def _rope32(self: CpuRunner, n: int):
     return have
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 163
+# %% ../nbs/15_cpu_kernels.ipynb 165
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
@@ -843,14 +858,17 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         raise ValueError("PagedBatch index tensors must be contiguous int64")
     if b.positions.shape[0] != N or b.slot_mapping.shape[0] != N or b.key_offsets.shape[0] != N:
         raise ValueError(f"PagedBatch of {N} tokens with {b.positions.shape[0]} positions, {b.slot_mapping.shape[0]} slots, {b.key_offsets.shape[0]} key offsets")
-    for name, t, hi in (("token id", b.token_ids, vocab), ("slot", b.slot_mapping, rows), ("key slot", b.key_slots, rows),
-                        ("logits row", b.logits_rows, N), ("position", b.positions, nkeys), ("key offset", b.key_offsets, nkeys),
-                        ("key", b.key_offsets + b.positions, nkeys), ("hidden row", hid, N)):
-        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= hi):
-            raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
-    return int(b.positions.max()) + 1
+    npos = ctypes.c_int64(0)                            # the ranges in C (xk_check_batch): one pass, not sixteen torch reductions
+    bad = _lib().xk_check_batch(N, b.token_ids.data_ptr(), b.positions.data_ptr(), b.slot_mapping.data_ptr(), nkeys, b.key_slots.data_ptr(),
+                                b.key_offsets.data_ptr(), b.logits_rows.shape[0], b.logits_rows.data_ptr(), hid.shape[0], hid.data_ptr(), vocab, rows,
+                                ctypes.byref(npos))
+    if bad:
+        name, hi = [("token id", vocab), ("slot", rows), ("key slot", rows), ("logits row", N), ("position", nkeys), ("key offset", nkeys),
+                    ("key", nkeys), ("hidden row", N)][bad - 1]
+        raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
+    return npos.value
 
-# %% ../nbs/15_cpu_kernels.ipynb 174
+# %% ../nbs/15_cpu_kernels.ipynb 176
 @patch(cls_method=True)
 def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
     "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."

@@ -128,6 +128,7 @@ class PagedBatch:
     hidden_rows: torch.Tensor | None = None   # rows whose final-norm hidden states the forward returns too (pooling, 13c)
     lora_slots: list[int] | None = None  # each row's LoRA adapter slot (-1: none), set by the engine (notebook 12c); None: no adapters
     _keys: dict | None = field(default=None, repr=False)
+    _klists: dict | None = field(default=None, repr=False)
 
     @property
     def num_tokens(self) -> int:
@@ -228,6 +229,28 @@ def dec_mask(self: PagedBatch) -> torch.Tensor | None:
     return self._key_structs()["dec_mask"]
 
 # %% ../nbs/06_model.ipynb 36
+@patch
+def _key_lists(self: PagedBatch) -> dict:
+    """`key_slots` and `key_offsets` alone, as `_key_structs` makes them (all the compiled CPU runner reads), without its
+    decode matrices and masks: a few numpy operations over all chunks at once (one chunk: fewer still), made once. On a
+    compiled decode step `_key_structs` was a third of the host's time."""
+    if self._keys is not None: return self._keys
+    if self._klists is None:
+        bs, ctx, n = self.block_size, self.context_lens, np.diff(self.cu_seqlens)
+        if len(ctx) == 1:                                            # one sequence: its blocks' slots, cut to its length
+            t = np.asarray(self.block_tables[0][:-(-ctx[0] // bs)], np.int64)
+            slots, offsets = (t[:, None] * bs + np.arange(bs)).ravel()[:ctx[0]], np.zeros(n[0], np.int64)
+        else:
+            c = np.asarray(ctx)
+            start = np.concatenate([[0], np.cumsum(c)[:-1]])
+            p = np.arange(int(c.sum())) - np.repeat(start, c)        # each key's position in its chunk
+            tab = self.table_array(width=int(-(-c.max() // bs))).astype(np.int64)
+            slots, offsets = tab[np.repeat(np.arange(len(c)), c), p // bs] * bs + p % bs, np.repeat(start, n)
+        dev = self.token_ids.device
+        self._klists = dict(key_slots=torch.from_numpy(slots).to(dev), key_offsets=torch.from_numpy(offsets).to(dev))
+    return self._klists
+
+# %% ../nbs/06_model.ipynb 38
 @patch(as_prop=True)
 def prefills(self: PagedBatch) -> list:
     "(row_start, row_end, start, key_slots) of the longer chunks."
@@ -236,20 +259,20 @@ def prefills(self: PagedBatch) -> list:
 @patch(as_prop=True)
 def key_slots(self: PagedBatch) -> torch.Tensor:
     "Every chunk's key slots (positions 0..start+n-1), concatenated."
-    return self._key_structs()["key_slots"]
+    return self._key_lists()["key_slots"]
 
 @patch(as_prop=True)
 def key_offsets(self: PagedBatch) -> torch.Tensor:
     "[N] where each row's chunk begins in `key_slots` (row r's keys: positions 0..positions[r])."
-    return self._key_structs()["key_offsets"]
+    return self._key_lists()["key_offsets"]
 
-# %% ../nbs/06_model.ipynb 41
+# %% ../nbs/06_model.ipynb 43
 def causal_mask(T: int, start: int, device=None) -> torch.Tensor | None:
     "Boolean `[T, start+T]` mask (True = may attend) for T new tokens after `start` cached ones; None when no masking is needed (T == 1)."
     if T == 1: return None
     return torch.ones(T, start + T, dtype=torch.bool, device=device).tril(start)
 
-# %% ../nbs/06_model.ipynb 44
+# %% ../nbs/06_model.ipynb 46
 def _linear(n_in: int, n_out: int, bias: bool, device=None) -> nn.Linear: return nn.Linear(n_in, n_out, bias=bias, device=device)
 
 def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: int) -> torch.Tensor:
@@ -262,7 +285,7 @@ def chunk_attention(q: torch.Tensor, kv, layer: int, keys: torch.Tensor, start: 
                                        is_causal=start == 0, enable_gqa=q.shape[1] != k.shape[1])
     return o[0].transpose(0, 1)
 
-# %% ../nbs/06_model.ipynb 46
+# %% ../nbs/06_model.ipynb 48
 class Attention(nn.Module):
     "Grouped-query self-attention with RoPE over a batch; writes the batch's keys/values into layer `idx` of the K/V store."
     def __init__(self, c: LlamaConfig, idx: int, device=None):
@@ -287,7 +310,7 @@ class Attention(nn.Module):
         for r0, r1, start, keys in b.prefills: o[r0:r1] = chunk_attention(q[r0:r1], kv, i, keys, start)
         return self.o_proj(o.reshape(N, nh * hd))
 
-# %% ../nbs/06_model.ipynb 49
+# %% ../nbs/06_model.ipynb 51
 class MLP(nn.Module):
     "SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`."
     def __init__(self, c: LlamaConfig, device=None):
@@ -309,7 +332,7 @@ class Block(nn.Module):
         h = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, batch)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-# %% ../nbs/06_model.ipynb 52
+# %% ../nbs/06_model.ipynb 54
 class Llama(nn.Module):
     "A LLaMA-family decoder with Hugging Face `LlamaForCausalLM` parameter names; one forward over a batch of sequences' chunks."
     def __init__(self, config: LlamaConfig, device=None):
@@ -345,7 +368,7 @@ class Llama(nn.Module):
         return logits if batch.hidden_rows is None else (logits, self.model.norm(x[batch.hidden_rows]).float())
 
 
-# %% ../nbs/06_model.ipynb 53
+# %% ../nbs/06_model.ipynb 55
 @patch
 def new_cache(self: Llama, max_len: int | None = None) -> KVCache:
     "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."
@@ -361,7 +384,7 @@ def rope(self: Llama, n: int):
         self.cos, self.sin = (t.to(self.device) for t in rope_tables(self.inv_freq, n, self.dtype))
     return self.cos, self.sin
 
-# %% ../nbs/06_model.ipynb 55
+# %% ../nbs/06_model.ipynb 57
 @patch
 def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) -> torch.Tensor:
     "One sequence's next tokens as a batch of one chunk over `cache`; the ids are checked here."
@@ -377,7 +400,7 @@ def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) ->
     return logits
 
 
-# %% ../nbs/06_model.ipynb 57
+# %% ../nbs/06_model.ipynb 59
 @patch(cls_method=True)
 def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dtype | None = None) -> Llama:
     "Build the model around `weights` (HF names; no `lm_head.weight` needed when tied), cast to `dtype` (default: the embedding's)."
@@ -401,7 +424,7 @@ def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dt
     return m.requires_grad_(False).eval()
 
 
-# %% ../nbs/06_model.ipynb 63
+# %% ../nbs/06_model.ipynb 65
 def random_llama(config: LlamaConfig, seed: int = 0, scale: float = 1.5, dtype: torch.dtype | None = None) -> Llama:
     """A `Llama` of `config`'s shape with seeded random weights: norms U(0.7, 1.3), embeddings N(0, 0.3), matrices
     N(0, scale / sqrt(fan-in)); float32 unless `dtype`."""

@@ -4,7 +4,7 @@
 #ifndef XLLM_CPU_H
 #define XLLM_CPU_H
 #include <stdint.h>
-#define XLLM_CPU_ABI_VERSION 8
+#define XLLM_CPU_ABI_VERSION 9
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,6 +35,7 @@ void xk_plan_profile(void* p, int enable, double* out);
 void xk_plan_set_lora(void* p, int lin, int64_t S, int64_t R, const float* A, const float* Bt);
 void xk_plan_lora_rows(void* p, int64_t n, const int64_t* slots, int64_t S, const int* ranks, const float* scales);
 void xk_lora(int64_t T, int64_t K, int64_t N, int64_t S, int64_t R, const float* A, const float* Bt, const int64_t* slots, const int* ranks, const float* scales, const float* x, float* y, int nt);
+int xk_check_batch(int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, int64_t nkeys, const int64_t* keys, const int64_t* koff, int64_t M, const int64_t* out_rows, int64_t Mh, const int64_t* hid_rows, int64_t vocab, int64_t rows, int64_t* npos);
 void xk_plan_forward(void* p, int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, void* const* kb, void* const* vb, int kv16, const int64_t* keys, const int64_t* koff, const float* cs, const float* sn, int64_t M, const int64_t* out_rows, float* logits, int64_t Mh, const int64_t* hid_rows, float* hidden, int nt);
 #ifdef __cplusplus
 }
