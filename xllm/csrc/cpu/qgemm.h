@@ -113,13 +113,65 @@ static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
         }
 }
 
+// Block b of row `row` as 32 codes in column order (INT4: the nibbles unpacked; INT8 with QG_OFFSET: w + 128)
+static inline __m256i qcodes32(const Lin& L, int64_t row, int64_t b) {
+    if (L.kind == Q4) {     // byte j holds column 2j (low nibble) and 2j+1 (high): 16 bytes -> 32 codes in column order
+        const __m128i m4 = _mm_set1_epi8(0x0f), v = _mm_loadu_si128((const __m128i*)(L.w4 + row * (L.K / 2) + b * 16));
+        const __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+        return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+    }
+    const __m256i a = _mm256_loadu_si256((const __m256i*)(L.w8 + row * L.K + b * 32));
+    return QG_OFFSET ? _mm256_xor_si256(a, _mm256_set1_epi8((char)0x80)) : a;
+}
+#if XK_ISA >= 3
+// qrepack's codes for 16 rows r0..r0+15 (all < N) at once: out[b][k4][r][4] is row r's codes 4 k4..4 k4+3 of block b, a 16 x 8
+// transpose of 4-byte words per block. Rows r and r + 8 share a register (its two 256-bit halves), so one 8 x 8 transpose
+// (unpacks, then 128-bit lanes paired across registers) does both halves; the scalar loop stored each word alone, and the
+// repack took as long as the products it feeds at 32 activation rows.
+static void qrepack16_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
+    const __m512i lo_l = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi_l = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i z[8], u[8], v[8];
+        for (int p = 0; p < 8; p++) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(qcodes32(L, r0 + p, b)), qcodes32(L, r0 + p + 8, b), 1);
+        for (int p = 0; p < 8; p += 2) { u[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]); u[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]); }
+        for (int p = 0; p < 8; p += 4)
+            for (int q = 0; q < 2; q++) { v[p + 2 * q] = _mm512_unpacklo_epi64(u[p + q], u[p + q + 2]); v[p + 2 * q + 1] = _mm512_unpackhi_epi64(u[p + q], u[p + q + 2]); }
+        // v[4h + w], 128-bit lane c of each half: words 4c + w of rows 4h..4h+3 (h: which four rows; w: 0..3)
+        uint8_t* o = out + b * 8 * 64;
+        for (int w = 0; w < 4; w++) {
+            _mm512_storeu_si512((void*)(o + w * 64), _mm512_permutex2var_epi64(v[w], lo_l, v[4 + w]));         // word w
+            _mm512_storeu_si512((void*)(o + (w + 4) * 64), _mm512_permutex2var_epi64(v[w], hi_l, v[4 + w]));   // word w + 4
+        }
+    }
+}
+#endif
+
 // Rows n0..n0+QG_ROWS of L (zero scales past N) repacked: codes wq[m][b][k4][r][4], scales ws[m][b][r], INT4 minimums wm[m][b][r]
 // (INT8 in groups of 16: ws holds the scale of each block's first half, wm of its second)
 static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm) {
     const int64_t nb = L.K / 32;
-    const __m128i m4 = _mm_set1_epi8(0x0f), flip = _mm_set1_epi8((char)0x80);
+    bool done[QG_MR] = {}, scaled[QG_MR] = {};
+#if XK_ISA >= 3
+    for (int m = 0; m < QG_MR; m++) {
+        const int64_t r0 = n0 + m * QG_NR;
+        if (r0 + QG_NR > L.N) continue;
+        qrepack16_codes(L, r0, nb, wq + m * nb * 32 * QG_NR); done[m] = true;
+        if (L.s16 && r0 + QG_NR <= L.N / 16 * 16) {   // INT4 with the plan's interleaved scales: a group's 16 in one load
+            const uint16_t* s16 = L.s16 + (r0 / 16) * L.G * 16; const uint16_t* m16 = L.m16 ? L.m16 + (r0 / 16) * L.G * 16 : nullptr;
+            float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
+            for (int64_t b = 0; b < nb; b++) {
+                const int64_t g = b >> L.bshift;
+                const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(s16 + g * 16)));
+                _mm512_storeu_ps(gs + b * QG_NR, sc);     // mn_of: the minimum, or -8 s for symmetric INT4 (exact either way)
+                _mm512_storeu_ps(gm + b * QG_NR, m16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(m16 + g * 16))) : _mm512_mul_ps(sc, _mm512_set1_ps(-8.0f)));
+            }
+            scaled[m] = true;
+        }
+    }
+#endif
     for (int64_t i = 0; i < QG_ROWS; i++) {
         const int64_t m = i / QG_NR, r = i % QG_NR, row = n0 + i;
+        if (done[m] && scaled[m]) { i += QG_NR - 1 - r; continue; }   // the whole group done above
         uint8_t* gq = wq + m * nb * 32 * QG_NR; float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
         if (row >= L.N) {
             for (int64_t b = 0; b < nb; b++) {
@@ -129,18 +181,11 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
             continue;
         }
         for (int64_t b = 0; b < nb; b++) {
-            alignas(16) uint8_t c[32];
-            if (L.kind == Q4) {     // byte j holds column 2j (low nibble) and 2j+1 (high): 16 bytes -> 32 codes in column order
-                __m128i v = _mm_loadu_si128((const __m128i*)(L.w4 + row * (L.K / 2) + b * 16));
-                __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-                _mm_store_si128((__m128i*)c, _mm_unpacklo_epi8(lo, hi)); _mm_store_si128((__m128i*)(c + 16), _mm_unpackhi_epi8(lo, hi));
-            } else {
-                const int8_t* q = L.w8 + row * L.K + b * 32;
-                __m128i a = _mm_loadu_si128((const __m128i*)q), a2 = _mm_loadu_si128((const __m128i*)(q + 16));
-                if (QG_OFFSET) { a = _mm_xor_si128(a, flip); a2 = _mm_xor_si128(a2, flip); }
-                _mm_store_si128((__m128i*)c, a); _mm_store_si128((__m128i*)(c + 16), a2);
+            if (!done[m]) {
+                alignas(32) uint8_t c[32];
+                _mm256_store_si256((__m256i*)c, qcodes32(L, row, b));
+                for (int k4 = 0; k4 < 8; k4++) std::memcpy(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, c + 4 * k4, 4);
             }
-            for (int k4 = 0; k4 < 8; k4++) std::memcpy(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, c + 4 * k4, 4);
             const int64_t g = L.half ? 2 * b : b >> L.bshift;      // the block's group (groups of 16: its first half's)
             const float s = sc_of(L, row, g),                         // the INT4 minimum, met by each of its group's blocks' sums
                         mn = L.half ? sc_of(L, row, g + 1) : L.kind == Q4 ? mn_of(L, row, g) : 0.0f;
