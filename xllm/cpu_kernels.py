@@ -19,10 +19,11 @@ from .lora import LoRALinear
 # %% auto 0
 __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROUP', 'Q4', 'BF16', 'LINEAR_METHODS',
            'GEMV_VARIANTS', 'ENABLED', 'PLAN_DTYPES', 'KV_DTYPES', 'ACTIVATIONS', 'abi_signatures', 'library_path',
-           'compile_library', 'build', 'available', 'status', 'isa', 'amx', 'cpu_has', 'build_variant', 'library',
-           'LinSpec', 'spec_f32', 'spec_bf16', 'spec_q8', 'spec_q4', 'linear', 'linear_multi', 'gemm_min_rows',
-           'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'lora_product', 'gemv_variant', 'exact_q8',
-           'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode', 'CpuRunner']
+           'compile_library', 'build', 'available', 'status', 'isa', 'amx', 'bf16_dot', 'cpu_has', 'build_variant',
+           'library', 'LinSpec', 'spec_f32', 'spec_bf16', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
+           'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'lora_product',
+           'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode',
+           'CpuRunner']
 
 # %% ../nbs/15_cpu_kernels.ipynb 27
 def _flag_sets(native: bool = True) -> list[list[str]]:
@@ -47,7 +48,7 @@ def _cpu_tag() -> str:
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 9      # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 10     # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 # %% ../nbs/15_cpu_kernels.ipynb 32
@@ -196,13 +197,22 @@ def amx(enable: bool | None = None) -> str:
 
 
 # %% ../nbs/15_cpu_kernels.ipynb 45
+def bf16_dot(enable: bool | None = None) -> str:
+    """The AVX512-BF16 GEMM for bfloat16 weights (16 rows or more, where no AMX-BF16 tiles take them) in the loaded library:
+    "on", "off" or "not built" (no `avx512_bf16` in this CPU's flags, or the compiler's). It multiplies activations rounded
+    to bfloat16; `enable=False` gives the float32 GEMM instead, whose outputs are the float32 copy's bits."""
+    lib = _active()
+    if lib is None: return f"not built ({_STATUS})"
+    return {1: "on", 0: "off", -1: "not built (no avx512_bf16 in this CPU's flags, or the compiler's)"}[lib.xk_bf16_dot(-1 if enable is None else int(bool(enable)))]
+
+# %% ../nbs/15_cpu_kernels.ipynb 46
 def cpu_has(variant: str) -> bool:
     "Whether this CPU has the instructions of `ISA_VARIANTS[variant]` (from /proc/cpuinfo)."
     flags = set(_cpu_tag().split())
     return all(f in flags for f in ISA_VARIANTS[variant][1])
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 48
+# %% ../nbs/15_cpu_kernels.ipynb 50
 def build_variant(variant: str, compiler: str | None = None):
     """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the
     library. Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises
@@ -215,7 +225,7 @@ def build_variant(variant: str, compiler: str | None = None):
     return _bind(ctypes.CDLL(str(so)))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 49
+# %% ../nbs/15_cpu_kernels.ipynb 51
 @contextmanager
 def library(lib):
     "Inside the block, `linear`, `linear_multi` and new `ModelPlan`s on this thread call `lib` (a `build_variant` library)."
@@ -224,7 +234,7 @@ def library(lib):
     finally: _USING.lib = old
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 58
+# %% ../nbs/15_cpu_kernels.ipynb 60
 F32, Q8_ROW, Q8_GROUP, Q4, BF16 = 0, 1, 2, 3, 4
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -235,7 +245,7 @@ def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
 
 def _threads(threads: int | None) -> int: return torch.get_num_threads() if threads is None else max(1, int(threads))
 
-# %% ../nbs/15_cpu_kernels.ipynb 60
+# %% ../nbs/15_cpu_kernels.ipynb 62
 @dataclass
 class LinSpec:
     "A linear layer's weight as the kernels read it: `kind` (F32, Q8_ROW, Q8_GROUP, Q4), shape `[N, K]`, `G` groups a row, the tensors."
@@ -250,14 +260,14 @@ class LinSpec:
         "The C call's arguments for this layer: kind, sizes and raw pointers."
         return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
 
-# %% ../nbs/15_cpu_kernels.ipynb 62
+# %% ../nbs/15_cpu_kernels.ipynb 64
 def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     "A float32 weight `[N, K]`."
     w = _f32(w, "weight")
     return LinSpec(F32, w.shape[0], w.shape[1], 1, w, bias=None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 63
+# %% ../nbs/15_cpu_kernels.ipynb 65
 def spec_bf16(w: torch.Tensor, bias=None) -> LinSpec:
     """A bfloat16 weight `[N, K]`, read as it lies (2 bytes a weight): each value becomes float32 exactly in the products,
     so the outputs are those of `spec_f32(w.float())`, bit for bit, at half the bytes. A bias is kept as float32."""
@@ -266,7 +276,7 @@ def spec_bf16(w: torch.Tensor, bias=None) -> LinSpec:
     return LinSpec(BF16, w.shape[0], w.shape[1], 1, w.contiguous(), bias=None if bias is None else bias.detach().float().contiguous())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 66
+# %% ../nbs/15_cpu_kernels.ipynb 68
 def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     "INT8 codes `[N, K]` with float32 scales per row `[N]` or float16 scales per group `[N, G]`."
     if q.dtype != torch.int8 or q.dim() != 2:
@@ -284,7 +294,7 @@ def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     return LinSpec(kind, N, K, G, q.contiguous(), scales, None, None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 67
+# %% ../nbs/15_cpu_kernels.ipynb 69
 def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias=None) -> LinSpec:
     "Packed INT4 codes `[N, K/2]` (column 2j in the low nibble), float16 scales and mins (None: symmetric, code 8 is zero) `[N, G]`."
     if packed.dtype != torch.uint8 or packed.dim() != 2:
@@ -298,7 +308,7 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
                    None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 69
+# %% ../nbs/15_cpu_kernels.ipynb 71
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
@@ -322,7 +332,7 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 71
+# %% ../nbs/15_cpu_kernels.ipynb 73
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows
     on, `x` is packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up);
@@ -344,7 +354,7 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
-# %% ../nbs/15_cpu_kernels.ipynb 73
+# %% ../nbs/15_cpu_kernels.ipynb 75
 def gemm_min_rows(a8: bool = False) -> int:
     """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number
     when the build has no AVX2)."""
@@ -352,7 +362,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 107
+# %% ../nbs/15_cpu_kernels.ipynb 109
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -366,7 +376,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 110
+# %% ../nbs/15_cpu_kernels.ipynb 112
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
@@ -378,7 +388,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 112
+# %% ../nbs/15_cpu_kernels.ipynb 114
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -387,7 +397,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 114
+# %% ../nbs/15_cpu_kernels.ipynb 116
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -399,7 +409,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 116
+# %% ../nbs/15_cpu_kernels.ipynb 118
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
@@ -424,7 +434,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 120
+# %% ../nbs/15_cpu_kernels.ipynb 122
 def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, ranks, scales, y: torch.Tensor | None = None,
                  threads: int | None = None) -> torch.Tensor:
     """`y[t] += scales[s] * (x[t] @ A[s, :r].T) @ Bt[s, :r]` for each row `t` of slot `s = slots[t]` (`r = ranks[s]`; slot -1:
@@ -447,7 +457,7 @@ def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
         raise ValueError(f"ranks, scales: expected {S} each, ranks in 0..{R}")
     return s, rk.contiguous(), sc.contiguous()
 
-# %% ../nbs/15_cpu_kernels.ipynb 123
+# %% ../nbs/15_cpu_kernels.ipynb 125
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -461,7 +471,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 130
+# %% ../nbs/15_cpu_kernels.ipynb 132
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
     dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
@@ -475,7 +485,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 132
+# %% ../nbs/15_cpu_kernels.ipynb 134
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32 or bfloat16), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -492,7 +502,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 134
+# %% ../nbs/15_cpu_kernels.ipynb 136
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 @contextmanager
@@ -503,14 +513,14 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 137
+# %% ../nbs/15_cpu_kernels.ipynb 139
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
     except RuntimeError: return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 139
+# %% ../nbs/15_cpu_kernels.ipynb 141
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 PLAN_DTYPES = (torch.float32, torch.bfloat16)   # the weights a plan reads (it computes in float32 either way)
@@ -608,7 +618,7 @@ class ModelPlan:
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 140
+# %% ../nbs/15_cpu_kernels.ipynb 142
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -625,27 +635,27 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 141
+# %% ../nbs/15_cpu_kernels.ipynb 143
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 142
+# %% ../nbs/15_cpu_kernels.ipynb 144
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 143
+# %% ../nbs/15_cpu_kernels.ipynb 145
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 144
+# %% ../nbs/15_cpu_kernels.ipynb 146
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
@@ -657,7 +667,7 @@ def check(self: ModelPlan, model):
         raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 145
+# %% ../nbs/15_cpu_kernels.ipynb 147
 KV_DTYPES = {torch.float32: 0, torch.float16: 1}   # the K/V storage the plan reads, and its code in xk_plan_forward
 
 def _kv_kind(k_layers, v_layers) -> int:
@@ -667,7 +677,7 @@ def _kv_kind(k_layers, v_layers) -> int:
         raise ValueError(f"K/V layers: expected contiguous CPU tensors all of one dtype among float32, float16, got {kinds}")
     return KV_DTYPES[getattr(torch, kinds[0][0])]
 
-# %% ../nbs/15_cpu_kernels.ipynb 147
+# %% ../nbs/15_cpu_kernels.ipynb 149
 @patch
 def _kv_args(self: ModelPlan, k_layers, v_layers):
     """(dtype code, K pointers, V pointers) of the K/V layers for `xk_plan_forward`, made again only when the layers are
@@ -683,7 +693,7 @@ def _kv_args(self: ModelPlan, k_layers, v_layers):
         c = self._kv = (list(k_layers), list(v_layers), _kv_kind(k_layers, v_layers), ptrs(k_layers), ptrs(v_layers))
     return c[2:]
 
-# %% ../nbs/15_cpu_kernels.ipynb 149
+# %% ../nbs/15_cpu_kernels.ipynb 151
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -707,7 +717,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 150
+# %% ../nbs/15_cpu_kernels.ipynb 152
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -719,7 +729,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 151
+# %% ../nbs/15_cpu_kernels.ipynb 153
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -729,7 +739,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 152
+# %% ../nbs/15_cpu_kernels.ipynb 154
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
@@ -740,7 +750,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 154
+# %% ../nbs/15_cpu_kernels.ipynb 156
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -752,7 +762,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 157
+# %% ../nbs/15_cpu_kernels.ipynb 159
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -761,7 +771,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 159
+# %% ../nbs/15_cpu_kernels.ipynb 161
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -776,7 +786,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 161
+# %% ../nbs/15_cpu_kernels.ipynb 163
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -810,7 +820,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 162
+# %% ../nbs/15_cpu_kernels.ipynb 164
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -818,14 +828,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 163
+# %% ../nbs/15_cpu_kernels.ipynb 165
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 164
+# %% ../nbs/15_cpu_kernels.ipynb 166
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -845,7 +855,7 @@ def _rope32(self: CpuRunner, n: int):
     return have
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 165
+# %% ../nbs/15_cpu_kernels.ipynb 167
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
@@ -868,7 +878,7 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return npos.value
 
-# %% ../nbs/15_cpu_kernels.ipynb 176
+# %% ../nbs/15_cpu_kernels.ipynb 178
 @patch(cls_method=True)
 def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
     "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."

@@ -369,3 +369,106 @@ static void bf16_gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, fl
     amx_bf16_part(Ls, nl, xb, T, ys, next);
 }
 #endif
+
+// ---- bfloat16 weights without AMX: AVX512-BF16 `vdpbf16ps` (AMD Zen 4 and later, Cooper Lake), float32 sums
+// The tiles' arithmetic on vectors, for CPUs with avx512_bf16 and no AMX-BF16 tiles granted: activations rounded to bfloat16
+// (nearest even) once per call, row by row; weights repacked per task of 32 rows so that one vector holds one pair of
+// columns of 16 rows (a 16 x 8 transpose of 4-byte pairs, as qrepack16_codes); `vdpbf16ps` with one activation pair broadcast
+// adds two products to each row's lane. A tile of 2 x 16 weight rows x 4 activation rows: per pair of columns two weight
+// loads, four broadcasts, eight dot products; each output one lane's float32 sum over all of K in column order, so neither
+// the thread count nor the other rows change a bit. From BF16DP_MIN_ROWS rows (compute-bound there); fewer rows keep the
+// float32 activations of the row path, as with the tiles.
+#if XK_ISA >= 3 && defined(__AVX512BF16__)
+#define XK_AVX512_BF16 1
+constexpr int64_t BF16DP_MIN_ROWS = 16;
+static std::atomic<int> bf16dp_on{1};   // xk_bf16_dot turns it off (the float32 GEMM then: the float32 copy's bits)
+static inline bool bf16dp_use(const Lin* Ls, int nl, int64_t T) {
+    if (T < BF16DP_MIN_ROWS || !bf16dp_on.load(std::memory_order_relaxed) || amx_bf16_use(Ls, nl, T) || Ls[0].K % 32) return false;
+    for (int l = 0; l < nl; l++) if (Ls[l].kind != BF16) return false;
+    return true;
+}
+// Rows t0..t1 of x [T, K] rounded to bfloat16, row-major: xb[t][k]
+static void bf16dp_pack(const float* x, int64_t K, int64_t t0, int64_t t1, uint16_t* xb) {
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t k = 0; k < K; k += 32)
+            _mm512_storeu_si512((void*)(xb + t * K + k), (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + t * K + k + 16), _mm512_loadu_ps(x + t * K + k)));
+}
+// 16 rows' 8 words each (rows[r]: row r's 8 consecutive 4-byte words) -> out[w][r] (8 x 16 words, 64 bytes per w)
+static inline void transpose16x8_words(const __m256i* rows, uint8_t* out) {
+    const __m512i lo_l = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi_l = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    __m512i z[8], u[8], v[8];
+    for (int p = 0; p < 8; p++) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[p]), rows[p + 8], 1);
+    for (int p = 0; p < 8; p += 2) { u[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]); u[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]); }
+    for (int p = 0; p < 8; p += 4)
+        for (int q = 0; q < 2; q++) { v[p + 2 * q] = _mm512_unpacklo_epi64(u[p + q], u[p + q + 2]); v[p + 2 * q + 1] = _mm512_unpackhi_epi64(u[p + q], u[p + q + 2]); }
+    for (int w = 0; w < 4; w++) {
+        _mm512_storeu_si512((void*)(out + w * 64), _mm512_permutex2var_epi64(v[w], lo_l, v[4 + w]));
+        _mm512_storeu_si512((void*)(out + (w + 4) * 64), _mm512_permutex2var_epi64(v[w], hi_l, v[4 + w]));
+    }
+}
+// Weight rows n0..n0+31 of a bf16 linear (zero past N) as wp[m][k / 2][16] pairs
+static void bf16dp_repack(const Lin& L, int64_t n0, uint32_t* wp) {
+    const int64_t K = L.K;
+    for (int m = 0; m < 2; m++) {
+        uint8_t* out = (uint8_t*)(wp + m * (K / 2) * 16);
+        for (int64_t c = 0; c < K; c += 16) {                     // 16 columns = 8 pairs a pass
+            __m256i rows[16];
+            for (int r = 0; r < 16; r++) {
+                const int64_t row = n0 + m * 16 + r;
+                rows[r] = row < L.N ? _mm256_loadu_si256((const __m256i*)(L.wb + row * K + c)) : _mm256_setzero_si256();
+            }
+            transpose16x8_words(rows, out + (c / 2) * 64);
+        }
+    }
+}
+template <int RN>
+static void bf16dp_micro(const uint32_t* wp, const uint16_t* xb, int64_t K, int64_t j0, float* y, int64_t N, int64_t n0, const float* bias) {
+    __m512 acc[2][RN];
+    for (int m = 0; m < 2; m++) for (int j = 0; j < RN; j++) acc[m][j] = _mm512_setzero_ps();
+    const uint32_t* x = (const uint32_t*)(xb + j0 * K);           // activation row j's pair p at x[j * K / 2 + p]
+    for (int64_t p = 0; p < K / 2; p++) {
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512((const void*)(wp + p * 16)), w1 = (__m512bh)_mm512_loadu_si512((const void*)(wp + (K / 2 + p) * 16));
+        for (int j = 0; j < RN; j++) {
+            const __m512bh xj = (__m512bh)_mm512_set1_epi32((int)x[j * (K / 2) + p]);
+            acc[0][j] = _mm512_dpbf16_ps(acc[0][j], w0, xj); acc[1][j] = _mm512_dpbf16_ps(acc[1][j], w1, xj);
+        }
+    }
+    for (int m = 0; m < 2; m++) {
+        const int64_t c0 = n0 + m * 16, nv = std::min<int64_t>(16, N - c0);
+        if (nv <= 0) break;
+        for (int j = 0; j < RN; j++) {
+            alignas(64) float t[16]; _mm512_store_ps(t, acc[m][j]);
+            float* yr = y + (j0 + j) * N + c0;
+            for (int64_t r = 0; r < nv; r++) yr[r] = t[r] + (bias ? bias[c0 + r] : 0.0f);
+        }
+    }
+}
+static thread_local std::vector<uint32_t> bf16dp_w;
+// One thread's share of several bf16 linears of xb [T, K]: tasks of 32 weight rows from `next`, each times every activation row
+static void bf16dp_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
+    const int64_t K = Ls[0].K;
+    if ((int64_t)bf16dp_w.size() < K * 16) bf16dp_w.resize(K * 16);
+    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + 31) / 32;
+    for (int64_t task = next.fetch_add(1); task < ntask; task = next.fetch_add(1)) {
+        int l = 0; int64_t tk = task;
+        while (tk >= (Ls[l].N + 31) / 32) { tk -= (Ls[l].N + 31) / 32; l++; }
+        const Lin& L = Ls[l]; const int64_t n0 = tk * 32;
+        bf16dp_repack(L, n0, bf16dp_w.data());
+        int64_t j0 = 0;
+        for (; j0 + 4 <= T; j0 += 4) bf16dp_micro<4>(bf16dp_w.data(), xb, K, j0, ys[l], L.N, n0, L.bias);
+        for (; j0 < T; j0++) bf16dp_micro<1>(bf16dp_w.data(), xb, K, j0, ys[l], L.N, n0, L.bias);
+    }
+}
+static thread_local std::vector<uint16_t> bf16dp_xb;
+static void bf16dp_gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
+    const int64_t K = Ls[0].K;
+    if ((int64_t)bf16dp_xb.size() < T * K) bf16dp_xb.resize(T * K);
+    const uint16_t* xb = bf16dp_xb.data();
+    bf16dp_pack(x, K, 0, T, bf16dp_xb.data());
+    std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    bf16dp_part(Ls, nl, xb, T, ys, next);
+}
+#else
+#define XK_AVX512_BF16 0
+#endif

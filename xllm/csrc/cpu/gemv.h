@@ -62,6 +62,9 @@ static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* 
 #if XK_AMX_BF16
         if (!a8 && amx_bf16_use(Ls, nl, T)) { bf16_gemm_multi(Ls, nl, x, T, ys, nt); return; }   // bf16 weights on AMX-BF16 tiles
 #endif
+#if XK_AVX512_BF16
+        if (!a8 && bf16dp_use(Ls, nl, T)) { bf16dp_gemm_multi(Ls, nl, x, T, ys, nt); return; }  // or AVX512-BF16 dot products
+#endif
         if (a8) qgemm_multi(Ls, nl, x, T, ys, nt); else gemm_multi(Ls, nl, x, T, ys, nt);
         return;
     }

@@ -62,6 +62,16 @@ extern "C" {
 int xk_abi_version(void) { return XLLM_CPU_ABI_VERSION; }
 int xk_has_avx2() { return XK_AVX2; }
 int xk_isa() { return XK_ISA; }
+// bf16 weights from 16 rows: AVX512-BF16 dot products where no AMX tiles take them. enable: 1 on, 0 off, -1 ask; returns
+// 1 on, 0 off, -1 not built
+int xk_bf16_dot(int enable) {
+#if XK_AVX512_BF16
+    if (enable >= 0) bf16dp_on.store(enable ? 1 : 0);
+    return bf16dp_on.load();
+#else
+    (void)enable; return -1;
+#endif
+}
 // AMX tiles for the int8 GEMM: enable 1 (use them where granted), 0 (don't), -1 (ask only). Returns 1 in use, 0 off,
 // -1 not compiled in, -2 - errno: the kernel refused the tile state (arch_prctl)
 int xk_amx(int enable) {

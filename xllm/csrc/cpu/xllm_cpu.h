@@ -4,7 +4,7 @@
 #ifndef XLLM_CPU_H
 #define XLLM_CPU_H
 #include <stdint.h>
-#define XLLM_CPU_ABI_VERSION 9
+#define XLLM_CPU_ABI_VERSION 10
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -12,6 +12,7 @@ int xk_abi_version(void);
 int xk_has_avx2(void);
 int xk_isa(void);
 int xk_amx(int enable);
+int xk_bf16_dot(int enable);
 int64_t xk_amx_min_rows(void);
 int xk_max_threads(void);
 void xk_linear(int kind, int64_t N, int64_t K, int64_t G, const void* w, const void* s, const void* m, const float* b, int a8, const float* x, int64_t T, float* y, int nt, int method);
