@@ -393,19 +393,6 @@ static void bf16dp_pack(const float* x, int64_t K, int64_t t0, int64_t t1, uint1
         for (int64_t k = 0; k < K; k += 32)
             _mm512_storeu_si512((void*)(xb + t * K + k), (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + t * K + k + 16), _mm512_loadu_ps(x + t * K + k)));
 }
-// 16 rows' 8 words each (rows[r]: row r's 8 consecutive 4-byte words) -> out[w][r] (8 x 16 words, 64 bytes per w)
-static inline void transpose16x8_words(const __m256i* rows, uint8_t* out) {
-    const __m512i lo_l = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi_l = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-    __m512i z[8], u[8], v[8];
-    for (int p = 0; p < 8; p++) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[p]), rows[p + 8], 1);
-    for (int p = 0; p < 8; p += 2) { u[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]); u[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]); }
-    for (int p = 0; p < 8; p += 4)
-        for (int q = 0; q < 2; q++) { v[p + 2 * q] = _mm512_unpacklo_epi64(u[p + q], u[p + q + 2]); v[p + 2 * q + 1] = _mm512_unpackhi_epi64(u[p + q], u[p + q + 2]); }
-    for (int w = 0; w < 4; w++) {
-        _mm512_storeu_si512((void*)(out + w * 64), _mm512_permutex2var_epi64(v[w], lo_l, v[4 + w]));
-        _mm512_storeu_si512((void*)(out + (w + 4) * 64), _mm512_permutex2var_epi64(v[w], hi_l, v[4 + w]));
-    }
-}
 // Weight rows n0..n0+31 of a bf16 linear (zero past N) as wp[m][k / 2][16] pairs
 static void bf16dp_repack(const Lin& L, int64_t n0, uint32_t* wp) {
     const int64_t K = L.K;

@@ -124,24 +124,29 @@ static inline __m256i qcodes32(const Lin& L, int64_t row, int64_t b) {
     return QG_OFFSET ? _mm256_xor_si256(a, _mm256_set1_epi8((char)0x80)) : a;
 }
 #if XK_ISA >= 3
-// qrepack's codes for 16 rows r0..r0+15 (all < N) at once: out[b][k4][r][4] is row r's codes 4 k4..4 k4+3 of block b, a 16 x 8
-// transpose of 4-byte words per block. Rows r and r + 8 share a register (its two 256-bit halves), so one 8 x 8 transpose
-// (unpacks, then 128-bit lanes paired across registers) does both halves; the scalar loop stored each word alone, and the
-// repack took as long as the products it feeds at 32 activation rows.
-static void qrepack16_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
+// 16 rows' 8 words each (rows[r]: row r's 8 consecutive 4-byte words) -> out[w][r] (8 x 16 words, 64 bytes per w): rows r and
+// r + 8 share a register (its two 256-bit halves), so one 8 x 8 transpose (unpacks, then 128-bit lanes paired across
+// registers) does both halves
+static inline void transpose16x8_words(const __m256i* rows, uint8_t* out) {
     const __m512i lo_l = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi_l = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    __m512i z[8], u[8], v[8];
+    for (int p = 0; p < 8; p++) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(rows[p]), rows[p + 8], 1);
+    for (int p = 0; p < 8; p += 2) { u[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]); u[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]); }
+    for (int p = 0; p < 8; p += 4)
+        for (int q = 0; q < 2; q++) { v[p + 2 * q] = _mm512_unpacklo_epi64(u[p + q], u[p + q + 2]); v[p + 2 * q + 1] = _mm512_unpackhi_epi64(u[p + q], u[p + q + 2]); }
+    for (int w = 0; w < 4; w++) {
+        _mm512_storeu_si512((void*)(out + w * 64), _mm512_permutex2var_epi64(v[w], lo_l, v[4 + w]));
+        _mm512_storeu_si512((void*)(out + (w + 4) * 64), _mm512_permutex2var_epi64(v[w], hi_l, v[4 + w]));
+    }
+}
+// qrepack's codes for 16 rows r0..r0+15 (all < N) at once: out[b][k4][r][4] is row r's codes 4 k4..4 k4+3 of block b, a 16 x 8
+// transpose of 4-byte words per block; the scalar loop stored each word alone, and the repack took as long as the products
+// it feeds at 32 activation rows.
+static void qrepack16_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
     for (int64_t b = 0; b < nb; b++) {
-        __m512i z[8], u[8], v[8];
-        for (int p = 0; p < 8; p++) z[p] = _mm512_inserti64x4(_mm512_castsi256_si512(qcodes32(L, r0 + p, b)), qcodes32(L, r0 + p + 8, b), 1);
-        for (int p = 0; p < 8; p += 2) { u[p] = _mm512_unpacklo_epi32(z[p], z[p + 1]); u[p + 1] = _mm512_unpackhi_epi32(z[p], z[p + 1]); }
-        for (int p = 0; p < 8; p += 4)
-            for (int q = 0; q < 2; q++) { v[p + 2 * q] = _mm512_unpacklo_epi64(u[p + q], u[p + q + 2]); v[p + 2 * q + 1] = _mm512_unpackhi_epi64(u[p + q], u[p + q + 2]); }
-        // v[4h + w], 128-bit lane c of each half: words 4c + w of rows 4h..4h+3 (h: which four rows; w: 0..3)
-        uint8_t* o = out + b * 8 * 64;
-        for (int w = 0; w < 4; w++) {
-            _mm512_storeu_si512((void*)(o + w * 64), _mm512_permutex2var_epi64(v[w], lo_l, v[4 + w]));         // word w
-            _mm512_storeu_si512((void*)(o + (w + 4) * 64), _mm512_permutex2var_epi64(v[w], hi_l, v[4 + w]));   // word w + 4
-        }
+        __m256i rows[16];
+        for (int r = 0; r < 16; r++) rows[r] = qcodes32(L, r0 + r, b);
+        transpose16x8_words(rows, out + b * 8 * 64);
     }
 }
 #endif
