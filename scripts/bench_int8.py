@@ -10,7 +10,8 @@ the runner is built), measured as `xllm bench` measures (xllm.bench's `decode_ra
 (32 prompts of 32 tokens, 64 new tokens each, greedy, EOS ignored, output tokens / wall time with the prefill included).
 Each round runs llama.cpp (llama-bench pp128/tg64 and llama-batched-bench 32x(32+64), each the better of OpenMP's default
 spinning and OMP_WAIT_POLICY=PASSIVE, in the caller's environment without xllm's variables) and then our three forms in
-a rotating order; the load average is recorded before each round. Perplexity (ctx 512, transformers' Apache-2.0 LICENSE
+a rotating order; the load average is recorded before each round, and the read bandwidth (xllm.bench.read_bandwidth) measured in it, against
+which each form's decode is put (bytes a token read / bandwidth / seconds a token). Perplexity (ctx 512, transformers' Apache-2.0 LICENSE
 text, as scripts/bench_vs_llamacpp.py) of each form, of the default (int8 activations, K/V stored as the runner's default
 dtype: float16) and of llama-perplexity on the same file, once.
 Results: one record of xllm.bench's schema (name "int8-activations") with every round, the medians and the ratios.
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vs_llamacpp as vs                                          # its llama.cpp runners and our engine workload
 for k in [k for k in vs.LLAMA_ENV if k.startswith("XLLM_") or k == "PYTHONPATH"]: vs.LLAMA_ENV.pop(k)   # nothing of xllm's reaches llama.cpp
 import torch
-from xllm.bench import decode_rate, environment, prefill_rate, save_results
+from xllm.bench import decode_rate, environment, prefill_rate, read_bandwidth, save_results, weight_bytes
 
 MODES = ("float", "int8", "int8x2")
 
@@ -103,6 +104,7 @@ def main():
             if "engine" not in skip:
                 bb = vs.best_policy(vs.llama_batched, ("S_TG", "out_tok_s"), bin_dir, q41, a.threads)
                 r.update(llama_S_TG=bb["S_TG"], llama_batched_out_tok_s=bb["out_tok_s"], llama_batched_omp=bb["S_TG_omp"])
+        r["read_gb_s"] = read_bandwidth(a.threads)                           # the decode's ceiling, measured in the same round
         order = MODES[i % 3:] + MODES[:i % 3]                              # rotating order: no form always goes first
         for mode in order:
             os.environ["XLLM_CPU_ACTIVATIONS"] = mode
@@ -140,11 +142,17 @@ def main():
             table.append({"what": what, "form": mode, "tok_s": med(mode + ours), "vs_float": mratio(mode + ours, "float" + ours),
                           "vs_llamacpp": mratio(mode + ours, llama) if have_llama else None, "llamacpp_tok_s": med(llama) if have_llama else None})
     res["table"] = table
+    # decode against the memory: the bytes a token reads (every weight once; the tied head counted once) at each round's bandwidth
+    res["weight_bytes"] = weight_bytes(m)
+    share = lambda mode: statistics.median(r[f"{mode}_tg64"] * res["weight_bytes"] / (r["read_gb_s"] * 1e9) for r in R) if R else None
+    res["decode_bandwidth_share"] = {mode: share(mode) for mode in MODES}
     print(f"\n{q41.name} INT4, {a.threads} threads, {res['cpu']}, kernels {res['isa_kernel']}, {len(R)} interleaved rounds, "
           f"load averages before each: {[r['load_avg'][0] for r in R]}; medians, ratios = medians of per-round ratios\n")
     print("| measurement | activations | tok/s | vs float | vs llama.cpp | llama.cpp tok/s |\n|---|---|---|---|---|---|")
     f = lambda x, d=1: "-" if x is None else f"{x:.{d}f}"
     for t in table: print(f"| {t['what']} | {t['form']} | {f(t['tok_s'])} | {f(t['vs_float'], 2)}x | {f(t['vs_llamacpp'], 2)}x | {f(t['llamacpp_tok_s'])} |")
+    if R: print(f"\ndecode tg64 against the read bandwidth (torch sum of 256 MiB, {a.threads} threads, median {med('read_gb_s'):.1f} GB/s; "
+                f"{res['weight_bytes'] / 1e6:.1f} MB a token): " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in res["decode_bandwidth_share"].items()))
     if res["ppl"]:
         print("\nperplexity (ctx %d, %s): " % (a.ctx, text.name) + ", ".join(f"{k} {v:.4f}" for k, v in res["ppl"].items()))
         for k, v in res.get("ppl_vs_float", {}).items():

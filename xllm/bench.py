@@ -9,8 +9,9 @@ from pathlib import Path
 
 # %% auto 0
 __all__ = ['ISA_FLAGS', 'SCHEMA', 'WORKLOADS', 'BENCH_SCHEMA', 'SUITES', 'environment', 'record', 'save_results', 'results_path',
-           'load_results', 'workload_path', 'sample_text_path', 'workload', 'run_bench', 'throughput', 'stream_runner',
-           'decode_rate', 'prefill_rate', 'host_step', 'step_prep', 'server_bench', 'structured_bench', 'bench_command']
+           'load_results', 'workload_path', 'sample_text_path', 'workload', 'run_bench', 'read_bandwidth',
+           'weight_bytes', 'throughput', 'stream_runner', 'decode_rate', 'prefill_rate', 'host_step', 'step_prep',
+           'server_bench', 'structured_bench', 'bench_command']
 
 # %% ../nbs/20_bench.ipynb 6
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8")   # what the CPU kernels can use
@@ -226,7 +227,19 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "quantization": llm.quantization_label, **_cpu_figures(llm), **_spec_figures(eng, s0)}
 
 # %% ../nbs/20_bench.ipynb 42
-def _weight_bytes(model) -> int:
+def read_bandwidth(threads: int | None = None, mib: int = 256, reps: int = 5) -> float:
+    "Read bandwidth, GB/s: the best of `reps` torch sums over a `mib` MiB float32 buffer (more than the caches) on `threads` threads."
+    import torch
+    old = torch.get_num_threads()
+    if threads: torch.set_num_threads(threads)
+    try:
+        buf, best = torch.ones(mib * 2**18), 0.0
+        for _ in range(reps + 1):                        # the first sum warms the pages
+            t = time.perf_counter(); buf.sum().item(); best = max(best, buf.numel() * 4 / (time.perf_counter() - t) / 1e9)
+        return best
+    finally: torch.set_num_threads(old)
+
+def weight_bytes(model) -> int:
     "Bytes of `model`'s weights and buffers, a tensor shared by two names (tied embeddings) counted once."
     # `state_dict()` detaches every entry into a new tensor object, so tied weights are told apart by where their data lies
     tensors = {(t.data_ptr(), t.numel(), t.dtype): t for t in model.state_dict().values()}
@@ -243,7 +256,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
         label, prompts, n = workload(spec, batch, max_tokens)
         before = steps()
         r = record("throughput", label, lambda: run_bench(llm, prompts, n, progress=progress, **kw), device=str(llm.model.device), dtype=str(llm.model.dtype).removeprefix("torch."),
-                   runner_reason=llm.runner_reason, kv_cache_report=eng.kv_cache_report, weight_bytes=_weight_bytes(llm.model), load_s=load_s)
+                   runner_reason=llm.runner_reason, kv_cache_report=eng.kv_cache_report, weight_bytes=weight_bytes(llm.model), load_s=load_s)
         if before: r["runner_steps"] = {k: v - before[k] for k, v in steps().items()}
         if llm.model.device.type == "cuda":
             import torch; r["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
