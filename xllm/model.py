@@ -189,51 +189,11 @@ def batch(self: KVCache, ids: list[int], last_only: bool = False) -> PagedBatch:
 
 # %% ../nbs/06_model.ipynb 32
 @patch
-def _key_structs(self: PagedBatch) -> dict:
-    "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
-    if self._keys is not None: return self._keys
-    bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
-    n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
-    tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
-    dec = np.flatnonzero(n == 1)
-    keys = [None] * len(ctx)                                         # each chunk's key slots, in chunk order
-    k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
-    if dec.size:
-        Ld = int(ctx[dec].max())
-        ds, mask = table_slots(tab[dec], Ld, bs), np.arange(Ld)[None, :] < ctx[dec][:, None]
-        for j, i in enumerate(dec): keys[i] = ds[j, :ctx[i]]
-        k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
-                 dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
-    for i in np.flatnonzero(n != 1):
-        keys[i] = table_slots(tab[i], int(ctx[i]), bs)
-        k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(keys[i]).to(dev)))
-    k.update(key_slots=torch.from_numpy(np.concatenate(keys)).to(dev),
-             key_offsets=torch.from_numpy(np.repeat(np.concatenate([[0], np.cumsum(ctx)[:-1]]), n)).to(dev))
-    self._keys = k
-    return k
-
-# %% ../nbs/06_model.ipynb 34
-@patch(as_prop=True)
-def dec_rows(self: PagedBatch) -> torch.Tensor | None:
-    "[B_d] rows of one-token chunks (None if there are none)."
-    return self._key_structs()["dec_rows"]
-
-@patch(as_prop=True)
-def dec_slots(self: PagedBatch) -> torch.Tensor | None:
-    "[B_d, L_max] their key slots, padded with the null slot."
-    return self._key_structs()["dec_slots"]
-
-@patch(as_prop=True)
-def dec_mask(self: PagedBatch) -> torch.Tensor | None:
-    "[B_d, 1, 1, L_max] True where a key is real."
-    return self._key_structs()["dec_mask"]
-
-# %% ../nbs/06_model.ipynb 36
-@patch
 def _key_lists(self: PagedBatch) -> dict:
-    """`key_slots` and `key_offsets` alone, as `_key_structs` makes them (all the compiled CPU runner reads), without its
-    decode matrices and masks: a few numpy operations over all chunks at once (one chunk: fewer still), made once. On a
-    compiled decode step `_key_structs` was a third of the host's time."""
+    """`key_slots` (every chunk's key slots, concatenated) and `key_offsets` (where each row's chunk begins in them): all the
+    compiled CPU runner reads, without `_key_structs`' decode matrices and masks (which take these too): a few numpy
+    operations over all chunks at once (one chunk: fewer still), made once. On a compiled decode step building the whole
+    `_key_structs` was a third of the host's time."""
     if self._keys is not None: return self._keys
     if self._klists is None:
         bs, ctx, n = self.block_size, self.context_lens, np.diff(self.cu_seqlens)
@@ -249,6 +209,43 @@ def _key_lists(self: PagedBatch) -> dict:
         dev = self.token_ids.device
         self._klists = dict(key_slots=torch.from_numpy(slots).to(dev), key_offsets=torch.from_numpy(offsets).to(dev))
     return self._klists
+
+# %% ../nbs/06_model.ipynb 33
+@patch
+def _key_structs(self: PagedBatch) -> dict:
+    "Every chunk's key slots, grouped for the decode chunks (padded matrix + mask) and the prefill chunks; made once."
+    if self._keys is not None: return self._keys
+    bs, dev, cu, ctx = self.block_size, self.token_ids.device, self.cu_seqlens, np.array(self.context_lens)
+    n, used = np.diff(cu), -(-ctx // bs)                             # tokens of each chunk, blocks its keys occupy
+    tab = self.table_array(width=int(used.max())).astype(np.int64)   # the block tables, cut to the blocks in use
+    dec = np.flatnonzero(n == 1)
+    k = dict(dec_rows=None, dec_slots=None, dec_mask=None, prefills=[])
+    if dec.size:
+        Ld = int(ctx[dec].max())
+        ds, mask = table_slots(tab[dec], Ld, bs), np.arange(Ld)[None, :] < ctx[dec][:, None]
+        k.update(dec_rows=torch.tensor(np.asarray(cu)[dec], device=dev), dec_slots=torch.from_numpy(np.where(mask, ds, self.null_slot)).to(dev),
+                 dec_mask=torch.from_numpy(mask)[:, None, None, :].to(dev))
+    for i in np.flatnonzero(n != 1):
+        k["prefills"].append((cu[i], cu[i + 1], int(ctx[i] - n[i]), torch.from_numpy(table_slots(tab[i], int(ctx[i]), bs)).to(dev)))
+    k.update(self._key_lists())                                      # key_slots, key_offsets: every chunk's keys, concatenated
+    self._keys = k
+    return k
+
+# %% ../nbs/06_model.ipynb 35
+@patch(as_prop=True)
+def dec_rows(self: PagedBatch) -> torch.Tensor | None:
+    "[B_d] rows of one-token chunks (None if there are none)."
+    return self._key_structs()["dec_rows"]
+
+@patch(as_prop=True)
+def dec_slots(self: PagedBatch) -> torch.Tensor | None:
+    "[B_d, L_max] their key slots, padded with the null slot."
+    return self._key_structs()["dec_slots"]
+
+@patch(as_prop=True)
+def dec_mask(self: PagedBatch) -> torch.Tensor | None:
+    "[B_d, 1, 1, L_max] True where a key is real."
+    return self._key_structs()["dec_mask"]
 
 # %% ../nbs/06_model.ipynb 38
 @patch(as_prop=True)
