@@ -356,19 +356,6 @@ static void qgemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float*
     qgemm_part(Ls, nl, A, T, ys, next);
 }
 #endif
-#if XK_AMX_BF16
-static thread_local std::vector<uint16_t> bf16_xb;
-// The whole bf16 GEMM on the tiles: x rounded and laid out once, then one parallel region
-static void bf16_gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
-    const int64_t K = Ls[0].K;
-    if ((int64_t)bf16_xb.size() < (T + 15) / 16 * 16 * K) bf16_xb.resize((T + 15) / 16 * 16 * K);
-    const uint16_t* xb = bf16_xb.data();     // the calling thread's buffer (bf16_xb is thread_local: taken before the region)
-    amx_bf16_pack(x, K, 0, T, T, bf16_xb.data());
-    std::atomic<int64_t> next{0};
-#pragma omp parallel num_threads(nthreads_ok(nt))
-    amx_bf16_part(Ls, nl, xb, T, ys, next);
-}
-#endif
 
 // ---- bfloat16 weights without AMX: AVX512-BF16 `vdpbf16ps` (AMD Zen 4 and later, Cooper Lake), float32 sums
 // The tiles' arithmetic on vectors, for CPUs with avx512_bf16 and no AMX-BF16 tiles granted: activations rounded to bfloat16
@@ -383,7 +370,7 @@ static void bf16_gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, fl
 constexpr int64_t BF16DP_MIN_ROWS = 16;
 static std::atomic<int> bf16dp_on{1};   // xk_bf16_dot turns it off (the float32 GEMM then: the float32 copy's bits)
 static inline bool bf16dp_use(const Lin* Ls, int nl, int64_t T) {
-    if (T < BF16DP_MIN_ROWS || !bf16dp_on.load(std::memory_order_relaxed) || amx_bf16_use(Ls, nl, T) || Ls[0].K % 32) return false;
+    if (T < BF16DP_MIN_ROWS || !bf16dp_on.load(std::memory_order_relaxed) || Ls[0].K % 32) return false;
     for (int l = 0; l < nl; l++) if (Ls[l].kind != BF16) return false;
     return true;
 }
@@ -446,16 +433,48 @@ static void bf16dp_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, fl
         for (; j0 < T; j0++) bf16dp_micro<1>(bf16dp_w.data(), xb, K, j0, ys[l], L.N, n0, L.bias);
     }
 }
-static thread_local std::vector<uint16_t> bf16dp_xb;
-static void bf16dp_gemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
-    const int64_t K = Ls[0].K;
-    if ((int64_t)bf16dp_xb.size() < T * K) bf16dp_xb.resize(T * K);
-    const uint16_t* xb = bf16dp_xb.data();
-    bf16dp_pack(x, K, 0, T, bf16dp_xb.data());
-    std::atomic<int64_t> next{0};
-#pragma omp parallel num_threads(nthreads_ok(nt))
-    bf16dp_part(Ls, nl, xb, T, ys, next);
-}
 #else
 #define XK_AVX512_BF16 0
 #endif
+
+// ---- bfloat16 products, whichever the CPU has: one dispatch for linear_any and the plan
+enum { BF16_NONE = 0, BF16_TILES = 1, BF16_DOT = 2 };
+// What multiplies these T rows of bf16 linears: AMX-BF16 tiles, else AVX512-BF16 dot products, else nothing (the float32 GEMM)
+static inline int bf16_kind(const Lin* Ls, int nl, int64_t T) {
+    if (amx_bf16_use(Ls, nl, T)) return BF16_TILES;
+#if XK_AVX512_BF16
+    if (bf16dp_use(Ls, nl, T)) return BF16_DOT;
+#endif
+    return BF16_NONE;
+}
+// Rows t0..t1 of x rounded to bf16 and laid out for `kind` into xb ((T + 15) / 16 * 16 * K values hold either layout)
+static void bf16_pack(int kind, const float* x, int64_t K, int64_t t0, int64_t t1, int64_t T, uint16_t* xb) {
+    (void)kind; (void)x; (void)K; (void)t0; (void)t1; (void)T; (void)xb;
+#if XK_AMX_BF16
+    if (kind == BF16_TILES) amx_bf16_pack(x, K, t0, t1, T, xb);
+#endif
+#if XK_AVX512_BF16
+    if (kind == BF16_DOT) bf16dp_pack(x, K, t0, t1, xb);
+#endif
+}
+// One thread's share of the products, tasks from `next`
+static void bf16_part(int kind, const Lin* Ls, int nl, const uint16_t* xb, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
+    (void)kind; (void)Ls; (void)nl; (void)xb; (void)T; (void)ys; (void)next;
+#if XK_AMX_BF16
+    if (kind == BF16_TILES) amx_bf16_part(Ls, nl, xb, T, ys, next);
+#endif
+#if XK_AVX512_BF16
+    if (kind == BF16_DOT) bf16dp_part(Ls, nl, xb, T, ys, next);
+#endif
+}
+static thread_local std::vector<uint16_t> bf16_xb;
+// The whole bf16 GEMM of `kind`: x rounded and laid out once, then one parallel region
+static void bf16_gemm_multi(int kind, const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int nt) {
+    const int64_t K = Ls[0].K;
+    if ((int64_t)bf16_xb.size() < (T + 15) / 16 * 16 * K) bf16_xb.resize((T + 15) / 16 * 16 * K);
+    const uint16_t* xb = bf16_xb.data();     // the calling thread's buffer (bf16_xb is thread_local: taken before the region)
+    bf16_pack(kind, x, K, 0, T, T, bf16_xb.data());
+    std::atomic<int64_t> next{0};
+#pragma omp parallel num_threads(nthreads_ok(nt))
+    bf16_part(kind, Ls, nl, xb, T, ys, next);
+}

@@ -59,12 +59,7 @@ static void linear_any(const Lin* Ls, int nl, const float* x, int64_t T, float* 
 #if XK_AVX2
     const bool a8 = all_a8(Ls, nl);
     if (method == 2 || (method == 0 && T >= (a8 ? QGEMM_MIN_ROWS : GEMM_MIN_ROWS))) {
-#if XK_AMX_BF16
-        if (!a8 && amx_bf16_use(Ls, nl, T)) { bf16_gemm_multi(Ls, nl, x, T, ys, nt); return; }   // bf16 weights on AMX-BF16 tiles
-#endif
-#if XK_AVX512_BF16
-        if (!a8 && bf16dp_use(Ls, nl, T)) { bf16dp_gemm_multi(Ls, nl, x, T, ys, nt); return; }  // or AVX512-BF16 dot products
-#endif
+        if (const int bk = a8 ? BF16_NONE : bf16_kind(Ls, nl, T)) { bf16_gemm_multi(bk, Ls, nl, x, T, ys, nt); return; }   // bf16 products
         if (a8) qgemm_multi(Ls, nl, x, T, ys, nt); else gemm_multi(Ls, nl, x, T, ys, nt);
         return;
     }

@@ -94,26 +94,14 @@ struct Plan {
             qgemm_part(ls, nl, qa, T, ys, task);
             bar.wait(); return;
         }
-#if XK_AMX_BF16
-        if (amx_bf16_use(ls, nl, T)) {                 // bf16 weights: activations rounded to bf16 by their threads, then the tiles
+        if (const int bk = bf16_kind(ls, nl, T)) {    // bf16 weights: activations rounded to bf16 by their threads, then tiles or vdpbf16ps
             int64_t t0, t1; split(T, tid, n, t0, t1, 1);
-            amx_bf16_pack(x, ls[0].K, t0, t1, T, (uint16_t*)XP.p);
+            bf16_pack(bk, x, ls[0].K, t0, t1, T, (uint16_t*)XP.p);
             if (tid == 0) task.store(0);
             bar.wait();
-            amx_bf16_part(ls, nl, (const uint16_t*)XP.p, T, ys, task);
+            bf16_part(bk, ls, nl, (const uint16_t*)XP.p, T, ys, task);
             bar.wait(); return;
         }
-#endif
-#if XK_AVX512_BF16
-        if (bf16dp_use(ls, nl, T)) {                   // bf16 weights, no tiles: activations rounded to bf16, then vdpbf16ps
-            int64_t t0, t1; split(T, tid, n, t0, t1, 1);
-            bf16dp_pack(x, ls[0].K, t0, t1, (uint16_t*)XP.p);
-            if (tid == 0) task.store(0);
-            bar.wait();
-            bf16dp_part(ls, nl, (const uint16_t*)XP.p, T, ys, task);
-            bar.wait(); return;
-        }
-#endif
         if (T >= GEMM_MIN_ROWS) {
             const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
             pack_panels(x, T, ls[0].K, XP.p, p0, p1);
