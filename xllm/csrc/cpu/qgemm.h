@@ -174,27 +174,29 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
         }
     }
 #endif
-    for (int64_t i = 0; i < QG_ROWS; i++) {
-        const int64_t m = i / QG_NR, r = i % QG_NR, row = n0 + i;
-        if (done[m] && scaled[m]) { i += QG_NR - 1 - r; continue; }   // the whole group done above
+    for (int m = 0; m < QG_MR; m++) {
+        if (done[m] && scaled[m]) continue;                      // the whole group done above
         uint8_t* gq = wq + m * nb * 32 * QG_NR; float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
-        if (row >= L.N) {
+        for (int64_t r = 0; r < QG_NR; r++) {
+            const int64_t row = n0 + m * QG_NR + r;
+            if (row >= L.N) {
+                for (int64_t b = 0; b < nb; b++) {
+                    gs[b * QG_NR + r] = gm[b * QG_NR + r] = 0.0f;
+                    for (int k4 = 0; k4 < 8; k4++) std::memset(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, 0, 4);
+                }
+                continue;
+            }
             for (int64_t b = 0; b < nb; b++) {
-                gs[b * QG_NR + r] = gm[b * QG_NR + r] = 0.0f;
-                for (int k4 = 0; k4 < 8; k4++) std::memset(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, 0, 4);
+                if (!done[m]) {
+                    alignas(32) uint8_t c[32];
+                    _mm256_store_si256((__m256i*)c, qcodes32(L, row, b));
+                    for (int k4 = 0; k4 < 8; k4++) std::memcpy(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, c + 4 * k4, 4);
+                }
+                const int64_t g = L.half ? 2 * b : b >> L.bshift;      // the block's group (groups of 16: its first half's)
+                const float s = sc_of(L, row, g),                         // the INT4 minimum, met by each of its group's blocks' sums
+                            mn = L.half ? sc_of(L, row, g + 1) : L.kind == Q4 ? mn_of(L, row, g) : 0.0f;
+                gs[b * QG_NR + r] = s; gm[b * QG_NR + r] = mn;
             }
-            continue;
-        }
-        for (int64_t b = 0; b < nb; b++) {
-            if (!done[m]) {
-                alignas(32) uint8_t c[32];
-                _mm256_store_si256((__m256i*)c, qcodes32(L, row, b));
-                for (int k4 = 0; k4 < 8; k4++) std::memcpy(gq + (b * 8 + k4) * QG_NR * 4 + r * 4, c + 4 * k4, 4);
-            }
-            const int64_t g = L.half ? 2 * b : b >> L.bshift;      // the block's group (groups of 16: its first half's)
-            const float s = sc_of(L, row, g),                         // the INT4 minimum, met by each of its group's blocks' sums
-                        mn = L.half ? sc_of(L, row, g + 1) : L.kind == Q4 ? mn_of(L, row, g) : 0.0f;
-            gs[b * QG_NR + r] = s; gm[b * QG_NR + r] = mn;
         }
     }
 }
