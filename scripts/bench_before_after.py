@@ -3,7 +3,7 @@
 load average is under 0.5 (the load average before every run is recorded: between runs it holds the previous run's own two
 threads, which decay over a minute); medians and the ratio new / old, and the best run of each side and their ratio. Not a test: timed, and for a quiet machine.
 
-    python scripts/bench_before_after.py OLD_DIR NEW_DIR [--rounds 3] [--json OUT]
+    python scripts/bench_before_after.py OLD_DIR NEW_DIR [--rounds 3] [--only decode,prefill,32] [--json OUT]
 
 OLD_DIR / NEW_DIR: checkouts (e.g. `git worktree add /tmp/old <commit>`); each run imports xllm from its own checkout
 (PYTHONPATH) with no XLLM_* variables set, so both get the defaults a user gets.
@@ -44,15 +44,19 @@ def main():
     ap.add_argument("old"); ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--only", default="", help="comma list of measures to run (the start of their names: decode, prefill, 32, ngram); default all")
     a = ap.parse_args()
+    only = [w.strip() for w in a.only.split(",") if w.strip()]
+    measures = {m: v for m, v in MEASURES.items() if not only or any(m.startswith(w) for w in only)}
+    if not measures: sys.exit(f"--only {a.only!r} names none of: {', '.join(MEASURES)}")
     cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
                 if l.startswith("Model name")), "?")
     rev = lambda d: subprocess.run(["git", "-C", d, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
-    res = {m: {"old": [], "new": []} for m in MEASURES}
+    res = {m: {"old": [], "new": []} for m in measures}
     loads = []
     for r in range(a.rounds):
         print(f"round {r + 1}: load average {wait_quiet():.2f} at its start", flush=True)
-        for name, (args, key) in MEASURES.items():
+        for name, (args, key) in measures.items():
             for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
                 v, load = run(getattr(a, side), args, key)
                 res[name][side].append(v); loads.append(load)

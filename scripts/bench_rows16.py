@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The INT4 decode row kernels side by side in one program (not a test): rows4_a8 (4 weight rows a pass) against rows16_a8
-(16 rows a pass, AVX-512 builds), on the default model's gate|up shape (3072 x 576, groups of 32 with minimums, as Q4_1),
+(16 rows a pass: 512-bit vpdpbusd on AVX-512 VNNI builds, two passes of 8 rows on AVX2 and AVX-VNNI ones), on the default model's gate|up shape (3072 x 576, groups of 32 with minimums, as Q4_1),
 64 copies of the layer (60 MB, more than the last-level cache) read in turn, as a decode step reads its layers. Also a plain
-read of 256 MiB (512-bit loads) on 1 and 2 threads: the memory's ceiling in the same run. The program is
+read of 256 MiB (512-bit loads, 256-bit without AVX-512) on 1 and 2 threads: the memory's ceiling in the same run. The program is
 xllm/csrc/cpu/xllm_cpu.cpp (as `read_source` inlines it) plus a main() written here, compiled with the library's first
 flags; it first checks the two kernels give the same bits. Rounds alternate the two kernels; medians per thread count.
 
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
         for (auto& s : S[l]) s = f2h(0.001f + (rng() % 1000) * 1e-5f);
         for (auto& s : M[l]) s = f2h(-0.01f + (rng() % 1000) * 1e-5f);
         Lin L = make_lin(Q4, N, K, G, W[l].data(), S[l].data(), M[l].data(), nullptr, 1);
-        if (!rows16_ok(L)) { printf("{\"error\": \"rows16_a8 does not apply in this build (AVX-512 VNNI needed)\"}\n"); return 0; }
+        if (!rows16_ok(L)) { printf("{\"error\": \"rows16_a8 does not apply in this build (AVX2 needed)\"}\n"); return 0; }
         interleave16(L.sg, N, G, S16[l]); interleave16(L.mg, N, G, M16[l]); L.s16 = S16[l].data(); L.m16 = M16[l].data();
         Ls.push_back(L);
     }
@@ -45,9 +45,17 @@ int main(int argc, char** argv) {
             if (var == 2) {
 #pragma omp parallel num_threads(nt) reduction(+:sink)
                 { int64_t a, b; split((int64_t)big.size() / 64, omp_get_thread_num(), nt, a, b, 1);
+#if XK_ISA >= 3
                   __m512i acc = _mm512_setzero_si512();
                   for (int64_t i = a; i < b; i++) acc = _mm512_add_epi64(acc, _mm512_loadu_si512((const void*)(big.data() + i * 64)));
-                  sink += _mm512_reduce_add_epi64(acc); }
+                  sink += _mm512_reduce_add_epi64(acc);
+#else
+                  __m256i acc = _mm256_setzero_si256();
+                  for (int64_t i = a; i < b; i++) acc = _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_loadu_si256((const __m256i*)(big.data() + i * 64)),
+                                                                                             _mm256_loadu_si256((const __m256i*)(big.data() + i * 64 + 32))));
+                  sink += _mm256_extract_epi64(acc, 0) + _mm256_extract_epi64(acc, 1) + _mm256_extract_epi64(acc, 2) + _mm256_extract_epi64(acc, 3);
+#endif
+                }
                 continue;
             }
             for (int l = 0; l < NL; l++) {

@@ -360,7 +360,7 @@ static void qgemm_multi(const Lin* Ls, int nl, const float* x, int64_t T, float*
 // ---- bfloat16 weights without AMX: AVX512-BF16 `vdpbf16ps` (AMD Zen 4 and later, Cooper Lake), float32 sums
 // The tiles' arithmetic on vectors, for CPUs with avx512_bf16 and no AMX-BF16 tiles granted: activations rounded to bfloat16
 // (nearest even) once per call, row by row; weights repacked per task of 32 rows so that one vector holds one pair of
-// columns of 16 rows (a 16 x 8 transpose of 4-byte pairs, as qrepack16_codes); `vdpbf16ps` with one activation pair broadcast
+// columns of 16 rows (a 16 x 8 transpose of 4-byte pairs, as qrepack_codes); `vdpbf16ps` with one activation pair broadcast
 // adds two products to each row's lane. A tile of 2 x 16 weight rows x 4 activation rows: per pair of columns two weight
 // loads, four broadcasts, eight dot products; each output one lane's float32 sum over all of K in column order, so neither
 // the thread count nor the other rows change a bit. From BF16DP_MIN_ROWS rows (compute-bound there); fewer rows keep the

@@ -21,7 +21,7 @@ static inline bool same_prep(const Lin& a, const Lin& b) {
 }
 static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
     int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
-    int64_t r0, r1; split(Ntot, tid, n, r0, r1, XK_ISA >= 3 ? 16 : 4);   // (rows16_a8 takes groups of 16)
+    int64_t r0, r1; split(Ntot, tid, n, r0, r1, XK_AVX2 ? 16 : 4);   // (rows16_a8 takes groups of 16)
     if ((int64_t)prep_vec.size() < T) prep_vec.resize(T);
     Lin prev; bool have = false;      // the layout of the input prepared last (prepared once for the linears that share it)
     for (int64_t l = 0, off = 0; l < nl; off += Ls[l].N, l++) {
@@ -36,12 +36,10 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
 #if XK_AVX2
         if (L.a8) {                  // int8 activations: the GEMM's arithmetic (rows4_a8), so either path gives the same bits
             int64_t r = a;
-#if XK_ISA >= 3
             if (L.s16) {             // 16 rows at a time where they start a group of the interleaved scales
                 for (; r + 4 <= b && r % 16; r += 4) for (int64_t t = 0; t < T; t++) rows4_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
                 for (; r + 16 <= b && r + 16 <= L.N / 16 * 16; r += 16) for (int64_t t = 0; t < T; t++) rows16_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
             }
-#endif
             for (; r + 4 <= b; r += 4) for (int64_t t = 0; t < T; t++) rows4_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
             for (; r < b; r++) for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row1_a8(L, r, prep_vec[t]);
             continue;

@@ -49,7 +49,11 @@ template <bool Q4> static inline qvi q_block_end(qvi acc) { return acc; }
 #else
 template <bool Q4> static inline qvi q_dot(qvi acc, qvi w, int32_t x4) {
     const __m256i x = _mm256_set1_epi32(x4), ones = _mm256_set1_epi16(1);
-    if (Q4) return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));   // int16 sums: see q_block_end
+    if (Q4) {                        // int16 sums: see q_block_end
+        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x));
+        __asm__("" : "+x"(acc));     // one running sum: GCC would otherwise keep the 8 products of a block apart to add them as a
+        return acc;                  // tree, spilling them to the stack (loads, not vpmaddubsw, then bound the loop: 3x slower)
+    }
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones));
 }
 // AVX2, INT4: a vpmaddubsw pair sum is at most 2 * 15 * 127 = 3810, so the 8 of a block add up in int16 lanes (<= 30480)
@@ -67,27 +71,6 @@ constexpr int64_t QG_ROWS = QG_NR * QG_MR;     // weight rows per task
 struct QAct { int8_t* q; float* d; float* s; int32_t* o; int64_t K, nb; int8_t* q2 = nullptr; float* d2 = nullptr; int32_t* o2 = nullptr;
               int32_t* oh = nullptr; int32_t* oh2 = nullptr;
               int8_t* xv = nullptr; int8_t* xs = nullptr; float* dT = nullptr; float* sT = nullptr; };   // the AMX tiles' layouts of q, d, s (amx.h)
-
-// 32 floats v[0..3] quantized: codes to q, returns the scale; *isum: the sum of the codes, hs[0..1] (if given): of each half
-static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum, int32_t* hs = nullptr) {
-    const __m256 signbit = _mm256_set1_ps(-0.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v[0]), _mm256_andnot_ps(signbit, v[1])),
-                             _mm256_max_ps(_mm256_andnot_ps(signbit, v[2]), _mm256_andnot_ps(signbit, v[3])));
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h)); h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    const float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-    const __m256 vid = _mm256_set1_ps(id);
-    // round to nearest even, as nearbyint and torch.round
-    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));
-    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
-    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-    _mm256_storeu_si256((__m256i*)q, _mm256_permutevar8x32_epi32(p, perm));
-    const int32_t lo = hsum8_i32(_mm256_add_epi32(i0, i1)), hi = hsum8_i32(_mm256_add_epi32(i2, i3));
-    *isum = lo + hi;
-    if (hs) { hs[0] = lo; hs[1] = hi; }
-    return d;
-}
 
 // Rows t0..t1 of x quantized into A (and the residual, when A.q2 is set)
 static void quantize_rows(const float* x, int64_t t0, int64_t t1, QAct& A) {
@@ -142,12 +125,41 @@ static inline void transpose16x8_words(const __m256i* rows, uint8_t* out) {
 // qrepack's codes for 16 rows r0..r0+15 (all < N) at once: out[b][k4][r][4] is row r's codes 4 k4..4 k4+3 of block b, a 16 x 8
 // transpose of 4-byte words per block; the scalar loop stored each word alone, and the repack took as long as the products
 // it feeds at 32 activation rows.
-static void qrepack16_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
+static void qrepack_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
     for (int64_t b = 0; b < nb; b++) {
         __m256i rows[16];
         for (int r = 0; r < 16; r++) rows[r] = qcodes32(L, r0 + r, b);
         transpose16x8_words(rows, out + b * 8 * 64);
     }
+}
+#elif XK_AVX2
+// The same for the 8 rows of an AVX2 group (QG_NR = 8): an 8 x 8 transpose of 4-byte words per block (unpacks of 32 and
+// 64 bits, then 128-bit lanes paired across registers), out[b][k4][r][4], 32 bytes per k4
+static void qrepack_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i z[8], u[8], v[8];
+        for (int r = 0; r < 8; r++) z[r] = qcodes32(L, r0 + r, b);
+        for (int p = 0; p < 8; p += 2) { u[p] = _mm256_unpacklo_epi32(z[p], z[p + 1]); u[p + 1] = _mm256_unpackhi_epi32(z[p], z[p + 1]); }
+        for (int p = 0; p < 8; p += 4)
+            for (int q = 0; q < 2; q++) { v[p + 2 * q] = _mm256_unpacklo_epi64(u[p + q], u[p + q + 2]); v[p + 2 * q + 1] = _mm256_unpackhi_epi64(u[p + q], u[p + q + 2]); }
+        // v[w] (w < 4): words w and w + 4 of rows 0-3 (its two 128-bit lanes); v[4 + w]: of rows 4-7
+        uint8_t* ob = out + b * 8 * 32;
+        for (int w = 0; w < 4; w++) {
+            _mm256_storeu_si256((__m256i*)(ob + w * 32), _mm256_permute2x128_si256(v[w], v[4 + w], 0x20));
+            _mm256_storeu_si256((__m256i*)(ob + (w + 4) * 32), _mm256_permute2x128_si256(v[w], v[4 + w], 0x31));
+        }
+    }
+}
+#endif
+#if XK_AVX2
+// QG_NR rows' scales (minimums) of group g from the plan's interleaved copy (Lin::s16, m16): r0 a multiple of QG_NR (8 or 16)
+static inline qvf q_scales16(const uint16_t* s16, int64_t r0, int64_t G, int64_t g) {
+    const uint16_t* p = s16 + (r0 / 16) * G * 16 + g * 16 + r0 % 16;
+#if XK_ISA >= 3
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
+#else
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+#endif
 }
 #endif
 
@@ -156,19 +168,18 @@ static void qrepack16_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) 
 static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm) {
     const int64_t nb = L.K / 32;
     bool done[QG_MR] = {}, scaled[QG_MR] = {};
-#if XK_ISA >= 3
+#if XK_AVX2
     for (int m = 0; m < QG_MR; m++) {
         const int64_t r0 = n0 + m * QG_NR;
         if (r0 + QG_NR > L.N) continue;
-        qrepack16_codes(L, r0, nb, wq + m * nb * 32 * QG_NR); done[m] = true;
-        if (L.s16 && r0 + QG_NR <= L.N / 16 * 16) {   // INT4 with the plan's interleaved scales: a group's 16 in one load
-            const uint16_t* s16 = L.s16 + (r0 / 16) * L.G * 16; const uint16_t* m16 = L.m16 ? L.m16 + (r0 / 16) * L.G * 16 : nullptr;
+        qrepack_codes(L, r0, nb, wq + m * nb * 32 * QG_NR); done[m] = true;
+        if (L.s16 && r0 + QG_NR <= L.N / 16 * 16) {   // INT4 with the plan's interleaved scales: a group's rows in one load
             float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
             for (int64_t b = 0; b < nb; b++) {
                 const int64_t g = b >> L.bshift;
-                const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(s16 + g * 16)));
-                _mm512_storeu_ps(gs + b * QG_NR, sc);     // mn_of: the minimum, or -8 s for symmetric INT4 (exact either way)
-                _mm512_storeu_ps(gm + b * QG_NR, m16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(m16 + g * 16))) : _mm512_mul_ps(sc, _mm512_set1_ps(-8.0f)));
+                const qvf sc = q_scales16(L.s16, r0, L.G, g);
+                qf_store(gs + b * QG_NR, sc);             // mn_of: the minimum, or -8 s for symmetric INT4 (exact either way)
+                qf_store(gm + b * QG_NR, L.m16 ? q_scales16(L.m16, r0, L.G, g) : qf_mul(sc, qf_set1(-8.0f)));
             }
             scaled[m] = true;
         }
