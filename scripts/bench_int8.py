@@ -14,9 +14,10 @@ a rotating order; the load average is recorded before each round, and the read b
 which each form's decode is put (bytes a token read / bandwidth / seconds a token). Perplexity (ctx 512, transformers' Apache-2.0 LICENSE
 text, as scripts/bench_vs_llamacpp.py) of each form, of the default (int8 activations, K/V stored as the runner's default
 dtype: float16) and of llama-perplexity on the same file, once.
-Results: one record of xllm.bench's schema (name "int8-activations") with every round, the medians and the ratios.
+Results: one record of xllm.bench's schema (name "int8-activations") with every round, the medians and the ratios, added to
+the records already in --json (one per run, machine after machine).
 """
-import argparse, math, os, statistics, sys, time
+import argparse, json, math, os, statistics, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -157,7 +158,9 @@ def main():
         print("\nperplexity (ctx %d, %s): " % (a.ctx, text.name) + ", ".join(f"{k} {v:.4f}" for k, v in res["ppl"].items()))
         for k, v in res.get("ppl_vs_float", {}).items():
             if k != "float": print(f"  {k}: {v['pct']:+.2f}% vs float (standard error {v['sem_pct']:.2f}% over {v['windows']} windows)")
-    if a.json: save_results([res], a.json); vs.log(f"written {a.json}")
+    if a.json:       # a .json file keeps every machine's records: this one is added to them (a .jsonl file is appended to)
+        prev = [] if a.json.endswith(".jsonl") or not os.path.exists(a.json) else json.load(open(a.json))
+        save_results((prev if isinstance(prev, list) else [prev]) + [res], a.json); vs.log(f"written {a.json}")
 
 
 if __name__ == "__main__":
