@@ -227,16 +227,29 @@ def test_a_dead_node_is_named_and_stops_the_server(tmp_path):
 def test_bfloat16_over_two_ranks(tmp_path):
     """A bfloat16 model over two ranks: the workers build bfloat16 K/V pools for their torch forward, and so does rank 0 (its
     pool is float32 only where the compiled CPU runner computes a bf16 model alone, `runner.pool_dtype`); greedy tokens equal
-    the single-process torch forward's in bfloat16."""
+    the single-process torch forward's in bfloat16 up to a near tie. The two round differently: each rank's partial o/down
+    products are rounded to bfloat16 before they are summed, where one process rounds the whole sum once, and how torch's
+    bfloat16 matmul accumulates depends on the CPU (equal tokens on an AVX-512 machine; on an AVX2-only AMD EPYC they part at
+    the seventh). So where the tokens part, the single-process logits there must hold the two within a bfloat16 rounding of
+    each other (the margin printed), and the tokens before must be equal."""
     from xllm.stand_ins import stand_in_model
     from xllm.llm import LLM
     from xllm.sampling import SamplingParams
     model = stand_in_model(tmp_path / "m")
     g = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
-    ref = LLM(model, dtype="bfloat16", runner="torch").generate("Once upon a time", g, use_tqdm=False)[0].outputs[0].token_ids
+    ref_llm = LLM(model, dtype="bfloat16", runner="torch")
+    r = ref_llm.generate("Once upon a time", g, use_tqdm=False)[0]
+    prompt, want = list(r.prompt_token_ids), r.outputs[0].token_ids
     tp = LLM(model, dtype="bfloat16", tensor_parallel_size=2)
     try:
-        assert tp.generate("Once upon a time", g, use_tqdm=False)[0].outputs[0].token_ids == ref
+        got = tp.generate("Once upon a time", g, use_tqdm=False)[0].outputs[0].token_ids
+        k = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+        if k is not None:
+            lg = ref_llm.logits(prompt + want[:k])[-1].float()
+            margin, scale = float(lg[want[k]] - lg[got[k]]), float(lg.abs().max())
+            print(f"two ranks leave the single process at token {k}: margin {margin:.4f} of logits up to {scale:.2f}")
+            assert k >= 2 and 0 <= margin <= scale * 2 ** -7, (k, margin, scale)     # bfloat16 keeps 8 bits: a rounding of the largest logit
+        assert len(got) == len(want) == 12
         assert tp.get_engine().pool.dtype is __import__("torch").bfloat16
     finally: tp.model.tp_group.shutdown()
 
