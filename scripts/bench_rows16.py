@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """The INT4 decode row kernels side by side in one program (not a test): rows4_a8 (4 weight rows a pass) against rows16_a8
-(16 rows a pass: 512-bit vpdpbusd on AVX-512 VNNI builds, two passes of 8 rows on AVX2 and AVX-VNNI ones), on the default
-model's gate|up shape (3072 x 576, groups of 32 with minimums, as Q4_1), 64 copies of the layer (60 MB, more than the last-level cache) read in turn, as a decode step reads its layers. Also a plain
-read of 256 MiB (512-bit loads, 256-bit without AVX-512) on 1 and 2 threads: the memory's ceiling in the same run. The
-program is xllm/csrc/cpu/xllm_cpu.cpp (as `read_source` inlines it) plus a main() written here, compiled with the library's first
+(16 rows a pass: 512-bit vpdpbusd on AVX-512 VNNI builds, two passes of 8 rows on AVX2 and AVX-VNNI ones), on the
+default model's gate|up shape (3072 x 576, groups of 32 with minimums, as Q4_1), 64 copies of the layer (60 MB, more
+than the last-level cache) read in turn, as a decode step reads its layers. Also a plain read of 256 MiB (512-bit loads,
+256-bit without AVX-512) on 1 and 2 threads: the memory's ceiling in the same run. The program is
+xllm/csrc/cpu/xllm_cpu.cpp (as `read_source` inlines it) plus a main() written here, compiled with the library's first
 flags; it first checks the two kernels give the same bits. Rounds alternate the two kernels; medians per thread count.
 
     python scripts/bench_rows16.py [--rounds 5] [--json bench/results/rows16_kernel.json]
