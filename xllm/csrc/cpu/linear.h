@@ -25,12 +25,44 @@ static inline bool a8_ok(const Lin& L) {   // integer path: AVX2, blocks of 32 i
 // floats of scratch one prepared input takes (int8 codes are stored in the same buffer)
 static inline int64_t prep_floats(const Lin& L) { return (L.kind == Q4 ? L.K + L.G : 0) + (L.a8 ? 2 * (L.K / 32) + L.K / 4 + 16 : 0); }
 
+#if XK_AVX2
+// the sum of 4 int32 lanes
+static inline int32_t hsum4_i32(__m128i s) {
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e)); s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+// the sum of 8 int32 lanes; halves[0..1] (if given): of lanes 0-3 and 4-7
+static inline int32_t hsum8_i32(__m256i v, int32_t* halves = nullptr) {
+    const int32_t x = hsum4_i32(_mm256_castsi256_si128(v)), y = hsum4_i32(_mm256_extracti128_si256(v, 1));
+    if (halves) { halves[0] = x; halves[1] = y; }
+    return x + y;
+}
+// 32 floats v[0..3] quantized (as GGUF's Q8_0; quantize_blocks and the int8 GEMM's quantize_rows): codes to q, returns the
+// scale; *isum: the sum of the codes, hs[0..1] (if given): of each half
+static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum, int32_t* hs = nullptr) {
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v[0]), _mm256_andnot_ps(signbit, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(signbit, v[2]), _mm256_andnot_ps(signbit, v[3])));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h)); h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    // round to nearest even, as nearbyint and torch.round
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    _mm256_storeu_si256((__m256i*)q, _mm256_permutevar8x32_epi32(p, perm));
+    const int32_t lo = hsum8_i32(_mm256_add_epi32(i0, i1)), hi = hsum8_i32(_mm256_add_epi32(i2, i3));
+    *isum = lo + hi;
+    if (hs) { hs[0] = lo; hs[1] = hi; }
+    return d;
+}
+#endif
+
 // Quantize 32-value blocks of x to int8 (scale amax/127 per block). Q4 wants each pair of blocks as
 // [even columns of b, even of b+1, odd of b, odd of b+1] (a lone last block: [even, odd]) to meet its packed nibbles.
 // qsum[b]: d_b * sum of block b's codes, the block's sum as the integer product sees it (for the INT4 minimums).
-#if XK_AVX2
-static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum, int32_t* hs = nullptr);
-#endif
 static void quantize_blocks(const Lin& L, const float* x, int8_t* xq, float* dx, float* qsum) {
     const int64_t nb = L.K / 32;
 #if XK_AVX2
@@ -104,38 +136,6 @@ static inline __m256i dp4(__m256i acc, __m256i u, __m256i s) {
 // meets its float scales in the GEMM's order -- y = fma(sum_b, s_b d_b, y), then for INT4 y = fma(m_b, d_b sum(q)_b, y),
 // block after block, the bias last -- so a row's output has the same bits on either path, whatever the batch (greedy text
 // does not depend on how many requests share a step). The 4 rows' sums of a block come out of two hadds as one vector.
-static inline int32_t hsum4_i32(__m128i s) {
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e)); s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
-// the sum of 8 int32 lanes; halves[0..1] (if given): of lanes 0-3 and 4-7
-static inline int32_t hsum8_i32(__m256i v, int32_t* halves = nullptr) {
-    const int32_t x = hsum4_i32(_mm256_castsi256_si128(v)), y = hsum4_i32(_mm256_extracti128_si256(v, 1));
-    if (halves) { halves[0] = x; halves[1] = y; }
-    return x + y;
-}
-// 32 floats v[0..3] quantized (as GGUF's Q8_0; quantize_blocks and the int8 GEMM's quantize_rows): codes to q, returns the
-// scale; *isum: the sum of the codes, hs[0..1] (if given): of each half
-static inline float quantize_block(const __m256 (&v)[4], int8_t* q, int32_t* isum, int32_t* hs) {
-    const __m256 signbit = _mm256_set1_ps(-0.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(signbit, v[0]), _mm256_andnot_ps(signbit, v[1])),
-                             _mm256_max_ps(_mm256_andnot_ps(signbit, v[2]), _mm256_andnot_ps(signbit, v[3])));
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h)); h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    const float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-    const __m256 vid = _mm256_set1_ps(id);
-    // round to nearest even, as nearbyint and torch.round
-    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], vid));
-    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], vid));
-    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-    _mm256_storeu_si256((__m256i*)q, _mm256_permutevar8x32_epi32(p, perm));
-    const int32_t lo = hsum8_i32(_mm256_add_epi32(i0, i1)), hi = hsum8_i32(_mm256_add_epi32(i2, i3));
-    *isum = lo + hi;
-    if (hs) { hs[0] = lo; hs[1] = hi; }
-    return d;
-}
-
 static inline __m128i hsum4_lo(__m256i r0, __m256i r1, __m256i r2, __m256i r3, __m128i* hi) {   // lanes 0-3 and 4-7 of each row
     __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(r0, r1), _mm256_hadd_epi32(r2, r3));
     *hi = _mm256_extracti128_si256(h, 1);
@@ -244,12 +244,25 @@ static float row1_a8(const Lin& L, int64_t n, const Prep& p) {
 }
 #endif
 
+// Where row r's value of group g lies in an interleaved copy, [N / 16][G][16]
+static inline int64_t at16(int64_t r, int64_t G, int64_t g) { return ((r / 16) * G + g) * 16 + r % 16; }
 // A group's scales of 16 rows in one load: src [N, G] (fp16 bits) as [N / 16][G][16] (the last N % 16 rows left out)
 static void interleave16(const uint16_t* src, int64_t N, int64_t G, std::vector<uint16_t>& dst) {
     dst.assign(N / 16 * 16 * G, 0);
     for (int64_t n = 0; n < N / 16 * 16; n++)
-        for (int64_t g = 0; g < G; g++) dst[((n / 16) * G + g) * 16 + n % 16] = src[n * G + g];
+        for (int64_t g = 0; g < G; g++) dst[at16(n, G, g)] = src[n * G + g];
 }
+#if XK_AVX2
+// Row r0's scale (minimum) of group g in an interleaved copy and the rows after it, one vector: 16 rows on AVX-512 builds,
+// 8 elsewhere (r0 a multiple of that); the minimum of symmetric INT4 (no copy) is -8 s, as mn_of
+#if XK_ISA >= 3
+static inline __m512 scales16(const uint16_t* s16, int64_t r0, int64_t G, int64_t g) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(s16 + at16(r0, G, g)))); }
+static inline __m512 mins16(const Lin& L, int64_t r0, int64_t g, __m512 sc) { return L.m16 ? scales16(L.m16, r0, L.G, g) : _mm512_mul_ps(sc, _mm512_set1_ps(-8.0f)); }
+#else
+static inline __m256 scales16(const uint16_t* s16, int64_t r0, int64_t G, int64_t g) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s16 + at16(r0, G, g)))); }
+static inline __m256 mins16(const Lin& L, int64_t r0, int64_t g, __m256 sc) { return L.m16 ? scales16(L.m16, r0, L.G, g) : _mm256_mul_ps(sc, _mm256_set1_ps(-8.0f)); }
+#endif
+#endif
 static inline bool rows16_ok(const Lin& L) { return XK_AVX2 && L.a8 && !L.a8r && L.kind == Q4 && (L.K / 32) % 2 == 0 && L.N >= 16; }
 
 #if XK_ISA >= 3
@@ -274,7 +287,6 @@ static inline __m512i red4(__m512i r0, __m512i r1, __m512i r2, __m512i r3) {
 static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
     const int64_t nb = L.K / 32, rb = L.K / 2;                  // blocks; code bytes of a row
     const uint8_t* w = L.w4 + n * rb;
-    const uint16_t* s16 = L.s16 + (n / 16) * L.G * 16; const uint16_t* m16 = L.m16 ? L.m16 + (n / 16) * L.G * 16 : nullptr;
     const char* next = (const char*)(w + 16 * rb);              // the next 16 rows (contiguous): fetched while these compute
     const bool pf = n + 32 <= L.N;
     __m512 acc = _mm512_setzero_ps();
@@ -305,8 +317,7 @@ static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
                               _mm512_shuffle_i32x4(t1, t3, 0x88), _mm512_shuffle_i32x4(t1, t3, 0xDD)};
         for (int j = 0; j < nq; j++) {
             const int64_t bb = b + j, g = bb >> L.bshift;
-            const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(s16 + g * 16)));
-            const __m512 mn = m16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(m16 + g * 16))) : _mm512_mul_ps(sc, _mm512_set1_ps(-8.0f));
+            const __m512 sc = scales16(L.s16, n, L.G, g), mn = mins16(L, n, g, sc);
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(C[j]), _mm512_mul_ps(sc, _mm512_set1_ps(p.dx[bb])), acc);
             acc = _mm512_fmadd_ps(mn, _mm512_set1_ps(p.qs[bb]), acc);   // as rows4_a8: y = fma(m_b, d_b sum(q)_b, y)
         }
@@ -327,7 +338,6 @@ static inline __m256i red4(__m256i r0, __m256i r1, __m256i r2, __m256i r3) {
 }
 static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
     const int64_t nb = L.K / 32, rb = L.K / 2;
-    const uint16_t* s16 = L.s16 + (n / 16) * L.G * 16; const uint16_t* m16 = L.m16 ? L.m16 + (n / 16) * L.G * 16 : nullptr;
     const char* next = (const char*)(L.w4 + (n + 16) * rb);   // the next 16 rows (contiguous): fetched while these compute
     const bool pf = n + 32 <= L.N;
     for (int h = 0; h < 2; h++) {
@@ -340,8 +350,7 @@ static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
             const __m256i C[2] = {_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31)};
             for (int j = 0; j < 2; j++) {
                 const int64_t bb = b + j, g = bb >> L.bshift;
-                const __m256 sc = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s16 + g * 16 + 8 * h)));
-                const __m256 mn = m16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(m16 + g * 16 + 8 * h))) : _mm256_mul_ps(sc, _mm256_set1_ps(-8.0f));
+                const __m256 sc = scales16(L.s16, r, L.G, g), mn = mins16(L, r, g, sc);
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(C[j]), _mm256_mul_ps(sc, _mm256_set1_ps(p.dx[bb])), acc);
                 acc = _mm256_fmadd_ps(mn, _mm256_set1_ps(p.qs[bb]), acc);
             }

@@ -134,7 +134,7 @@ static void qrepack_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
         transpose16x8_words(rows, out + b * 8 * 64);
     }
 }
-#elif XK_AVX2
+#else
 // The same for the 8 rows of an AVX2 group (QG_NR = 8): an 8 x 8 transpose of 4-byte words per block (unpacks of 32 and
 // 64 bits, then 128-bit lanes paired across registers), out[b][k4][r][4], 32 bytes per k4
 static void qrepack_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
@@ -153,24 +153,11 @@ static void qrepack_codes(const Lin& L, int64_t r0, int64_t nb, uint8_t* out) {
     }
 }
 #endif
-#if XK_AVX2
-// QG_NR rows' scales (minimums) of group g from the plan's interleaved copy (Lin::s16, m16): r0 a multiple of QG_NR (8 or 16)
-static inline qvf q_scales16(const uint16_t* s16, int64_t r0, int64_t G, int64_t g) {
-    const uint16_t* p = s16 + (r0 / 16) * G * 16 + g * 16 + r0 % 16;
-#if XK_ISA >= 3
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
-#else
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
-#endif
-}
-#endif
-
 // Rows n0..n0+QG_ROWS of L (zero scales past N) repacked: codes wq[m][b][k4][r][4], scales ws[m][b][r], INT4 minimums wm[m][b][r]
 // (INT8 in groups of 16: ws holds the scale of each block's first half, wm of its second)
 static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm) {
     const int64_t nb = L.K / 32;
     bool done[QG_MR] = {}, scaled[QG_MR] = {};
-#if XK_AVX2
     for (int m = 0; m < QG_MR; m++) {
         const int64_t r0 = n0 + m * QG_NR;
         if (r0 + QG_NR > L.N) continue;
@@ -179,14 +166,13 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
             float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
             for (int64_t b = 0; b < nb; b++) {
                 const int64_t g = b >> L.bshift;
-                const qvf sc = q_scales16(L.s16, r0, L.G, g);
+                const qvf sc = scales16(L.s16, r0, L.G, g);
                 qf_store(gs + b * QG_NR, sc);             // mn_of: the minimum, or -8 s for symmetric INT4 (exact either way)
-                qf_store(gm + b * QG_NR, L.m16 ? q_scales16(L.m16, r0, L.G, g) : qf_mul(sc, qf_set1(-8.0f)));
+                qf_store(gm + b * QG_NR, mins16(L, r0, g, sc));
             }
             scaled[m] = true;
         }
     }
-#endif
     for (int m = 0; m < QG_MR; m++) {
         if (done[m] && scaled[m]) continue;                      // the whole group done above
         uint8_t* gq = wq + m * nb * 32 * QG_NR; float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
