@@ -17,14 +17,14 @@ dtype: float16) and of llama-perplexity on the same file, once.
 Results: one record of xllm.bench's schema (name "int8-activations") with every round, the medians and the ratios, added to
 the records already in --json (one per run, machine after machine).
 """
-import argparse, json, math, os, statistics, sys, time
+import argparse, math, os, statistics, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vs_llamacpp as vs                                          # its llama.cpp runners and our engine workload
 for k in [k for k in vs.LLAMA_ENV if k.startswith("XLLM_") or k == "PYTHONPATH"]: vs.LLAMA_ENV.pop(k)   # nothing of xllm's reaches llama.cpp
 import torch
-from xllm.bench import decode_rate, environment, prefill_rate, read_bandwidth, save_results, weight_bytes
+from xllm.bench import decode_rate, environment, load_results, prefill_rate, read_bandwidth, save_results, weight_bytes
 
 MODES = ("float", "int8", "int8x2")
 
@@ -159,8 +159,8 @@ def main():
         for k, v in res.get("ppl_vs_float", {}).items():
             if k != "float": print(f"  {k}: {v['pct']:+.2f}% vs float (standard error {v['sem_pct']:.2f}% over {v['windows']} windows)")
     if a.json:       # a .json file keeps every machine's records: this one is added to them (a .jsonl file is appended to)
-        prev = [] if a.json.endswith(".jsonl") or not os.path.exists(a.json) else json.load(open(a.json))
-        save_results((prev if isinstance(prev, list) else [prev]) + [res], a.json); vs.log(f"written {a.json}")
+        prev = [] if a.json.endswith(".jsonl") or not os.path.exists(a.json) else load_results(a.json)
+        save_results(prev + [res], a.json); vs.log(f"written {a.json}")
 
 
 if __name__ == "__main__":
