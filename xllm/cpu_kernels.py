@@ -449,6 +449,7 @@ def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, rank
     _lib().xk_lora(T, K, N, S, R, A.data_ptr(), Bt.data_ptr(), s.data_ptr(), rk.data_ptr(), sc.data_ptr(), x.data_ptr(), y.data_ptr(), _threads(threads))
     return y
 
+# %% ../nbs/15_cpu_kernels.ipynb 123
 def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
     "Rows' slots as int64 `[T]` (each -1..S-1), ranks as int32 `[S]` (each 0..R), scales as float32 `[S]`: what the C calls read."
     s, rk, sc = torch.as_tensor(slots, dtype=torch.int64).contiguous(), torch.as_tensor(ranks, dtype=torch.int32), torch.as_tensor(scales, dtype=torch.float32)
@@ -457,7 +458,7 @@ def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
         raise ValueError(f"ranks, scales: expected {S} each, ranks in 0..{R}")
     return s, rk.contiguous(), sc.contiguous()
 
-# %% ../nbs/15_cpu_kernels.ipynb 125
+# %% ../nbs/15_cpu_kernels.ipynb 126
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -471,7 +472,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 132
+# %% ../nbs/15_cpu_kernels.ipynb 133
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
     dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
@@ -485,7 +486,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 134
+# %% ../nbs/15_cpu_kernels.ipynb 135
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32 or bfloat16), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -502,7 +503,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 136
+# %% ../nbs/15_cpu_kernels.ipynb 137
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 @contextmanager
@@ -513,14 +514,14 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 139
+# %% ../nbs/15_cpu_kernels.ipynb 140
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
     except RuntimeError: return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 141
+# %% ../nbs/15_cpu_kernels.ipynb 142
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 PLAN_DTYPES = (torch.float32, torch.bfloat16)   # the weights a plan reads (it computes in float32 either way)
@@ -618,7 +619,7 @@ class ModelPlan:
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 142
+# %% ../nbs/15_cpu_kernels.ipynb 143
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -635,27 +636,27 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 143
+# %% ../nbs/15_cpu_kernels.ipynb 144
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 144
+# %% ../nbs/15_cpu_kernels.ipynb 145
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 145
+# %% ../nbs/15_cpu_kernels.ipynb 146
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 146
+# %% ../nbs/15_cpu_kernels.ipynb 147
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
@@ -667,7 +668,7 @@ def check(self: ModelPlan, model):
         raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 147
+# %% ../nbs/15_cpu_kernels.ipynb 148
 KV_DTYPES = {torch.float32: 0, torch.float16: 1}   # the K/V storage the plan reads, and its code in xk_plan_forward
 
 def _kv_kind(k_layers, v_layers) -> int:
@@ -677,7 +678,7 @@ def _kv_kind(k_layers, v_layers) -> int:
         raise ValueError(f"K/V layers: expected contiguous CPU tensors all of one dtype among float32, float16, got {kinds}")
     return KV_DTYPES[getattr(torch, kinds[0][0])]
 
-# %% ../nbs/15_cpu_kernels.ipynb 149
+# %% ../nbs/15_cpu_kernels.ipynb 150
 @patch
 def _kv_args(self: ModelPlan, k_layers, v_layers):
     """(dtype code, K pointers, V pointers) of the K/V layers for `xk_plan_forward`, made again only when the layers are
@@ -693,7 +694,7 @@ def _kv_args(self: ModelPlan, k_layers, v_layers):
         c = self._kv = (list(k_layers), list(v_layers), _kv_kind(k_layers, v_layers), ptrs(k_layers), ptrs(v_layers))
     return c[2:]
 
-# %% ../nbs/15_cpu_kernels.ipynb 151
+# %% ../nbs/15_cpu_kernels.ipynb 152
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -717,7 +718,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 152
+# %% ../nbs/15_cpu_kernels.ipynb 153
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -729,7 +730,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 153
+# %% ../nbs/15_cpu_kernels.ipynb 154
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -739,7 +740,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 154
+# %% ../nbs/15_cpu_kernels.ipynb 155
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
@@ -750,7 +751,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 156
+# %% ../nbs/15_cpu_kernels.ipynb 157
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -762,7 +763,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 159
+# %% ../nbs/15_cpu_kernels.ipynb 160
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -771,7 +772,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 161
+# %% ../nbs/15_cpu_kernels.ipynb 162
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -786,7 +787,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 163
+# %% ../nbs/15_cpu_kernels.ipynb 164
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -820,7 +821,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 164
+# %% ../nbs/15_cpu_kernels.ipynb 165
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -828,14 +829,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 165
+# %% ../nbs/15_cpu_kernels.ipynb 166
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 166
+# %% ../nbs/15_cpu_kernels.ipynb 167
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -847,6 +848,7 @@ def __call__(self: CpuRunner, batch) -> torch.Tensor:
     return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                              batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
+# %% ../nbs/15_cpu_kernels.ipynb 168
 @patch
 def _rope32(self: CpuRunner, n: int):
     "float32 cos/sin tables for at least `n` positions, for a model that keeps its own in another dtype (grown by doubling)."
@@ -854,8 +856,7 @@ def _rope32(self: CpuRunner, n: int):
     if have is None or have[0].shape[0] < n: self._tables = have = rope_tables(self.model.inv_freq, max(n, 256, 2 * (have[0].shape[0] if have else 0)))
     return have
 
-
-# %% ../nbs/15_cpu_kernels.ipynb 167
+# %% ../nbs/15_cpu_kernels.ipynb 169
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
@@ -878,7 +879,7 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return npos.value
 
-# %% ../nbs/15_cpu_kernels.ipynb 178
+# %% ../nbs/15_cpu_kernels.ipynb 180
 @patch(cls_method=True)
 def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
     "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."

@@ -488,6 +488,7 @@ def _warps_smem(num_warps: int, rows: int, D: int, what: str) -> int:
         raise ValueError(f"num_warps={num_warps} needs {smem} bytes of shared memory for head_dim {D} and {rows} {what}; use fewer")
     return smem
 
+# %% ../nbs/16_cuda_kernels.ipynb 99
 def _split_parts(workspace, B: int, H: int, D: int, num_splits: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """The combine kernel's inputs as views of `workspace` (float32, contiguous; None: a new one): each split's (max, sum)
     `[B, H, splits, 2]`, then its unnormalized output `[B, H, splits, D]`."""
@@ -500,7 +501,7 @@ def _split_parts(workspace, B: int, H: int, D: int, num_splits: int, device) -> 
     ws = workspace.view(-1)
     return ws[:2 * n].view(B, H, num_splits, 2), ws[2 * n:n * (D + 2)].view(B, H, num_splits, D)
 
-# %% ../nbs/16_cuda_kernels.ipynb 100
+# %% ../nbs/16_cuda_kernels.ipynb 101
 def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                        context_lens: torch.Tensor, scale: float | None = None, out: torch.Tensor | None = None,
                        num_splits: int | None = None, num_warps: int = 4, workspace: torch.Tensor | None = None,
@@ -530,7 +531,7 @@ def paged_attention_v2(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
         _launch(f"paged_attention_combine_{sfx}", q, B * H, _threads(D, 256), (_p(out), _p(part_ml), _p(part_acc), np.int32(D), np.int32(num_splits)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 101
+# %% ../nbs/16_cuda_kernels.ipynb 102
 def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, smem, scale, k_scale=None, v_scale=None, tiles=None,
                lens=None, num_splits=1, split_size=None, part_ml=None, part_acc=None):
     "Launch `paged_attention_v2{_i8}_<dtype>_d<D>_g<gm>` with the kernel's argument list: decode (`lens`) or prompt chunks (`tiles`)."
@@ -541,7 +542,7 @@ def _launch_v2(q, k_cache, v_cache, block_tables, out, gm, blocks, num_warps, sm
              np.int32(q.shape[1]), np.int32(k_cache.shape[2]), np.int32(k_cache.shape[1]), np.int32(block_tables.shape[1]), np.float32(scale),
              np.int32(num_splits), np.int32(split_size if split_size is not None else block_tables.shape[1] * k_cache.shape[1])), shared_mem=smem)
 
-# %% ../nbs/16_cuda_kernels.ipynb 102
+# %% ../nbs/16_cuda_kernels.ipynb 103
 def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_scale):
     "`_check_paged` plus what `paged_attention_v2`'s kernel needs: its head dims and groups, int8 caches with scales, 16-byte alignment."
     quantized = k_cache.dtype == torch.int8
@@ -560,7 +561,7 @@ def _check_v2(q, k_cache, v_cache, block_tables, context_lens, out, k_scale, v_s
         if t.data_ptr() % 16: raise ValueError(f"{n} must be 16-byte aligned (vector loads)")
     return out, (B, H, D), (nb, bs, n_kv)
 
-# %% ../nbs/16_cuda_kernels.ipynb 103
+# %% ../nbs/16_cuda_kernels.ipynb 104
 def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Tensor, int]:
     """The tiles `paged_attention_chunks` launches over: `chunks` is a host list of `(first_row, num_tokens, table_row,
     start)`, each cut into tiles of up to `PA2_MAX_GROUP // G` tokens (G = n_heads / n_kv), so that a block's (token,
@@ -572,7 +573,7 @@ def chunk_tiles(chunks, n_heads: int, n_kv: int, device=None) -> tuple[torch.Ten
     gm = next((x for x in PA2_GROUPS if x >= G * max((t[1] for t in tiles), default=1)), PA2_MAX_GROUP)
     return torch.tensor(tiles, dtype=torch.int32).reshape(-1, 4).to(device), gm
 
-# %% ../nbs/16_cuda_kernels.ipynb 105
+# %% ../nbs/16_cuda_kernels.ipynb 106
 def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, chunks,
                            out: torch.Tensor | None = None, scale: float | None = None, num_warps: int = 4, tiles=None,
                            k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> torch.Tensor:
@@ -596,7 +597,7 @@ def paged_attention_chunks(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     _launch_v2(q, k_cache, v_cache, block_tables, out, gm, tiles_t.shape[0] * n_kv, num_warps, smem, scale, k_scale, v_scale, tiles=tiles_t)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 106
+# %% ../nbs/16_cuda_kernels.ipynb 107
 def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The chunks of `paged_attention_chunks` as one decode row per token: `(rows, tables, lens)` — the tokens' rows of
     `q`, their chunk's block table and their context `position + 1`, on `block_tables`' device. The reference, and
@@ -608,7 +609,7 @@ def chunk_rows(block_tables: torch.Tensor, chunks) -> tuple[torch.Tensor, torch.
     return (torch.tensor(rows, dtype=torch.long, device=dev), block_tables[torch.tensor(trow, dtype=torch.long, device=dev)].contiguous(),
             torch.tensor(lens, dtype=torch.int32, device=dev))
 
-# %% ../nbs/16_cuda_kernels.ipynb 108
+# %% ../nbs/16_cuda_kernels.ipynb 109
 def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=None, k_scale=None, v_scale=None):
     "float64 reference: `paged_attention_ref` over `chunk_rows` (rows no chunk covers are zeros)."
     rows, tables, lens = chunk_rows(block_tables.cpu(), chunks)
@@ -616,7 +617,7 @@ def paged_attention_chunks_ref(q, k_cache, v_cache, block_tables, chunks, scale=
     if rows.numel(): out[rows] = paged_attention_ref(q.cpu()[rows], k_cache, v_cache, tables, lens, scale, k_scale, v_scale)
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 113
+# %% ../nbs/16_cuda_kernels.ipynb 114
 def _check_kv_rows(k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int]:
     "`kv_append`'s new rows: k and v alike, `[N, n_kv, head_dim]` with contiguous heads, of a kernel's dtype. Returns (N, n_kv, D)."
     _check("k", k, dtype=tuple(DTYPE_SUFFIX), dims=3)
@@ -627,7 +628,7 @@ def _check_kv_rows(k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int]:
         if t.stride(1) != D: raise ValueError(f"{n} heads must be contiguous (stride(1) == head_dim)")
     return N, n_kv, D
 
-# %% ../nbs/16_cuda_kernels.ipynb 115
+# %% ../nbs/16_cuda_kernels.ipynb 116
 def _check_kv_caches(k, k_cache, v_cache, k_scale, v_scale) -> tuple[int, bool]:
     """`kv_append`'s pool: k and v caches alike in the pool's layout (`[..., n_kv, head_dim]`, contiguous), of `k`'s dtype or
     int8 with float32 scales `[num_slots, n_kv]`. Returns (num_slots, whether int8)."""
@@ -649,7 +650,7 @@ def _check_kv_caches(k, k_cache, v_cache, k_scale, v_scale) -> tuple[int, bool]:
             raise ValueError(f"{n} must be contiguous float32 [{num_slots}, {n_kv}], got {tuple(t.shape)}")
     return num_slots, True
 
-# %% ../nbs/16_cuda_kernels.ipynb 117
+# %% ../nbs/16_cuda_kernels.ipynb 118
 def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
               k_scale: torch.Tensor | None = None, v_scale: torch.Tensor | None = None) -> None:
     """Write k, v `[N, n_kv, head_dim]` into the paged caches (`PagedKVPool.k_flat[layer]`: `[num_slots, n_kv,
@@ -672,14 +673,14 @@ def kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: 
                 (_p(k), _p(v), _p(k_cache), _p(v_cache), _p(slot_mapping), np.int32(n_kv), np.int32(D),
                  np.int64(k.stride(0)), np.int64(v.stride(0)), np.int64(num_slots)))
 
-# %% ../nbs/16_cuda_kernels.ipynb 122
+# %% ../nbs/16_cuda_kernels.ipynb 123
 def int8_scales(scales: torch.Tensor) -> torch.Tensor:
     "`Int8Linear.scales` (float32 `[out]` or float16 `[out, G]`) as the kernel reads them: float32 `[out, G]` (G = 1 per row)."
     s = scales.float()
     return (s[:, None] if s.dim() == 1 else s).contiguous()
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 124
+# %% ../nbs/16_cuda_kernels.ipynb 125
 class QuantWeight(NamedTuple):
     """A weight-only quantized linear as xllm's kernels read it. `bits` 8: `codes` int8 `[O, I]`, `scales` float32 `[O,
     G]` (`int8_scales`) or float16 `[O, G]` (grouped, as `Int8Linear` keeps them), no `mins`. `bits` 4: `codes` uint8
@@ -697,7 +698,7 @@ class QuantWeight(NamedTuple):
         return self.codes.shape[0], self.codes.shape[1] * (2 if self.bits == 4 else 1)
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 125
+# %% ../nbs/16_cuda_kernels.ipynb 126
 def _check_quant(x: torch.Tensor, qw: QuantWeight):
     "Shapes, dtypes, devices and alignment of `qw` against the activations `x` `[M, I]`."
     if not isinstance(qw, QuantWeight): raise ValueError(f"expected a QuantWeight, got {type(qw).__name__}")
@@ -724,13 +725,13 @@ def _check_quant(x: torch.Tensor, qw: QuantWeight):
         raise ValueError("codes, scales and mins must be contiguous")
     if qw.codes.data_ptr() % 16: raise ValueError("codes must be 16-byte aligned (vector loads)")
 
-# %% ../nbs/16_cuda_kernels.ipynb 126
+# %% ../nbs/16_cuda_kernels.ipynb 127
 def _half_scales(qw: QuantWeight) -> str:
     "The kernel-name infix of an int8 weight with float16 scales (`_h`: the instances that read them as they are)."
     return "_h" if qw.bits == 8 and qw.scales.dtype == torch.float16 else ""
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 127
+# %% ../nbs/16_cuda_kernels.ipynb 128
 def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.Tensor:
     "`int8_gemv` / `int4_gemv` of `x` `[M, I]` with `qw` into `out` `[M, O]`."
     _check("x", x, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -750,7 +751,7 @@ def _gemv(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None) -> torch.T
     return out
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 128
+# %% ../nbs/16_cuda_kernels.ipynb 129
 def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (codes * scales)ᵀ + bias, with `Int8Linear`'s layout: `weight` int8 `[out, in]`,
@@ -758,7 +759,7 @@ def int8_linear(x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor, bia
     the module's own float16 `[out, G]`, `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(8, weight, scales, None, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 129
+# %% ../nbs/16_cuda_kernels.ipynb 130
 def int8_linear_ref(x, weight, scales, bias=None):
     "float64 reference on the CPU: x @ (codes * scales)ᵀ + bias, scales per row `[out]`/`[out, 1]` or per group `[out, G]`."
     return quant_linear_ref(x, QuantWeight(8, weight, scales[:, None] if scales.dim() == 1 else scales, None, bias))
@@ -773,7 +774,7 @@ def quant_weight_ref(qw: QuantWeight) -> torch.Tensor:
     w = q * s[..., None] if qw.bits == 8 else (q * s[..., None] + qw.mins.double().cpu()[..., None] if qw.mins is not None else (q - 8) * s[..., None])
     return w.reshape(O, I)
 
-# %% ../nbs/16_cuda_kernels.ipynb 130
+# %% ../nbs/16_cuda_kernels.ipynb 131
 def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     """float64 reference on the CPU: x @ Wᵀ + bias; with `weight_dtype`, W rounded to it first (what dequantize + GEMM
     multiplies with: the rounding of each weight is that path's, not the GEMM's)."""
@@ -782,7 +783,7 @@ def quant_linear_ref(x, qw: QuantWeight, weight_dtype=None):
     y = x.double().cpu() @ w.T
     return y if qw.bias is None else y + qw.bias.double().cpu()
 
-# %% ../nbs/16_cuda_kernels.ipynb 136
+# %% ../nbs/16_cuda_kernels.ipynb 137
 QUANT_GEMV_ROWS = 16   # quant_linear: up to this many rows of x through the GEMV kernels, more through dequantize + cuBLAS
 
 def quant_weight(mods) -> QuantWeight | None:
@@ -810,7 +811,7 @@ def quant_weight(mods) -> QuantWeight | None:
         bias = cat([m.bias.float() if m.bias is not None else torch.zeros(m.out_features, device=m.scales.device) for m in mods])
     return QuantWeight(bits, cat(codes), cat(sc), None if mn is None else cat(mn), bias)
 
-# %% ../nbs/16_cuda_kernels.ipynb 138
+# %% ../nbs/16_cuda_kernels.ipynb 139
 def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None,
                 bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """y `[M, out]` = x `[M, in]` @ (q * scales + mins)ᵀ + bias, or (q - 8) * scales without `mins`, with `Int4Linear`'s
@@ -818,7 +819,7 @@ def int4_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, mi
     32), `bias` float32 `[out]`."""
     return _gemv(x, QuantWeight(4, qweight, scales, mins, bias), out)
 
-# %% ../nbs/16_cuda_kernels.ipynb 139
+# %% ../nbs/16_cuda_kernels.ipynb 140
 def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
     "Write the weight `qw` stands for into `out` (contiguous `[O, I]`, 16-byte aligned; float32, float16 or bfloat16), in one pass."
     _check("out", out, dtype=tuple(DTYPE_SUFFIX), dims=2)
@@ -834,13 +835,13 @@ def dequantize_weight(qw: QuantWeight, out: torch.Tensor) -> torch.Tensor:
             (_p(out), _p(qw.codes), _p(qw.scales), *extra, np.int32(O), np.int32(I), np.int32(G), np.int32(I // G)))
     return out
 
-# %% ../nbs/16_cuda_kernels.ipynb 140
+# %% ../nbs/16_cuda_kernels.ipynb 141
 def _out_rows(qw: QuantWeight, a: int, b: int) -> QuantWeight:
     "Output rows `a:b` of `qw` (views; no bias)."
     return QuantWeight(qw.bits, qw.codes[a:b], qw.scales[a:b], None if qw.mins is None else qw.mins[a:b], None)
 
 
-# %% ../nbs/16_cuda_kernels.ipynb 142
+# %% ../nbs/16_cuda_kernels.ipynb 143
 def quant_linear(x: torch.Tensor, qw: QuantWeight, out: torch.Tensor | None = None, workspace: torch.Tensor | None = None,
                  gemv_rows: int = QUANT_GEMV_ROWS) -> torch.Tensor:
     """y `[M, O]` = x @ Wᵀ + bias for the quantized weight `qw`: the GEMV kernel for at most `gemv_rows` rows, else

@@ -29,6 +29,7 @@ def _torch_rms_norm(x, weight, eps, residual=None, out=None):
     out.copy_(weight.float() * h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
     return out
 
+# %% ../nbs/16b_cuda_runner.ipynb 9
 def _torch_rope_(q, k, positions, cos, sin):
     "Rotate `q` and `k` in place (rotate-half order) at `positions`."
     half = q.shape[-1] // 2
@@ -38,7 +39,7 @@ def _torch_rope_(q, k, positions, cos, sin):
         t.copy_(torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1))
     return q, k
 
-# %% ../nbs/16b_cuda_runner.ipynb 11
+# %% ../nbs/16b_cuda_runner.ipynb 12
 def _torch_silu_and_mul_fused(x, out):
     "`silu(gate) * up` of the fused `[gate | up]` rows of `x` into `out`."
     I = x.shape[1] // 2
@@ -46,6 +47,7 @@ def _torch_silu_and_mul_fused(x, out):
     out.copy_(g * torch.sigmoid(g) * x[:, I:].float())
     return out
 
+# %% ../nbs/16b_cuda_runner.ipynb 13
 def _torch_kv_append(k, v, k_flat, v_flat, slots, k_scale=None, v_scale=None):
     "Write `k`, `v` into the flat paged pool at `slots` (int8 with scales when given); slots outside the pool are skipped."
     ok = (slots >= 0) & (slots < k_flat.shape[0])                                # padding rows (slot -1) are skipped
@@ -59,7 +61,7 @@ def _torch_kv_append(k, v, k_flat, v_flat, slots, k_scale=None, v_scale=None):
         t.index_copy_(0, slots[ok], qx)
         st.index_copy_(0, slots[ok], s)
 
-# %% ../nbs/16b_cuda_runner.ipynb 14
+# %% ../nbs/16b_cuda_runner.ipynb 16
 def _torch_paged_attention(q, k_cache, v_cache, block_tables, context_lens, out, workspace=None, k_scale=None, v_scale=None):
     """Decode attention of one query token per sequence over its paged K/V (int8 codes times `k_scale` / `v_scale`
     for an int8 cache), into `out` (`workspace` is the kernels' and unused here)."""
@@ -75,7 +77,7 @@ def _torch_paged_attention(q, k_cache, v_cache, block_tables, context_lens, out,
     out.copy_(torch.where(context_lens[:, None, None] > 0, o, 0.0))              # an empty context gives zeros, like the kernel
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 16
+# %% ../nbs/16b_cuda_runner.ipynb 18
 def _torch_quant_linear(x, qw, out, workspace=None, gemv_rows=None):
     "`out` = x @ Wᵀ + bias for a quantized weight (`ck.QuantWeight`), dequantized in float32 as the modules do it off the kernels."
     from xllm.quant import dequantize_int4, dequantize_int8
@@ -83,6 +85,7 @@ def _torch_quant_linear(x, qw, out, workspace=None, gemv_rows=None):
     torch.mm(x, w.t(), out=out)
     return out if qw.bias is None else out.add_(qw.bias)
 
+# %% ../nbs/16b_cuda_runner.ipynb 19
 class TorchOps:
     "The runner's operations in plain torch (any device), with the CUDA kernels' signatures and semantics (fp32 math, one rounding)."
     name = "torch"
@@ -101,13 +104,13 @@ class TorchOps:
         plan = plan or ck.chunk_rows(block_tables, chunks)
         return _rows_attention(TorchOps.paged_attention, q, k_cache, v_cache, plan, out, k_scale, v_scale)
 
-# %% ../nbs/16b_cuda_runner.ipynb 18
+# %% ../nbs/16b_cuda_runner.ipynb 21
 def _pa2(n_heads: int, n_kv: int, head_dim: int) -> bool:
     "Whether `paged_attention_v2`'s kernel has an instance for these shapes (head dims 32-256, at most 8 query heads per KV head)."
     return head_dim in ck.PA2_HEAD_DIMS and n_heads // n_kv <= ck.PA2_MAX_GROUP
 
 
-# %% ../nbs/16b_cuda_runner.ipynb 20
+# %% ../nbs/16b_cuda_runner.ipynb 23
 class CudaOps:
     "The same operations through xllm.cuda_kernels (CUDA tensors, CuPy)."
     name = "cuda"
@@ -149,7 +152,7 @@ class CudaOps:
             return ck.paged_attention_chunks(q, k_cache, v_cache, block_tables, chunks, out=out, tiles=plan, k_scale=k_scale, v_scale=v_scale)
         return _rows_attention(CudaOps.paged_attention, q, k_cache, v_cache, plan or ck.chunk_rows(block_tables, chunks), out, k_scale, v_scale)
 
-# %% ../nbs/16b_cuda_runner.ipynb 22
+# %% ../nbs/16b_cuda_runner.ipynb 25
 def _rows_attention(attention, q, k_cache, v_cache, rows_plan, out, k_scale=None, v_scale=None):
     "Prompt chunks through a decode `attention` over `chunk_rows`' rows: one query row per token, its chunk's block table, context `position + 1`."
     rows, tables, lens = rows_plan
@@ -162,7 +165,7 @@ def int8_kv_supported(config) -> bool:
     "Whether xllm's CUDA kernels attend over an int8 K/V pool of this model (`paged_attention_v2`'s head dims and GQA groups)."
     return _pa2(config.num_attention_heads, config.num_key_value_heads, config.head_dim)
 
-# %% ../nbs/16b_cuda_runner.ipynb 25
+# %% ../nbs/16b_cuda_runner.ipynb 28
 def _bucket(sizes, n: int) -> int | None:
     "The smallest size in sorted `sizes` that holds `n` rows (None if none does)."
     return next((s for s in sizes if s >= n), None)
@@ -172,7 +175,7 @@ def default_graph_batch_sizes(max_batch: int) -> list[int]:
     sizes = [s for s in (1, 2, 4, 8) if s <= max_batch] + list(range(16, max_batch + 1, 16))
     return sorted(set(sizes + [max_batch]))
 
-# %% ../nbs/16b_cuda_runner.ipynb 27
+# %% ../nbs/16b_cuda_runner.ipynb 30
 def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     "Concatenate plain nn.Linear weights (and biases) along the output dim; each module's weight becomes a view of the result."
     if not all(type(m) is nn.Linear for m in mods): return None
@@ -188,7 +191,7 @@ def _fuse(mods) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         i += n
     return W, b
 
-# %% ../nbs/16b_cuda_runner.ipynb 29
+# %% ../nbs/16b_cuda_runner.ipynb 32
 def _fuse_quant(mods) -> ck.QuantWeight | None:
     """Stack quantized linears (`Int8Linear`/`Int4Linear`) into one `ck.QuantWeight` the kernels read in one launch;
     each module's codes (and its float16 scales and minimums) become views of the stack, so nothing is stored twice.
@@ -206,7 +209,7 @@ def _fuse_quant(mods) -> ck.QuantWeight | None:
         i += n
     return qw
 
-# %% ../nbs/16b_cuda_runner.ipynb 30
+# %% ../nbs/16b_cuda_runner.ipynb 33
 def _fused_layers(model) -> tuple[list, dict]:
     """Each layer's q/k/v and gate/up stacked into one weight (`_fuse`, or `_fuse_quant` for quantized linears), and the
     `ck.QuantWeight` of every other quantized linear by module id (o, down, a quantized head)."""
@@ -215,6 +218,7 @@ def _fused_layers(model) -> tuple[list, dict]:
     stacked = {id(m) for pair, fs in zip(stacks, fused) for s, f in zip(pair, fs) if f is not None for m in s}
     return fused, {id(m): qw for m in model.modules() if id(m) not in stacked and (qw := ck.quant_weight(m)) is not None}
 
+# %% ../nbs/16b_cuda_runner.ipynb 34
 def _graph_sizes(sizes, max_batch: int) -> list[int]:
     "The batch sizes to capture: `sizes` sorted and deduplicated (None: `default_graph_batch_sizes`), each checked in [1, max_batch]."
     out = sorted(set(sizes)) if sizes is not None else default_graph_batch_sizes(max_batch)
@@ -222,7 +226,7 @@ def _graph_sizes(sizes, max_batch: int) -> list[int]:
         raise ValueError(f"graph_batch_sizes must be integers in [1, max_batch={max_batch}], got {sizes!r}")
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 32
+# %% ../nbs/16b_cuda_runner.ipynb 36
 class CudaRunner(ModelRunner):
     """Steps of `model` over the paged `pool` with fused kernels: decode steps from a preallocated buffer pool, replayed
     as CUDA graphs; prefill and mixed steps eagerly (see `ragged`). `runner(batch)` returns what `model(batch, pool)`
@@ -265,7 +269,7 @@ class CudaRunner(ModelRunner):
         self.graphs: dict = {}                      # batch size -> (CUDAGraph, its logits buffer)
         self.num_graph_steps = self.num_eager_steps = self.num_ragged_steps = 0
 
-# %% ../nbs/16b_cuda_runner.ipynb 33
+# %% ../nbs/16b_cuda_runner.ipynb 37
 @patch(cls_method=True)
 def unsupported(cls: CudaRunner, model: Llama, kv_dtype=None) -> str | None:
     "Why the CUDA runner cannot run `model` (K/V as `kv_dtype`) here, or None; it builds this model's kernels to know."
@@ -284,7 +288,7 @@ def warm_up(self: CudaRunner):
     "Capture the decode graphs (none with `enforce_eager`)."
     self.capture()
 
-# %% ../nbs/16b_cuda_runner.ipynb 36
+# %% ../nbs/16b_cuda_runner.ipynb 40
 @patch
 def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
     """Every activation tensor of a step of `n` token rows. `decode`: zeros (padding rows read them), with the block
@@ -302,7 +306,7 @@ def _buffers(self: CudaRunner, n: int, decode: bool = True) -> dict:
                         logits_dt=e(n, c.vocab_size), logits=e(n, c.vocab_size, dtype=torch.float32))
     return b
 
-# %% ../nbs/16b_cuda_runner.ipynb 37
+# %% ../nbs/16b_cuda_runner.ipynb 41
 @patch
 def _dequant_workspace(self: CudaRunner) -> torch.Tensor:
     """Room for one dequantized weight (`ck.quant_linear` above `quant_gemv_rows` rows): the largest layer weight or
@@ -315,6 +319,7 @@ def _dequant_workspace(self: CudaRunner) -> torch.Tensor:
     if lm is not None: n = max(n, min(lm.shape[0], 256) * lm.shape[1])   # a quantized head alone: slices of 256 rows
     return torch.empty(n if self.ops is CudaOps else 0, dtype=self.model.dtype, device=self.device)
 
+# %% ../nbs/16b_cuda_runner.ipynb 42
 @patch
 def _attention_workspace(self: CudaRunner, n: int) -> torch.Tensor:
     "paged_attention_v2's split-K partials: enough for the most any decode batch of <= `n` rows uses (empty if it never splits)."
@@ -325,7 +330,7 @@ def _attention_workspace(self: CudaRunner, n: int) -> torch.Tensor:
         ws = max(m * nh * (hd + 2) * s if (s := ck.paged_attention_splits(m, nkv, ctx, sms)) > 1 else 0 for m in range(1, n + 1))
     return torch.zeros(ws, dtype=torch.float32, device=self.device)
 
-# %% ../nbs/16b_cuda_runner.ipynb 38
+# %% ../nbs/16b_cuda_runner.ipynb 43
 @patch(as_prop=True)
 def buffer_bytes(self: CudaRunner) -> int:
     "Bytes of the preallocated activation buffers."
@@ -336,7 +341,7 @@ def __repr__(self: CudaRunner):
     return (f"CudaRunner(ops={self.ops.name}, max_batch={self.max_batch}, graphs={sorted(self.graphs)}, eager={self.enforce_eager}, "
             f"buffers {self.buffer_bytes / 2**20:.1f} MiB)")
 
-# %% ../nbs/16b_cuda_runner.ipynb 41
+# %% ../nbs/16b_cuda_runner.ipynb 46
 @patch
 def _linear(self: CudaRunner, mod, x, out, fused=None):
     """`out` = mod(x) (or the product with a `fused` stack), without allocating: `torch.mm`/`addmm` for float weights,
@@ -356,7 +361,7 @@ def _linear(self: CudaRunner, mod, x, out, fused=None):
     else: torch.addmm(b, x, W.t(), out=out)
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 43
+# %% ../nbs/16b_cuda_runner.ipynb 48
 _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor    # renamed in torch 2.13
 
 @patch
@@ -370,7 +375,7 @@ def _gather_head(self: CudaRunner, head: VocabHead, x, out):
     out.copy_(parts.view(head.world, n, w).transpose(0, 1).reshape(n, head.world * w)[:, :head.vocab_size])
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 44
+# %% ../nbs/16b_cuda_runner.ipynb 49
 @patch
 def _parts(self: CudaRunner, mods, x, out, part):
     """`out`'s column blocks = each of `mods` applied to `x`, one `_linear` at a time through the contiguous `part`
@@ -384,7 +389,7 @@ def _parts(self: CudaRunner, mods, x, out, part):
         out[:, c0:c0 + w].copy_(t); c0 += w
     return out
 
-# %% ../nbs/16b_cuda_runner.ipynb 46
+# %% ../nbs/16b_cuda_runner.ipynb 51
 @patch
 def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
     """The embedding and every decoder layer on the `n` rows of the buffers `bf` (inputs: ids, pos, slots). `attend(i,
@@ -418,7 +423,7 @@ def _layers(self: CudaRunner, bf: dict, n: int, attend) -> torch.Tensor:
         h = self._linear(mlp.down_proj, bf["act"], bf["mlp"])
     return h
 
-# %% ../nbs/16b_cuda_runner.ipynb 47
+# %% ../nbs/16b_cuda_runner.ipynb 52
 @patch
 def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     "The decode step on the first `n` rows of the buffers (inputs: ids, pos, slots, tables, lens). Returns the float32 logits buffer rows."
@@ -431,7 +436,7 @@ def _decode(self: CudaRunner, n: int) -> torch.Tensor:
     bf["logits"].copy_(bf["logits_dt"])
     return bf["logits"]
 
-# %% ../nbs/16b_cuda_runner.ipynb 49
+# %% ../nbs/16b_cuda_runner.ipynb 54
 @patch
 def supports(self: CudaRunner, batch: PagedBatch) -> bool:
     "True for a decode batch (every chunk one token) that fits the runner's buffers: at most `max_batch` rows, and what `supports_ragged` asks."
@@ -444,7 +449,7 @@ def supports_ragged(self: CudaRunner, batch: PagedBatch) -> bool:
     return (max(batch.context_lens) <= self.max_model_len
             and all(len(t) <= self.max_blocks for t in batch.block_tables))
 
-# %% ../nbs/16b_cuda_runner.ipynb 51
+# %% ../nbs/16b_cuda_runner.ipynb 56
 @patch
 def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     "Copy the batch's inputs into buffer rows 0..B-1 and padding into rows B..n-1."
@@ -455,7 +460,7 @@ def load_batch(self: CudaRunner, batch: PagedBatch, n: int):
     bf["lens"][:n].copy_(torch.from_numpy(lens), non_blocking=True)
     if n > B: bf["ids"][B:n].zero_(); bf["pos"][B:n].zero_(); bf["slots"][B:n].fill_(-1)
 
-# %% ../nbs/16b_cuda_runner.ipynb 53
+# %% ../nbs/16b_cuda_runner.ipynb 58
 @patch
 def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torch.Tensor:
     "float32 logits `[len(batch.logits_rows), vocab]` of a decode batch (as the torch forward), through a graph when one is captured for its bucket."
@@ -476,7 +481,7 @@ def step(self: CudaRunner, batch: PagedBatch, pad_to: int | None = None) -> torc
         self.num_eager_steps += 1
     return out[batch.logits_rows]
 
-# %% ../nbs/16b_cuda_runner.ipynb 55
+# %% ../nbs/16b_cuda_runner.ipynb 60
 def _split_chunks(cu, ctx, limit: int) -> tuple[list[tuple], list[int]]:
     """A ragged batch's chunks (`cu_seqlens`, context lengths) by length: those of at most `limit` tokens as `(first_row,
     tokens, table_row, start)` for `paged_attention_chunks`, and the indices of the longer ones."""
@@ -486,6 +491,7 @@ def _split_chunks(cu, ctx, limit: int) -> tuple[list[tuple], list[int]]:
     chunks = [(int(cu[i]), int(n[i]), int(i), int(ctx[i] - n[i])) for i in np.flatnonzero(short)]
     return chunks, [int(i) for i in np.flatnonzero(~short)]
 
+# %% ../nbs/16b_cuda_runner.ipynb 61
 @patch
 def _final_norm(self: CudaRunner, h, res, rows) -> torch.Tensor:
     "The final RMSNorm of rows `rows` of the last MLP output `h` added to the residual stream `res` (neither changed), in a new tensor."
@@ -493,7 +499,7 @@ def _final_norm(self: CudaRunner, h, res, rows) -> torch.Tensor:
     return self.ops.rms_norm(h.index_select(0, rows), m.model.norm.weight, c.rms_norm_eps, residual=res.index_select(0, rows),
                              out=torch.empty(rows.shape[0], c.hidden_size, dtype=m.dtype, device=self.device))
 
-# %% ../nbs/16b_cuda_runner.ipynb 57
+# %% ../nbs/16b_cuda_runner.ipynb 63
 @patch
 @torch.inference_mode()
 def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
@@ -526,7 +532,7 @@ def ragged(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     if (hr := batch.hidden_rows) is None: return logits
     return logits, self._final_norm(h, bf["res"], hr).float()                                          # pooling (13c): the final-norm hidden states too
 
-# %% ../nbs/16b_cuda_runner.ipynb 59
+# %% ../nbs/16b_cuda_runner.ipynb 65
 @patch
 def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     "What `model(batch, pool)` returns: decode batches through `step` (graphs), every other batch through `ragged`."
@@ -536,7 +542,7 @@ def __call__(self: CudaRunner, batch: PagedBatch) -> torch.Tensor:
     self.num_ragged_steps += 1
     return self.ragged(batch)
 
-# %% ../nbs/16b_cuda_runner.ipynb 62
+# %% ../nbs/16b_cuda_runner.ipynb 68
 @patch
 def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     """Capture decode graphs for `batch_sizes` (default `graph_batch_sizes`); returns the sizes captured ([] when
@@ -564,7 +570,7 @@ def capture(self: CudaRunner, batch_sizes=None) -> list[int]:
     torch.cuda.synchronize(self.device)
     return sorted(self.graphs)
 
-# %% ../nbs/16b_cuda_runner.ipynb 65
+# %% ../nbs/16b_cuda_runner.ipynb 71
 @torch.inference_mode()
 def greedy_paged(model: Llama, pool: PagedKVPool, prompts, n: int, step=None, prefill: bool = False) -> tuple[list[list[int]], list[torch.Tensor]]:
     """Greedy-decode `n` tokens after each prompt, all sequences batched: blocks handed out in order, prefill via the

@@ -17,6 +17,7 @@ POLICIES = ("cache_aware", "round_robin")
 class DataParallelError(RuntimeError):
     "A data-parallel server that cannot start: a bad value, the router missing, a port taken, a replica that failed."
 
+# %% ../nbs/19a_data_parallel.ipynb 6
 def check_router(find=None):
     "Raise `DataParallelError` naming the pip command unless SGLang's router can be imported."
     import importlib.util
@@ -24,7 +25,7 @@ def check_router(find=None):
         raise DataParallelError(f"--data-parallel-size needs SGLang's router, which is not installed: pip install '{ROUTER_PACKAGE}' "
                                 "(or pip install 'xllm[router]')")
 
-# %% ../nbs/19a_data_parallel.ipynb 8
+# %% ../nbs/19a_data_parallel.ipynb 9
 def split_threads(n: int, cores: int | None = None) -> tuple[int, str]:
     "Threads for each of `n` replicas on `cores` cores (default: this machine's), and the phrase the start-up line says it with."
     cores = cores or os.cpu_count() or 1
@@ -32,7 +33,7 @@ def split_threads(n: int, cores: int | None = None) -> tuple[int, str]:
     note = f"{t} thread{'s' if t > 1 else ''} each of {cores} cores"
     return t, note + (f"; {n} replicas share {cores} cores" if n > cores else "")
 
-# %% ../nbs/19a_data_parallel.ipynb 11
+# %% ../nbs/19a_data_parallel.ipynb 12
 _WHOLE = {"--data-parallel-size", "--router-policy", "--host", "--port", "-t", "--threads"}
 
 def replica_argv(argv: list[str], threads: int, port: int = 0) -> list[str]:
@@ -47,7 +48,7 @@ def replica_argv(argv: list[str], threads: int, port: int = 0) -> list[str]:
         out.append(a)
     return [*out, "--host", "127.0.0.1", "--port", str(port), "-t", str(threads)]
 
-# %% ../nbs/19a_data_parallel.ipynb 14
+# %% ../nbs/19a_data_parallel.ipynb 15
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 class Proc:
@@ -67,7 +68,7 @@ class Proc:
         "The end of its output, on one line (for an error message)."
         return " ".join("".join(self.tail[-6:]).split())[-600:]
 
-# %% ../nbs/19a_data_parallel.ipynb 17
+# %% ../nbs/19a_data_parallel.ipynb 18
 def start_replicas(argv: list[str], n: int, threads: int, env=None, timeout: float = 600, echo=True) -> list[Proc]:
     "Start `n` replicas of `xllm serve argv` and return them once each has said its address; `DataParallelError` if one fails."
     reps = [Proc(f"replica {i}", [sys.executable, "-m", "xllm", "serve", *replica_argv(argv, threads)], env, echo) for i in range(n)]
@@ -79,7 +80,7 @@ def start_replicas(argv: list[str], n: int, threads: int, env=None, timeout: flo
             raise DataParallelError(f"{r.name} did not start (exit code {r.p.poll()}): {r.error()}")
     return reps
 
-# %% ../nbs/19a_data_parallel.ipynb 19
+# %% ../nbs/19a_data_parallel.ipynb 20
 def stop_all(procs: list[Proc], grace: float = 30):
     "SIGTERM each of `procs` still running, wait up to `grace` s for all, SIGKILL those left; every one is reaped."
     for x in procs:
@@ -90,7 +91,7 @@ def stop_all(procs: list[Proc], grace: float = 30):
         except subprocess.TimeoutExpired: x.p.kill(); x.p.wait()
         x.reader.join(5)
 
-# %% ../nbs/19a_data_parallel.ipynb 22
+# %% ../nbs/19a_data_parallel.ipynb 23
 ROUTER_SETTINGS = ("--health-check-interval-secs", "1", "--health-failure-threshold", "2", "--health-check-timeout-secs", "2",
                    "--retry-max-retries", "5", "--retry-initial-backoff-ms", "100", "--retry-max-backoff-ms", "2000",
                    "--cb-failure-threshold", "3", "--cb-timeout-duration-secs", "10", "--log-level", "warn")
@@ -100,7 +101,7 @@ def router_command(urls: list[str], host: str, port: int, policy: str, metrics_p
     return [sys.executable, "-m", "sglang_router.launch_router", "--host", host, "--port", str(port), "--worker-urls", *urls,
             "--policy", policy, "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port), *ROUTER_SETTINGS]
 
-# %% ../nbs/19a_data_parallel.ipynb 25
+# %% ../nbs/19a_data_parallel.ipynb 26
 def _local(host: str) -> str: return "127.0.0.1" if host in ("0.0.0.0", "") else "[::1]" if host == "::" else f"[{host}]" if ":" in host else host
 
 def router_workers(host: str, port: int) -> list[dict]:
@@ -109,13 +110,14 @@ def router_workers(host: str, port: int) -> list[dict]:
         with urllib.request.urlopen(f"http://{_local(host)}:{port}/workers", timeout=5) as r: return json.loads(r.read())["workers"]
     except (OSError, ValueError, KeyError): return []
 
+# %% ../nbs/19a_data_parallel.ipynb 27
 def _port_taken(r: Proc) -> str | None:
     "'metrics' or 'router' if `r` exited because that port was taken, else None."
     text = "".join(r.tail)
     if "Address already in use" not in text: return None
     return "metrics" if "Prometheus" in text else "router"
 
-# %% ../nbs/19a_data_parallel.ipynb 27
+# %% ../nbs/19a_data_parallel.ipynb 29
 def start_router(urls: list[str], host: str, port: int, policy: str, env=None, timeout: float = 60, tries: int = 8, echo=True):
     "Start the router over `urls` and return (it, its metrics port) once all replicas are healthy in it; a taken metrics port is retried."
     for _ in range(tries):
@@ -129,14 +131,14 @@ def start_router(urls: list[str], host: str, port: int, policy: str, env=None, t
         if taken != "metrics": raise DataParallelError(f"the router did not start (exit code {r.p.returncode}): {r.error()}")
     raise DataParallelError(f"the router's metrics port was taken {tries} times in a row")
 
-# %% ../nbs/19a_data_parallel.ipynb 31
+# %% ../nbs/19a_data_parallel.ipynb 33
 def check_values(n: int, policy: str, port: int):
     "`DataParallelError` for a replica count below 1, an unknown policy, or port 0 (the router cannot bind it)."
     if n < 1: raise DataParallelError(f"--data-parallel-size must be at least 1, got {n}")
     if policy not in POLICIES: raise DataParallelError(f"--router-policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     if port == 0: raise DataParallelError("--data-parallel-size needs a real --port: SGLang's router cannot listen on port 0 and report the port it got")
 
-# %% ../nbs/19a_data_parallel.ipynb 34
+# %% ../nbs/19a_data_parallel.ipynb 36
 RESTARTS, BACKOFF_MAX, STABLE_AFTER = 5, 30.0, 60.0   # quick failures in a row before a replica is given up; longest wait (s); a run that long resets the count
 
 def _status(code: int) -> str: return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -152,7 +154,7 @@ class Supervisor:
         self.started, self.fails, self.due, self.back, self.given_up = [now] * n, [0] * n, [None] * n, [True] * n, set()
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
 
-# %% ../nbs/19a_data_parallel.ipynb 36
+# %% ../nbs/19a_data_parallel.ipynb 38
 @patch
 def _died(self: Supervisor, i: int, now: float):
     "Replica `i` has exited: its restart scheduled after the back-off, or, after `RESTARTS` quick failures in a row, given up."
@@ -167,7 +169,7 @@ def _died(self: Supervisor, i: int, now: float):
     self.due[i] = now + wait
     self.say(f"{what}; restarting it on the same port in {wait:g} s (restart {self.fails[i]} of at most {RESTARTS} in a row); meanwhile the router sends its requests to the others")
 
-# %% ../nbs/19a_data_parallel.ipynb 37
+# %% ../nbs/19a_data_parallel.ipynb 39
 @patch
 def _start(self: Supervisor, i: int, now: float):
     "Replica `i` started again on its port."
@@ -175,6 +177,7 @@ def _start(self: Supervisor, i: int, now: float):
     self.reps[i] = Proc(self.reps[i].name, cmd, self.env, self.echo)
     self.started[i], self.due[i], self.back[i] = now, None, False
 
+# %% ../nbs/19a_data_parallel.ipynb 40
 @patch
 def check(self: Supervisor):
     "Restart what is due, note what died, say which replica serves again (its start-up line seen)."
@@ -190,13 +193,14 @@ def check(self: Supervisor):
             self.say(f"xllm: {r.name} serves again on {r.url} (pid {r.p.pid})" + (f"; re-registering it with the router failed: {err}" if err
                      else "; re-registered with the router" if self.router else ""))
 
-# %% ../nbs/19a_data_parallel.ipynb 39
+# %% ../nbs/19a_data_parallel.ipynb 42
 def _call(url: str, method: str, body: dict | None = None) -> dict:
     "One JSON call to the router's API."
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
     with urllib.request.urlopen(req, timeout=30) as r: return json.loads(r.read() or b"{}")
 
+# %% ../nbs/19a_data_parallel.ipynb 43
 def _until(cond, timeout: float = 15) -> bool:
     "Whether `cond()` held within `timeout` s (polled every 0.1 s)."
     end = time.monotonic() + timeout
@@ -205,7 +209,7 @@ def _until(cond, timeout: float = 15) -> bool:
         time.sleep(0.1)
     return True
 
-# %% ../nbs/19a_data_parallel.ipynb 40
+# %% ../nbs/19a_data_parallel.ipynb 44
 def reregister(host: str, port: int, url: str) -> str | None:
     """The replica at `url` taken out of the router on `host:port` and added again (its worker API: `DELETE /workers/{id}`, then
     `POST /workers`), each step waited for (the router queues them); None, or what went wrong, in words."""
@@ -217,7 +221,7 @@ def reregister(host: str, port: int, url: str) -> str | None:
         return None if _until(listed) else "the router did not add it within 15 s"
     except (OSError, ValueError) as e: return f"{type(e).__name__}: {e}"
 
-# %% ../nbs/19a_data_parallel.ipynb 42
+# %% ../nbs/19a_data_parallel.ipynb 46
 def _watch(sup: Supervisor, router: Proc, stop: threading.Event) -> int:
     "Until `stop`: the replicas supervised (`Supervisor.check`); 1 as soon as the router exits or every replica is given up, else 0."
     while not stop.wait(0.5):
@@ -226,7 +230,7 @@ def _watch(sup: Supervisor, router: Proc, stop: threading.Event) -> int:
         if len(sup.given_up) == len(sup.reps): print("xllm: error: every replica has exited and been given up", file=sys.stderr, flush=True); return 1
     return 0
 
-# %% ../nbs/19a_data_parallel.ipynb 44
+# %% ../nbs/19a_data_parallel.ipynb 48
 def serve_data_parallel(argv: list[str], n: int, host: str, port: int, policy: str = "cache_aware", shutdown_timeout: float = 30) -> int:
     "Serve `xllm serve argv` as `n` replicas behind SGLang's router on `host:port` until a signal; the exit code."
     check_values(n, policy, port)

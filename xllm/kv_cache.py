@@ -286,6 +286,7 @@ KV_SCALE_DTYPE = torch.float32          # the per-token-per-head scales of an in
 
 KV_FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}   # K/V stored as floats
 
+# %% ../nbs/10_kv_cache.ipynb 64
 def kv_storage_dtype(kv_dtype, dtype):
     """Normalise a K/V storage dtype: None/'auto' -> the model's `dtype`; 'int8' / torch.int8 -> torch.int8; a float
     dtype by name or torch dtype (`KV_FLOAT_DTYPES`: K/V rounded to it as they are stored, read back in `dtype`)."""
@@ -295,7 +296,7 @@ def kv_storage_dtype(kv_dtype, dtype):
     if kv_dtype in KV_FLOAT_DTYPES.values(): return kv_dtype
     raise ValueError(f"kv_cache_dtype must be None, 'auto', 'int8' or one of {', '.join(KV_FLOAT_DTYPES)}, got {kv_dtype!r}")
 
-# %% ../nbs/10_kv_cache.ipynb 65
+# %% ../nbs/10_kv_cache.ipynb 66
 def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=None) -> int:
     """Bytes of K and V for one token over all layers (only the KV heads are stored), in the model's `dtype` or as int8 codes
     (`kv_dtype='int8'`) plus one float32 scale per token, head, K or V."""
@@ -304,7 +305,7 @@ def kv_cache_bytes_per_token(config: LlamaConfig, dtype=torch.float16, kv_dtype=
     return 2 * config.num_hidden_layers * config.num_key_value_heads * per_head
 
 
-# %% ../nbs/10_kv_cache.ipynb 67
+# %% ../nbs/10_kv_cache.ipynb 68
 def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_bytes: int, dtype=torch.float16, kv_dtype=None) -> int:
     "How many whole blocks of `block_size` tokens fit in `kv_cache_memory_bytes` of K/V memory (int8 scales counted)."
     check_int("block_size", block_size, lo=1)
@@ -315,7 +316,7 @@ def num_blocks_for_budget(config: LlamaConfig, block_size: int, kv_cache_memory_
     return n
 
 
-# %% ../nbs/10_kv_cache.ipynb 69
+# %% ../nbs/10_kv_cache.ipynb 70
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB": return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

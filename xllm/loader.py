@@ -159,6 +159,7 @@ def split_score_head(ckpt: Checkpoint, task: str, path: Path, shard=None) -> tor
     if not ckpt.config.tie_word_embeddings: ckpt.weights["lm_head.weight"] = ckpt.weights["model.embed_tokens.weight"]
     return w
 
+# %% ../nbs/12b_loader.ipynb 33
 def attach_score_head(m: Llama, w: torch.Tensor, path: Path):
     "Give `m` its classification head `score` (weight `w`, `[num_labels, hidden]`), its `id2label`, and mark it as not generating."
     import json
@@ -168,7 +169,7 @@ def attach_score_head(m: Llama, w: torch.Tensor, path: Path):
     m.id2label = {int(k): v for k, v in (cd.get("id2label") or {str(i): f"LABEL_{i}" for i in range(w.shape[0])}).items()}
     m.generates = False
 
-# %% ../nbs/12b_loader.ipynb 33
+# %% ../nbs/12b_loader.ipynb 34
 def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     """(a `Llama` whose GGUF layers stay packed (a rank's slices with `shard`), float tensors in float32 then cast to `dtype`;
     the whole model's config)."""
@@ -177,6 +178,7 @@ def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     m.quantization_config = quant.gguf_quantization(g) | ({} if shard is None else {"tensor_parallel": shard[1]})
     return (m if dtype == torch.float32 else m.to(dtype)), config
 
+# %% ../nbs/12b_loader.ipynb 35
 def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkpoint]:
     "A `Llama` from float weights (any format), a rank's slices with `shard`, its linears quantized when `config` asks (int8/int4)."
     dtype, q = resolve_dtype(config.dtype), config.quantization if config.quantization in ("int8", "int4") else None
@@ -188,7 +190,7 @@ def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkp
     if q is not None: quant.quantize_model(m, q, config.group_size, progress=shard is None)   # ValueError names group_size
     return m, ckpt
 
-# %% ../nbs/12b_loader.ipynb 35
+# %% ../nbs/12b_loader.ipynb 37
 def load_model(config: EngineConfig, shard: tuple[int, int] | None = None, cpu_kernels_run=None) -> LoadedModel:
     """The model `config` names, loaded as it asks (see the top of this notebook); `shard=(rank, world)`: that rank's slices only.
     `cpu_kernels_run`: a function saying whether the compiled CPU kernels (notebook 15) run here, asked only when 'auto' would keep

@@ -45,13 +45,14 @@ class LoRARequest:
     def __hash__(self): return hash((self.lora_name, self.lora_int_id, self.lora_path))
     def __repr__(self): return f"LoRARequest(lora_name={self.lora_name!r}, lora_int_id={self.lora_int_id}, lora_path={self.lora_path!r})"
 
+# %% ../nbs/12c_lora.ipynb 8
 def _one(field: str, vllm, short):
     "The value given for `field` under either of its names (a ValueError when both or neither are given)."
     if vllm is not None and short is not None: raise ValueError(f"LoRARequest: {field} given twice (lora_{field} and {field})")
     if vllm is None and short is None: raise ValueError(f"LoRARequest: {field} is missing")
     return vllm if vllm is not None else short
 
-# %% ../nbs/12c_lora.ipynb 10
+# %% ../nbs/12c_lora.ipynb 11
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 def lora_shapes(config: LlamaConfig) -> dict[str, tuple[str, int, int]]:
@@ -61,7 +62,7 @@ def lora_shapes(config: LlamaConfig) -> dict[str, tuple[str, int, int]]:
     return {"q_proj": ("self_attn", H, q), "k_proj": ("self_attn", H, kv), "v_proj": ("self_attn", H, kv), "o_proj": ("self_attn", q, H),
             "gate_proj": ("mlp", H, I), "up_proj": ("mlp", H, I), "down_proj": ("mlp", I, H)}
 
-# %% ../nbs/12c_lora.ipynb 13
+# %% ../nbs/12c_lora.ipynb 14
 _REFUSED = {   # field -> (the value that means "not used", what the field asks for)
     "use_dora": (False, "DoRA (weight-decomposed LoRA)"), "bias": ("none", "trained biases"),
     "modules_to_save": (None, "full copies of modules saved beside the adapter"), "lora_bias": (False, "LoRA biases"),
@@ -72,7 +73,7 @@ _REFUSED = {   # field -> (the value that means "not used", what the field asks 
 
 def _field_error(path, field: str, problem: str) -> ValueError: return ValueError(f"{path}: {field}: {problem}")
 
-# %% ../nbs/12c_lora.ipynb 15
+# %% ../nbs/12c_lora.ipynb 16
 def read_adapter_config(path, max_lora_rank: int | None = None) -> dict:
     """The checked `adapter_config.json` of the PEFT adapter directory `path`: a ValueError names the file and the field that is
     wrong or not supported; a rank above `max_lora_rank` is refused."""
@@ -93,13 +94,13 @@ def read_adapter_config(path, max_lora_rank: int | None = None) -> dict:
     for k in ("use_rslora", "fan_in_fan_out"): check_bool(f"{f}: {k}", d.get(k, False))
     return d
 
-# %% ../nbs/12c_lora.ipynb 18
+# %% ../nbs/12c_lora.ipynb 19
 def lora_scaling(config: dict) -> float:
     "PEFT's scale of an adapter's product: `lora_alpha / r`, or `lora_alpha / sqrt(r)` with `use_rslora`."
     alpha, r = config.get("lora_alpha", 8), config["r"]
     return alpha / math.sqrt(r) if config.get("use_rslora", False) else alpha / r
 
-# %% ../nbs/12c_lora.ipynb 21
+# %% ../nbs/12c_lora.ipynb 22
 _KEY = re.compile(r"(?:base_model\.model\.)?model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])(?:\.\w+)?\.weight")
 
 def read_adapter_tensors(path) -> tuple[Path, dict[str, torch.Tensor]]:
@@ -113,7 +114,7 @@ def read_adapter_tensors(path) -> tuple[Path, dict[str, torch.Tensor]]:
     if (f := p / "adapter_model.bin").is_file(): return f, torch.load(f, map_location="cpu", weights_only=True)
     raise ValueError(f"{p}: no adapter_model.safetensors or adapter_model.bin")
 
-# %% ../nbs/12c_lora.ipynb 23
+# %% ../nbs/12c_lora.ipynb 24
 def _place(f, tensors: dict, config: LlamaConfig, r: int) -> dict[tuple[int, str], list]:
     "{(layer, module): [A, B]} from the tensors of file `f`, every name and shape checked against `config` and the rank `r`."
     shapes, out = lora_shapes(config), {}
@@ -133,7 +134,7 @@ def _place(f, tensors: dict, config: LlamaConfig, r: int) -> dict[tuple[int, str
         if None in ab: raise ValueError(f"{f}: layer {i} {mod} has lora_{'AB'[ab.index(None)]} missing")
     return out
 
-# %% ../nbs/12c_lora.ipynb 26
+# %% ../nbs/12c_lora.ipynb 27
 @dataclass
 class LoRAAdapter:
     "A PEFT LoRA adapter read by `read_adapter`: its rank, PEFT's scale, and `weights[(layer, module)] = (A [r, in], B [out, r])`."
@@ -150,7 +151,7 @@ class LoRAAdapter:
         "The projections it adapts in at least one layer."
         return tuple(m for m in LORA_TARGETS if any(k[1] == m for k in self.weights))
 
-# %% ../nbs/12c_lora.ipynb 28
+# %% ../nbs/12c_lora.ipynb 29
 def read_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
     """The PEFT adapter in directory `path`, checked against the base model's `config` (ValueError naming the file and field); a
     file `path` is a llama.cpp GGUF LoRA (`read_gguf_adapter`, below)."""
@@ -166,12 +167,12 @@ def read_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, na
     if not w: raise ValueError(f"{wf}: no LoRA weights in it")
     return LoRAAdapter(name or Path(path).name, str(path), c["r"], lora_scaling(c), {k: tuple(v.float() for v in ab) for k, ab in w.items()}, c)
 
-# %% ../nbs/12c_lora.ipynb 35
+# %% ../nbs/12c_lora.ipynb 36
 def slots_dtype(model: nn.Module) -> torch.dtype:
     "The dtype of `model`'s LoRA slots: float32 for a bfloat16 model on the CPU (the compiled runner reads float32 adapters), else the model's."
     return torch.float32 if model.dtype == torch.bfloat16 and model.device.type == "cpu" else model.dtype
 
-# %% ../nbs/12c_lora.ipynb 37
+# %% ../nbs/12c_lora.ipynb 38
 def lora_mask(row_slots: torch.Tensor, ranks, scales, max_lora_rank: int, device=None, dtype=None) -> torch.Tensor:
     "`M` `[rows, slots x max_lora_rank]`: row i's adapter scale in the first `ranks[s]` columns of its slot s, zeros elsewhere (slot -1: none)."
     s = torch.as_tensor(row_slots, dtype=torch.long)
@@ -180,6 +181,7 @@ def lora_mask(row_slots: torch.Tensor, ranks, scales, max_lora_rank: int, device
     hit = (s[:, None] == col[None] // max_lora_rank) & (col[None] % max_lora_rank < r[s][:, None])
     return (hit * sc[s][:, None]).to(device=device, dtype=dtype)
 
+# %% ../nbs/12c_lora.ipynb 39
 class LoRALinear(nn.Module):
     "A projection with LoRA: `base` (any layer: float, int8/int4, GGUF packed; it is only called) plus each slot's A and B."
     def __init__(self, base: nn.Module, n_in: int, n_out: int, slots: "LoRASlots"):
@@ -198,33 +200,35 @@ class LoRALinear(nn.Module):
         h = (x.to(self.A.dtype) @ self.A.view(S * R, n_in).T) * m     # in the slots' dtype (`slots_dtype`), as PEFT casts x to its A's
         return y + (h @ self.Bt.view(S * R, -1)).to(y.dtype)
 
-# %% ../nbs/12c_lora.ipynb 38
+# %% ../nbs/12c_lora.ipynb 40
 @patch
 def set_active(self: LoRALinear, slot: int, on: bool):
     "Whether slot `slot`'s adapter adapts this projection; a slot that does not has its `A` zeroed, so its columns add nothing."
     self.active[slot] = on
     if not on: self.A[slot].zero_()
 
+# %% ../nbs/12c_lora.ipynb 41
 @patch
 def put(self: LoRALinear, slot: int, a: torch.Tensor, b: torch.Tensor):
     "Slot `slot`'s `A` `[r, in]` and `B` `[out, r]` (rank r <= max_lora_rank: the first r of the slot's), and `B` transposed."
     r = a.shape[0]
     self.A[slot, :r].copy_(a); self.B[slot, :, :r].copy_(b); self.Bt[slot, :r].copy_(b.T)
 
-# %% ../nbs/12c_lora.ipynb 41
+# %% ../nbs/12c_lora.ipynb 44
 def _shard_shapes(config: LlamaConfig, world: int) -> dict[str, tuple[str, int, int]]:
     "`lora_shapes` of the part of each projection that one rank of a tensor-parallel group of `world` holds (`tp_config`, 12b)."
     if world == 1: return lora_shapes(config)
     from xllm.loader import tp_config
     return lora_shapes(tp_config(config, world))
 
+# %% ../nbs/12c_lora.ipynb 45
 def _host(parent: nn.Module, mod: str) -> tuple[nn.Module, str]:
     """Where projection `mod` of `parent` is swapped: in `parent`, or inside a row-parallel shard's `AllReduce` (13a: its `inner`),
     so that the adapter's partial product joins the base's before the one all-reduce sums the ranks' (no collective of its own)."""
     m = getattr(parent, mod)
     return (m, "inner") if type(m).__name__ == "AllReduce" else (parent, mod)
 
-# %% ../nbs/12c_lora.ipynb 42
+# %% ../nbs/12c_lora.ipynb 46
 class LoRASlots:
     """The LoRA slots of `model`: made once, it swaps every layer's projections for `LoRALinear`s (the model's `lora` is then this
     object). `load(slot, adapter)` puts an adapter in a slot, `clear(slot)` empties it, `set_rows` tells the next forward each row's slot.
@@ -246,7 +250,7 @@ class LoRASlots:
                 setattr(host, name, lay)
         model.lora = self
 
-# %% ../nbs/12c_lora.ipynb 44
+# %% ../nbs/12c_lora.ipynb 48
 @patch
 def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     "Put `adapter` in slot `slot` (what was there is replaced): its A and B copied into every layer it adapts."
@@ -260,6 +264,7 @@ def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     self.adapters[slot], self.ranks[slot], self.scales[slot] = adapter, adapter.r, adapter.scaling
     if self.mirror is not None: self.mirror.load(slot, adapter)      # rank 0 of a tensor-parallel group: the other ranks too (13a)
 
+# %% ../nbs/12c_lora.ipynb 49
 @patch
 def clear(self: LoRASlots, slot: int):
     "Empty slot `slot`: no layer adds anything for it."
@@ -267,7 +272,7 @@ def clear(self: LoRASlots, slot: int):
     self.adapters[slot], self.ranks[slot], self.scales[slot] = None, 0, 0.0
     if self.mirror is not None: self.mirror.clear(slot)
 
-# %% ../nbs/12c_lora.ipynb 46
+# %% ../nbs/12c_lora.ipynb 51
 @patch
 def set_rows(self: LoRASlots, slots=None):
     """Each row's slot for the next forward (-1 or None: the base alone): a list or tensor of ints, or None for a batch without
@@ -277,6 +282,7 @@ def set_rows(self: LoRASlots, slots=None):
     used = self.check_rows(s)
     self.mask = lora_mask(s, self.ranks, self.scales, self.max_lora_rank, self.device, self.dtype) if used else None
 
+# %% ../nbs/12c_lora.ipynb 52
 @patch
 def check_rows(self: LoRASlots, slots) -> list[int]:
     "The slots the rows `slots` use (those >= 0), each of which must hold an adapter (a ValueError names one that does not)."
@@ -284,7 +290,7 @@ def check_rows(self: LoRASlots, slots) -> list[int]:
     if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
     return used
 
-# %% ../nbs/12c_lora.ipynb 52
+# %% ../nbs/12c_lora.ipynb 58
 class LoRANotLoaded(ValueError):
     "A request names an adapter that is not loaded, where adapters are not read on demand (a server: it was unloaded meanwhile)."
 
@@ -305,7 +311,7 @@ def adapter(self: LoRASlots, req: LoRARequest, read: bool = True, keep: bool = T
     if keep: self.keep(i, got)
     return got
 
-# %% ../nbs/12c_lora.ipynb 53
+# %% ../nbs/12c_lora.ipynb 59
 @patch
 def read(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     """`req`'s adapter read from `req.lora_path` and checked against the model (`num_reads` counts it); any failure (a file gone,
@@ -316,6 +322,7 @@ def read(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     self.num_reads += 1
     return ad
 
+# %% ../nbs/12c_lora.ipynb 60
 @patch
 def keep(self: LoRASlots, i: int, ad: LoRAAdapter):
     """Cache adapter `ad` (id `i`) as the most recently used, once the least recently used adapters that sit in no slot are dropped to
@@ -326,7 +333,7 @@ def keep(self: LoRASlots, i: int, ad: LoRAAdapter):
     if len(self.known) < self.max_cpu_loras: self.known[i] = ad
     else: self.num_evictions += 1
 
-# %% ../nbs/12c_lora.ipynb 54
+# %% ../nbs/12c_lora.ipynb 61
 @patch
 def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> int:
     """The slot holding `req`'s adapter, put there now if needed: an empty slot, else the least recently used one not in `busy`
@@ -342,13 +349,13 @@ def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> in
     if i not in self.known: self.keep(i, ad)
     return free[0]
 
-# %% ../nbs/12c_lora.ipynb 55
+# %% ../nbs/12c_lora.ipynb 62
 @patch
 def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
     "Whether `acquire(req, busy)` finds a slot now (its adapter's, an empty one, or one not in `busy`)."
     return req.lora_int_id in self.lru or any(a is None for a in self.adapters) or any(s not in busy for s in self.lru.values())
 
-# %% ../nbs/12c_lora.ipynb 57
+# %% ../nbs/12c_lora.ipynb 64
 @patch
 def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
     """Forget the adapter named `lora_name` (its slot emptied, and registered no more); False if none registered or cached has
@@ -361,6 +368,7 @@ def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
     self.known.pop(i, None); self.registered.pop(i, None)
     return True
 
+# %% ../nbs/12c_lora.ipynb 65
 @patch
 def register(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     """Serve `req`'s adapter by its name and path (a server's load route): read and checked now; from then on read again from its
@@ -369,6 +377,7 @@ def register(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     self.registered[req.lora_int_id] = req
     return ad
 
+# %% ../nbs/12c_lora.ipynb 66
 def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_loras: int | None = None) -> LoRASlots:
     "The model's LoRA slots (`model.lora`), made now if it has none; a ValueError if it has slots of other sizes."
     sl = getattr(model, "lora", None)
@@ -378,7 +387,7 @@ def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_lo
                          f"{sl.max_loras} x rank {sl.max_lora_rank} (max_cpu_loras={sl.max_cpu_loras}) already")
     return sl
 
-# %% ../nbs/12c_lora.ipynb 62
+# %% ../nbs/12c_lora.ipynb 71
 def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
                    std: float = 0.2) -> Path:
     "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
@@ -396,7 +405,7 @@ def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, 
                                                         "bias": "none", "use_rslora": False, "task_type": "CAUSAL_LM"}))
     return p
 
-# %% ../nbs/12c_lora.ipynb 65
+# %% ../nbs/12c_lora.ipynb 74
 _PARENT = {m: "self_attn" if m in LORA_TARGETS[:4] else "mlp" for m in LORA_TARGETS}
 
 def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
@@ -410,7 +419,7 @@ def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
     w = {(i, mod): (a, cut(i, mod, b)) if mod in COLUMN else (cut(i, mod, a), b) for (i, mod), (a, b) in adapter.weights.items()}
     return replace(adapter, weights=w, shard=(rank, world))
 
-# %% ../nbs/12c_lora.ipynb 71
+# %% ../nbs/12c_lora.ipynb 80
 _GGUF_LORA = re.compile(r"blk\.(\d+)\.(\w+)\.weight\.lora_([ab])")
 _GGUF_MODS = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "o_proj", "ffn_gate": "gate_proj",
               "ffn_up": "up_proj", "ffn_down": "down_proj"}
@@ -428,7 +437,7 @@ def _gguf_open(path):
     if "adapter.lora.alpha" not in g.metadata: raise ValueError(f"{f}: adapter.lora.alpha: missing")
     return g, check_number(f"{f}: adapter.lora.alpha", g.metadata["adapter.lora.alpha"], lo=0)
 
-# %% ../nbs/12c_lora.ipynb 73
+# %% ../nbs/12c_lora.ipynb 82
 def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
     "{(layer, module): [(name, A), (name, B)]} of the GGUF LoRA `g` (file `f`): every tensor's name, layer and type checked."
     out = {}
@@ -445,7 +454,7 @@ def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
         if None in ab: raise ValueError(f"{f}: layer {i} {mod} has lora_{'ab'[ab.index(None)]} missing")
     return out
 
-# %% ../nbs/12c_lora.ipynb 75
+# %% ../nbs/12c_lora.ipynb 84
 def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
     """llama.cpp's GGUF LoRA file `path` (from `convert_lora_to_gguf.py`) as a `LoRAAdapter`, checked against the base model's
     `config`: one rank, every shape, `B`'s q/k rows back in Hugging Face order, the scale `alpha / r` (alpha 0: 1, as llama.cpp)."""
@@ -464,7 +473,7 @@ def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = Non
         w[i, mod] = (a, unpermute_rope_rows(b, heads[mod]) if mod in heads else b)
     return LoRAAdapter(name or f.stem, str(path), r, alpha / r if alpha else 1.0, w, {"r": r, "lora_alpha": alpha, "format": "gguf"})
 
-# %% ../nbs/12c_lora.ipynb 78
+# %% ../nbs/12c_lora.ipynb 87
 def _rope_rows_to_gguf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     "Rows of a q/k projection from Hugging Face rotate-half order to GGUF's interleaved pairs (`unpermute_rope_rows` undoes it)."
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
@@ -487,7 +496,7 @@ def peft_to_gguf(path, config: LlamaConfig, out, dtype: str = "F32") -> Path:
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
 
-# %% ../nbs/12c_lora.ipynb 80
+# %% ../nbs/12c_lora.ipynb 89
 def adapter_rank(path) -> int:
     "The rank of the adapter at `path` (a PEFT directory's `r`; a GGUF LoRA file's, from its `lora_a` shapes), read without the model."
     if not Path(path).expanduser().is_file(): return read_adapter_config(path)["r"]

@@ -318,6 +318,7 @@ class MLP(nn.Module):
         "SwiGLU: `down_proj(silu(gate_proj(x)) * up_proj(x))`."
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
+# %% ../nbs/06_model.ipynb 52
 class Block(nn.Module):
     "One decoder layer: pre-norm attention, then pre-norm MLP, each added to the residual stream."
     def __init__(self, c: LlamaConfig, idx: int, device=None):
@@ -329,7 +330,7 @@ class Block(nn.Module):
         h = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, batch)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-# %% ../nbs/06_model.ipynb 54
+# %% ../nbs/06_model.ipynb 55
 class Llama(nn.Module):
     "A LLaMA-family decoder with Hugging Face `LlamaForCausalLM` parameter names; one forward over a batch of sequences' chunks."
     def __init__(self, config: LlamaConfig, device=None):
@@ -365,7 +366,7 @@ class Llama(nn.Module):
         return logits if batch.hidden_rows is None else (logits, self.model.norm(x[batch.hidden_rows]).float())
 
 
-# %% ../nbs/06_model.ipynb 55
+# %% ../nbs/06_model.ipynb 56
 @patch
 def new_cache(self: Llama, max_len: int | None = None) -> KVCache:
     "An empty `KVCache` for up to `max_len` tokens (default: `config.max_position_embeddings`)."
@@ -373,6 +374,7 @@ def new_cache(self: Llama, max_len: int | None = None) -> KVCache:
     max_len = c.max_position_embeddings if max_len is None else max_len
     return KVCache(c.num_hidden_layers, max_len, c.num_key_value_heads, c.head_dim, self.dtype, self.device)
 
+# %% ../nbs/06_model.ipynb 57
 @patch
 def rope(self: Llama, n: int):
     "cos/sin tables covering at least `n` positions (grown by doubling, cached)."
@@ -381,7 +383,7 @@ def rope(self: Llama, n: int):
         self.cos, self.sin = (t.to(self.device) for t in rope_tables(self.inv_freq, n, self.dtype))
     return self.cos, self.sin
 
-# %% ../nbs/06_model.ipynb 57
+# %% ../nbs/06_model.ipynb 59
 @patch
 def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) -> torch.Tensor:
     "One sequence's next tokens as a batch of one chunk over `cache`; the ids are checked here."
@@ -397,7 +399,7 @@ def _sequence(self: Llama, input_ids, cache: KVCache | None, last_only: bool) ->
     return logits
 
 
-# %% ../nbs/06_model.ipynb 59
+# %% ../nbs/06_model.ipynb 61
 @patch(cls_method=True)
 def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dtype | None = None) -> Llama:
     "Build the model around `weights` (HF names; no `lm_head.weight` needed when tied), cast to `dtype` (default: the embedding's)."
@@ -421,7 +423,7 @@ def from_weights(cls: Llama, config: LlamaConfig, weights: dict, dtype: torch.dt
     return m.requires_grad_(False).eval()
 
 
-# %% ../nbs/06_model.ipynb 65
+# %% ../nbs/06_model.ipynb 67
 def random_llama(config: LlamaConfig, seed: int = 0, scale: float = 1.5, dtype: torch.dtype | None = None) -> Llama:
     """A `Llama` of `config`'s shape with seeded random weights: norms U(0.7, 1.3), embeddings N(0, 0.3), matrices
     N(0, scale / sqrt(fan-in)); float32 unless `dtype`."""

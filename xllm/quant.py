@@ -712,18 +712,19 @@ def quantized_tokenizer_path(path) -> Path | None:
     if any((p / n).is_file() for n in ("tokenizer.json", "tokenizer.model", "tokenizer.bin")): return p
     return p / "tokenizer.gguf" if (p / "tokenizer.gguf").is_file() else None
 
+# %% ../nbs/07_quantization.ipynb 130
 def is_quantized_dir(path) -> bool:
     "Whether `path` is a directory whose config.json has an xllm `quantization_config`."
     p = Path(path) / "config.json"
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 131
+# %% ../nbs/07_quantization.ipynb 132
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
 
-# %% ../nbs/07_quantization.ipynb 133
+# %% ../nbs/07_quantization.ipynb 134
 def _quant_config(cd, cfg_path) -> dict:
     "The `quantization_config` of a saved directory's config.json, checked: xllm's method, format 1, a bits entry (4 or 8) per module."
     qc = cd.get("quantization_config") if isinstance(cd, dict) else None
@@ -738,7 +739,7 @@ def _quant_config(cd, cfg_path) -> dict:
     return qc
 
 
-# %% ../nbs/07_quantization.ipynb 136
+# %% ../nbs/07_quantization.ipynb 137
 class _Tensors:
     "The tensors of a safetensors file by name, remembering which were read."
     def __init__(self, path):
@@ -749,6 +750,7 @@ class _Tensors:
     def shape(self, k) -> tuple: return tuple(self.f.get_slice(k).get_shape())
     def get(self, k) -> torch.Tensor: self.used.add(k); return self.f.get_tensor(k)
 
+# %% ../nbs/07_quantization.ipynb 138
 def _quantized_dir_config(d: Path) -> tuple[LlamaConfig, dict]:
     "(config, quantization_config) of a directory written by `save_quantized`, each file checked."
     from xllm.weights import config_from_hf
@@ -761,7 +763,7 @@ def _quantized_dir_config(d: Path) -> tuple[LlamaConfig, dict]:
     _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
     return config_from_hf(cd, cfg_path, gen), qc
 
-# %% ../nbs/07_quantization.ipynb 138
+# %% ../nbs/07_quantization.ipynb 140
 def _quantized_names(config: LlamaConfig, t: _Tensors) -> tuple[dict, list]:
     "(expected float shapes, names to load) of a saved quantized model, once every tensor of `t` is known to belong to it."
     from xllm.weights import hf_weight_shapes
@@ -772,7 +774,7 @@ def _quantized_names(config: LlamaConfig, t: _Tensors) -> tuple[dict, list]:
     _expect(t.keys <= allowed, t.path, f"tensor {min(t.keys - allowed, default='')} is not part of the model config.json describes")
     return expected, wanted
 
-# %% ../nbs/07_quantization.ipynb 140
+# %% ../nbs/07_quantization.ipynb 142
 def _saved_int8_embedding(t: _Tensors, base: str, V: int, H: int, tie: bool, kernel: str) -> dict:
     "{base: the `Int8Embedding` saved under `base`}, with the tied head (an `Int8Linear` on the same codes) when `tie`."
     _expect(t.shape(base + ".qweight") == (V, H) and base + ".scales" in t.keys, t.path, f"{base}.qweight must be [{V}, {H}] with {base}.scales beside it")
@@ -780,6 +782,7 @@ def _saved_int8_embedding(t: _Tensors, base: str, V: int, H: int, tie: bool, ker
     except ValueError as e: raise ModelFormatError(t.path, f"{base}: {e}") from None
     return {base: emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tie else {})}
 
+# %% ../nbs/07_quantization.ipynb 143
 def _float_tensor(t: _Tensors, h: str, shape) -> torch.Tensor:
     "Float tensor `h` of `t`, as float32, checked to have `shape`."
     _expect(h in t.keys, t.path, f"missing tensor {h} (expected shape {list(shape)})")
@@ -788,7 +791,7 @@ def _float_tensor(t: _Tensors, h: str, shape) -> torch.Tensor:
     _expect(x.is_floating_point(), t.path, f"tensor {h} has dtype {x.dtype}; expected a float dtype (or .scales beside it)")
     return x.float()
 
-# %% ../nbs/07_quantization.ipynb 142
+# %% ../nbs/07_quantization.ipynb 145
 def _quant_linear(t: _Tensors, base: str, out: int, n_in: int, expected: dict, info: dict | None, kernel: str) -> nn.Module:
     "The `Int4Linear` or `Int8Linear` saved under `base`, its tensors checked against [out, n_in] and its quantization_config entry `info`."
     k, sc = t.keys, t.shape(base + ".scales")
@@ -808,7 +811,7 @@ def _quant_linear(t: _Tensors, base: str, out: int, n_in: int, expected: dict, i
     try: return Int4Linear(t.get(base + ".qweight"), t.get(base + ".scales"), mins, bias, kernel)
     except ValueError as e: raise ModelFormatError(t.path, f"{base}: {e}") from None
 
-# %% ../nbs/07_quantization.ipynb 144
+# %% ../nbs/07_quantization.ipynb 147
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
     _check_kernel(kernel)

@@ -64,6 +64,7 @@ def finish(self: ReasoningParser) -> tuple[str, str]:
     if self.state == "reasoning": self.seen = self.seen or bool(out); return out, ""
     return "", out
 
+# %% ../nbs/18b_reasoning.ipynb 19
 @patch
 def split(self: ReasoningParser, text: str) -> tuple[str | None, str]:
     "A whole output as (reasoning or None when there was none, content), through a fresh parser."
@@ -71,7 +72,7 @@ def split(self: ReasoningParser, text: str) -> tuple[str | None, str]:
     (r1, c1), (r2, c2) = p.feed(text), p.finish()
     return (r1 + r2 if p.seen else None), c1 + c2
 
-# %% ../nbs/18b_reasoning.ipynb 21
+# %% ../nbs/18b_reasoning.ipynb 22
 REASONING_PARSERS = {"qwen3": True, "deepseek_r1": False}   # name -> open_first: whether the output starts in the answer
 
 def reasoning_parser(name: str | None) -> ReasoningParser | None:

@@ -27,13 +27,14 @@ def _bad_so(v):
     raise ValueError(f"SamplingParams.structured_outputs must be None, a StructuredOutputsParams or a dict with one of the keys "
                      f"{', '.join(sorted(_SO_FIELDS))}, got {v!r:.80}")
 
+# %% ../nbs/08_sampling.ipynb 7
 def _canonical(v) -> str:
     import json as _json
     try: return _json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e: raise ValueError(f"StructuredOutputsParams.json must be plain JSON data: {e}") from None
     except RecursionError: raise ValueError("StructuredOutputsParams.json must be plain JSON data: nested too deeply") from None
 
-# %% ../nbs/08_sampling.ipynb 8
+# %% ../nbs/08_sampling.ipynb 9
 def _so_json(v) -> tuple:
     "A `json` constraint as (the schema: a dict or bool, parsed when given as JSON text; the length of its canonical text)."
     msg = "StructuredOutputsParams.json must be a JSON schema (a dict or its JSON text)"
@@ -45,7 +46,7 @@ def _so_json(v) -> tuple:
     if not isinstance(v, (dict, bool)): raise ValueError(f"{msg}, got {type(v).__name__}")
     return v, len(_canonical(v))
 
-# %% ../nbs/08_sampling.ipynb 10
+# %% ../nbs/08_sampling.ipynb 11
 @dataclass
 class StructuredOutputsParams:
     "What the output must match (vLLM's names); exactly one field is set. Compiled by `xllm.grammar` into a token mask."
@@ -78,7 +79,7 @@ class StructuredOutputsParams:
             size = len(v)
         if size > MAX_GRAMMAR_CHARS: raise ValueError(f"{name(f)} is {size} characters long; at most {MAX_GRAMMAR_CHARS}")
 
-# %% ../nbs/08_sampling.ipynb 12
+# %% ../nbs/08_sampling.ipynb 13
 @patch(as_prop=True)
 def kind(self: StructuredOutputsParams) -> str:
     "The field that is set: 'json', 'regex', 'choice', 'grammar' or 'json_object'."
@@ -91,7 +92,7 @@ def key(self: StructuredOutputsParams) -> tuple:
     v = getattr(self, k)
     return (k, _canonical(v) if k in ("json", "choice") else v)
 
-# %% ../nbs/08_sampling.ipynb 14
+# %% ../nbs/08_sampling.ipynb 15
 def check_structured_outputs(so) -> StructuredOutputsParams | None:
     "`SamplingParams.structured_outputs` checked: None, a `StructuredOutputsParams` (checked again), or a dict of its fields (made into one)."
     if isinstance(so, dict): so = StructuredOutputsParams(**so) if set(so) <= _SO_FIELDS else _bad_so(so)
@@ -99,6 +100,7 @@ def check_structured_outputs(so) -> StructuredOutputsParams | None:
     if so is not None: so.check()
     return so
 
+# %% ../nbs/08_sampling.ipynb 16
 def check_stop(stop) -> list[str]:
     "`SamplingParams.stop` as a list: None is none, one non-empty string that one; anything else but non-empty strings is refused."
     if stop is None: return []
@@ -107,20 +109,21 @@ def check_stop(stop) -> list[str]:
         raise ValueError(f"SamplingParams.stop must be None, a non-empty string or a list of non-empty strings, got {stop!r:.80}")
     return list(stop)
 
+# %% ../nbs/08_sampling.ipynb 17
 def check_stop_token_ids(ids) -> list[int]:
     "`SamplingParams.stop_token_ids` as a list of Python ints >= 0 (None: none)."
     if ids is None: return []
     if not isinstance(ids, (list, tuple)): raise ValueError(f"SamplingParams.stop_token_ids must be None or a list of integers >= 0, got {ids!r:.80}")
     return [check_int("SamplingParams.stop_token_ids", t, 0, rule="None or a list of integers >= 0") for t in ids]
 
-# %% ../nbs/08_sampling.ipynb 16
+# %% ../nbs/08_sampling.ipynb 19
 _GREEDY_EPS = 1e-5  # temperatures below this are treated as greedy (as vLLM does): dividing by ~0 would overflow
 F32_MAX = float(torch.finfo(torch.float32).max)   # 3.4e38: the sampler computes in float32, a larger scalar becomes inf there
 REPETITION_PENALTY_MAX = 1e6   # repetition_penalty in [1/1e6, 1e6]: logits up to 3e27 stay finite after it and the smallest temperature
 SEED_MIN, SEED_MAX = -(1 << 63), (1 << 64) - 1   # a seed is a signed or an unsigned 64-bit integer; every bit of it counts
 PRIORITY_MAX = (1 << 31) - 1   # a request's priority is an integer in [-PRIORITY_MAX, PRIORITY_MAX]
 
-# %% ../nbs/08_sampling.ipynb 18
+# %% ../nbs/08_sampling.ipynb 21
 @dataclass
 class SamplingParams:
     "How to sample a completion (vLLM's names and meanings)."
@@ -149,7 +152,7 @@ class SamplingParams:
 
     def __post_init__(self): self.check()
 
-# %% ../nbs/08_sampling.ipynb 20
+# %% ../nbs/08_sampling.ipynb 23
 @patch
 def check(self: SamplingParams):
     """Check every field (a `ValueError` names the first bad one and the accepted range) and normalize (Python ints and floats,
@@ -177,7 +180,7 @@ def check(self: SamplingParams):
     integer("priority", -PRIORITY_MAX, hi=PRIORITY_MAX)
     self.structured_outputs = check_structured_outputs(self.structured_outputs)
 
-# %% ../nbs/08_sampling.ipynb 22
+# %% ../nbs/08_sampling.ipynb 25
 @patch(as_prop=True)
 def greedy(self: SamplingParams) -> bool:
     "True when the next token is simply the argmax (temperature 0, or below 1e-5 as in vLLM)."
@@ -188,7 +191,7 @@ def has_penalties(self: SamplingParams) -> bool:
     "Whether any repetition, presence or frequency penalty is active."
     return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
-# %% ../nbs/08_sampling.ipynb 30
+# %% ../nbs/08_sampling.ipynb 33
 def _ids(ids, vocab_size: int, name: str, device) -> torch.Tensor:
     t = torch.as_tensor(ids if ids is not None else [], dtype=torch.long, device=device).reshape(-1)
     if t.numel() and (int(t.min()) < 0 or int(t.max()) >= vocab_size): check_token_ids(t, vocab_size, name)   # raises, naming the first bad id
@@ -209,20 +212,21 @@ def apply_penalties(logits: torch.Tensor, output_token_ids=(), prompt_token_ids=
         logits -= frequency_penalty * counts + presence_penalty * (counts > 0).to(logits.dtype)
     return logits
 
-# %% ../nbs/08_sampling.ipynb 33
+# %% ../nbs/08_sampling.ipynb 36
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     "Mask to -inf every logit below the k-th largest (k <= 0 or k >= vocab: unchanged)."
     if k <= 0 or k >= logits.shape[-1]: return logits
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 35
+# %% ../nbs/08_sampling.ipynb 38
 def _nucleus(vals: torch.Tensor, idx: torch.Tensor, p: float, V: int) -> torch.Tensor:
     "Rows of probabilities `vals` sorted descending (token ids `idx`) -> `[rows, V]` mask of the nucleus of mass `p`."
     keep_sorted = torch.cumsum(vals, dim=-1) - vals < p     # mass of the more likely tokens is still short of p
     keep_sorted[..., 0] = True
     return torch.zeros(vals.shape[0], V, dtype=torch.bool, device=vals.device).scatter(-1, idx, keep_sorted)
 
+# %% ../nbs/08_sampling.ipynb 39
 def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     "Keep the smallest set of most likely tokens whose total probability reaches `p` (at least one token); per row of `[..., V]`."
     if p >= 1.0: return logits
@@ -237,14 +241,14 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
         if bool(short.any()): keep[short] = _nucleus(*probs[short].sort(dim=-1, descending=True), p, V)
     return logits.masked_fill(~keep.reshape(logits.shape), float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 37
+# %% ../nbs/08_sampling.ipynb 41
 def apply_min_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     "Mask tokens whose probability is below `p` times that of the most likely token."
     if p <= 0.0: return logits
     probs = torch.softmax(logits, dim=-1)
     return logits.masked_fill(probs < p * probs.max(dim=-1, keepdim=True).values, float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 46
+# %% ../nbs/08_sampling.ipynb 50
 class NonFiniteLogitsError(ValueError):
     """A row that cannot be sampled: the logits hold NaN or +inf (a numerical failure in the model or a logits processor), no finite
     value at all, or they overflow float32 under the request's penalties and temperature. The message says which."""
@@ -256,7 +260,7 @@ class SampleResult:
     logprob: float
     top_logprobs: dict[int, float] | None = None   # token id -> raw log-prob, most likely first
 
-# %% ../nbs/08_sampling.ipynb 48
+# %% ../nbs/08_sampling.ipynb 52
 def check_finite(logits: torch.Tensor, source: str | None = None):
     "Raise `NonFiniteLogitsError` with the details if `logits` hold NaN or +inf, or only -inf; `source`: who made them (default: the model)."
     if bool(torch.isfinite(logits).all()): return
@@ -268,7 +272,7 @@ def check_finite(logits: torch.Tensor, source: str | None = None):
     if not bool(torch.isfinite(logits).any()):
         raise NonFiniteLogitsError(f"every logit is -inf{f' after {source}' if source else ''}: no token can be sampled")
 
-# %% ../nbs/08_sampling.ipynb 50
+# %% ../nbs/08_sampling.ipynb 54
 def _stop_ban(params, output_token_ids) -> list[int]:
     """The token ids `params.min_tokens` forbids next (vLLM's `MinTokensLogitsProcessor`): while fewer than `min_tokens` tokens
     are out, the stop tokens, i.e. `stop_token_ids` and the EOS ids the engine puts in `_all_stop_token_ids` (unless `ignore_eos`);
@@ -280,7 +284,7 @@ def _banned(x: torch.Tensor, ban: list[int]) -> torch.Tensor:
     "A copy of `x` (`[..., V]`) with the ids of `ban` inside the vocabulary at -inf."
     return x.index_fill(-1, torch.tensor([t for t in ban if t < x.shape[-1]], dtype=torch.long, device=x.device), float("-inf"))
 
-# %% ../nbs/08_sampling.ipynb 52
+# %% ../nbs/08_sampling.ipynb 56
 def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str:
     """Why a row `x` whose raw logits passed `check_finite` has no distribution to draw from even in float64 (`_wide_row`):
     only settings outside `SamplingParams.check`'s ranges get here (a field changed after the check)."""
@@ -293,7 +297,7 @@ def _unsampleable(x: torch.Tensor, p, output_token_ids, prompt_token_ids) -> str
              if not bool(torch.isfinite(y.amax())) else f"temperature={p.temperature}, top_k={p.top_k}, top_p={p.top_p}, min_p={p.min_p}")
     return f"{stage} leave no distribution to draw from (NaN, +inf or no finite logit): was a field changed after SamplingParams.check()?"
 
-# %% ../nbs/08_sampling.ipynb 54
+# %% ../nbs/08_sampling.ipynb 58
 def _draw_rows(probs: torch.Tensor, generators) -> torch.Tensor:
     """One index per row of `[B, V]` probabilities (rows need not sum to 1) by inverse-CDF, with one uniform number from each
     row's generator (None: torch's global RNG). Returns a `[B]` int64 tensor on `probs`' device, -1 for a row that is no
@@ -314,7 +318,7 @@ def _draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     return int(_draw_rows(probs[None], [generator])[0])
 
 
-# %% ../nbs/08_sampling.ipynb 56
+# %% ../nbs/08_sampling.ipynb 60
 def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     """A `torch.Generator` seeded with a 64-bit hash of `seed` (an integer in [-2**63, 2**64 - 1]) and `salt` (e.g. which of a
     request's completions), so that every bit of the seed counts: torch's CPU generator (MT19937) keeps the low 32 bits of what
@@ -324,13 +328,13 @@ def seeded_generator(seed: int, *salt, device="cpu") -> torch.Generator:
     h = hashlib.blake2b(repr((seed, *salt)).encode(), digest_size=8).digest()
     return torch.Generator(device=device).manual_seed(int.from_bytes(h, "little"))
 
-# %% ../nbs/08_sampling.ipynb 58
+# %% ../nbs/08_sampling.ipynb 62
 def _filtered(x: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     "Temperature, then top-k, top-p, min-p (dropped tokens at -inf), on float32 rows `[..., V]`."
     if params.temperature != 1.0: x = x / params.temperature
     return apply_min_p(apply_top_p(apply_top_k(x, params.top_k), params.top_p), params.min_p)
 
-# %% ../nbs/08_sampling.ipynb 60
+# %% ../nbs/08_sampling.ipynb 64
 def _wide_row(x: torch.Tensor, params: SamplingParams, generator, output_token_ids, prompt_token_ids) -> int:
     """The token of a row whose float32 processing overflowed (logits near float32's limits under a strong penalty or a small
     temperature): the same pipeline in float64, with the row's maximum subtracted before the temperature divides (the softmax
@@ -344,7 +348,7 @@ def _wide_row(x: torch.Tensor, params: SamplingParams, generator, output_token_i
     y = apply_min_p(apply_top_p(apply_top_k((y - m) / p.temperature, p.top_k), p.top_p), p.min_p)
     return _draw(torch.softmax(y, -1), generator)
 
-# %% ../nbs/08_sampling.ipynb 62
+# %% ../nbs/08_sampling.ipynb 66
 CPU_SAMPLE_ELEMENTS = 1 << 18   # logits sampled together on a CPU: 1 MiB of float32 (2 MiB as the float64 cumsum) stays in cache
 
 class Sampler:
@@ -381,7 +385,7 @@ class Sampler:
         if (ban := _stop_ban(params, output_token_ids)): x = _banned(x, ban)     # min_tokens: no stop token yet
         return x if params.greedy else _filtered(x, params)
 
-# %% ../nbs/08_sampling.ipynb 65
+# %% ../nbs/08_sampling.ipynb 69
 def _nonfinite_rows(x: torch.Tensor) -> list:
     "Per row of float `[B, V]` logits: None, or the `NonFiniteLogitsError` of a row holding NaN or +inf, or only -inf."
     res: list = [None] * x.shape[0]
@@ -391,7 +395,7 @@ def _nonfinite_rows(x: torch.Tensor) -> list:
         except NonFiniteLogitsError as e: res[b] = e
     return res
 
-# %% ../nbs/08_sampling.ipynb 67
+# %% ../nbs/08_sampling.ipynb 71
 def _penalized(x: torch.Tensor, rows, params, output_token_ids, prompt_token_ids, res: list) -> torch.Tensor:
     """Float `[B, V]` logits with the penalties of `rows` applied and the stop tokens `min_tokens` holds back at -inf: a copy, or
     `x` itself when no row has either (the raw logits give the logprobs). A row whose history holds an id outside the
@@ -406,7 +410,7 @@ def _penalized(x: torch.Tensor, rows, params, output_token_ids, prompt_token_ids
     for b, ban in bans.items(): xp[b] = _banned(xp[b], ban)
     return xp
 
-# %% ../nbs/08_sampling.ipynb 69
+# %% ../nbs/08_sampling.ipynb 73
 def _row_groups(rows, params, device: torch.device, V: int) -> dict:
     """The rows sampled together: those with the same settings (every greedy row in one group), cut on a CPU into pieces of at
     most `CPU_SAMPLE_ELEMENTS` logits, which stay in cache through every pass."""
@@ -419,7 +423,7 @@ def _row_groups(rows, params, device: torch.device, V: int) -> dict:
         groups = {(k, i): g[i:i + n] for k, g in groups.items() for i in range(0, len(g), n)}
     return groups
 
-# %% ../nbs/08_sampling.ipynb 71
+# %% ../nbs/08_sampling.ipynb 75
 @patch
 def _draw_groups(self: Sampler, xp: torch.Tensor, groups: dict, params, generators) -> torch.Tensor:
     """The token of each row of `groups` as a `[B]` tensor on the device (-1: a row with no distribution; 0 for rows in no
@@ -436,7 +440,7 @@ def _draw_groups(self: Sampler, xp: torch.Tensor, groups: dict, params, generato
         tok.index_copy_(0, idx, t)
     return tok
 
-# %% ../nbs/08_sampling.ipynb 73
+# %% ../nbs/08_sampling.ipynb 77
 def _top_logprobs(raw: torch.Tensor, rows, params) -> dict:
     "row -> {token id: raw log-prob} of its `params.logprobs` most likely tokens, most likely first, for the rows that ask (one topk per count)."
     tops: dict = {}
@@ -446,7 +450,7 @@ def _top_logprobs(raw: torch.Tensor, rows, params) -> dict:
         tops.update((b, dict(zip(ii, vv))) for b, ii, vv in zip(g, i.tolist(), v.tolist()))
     return tops
 
-# %% ../nbs/08_sampling.ipynb 75
+# %% ../nbs/08_sampling.ipynb 79
 @patch
 def _finish(self: Sampler, x, raw, tok, lp, tops, res, params, generators, output_token_ids, prompt_token_ids):
     """Fill `res` with each row's `SampleResult` (rows already failed are left): a row drawn -1 is sampled again in float64
@@ -465,7 +469,7 @@ def _finish(self: Sampler, x, raw, tok, lp, tops, res, params, generators, outpu
             tops[b] = {i: float(x[b, i].double() - lse) for i in tops[b]}
         res[b] = SampleResult(t, l, tops.get(b))
 
-# %% ../nbs/08_sampling.ipynb 77
+# %% ../nbs/08_sampling.ipynb 81
 @patch
 def sample_rows(self: Sampler, logits: torch.Tensor, params, generators, output_token_ids, prompt_token_ids) -> list:
     """`[B, V]` logits and, per row, its `SamplingParams`, generator, output tokens and prompt tokens -> per row a `SampleResult`,
@@ -489,7 +493,7 @@ def sample_rows(self: Sampler, logits: torch.Tensor, params, generators, output_
     self._finish(x, raw, tok, lp, _top_logprobs(raw, rows, params), res, params, generators, output_token_ids, prompt_token_ids)
     return res
 
-# %% ../nbs/08_sampling.ipynb 79
+# %% ../nbs/08_sampling.ipynb 83
 @patch
 def sample(self: Sampler, logits: torch.Tensor, params, generator=None, output_token_ids=None, prompt_token_ids=None):
     """Sample from `logits` [V] -> `SampleResult`, or [B, V] -> list of them (`sample_rows`; the first row that cannot be
@@ -512,7 +516,7 @@ def sample(self: Sampler, logits: torch.Tensor, params, generator=None, output_t
     return res
 
 
-# %% ../nbs/08_sampling.ipynb 98
+# %% ../nbs/08_sampling.ipynb 102
 class SampleRequest:
     """A request as the sampler reads it: `params`, its `generator`, `logits_processors` (`f(output_token_ids, row) -> row`), the
     token ids that end it (`stop_ids`), `stop_checker(output_token_ids) -> reason | None` (stop strings), its `grammar` (an object
@@ -528,7 +532,7 @@ class SampleRequest:
         "Tokens generated so far."
         return len(self.output_token_ids)
 
-# %% ../nbs/08_sampling.ipynb 101
+# %% ../nbs/08_sampling.ipynb 105
 def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
     "Why `req` ends with `tok` as its next token (after `pending` ones of a verified run), or None."
     if tok in req.stop_ids: return "stop"
@@ -539,7 +543,7 @@ def finish_reason(req: SampleRequest, tok: int, pending=()) -> str | None:
         return req.stop_checker(req.output_token_ids + list(pending) + [tok]) or None
     return None
 
-# %% ../nbs/08_sampling.ipynb 104
+# %% ../nbs/08_sampling.ipynb 108
 def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> torch.Tensor:
     "`x` through `processors` in turn, given the output so far; a ValueError names one that breaks the shape."
     for f in processors:
@@ -549,7 +553,7 @@ def apply_logits_processors(processors, output_token_ids, x: torch.Tensor) -> to
             raise ValueError(f"logits processor {getattr(f, '__name__', f)!r} returned {got}, expected a tensor of shape {tuple(shape)}")
     return x
 
-# %% ../nbs/08_sampling.ipynb 107
+# %% ../nbs/08_sampling.ipynb 111
 def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, generator: torch.Generator | None = None) -> tuple[int, bool]:
     """One verified position: `(token, accepted)`, the token distributed as `probs` (normalized here) whatever the proposal.
     `q`: the proposer's probabilities (None: all mass on `d`). Takes one uniform number from `generator` and, on a rejection,
@@ -563,7 +567,7 @@ def accept_token(probs: torch.Tensor, d: int, q: torch.Tensor | None = None, gen
     if not float(r.sum()) > 0: r = p                      # rounding left no residual (p == q): p itself
     return _draw(r, generator), False
 
-# %% ../nbs/08_sampling.ipynb 110
+# %% ../nbs/08_sampling.ipynb 114
 def _logprobs(params, r) -> dict | None:
     "A `SampleResult` as a step's logprobs entry: {token: logprob, top alternatives...} when `params.logprobs` is set."
     return {r.token_id: r.logprob, **(r.top_logprobs or {})} if params.logprobs is not None else None
@@ -576,7 +580,7 @@ def _masked(self: Sampler, logits: torch.Tensor, reqs) -> tuple[torch.Tensor, di
     if self.constrain is None: raise ValueError("a request has a grammar, and this sampler has no `constrain` to mask its rows")
     return self.constrain(logits, rows, [reqs[i].grammar for i in rows])
 
-# %% ../nbs/08_sampling.ipynb 112
+# %% ../nbs/08_sampling.ipynb 116
 @patch
 def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
     """{row: token} of the rows that need nothing but an argmax (greedy; no penalties, processors, logprobs or `min_tokens` ban;
@@ -589,7 +593,7 @@ def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
     toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
     return {i: t for i, t in zip(idx, toks) if t >= 0}
 
-# %% ../nbs/08_sampling.ipynb 114
+# %% ../nbs/08_sampling.ipynb 118
 @patch
 def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     "{row: (token, logprobs) or the row's exception} of the rows without processors that `done` does not hold, by `sample_rows`."
@@ -601,7 +605,7 @@ def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     res = self.sample_rows(x, [r.params for r in rs], [r.generator for r in rs], [r.output_token_ids for r in rs], [r.prompt_token_ids for r in rs])
     return {i: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for i, r, s in zip(idx, rs, res)}
 
-# %% ../nbs/08_sampling.ipynb 116
+# %% ../nbs/08_sampling.ipynb 120
 @patch
 def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, dict | None]:
     "The token and logprobs of one row with logits processors (counted in `row_fallbacks`)."
@@ -617,7 +621,7 @@ def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, d
         raise                             # else the sampler's message stands
     return r.token_id, _logprobs(req.params, r)
 
-# %% ../nbs/08_sampling.ipynb 118
+# %% ../nbs/08_sampling.ipynb 122
 @patch
 def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
     "`sample_requests` for rows without drafts: per request `(token, logprobs, finish reason, 0)` or its exception."
@@ -638,7 +642,7 @@ def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
         except Exception as e: out.append(e)              # this request's failure, returned to end it alone (not hidden)
     return out
 
-# %% ../nbs/08_sampling.ipynb 121
+# %% ../nbs/08_sampling.ipynb 125
 @patch
 def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int]) -> torch.Tensor:
     "Row `x` of a verified run as the sampler's input after the tokens `hist`: the vocabulary's end, the grammar's mask, the processors."
@@ -652,7 +656,7 @@ def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int
     check_finite(x, "the logits processors" if req.logits_processors else None)
     return x
 
-# %% ../nbs/08_sampling.ipynb 123
+# %% ../nbs/08_sampling.ipynb 127
 @patch
 def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int], d: int | None, q) -> tuple[int, bool]:
     "The token at one verified position and whether it is the proposal `d` (None: the position after the draft)."
@@ -667,7 +671,7 @@ def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int],
     if d is None: return _draw(torch.softmax(y, -1), g), False
     return accept_token(torch.softmax(y, -1), d, q, g)
 
-# %% ../nbs/08_sampling.ipynb 125
+# %% ../nbs/08_sampling.ipynb 129
 @patch
 def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[int], qs) -> tuple[list[int], list | None, str | None, int]:
     "One request's verified run: (tokens, their logprobs or None, finish reason or None, proposals accepted)."
@@ -688,7 +692,7 @@ def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[i
         if reason is not None or not ok: break
     return toks, lps, reason, accepted
 
-# %% ../nbs/08_sampling.ipynb 128
+# %% ../nbs/08_sampling.ipynb 132
 @patch
 def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, draft_probs=None) -> list:
     """The step's sampling decision: per request `(token, logprobs, finish reason, 0)`, or with a draft `(tokens, logprobs,
@@ -707,7 +711,7 @@ def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, 
         except Exception as e: res[i] = e                  # this request's failure, returned to end it alone
     return res
 
-# %% ../nbs/08_sampling.ipynb 133
+# %% ../nbs/08_sampling.ipynb 137
 @patch
 def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted: list[int]) -> tuple[int, torch.Tensor | None] | None:
     "A draft model's next proposal for `req` from its logits `row` after `drafted`: `(token, q or None)`, or None (no finite logit)."
@@ -721,7 +725,7 @@ def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted:
     q = torch.softmax(y, -1)
     return _draw(q, req.generator), q
 
-# %% ../nbs/08_sampling.ipynb 136
+# %% ../nbs/08_sampling.ipynb 140
 @patch
 def prompt_logprobs(self: Sampler, logits: torch.Tensor, targets: list[int], ks: list[int]) -> list[dict]:
     """Per row of `logits` (the distribution of the next prompt token `targets[i]`): `{target: its raw log-probability, top

@@ -100,13 +100,14 @@ def _wait(self: Scheduler, seq: Sequence, front: bool = False):
     elif front: self.waiting.appendleft(seq)
     else: self.waiting.append(seq)
 
+# %% ../nbs/11_scheduler.ipynb 19
 @patch
 def _run(self: Scheduler, seq: Sequence):
     "Put `seq` in the running list: (fcfs) last, as the newest; (priority) at its place."
     if self.by_priority: bisect.insort(self.running, seq, key=_KEY)
     else: self.running.append(seq)
 
-# %% ../nbs/11_scheduler.ipynb 21
+# %% ../nbs/11_scheduler.ipynb 22
 @patch
 def _refuse(self: Scheduler, seq: Sequence):
     "`ValueError` if `seq` may not be added: its id in use, its prompt no list of token ids, or too long for the context or the pool."
@@ -123,7 +124,7 @@ def _refuse(self: Scheduler, seq: Sequence):
                          f"{self.bm.num_blocks} ({self.bm.num_blocks * self.bm.block_size} tokens)")
     if seq.status is not SequenceStatus.WAITING or seq.num_computed_tokens: raise ValueError(f"request {seq.seq_id!r} was already scheduled")
 
-# %% ../nbs/11_scheduler.ipynb 23
+# %% ../nbs/11_scheduler.ipynb 24
 @patch
 def add(self: Scheduler, seq: Sequence) -> Sequence:
     "Queue a `Sequence` (status WAITING, nothing computed yet) with its arrival index; `ValueError` if it could never run."
@@ -135,7 +136,7 @@ def add(self: Scheduler, seq: Sequence) -> Sequence:
     self._wait(seq)
     return seq
 
-# %% ../nbs/11_scheduler.ipynb 25
+# %% ../nbs/11_scheduler.ipynb 26
 @patch
 def add_request(self: Scheduler, prompt_token_ids, params=None, seq_id=None, priority: int = 0) -> Sequence:
     "Queue a new request (`priority`: lower runs first under the 'priority' policy); `ValueError` if it could never run."
@@ -144,7 +145,7 @@ def add_request(self: Scheduler, prompt_token_ids, params=None, seq_id=None, pri
         seq_id = self._next_id; self._next_id += 1
     return self.add(Sequence(seq_id, prompt_token_ids, params, priority))
 
-# %% ../nbs/11_scheduler.ipynb 27
+# %% ../nbs/11_scheduler.ipynb 28
 @patch
 def _finish(self: Scheduler, seq: Sequence, reason: str):
     "End `seq` with `reason` at any stage: its blocks freed, out of the queues, into `finished`."
@@ -155,7 +156,7 @@ def _finish(self: Scheduler, seq: Sequence, reason: str):
     self.seqs.pop(seq.seq_id, None)
     self.finished.append(seq)
 
-# %% ../nbs/11_scheduler.ipynb 28
+# %% ../nbs/11_scheduler.ipynb 29
 @patch
 def _preempt(self: Scheduler, seq: Sequence):
     "Take a running `seq`'s blocks and put it back in the waiting queue, its tokens kept, to be recomputed."
@@ -165,7 +166,7 @@ def _preempt(self: Scheduler, seq: Sequence):
     seq.num_preemptions += 1; self.num_preemptions += 1
     self._wait(seq, front=True)
 
-# %% ../nbs/11_scheduler.ipynb 29
+# %% ../nbs/11_scheduler.ipynb 30
 @patch
 def abort(self: Scheduler, seq_id) -> bool:
     "Stop a request at any stage and free its blocks. False if it is unknown or already finished."
@@ -174,7 +175,7 @@ def abort(self: Scheduler, seq_id) -> bool:
     self._finish(seq, "abort")
     return True
 
-# %% ../nbs/11_scheduler.ipynb 32
+# %% ../nbs/11_scheduler.ipynb 33
 @patch
 def _admit(self: Scheduler, out: SchedulerOutput, budget: int):
     "Phase 3: admit sequences from the head of the waiting queue while blocks, sequence slots and the token `budget` last."
@@ -192,7 +193,7 @@ def _admit(self: Scheduler, out: SchedulerOutput, budget: int):
         n = min(len(seq) - seq.num_computed_tokens, budget)
         out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
 
-# %% ../nbs/11_scheduler.ipynb 35
+# %% ../nbs/11_scheduler.ipynb 36
 @patch
 def _make_room(self: Scheduler, seq: Sequence, out: SchedulerOutput):
     "Policy 'priority': preempt running sequences worse than `seq`, the best waiting one, the worst first, until `seq` fits."
@@ -208,7 +209,7 @@ def _make_room(self: Scheduler, seq: Sequence, out: SchedulerOutput):
         victim = running[-1]
         self._preempt(victim); out.preempted.append(victim)
 
-# %% ../nbs/11_scheduler.ipynb 37
+# %% ../nbs/11_scheduler.ipynb 38
 @patch
 def _schedule_decodes(self: Scheduler, out: SchedulerOutput) -> int:
     """Phase 1: a decode row for every running sequence past its prompt, first to last; when one needs a new block and none is
@@ -232,7 +233,7 @@ def _schedule_decodes(self: Scheduler, out: SchedulerOutput) -> int:
         i += 1
     return n_rows
 
-# %% ../nbs/11_scheduler.ipynb 38
+# %% ../nbs/11_scheduler.ipynb 39
 @patch
 def _schedule_prefills(self: Scheduler, out: SchedulerOutput, budget: int) -> int:
     "Phase 2: prompt chunks of running sequences admitted earlier, within the token `budget`. Returns what is left of it."
@@ -243,7 +244,7 @@ def _schedule_prefills(self: Scheduler, out: SchedulerOutput, budget: int) -> in
             out.chunks.append(ScheduledChunk(seq, seq.num_computed_tokens, n)); budget -= n
     return budget
 
-# %% ../nbs/11_scheduler.ipynb 40
+# %% ../nbs/11_scheduler.ipynb 41
 @patch
 def schedule(self: Scheduler) -> SchedulerOutput:
     "Choose this step's chunks: running decodes, then running prefills, then newly admitted sequences, within the limits."
@@ -255,13 +256,13 @@ def schedule(self: Scheduler) -> SchedulerOutput:
     self.num_steps += 1
     return out
 
-# %% ../nbs/11_scheduler.ipynb 43
+# %% ../nbs/11_scheduler.ipynb 44
 def _check_token(seq: Sequence, tok):
     if (type(tok) is not int and (not isinstance(tok, numbers.Integral) or isinstance(tok, bool))) or tok < 0:   # (the ABC check is slow)
         raise ValueError(f"sequence {seq.seq_id!r}: bad new token {tok!r}")
 
 
-# %% ../nbs/11_scheduler.ipynb 45
+# %% ../nbs/11_scheduler.ipynb 46
 @patch
 def _append(self: Scheduler, seq: Sequence, tok, reason: str | None, done: list) -> bool:
     """Append the sampled `tok` (checked) to `seq`; then end it with `reason`, or with 'length' when this token's K/V would have
@@ -275,7 +276,7 @@ def _append(self: Scheduler, seq: Sequence, tok, reason: str | None, done: list)
     return True
 
 
-# %% ../nbs/11_scheduler.ipynb 47
+# %% ../nbs/11_scheduler.ipynb 48
 @patch
 def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int], finished: Mapping[Any, str] | Iterable = ()) -> list[Sequence]:
     """Record a computed step: `new_tokens[seq_id]` for every chunk that `samples`; `finished` (ids, or id -> reason) ends
@@ -300,7 +301,7 @@ def update(self: Scheduler, out: SchedulerOutput, new_tokens: Mapping[Any, int],
         self._append(seq, new_tokens[seq.seq_id], finished.get(seq.seq_id), done)
     return done
 
-# %% ../nbs/11_scheduler.ipynb 50
+# %% ../nbs/11_scheduler.ipynb 51
 @patch
 def _update_run(self: Scheduler, seq: Sequence, ch: ScheduledChunk, new_tokens: Mapping, finished: Mapping, done: list):
     """`update` for a chunk with a `draft`: `toks` (a token or a list) are appended one by one with the plain path's checks, so

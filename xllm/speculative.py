@@ -49,6 +49,7 @@ def observe(self: SpecStats, num_tokens: int, seconds: float, weight: float = 0.
     old = self.step_time.get(num_tokens)
     self.step_time[num_tokens] = seconds if old is None else (1 - weight) * old + weight * seconds
 
+# %% ../nbs/13b_speculative.ipynb 9
 @patch
 def cost(self: SpecStats, num_tokens: int, slope: float = 0.15) -> float:
     """Estimated runner seconds for `num_tokens` tokens: the measured average, else linear between the nearest measured sizes,
@@ -62,7 +63,7 @@ def cost(self: SpecStats, num_tokens: int, slope: float = 0.15) -> float:
     if t0 is None: return 1.0 + slope * (num_tokens - 1)
     return max(d[t0] * (1 + slope * (num_tokens - t0) / t0), 1e-9)
 
-# %% ../nbs/13b_speculative.ipynb 11
+# %% ../nbs/13b_speculative.ipynb 12
 class NgramIndex:
     "Prompt lookup for one sequence: propose the tokens that followed the most recent earlier occurrence of its last n tokens."
     def __init__(self, n_min: int = 1, n_max: int = 4):
@@ -82,7 +83,7 @@ class NgramIndex:
             if e is not None: return token_ids[e + 1:e + 1 + k]
         return []
 
-# %% ../nbs/13b_speculative.ipynb 15
+# %% ../nbs/13b_speculative.ipynb 16
 @dataclass
 class DraftAsk:
     "One decoding sequence an engine wants a draft for."
@@ -92,6 +93,7 @@ class DraftAsk:
     request: Any = None        # the request as the sampler reads it (`SampleRequest`)
     state: Any = None          # the speculator's per-request state, kept by the engine; `state.proposal` is the proposer's
 
+# %% ../nbs/13b_speculative.ipynb 17
 class Proposer:
     "What proposes draft tokens to an engine, which verifies them in its forward (subclasses: `NgramProposer`, `DraftProposer`)."
     cheap = False              # proposing costs nothing: ask for the budget, then cut the draft to the chosen length
@@ -100,7 +102,7 @@ class Proposer:
     def token_cost(self, num_seqs: int) -> float: "Seconds a proposed token costs in a step of `num_seqs` asks (0: free)."; return 0.0
     def describe(self) -> str: "A note for the engine's start-up line and repr ('' for none)."; return ""
 
-# %% ../nbs/13b_speculative.ipynb 17
+# %% ../nbs/13b_speculative.ipynb 19
 class NgramProposer(Proposer):
     "Prompt lookup: each request's `NgramIndex` (its state) proposes what followed the last n-gram's most recent earlier occurrence."
     cheap = True
@@ -112,7 +114,7 @@ class NgramProposer(Proposer):
         "Each ask's longest n-gram match in its own tokens, continued (probabilities None: a lookup proposes, it does not sample)."
         return {a.request_id: (d, None) for a in asks if (d := a.state.proposal.propose(a.token_ids, a.k))}
 
-# %% ../nbs/13b_speculative.ipynb 24
+# %% ../nbs/13b_speculative.ipynb 26
 class _SpecState:
     "One request's speculation: the proposer's state for it (`proposal`), its acceptance estimate and its pause after failures."
     def __init__(self, proposal=None):
@@ -133,7 +135,7 @@ class _SpecState:
         if accepted: self.misses = 0
         else: self.misses += 1; self.pause = 2 ** min(self.misses, 6) - 1
 
-# %% ../nbs/13b_speculative.ipynb 26
+# %% ../nbs/13b_speculative.ipynb 28
 def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -> int:
     """The proposal length in `0..kmax` with the largest expected net gain in a step of `num_tokens` tokens that samples
     `num_sampled` of them, given the acceptance estimate `alpha` and the step cost function `cost(T)` (0: do not speculate)."""
@@ -146,7 +148,7 @@ def choose_k(alpha: float, kmax: int, cost, num_tokens: int, num_sampled: int) -
         if gain > best_gain + 1e-12: best, best_gain = k, gain
     return best
 
-# %% ../nbs/13b_speculative.ipynb 29
+# %% ../nbs/13b_speculative.ipynb 31
 class Speculator:
     "An engine's speculative decoding: its `config`, `proposer`, cost model `stats` and per-request states (`new_state`)."
     def __init__(self, config: SpeculativeConfig, proposer: Proposer, stats: SpecStats):
@@ -162,7 +164,7 @@ class Speculator:
         s.num_verifications += 1; s.num_proposed += proposed; s.num_accepted += accepted; s.num_emitted += emitted
         state.adapt(self.config, proposed, accepted)
 
-# %% ../nbs/13b_speculative.ipynb 31
+# %% ../nbs/13b_speculative.ipynb 33
 @patch
 def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int, num_sampled: int, reserve) -> dict:
     """Drafts for `asks` in a step of `num_tokens` tokens sampling `num_sampled` rows, with `budget` tokens left; `reserve(request
@@ -188,7 +190,7 @@ def propose(self: Speculator, asks: list[DraftAsk], budget: int, num_tokens: int
             kept[a.request_id] = pr[1][:n] if pr[1][0] is not None else None
     return kept
 
-# %% ../nbs/13b_speculative.ipynb 34
+# %% ../nbs/13b_speculative.ipynb 36
 class DraftProposer(Proposer):
     """Proposals from a draft model for the speculating sequences of a step, all together: one forward that catches the draft's
     cache up with each sequence's tokens (usually the one or two accepted since the last step; the whole prompt the first time),
@@ -252,7 +254,7 @@ class DraftProposer(Proposer):
             first, live = False, going
         return {asks[i][0]: v for i, v in got.items() if v[0]}
 
-# %% ../nbs/13b_speculative.ipynb 36
+# %% ../nbs/13b_speculative.ipynb 38
 @patch
 def propose(self: DraftProposer, asks: list[DraftAsk]) -> dict:
     "`Proposer.propose`: the draft model's tokens for `asks`, each drawn with its request's settings (`Sampler.propose_token`)."
@@ -269,7 +271,7 @@ def describe(self: DraftProposer) -> str:
     "The draft model for the engine's start-up line: its layers, its runner, its K/V pool."
     return f"draft model {self.model.config.num_hidden_layers} layers, runner {self.runner_reason}, K/V pool {self.pool.report()}"
 
-# %% ../nbs/13b_speculative.ipynb 39
+# %% ../nbs/13b_speculative.ipynb 41
 def check_same_tokenizer(draft_tok, target_tok):
     "ValueError unless tokenizers `draft_tok` and `target_tok` map every id to the same bytes (`LLM` checks a draft it loads)."
     a, b = draft_tok, target_tok
@@ -279,7 +281,7 @@ def check_same_tokenizer(draft_tok, target_tok):
         if a.token_bytes(i) != b.token_bytes(i):
             raise ValueError(f"speculative model: its tokenizer differs from the target's at token {i} ({a.token_bytes(i)!r} vs {b.token_bytes(i)!r})")
 
-# %% ../nbs/13b_speculative.ipynb 41
+# %% ../nbs/13b_speculative.ipynb 43
 def make_proposer(cfg: SpeculativeConfig, sampler: Sampler, device, tokenizer=None, max_model_len: int = 2048, pool_tokens: int = 0,
                   block_size: int = 16) -> Proposer:
     """An engine's `Proposer` for `cfg`: prompt lookup, or a `DraftProposer` for the loaded draft `cfg.model` (a `Llama`, taken to

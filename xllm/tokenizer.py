@@ -115,13 +115,14 @@ def spm_merges(pieces, scores, types) -> dict[str, float]:
         if t in (NORMAL, USER_DEFINED, UNUSED) and p not in merge: merge[p] = s
     return merge
 
+# %% ../nbs/03_tokenizer.ipynb 22
 def runc_tables(runc_pieces, scores) -> tuple[dict[str, int], dict[str, float]]:
     "llama2.c's run.c: piece -> id over every piece of tokenizer.bin (raw text), and piece -> score of those it may form (score above -1e10)."
     p2id = {}
     for i, p in enumerate(runc_pieces): p2id.setdefault(p, i)
     return p2id, {p: scores[i] for p, i in p2id.items() if scores[i] > -1e10}
 
-# %% ../nbs/03_tokenizer.ipynb 23
+# %% ../nbs/03_tokenizer.ipynb 24
 def word_splitter(keys, ws: str, split: str = "none", suffix: bool = False):
     """A function cutting a normalized string into the words BPE runs on separately: one `ws` each (`split='metaspace'`), else
     before each `ws`-run when that is exact (no piece in `keys` has `ws` after another character, `ws` not a suffix), else not at all."""
@@ -130,7 +131,7 @@ def word_splitter(keys, ws: str, split: str = "none", suffix: bool = False):
     if safe: return re.compile(f"{ws}+[^{ws}]*|[^{ws}]+").findall
     return lambda s: [s]
 
-# %% ../nbs/03_tokenizer.ipynb 25
+# %% ../nbs/03_tokenizer.ipynb 26
 class SentencePieceBPE:
     """SentencePiece-style BPE over characters, with byte fallback (Llama 2, TinyLlama, Mistral).
 
@@ -174,7 +175,7 @@ class SentencePieceBPE:
 
     def __repr__(self): return f"SentencePieceBPE(vocab_size={self.vocab_size}, mode={self.mode!r}, path={self.path!r})"
 
-# %% ../nbs/03_tokenizer.ipynb 26
+# %% ../nbs/03_tokenizer.ipynb 27
 @patch
 def normalize(self: SentencePieceBPE, text: str, at_start: bool = True) -> str:
     "The normalized string BPE works on: rule-normalized, extra spaces removed, spaces escaped to '▁', dummy prefix added."
@@ -199,7 +200,7 @@ def normalize(self: SentencePieceBPE, text: str, at_start: bool = True) -> str:
     return text
 
 
-# %% ../nbs/03_tokenizer.ipynb 29
+# %% ../nbs/03_tokenizer.ipynb 30
 @patch
 def _initial_symbols(self: SentencePieceBPE, word):
     if self.mode == "spm": return list(word)
@@ -211,7 +212,7 @@ def _initial_symbols(self: SentencePieceBPE, word):
         else: syms.append(ch)
     return syms
 
-# %% ../nbs/03_tokenizer.ipynb 31
+# %% ../nbs/03_tokenizer.ipynb 32
 @patch
 def _emit(self: SentencePieceBPE, piece, out, rev):
     "Append the id(s) of one final symbol: unused pieces are split back, unknown ones fall back to bytes."
@@ -223,7 +224,7 @@ def _emit(self: SentencePieceBPE, piece, out, rev):
         for part in rev[piece]: self._emit(part, out, rev)
     else: out.append(i)
 
-# %% ../nbs/03_tokenizer.ipynb 33
+# %% ../nbs/03_tokenizer.ipynb 34
 @patch
 def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
     "BPE over one pre-split word: a heap of adjacent pairs, best first; stale heap entries are skipped."
@@ -268,7 +269,7 @@ def _encode_word(self: SentencePieceBPE, word: str) -> list[int]:
         i = nxt[i]
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 35
+# %% ../nbs/03_tokenizer.ipynb 36
 @patch
 def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int]:
     "Token ids of plain `text` (no BOS/EOS, no special-token recognition). `at_start`: the text begins the input (HF 'first' prefix scheme)."
@@ -287,7 +288,7 @@ def encode(self: SentencePieceBPE, text: str, at_start: bool = True) -> list[int
             out.extend(ids)
     return out
 
-# %% ../nbs/03_tokenizer.ipynb 39
+# %% ../nbs/03_tokenizer.ipynb 40
 @patch
 def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     "Raw bytes of token `i`: '▁' is a space, `<0xNN>` is the byte, the unknown piece is sentencepiece's ' ⁇ ', control pieces their text."
@@ -298,7 +299,7 @@ def token_bytes(self: SentencePieceBPE, i: int) -> bytes:
     return piece_bytes(p.replace(SPACE, " ") if self.escape_whitespaces else p)
 
 
-# %% ../nbs/03_tokenizer.ipynb 40
+# %% ../nbs/03_tokenizer.ipynb 41
 @patch
 def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     """Bytes of token `i` at the start of the text, and whether the text is still at its start afterwards.
@@ -314,7 +315,7 @@ def start_token_bytes(self: SentencePieceBPE, i: int) -> tuple[bytes, bool]:
     return b, self.remove_extra_whitespaces and not b
 
 
-# %% ../nbs/03_tokenizer.ipynb 45
+# %% ../nbs/03_tokenizer.ipynb 46
 def _spm_normalizer(name: str, charsmap: bytes, path=None):
     "The character normalizer a SentencePiece normalizer spec asks for (None: identity)."
     if charsmap: return CharsMap(charsmap, path)
@@ -323,7 +324,7 @@ def _spm_normalizer(name: str, charsmap: bytes, path=None):
         return (lambda s: unicodedata.normalize("NFKC", s).casefold()) if "cf" in name else (lambda s: unicodedata.normalize("NFKC", s))
     raise ModelFormatError(path, f"normalizer {name!r} without a precompiled_charsmap is not supported")
 
-# %% ../nbs/03_tokenizer.ipynb 47
+# %% ../nbs/03_tokenizer.ipynb 48
 @patch(cls_method=True)
 def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
     try: from sentencepiece import sentencepiece_model_pb2 as pb
@@ -345,14 +346,14 @@ def _from_model_proto(cls: SentencePieceBPE, data: bytes, path=None):
                byte_fallback=ts.byte_fallback, normalizer=_spm_normalizer(ns.name, ns.precompiled_charsmap, path),
                unk_surface=ts.unk_surface, path=str(path) if path else None)
 
-# %% ../nbs/03_tokenizer.ipynb 49
+# %% ../nbs/03_tokenizer.ipynb 50
 @patch(cls_method=True)
 def from_model_file(cls: SentencePieceBPE, path):
     "Load a SentencePiece `tokenizer.model` (BPE)."
     path = Path(path)
     return cls._from_model_proto(path.read_bytes(), path)
 
-# %% ../nbs/03_tokenizer.ipynb 51
+# %% ../nbs/03_tokenizer.ipynb 52
 @patch(cls_method=True)
 def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None):
     "Load llama2.c's `tokenizer.bin` (run.c encoding semantics). `vocab_size=None`: read records to the end of the file."
@@ -379,7 +380,7 @@ def from_llama2c_bin(cls: SentencePieceBPE, path, vocab_size: int | None = None)
         pieces.append(q.replace(" ", SPACE) if t == NORMAL else q); types.append(t)
     return cls(pieces, scores, types, mode="runc", runc_pieces=raw, path=str(path))
 
-# %% ../nbs/03_tokenizer.ipynb 54
+# %% ../nbs/03_tokenizer.ipynb 55
 def _json_parts(node, key="normalizers"):
     "Flatten a tokenizers normalizer/pre-tokenizer/decoder node (None, a single one or a Sequence) into a list."
     if not node: return []
@@ -387,7 +388,7 @@ def _json_parts(node, key="normalizers"):
     return [node]
 
 
-# %% ../nbs/03_tokenizer.ipynb 56
+# %% ../nbs/03_tokenizer.ipynb 57
 @patch(cls_method=True)
 def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
     "A Hugging Face `tokenizer.json` whose model is a SentencePiece-style BPE (Metaspace or Prepend/Replace, byte fallback)."
@@ -426,7 +427,7 @@ def from_tokenizer_json(cls: SentencePieceBPE, d: dict, path=None):
                prefix_scheme=scheme if add_prefix else "never", split=split, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 58
+# %% ../nbs/03_tokenizer.ipynb 59
 def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     "A GGUF boolean field (`default` when absent): anything but a bool (a string 'no' is truthy in Python) names the field."
     v = md.get(key, default)
@@ -434,7 +435,7 @@ def _md_flag(md: dict, key: str, default: bool, path) -> bool:
     return v
 
 
-# %% ../nbs/03_tokenizer.ipynb 60
+# %% ../nbs/03_tokenizer.ipynb 61
 @patch(cls_method=True)
 def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
     "A GGUF `tokenizer.ggml.model == 'llama'` vocabulary (tokens, scores, token_type): encodes like the sentencepiece model it came from."
@@ -454,7 +455,7 @@ def from_gguf_metadata(cls: SentencePieceBPE, md: dict, path=None):
                normalizer=CharsMap(bytes(cm), path) if cm else None, path=str(path) if path else None)
 
 
-# %% ../nbs/03_tokenizer.ipynb 63
+# %% ../nbs/03_tokenizer.ipynb 64
 class Tokenizer:
     "Text <-> token ids for a SentencePiece-style BPE or a byte-level BPE model, with special tokens, BOS/EOS and streaming decode."
     def __init__(self, model, *, bos_id=None, eos_ids=(), special_tokens=None, added_tokens=None, add_bos_token=False,
@@ -492,7 +493,7 @@ class Tokenizer:
     def __repr__(self): return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}, bos={self.bos_token!r}, eos={self.eos_token!r}, path={self.path!r})"
 
 
-# %% ../nbs/03_tokenizer.ipynb 65
+# %% ../nbs/03_tokenizer.ipynb 66
 @patch
 def id_to_piece(self: Tokenizer, i: int) -> str:
     "The vocabulary piece (token string) of id `i`."
@@ -500,7 +501,7 @@ def id_to_piece(self: Tokenizer, i: int) -> str:
     return self._extra[i] if i >= self.model.vocab_size else self.model.pieces[i]
 
 
-# %% ../nbs/03_tokenizer.ipynb 66
+# %% ../nbs/03_tokenizer.ipynb 67
 @patch
 def piece_to_id(self: Tokenizer, s: str) -> int:
     "The id of vocabulary piece `s`; `KeyError` if it is not in the vocabulary."
@@ -512,7 +513,7 @@ def piece_to_id(self: Tokenizer, s: str) -> int:
     return self._p2id[s]
 
 
-# %% ../nbs/03_tokenizer.ipynb 68
+# %% ../nbs/03_tokenizer.ipynb 69
 @patch
 def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = False, allow_special: bool = False) -> list[int]:
     """Token ids of `text`. Special tokens written in the text become their ids only with `allow_special`; BOS is never doubled.
@@ -523,7 +524,7 @@ def encode(self: Tokenizer, text: str, add_bos: bool = False, add_eos: bool = Fa
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 69
+# %% ../nbs/03_tokenizer.ipynb 70
 @patch
 def encode_parts(self: Tokenizer, parts) -> list[int]:
     """Token ids of the concatenation of `parts`, `(text, allow_special)` pairs: added tokens, special or not, are recognised only
@@ -533,7 +534,7 @@ def encode_parts(self: Tokenizer, parts) -> list[int]:
     return self._encode([(text, self._all_re if allow else None) for text, allow in parts])
 
 
-# %% ../nbs/03_tokenizer.ipynb 70
+# %% ../nbs/03_tokenizer.ipynb 71
 @patch
 def _encode(self: Tokenizer, parts) -> list[int]:
     "Token ids of `(text, regex of the added tokens recognised in it, or None)` parts."
@@ -551,7 +552,7 @@ def _encode(self: Tokenizer, parts) -> list[int]:
     return ids
 
 
-# %% ../nbs/03_tokenizer.ipynb 72
+# %% ../nbs/03_tokenizer.ipynb 73
 @patch
 def _token_bytes(self: Tokenizer, i: int, start: bool):
     "Bytes of token i and the new 'start of text' state (SentencePiece drops the dummy-prefix space of the first text token)."
@@ -561,7 +562,7 @@ def _token_bytes(self: Tokenizer, i: int, start: bool):
     return self._start_bytes(i)
 
 
-# %% ../nbs/03_tokenizer.ipynb 73
+# %% ../nbs/03_tokenizer.ipynb 74
 @patch
 def token_bytes(self: Tokenizer, i: int) -> bytes:
     "The bytes token `i` stands for in the middle of a text (what OpenAI's logprobs call a token's `bytes`)."
@@ -569,7 +570,7 @@ def token_bytes(self: Tokenizer, i: int) -> bytes:
     return self._token_bytes(i, False)[0]
 
 
-# %% ../nbs/03_tokenizer.ipynb 74
+# %% ../nbs/03_tokenizer.ipynb 75
 @patch
 def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     "Text of `ids`; bytes are joined before UTF-8 decoding (invalid bytes become U+FFFD); `skip_special` drops special tokens."
@@ -584,14 +585,14 @@ def decode(self: Tokenizer, ids, skip_special: bool = False) -> str:
     return "".join(c.decode("utf-8", self._errors) for c in chunks)
 
 
-# %% ../nbs/03_tokenizer.ipynb 75
+# %% ../nbs/03_tokenizer.ipynb 76
 @patch
 def stream_decoder(self: Tokenizer, skip_special: bool = False) -> StreamDecoder:
     "A `StreamDecoder` that turns token ids one at a time into text."
     return StreamDecoder(self, skip_special)
 
 
-# %% ../nbs/03_tokenizer.ipynb 77
+# %% ../nbs/03_tokenizer.ipynb 78
 class StreamDecoder:
     "Incremental detokenizer: `put(id)` returns only new, complete text; `flush()` returns what is left. Joined, they equal `decode`."
     def __init__(self, tok: "Tokenizer", skip_special: bool = False):
@@ -599,7 +600,7 @@ class StreamDecoder:
         self._start, self._dec = True, codecs.getincrementaldecoder("utf-8")(tok._errors)
 
 
-# %% ../nbs/03_tokenizer.ipynb 78
+# %% ../nbs/03_tokenizer.ipynb 79
 @patch
 def put(self: StreamDecoder, i) -> str:
     "Add token `i`; returns the text it completes (possibly '', never half a UTF-8 character)."
@@ -610,7 +611,7 @@ def put(self: StreamDecoder, i) -> str:
     return self._dec.decode(b)
 
 
-# %% ../nbs/03_tokenizer.ipynb 79
+# %% ../nbs/03_tokenizer.ipynb 80
 @patch
 def flush(self: StreamDecoder) -> str:
     "Text of any incomplete bytes left at the end (as U+FFFD); resets the byte decoder."
@@ -619,7 +620,7 @@ def flush(self: StreamDecoder) -> str:
     return out
 
 
-# %% ../nbs/03_tokenizer.ipynb 82
+# %% ../nbs/03_tokenizer.ipynb 83
 def _read_json(path, required=True):
     path = Path(path)
     if not path.exists():
@@ -627,7 +628,7 @@ def _read_json(path, required=True):
         return None
     return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError naming the file
 
-# %% ../nbs/03_tokenizer.ipynb 84
+# %% ../nbs/03_tokenizer.ipynb 85
 def _is_byte_level(d: dict) -> bool:
     parts = _json_parts(d.get("pre_tokenizer"), "pretokenizers") + _json_parts(d.get("decoder"), "decoders")
     return any(isinstance(x, dict) and x.get("type") == "ByteLevel" for x in parts)
@@ -636,13 +637,13 @@ def _spm_specials(model) -> dict:
     "Control and unknown pieces of a SentencePiece vocabulary: the strings `allow_special` recognises."
     return {p: i for i, (p, t) in reversed(list(enumerate(zip(model.pieces, model.types)))) if t in (CONTROL, UNKNOWN) and p}
 
-# %% ../nbs/03_tokenizer.ipynb 86
+# %% ../nbs/03_tokenizer.ipynb 87
 def _spm_kwargs(model, bos="<s>", eos="</s>"):
     sp = _spm_specials(model)
     return dict(special_tokens=sp, bos_id=sp.get(bos), eos_ids=[sp[eos]] if eos in sp else [], add_bos_token=True)
 
 
-# %% ../nbs/03_tokenizer.ipynb 88
+# %% ../nbs/03_tokenizer.ipynb 89
 def _tokenizer_from_json(d: dict, path) -> dict:
     "Model and Tokenizer keyword arguments from a tokenizer.json dict."
     if not isinstance(d, dict) or not isinstance(d.get("model"), dict): raise ModelFormatError(path, "tokenizer.json: no 'model' object")
@@ -673,7 +674,7 @@ def _tokenizer_from_json(d: dict, path) -> dict:
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 90
+# %% ../nbs/03_tokenizer.ipynb 91
 def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
     kind = md.get("tokenizer.ggml.model")
     if kind == "llama": model = SentencePieceBPE.from_gguf_metadata(md, path)
@@ -690,7 +691,7 @@ def _tokenizer_from_gguf_metadata(md: dict, path) -> dict:
                 eos_ids=list(dict.fromkeys(eos)), add_bos_token=_md_flag(md, "tokenizer.ggml.add_bos_token", kind == "llama", path),
                 add_eos_token=_md_flag(md, "tokenizer.ggml.add_eos_token", False, path), chat_template=md.get("tokenizer.chat_template"))
 
-# %% ../nbs/03_tokenizer.ipynb 92
+# %% ../nbs/03_tokenizer.ipynb 93
 def _token_text(cfg: dict, key: str, path):
     "The token `cfg[key]` of tokenizer_config.json, a string or an AddedToken dict (None if absent); anything else names the file and key."
     v = cfg.get(key)
@@ -699,7 +700,7 @@ def _token_text(cfg: dict, key: str, path):
     return t
 
 
-# %% ../nbs/03_tokenizer.ipynb 94
+# %% ../nbs/03_tokenizer.ipynb 95
 def _apply_model_dir(kw: dict, d: Path):
     "Fold tokenizer_config.json, chat_template.jinja, generation_config.json and config.json of a model directory into kw."
     cfg_path = d / "tokenizer_config.json"
@@ -741,7 +742,7 @@ def _apply_model_dir(kw: dict, d: Path):
     return kw
 
 
-# %% ../nbs/03_tokenizer.ipynb 96
+# %% ../nbs/03_tokenizer.ipynb 97
 def _json_tokenizer(p: Path) -> dict:
     "`_tokenizer_from_json` of the file `p`: a node of the wrong JSON type anywhere (a list or a string where an object belongs) names the file."
     d = _read_json(p)
@@ -749,7 +750,7 @@ def _json_tokenizer(p: Path) -> dict:
     except (AttributeError, TypeError) as e: raise ModelFormatError(p, f"a field has the wrong JSON type ({e})") from None
 
 
-# %% ../nbs/03_tokenizer.ipynb 98
+# %% ../nbs/03_tokenizer.ipynb 99
 @patch(cls_method=True)
 def from_file(cls: Tokenizer, path, vocab_size: int | None = None) -> "Tokenizer":
     """Load a tokenizer from a SentencePiece `tokenizer.model`, a Hugging Face `tokenizer.json`, a `.gguf` file, a llama2.c

@@ -214,6 +214,7 @@ def feed(self: ToolStream, delta: str) -> str:
     out, self.sent = self.text[self.sent:n], n
     return out
 
+# %% ../nbs/18a_tool_calls.ipynb 37
 @patch
 def finish(self: ToolStream) -> tuple[str, list[dict]]:
     "At the end: (the content not sent yet, the calls `{'name', 'arguments'}` read from the text held back)."

@@ -224,6 +224,7 @@ class Checkpoint:
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float64": torch.float64, "fp64": torch.float64}
 
+# %% ../nbs/05_weights.ipynb 35
 def resolve_dtype(dtype) -> torch.dtype:
     "`None` -> float32; a floating `torch.dtype` or a name ('bf16', 'float16', 'torch.float32', ...) -> that dtype."
     if dtype is None: return torch.float32
@@ -231,8 +232,7 @@ def resolve_dtype(dtype) -> torch.dtype:
     if isinstance(dtype, str) and dtype.lower().removeprefix("torch.") in _DTYPES: return _DTYPES[dtype.lower().removeprefix("torch.")]
     raise ValueError(f"dtype: expected None, float32, float16, bfloat16 or float64, got {dtype!r}")
 
-
-# %% ../nbs/05_weights.ipynb 37
+# %% ../nbs/05_weights.ipynb 38
 _SHAPE_FIELDS = {"embed_tokens": "vocab_size, hidden_size", "lm_head": "vocab_size, hidden_size", "q_proj": "num_attention_heads x head_dim, hidden_size",
                  "k_proj": "num_key_value_heads x head_dim, hidden_size", "v_proj": "num_key_value_heads x head_dim, hidden_size",
                  "o_proj": "hidden_size, num_attention_heads x head_dim", "gate_proj": "intermediate_size, hidden_size",
@@ -242,6 +242,7 @@ def _shape_fields(name: str) -> str:
     "The config fields a tensor's shape comes from (for error messages)."
     return next((f for k, f in _SHAPE_FIELDS.items() if k in name), "the config")
 
+# %% ../nbs/05_weights.ipynb 39
 def _check_shapes(expected: dict, found: dict, source, label=lambda name: name):
     "Every expected tensor present with its expected shape (`found`: name -> shape), else ModelFormatError naming it (`label(name)`) and the fields."
     for name, shape in expected.items():
@@ -249,8 +250,7 @@ def _check_shapes(expected: dict, found: dict, source, label=lambda name: name):
         if tuple(found[name]) != tuple(shape):
             raise ModelFormatError(source, f"tensor {label(name)} has shape {list(found[name])}, but the config implies {list(shape)} ({_shape_fields(name)})")
 
-
-# %% ../nbs/05_weights.ipynb 39
+# %% ../nbs/05_weights.ipynb 41
 def _check_layers(names, n_layers: int, source, field: str, prefix: str, where: str):
     """The layers that tensor `names` belong to (`prefix`N.) must be exactly 0..n_layers-1: a config that claims fewer layers than the
     file holds would silently drop some, one that claims more cannot run. ModelFormatError naming `field` otherwise."""
@@ -268,7 +268,7 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="tensor", delay=1, leave=False)
 
 
-# %% ../nbs/05_weights.ipynb 42
+# %% ../nbs/05_weights.ipynb 44
 _ST_DTYPES = {"F32", "F16", "BF16", "F64"}
 
 def _read_json(path: Path) -> Any: return read_json(path)   # every problem (not JSON, too deep, too big) a ModelFormatError
@@ -294,7 +294,7 @@ def _safetensors_shards(d: Path) -> tuple[dict[str, Path] | None, list[Path]]:
     other = [p.name for p in d.glob("*.bin")] + [p.name for p in d.glob("*.pth")]
     raise ModelFormatError(d, "no model.safetensors (or model.safetensors.index.json) found" + (f"; {other[0]} (pickle) is not supported, convert it to safetensors" if other else ""))
 
-# %% ../nbs/05_weights.ipynb 44
+# %% ../nbs/05_weights.ipynb 46
 def open_safetensors(p: Path):
     "The safetensors file `p` opened lazily (`safe_open`): a ModelFormatError names the file when it is empty, unreadable or not safetensors."
     from safetensors import safe_open
@@ -313,7 +313,7 @@ def _read_st(f, name: str, source, hook=None) -> torch.Tensor:
     try: return f.get_tensor(name) if hook is None else hook(name, f.get_slice(name))
     except Exception as e: raise ModelFormatError(source, f"cannot read tensor {name}: {e}") from None
 
-# %% ../nbs/05_weights.ipynb 47
+# %% ../nbs/05_weights.ipynb 49
 def _hf_config(d: Path) -> tuple[LlamaConfig, dict, dict]:
     "(config, config.json as read, generation_config.json or {}) of a HF directory: float checkpoints only."
     cfg_path = d / "config.json"
@@ -327,7 +327,7 @@ def _hf_config(d: Path) -> tuple[LlamaConfig, dict, dict]:
                                "GGUF files and directories written by `xllm quantize`")
     return config_from_hf(cd, cfg_path, gen), cd, gen
 
-# %% ../nbs/05_weights.ipynb 49
+# %% ../nbs/05_weights.ipynb 51
 def _hf_tensors(d: Path, config: LlamaConfig, cd: dict, cfg_path: Path) -> tuple[dict, dict, dict, list]:
     """(expected shapes, tensor name -> file, file -> open safetensors, the files) of a HF directory, its layers, extra tensors
     and index checked against `config` (a sequence classifier's `score` head expected in place of `lm_head`); headers only."""
@@ -350,7 +350,7 @@ def _hf_tensors(d: Path, config: LlamaConfig, cd: dict, cfg_path: Path) -> tuple
             if name in wmap: where[name] = wmap[name]
     return expected, where, handles, files
 
-# %% ../nbs/05_weights.ipynb 51
+# %% ../nbs/05_weights.ipynb 53
 def _check_hf_headers(expected: dict, where: dict, handles: dict, files: list, d: Path):
     "Every expected tensor present, of its shape and a float dtype, read from the headers before any data."
     for name, shape in expected.items():
@@ -359,7 +359,7 @@ def _check_hf_headers(expected: dict, where: dict, handles: dict, files: list, d
         _check_shapes({name: shape}, {name: sl.get_shape()}, where[name])
         if sl.get_dtype() not in _ST_DTYPES: raise ModelFormatError(where[name], f"tensor {name} has dtype {sl.get_dtype()}; expected one of F32, F16, BF16, F64")
 
-# %% ../nbs/05_weights.ipynb 53
+# %% ../nbs/05_weights.ipynb 55
 def _read_hf_weights(expected: dict, where: dict, handles: dict, dtype: torch.dtype, device, hook, d: Path) -> dict:
     "The expected tensors read (through `hook` when given: those it keeps none of are never read) and placed on `device` in `dtype`."
     weights = {}
@@ -373,6 +373,7 @@ def _read_hf_weights(expected: dict, where: dict, handles: dict, dtype: torch.dt
             bar.update()
     return weights
 
+# %% ../nbs/05_weights.ipynb 56
 def _check_tied_head(config: LlamaConfig, where: dict, handles: dict, weights: dict, dtype, device, hook, cfg_path: Path):
     "With tied embeddings, an `lm_head.weight` the files carry anyway must be a copy of the embedding (a different one is a lie)."
     if not (config.tie_word_embeddings and "lm_head.weight" in where and "model.embed_tokens.weight" in weights): return
@@ -381,7 +382,7 @@ def _check_tied_head(config: LlamaConfig, where: dict, handles: dict, weights: d
         raise ModelFormatError(cfg_path, "config: tie_word_embeddings is true, but the safetensors files hold an lm_head.weight that differs "
                                          "from model.embed_tokens.weight (set tie_word_embeddings to false to use it)")
 
-# %% ../nbs/05_weights.ipynb 55
+# %% ../nbs/05_weights.ipynb 58
 def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     "A HF directory's checkpoint: config and generation config, then its safetensors checked (headers) and read."
     config, cd, gen = _hf_config(d)
@@ -391,7 +392,7 @@ def _load_hf(d: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     _check_tied_head(config, where, handles, weights, dtype, device, hook, d / "config.json")
     return Checkpoint(config, weights, "hf", d, gen)
 
-# %% ../nbs/05_weights.ipynb 58
+# %% ../nbs/05_weights.ipynb 61
 _GGUF_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
 _GGUF_BLK = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
              "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj",
@@ -405,7 +406,7 @@ def gguf_to_hf_name(name: str) -> str | None:
         return f"model.layers.{int(parts[1])}.{_GGUF_BLK[parts[2]]}.{parts[3]}"
     return None
 
-# %% ../nbs/05_weights.ipynb 60
+# %% ../nbs/05_weights.ipynb 63
 def hf_to_gguf_name(name: str) -> str:
     "The llama.cpp name of a HF `LlamaForCausalLM` tensor name (inverse of `gguf_to_hf_name`)."
     top = {v: k for k, v in _GGUF_TOP.items()}
@@ -414,7 +415,7 @@ def hf_to_gguf_name(name: str) -> str:
     mod, kind = rest.rsplit(".", 1)
     return f"blk.{layer}.{ {v: k for k, v in _GGUF_BLK.items()}[mod]}.{kind}"
 
-# %% ../nbs/05_weights.ipynb 61
+# %% ../nbs/05_weights.ipynb 64
 def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     from xllm.gguf import GGUFFile
     try: g = GGUFFile(path)
@@ -439,7 +440,7 @@ def _load_gguf(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkp
             bar.update()
     return Checkpoint(config, weights, "gguf", path, {})
 
-# %% ../nbs/05_weights.ipynb 64
+# %% ../nbs/05_weights.ipynb 67
 L2C_MAGIC = 0x616B3432   # "ak42"
 
 def _l2c_layout(c: LlamaConfig, version: int, shared: bool, seq_len: int) -> list[tuple[str, tuple[int, ...], bool]]:
@@ -459,13 +460,14 @@ def _l2c_layout(c: LlamaConfig, version: int, shared: bool, seq_len: int) -> lis
 _L2C_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "wq": "self_attn.q_proj", "wk": "self_attn.k_proj",
            "wv": "self_attn.v_proj", "wo": "self_attn.o_proj", "w1": "mlp.gate_proj", "w2": "mlp.down_proj", "w3": "mlp.up_proj"}
 
-# %% ../nbs/05_weights.ipynb 66
+# %% ../nbs/05_weights.ipynb 69
 def _l2c_tokenizer(path: Path, vocab: int) -> Path | None:
     "A tokenizer beside a llama2.c checkpoint whose vocabulary size is `vocab`, or None."
     for p in [path.with_name(f"tok{vocab}.model"), path.with_name(f"tok{vocab}.bin"), path.with_name("tokenizer.model"), path.with_name("tokenizer.bin")]:
         if p.is_file() and _tokenizer_vocab_size(p) == vocab: return p
     return None
 
+# %% ../nbs/05_weights.ipynb 70
 def _tokenizer_vocab_size(p: Path) -> int | None:
     try:
         if p.suffix == ".model":
@@ -477,7 +479,7 @@ def _tokenizer_vocab_size(p: Path) -> int | None:
         return n if off == len(b) else None
     except Exception: return None
 
-# %% ../nbs/05_weights.ipynb 68
+# %% ../nbs/05_weights.ipynb 72
 def _load_llama2c(path: Path, dtype: torch.dtype, device=None, hook=None) -> Checkpoint:
     size = path.stat().st_size
     with open(path, "rb") as f: head = f.read(256)
@@ -525,7 +527,7 @@ def _load_llama2c(path: Path, dtype: torch.dtype, device=None, hook=None) -> Che
     del mm
     return Checkpoint(config, weights, "llama2c", _l2c_tokenizer(path, V), {})
 
-# %% ../nbs/05_weights.ipynb 70
+# %% ../nbs/05_weights.ipynb 74
 def load_checkpoint(path, dtype=None, device=None, hook=None) -> Checkpoint:
     """Load a HF model directory, a `.gguf` file or a llama2.c `.bin` into a `Checkpoint` (tensors cast to `dtype`, default
     float32). With `device` (e.g. "cuda") each tensor goes there as soon as it is read, so host memory never holds the model.

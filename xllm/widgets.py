@@ -75,6 +75,7 @@ def _controls(self: ChatWidget, model, tokenizer, system_prompt, temperature, to
     self.stop_button = W.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
     self.reset_button = W.Button(description="Reset", icon="trash")
 
+# %% ../nbs/18_widgets.ipynb 13
 @patch
 def _lay_out(self: ChatWidget):
     import ipywidgets as W
@@ -85,19 +86,19 @@ def _lay_out(self: ChatWidget):
                       W.HBox([self.temperature, self.top_p, self.max_tokens]), self.system, self.view, self.status,
                       W.HBox([self.text, self.send_button, self.stop_button, self.reset_button])])
 
-# %% ../nbs/18_widgets.ipynb 14
+# %% ../nbs/18_widgets.ipynb 15
 @patch
 def _repr_mimebundle_(self: ChatWidget, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
 
-# %% ../nbs/18_widgets.ipynb 15
+# %% ../nbs/18_widgets.ipynb 16
 @patch(as_prop=True)
 def busy(self: ChatWidget) -> bool:
     "Whether a model load or a reply is running in the background."
     return self._thread is not None and self._thread.is_alive()
 
 
-# %% ../nbs/18_widgets.ipynb 16
+# %% ../nbs/18_widgets.ipynb 17
 @patch
 def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
     "Block until the background work (loading or generating) is done."
@@ -106,20 +107,20 @@ def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
     return self
 
 
-# %% ../nbs/18_widgets.ipynb 18
+# %% ../nbs/18_widgets.ipynb 19
 @patch(as_prop=True)
 def status_text(self: ChatWidget) -> str:
     "The status line as plain text."
     return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
 
 
-# %% ../nbs/18_widgets.ipynb 19
+# %% ../nbs/18_widgets.ipynb 20
 @patch
 def _set_status(self: ChatWidget, msg: str, error: bool = False):
     self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
 
 
-# %% ../nbs/18_widgets.ipynb 21
+# %% ../nbs/18_widgets.ipynb 22
 @patch
 def render(self: ChatWidget) -> str:
     "Render the conversation (with the reply being written) into the view; returns the HTML."
@@ -128,7 +129,7 @@ def render(self: ChatWidget) -> str:
     return h
 
 
-# %% ../nbs/18_widgets.ipynb 23
+# %% ../nbs/18_widgets.ipynb 24
 @patch
 def _start(self: ChatWidget, target, *args) -> bool:
     with self._lock:
@@ -141,14 +142,14 @@ def _start(self: ChatWidget, target, *args) -> bool:
         return True
 
 
-# %% ../nbs/18_widgets.ipynb 24
+# %% ../nbs/18_widgets.ipynb 25
 @patch
 def _done(self: ChatWidget):
     self.send_button.disabled = self.load_button.disabled = False
     self.stop_button.disabled = True
 
 
-# %% ../nbs/18_widgets.ipynb 30
+# %% ../nbs/18_widgets.ipynb 31
 @patch
 def load_click(self: ChatWidget, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
@@ -160,7 +161,7 @@ def load_click(self: ChatWidget, b=None):
     self._start(self._load, model, tok)
 
 
-# %% ../nbs/18_widgets.ipynb 31
+# %% ../nbs/18_widgets.ipynb 32
 @patch
 def _load(self: ChatWidget, model, tok):
     try:
@@ -174,7 +175,7 @@ def _load(self: ChatWidget, model, tok):
     finally: self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 34
+# %% ../nbs/18_widgets.ipynb 35
 @patch
 def params(self: ChatWidget) -> SamplingParams:
     "The sampling settings from the sliders."
@@ -188,7 +189,7 @@ def messages(self: ChatWidget) -> list[dict]:
     return ([{"role": "system", "content": sys}] if sys else []) + [dict(m) for m in self.history]
 
 
-# %% ../nbs/18_widgets.ipynb 36
+# %% ../nbs/18_widgets.ipynb 37
 @patch
 def send_click(self: ChatWidget, b=None):
     "Send the text box's message and stream the reply (in the background)."
@@ -205,7 +206,7 @@ def send_click(self: ChatWidget, b=None):
     self._start(self._generate, self.messages(), params)
 
 
-# %% ../nbs/18_widgets.ipynb 37
+# %% ../nbs/18_widgets.ipynb 38
 @patch
 def _open_stream(self: ChatWidget, msgs, params):
     "Start the stream; drop the oldest exchanges while the prompt is longer than the context."
@@ -219,7 +220,7 @@ def _open_stream(self: ChatWidget, msgs, params):
             msgs = msgs[:first] + msgs[nxt:]
 
 
-# %% ../nbs/18_widgets.ipynb 39
+# %% ../nbs/18_widgets.ipynb 40
 def _reply_stats(n: int, dt: float, stopped: bool, out) -> dict:
     "The figures of a reply of `n` tokens in `dt` s: stopped by the user, or finished as the engine's output `out` says."
     return dict(tokens=n, seconds=dt, tokens_per_s=n / dt if dt > 0 else 0.0, stopped=stopped,
@@ -230,7 +231,7 @@ def _stats_html(s: dict) -> str:
     head = f"stopped: ≈{s['tokens']}" if s["stopped"] else f"{s['tokens']}"
     return f"{head} tokens in {s['seconds']:.2f} s: <b>{s['tokens_per_s']:.1f} tokens/s</b>"
 
-# %% ../nbs/18_widgets.ipynb 41
+# %% ../nbs/18_widgets.ipynb 42
 @patch
 def _stream_reply(self: ChatWidget, stream) -> tuple[str, bool]:
     "Read `stream`'s text deltas into `partial` (rendered at most every 50 ms) until it ends or Stop is pressed: (reply, stopped)."
@@ -246,7 +247,7 @@ def _stream_reply(self: ChatWidget, stream) -> tuple[str, bool]:
     stream.close()
     return reply, stopped
 
-# %% ../nbs/18_widgets.ipynb 43
+# %% ../nbs/18_widgets.ipynb 44
 @patch
 def _end_reply(self: ChatWidget, stopped: bool):
     "After a reply: its text (`partial`) joins the history; one that failed before any text gives the user's message back to the box."
@@ -259,7 +260,7 @@ def _end_reply(self: ChatWidget, stopped: bool):
     self.render()
     self._done()
 
-# %% ../nbs/18_widgets.ipynb 45
+# %% ../nbs/18_widgets.ipynb 46
 @patch
 def _generate(self: ChatWidget, msgs, params):
     llm, stopped, self._ok, self.last_stats, self.partial = self.llm, False, False, None, ""
@@ -278,14 +279,14 @@ def _generate(self: ChatWidget, msgs, params):
         self._set_status(f"generation failed: {html.escape(type(e).__name__)}: {html.escape(str(e))}", error=True)
     finally: self._end_reply(stopped)
 
-# %% ../nbs/18_widgets.ipynb 47
+# %% ../nbs/18_widgets.ipynb 48
 @patch
 def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
 
-# %% ../nbs/18_widgets.ipynb 48
+# %% ../nbs/18_widgets.ipynb 49
 @patch
 def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
@@ -297,7 +298,7 @@ def reset_click(self: ChatWidget, b=None):
     self._set_status("conversation cleared")
 
 
-# %% ../nbs/18_widgets.ipynb 75
+# %% ../nbs/18_widgets.ipynb 76
 # the page script that draws saved widgets without a kernel: JavaScript, kept as a file of its own (xllm/static/)
 from importlib.resources import files
 _OFFLINE_JS = files("xllm").joinpath("static", "offline_widgets.js").read_text(encoding="utf-8")
@@ -310,7 +311,7 @@ def widgets_bundle() -> Path:
     return p
 
 
-# %% ../nbs/18_widgets.ipynb 76
+# %% ../nbs/18_widgets.ipynb 77
 def offline_widgets():
     """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
     the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
