@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Where one 32-row decode step's time goes, on the default model and the default settings (not a test).
 
-    python scripts/bench_step_profile.py [--requests 32] [--prompt-tokens 32] [--max-tokens 64] [--rounds 3] [--json bench/results/step_profile.jsonl]
+    python scripts/bench_step_profile.py [--requests 32] [--prompt-tokens 32] [--max-tokens 64] [--rounds 3] [--model PATH --dtype bfloat16]
+                                         [--json bench/results/step_profile.jsonl]
 
 32 requests of 32 distinct random prompt tokens each generate 64 tokens (greedy, EOS ignored) through `LLM`'s engine, as
 `xllm bench throughput` runs them. Once every request has its first token (the prefill steps are over), each step is a
@@ -60,9 +61,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=32); ap.add_argument("--prompt-tokens", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=64); ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--model", default=None, help="a model path (default: the default model)")
+    ap.add_argument("--dtype", default=None, help="the dtype LLM loads a Hugging Face checkpoint in (default: LLM's)")
     ap.add_argument("--json", default="bench/results/step_profile.jsonl")
     a = ap.parse_args()
-    llm = LLM()
+    llm = LLM(a.model, **({"dtype": a.dtype} if a.dtype else {}))
     if llm.runner_name != "cpu": sys.exit(f"this profile reads the compiled CPU runner's phase timers; the runner is {llm.runner_name!r}")
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(1000, 20000, (a.prompt_tokens,), generator=g).tolist() for _ in range(a.requests)]
@@ -81,7 +84,7 @@ def main():
         if s is not None: cpu_kernels.amx(s == "on")
         med = lambda f: statistics.median(f(x) for _, x in rs)
         rec = {**rs[0][0], "name": "step-profile", "workload": f"{a.requests}x({a.prompt_tokens}+{a.max_tokens})", "runner": "cpu",
-               "model": os.path.basename(str(llm.model_path)), "activations": llm.activations, "isa_kernel": cpu_kernels.isa(),
+               "model": os.path.basename(str(llm.model_path)), "dtype": a.dtype, "activations": llm.activations, "isa_kernel": cpu_kernels.isa(),
                "amx": s, "rounds": a.rounds, "load_avg_rounds": [e["load_avg"][0] for e, _ in rs],
                "step_ms": med(lambda x: x["step_ms"]),
                "parts_ms": {k: med(lambda x: x["parts_ms"][k]) for k in rs[0][1]["parts_ms"]},
