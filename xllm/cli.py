@@ -77,7 +77,7 @@ def _clean_stale(out: Path):
             print(f"xllm: note: {'removed' if not d.exists() else 'could not remove'} {d}, left by a write of {out} that was killed "
                   f"(pid {pid})", file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 12
+# %% ../nbs/21_cli.ipynb 13
 def _write_dir(out: Path, write) -> Path:
     """Run `write(tmp)` on a new directory next to `out`, then rename it to `out`: a failure (or Ctrl-C) leaves no partial output. A
     failure to write (disk full, no permission: an `OSError`, or a `SafetensorError`) is raised as one line naming `out` and the cause
@@ -103,7 +103,7 @@ def _write_dir(out: Path, write) -> Path:
         raise
     return out
 
-# %% ../nbs/21_cli.ipynb 14
+# %% ../nbs/21_cli.ipynb 15
 def _float_dtype(inp: Path, fmt: str):
     "The type the float tensors of a quantized copy keep: an HF checkpoint's own 16-bit type, float16 for a GGUF (its embedding is quantized or 16-bit), else float32."
     import torch
@@ -115,7 +115,7 @@ def _float_dtype(inp: Path, fmt: str):
         return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(name, torch.float32)
     return torch.float32
 
-# %% ../nbs/21_cli.ipynb 16
+# %% ../nbs/21_cli.ipynb 17
 _FLOAT_TYPES = ("F32", "F16", "BF16", "F64")
 _INT4_GROUPS_OF_32 = ("Q4_0", "Q4_1", "Q4_K")        # the GGUF types `repack_gguf` makes an Int4Linear in groups of 32
 
@@ -132,7 +132,7 @@ class SourceLayers:
         return [t for t in self.types if t not in _FLOAT_TYPES]
 
 
-# %% ../nbs/21_cli.ipynb 18
+# %% ../nbs/21_cli.ipynb 19
 def _rows(hidden: int, attn: int, inter: int) -> dict:
     from xllm.quant import LINEAR_NAMES
     return {n: inter if n == "mlp.down_proj" else attn if n == "self_attn.o_proj" else hidden for n in LINEAR_NAMES}
@@ -165,7 +165,7 @@ def source_layers(inp) -> SourceLayers | None:
     except (OSError, ValueError, KeyError, IndexError, struct.error): return None
 
 
-# %% ../nbs/21_cli.ipynb 20
+# %% ../nbs/21_cli.ipynb 21
 def check_group(layers: SourceLayers, group: int, name: str = "group"):
     "A one-line `ValueError` unless groups of `group` weights tile every row of every linear layer (`name`: how the caller calls it)."
     bad = [n for n, k in layers.rows.items() if k % group]
@@ -177,7 +177,7 @@ def check_group(layers: SourceLayers, group: int, name: str = "group"):
                      + (f"this model takes {' or '.join(map(str, fits))}" if fits else "no group of 32, 64 or 128 divides every row of this model"))
 
 
-# %% ../nbs/21_cli.ipynb 22
+# %% ../nbs/21_cli.ipynb 23
 def _repacks(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> bool:
     "Whether `quantize_command` keeps the source's layers as they are (a GGUF of 4-bit layers in groups of 32, asked for just that)."
     return layers.gguf and bits == 4 and group == 32 and not lm_head and set(layers.types) <= set(_INT4_GROUPS_OF_32)
@@ -186,7 +186,7 @@ def _bits_of(t: str) -> int:
     "The bits of a quantized type's codes: Q4_1 4, Q6_K 6, Q8_0 and int8 8."
     return int(t[1]) if t[:1] == "Q" and t[1:2].isdigit() else 8
 
-# %% ../nbs/21_cli.ipynb 23
+# %% ../nbs/21_cli.ipynb 25
 def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = False) -> str | None:
     "When the source's layers are already quantized, a sentence saying what quantizing it to `bits` in groups of `group` gives; else None."
     if not (q := layers.quantized): return None
@@ -197,7 +197,7 @@ def source_note(layers: SourceLayers, bits: int, group: int, lm_head: bool = Fal
     return (f"the source's layers are {what}; {bits} bits in groups of {group} quantize their dequantized values again: the result is "
             "no more accurate than the source" + (" and larger" if bits > max(map(_bits_of, q)) else ""))
 
-# %% ../nbs/21_cli.ipynb 25
+# %% ../nbs/21_cli.ipynb 27
 def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = False) -> Path:
     """Quantize the model at `inp` to `bits` (8 or 4, in groups of `group` input columns) and save it to directory `out`, which must
     be new or empty (never the input); returns `out`."""
@@ -223,7 +223,7 @@ def quantize_command(inp, out, bits: int = 8, group: int = 32, lm_head: bool = F
     return _write_dir(out, lambda d: quant.save_quantized(m, d, tokenizer=ck.tokenizer_path, generation_config=ck.generation_config,
                                                     float_dtype=_float_dtype(inp, ck.format)))
 
-# %% ../nbs/21_cli.ipynb 35
+# %% ../nbs/21_cli.ipynb 37
 def cmd_quantize(args, out=None) -> int:
     "Quantize `args.input` to `args.bits` and save it to the directory `args.output`."
     out = out or sys.stdout
@@ -244,7 +244,7 @@ def cmd_quantize(args, out=None) -> int:
         print(f"xllm: note: {note}", file=sys.stderr)
     return 0
 
-# %% ../nbs/21_cli.ipynb 36
+# %% ../nbs/21_cli.ipynb 38
 def cmd_perplexity(args, out=None) -> int:
     "Print the perplexity of the model on the text of `args.file` (default: `sample_text_path()`, a text shipped with xllm)."
     from xllm.evaluate import perplexity
@@ -264,7 +264,7 @@ def cmd_perplexity(args, out=None) -> int:
     _write(out, f"perplexity {ppl:.6f} ({len(ids) // args.ctx} windows of {args.ctx} tokens, {len(ids)} tokens)\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 38
+# %% ../nbs/21_cli.ipynb 40
 def cmd_bench(args, out=None) -> int:
     "`xllm bench [SUITE]`: run `xllm.bench.bench_command` on the model of `args` (or a random one), print and save the records."
     from xllm.bench import bench_command
@@ -282,7 +282,7 @@ def cmd_bench(args, out=None) -> int:
         return _use_template(random_llm(args.random_weights, _engine_config(args)), args)
     return bench_command(args, load, out)
 
-# %% ../nbs/21_cli.ipynb 40
+# %% ../nbs/21_cli.ipynb 42
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.7, 0.9
 
 class _CLIError(Exception):
@@ -293,7 +293,7 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *a, **kw): super().__init__(*a, **{"allow_abbrev": False, **kw})   # subcommands' parsers are made by this class too
     def error(self, message): raise _CLIError(message)
 
-# %% ../nbs/21_cli.ipynb 41
+# %% ../nbs/21_cli.ipynb 44
 def parse_bytes(s: str) -> int:
     "A byte count like `1048576`, `512K`, `512M`, `2G` or `1.5GiB` (binary units: K = 1024) -> int bytes (> 0)."
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", str(s), re.IGNORECASE)
@@ -302,7 +302,7 @@ def parse_bytes(s: str) -> int:
     if n <= 0: raise argparse.ArgumentTypeError(f"must be a positive number of bytes, got {s!r}")
     return n
 
-# %% ../nbs/21_cli.ipynb 42
+# %% ../nbs/21_cli.ipynb 46
 def parse_speculative(s: str) -> dict:
     "`--speculative`: a method name ('ngram') or a JSON object of `SpeculativeConfig` fields -> the dict `LLM(speculative=...)` takes (checked)."
     import json
@@ -313,7 +313,7 @@ def parse_speculative(s: str) -> dict:
     except ValueError as e: raise argparse.ArgumentTypeError(str(e)) from None
     return spec
 
-# %% ../nbs/21_cli.ipynb 45
+# %% ../nbs/21_cli.ipynb 49
 def parse_reranker(s: str) -> dict:
     "`--reranker`: a JSON object of `EngineConfig.reranker` fields, a JSON file of one, or a preset name -> the dict (checked)."
     import json
@@ -328,7 +328,7 @@ def parse_reranker(s: str) -> dict:
     except (OSError, UnicodeDecodeError, ValueError) as e: raise argparse.ArgumentTypeError(f"{'' if s.lstrip().startswith('{') else s + ': '}{e}") from None
     raise argparse.ArgumentTypeError(f"{s!r} is not a JSON object, a file or a preset ({', '.join(RERANKER_PRESETS)})")
 
-# %% ../nbs/21_cli.ipynb 47
+# %% ../nbs/21_cli.ipynb 51
 def _engine_opts(p, max_num_seqs_default=None):
     g = p.add_argument_group("batching engine")
     g.add_argument("--kv-cache-dtype", choices=["auto", "int8", "float32", "float16", "bfloat16"], default=None,
@@ -357,7 +357,7 @@ def _speculative_opt(g):
     g.add_argument("--speculative", type=parse_speculative, default=None, metavar="METHOD|JSON",
                    help="speculative decoding: 'ngram' or a JSON object of its options (what they are: `xllm --help`)")
 
-# %% ../nbs/21_cli.ipynb 48
+# %% ../nbs/21_cli.ipynb 53
 def _task_opts(p):
     "serve's --task and --reranker (EngineConfig.task, .reranker)."
     g = p.add_argument_group("task: generation, embeddings, scoring")
@@ -369,7 +369,7 @@ def _task_opts(p):
                         "\"yes\": \" yes\", \"no\": \" no\"}, a file of one, or qwen3 (Qwen3-Reranker's); default: the model's xllm_reranker.json or "
                         "vLLM's keys in its config.json, if any")
 
-# %% ../nbs/21_cli.ipynb 50
+# %% ../nbs/21_cli.ipynb 55
 def _model_opts(p, context=True, template=True):
     "The model's options. `context`: --max-model-len (-c/--ctx-size); `template`: --chat-template. perplexity takes neither (its -c is the window)."
     g = p.add_argument_group("model")
@@ -403,7 +403,7 @@ def _model_opts(p, context=True, template=True):
                        "a built-in name (chatml, llama2, llama3) or the template itself")
     g.add_argument("-t", "--threads", type=int, default=None, metavar="N", help="CPU threads of torch and xllm's CPU kernels (default: torch's, one per core)")
 
-# %% ../nbs/21_cli.ipynb 52
+# %% ../nbs/21_cli.ipynb 57
 def _common(p):
     _model_opts(p)
     s = p.add_argument_group("sampling")
@@ -417,7 +417,7 @@ def _common(p):
     s.add_argument("--stop", action="append", default=None, help="stop string (repeatable); never printed")
     s.add_argument("--ignore-eos", action="store_true", help="keep generating past the end-of-sequence token (up to --max-tokens)")
 
-# %% ../nbs/21_cli.ipynb 53
+# %% ../nbs/21_cli.ipynb 59
 HELP_EPILOG = """\
 the model: `xllm serve MODEL` and `xllm chat MODEL` take it as vLLM does, or as -m MODEL (llama.cpp), not both; generate's one
   positional is the prompt, so its model is always -m. Options are never abbreviated (--max-token is an error).
@@ -442,7 +442,7 @@ def _model_positional(p):
     "MODEL as a positional (serve, chat), as `vllm serve MODEL` takes it; main puts it in args.model."
     p.add_argument("model_pos", nargs="?", default=None, metavar="MODEL", help="the model, as -m takes it (give it one way, not both)")
 
-# %% ../nbs/21_cli.ipynb 55
+# %% ../nbs/21_cli.ipynb 62
 def _embed_parser(sub):
     "The `embed` subcommand's options."
     e = sub.add_parser("embed", help="embed each line of FILE (- reads stdin) and print one JSON line per input: {index, embedding}")
@@ -453,7 +453,7 @@ def _embed_parser(sub):
     e.add_argument("--prompt-name", default=None, metavar="NAME", help="prefix each input with the model's instruction prompt NAME (sentence-transformers' prompts)")
     _model_opts(e, template=False)
 
-# %% ../nbs/21_cli.ipynb 56
+# %% ../nbs/21_cli.ipynb 64
 def cmd_embed(args, inp=None, out=None) -> int:
     "Embed each non-blank line of `args.file` and write `{index, embedding}` JSON lines to `out`."
     import json
@@ -468,14 +468,14 @@ def cmd_embed(args, inp=None, out=None) -> int:
         _write(out, json.dumps({"index": i, "embedding": v}) + "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 58
+# %% ../nbs/21_cli.ipynb 66
 def _lora_module(s: str) -> tuple[str, str]:
     "`--lora-modules`'s NAME=PATH as (name, path)."
     name, eq, path = s.partition("=")
     if not eq or not name or not path: raise argparse.ArgumentTypeError(f"expected NAME=PATH (an adapter's name and its directory), got {s!r}")
     return name, path
 
-# %% ../nbs/21_cli.ipynb 59
+# %% ../nbs/21_cli.ipynb 68
 def _lora_opts(p, serve: bool = False):
     "serve's --enable-lora, --lora-modules, --max-loras, --max-lora-rank, --max-cpu-loras; generate's and chat's --lora PATH."
     g = p.add_argument_group("LoRA adapters")
@@ -486,7 +486,7 @@ def _lora_opts(p, serve: bool = False):
     g.add_argument("--max-lora-rank", type=int, default=None, metavar="N", help="the largest adapter rank accepted (default 16)")
     g.add_argument("--max-cpu-loras", type=int, default=None, metavar="N", help="adapters kept read in CPU memory, at least --max-loras (default: --max-loras)")
 
-# %% ../nbs/21_cli.ipynb 61
+# %% ../nbs/21_cli.ipynb 70
 def build_parser() -> argparse.ArgumentParser:
     "The `xllm` argument parser."
     from xllm.bench import SUITES
@@ -576,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
     _lora_opts(v, serve=True)
     return p
 
-# %% ../nbs/21_cli.ipynb 64
+# %% ../nbs/21_cli.ipynb 73
 _CONFIG_OPTIONS = ("model", "tokenizer", "device", "dtype", "quantization", "max_model_len", "tensor_parallel_size", "kv_cache_dtype",
                    "pipeline_parallel_size",
                    "kv_cache_memory", "max_num_seqs", "max_num_batched_tokens", "block_size", "enforce_eager", "cpu_activations", "runner",
@@ -589,7 +589,7 @@ def _engine_config(args):
     return EngineConfig.make(None, **{k: v for k in _CONFIG_OPTIONS if (v := getattr(args, k, None)) is not None})
 
 
-# %% ../nbs/21_cli.ipynb 67
+# %% ../nbs/21_cli.ipynb 76
 def _sampling_params(args, default_max_tokens: int):
     from xllm.sampling import SamplingParams
     kw = dict(max_tokens=args.max_tokens if args.max_tokens is not None else default_max_tokens,
@@ -605,7 +605,7 @@ def _template_note(llm):
     "Say on stderr when the model carries no chat template, and which built-in format stands in for it."
     if note := llm.chat_template_note(): print(f"xllm: note: {note}", file=sys.stderr)   # said here, once: the API does not repeat it
 
-# %% ../nbs/21_cli.ipynb 68
+# %% ../nbs/21_cli.ipynb 78
 def _load(args):
     "The `LLM` of the parsed options (`_engine_config`), with --chat-template in its tokenizer."
     from xllm.llm import LLM
@@ -616,7 +616,7 @@ def _load(args):
         raise
     return _use_template(llm, args)
 
-# %% ../nbs/21_cli.ipynb 69
+# %% ../nbs/21_cli.ipynb 79
 def _read_chat_template(spec: str) -> str:
     """`--chat-template`: a file's text, a built-in template by name, or (as vLLM allows) the template itself; compiled here, so a
     bad one is one line before the model loads."""
@@ -637,7 +637,7 @@ def _use_template(llm, args):
     if (src := getattr(args, "chat_template_source", None)) is not None: llm.tokenizer.chat_template = src
     return llm
 
-# %% ../nbs/21_cli.ipynb 70
+# %% ../nbs/21_cli.ipynb 81
 def _lstrip_first(deltas):
     "Drop the whitespace a reply starts with (the space that follows the prompt's last token, for SentencePiece models)."
     started = False
@@ -650,7 +650,7 @@ def _one_line(e) -> str: return " ".join(str(e).split()) or type(e).__name__
 def _write(out, text):
     out.write(text); out.flush()
 
-# %% ../nbs/21_cli.ipynb 73
+# %% ../nbs/21_cli.ipynb 84
 def _lora_request(args):
     "--lora PATH as a `LoRARequest` (None without it), with LoRA turned on in `args` for a rank up to the adapter's own."
     if getattr(args, "lora", None) is None: return None
@@ -660,7 +660,7 @@ def _lora_request(args):
     args.enable_lora, args.max_lora_rank = True, r
     return LoRARequest(Path(args.lora).name or "lora", 1, str(args.lora))
 
-# %% ../nbs/21_cli.ipynb 75
+# %% ../nbs/21_cli.ipynb 86
 def _utf8(s: str, what: str) -> str:
     "`s` if it is UTF-8 text. Python keeps argv bytes that are not as surrogates, which would reach the model as other bytes: refused."
     try: s.encode("utf-8")
@@ -672,7 +672,7 @@ def _prompt(args) -> str:
     try: return _utf8(sys.stdin.read() if args.prompt == "-" else args.prompt, "the prompt")
     except UnicodeDecodeError as e: raise _CLIError(f"standard input is not UTF-8 text ({e.reason} at byte {e.start})") from None
 
-# %% ../nbs/21_cli.ipynb 76
+# %% ../nbs/21_cli.ipynb 88
 def cmd_generate(args, out=None) -> int:
     "Stream the completion of `args.prompt` to stdout."
     out = out or sys.stdout
@@ -692,7 +692,7 @@ def cmd_generate(args, out=None) -> int:
     _write(out, "\n")
     return 0
 
-# %% ../nbs/21_cli.ipynb 79
+# %% ../nbs/21_cli.ipynb 91
 class _ChatStats:
     "What `xllm chat` says on exit: its replies, their tokens and time, and the time to each reply's first token."
     def __init__(self): self.turns, self.tokens, self.seconds, self.ttft = 0, 0, 0.0, 0.0
@@ -703,7 +703,7 @@ class _ChatStats:
         return (f"xllm chat: {self.turns} turn{'s' * (self.turns != 1)}, {self.tokens} tokens generated in {self.seconds:.2f} s ({rate}), "
                 f"first token after {self.ttft / max(self.turns, 1):.2f} s on average")
 
-# %% ../nbs/21_cli.ipynb 80
+# %% ../nbs/21_cli.ipynb 93
 def _chat_reply(llm, history, params, out, stats=None, lora=None):
     """Stream one reply to `history`; drop the oldest exchanges if it does not fit. Returns the reply text (partial if interrupted).
     `stats`: a `_ChatStats` that gets the reply's tokens (a stopped reply's: its text re-encoded) and times. `lora`: the `LoRARequest` of `--lora`."""
@@ -735,7 +735,7 @@ def _chat_reply(llm, history, params, out, stats=None, lora=None):
         stats.add(len(done.token_ids) if done is not None else len(llm.tokenizer.encode(reply)), time.perf_counter() - t0, first)
     return reply
 
-# %% ../nbs/21_cli.ipynb 82
+# %% ../nbs/21_cli.ipynb 95
 MULTILINE = '"""'        # a line of it starts a message of several lines; another ends it
 CHAT_HELP = ('/reset clears the history, /exit or Ctrl-D quits, Ctrl-C stops a reply; a line of """ starts a message of several '
              'lines and another ends it')
@@ -755,7 +755,7 @@ def _reader(inp, out):
         _write(out, prompt); return inp.readline()
     return read, None
 
-# %% ../nbs/21_cli.ipynb 83
+# %% ../nbs/21_cli.ipynb 97
 def _read_message(read) -> tuple[str, bool] | None:
     "`(text, several_lines)`: one line, or the lines between two lines of `\"\"\"` (end of input inside one ends it); None at end of input."
     line = read("> ")
@@ -765,14 +765,14 @@ def _read_message(read) -> tuple[str, bool] | None:
     while (more := read("... ")) and more.strip() != MULTILINE: lines.append(more)
     return "".join(lines), True
 
-# %% ../nbs/21_cli.ipynb 84
+# %% ../nbs/21_cli.ipynb 99
 def _remember(readline, text: str):
     "Add a message to readline's history (Up recalls it), unless it is the last one there."
     if readline is None: return
     n = readline.get_current_history_length()
     if n == 0 or readline.get_history_item(n) != text: readline.add_history(text)
 
-# %% ../nbs/21_cli.ipynb 86
+# %% ../nbs/21_cli.ipynb 101
 def _chat_loop(llm, system, params, read, readline, out, stats, lora=None) -> int:
     history = list(system)
     while True:
@@ -803,7 +803,7 @@ def _chat_loop(llm, system, params, read, readline, out, stats, lora=None) -> in
             history.pop(); print(f"xllm: error: {e}", file=sys.stderr); continue
         history.append({"role": "assistant", "content": reply})
 
-# %% ../nbs/21_cli.ipynb 87
+# %% ../nbs/21_cli.ipynb 102
 def cmd_chat(args, inp=None, out=None) -> int:
     "Interactive chat on stdin/stdout (line editing and history on a terminal); a timing summary on stderr at the end."
     inp, out = inp or sys.stdin, out or sys.stdout
@@ -823,7 +823,7 @@ def cmd_chat(args, inp=None, out=None) -> int:
     finally:
         if stats.turns: print(stats.summary(), file=sys.stderr)
 
-# %% ../nbs/21_cli.ipynb 90
+# %% ../nbs/21_cli.ipynb 105
 def _check_listen(host: str, port: int):
     "Raise a one-line `_CLIError` unless a server could listen on `host:port` now."
     import socket
@@ -834,7 +834,7 @@ def _check_listen(host: str, port: int):
             s.bind(addr)
     except OSError as e: raise _CLIError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
 
-# %% ../nbs/21_cli.ipynb 92
+# %% ../nbs/21_cli.ipynb 107
 KEY_VARIABLES = ("XLLM_API_KEY", "VLLM_API_KEY", "LLAMA_API_KEY")   # xllm's, then vLLM's and llama-server's
 
 def _api_key(args) -> str | None:
@@ -849,7 +849,7 @@ def _api_key(args) -> str | None:
     if key is not None and not key.strip(): raise _CLIError(f"the API key is empty ({what})")
     return key.strip() if key is not None else None
 
-# %% ../nbs/21_cli.ipynb 95
+# %% ../nbs/21_cli.ipynb 110
 def _check_scoring(llm, args):
     "A one-line `_CLIError` when the loaded model cannot serve the task: reranker tokens that are not one token, `--task score` with nothing to score with."
     cfg = llm.engine_config
@@ -859,7 +859,7 @@ def _check_scoring(llm, args):
         raise _CLIError("--task score: the model has no classification head (score.weight) and no reranker settings; give --reranker "
                         "JSON|FILE|qwen3 or put an xllm_reranker.json beside the weights")
 
-# %% ../nbs/21_cli.ipynb 97
+# %% ../nbs/21_cli.ipynb 112
 def cmd_serve(args, out=None) -> int:
     "Serve the model over HTTP (OpenAI API) until interrupted."
     from xllm import server
@@ -890,7 +890,7 @@ def cmd_serve(args, out=None) -> int:
                  reasoning_parser=args.reasoning_parser, lora_modules=dict(args.lora_modules) if args.lora_modules else None)
     return 0
 
-# %% ../nbs/21_cli.ipynb 99
+# %% ../nbs/21_cli.ipynb 114
 def _serve_replicas(args) -> int:
     "serve --data-parallel-size N: the replicas and SGLang's router (notebook 19a); its errors as one line."
     from xllm.data_parallel import DataParallelError, check_router, check_values, serve_data_parallel
@@ -904,7 +904,7 @@ def _serve_replicas(args) -> int:
         return serve_data_parallel(argv[argv.index("serve") + 1:], args.data_parallel_size, args.host, args.port, policy, args.shutdown_timeout)
     except DataParallelError as e: raise _CLIError(str(e)) from None
 
-# %% ../nbs/21_cli.ipynb 101
+# %% ../nbs/21_cli.ipynb 116
 def _did_you_mean(parser, argv, message: str) -> str:
     "argparse's 'unrecognized arguments: --max-token 5', with the option of the subcommand it most likely misspells."
     import difflib
@@ -915,7 +915,7 @@ def _did_you_mean(parser, argv, message: str) -> str:
     close = difflib.get_close_matches(m[1], opts, n=1, cutoff=0.75)
     return message + (f" (did you mean {close[0]}?)" if close else "")
 
-# %% ../nbs/21_cli.ipynb 102
+# %% ../nbs/21_cli.ipynb 118
 def _prepare(args):
     """Checked and applied before any model loads: the model named once (MODEL or -m), generate's one positional, the counts,
     --chat-template (read and compiled), --cpu-activations and --threads."""
@@ -932,7 +932,7 @@ def _prepare(args):
         import torch
         torch.set_num_threads(args.threads)            # torch's ops and the compiled CPU kernels (they use torch's count)
 
-# %% ../nbs/21_cli.ipynb 104
+# %% ../nbs/21_cli.ipynb 120
 def main(argv=None) -> int:
     "Entry point of the `xllm` command. Returns the exit code."
     # Where xllm starts work, idle OpenMP threads are told to sleep instead of spin-waiting (measured on a busy 2-core machine:

@@ -42,7 +42,7 @@ class StepOutput:
     prompt_logprobs: list[dict[int, float] | None] | None = None   # with the first new token, when params.prompt_logprobs is set
     pooled: torch.Tensor | None = None     # a pooling request's vector (embedding, or the classification head's logits), when it finishes
 
-# %% ../nbs/14_engine.ipynb 7
+# %% ../nbs/14_engine.ipynb 8
 @dataclass
 class EngineResult:
     "A finished request, as `Engine.generate` returns it."
@@ -54,7 +54,7 @@ class EngineResult:
     logprobs: list[dict[int, float]] | None = None
     prompt_logprobs: list[dict[int, float] | None] | None = None
 
-# %% ../nbs/14_engine.ipynb 9
+# %% ../nbs/14_engine.ipynb 10
 class _Request(SampleRequest):
     "A request in the engine: what the sampler reads (its token ids from its sequence) and the engine's own state of it."
     def __init__(self, request_id, seq, params, generator, logits_processors, stop_checker, eos_ids, grammar=None):
@@ -74,7 +74,7 @@ class _Request(SampleRequest):
     def num_output_tokens(self) -> int: return self.seq.num_output_tokens
 
 
-# %% ../nbs/14_engine.ipynb 11
+# %% ../nbs/14_engine.ipynb 12
 def _grammar_masks(logits: torch.Tensor, rows: list[int], grammars) -> tuple[torch.Tensor, dict]:
     """The engine's `Sampler.constrain`: `logits` with rows `rows`' refused tokens at -inf (a new tensor), their `grammars`' masks
     filled on the CPU all at once (notebook 08a), and {row: GrammarError} for the grammars that failed."""
@@ -84,7 +84,7 @@ def _grammar_masks(logits: torch.Tensor, rows: list[int], grammars) -> tuple[tor
     return masked_logits(logits, [rows[k] for k in ok], bits[ok]), {rows[k]: e for k, e in errors.items()}
 
 
-# %% ../nbs/14_engine.ipynb 12
+# %% ../nbs/14_engine.ipynb 13
 HISTORY_STEPS = 10_000    # the steps `Engine.history` keeps: a server runs for days, and a record of every step would grow without end
 
 class Engine:
@@ -122,7 +122,7 @@ class Engine:
         self.set_speculative(ec.speculative)         # a draft model: its own pool and runner (ValueError when it does not fit)
         if verbose: print(f"{self.kv_cache_report}\nrunner: {self.runner_reason}" + self._draft_note(), file=sys.stderr)
 
-# %% ../nbs/14_engine.ipynb 13
+# %% ../nbs/14_engine.ipynb 14
 @patch
 def _make_pool(self: Engine, num_blocks: int | None) -> PagedKVPool:
     "The paged K/V pool: `num_blocks` blocks, else as many as `kv_cache_memory` bytes hold (the device's default when None)."
@@ -133,14 +133,14 @@ def _make_pool(self: Engine, num_blocks: int | None) -> PagedKVPool:
     mem = default_kv_cache_memory(m.device) if ec.kv_cache_memory is None else ec.kv_cache_memory
     return PagedKVPool.from_budget(kc, ec.block_size, mem, dt, m.device, ec.kv_cache_dtype)
 
-# %% ../nbs/14_engine.ipynb 14
+# %% ../nbs/14_engine.ipynb 17
 @patch
 def _context(self: Engine) -> int:
     "The longest sequence: `max_model_len`, at most the model's context."
     ctx, n = self.config.max_position_embeddings, self.engine_config.max_model_len
     return ctx if n is None else check_int("max_model_len", n, 2, ctx, rule=f"an integer in [2, {ctx}] (the model's context)")
 
-# %% ../nbs/14_engine.ipynb 15
+# %% ../nbs/14_engine.ipynb 19
 @patch
 def _runner_class(self: Engine, runner: type | None) -> tuple[type, str]:
     "The runner class and why: the one given (chosen by an `LLM`: not checked twice) or `choose_runner`'s for the K/V asked."
@@ -149,7 +149,7 @@ def _runner_class(self: Engine, runner: type | None) -> tuple[type, str]:
     kv = kv_storage_dtype(ec.kv_cache_dtype, pool_dtype(m, "tp" if ec.world_size > 1 else ec.runner))
     return choose_runner(m, kv, ec.runner)
 
-# %% ../nbs/14_engine.ipynb 16
+# %% ../nbs/14_engine.ipynb 21
 @patch
 def _make_runner(self: Engine, cls: type, options: dict | None):
     "The runner every step goes to: an instance of `cls` over the pool, warmed up."
@@ -161,7 +161,7 @@ def _make_runner(self: Engine, cls: type, options: dict | None):
     r.warm_up()
     return r
 
-# %% ../nbs/14_engine.ipynb 17
+# %% ../nbs/14_engine.ipynb 23
 @patch
 def set_speculative(self: Engine, spec: SpeculativeConfig | dict | None, proposer: Proposer | None = None):
     """Speculate with `spec` from the next step on (None: stop). Its proposer is made by `make_proposer` (a draft model's own pool
@@ -190,7 +190,7 @@ def _draft_note(self: Engine) -> str:
 def __repr__(self: Engine):
     return f"Engine({self.kv_cache_report}; runner {self.runner.name}{self._draft_note()}; {len(self.requests)} unfinished requests, {self.scheduler!r})"
 
-# %% ../nbs/14_engine.ipynb 20
+# %% ../nbs/14_engine.ipynb 26
 @patch
 def _make_grammar(self: Engine, params: SamplingParams):
     "The request's `Grammar` for `params.structured_outputs` (None without one), from the compiled-grammar cache."
@@ -200,7 +200,7 @@ def _make_grammar(self: Engine, params: SamplingParams):
     from xllm.grammar import grammar_cache
     return grammar_cache.get(self.tokenizer, so)
 
-# %% ../nbs/14_engine.ipynb 22
+# %% ../nbs/14_engine.ipynb 28
 @patch
 def _take_id(self: Engine, request_id=None):
     "A free request id: `request_id` checked (hashable, not in use), or the next free integer."
@@ -214,7 +214,7 @@ def _take_id(self: Engine, request_id=None):
         raise ValueError(f"request id {request_id!r} is still in use: its final output comes with the next step()")
     return request_id
 
-# %% ../nbs/14_engine.ipynb 24
+# %% ../nbs/14_engine.ipynb 30
 @patch
 def _lora_slot(self: Engine, lora_request: LoRARequest | None) -> int | None:
     """A new request's LoRA slot: -1 without an adapter, else its adapter's (read now if the CPU cache lacks it, so a bad one is an
@@ -227,7 +227,7 @@ def _lora_slot(self: Engine, lora_request: LoRARequest | None) -> int | None:
     self.lora.adapter(lora_request, read=self.lora_on_demand)
     return None
 
-# %% ../nbs/14_engine.ipynb 25
+# %% ../nbs/14_engine.ipynb 32
 @patch
 def _lora_attach(self: Engine, req, slot: int | None, lora_request):
     "Give `req` its slot (-2: waiting for one); a sequence with an adapter caches its K/V under its adapter's salt."
@@ -235,7 +235,7 @@ def _lora_attach(self: Engine, req, slot: int | None, lora_request):
     if slot is None: self._lora_waiting.append(req.request_id)
     elif slot >= 0: req.seq.cache_salt = ("lora", lora_request.lora_int_id, lora_request.lora_path)   # its K/V is its adapter's
 
-# %% ../nbs/14_engine.ipynb 26
+# %% ../nbs/14_engine.ipynb 34
 @patch
 def remove_lora(self: Engine, lora_name: str) -> bool:
     "Forget the adapter `lora_name` (False if unknown: never read, or dropped from the CPU cache); a ValueError while an unfinished request uses it."
@@ -246,7 +246,7 @@ def remove_lora(self: Engine, lora_name: str) -> bool:
 
 Engine.lora_on_demand = True     # an adapter is read when a request first names it; False (a server): only adapters loaded first
 
-# %% ../nbs/14_engine.ipynb 28
+# %% ../nbs/14_engine.ipynb 36
 @patch
 def _admit_lora_waiting(self: Engine):
     """The requests waiting for a LoRA slot, in arrival order, each given one and queued in the scheduler as slots come free; one
@@ -264,7 +264,7 @@ def _admit_lora_waiting(self: Engine):
         try: self.scheduler.add(req.seq)
         except ValueError as e: self._fail(req.seq, e, self._pending)
 
-# %% ../nbs/14_engine.ipynb 29
+# %% ../nbs/14_engine.ipynb 38
 @patch
 def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = None, request_id=None, generator: torch.Generator | None = None,
                 index: int = 0, logits_processors: Seq[Callable] | None = None, stop_checker: Callable | None = None,
@@ -304,7 +304,7 @@ def add_request(self: Engine, prompt_token_ids, params: SamplingParams | None = 
     self._lora_attach(self.requests[request_id], slot, lora_request)
     return request_id
 
-# %% ../nbs/14_engine.ipynb 31
+# %% ../nbs/14_engine.ipynb 40
 @patch
 def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     """End a request now with `reason` (the caller's hook, e.g. a stop string seen in the text); frees its blocks. False if
@@ -320,7 +320,7 @@ def finish_request(self: Engine, request_id, reason: str = "stop") -> bool:
     self._pending.append(StepOutput(request_id, [], True, reason))
     return True
 
-# %% ../nbs/14_engine.ipynb 33
+# %% ../nbs/14_engine.ipynb 42
 @patch
 def abort(self: Engine, request_id) -> bool:
     "Stop a request at any stage and free its blocks; its final output (reason 'abort') comes with the next `step()`."
@@ -331,7 +331,7 @@ def has_unfinished(self: Engine) -> bool:
     "Whether any request is waiting, running or not yet returned."
     return bool(self.requests or self._pending)
 
-# %% ../nbs/14_engine.ipynb 35
+# %% ../nbs/14_engine.ipynb 44
 @patch(as_prop=True)
 def num_unfinished(self: Engine) -> int:
     "How many requests are waiting or running."
@@ -352,7 +352,7 @@ def prompt_logits(self: Engine, token_ids: Seq[int]) -> torch.Tensor:
         with torch.inference_mode(): return self.runner(PagedBatch.build([(ids, 0, bm.block_tables[seq.seq_id])], bm.block_size, self.pool.null_slot, "all", self.model.device))
     finally: bm.free(seq)
 
-# %% ../nbs/14_engine.ipynb 38
+# %% ../nbs/14_engine.ipynb 47
 @patch
 def step(self: Engine) -> list[StepOutput]:
     "Run one scheduler step: forward the scheduled chunks, sample, apply stop conditions. Returns outputs of the requests that advanced or ended."
@@ -365,7 +365,7 @@ def step(self: Engine) -> list[StepOutput]:
         for rid, reason in self._deferred: self.finish_request(rid, reason)   # their final outputs come with the next step
         self._deferred.clear()
 
-# %% ../nbs/14_engine.ipynb 39
+# %% ../nbs/14_engine.ipynb 50
 @patch
 def _step(self: Engine) -> list[StepOutput]:
     outputs, self._pending = self._pending, []
@@ -381,20 +381,20 @@ def _step(self: Engine) -> list[StepOutput]:
     self._record(out)
     return outputs
 
-# %% ../nbs/14_engine.ipynb 40
+# %% ../nbs/14_engine.ipynb 51
 @patch
 def _samples(self: Engine, c) -> bool:
     "Whether chunk `c` samples a token: it reaches its sequence's end and is not a pooling request's (notebook 13c; below)."
     return c.samples and not isinstance(c.seq.params, PoolingParams)
 
-# %% ../nbs/14_engine.ipynb 41
+# %% ../nbs/14_engine.ipynb 53
 @patch
 def _ended(self: Engine, seqs, outputs: list):
     "The final outputs of the requests of `seqs`, which the scheduler ended (context or pool full)."
     for seq in seqs:
         if self.requests.pop(seq.seq_id, None) is not None: outputs.append(StepOutput(seq.seq_id, [], True, seq.finish_reason))
 
-# %% ../nbs/14_engine.ipynb 42
+# %% ../nbs/14_engine.ipynb 55
 @patch
 def _forward(self: Engine, out) -> torch.Tensor:
     """The logits of the rows the step samples (and verifies): one forward over its chunks (prefill chunks write K/V), the prompt
@@ -407,7 +407,7 @@ def _forward(self: Engine, out) -> torch.Tensor:
     if self.speculator is not None: self.spec_stats.observe(out.num_batched_tokens + sum(len(c.draft) for c in out.chunks), time.perf_counter() - t0)
     return self._score_prompts(scored, logits, samp) if scored else logits
 
-# %% ../nbs/14_engine.ipynb 43
+# %% ../nbs/14_engine.ipynb 56
 @patch
 def _batch(self: Engine, chunks, rows, hidden_rows=None) -> PagedBatch:
     """The step's chunks as one batch, with logits for `rows` (of the step's tokens, as `_logit_rows` picks them) and hidden
@@ -418,7 +418,7 @@ def _batch(self: Engine, chunks, rows, hidden_rows=None) -> PagedBatch:
     if self.lora is not None: b.lora_slots = [self.requests[c.seq.seq_id].lora_slot for c in chunks for _ in range(c.num_tokens + len(c.draft))]
     return b
 
-# %% ../nbs/14_engine.ipynb 44
+# %% ../nbs/14_engine.ipynb 58
 @patch
 def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
     """Which of the step's token rows need logits: the last row of every chunk that reaches its sequence's end (it samples) and the
@@ -436,7 +436,7 @@ def _logit_rows(self: Engine, chunks) -> tuple[list[int], list, list[int]]:
         r0 = r1
     return rows, scored, samp
 
-# %% ../nbs/14_engine.ipynb 46
+# %% ../nbs/14_engine.ipynb 60
 @patch
 def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> StepOutput:
     """A request's `StepOutput` for its new token (or, from speculative decoding, its list of new tokens and their logprobs); the
@@ -452,7 +452,7 @@ def _output(self: Engine, sid, tok: int | list[int], lp: dict | list | None) -> 
     return StepOutput(sid, [tok], done, seq.finish_reason if done else None, None, [lp] if lp is not None else None, plp)
 
 
-# %% ../nbs/14_engine.ipynb 47
+# %% ../nbs/14_engine.ipynb 62
 @patch
 def _record(self: Engine, out):
     self.scheduler.finished.clear()
@@ -461,7 +461,7 @@ def _record(self: Engine, out):
     bm, sched = self.block_manager, self.scheduler
     self.history.append((bm.num_used_blocks, len(sched.running), len(sched.waiting), out.num_batched_tokens))
 
-# %% ../nbs/14_engine.ipynb 49
+# %% ../nbs/14_engine.ipynb 64
 class _PoolRequest:
     "A pooling request in the engine: its sequence, its resolved `PoolingParams` and its rows pooled so far (`PoolState`)."
     prompt_lps = None                     # what `_logit_rows` reads: a pooling request scores no prompt
@@ -473,14 +473,14 @@ class _PoolRequest:
 Engine.pooler_config = PoolerConfig()     # the model's pooling defaults (`LLM` sets its model's, from its directory)
 Engine.classifier = None                  # a head for task='classify' in place of the model's `score` (a generative reranker's)
 
-# %% ../nbs/14_engine.ipynb 50
+# %% ../nbs/14_engine.ipynb 66
 @patch(as_prop=True)
 def score_head(self: Engine) -> torch.nn.Module | None:
     """The head of `task='classify'` requests: `classifier` when set, else the model's classification head (`score`: hidden ->
     num_labels, a `LlamaForSequenceClassification`'s), or None."""
     return self.classifier if self.classifier is not None else getattr(self.model, "score", None)
 
-# %% ../nbs/14_engine.ipynb 51
+# %% ../nbs/14_engine.ipynb 68
 @patch
 def add_pooling_request(self: Engine, prompt_token_ids, params: PoolingParams | None = None, request_id=None):
     """Queue a pooling request (an embedding, or a classification with `task='classify'`); returns its id. ValueError naming
@@ -499,7 +499,7 @@ def add_pooling_request(self: Engine, prompt_token_ids, params: PoolingParams | 
     self.requests[request_id] = _PoolRequest(request_id, seq, p)
     return request_id
 
-# %% ../nbs/14_engine.ipynb 53
+# %% ../nbs/14_engine.ipynb 70
 @patch
 def _hidden_rows(self: Engine, chunks) -> tuple[list[int], list]:
     """The step's rows whose hidden states pooling requests need, and per pooling chunk (its state, its start, the index of its
@@ -512,14 +512,14 @@ def _hidden_rows(self: Engine, chunks) -> tuple[list[int], list]:
         r0 += c.num_tokens + len(c.draft)
     return hid, feeds
 
-# %% ../nbs/14_engine.ipynb 54
+# %% ../nbs/14_engine.ipynb 72
 @patch
 def _feed_pooled(self: Engine, feeds, logits: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     "Hand each pooling chunk its rows of `hidden`; returns the step's `logits`."
     for state, start, i0, n in feeds: state.add(start, hidden[i0:i0 + n])
     return logits
 
-# %% ../nbs/14_engine.ipynb 55
+# %% ../nbs/14_engine.ipynb 74
 @patch
 def _finish_pooled(self: Engine, chunks, outputs: list):
     "End the pooling requests whose prompt this step completed (reason 'stop'), their vectors in `outputs`."
@@ -531,7 +531,7 @@ def _finish_pooled(self: Engine, chunks, outputs: list):
         if req.params.task == "classify": v = self.score_head(v.to(self.model.dtype).to(self.model.device)).float().cpu()
         outputs.append(StepOutput(req.request_id, [], True, "stop", pooled=v))
 
-# %% ../nbs/14_engine.ipynb 56
+# %% ../nbs/14_engine.ipynb 76
 @dataclass
 class PoolingResult:
     "A finished pooling request, as `Engine.encode` returns it: its vector (an embedding, or the classification logits)."
@@ -541,7 +541,7 @@ class PoolingResult:
     finish_reason: str | None
     error: str | None = None
 
-# %% ../nbs/14_engine.ipynb 57
+# %% ../nbs/14_engine.ipynb 77
 @patch
 def encode(self: Engine, requests: Seq[tuple[Seq[int], PoolingParams | None]]) -> list[PoolingResult]:
     """Run `(prompt_token_ids, params)` pooling requests to completion, batched; one `PoolingResult` each, in order (a request
@@ -560,7 +560,7 @@ def encode(self: Engine, requests: Seq[tuple[Seq[int], PoolingParams | None]]) -
         raise
     return list(results.values())
 
-# %% ../nbs/14_engine.ipynb 59
+# %% ../nbs/14_engine.ipynb 79
 @patch
 def _propose(self: Engine, out) -> dict | None:
     """Drafts on this step's decode chunks from the speculator (`chunk.draft`, their K/V slots reserved): {seq id: the draft's
@@ -578,14 +578,14 @@ def _propose(self: Engine, out) -> dict | None:
                        sum(c.samples for c in out.chunks), lambda sid, draft: self._reserve(chunks[sid], draft))
     return got or None
 
-# %% ../nbs/14_engine.ipynb 60
+# %% ../nbs/14_engine.ipynb 80
 @patch
 def _draft_room(self: Engine, seq, params) -> int:
     "The most tokens `seq` may have proposed: `num_tokens`, the context and `max_tokens` allowing."
     k = min(self.speculator.config.num_tokens, self.max_model_len - len(seq.token_ids) - 1)
     return k if params.max_tokens is None else min(k, params.max_tokens - seq.num_output_tokens - 1)
 
-# %% ../nbs/14_engine.ipynb 61
+# %% ../nbs/14_engine.ipynb 82
 @patch
 def _reserve(self: Engine, c, draft: list[int]) -> int:
     "Make `draft` chunk `c`'s, cut to the room its sequence's blocks and the free ones allow; returns its length."
@@ -595,7 +595,7 @@ def _reserve(self: Engine, c, draft: list[int]) -> int:
     if draft: bm.append_slot(seq, n + len(draft)); c.draft = draft
     return len(draft)
 
-# %% ../nbs/14_engine.ipynb 63
+# %% ../nbs/14_engine.ipynb 84
 @patch
 def _next_tokens(self: Engine, chunks, logits, qs: dict | None, outputs: list) -> tuple[dict, dict, dict]:
     """Each sampling chunk's next token (or verified run, with the drafts' probabilities `qs`) and finish reason, from one sampler
@@ -613,14 +613,14 @@ def _next_tokens(self: Engine, chunks, logits, qs: dict | None, outputs: list) -
         if c.draft: req.num_tokens_before = len(c.seq.token_ids); self.speculator.verified(req.spec, len(c.draft), accepted, len(new[sid]))
     return new, fin, lps
 
-# %% ../nbs/14_engine.ipynb 64
+# %% ../nbs/14_engine.ipynb 85
 @patch
 def _fail(self: Engine, seq, e: Exception, outputs: list):
     "End `seq`'s request with reason 'error' and `e`'s message (reported in `outputs`): a failure of one row ends only its request."
     self.requests.pop(seq.seq_id); self.scheduler.abort(seq.seq_id); seq.finish_reason = "error"
     outputs.append(StepOutput(seq.seq_id, [], True, "error", f"{type(e).__name__}: {e}"))
 
-# %% ../nbs/14_engine.ipynb 67
+# %% ../nbs/14_engine.ipynb 88
 @patch
 def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) -> torch.Tensor:
     """Record the prompt log-probabilities of the `scored` chunks (chunk, index of its first row among `logits`); return the
@@ -638,7 +638,7 @@ def _score_prompts(self: Engine, scored, logits: torch.Tensor, samp: list[int]) 
     return logits if len(samp) == logits.shape[0] else logits[samp]
 
 
-# %% ../nbs/14_engine.ipynb 71
+# %% ../nbs/14_engine.ipynb 92
 @patch
 def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]], use_tqdm: bool = False) -> list[EngineResult]:
     """Run `(prompt_token_ids, params)` requests to completion, continuously batched. One `EngineResult` per request, in order;
@@ -674,7 +674,7 @@ def generate(self: Engine, requests: Seq[tuple[Seq[int], SamplingParams | None]]
         if bar is not None: bar.close()
     return [results[rid] for rid in ids]
 
-# %% ../nbs/14_engine.ipynb 135
+# %% ../nbs/14_engine.ipynb 156
 ALIVE_PROBES = 3           # one-token forwards tried after a failed step before the engine is taken for dead (`AsyncEngine.health`)
 
 class AsyncEngine:

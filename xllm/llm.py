@@ -56,7 +56,7 @@ class CompletionOutput:
         "Whether the completion has ended (`finish_reason` is set)."
         return self.finish_reason is not None
 
-# %% ../nbs/17_llm.ipynb 6
+# %% ../nbs/17_llm.ipynb 7
 @dataclass
 class RequestOutput:
     "The outputs of one prompt."
@@ -67,7 +67,7 @@ class RequestOutput:
     finished: bool = True
     prompt_logprobs: list[dict[int, float] | None] | None = None   # per prompt token (None for the first) when params.prompt_logprobs is set
 
-# %% ../nbs/17_llm.ipynb 8
+# %% ../nbs/17_llm.ipynb 9
 class StopStrings:
     """An Aho–Corasick automaton over stop strings. A state is a node of the trie of the stop strings: the longest tail of the
     text read so far that begins one of them. `scan(state, text)` reads `text` and returns the new state and the completed stop
@@ -135,7 +135,7 @@ def stop_strings(stops: tuple[str, ...]) -> StopStrings:
     return StopStrings(stops)
 
 
-# %% ../nbs/17_llm.ipynb 10
+# %% ../nbs/17_llm.ipynb 11
 class OutputProcessor:
     """One completion being generated, as its caller sees it: ids in, text out (incremental detokenization), stop strings, EOS,
     stop ids, `max_tokens` and the context end, logprobs, the finish reason. `append(id)` returns the text it releases. Every
@@ -173,14 +173,14 @@ class OutputProcessor:
         return self._text[0] if self._text else ""
 
 
-# %% ../nbs/17_llm.ipynb 13
+# %% ../nbs/17_llm.ipynb 14
 @patch
 def finish(self: OutputProcessor, reason, stop_reason=None, last: str = "") -> str:
     "End the sequence; release the held-back text, `last` (a stop token's text) and whatever the decoder still holds."
     self.finish_reason, self.stop_reason = reason, stop_reason
     return self._release(last + self.decoder.flush(), final=True)
 
-# %% ../nbs/17_llm.ipynb 14
+# %% ../nbs/17_llm.ipynb 15
 @patch
 def _release(self: OutputProcessor, new: str, final: bool = False) -> str:
     """Add decoded text; cut at a completed stop string (after it with `include_stop_str_in_output`, else before it); hold
@@ -203,7 +203,7 @@ def _release(self: OutputProcessor, new: str, final: bool = False) -> str:
     if new: self._text.append(new)
     return new
 
-# %% ../nbs/17_llm.ipynb 16
+# %% ../nbs/17_llm.ipynb 17
 @patch
 def append(self: OutputProcessor, token_id: int, logprobs: dict[int, float] | None = None) -> str:
     "Take one generated id; return the newly released text (possibly empty)."
@@ -222,21 +222,21 @@ def append(self: OutputProcessor, token_id: int, logprobs: dict[int, float] | No
         out += self.finish("length")
     return out
 
-# %% ../nbs/17_llm.ipynb 17
+# %% ../nbs/17_llm.ipynb 19
 @patch
 def output(self: OutputProcessor) -> CompletionOutput:
     "The completion so far as a `CompletionOutput`."
     return CompletionOutput(self.index, self.text, list(self.token_ids), self.finish_reason, self.stop_reason,
                             self.logprobs, self.cumulative_logprob if self.logprobs is not None else None)
 
-# %% ../nbs/17_llm.ipynb 26
+# %% ../nbs/17_llm.ipynb 28
 def _kv_block_bytes(llm, block_size: int | None = None) -> int:
     "Bytes of one paged K/V block of `llm`'s engine: `block_size` tokens (default: its config's), int8 K/V with its scales."
     c = llm.engine_config
     dt = pool_dtype(llm.model, "tp" if c.world_size > 1 else c.runner)   # the engine's pool's (float32: bf16 on the CPU runner)
     return (block_size or c.block_size) * kv_cache_bytes_per_token(getattr(llm.model, "kv_config", llm.config), dt, c.kv_cache_dtype)
 
-# %% ../nbs/17_llm.ipynb 27
+# %% ../nbs/17_llm.ipynb 30
 def _fitted(llm) -> tuple[EngineConfig, str | None]:
     """`llm.engine_config` with what building decides filled in, and a note: `kv_cache_memory` (None: the device's default) and a
     `max_model_len` whose whole context the pool holds, as vLLM requires. A context the pool cannot hold is lowered to what it
@@ -253,7 +253,7 @@ def _fitted(llm) -> tuple[EngineConfig, str | None]:
                          f"of K/V; raise kv_cache_memory to at least {-(-asked // bs) * blk} bytes or lower max_model_len to at most {cap}")
     return dataclasses.replace(c, max_model_len=cap, kv_cache_memory=mem), f"all the K/V pool holds; the model's is {ctx}"
 
-# %% ../nbs/17_llm.ipynb 30
+# %% ../nbs/17_llm.ipynb 33
 def _cpu_kernels_run() -> bool:
     "Whether the compiled CPU kernels (notebook 15) are on and build here: 'auto' keeps a GGUF's layers packed for them (12b)."
     return cpu_kernels.ENABLED and cpu_kernels.available()
@@ -295,7 +295,7 @@ class LLM:
         return self.tokenizer
 
 
-# %% ../nbs/17_llm.ipynb 31
+# %% ../nbs/17_llm.ipynb 34
 @patch
 def _setup(self: LLM, model, cfg: EngineConfig):
     """The part of building shared by `__init__` and `from_model`: `engine_config` (the context fitted to the K/V pool), the
@@ -323,7 +323,7 @@ def _setup(self: LLM, model, cfg: EngineConfig):
     self._load_draft()
 
 
-# %% ../nbs/17_llm.ipynb 32
+# %% ../nbs/17_llm.ipynb 35
 @patch
 def _load_draft(self: LLM):
     """A draft model named by path (`speculative={"method": "draft", "model": PATH}`) loaded now, as the target was, on its device in
@@ -337,7 +337,7 @@ def _load_draft(self: LLM):
     self.engine_config = dataclasses.replace(self.engine_config, speculative=dataclasses.replace(spec, model=draft))
 
 
-# %% ../nbs/17_llm.ipynb 37
+# %% ../nbs/17_llm.ipynb 40
 @patch(as_prop=True)
 def max_model_len(self: LLM) -> int:
     "The context: most tokens of prompt and output together (`engine_config.max_model_len`, fitted to the K/V pool)."
@@ -353,7 +353,7 @@ def max_logprobs(self: LLM) -> int:
     "The most `logprobs` / `prompt_logprobs` a request may ask for (`engine_config.max_logprobs`)."
     return self.engine_config.max_logprobs
 
-# %% ../nbs/17_llm.ipynb 38
+# %% ../nbs/17_llm.ipynb 42
 @patch(as_prop=True)
 def quantization_label(self: LLM) -> str | None:
     "How the weights are stored, in a word: None (float), 'int8' / 'int4' (xllm's), or 'packed Q4_1/Q8_0' (a GGUF's types)."
@@ -368,7 +368,7 @@ def model_name(self: LLM) -> str:
     "The model's name: the Hugging Face id it was named by, else its file or directory name."
     return self.model_id or self.model_path.name
 
-# %% ../nbs/17_llm.ipynb 39
+# %% ../nbs/17_llm.ipynb 44
 @patch
 def __repr__(self: LLM):
     c = self.config
@@ -378,7 +378,7 @@ def __repr__(self: LLM):
             f"vocab {c.vocab_size}, context {ctx}, {self.device}, runner {self.runner_name}"
             + (f", {self.activations} activations" if self.activations else "") + f"; {self.engine_config.summary()})")
 
-# %% ../nbs/17_llm.ipynb 43
+# %% ../nbs/17_llm.ipynb 48
 @patch
 def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     """Validate token ids: integers (not floats or booleans), inside the vocabulary, fewer than `limit` (default: the context
@@ -394,7 +394,7 @@ def _check_ids(self: LLM, ids, what="prompt", limit=None) -> list[int]:
     return ids
 
 
-# %% ../nbs/17_llm.ipynb 45
+# %% ../nbs/17_llm.ipynb 50
 @patch
 def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     """Encode one prompt (str or {'prompt_token_ids': [...]}, optionally with 'prompt'); returns (text, ids). Special tokens
@@ -408,7 +408,7 @@ def encode_prompt(self: LLM, prompt) -> tuple[str | None, list[int]]:
     raise ValueError(f"prompt: expected a str or a dict with 'prompt_token_ids', got {type(prompt).__name__}")
 
 
-# %% ../nbs/17_llm.ipynb 47
+# %% ../nbs/17_llm.ipynb 52
 @patch
 def chat_template_note(self: LLM) -> str | None:
     """When the model carries no chat template, a sentence naming the built-in format that stands in for it, the first time it
@@ -419,7 +419,7 @@ def chat_template_note(self: LLM) -> str | None:
     return f"{self.model_name} carries no chat template; using the built-in {default_template_name(getattr(self.tokenizer, 'special_tokens', None))} format"
 
 
-# %% ../nbs/17_llm.ipynb 49
+# %% ../nbs/17_llm.ipynb 54
 TEMPLATE_RESERVED = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "documents", "chat_template"})
 
 def check_template_kwargs(kw) -> dict:
@@ -431,7 +431,7 @@ def check_template_kwargs(kw) -> dict:
         if k in TEMPLATE_RESERVED: raise ValueError(f"chat_template_kwargs: {k!r} is set by xllm itself and cannot be given")
     return kw
 
-# %% ../nbs/17_llm.ipynb 51
+# %% ../nbs/17_llm.ipynb 56
 @patch
 def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=True, tools=None, chat_template_kwargs=None) -> tuple[str, list[int]]:
     """Render one conversation with the chat template; the template writes BOS itself, so no extra one is added. Special tokens come
@@ -446,7 +446,7 @@ def encode_chat(self: LLM, messages, chat_template=None, add_generation_prompt=T
     return "".join(t for t, _ in parts), self._check_ids(self.tokenizer.encode_parts(parts))   # specials only from the template's markup
 
 
-# %% ../nbs/17_llm.ipynb 55
+# %% ../nbs/17_llm.ipynb 60
 def _runner_options(llm) -> dict | None:
     "What the LLM's runner class takes beyond the model and pool: the CUDA graphs switch, or the CPU runner's activations."
     if llm.runner_name in ("cuda", "tp"): return {"enforce_eager": llm.engine_config.enforce_eager}
@@ -464,7 +464,7 @@ def build_engine(llm, max_num_seqs: int | None = None, **settings) -> Engine:
                   runner_options=_runner_options(llm))     # the whole config: scheduling_policy, task, LoRA, speculation, ... as given
 
 
-# %% ../nbs/17_llm.ipynb 59
+# %% ../nbs/17_llm.ipynb 64
 @patch
 def get_engine(self: LLM):
     "The LLM's own `Engine` (built by `build_engine` on first use, then kept)."
@@ -477,7 +477,7 @@ def _engine_generator(self: LLM, p: SamplingParams, index: int = 0):
     return Sampler.make_generator(p, index=index) if p.seed is not None else (None if p.greedy else self.generator)
 
 
-# %% ../nbs/17_llm.ipynb 61
+# %% ../nbs/17_llm.ipynb 66
 def _feed(eng, seq: OutputProcessor, o) -> str:
     """Give one engine `StepOutput` to its `OutputProcessor`, which decides stop strings, EOS, stop ids, `max_tokens` and the
     context end; a stop string ends the engine request. Returns the text released."""
@@ -493,7 +493,7 @@ def _feed(eng, seq: OutputProcessor, o) -> str:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 62
+# %% ../nbs/17_llm.ipynb 69
 @patch
 def _pump(self: LLM):
     """One step of the LLM's engine; each output goes to its completion in `_live` (its text kept in `pending` for the caller).
@@ -509,7 +509,7 @@ def _pump(self: LLM):
         if seq.finished: del self._live[o.request_id]
 
 
-# %% ../nbs/17_llm.ipynb 63
+# %% ../nbs/17_llm.ipynb 71
 @patch
 def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0, lora_request: LoRARequest | None = None) -> OutputProcessor:
     "Queue one completion of `ids` on the engine as request `rid`; returns its `OutputProcessor`."
@@ -518,7 +518,7 @@ def _add(self: LLM, ids, p: SamplingParams, rid, index: int = 0, lora_request: L
     self._live[rid] = seq = OutputProcessor(self.tokenizer, ids, p, index, self.eos_ids, self.max_model_len)
     return seq
 
-# %% ../nbs/17_llm.ipynb 64
+# %% ../nbs/17_llm.ipynb 73
 @patch
 def _settle(self: LLM, seqs: dict):
     """Abort the engine requests of `seqs` that did not finish (an error, or a caller who stopped early); when nothing else is
@@ -529,7 +529,7 @@ def _settle(self: LLM, seqs: dict):
     if not self._live:
         while eng.has_unfinished(): eng.step()
 
-# %% ../nbs/17_llm.ipynb 65
+# %% ../nbs/17_llm.ipynb 75
 @patch
 def _check_pool(self: LLM, eng, prompts, params):
     """Refuse, before anything runs, a request the engine's K/V pool can never hold whole: prompt + `max_tokens` over the pool's
@@ -546,7 +546,7 @@ def _check_pool(self: LLM, eng, prompts, params):
                              f"pool holds ({cap} tokens in {eng.pool.num_blocks} blocks); raise kv_cache_memory or ask for fewer tokens")
 
 
-# %% ../nbs/17_llm.ipynb 67
+# %% ../nbs/17_llm.ipynb 77
 @patch
 def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[SamplingParams], use_tqdm=True, loras=None) -> list[RequestOutput]:
     """Run every request (prompt text, prompt ids) with its params through the engine, continuously batched; each of a request's
@@ -570,7 +570,7 @@ def _run(self: LLM, requests: list[tuple[str | None, list[int]]], params: list[S
             for r, ((prompt, ids), p) in enumerate(zip(requests, params))]
 
 
-# %% ../nbs/17_llm.ipynb 71
+# %% ../nbs/17_llm.ipynb 81
 def _params(params, n: int | None = None):
     "Check `params`: None -> defaults. With `n`: a list of `n` (one SamplingParams for all, or a list with one per prompt)."
     if n is not None and isinstance(params, (list, tuple)):
@@ -582,7 +582,7 @@ def _params(params, n: int | None = None):
     return params if n is None else [params] * n
 
 
-# %% ../nbs/17_llm.ipynb 73
+# %% ../nbs/17_llm.ipynb 83
 @patch
 def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     "`generate`'s prompts (one, or a list) as (text, ids); an error names the prompt at fault when there are several."
@@ -600,7 +600,7 @@ def _prompt_list(self: LLM, prompts) -> list[tuple[str | None, list[int]]]:
     return out
 
 
-# %% ../nbs/17_llm.ipynb 75
+# %% ../nbs/17_llm.ipynb 85
 def _loras(lora_request, n: int) -> list | None:
     "`generate`'s `lora_request` as one per prompt (None: no adapters): one `LoRARequest` for all, or a list of `n` (each one or None)."
     if lora_request is None: return None
@@ -609,7 +609,7 @@ def _loras(lora_request, n: int) -> list | None:
         raise ValueError(f"lora_request: expected a LoRARequest, or a list of {n} (one per prompt, each a LoRARequest or None)")
     return list(lora_request)
 
-# %% ../nbs/17_llm.ipynb 77
+# %% ../nbs/17_llm.ipynb 87
 @patch
 def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] | None = None, use_tqdm: bool = True,
              lora_request: LoRARequest | list | None = None) -> list[RequestOutput]:
@@ -620,7 +620,7 @@ def generate(self: LLM, prompts, params: SamplingParams | list[SamplingParams] |
 
 def _is_conversation(x) -> bool: return isinstance(x, (list, tuple)) and all(isinstance(m, dict) and "role" in m for m in x)
 
-# %% ../nbs/17_llm.ipynb 78
+# %% ../nbs/17_llm.ipynb 89
 @patch
 def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bool = True, chat_template: str | None = None,
          add_generation_prompt: bool = True, chat_template_kwargs: dict | None = None, lora_request: LoRARequest | list | None = None) -> list[RequestOutput]:
@@ -637,7 +637,7 @@ def chat(self: LLM, messages, params: SamplingParams | None = None, use_tqdm: bo
     return self._run([self.encode_chat(c, chat_template, add_generation_prompt, chat_template_kwargs=chat_template_kwargs) for c in convs], params,
                      use_tqdm, _loras(lora_request, len(convs)))
 
-# %% ../nbs/17_llm.ipynb 80
+# %% ../nbs/17_llm.ipynb 91
 @patch
 def _stream_ids(self: LLM, ids, params, lora_request: LoRARequest | None = None) -> Iterator[str]:
     "The text of one completion as the engine produces it; leaving early (break, close) aborts it."
@@ -654,7 +654,7 @@ def _stream_ids(self: LLM, ids, params, lora_request: LoRARequest | None = None)
     self.last_stream_output = seq.output()
 
 
-# %% ../nbs/17_llm.ipynb 81
+# %% ../nbs/17_llm.ipynb 93
 @patch
 def stream(self: LLM, prompt, params: SamplingParams | None = None, lora_request: LoRARequest | None = None) -> Iterator[str]:
     """Yield the completion's text as it is generated. `prompt` is a str, {'prompt_token_ids': [...]} or a conversation (list of
@@ -665,7 +665,7 @@ def stream(self: LLM, prompt, params: SamplingParams | None = None, lora_request
     return self._stream_ids(ids, params, lora_request)
 
 
-# %% ../nbs/17_llm.ipynb 83
+# %% ../nbs/17_llm.ipynb 95
 @patch
 @torch.inference_mode()
 def logits(self: LLM, ids) -> torch.Tensor:
@@ -675,7 +675,7 @@ def logits(self: LLM, ids) -> torch.Tensor:
     return self.get_engine().prompt_logits(ids).cpu()
 
 
-# %% ../nbs/17_llm.ipynb 87
+# %% ../nbs/17_llm.ipynb 99
 @patch(as_prop=True)
 def pooler_config(self: LLM) -> PoolerConfig:
     "The model's pooling defaults and prompts (`PoolerConfig.from_dir` of its directory; read once)."
@@ -688,7 +688,7 @@ def configure_pooling(self: LLM, engine: Engine) -> Engine:
     engine.pooler_config, engine.classifier = self.pooler_config, self.reranker_head()
     return engine
 
-# %% ../nbs/17_llm.ipynb 88
+# %% ../nbs/17_llm.ipynb 101
 @patch
 def reranker_head(self: LLM) -> TokenScoreHead | None:
     "The generative reranker's head (`EngineConfig.reranker`: its `yes` / `no` tokens over the model's `lm_head`), or None."
@@ -700,7 +700,7 @@ def reranker_head(self: LLM) -> TokenScoreHead | None:
         return ids[0]
     return TokenScoreHead(self.model.lm_head, one("yes"), one("no") if r.get("no") else None)
 
-# %% ../nbs/17_llm.ipynb 89
+# %% ../nbs/17_llm.ipynb 103
 @patch
 def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt_tokens: int | None = None, what: str = "input") -> list[int]:
     """One input's token ids for a pooling request: a str (with the model's prompt `prompt_name`, else its default, prefixed) or
@@ -714,7 +714,7 @@ def pooling_ids(self: LLM, text, prompt_name: str | None = None, truncate_prompt
     if truncate_prompt_tokens is not None: ids = ids[-check_int("truncate_prompt_tokens", truncate_prompt_tokens, lo=1):]
     return self._check_ids(ids, what, limit=self.max_model_len)
 
-# %% ../nbs/17_llm.ipynb 91
+# %% ../nbs/17_llm.ipynb 105
 @patch
 def encode_pooling(self: LLM, inputs: list[list[int]], params: PoolingParams) -> list[torch.Tensor]:
     "Run pooling requests for token-id lists `inputs` through the engine; their vectors (ValueError naming a failed one)."
@@ -724,7 +724,7 @@ def encode_pooling(self: LLM, inputs: list[list[int]], params: PoolingParams) ->
         if r.error is not None: raise ValueError(f"inputs[{i}]: {r.error}")
     return [r.pooled for r in res]
 
-# %% ../nbs/17_llm.ipynb 92
+# %% ../nbs/17_llm.ipynb 107
 @patch
 def embed(self: LLM, texts, pooling: str | None = None, normalize: bool | None = None, dimensions: int | None = None,
           prompt_name: str | None = None, truncate_prompt_tokens: int | None = None) -> list[list[float]]:
@@ -734,7 +734,7 @@ def embed(self: LLM, texts, pooling: str | None = None, normalize: bool | None =
     ids = [self.pooling_ids(t, prompt_name, truncate_prompt_tokens) for t in ([texts] if one else texts)]
     return [v.tolist() for v in self.encode_pooling(ids, params)]
 
-# %% ../nbs/17_llm.ipynb 94
+# %% ../nbs/17_llm.ipynb 109
 @patch
 def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None = None) -> list[float]:
     """A relevance score of each document (a str or a list of them) for `query`: the classification head's sigmoid, or the
@@ -752,7 +752,7 @@ def score(self: LLM, query: str, documents, truncate_prompt_tokens: int | None =
     if out[0].numel() != 1: raise ValueError(f"score: the classification head has {out[0].numel()} labels; score() reads a one-label head")
     return [float(torch.sigmoid(v[0])) for v in out]
 
-# %% ../nbs/17_llm.ipynb 99
+# %% ../nbs/17_llm.ipynb 114
 def random_llm(spec: str, config: EngineConfig | None = None, **settings) -> LLM:
     """An `LLM` around `random_model(random_config(spec))`, for benchmarks without a download; `config` and `settings` as `LLM` takes
     them. `tokenizer`: a tokenizer file, else `byte_tokenizer()`; its vocabulary must fit the model's. `dtype`: float16 unless given.

@@ -181,7 +181,7 @@ def lora_mask(row_slots: torch.Tensor, ranks, scales, max_lora_rank: int, device
     hit = (s[:, None] == col[None] // max_lora_rank) & (col[None] % max_lora_rank < r[s][:, None])
     return (hit * sc[s][:, None]).to(device=device, dtype=dtype)
 
-# %% ../nbs/12c_lora.ipynb 39
+# %% ../nbs/12c_lora.ipynb 40
 class LoRALinear(nn.Module):
     "A projection with LoRA: `base` (any layer: float, int8/int4, GGUF packed; it is only called) plus each slot's A and B."
     def __init__(self, base: nn.Module, n_in: int, n_out: int, slots: "LoRASlots"):
@@ -200,35 +200,35 @@ class LoRALinear(nn.Module):
         h = (x.to(self.A.dtype) @ self.A.view(S * R, n_in).T) * m     # in the slots' dtype (`slots_dtype`), as PEFT casts x to its A's
         return y + (h @ self.Bt.view(S * R, -1)).to(y.dtype)
 
-# %% ../nbs/12c_lora.ipynb 40
+# %% ../nbs/12c_lora.ipynb 42
 @patch
 def set_active(self: LoRALinear, slot: int, on: bool):
     "Whether slot `slot`'s adapter adapts this projection; a slot that does not has its `A` zeroed, so its columns add nothing."
     self.active[slot] = on
     if not on: self.A[slot].zero_()
 
-# %% ../nbs/12c_lora.ipynb 41
+# %% ../nbs/12c_lora.ipynb 44
 @patch
 def put(self: LoRALinear, slot: int, a: torch.Tensor, b: torch.Tensor):
     "Slot `slot`'s `A` `[r, in]` and `B` `[out, r]` (rank r <= max_lora_rank: the first r of the slot's), and `B` transposed."
     r = a.shape[0]
     self.A[slot, :r].copy_(a); self.B[slot, :, :r].copy_(b); self.Bt[slot, :r].copy_(b.T)
 
-# %% ../nbs/12c_lora.ipynb 44
+# %% ../nbs/12c_lora.ipynb 47
 def _shard_shapes(config: LlamaConfig, world: int) -> dict[str, tuple[str, int, int]]:
     "`lora_shapes` of the part of each projection that one rank of a tensor-parallel group of `world` holds (`tp_config`, 12b)."
     if world == 1: return lora_shapes(config)
     from xllm.loader import tp_config
     return lora_shapes(tp_config(config, world))
 
-# %% ../nbs/12c_lora.ipynb 45
+# %% ../nbs/12c_lora.ipynb 49
 def _host(parent: nn.Module, mod: str) -> tuple[nn.Module, str]:
     """Where projection `mod` of `parent` is swapped: in `parent`, or inside a row-parallel shard's `AllReduce` (13a: its `inner`),
     so that the adapter's partial product joins the base's before the one all-reduce sums the ranks' (no collective of its own)."""
     m = getattr(parent, mod)
     return (m, "inner") if type(m).__name__ == "AllReduce" else (parent, mod)
 
-# %% ../nbs/12c_lora.ipynb 46
+# %% ../nbs/12c_lora.ipynb 51
 class LoRASlots:
     """The LoRA slots of `model`: made once, it swaps every layer's projections for `LoRALinear`s (the model's `lora` is then this
     object). `load(slot, adapter)` puts an adapter in a slot, `clear(slot)` empties it, `set_rows` tells the next forward each row's slot.
@@ -250,7 +250,7 @@ class LoRASlots:
                 setattr(host, name, lay)
         model.lora = self
 
-# %% ../nbs/12c_lora.ipynb 48
+# %% ../nbs/12c_lora.ipynb 53
 @patch
 def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     "Put `adapter` in slot `slot` (what was there is replaced): its A and B copied into every layer it adapts."
@@ -264,7 +264,7 @@ def load(self: LoRASlots, slot: int, adapter: LoRAAdapter):
     self.adapters[slot], self.ranks[slot], self.scales[slot] = adapter, adapter.r, adapter.scaling
     if self.mirror is not None: self.mirror.load(slot, adapter)      # rank 0 of a tensor-parallel group: the other ranks too (13a)
 
-# %% ../nbs/12c_lora.ipynb 49
+# %% ../nbs/12c_lora.ipynb 55
 @patch
 def clear(self: LoRASlots, slot: int):
     "Empty slot `slot`: no layer adds anything for it."
@@ -272,7 +272,7 @@ def clear(self: LoRASlots, slot: int):
     self.adapters[slot], self.ranks[slot], self.scales[slot] = None, 0, 0.0
     if self.mirror is not None: self.mirror.clear(slot)
 
-# %% ../nbs/12c_lora.ipynb 51
+# %% ../nbs/12c_lora.ipynb 57
 @patch
 def set_rows(self: LoRASlots, slots=None):
     """Each row's slot for the next forward (-1 or None: the base alone): a list or tensor of ints, or None for a batch without
@@ -282,7 +282,7 @@ def set_rows(self: LoRASlots, slots=None):
     used = self.check_rows(s)
     self.mask = lora_mask(s, self.ranks, self.scales, self.max_lora_rank, self.device, self.dtype) if used else None
 
-# %% ../nbs/12c_lora.ipynb 52
+# %% ../nbs/12c_lora.ipynb 58
 @patch
 def check_rows(self: LoRASlots, slots) -> list[int]:
     "The slots the rows `slots` use (those >= 0), each of which must hold an adapter (a ValueError names one that does not)."
@@ -290,7 +290,7 @@ def check_rows(self: LoRASlots, slots) -> list[int]:
     if (bad := [v for v in used if v >= self.max_loras or self.adapters[v] is None]): raise ValueError(f"LoRA slot {bad[0]} holds no adapter")
     return used
 
-# %% ../nbs/12c_lora.ipynb 58
+# %% ../nbs/12c_lora.ipynb 64
 class LoRANotLoaded(ValueError):
     "A request names an adapter that is not loaded, where adapters are not read on demand (a server: it was unloaded meanwhile)."
 
@@ -311,7 +311,7 @@ def adapter(self: LoRASlots, req: LoRARequest, read: bool = True, keep: bool = T
     if keep: self.keep(i, got)
     return got
 
-# %% ../nbs/12c_lora.ipynb 59
+# %% ../nbs/12c_lora.ipynb 66
 @patch
 def read(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     """`req`'s adapter read from `req.lora_path` and checked against the model (`num_reads` counts it); any failure (a file gone,
@@ -322,7 +322,7 @@ def read(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     self.num_reads += 1
     return ad
 
-# %% ../nbs/12c_lora.ipynb 60
+# %% ../nbs/12c_lora.ipynb 68
 @patch
 def keep(self: LoRASlots, i: int, ad: LoRAAdapter):
     """Cache adapter `ad` (id `i`) as the most recently used, once the least recently used adapters that sit in no slot are dropped to
@@ -333,7 +333,7 @@ def keep(self: LoRASlots, i: int, ad: LoRAAdapter):
     if len(self.known) < self.max_cpu_loras: self.known[i] = ad
     else: self.num_evictions += 1
 
-# %% ../nbs/12c_lora.ipynb 61
+# %% ../nbs/12c_lora.ipynb 70
 @patch
 def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> int:
     """The slot holding `req`'s adapter, put there now if needed: an empty slot, else the least recently used one not in `busy`
@@ -349,13 +349,13 @@ def acquire(self: LoRASlots, req: LoRARequest, busy=(), read: bool = True) -> in
     if i not in self.known: self.keep(i, ad)
     return free[0]
 
-# %% ../nbs/12c_lora.ipynb 62
+# %% ../nbs/12c_lora.ipynb 72
 @patch
 def available(self: LoRASlots, req: LoRARequest, busy=()) -> bool:
     "Whether `acquire(req, busy)` finds a slot now (its adapter's, an empty one, or one not in `busy`)."
     return req.lora_int_id in self.lru or any(a is None for a in self.adapters) or any(s not in busy for s in self.lru.values())
 
-# %% ../nbs/12c_lora.ipynb 64
+# %% ../nbs/12c_lora.ipynb 74
 @patch
 def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
     """Forget the adapter named `lora_name` (its slot emptied, and registered no more); False if none registered or cached has
@@ -368,7 +368,7 @@ def remove(self: LoRASlots, lora_name: str, in_use=()) -> bool:
     self.known.pop(i, None); self.registered.pop(i, None)
     return True
 
-# %% ../nbs/12c_lora.ipynb 65
+# %% ../nbs/12c_lora.ipynb 76
 @patch
 def register(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     """Serve `req`'s adapter by its name and path (a server's load route): read and checked now; from then on read again from its
@@ -377,7 +377,7 @@ def register(self: LoRASlots, req: LoRARequest) -> LoRAAdapter:
     self.registered[req.lora_int_id] = req
     return ad
 
-# %% ../nbs/12c_lora.ipynb 66
+# %% ../nbs/12c_lora.ipynb 78
 def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_loras: int | None = None) -> LoRASlots:
     "The model's LoRA slots (`model.lora`), made now if it has none; a ValueError if it has slots of other sizes."
     sl = getattr(model, "lora", None)
@@ -387,7 +387,7 @@ def attach_lora(model: nn.Module, max_loras: int, max_lora_rank: int, max_cpu_lo
                          f"{sl.max_loras} x rank {sl.max_lora_rank} (max_cpu_loras={sl.max_cpu_loras}) already")
     return sl
 
-# %% ../nbs/12c_lora.ipynb 71
+# %% ../nbs/12c_lora.ipynb 83
 def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, seed: int = 0, lora_alpha: float | None = None,
                    std: float = 0.2) -> Path:
     "A random PEFT LoRA adapter for `config`'s shape written to directory `path` (A, B ~ N(0, std^2 / fan-in)); returns the path."
@@ -405,7 +405,7 @@ def random_adapter(config: LlamaConfig, path, r: int = 8, targets=LORA_TARGETS, 
                                                         "bias": "none", "use_rslora": False, "task_type": "CAUSAL_LM"}))
     return p
 
-# %% ../nbs/12c_lora.ipynb 74
+# %% ../nbs/12c_lora.ipynb 86
 _PARENT = {m: "self_attn" if m in LORA_TARGETS[:4] else "mlp" for m in LORA_TARGETS}
 
 def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
@@ -419,7 +419,7 @@ def shard_adapter(adapter: LoRAAdapter, rank: int, world: int) -> LoRAAdapter:
     w = {(i, mod): (a, cut(i, mod, b)) if mod in COLUMN else (cut(i, mod, a), b) for (i, mod), (a, b) in adapter.weights.items()}
     return replace(adapter, weights=w, shard=(rank, world))
 
-# %% ../nbs/12c_lora.ipynb 80
+# %% ../nbs/12c_lora.ipynb 92
 _GGUF_LORA = re.compile(r"blk\.(\d+)\.(\w+)\.weight\.lora_([ab])")
 _GGUF_MODS = {"attn_q": "q_proj", "attn_k": "k_proj", "attn_v": "v_proj", "attn_output": "o_proj", "ffn_gate": "gate_proj",
               "ffn_up": "up_proj", "ffn_down": "down_proj"}
@@ -437,7 +437,7 @@ def _gguf_open(path):
     if "adapter.lora.alpha" not in g.metadata: raise ValueError(f"{f}: adapter.lora.alpha: missing")
     return g, check_number(f"{f}: adapter.lora.alpha", g.metadata["adapter.lora.alpha"], lo=0)
 
-# %% ../nbs/12c_lora.ipynb 82
+# %% ../nbs/12c_lora.ipynb 94
 def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
     "{(layer, module): [(name, A), (name, B)]} of the GGUF LoRA `g` (file `f`): every tensor's name, layer and type checked."
     out = {}
@@ -454,7 +454,7 @@ def _gguf_pairs(g, f, config: LlamaConfig) -> dict[tuple[int, str], list]:
         if None in ab: raise ValueError(f"{f}: layer {i} {mod} has lora_{'ab'[ab.index(None)]} missing")
     return out
 
-# %% ../nbs/12c_lora.ipynb 84
+# %% ../nbs/12c_lora.ipynb 96
 def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = None, name: str | None = None) -> LoRAAdapter:
     """llama.cpp's GGUF LoRA file `path` (from `convert_lora_to_gguf.py`) as a `LoRAAdapter`, checked against the base model's
     `config`: one rank, every shape, `B`'s q/k rows back in Hugging Face order, the scale `alpha / r` (alpha 0: 1, as llama.cpp)."""
@@ -473,7 +473,7 @@ def read_gguf_adapter(path, config: LlamaConfig, max_lora_rank: int | None = Non
         w[i, mod] = (a, unpermute_rope_rows(b, heads[mod]) if mod in heads else b)
     return LoRAAdapter(name or f.stem, str(path), r, alpha / r if alpha else 1.0, w, {"r": r, "lora_alpha": alpha, "format": "gguf"})
 
-# %% ../nbs/12c_lora.ipynb 87
+# %% ../nbs/12c_lora.ipynb 99
 def _rope_rows_to_gguf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     "Rows of a q/k projection from Hugging Face rotate-half order to GGUF's interleaved pairs (`unpermute_rope_rows` undoes it)."
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape).contiguous()
@@ -496,7 +496,7 @@ def peft_to_gguf(path, config: LlamaConfig, out, dtype: str = "F32") -> Path:
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return Path(out)
 
-# %% ../nbs/12c_lora.ipynb 89
+# %% ../nbs/12c_lora.ipynb 101
 def adapter_rank(path) -> int:
     "The rank of the adapter at `path` (a PEFT directory's `r`; a GGUF LoRA file's, from its `lora_a` shapes), read without the model."
     if not Path(path).expanduser().is_file(): return read_adapter_config(path)["r"]

@@ -42,7 +42,7 @@ MAX_DETOKENIZE = 1 << 20                      # token ids one /detokenize reques
 
 class _TooLong(ValueError): "A list longer than the tokens a request holds (answered with code context_length_exceeded)."
 
-# %% ../nbs/19_server.ipynb 7
+# %% ../nbs/19_server.ipynb 8
 def _shape(d, max_prompts: int, max_len: int, why: str = ""):
     """Refuse, on the raw JSON and before pydantic builds anything, lists longer than a request can use: more prompts than the server
     takes at once, token-id lists or conversations longer than `max_len` tokens (`why`: why that is the limit), more stop strings
@@ -67,7 +67,7 @@ def _shape(d, max_prompts: int, max_len: int, why: str = ""):
     s = d.get("stop")
     if isinstance(s, list) and len(s) > MAX_STOP_STRINGS: no("stop", f"{len(s)} stop strings; at most {MAX_STOP_STRINGS}")
 
-# %% ../nbs/19_server.ipynb 9
+# %% ../nbs/19_server.ipynb 10
 def _nullable(schema: dict):
     "OpenAPI: an option that is not required also takes null, which means its default (`_Req._nulls`)."
     for f, prop in schema.get("properties", {}).items():
@@ -75,7 +75,7 @@ def _nullable(schema: dict):
             schema["properties"][f] = {"anyOf": [{k: v for k, v in prop.items() if k not in ("title", "default")}, {"type": "null"}],
                                        **{k: prop[k] for k in ("title", "default") if k in prop}}
 
-# %% ../nbs/19_server.ipynb 10
+# %% ../nbs/19_server.ipynb 12
 class _Req(BaseModel):
     "The options completions and chat share. Strict: `true` is not a number, 1.0 not an integer, 1 not a bool."
     model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
@@ -84,7 +84,7 @@ class _Req(BaseModel):
     def _nulls(cls, d):        # OpenAI's clients may send null for any option they leave unset: it means the default
         return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
 
-# %% ../nbs/19_server.ipynb 12
+# %% ../nbs/19_server.ipynb 14
 class _SamplingFields(_Req):
     "The sampling options (OpenAI's, then vLLM's extras); `to_sampling_params` turns them into `SamplingParams`."
     model: str | None = None
@@ -106,7 +106,7 @@ class _SamplingFields(_Req):
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True
 
-# %% ../nbs/19_server.ipynb 13
+# %% ../nbs/19_server.ipynb 16
 class _Options(_SamplingFields):
     "Every option of completions and chat: sampling, streaming, structured outputs."
     stream: bool = False
@@ -120,7 +120,7 @@ class _Options(_SamplingFields):
     guided_choice: list[str] | None = None
     guided_grammar: str | None = None
 
-# %% ../nbs/19_server.ipynb 14
+# %% ../nbs/19_server.ipynb 18
 class CompletionRequest(_Options):
     "`/v1/completions`: a prompt (text(s) or token ids, as OpenAI accepts) to continue."
     prompt: str | list[str] | list[StrictInt] | list[list[StrictInt]]
@@ -129,7 +129,7 @@ class CompletionRequest(_Options):
     echo: bool = False
     suffix: str | None = None
 
-# %% ../nbs/19_server.ipynb 15
+# %% ../nbs/19_server.ipynb 20
 class ChatMessage(BaseModel):
     "One message of a conversation, as sent (checked further by `_chat_messages`)."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -139,7 +139,7 @@ class ChatMessage(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
 
-# %% ../nbs/19_server.ipynb 16
+# %% ../nbs/19_server.ipynb 22
 class ChatRequest(_Options):
     "`/v1/chat/completions`: a conversation to answer (the chat template applied), with tools if any."
     messages: list[ChatMessage] = Field(min_length=1)
@@ -152,7 +152,7 @@ class ChatRequest(_Options):
     chat_template_kwargs: dict[str, Any] | None = None                # more template variables, e.g. enable_thinking (vLLM's)
     parallel_tool_calls: bool | None = None                           # False: at most one tool call, the first (OpenAI's)
 
-# %% ../nbs/19_server.ipynb 17
+# %% ../nbs/19_server.ipynb 24
 class TokenizeRequest(BaseModel):
     "vLLM's /tokenize: a text prompt, or chat messages through the template."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -162,7 +162,7 @@ class TokenizeRequest(BaseModel):
     add_special_tokens: bool = True          # the prompt's BOS, when the model wants one
     add_generation_prompt: bool = True
 
-# %% ../nbs/19_server.ipynb 18
+# %% ../nbs/19_server.ipynb 26
 class DetokenizeRequest(BaseModel):
     "vLLM's /detokenize: token ids to write out."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -172,7 +172,7 @@ class DetokenizeRequest(BaseModel):
 _UNION_FIELDS = {"prompt": "a string, a list of strings, a list of token ids (integers) or a list of token-id lists",
                  "stop": "a string or a list of strings"}     # pydantic's message for these would name one alternative only
 
-# %% ../nbs/19_server.ipynb 21
+# %% ../nbs/19_server.ipynb 29
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _dumps(obj) -> str:
@@ -186,7 +186,7 @@ class _Out(BaseModel):
         self.model_fields_set.update(set(type(self).model_fields) - self._optional)
     def dump(self) -> dict: return self.model_dump(exclude_unset=True)
 
-# %% ../nbs/19_server.ipynb 22
+# %% ../nbs/19_server.ipynb 31
 class ErrorInfo(_Out):
     "An error's body: OpenAI's `message`, `type`, `param` and `code`."
     message: str
@@ -198,7 +198,7 @@ class Error(_Out):
     "OpenAI's error JSON, the answer to every failed request."
     error: ErrorInfo
 
-# %% ../nbs/19_server.ipynb 23
+# %% ../nbs/19_server.ipynb 33
 class Usage(_Out):
     "Tokens a request read and wrote (`prompt_tokens`, `completion_tokens`, `total_tokens`)."
     prompt_tokens: int
@@ -210,7 +210,7 @@ class Usage(_Out):
         return cls(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                                                           total_tokens=prompt_tokens + completion_tokens)
 
-# %% ../nbs/19_server.ipynb 25
+# %% ../nbs/19_server.ipynb 35
 class CompletionLogprobs(_Out):
     "OpenAI's legacy logprobs: parallel lists (`_logprobs`); an echoed prompt's first token has null for both."
     tokens: list[str]
@@ -218,7 +218,7 @@ class CompletionLogprobs(_Out):
     top_logprobs: list[dict[str, float] | None]
     text_offset: list[int]
 
-# %% ../nbs/19_server.ipynb 26
+# %% ../nbs/19_server.ipynb 37
 class TopLogprob(_Out):
     "One candidate token's log-probability, its text and its UTF-8 bytes."
     token: str
@@ -233,7 +233,7 @@ class ChatLogprobs(_Out):
     "The log-probabilities of a chat answer's tokens."
     content: list[TokenLogprob]
 
-# %% ../nbs/19_server.ipynb 27
+# %% ../nbs/19_server.ipynb 39
 class CompletionChoice(_Out):
     "A completion's choice, whole or (its text so far) as a stream chunk's."
     index: int
@@ -241,7 +241,7 @@ class CompletionChoice(_Out):
     logprobs: CompletionLogprobs | None = None
     finish_reason: str | None = None
 
-# %% ../nbs/19_server.ipynb 28
+# %% ../nbs/19_server.ipynb 41
 class CompletionResponse(_Out):
     "The answer to `/v1/completions`: its choices and usage."
     id: str
@@ -251,7 +251,7 @@ class CompletionResponse(_Out):
     choices: list[CompletionChoice]
     usage: Usage
 
-# %% ../nbs/19_server.ipynb 29
+# %% ../nbs/19_server.ipynb 43
 class CompletionChunk(_Out):
     "One SSE event of a streamed completion; `usage` only with `stream_options.include_usage` (null but in the last)."
     _optional: ClassVar[frozenset] = frozenset({"usage"})
@@ -262,7 +262,7 @@ class CompletionChunk(_Out):
     choices: list[CompletionChoice]
     usage: Usage | None = None
 
-# %% ../nbs/19_server.ipynb 31
+# %% ../nbs/19_server.ipynb 45
 class FunctionCall(_Out):
     "A tool call's function: its name and its arguments as JSON text."
     name: str
@@ -274,7 +274,7 @@ class ToolCall(_Out):
     type: Literal["function"] = "function"
     function: FunctionCall
 
-# %% ../nbs/19_server.ipynb 32
+# %% ../nbs/19_server.ipynb 47
 class AssistantMessage(_Out):
     "The answer's message; `tool_calls` only when the answer was read as tool calls (then `content` may be null)."
     _optional: ClassVar[frozenset] = frozenset({"tool_calls", "reasoning_content"})
@@ -283,7 +283,7 @@ class AssistantMessage(_Out):
     tool_calls: list[ToolCall] | None = None
     reasoning_content: str | None = None          # with --reasoning-parser: the thinking, apart from the answer
 
-# %% ../nbs/19_server.ipynb 33
+# %% ../nbs/19_server.ipynb 49
 class ChatChoice(_Out):
     "One choice of a chat answer: the assistant's message, its log-probabilities and why it stopped."
     index: int
@@ -291,7 +291,7 @@ class ChatChoice(_Out):
     logprobs: ChatLogprobs | None = None
     finish_reason: str | None = None
 
-# %% ../nbs/19_server.ipynb 34
+# %% ../nbs/19_server.ipynb 51
 class ChatCompletionResponse(_Out):
     "The answer to `/v1/chat/completions`: its choices and usage."
     id: str
@@ -301,7 +301,7 @@ class ChatCompletionResponse(_Out):
     choices: list[ChatChoice]
     usage: Usage
 
-# %% ../nbs/19_server.ipynb 35
+# %% ../nbs/19_server.ipynb 53
 class DeltaToolCall(_Out):
     "A tool call's part in a streamed chunk (its id and name first, then its arguments as they are written)."
     index: int
@@ -309,7 +309,7 @@ class DeltaToolCall(_Out):
     type: Literal["function"] = "function"
     function: FunctionCall
 
-# %% ../nbs/19_server.ipynb 36
+# %% ../nbs/19_server.ipynb 55
 class Delta(_Out):
     "What a chat chunk adds to its choice: the role (first chunk), text, or tool calls; `{}` for none (the last chunk)."
     _optional: ClassVar[frozenset] = frozenset({"role", "content", "tool_calls", "reasoning_content"})
@@ -318,7 +318,7 @@ class Delta(_Out):
     tool_calls: list[DeltaToolCall] | None = None
     reasoning_content: str | None = None
 
-# %% ../nbs/19_server.ipynb 37
+# %% ../nbs/19_server.ipynb 57
 class ChatStreamChoice(_Out):
     "One choice's delta in a streamed chat chunk."
     index: int
@@ -326,7 +326,7 @@ class ChatStreamChoice(_Out):
     logprobs: ChatLogprobs | None = None
     finish_reason: str | None = None
 
-# %% ../nbs/19_server.ipynb 38
+# %% ../nbs/19_server.ipynb 59
 class ChatCompletionChunk(_Out):
     "One server-sent event of a streamed chat answer."
     _optional: ClassVar[frozenset] = frozenset({"usage"})
@@ -337,7 +337,7 @@ class ChatCompletionChunk(_Out):
     choices: list[ChatStreamChoice]
     usage: Usage | None = None
 
-# %% ../nbs/19_server.ipynb 40
+# %% ../nbs/19_server.ipynb 61
 class ModelCard(_Out):
     "A served model as `/v1/models` lists it (with its context, `max_model_len`; a LoRA adapter with its `parent`)."
     _optional: ClassVar[frozenset] = frozenset({"parent"})
@@ -353,14 +353,14 @@ class ModelList(_Out):
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
-# %% ../nbs/19_server.ipynb 41
+# %% ../nbs/19_server.ipynb 63
 class TokenizeResponse(_Out):
     "The answer to `/tokenize`: the token ids, their count and the context."
     count: int
     max_model_len: int
     tokens: list[int]
 
-# %% ../nbs/19_server.ipynb 42
+# %% ../nbs/19_server.ipynb 65
 class DetokenizeResponse(_Out):
     "The answer to `/detokenize`: the text of the token ids."
     prompt: str
@@ -369,7 +369,7 @@ class Version(_Out):
     "The answer to `/version`."
     version: str
 
-# %% ../nbs/19_server.ipynb 43
+# %% ../nbs/19_server.ipynb 67
 class RankLoad(_Out):
     "One engine's load in `/get_load`, as SGLang's workers report it and its router reads it (notebook 19a)."
     dp_rank: int
@@ -377,7 +377,7 @@ class RankLoad(_Out):
     num_waiting_reqs: int
     num_tokens: int
 
-# %% ../nbs/19_server.ipynb 44
+# %% ../nbs/19_server.ipynb 69
 class TokenizerInfo(_Out):
     "vLLM's /tokenizer_info."
     tokenizer_class: str
@@ -389,7 +389,7 @@ class TokenizerInfo(_Out):
     model_max_length: int
     vocab_size: int
 
-# %% ../nbs/19_server.ipynb 45
+# %% ../nbs/19_server.ipynb 71
 class Health(_Out):
     "`/health`: ok or not (and why); the counts only to a client holding the key."
     _optional: ClassVar[frozenset] = frozenset({"reason", "in_flight", "unfinished", "running", "waiting", "used_blocks", "num_blocks",
@@ -406,7 +406,7 @@ class Health(_Out):
     stalled: int | None = None
     limits: dict[str, int] | None = None
 
-# %% ../nbs/19_server.ipynb 48
+# %% ../nbs/19_server.ipynb 74
 class EmbeddingRequest(_Req):
     "OpenAI's /v1/embeddings body (and vLLM's /pooling): `input`, `encoding_format`, `dimensions`; vLLM's `truncate_prompt_tokens`, `normalize`."
     model: str | None = None
@@ -417,7 +417,7 @@ class EmbeddingRequest(_Req):
     truncate_prompt_tokens: StrictInt | None = None
     normalize: bool | None = None
 
-# %% ../nbs/19_server.ipynb 49
+# %% ../nbs/19_server.ipynb 76
 class ScoreRequest(_Req):
     "vLLM's /v1/score body: `text_1` (one query) scored against `text_2` (a document or a list of them)."
     model: str | None = None
@@ -425,7 +425,7 @@ class ScoreRequest(_Req):
     text_2: str | list[str]
     truncate_prompt_tokens: StrictInt | None = None
 
-# %% ../nbs/19_server.ipynb 50
+# %% ../nbs/19_server.ipynb 78
 class RerankRequest(_Req):
     "The /v1/rerank body (Jina's and Cohere's shape): `query`, `documents`, `top_n` (0 or none: all), `return_documents`."
     model: str | None = None
@@ -435,7 +435,7 @@ class RerankRequest(_Req):
     return_documents: bool = True
     truncate_prompt_tokens: StrictInt | None = None
 
-# %% ../nbs/19_server.ipynb 51
+# %% ../nbs/19_server.ipynb 80
 class EmbeddingUsage(_Out):
     "Tokens an embedding or scoring request read (`prompt_tokens`, `total_tokens`)."
     prompt_tokens: int
@@ -447,7 +447,7 @@ class EmbeddingData(_Out):
     index: int
     embedding: list[float] | str
 
-# %% ../nbs/19_server.ipynb 52
+# %% ../nbs/19_server.ipynb 82
 class EmbeddingResponse(_Out):
     "OpenAI's /v1/embeddings answer."
     object: str = "list"
@@ -455,14 +455,14 @@ class EmbeddingResponse(_Out):
     model: str
     usage: EmbeddingUsage
 
-# %% ../nbs/19_server.ipynb 53
+# %% ../nbs/19_server.ipynb 84
 class PoolingData(_Out):
     "One input's pooled vector (vLLM's /pooling)."
     object: str = "pooling"
     index: int
     data: list[float] | str
 
-# %% ../nbs/19_server.ipynb 54
+# %% ../nbs/19_server.ipynb 86
 class PoolingResponse(_Out):
     "vLLM's /pooling answer."
     id: str
@@ -472,14 +472,14 @@ class PoolingResponse(_Out):
     data: list[PoolingData]
     usage: EmbeddingUsage
 
-# %% ../nbs/19_server.ipynb 55
+# %% ../nbs/19_server.ipynb 88
 class ScoreData(_Out):
     "One document's score (vLLM's /v1/score)."
     object: str = "score"
     index: int
     score: float
 
-# %% ../nbs/19_server.ipynb 56
+# %% ../nbs/19_server.ipynb 90
 class ScoreResponse(_Out):
     "vLLM's /v1/score answer."
     id: str
@@ -493,7 +493,7 @@ class RerankDocument(_Out):
     "A document returned with its result."
     text: str
 
-# %% ../nbs/19_server.ipynb 57
+# %% ../nbs/19_server.ipynb 92
 class RerankResult(_Out):
     "One document's place: its `index` in the request, its `relevance_score`, and the document when asked."
     _optional: ClassVar[frozenset] = frozenset({"document"})
@@ -501,7 +501,7 @@ class RerankResult(_Out):
     relevance_score: float
     document: RerankDocument | None = None
 
-# %% ../nbs/19_server.ipynb 58
+# %% ../nbs/19_server.ipynb 94
 class RerankResponse(_Out):
     "The /v1/rerank answer: results sorted by `relevance_score`, best first, `top_n` of them."
     id: str
@@ -509,7 +509,7 @@ class RerankResponse(_Out):
     usage: EmbeddingUsage
     results: list[RerankResult]
 
-# %% ../nbs/19_server.ipynb 60
+# %% ../nbs/19_server.ipynb 96
 class APIError(Exception):
     "An error returned to the client as OpenAI's error JSON with HTTP `status` (and extra response `headers`, e.g. Retry-After)."
     def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None, code: str | None = None,
@@ -522,7 +522,7 @@ class APIError(Exception):
 
 _INTERNAL = APIError(500, "internal server error (logged on the server)", "server_error")   # a bug's answer: no internals
 
-# %% ../nbs/19_server.ipynb 62
+# %% ../nbs/19_server.ipynb 98
 def _forget(e: BaseException):
     """Drop `e`'s tracebacks and the exceptions it was raised from. A request body refused while it was read (408, 503) surfaces as
     Starlette's ClientDisconnect inside FastAPI's HTTPException; their tracebacks hold the frames that read the body, in a
@@ -538,13 +538,13 @@ def _forget(e: BaseException):
         return
     for c in chain: c.__traceback__ = c.__cause__ = c.__context__ = None
 
-# %% ../nbs/19_server.ipynb 63
+# %% ../nbs/19_server.ipynb 100
 def _busy(why: str) -> APIError:
     "A 503 for a server that has no room now (`why`, then 'retry later'), with Retry-After: retrying can help."
     return APIError(503, f"{why}; retry later", "server_error", None, "overloaded", headers={"Retry-After": "1"})
 _log = logging.getLogger("uvicorn.error")     # uvicorn logs a failed request's traceback here; a stream's bug is logged here too
 
-# %% ../nbs/19_server.ipynb 66
+# %% ../nbs/19_server.ipynb 103
 def _asked_tokens(req) -> int | None:
     "The most new tokens a request asks for itself: chat's `max_completion_tokens`, else `max_tokens`; None if neither."
     m = getattr(req, "max_completion_tokens", None)
@@ -555,7 +555,7 @@ def _score_only(req) -> bool:
     "Whether a completion request asks for no new tokens (`max_tokens: 0`): the prompt is scored (with `echo` and `logprobs`), nothing generated."
     return getattr(req, "echo", None) is not None and req.max_tokens == 0
 
-# %% ../nbs/19_server.ipynb 68
+# %% ../nbs/19_server.ipynb 105
 def _check_options(req, scheduling_policy: str = "fcfs"):
     """The options of a completion/chat request that `SamplingParams` does not see, checked: `APIError(400)` naming the field
     (a priority under first come, first served; stream_options without stream; top_logprobs without logprobs; empty or long stops)."""
@@ -572,7 +572,7 @@ def _check_options(req, scheduling_policy: str = "fcfs"):
     if req.stream_options is not None:
         check_bool("stream_options.include_usage", req.stream_options.get("include_usage", False), "true or false", lambda m: APIError(400, m, param="stream_options"))
 
-# %% ../nbs/19_server.ipynb 70
+# %% ../nbs/19_server.ipynb 107
 def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 20, scheduling_policy: str = "fcfs") -> SamplingParams:
     """The `SamplingParams` of a completion/chat request (pydantic model); `APIError(400)` naming the field when invalid. A
     `priority` other than 0 is refused unless the server schedules by priority (as vLLM does): it would be ignored."""
@@ -593,7 +593,7 @@ def to_sampling_params(req, default_max_tokens: int | None, max_logprobs: int = 
         m = re.match(r"SamplingParams\.(\w+)", str(e))
         raise APIError(400, str(e), param=m.group(1) if m else None) from None
 
-# %% ../nbs/19_server.ipynb 73
+# %% ../nbs/19_server.ipynb 110
 def check_supported(req, vocab_size: int) -> dict[int, float]:
     """Refuse with a 400 naming the field the OpenAI options xllm does not implement, rather than answer as if they had been
     honoured: `suffix`, `best_of` other than `n`, the deprecated `functions`.
@@ -610,13 +610,13 @@ def check_supported(req, vocab_size: int) -> dict[int, float]:
     check_token_ids(list(bias), vocab_size, "logit_bias", lambda m: APIError(400, m, param="logit_bias"))
     return bias
 
-# %% ../nbs/19_server.ipynb 75
+# %% ../nbs/19_server.ipynb 112
 def logit_bias_processor(bias: dict[int, float]):
     "A logits processor (`f(output_ids, logits) -> logits`) that adds `bias[t]` to the logit of each token `t`: OpenAI's `logit_bias`."
     ids, vals = torch.tensor(list(bias), dtype=torch.long), torch.tensor(list(bias.values()), dtype=torch.float32)
     return lambda output_ids, row: row.index_add(0, ids.to(row.device), vals.to(row.device, row.dtype))
 
-# %% ../nbs/19_server.ipynb 78
+# %% ../nbs/19_server.ipynb 115
 GRAMMAR_TIMEOUT = 10.0     # seconds a schema or grammar may take to compile before the request is refused
 
 def _response_format(rf: dict | None) -> dict | None:
@@ -634,7 +634,7 @@ def _response_format(rf: dict | None) -> dict | None:
     if t != "text": raise APIError(400, f"response_format.type: expected 'text', 'json_object' or 'json_schema', got {t!r:.40}", param="response_format")
     return None
 
-# %% ../nbs/19_server.ipynb 80
+# %% ../nbs/19_server.ipynb 117
 def structured_outputs(req):
     """The `StructuredOutputsParams` a completion or chat request asks for through `response_format`, `structured_outputs` or
     `guided_*` (None: none, or `response_format` text); an `APIError(400)` naming the field when it is malformed or several are given."""
@@ -653,7 +653,7 @@ def structured_outputs(req):
         return StructuredOutputsParams(**kw)
     except ValueError as e: raise APIError(400, f"{field}: {e}", param=field) from None
 
-# %% ../nbs/19_server.ipynb 81
+# %% ../nbs/19_server.ipynb 119
 _SO_FIELDS = ("response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
 
 def _structured_field(req) -> str | None:
@@ -668,7 +668,7 @@ async def compile_structured(tokenizer, so, field: str = "response_format", time
     except GrammarError as e: raise APIError(400, f"{field}: {e}", param=field) from None
     except (asyncio.TimeoutError, TimeoutError): raise APIError(400, f"{field}: the schema or grammar took more than {timeout:g} s to compile", param=field) from None
 
-# %% ../nbs/19_server.ipynb 84
+# %% ../nbs/19_server.ipynb 122
 def _ended(o) -> Exception:
     """The failure of an engine request that ended with neither 'stop' nor 'length': a `GrammarError` when its structured output
     could not go on (the engine reports it as 'GrammarError: message'; the client's constraint, not the server, is at fault),
@@ -679,7 +679,7 @@ def _ended(o) -> Exception:
     if o.finish_reason == "error" and (o.error or "").startswith("LoRAReadError: "): return LoRAReadError(o.error.removeprefix("LoRAReadError: "))
     return RuntimeError(f"request ended with {o.finish_reason}: {o.error}")
 
-# %% ../nbs/19_server.ipynb 86
+# %% ../nbs/19_server.ipynb 124
 async def _run_choice(state, ids: list[int], params: SamplingParams, index: int, out: asyncio.Queue, choice: int = 0, processors=None,
                       score_only: bool = False, lora_request=None):
     """`index`: the choice's place in the response; `choice`: its number among its prompt's `n` (picks its seeded random stream, as in
@@ -734,7 +734,7 @@ async def _run_choice(state, ids: list[int], params: SamplingParams, index: int,
                        (first or end) - t0, (n - 1) / (end - first) if first and n > 1 and end > first else 0.0, ended)
     await put("", seq.finish_reason, 0 if score_only else len(seq.token_ids))
 
-# %% ../nbs/19_server.ipynb 87
+# %% ../nbs/19_server.ipynb 125
 def _choice_error(e: Exception, field: str | None) -> APIError:
     """What the client is answered when a choice fails: a 400 naming `field` (the request's structured-outputs field) when its
     constraint could not go on (a `GrammarError`, e.g. llguidance's lexer over its limits mid-output), else a 500 without internals
@@ -750,7 +750,7 @@ def _choice_error(e: Exception, field: str | None) -> APIError:
     _log.error("a request failed: %s: %s", type(e).__name__, e)      # the details stay in the server's log
     return _INTERNAL
 
-# %% ../nbs/19_server.ipynb 88
+# %% ../nbs/19_server.ipynb 127
 async def _run_all(state, jobs, field: str | None = None):
     """Run every `(ids, params, index, choice, processors, score_only)` concurrently; items `(index, text, finish_reason,
     completion_tokens, logprobs, prompt_logprobs, stop_reason)` as they come (stop_reason: the stop string or token id that ended it, at its end); cancel the rest on exit (e.g. a client gone). A choice that fails
@@ -769,7 +769,7 @@ async def _run_all(state, jobs, field: str | None = None):
             if not t.done(): t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 92
+# %% ../nbs/19_server.ipynb 131
 class ClientDisconnected(Exception):
     "The HTTP client went away before its answer was ready."
 
@@ -777,7 +777,7 @@ async def _wait_disconnect(request):
     "Return once the ASGI server reports `http.disconnect` for `request` (whose body has been read already)."
     while (await request.receive())["type"] != "http.disconnect": pass
 
-# %% ../nbs/19_server.ipynb 93
+# %% ../nbs/19_server.ipynb 133
 async def _unless_disconnected(request, coro):
     "Await `coro`; if the client disconnects first, cancel it (aborting its engine requests) and raise `ClientDisconnected`."
     work, gone = asyncio.ensure_future(coro), asyncio.ensure_future(_wait_disconnect(request))
@@ -793,7 +793,7 @@ async def _unless_disconnected(request, coro):
             if not t.done(): t.cancel()
         await asyncio.gather(work, gone, return_exceptions=True)
 
-# %% ../nbs/19_server.ipynb 98
+# %% ../nbs/19_server.ipynb 138
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
@@ -813,7 +813,7 @@ class Metrics:
         self.success = Counter("vllm:request_success", "Finished requests, by finish reason.", ["model_name", "finished_reason"], registry=r)
         r.register(_EngineCollector(state))
 
-# %% ../nbs/19_server.ipynb 100
+# %% ../nbs/19_server.ipynb 140
 def lora_metrics(slots, name: str):
     "The metric families of `slots` (an engine's `LoRASlots`; None: LoRA off, nothing), labelled with the model's `name`."
     from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
@@ -823,7 +823,7 @@ def lora_metrics(slots, name: str):
                             (CounterMetricFamily, "xllm:lora_cpu_cache_evictions", "LoRA adapters dropped from the CPU cache.", slots.num_evictions)):
         m = kind(n, doc, labels=["model_name"]); m.add_metric([name], v); yield m
 
-# %% ../nbs/19_server.ipynb 102
+# %% ../nbs/19_server.ipynb 142
 class _EngineCollector:
     """The engine's state when scraped: requests running and waiting, the K/V cache's use, prefix-cache queries and hits in tokens,
     speculative decoding's proposals, proposed and accepted tokens (0 when it is off), and the sampler's rows that the batched
@@ -848,7 +848,7 @@ class _EngineCollector:
         yield rows
         yield from lora_metrics(core.lora, name)
 
-# %% ../nbs/19_server.ipynb 104
+# %% ../nbs/19_server.ipynb 144
 _ROLES = ("system", "developer", "user", "assistant")
 
 def _content(c, i: int) -> str:
@@ -856,7 +856,7 @@ def _content(c, i: int) -> str:
     try: return text_content(c or "", f"messages[{i}].content")
     except ValueError as e: raise APIError(400, str(e), param="messages") from None
 
-# %% ../nbs/19_server.ipynb 106
+# %% ../nbs/19_server.ipynb 146
 def _tool_calls(calls, i: int) -> list[dict]:
     "Message `i`'s `tool_calls` in OpenAI's form (`{'id', 'type': 'function', 'function': {'name', 'arguments'}}`); a 400 naming a malformed one."
     out = []
@@ -867,7 +867,7 @@ def _tool_calls(calls, i: int) -> list[dict]:
         out.append({"id": str(c.get("id") or ""), "type": "function", "function": {"name": f["name"], "arguments": f.get("arguments", "")}})
     return out
 
-# %% ../nbs/19_server.ipynb 108
+# %% ../nbs/19_server.ipynb 148
 def _chat_messages(messages) -> list[dict]:
     """A chat request's messages as the chat template takes them ("developer" is OpenAI's newer name for "system"); a 400 naming
     the message for a role xllm does not know, a missing content, or a malformed tool call. Tool results (`role: tool`) and the
@@ -885,7 +885,7 @@ def _chat_messages(messages) -> list[dict]:
         out.append(d)
     return out
 
-# %% ../nbs/19_server.ipynb 110
+# %% ../nbs/19_server.ipynb 150
 def _lp(v: float) -> float:
     "A log-probability as JSON can carry it: -inf (a masked token) becomes -9999.0, as vLLM writes it."
     return v if math.isfinite(v) else -9999.0
@@ -894,7 +894,7 @@ def _token_bytes(tok, i: int) -> bytes:
     try: return tok.token_bytes(int(i))
     except Exception: return tok.id_to_piece(int(i)).encode()
 
-# %% ../nbs/19_server.ipynb 112
+# %% ../nbs/19_server.ipynb 152
 def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
     """OpenAI's logprobs object for `lps` [(token id, {id: logprob})] with the `k` most likely alternatives: chat's `{'content': [...]}`
     (`top_logprobs`: the k most likely) or completions' parallel lists, whose `top_logprobs` also hold the token itself, sampled or
@@ -916,7 +916,7 @@ def _logprobs(tok, lps, chat: bool, k: int, offset: int = 0):
             "top_logprobs": [None if d is None else by_text(i, d) for i, d in lps],
             "text_offset": offs}
 
-# %% ../nbs/19_server.ipynb 114
+# %% ../nbs/19_server.ipynb 154
 def _prompt_list(p) -> list:
     "A completion request's `prompt` (a string, strings, token ids or lists of token ids) as a list of `LLM` prompts (str or `{'prompt_token_ids': ids}`)."
     if isinstance(p, str): return [p]
@@ -924,11 +924,11 @@ def _prompt_list(p) -> list:
     if all(isinstance(x, int) for x in p): return [{"prompt_token_ids": p}]
     return [x if isinstance(x, str) else {"prompt_token_ids": x} for x in p]
 
-# %% ../nbs/19_server.ipynb 119
+# %% ../nbs/19_server.ipynb 159
 MAX_BODY_BYTES = 8 << 20    # request bodies are counted as they arrive (Content-Length or chunked): past this, 413
 TOKENIZE_AT_ONCE = 2        # prompts tokenized at the same time (authenticated requests; public ones have as many of their own)
 
-# %% ../nbs/19_server.ipynb 120
+# %% ../nbs/19_server.ipynb 161
 @dataclasses.dataclass
 class ServerLimits:
     """What one client may hold of the server before it has even asked (connections, body bytes), how slowly it may ask, and how
@@ -946,7 +946,7 @@ class ServerLimits:
         check_int("max_body_in_flight", self.max_body_in_flight, lo=MAX_BODY_BYTES, rule=f"a number of bytes, at least MAX_BODY_BYTES ({MAX_BODY_BYTES})")
 
 
-# %% ../nbs/19_server.ipynb 122
+# %% ../nbs/19_server.ipynb 163
 async def _send_error(send, e: APIError):
     "Answer a raw ASGI request with `e` as OpenAI's error JSON (and its headers, e.g. Retry-After), closing the connection (the rest of the body stays unread)."
     body = _dumps(e.body()).encode()
@@ -955,7 +955,7 @@ async def _send_error(send, e: APIError):
                 *((k.lower().encode(), str(v).encode()) for k, v in (e.headers or {}).items())]})
     await send({"type": "http.response.body", "body": body})
 
-# %% ../nbs/19_server.ipynb 125
+# %% ../nbs/19_server.ipynb 166
 class _BodyLimit:
     """ASGI middleware over request bodies. One larger than `limit` bytes (None: `MAX_BODY_BYTES` when the request comes),
     by Content-Length or as it arrives (chunked), gets 413 and the rest is not read. While a body is read it holds the bytes
@@ -1016,7 +1016,7 @@ class _BodyLimit:
         finally: release()
 
 
-# %% ../nbs/19_server.ipynb 130
+# %% ../nbs/19_server.ipynb 171
 def _raw_answer(e: APIError) -> bytes:
     "`e` as a whole HTTP/1.1 response with `Connection: close`, for a connection that has no request to answer it through."
     from http import HTTPStatus
@@ -1025,7 +1025,7 @@ def _raw_answer(e: APIError) -> bytes:
             "connection: close", *(f"{k.lower()}: {v}" for k, v in (e.headers or {}).items())]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
-# %% ../nbs/19_server.ipynb 132
+# %% ../nbs/19_server.ipynb 173
 @dataclasses.dataclass
 class LimitCounts:
     "How often a `ServerLimits` rule refused a client, and the connections open now (shown by `/health` to those holding the key)."
@@ -1038,7 +1038,7 @@ class LimitCounts:
     body_too_large: int = 0       # chunked bodies cut at MAX_BODY_BYTES (413)
     send_stalls: int = 0          # connections aborted because bytes they had to send did not move for the stall timeout
 
-# %% ../nbs/19_server.ipynb 134
+# %% ../nbs/19_server.ipynb 175
 SWEEP_EVERY = 1.0          # seconds between two looks at what each connection still has to send
 
 def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | None = None, stall_timeout: float = 30.0):
@@ -1117,7 +1117,7 @@ def _protocol(limits: ServerLimits, counts: LimitCounts, max_connections: int | 
             counts.connections = len(self.connections)
     return Connection
 
-# %% ../nbs/19_server.ipynb 137
+# %% ../nbs/19_server.ipynb 178
 class _Stalled(Exception): "A chunk could not be sent for the stall timeout: the client stopped reading."
 
 SEND_CHUNK = 64 << 10       # a whole (non-streaming) answer is sent in pieces of this many bytes, each within the stall timeout
@@ -1130,7 +1130,7 @@ def _timed(send, timeout: float, end: float = math.inf):
         except asyncio.TimeoutError: raise _Stalled() from None
     return timed
 
-# %% ../nbs/19_server.ipynb 139
+# %% ../nbs/19_server.ipynb 180
 async def _send_whole(send, status: int, headers, body: bytes, timeout: float, min_rate: float | None = None):
     """A whole answer, its body in `SEND_CHUNK` pieces each sent within `timeout` s, and all of it within `timeout` + its size /
     `min_rate` s (None: no overall bound); `_Stalled` if not: an unread (or too slowly read) answer is let go."""
@@ -1139,7 +1139,7 @@ async def _send_whole(send, status: int, headers, body: bytes, timeout: float, m
     for k in range(0, max(len(body), 1), SEND_CHUNK):
         await timed({"type": "http.response.body", "body": body[k:k + SEND_CHUNK], "more_body": k + SEND_CHUNK < len(body)})
 
-# %% ../nbs/19_server.ipynb 142
+# %% ../nbs/19_server.ipynb 183
 def public_paths(paths) -> frozenset:
     "`public_endpoints` as a set of paths: a comma-separated string or a list of paths, each starting with '/' (else `ValueError`)."
     if isinstance(paths, str): paths = [p.strip() for p in paths.split(",") if p.strip()]
@@ -1148,14 +1148,14 @@ def public_paths(paths) -> frozenset:
         if not isinstance(p, str) or not p.startswith("/"): raise ValueError(f"public_endpoints: each must be a path starting with '/', got {p!r}")
     return frozenset(paths)
 
-# %% ../nbs/19_server.ipynb 144
+# %% ../nbs/19_server.ipynb 185
 def _holds(headers: dict, key: str) -> bool:
     "Whether the request `headers` ({lower-case name: value}, bytes) carry `Authorization: Bearer key`, or `x-api-key: key` (Anthropic's), compared in constant time."
     if hmac.compare_digest(headers.get(b"x-api-key", b"").strip(), key.encode()): return True
     scheme, _, got = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(got.strip().encode("latin-1"), key.encode())
 
-# %% ../nbs/19_server.ipynb 145
+# %% ../nbs/19_server.ipynb 187
 class _KeyCheck:
     """ASGI middleware: 401 (OpenAI's error JSON) for a request to a path outside `public` without the key; `/metrics` also opens
     to `metrics_key`. Whether the request held the key is left in `scope["state"]["authenticated"]` (`request.state` in a route).
@@ -1174,7 +1174,7 @@ class _KeyCheck:
         E = _AnthropicAPIError if _anthropic_path(path) else APIError
         await _send_error(send, E(401, "invalid or missing API key (send 'Authorization: Bearer KEY')", "authentication_error", None, "invalid_api_key"))
 
-# %% ../nbs/19_server.ipynb 147
+# %% ../nbs/19_server.ipynb 189
 def _quiet_accept_errors(inner=None, every: float = 10.0):
     """An asyncio exception handler that turns the accept loop's errors (out of descriptors: asyncio retries each second and logs a
     traceback each time) into one log line every `every` s; anything else goes to `inner` (or asyncio's default)."""
@@ -1187,7 +1187,7 @@ def _quiet_accept_errors(inner=None, every: float = 10.0):
             _log.warning("xllm: cannot accept connections: %s (out of file descriptors? --max-connections bounds what clients hold)", ctx.get("exception"))
     return handler
 
-# %% ../nbs/19_server.ipynb 148
+# %% ../nbs/19_server.ipynb 191
 def _engine_health(st) -> str | None:
     "`st.engine.health()`; a health check that raises is a bug, logged, and the engine is taken for dead (nothing fails silently)."
     try: return st.engine.health()
@@ -1195,7 +1195,7 @@ def _engine_health(st) -> str | None:
         _log.exception("xllm: the engine's health check failed")
         return "the engine's health check failed"
 
-# %% ../nbs/19_server.ipynb 150
+# %% ../nbs/19_server.ipynb 193
 TRIM_EVERY = 5.0           # seconds between two looks at whether refused clients left freed memory to give back
 LOG_STATS_EVERY = 10.0     # seconds between two stats lines while the server is busy (vLLM's interval)
 
@@ -1208,7 +1208,7 @@ def _stats_line(st, was: dict, now: dict, seconds: float) -> str | None:
     return (f"xllm: prompt {d['prompt'] / seconds:.1f} tok/s, generation {d['generation'] / seconds:.1f} tok/s, running {now['running']}, "
             f"waiting {now['waiting']}, K/V cache {100 * now['used'] / now['blocks']:.1f}% used, prefix cache hits {hits}")
 
-# %% ../nbs/19_server.ipynb 151
+# %% ../nbs/19_server.ipynb 195
 def _stats_snapshot(st) -> dict:
     "The counters `_stats_line` compares: the token counters of /metrics, and the engine's (plain integers the engine thread updates)."
     bm, sched = st.core.block_manager, st.core.scheduler
@@ -1216,7 +1216,7 @@ def _stats_snapshot(st) -> dict:
     return dict(prompt=tokens("vllm:prompt_tokens_total"), generation=tokens("vllm:generation_tokens_total"), queried=bm.num_queried_blocks, hit=bm.num_hit_blocks,
                 running=len(sched.running), waiting=len(sched.waiting), used=bm.num_used_blocks, blocks=bm.num_blocks)
 
-# %% ../nbs/19_server.ipynb 152
+# %% ../nbs/19_server.ipynb 197
 async def _log_stats(st, every: float):
     "Every `every` s while busy, log `_stats_line` (uvicorn's logger, at info)."
     was, t = _stats_snapshot(st), time.monotonic()
@@ -1226,7 +1226,7 @@ async def _log_stats(st, every: float):
         if (line := _stats_line(st, was, now, t1 - t)) is not None: _log.info(line)
         was, t = now, t1
 
-# %% ../nbs/19_server.ipynb 154
+# %% ../nbs/19_server.ipynb 199
 HEALTH_POLL = 0.5          # seconds between two checks of the engine's health
 DEAD_LINGER = 1.0          # seconds the server keeps answering 503 (and /health its reason) before it stops, once the engine is dead
 
@@ -1236,7 +1236,7 @@ def _malloc_trim():
     try: ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
     except (OSError, AttributeError): pass
 
-# %% ../nbs/19_server.ipynb 155
+# %% ../nbs/19_server.ipynb 200
 async def _trim_after_refusals(st, drop: int = 64):
     """Refused clients (evicted, timed out, over the body budget) and many closed connections leave their buffers behind: in
     reference cycles (an exception's traceback holds the frames that read the body) and, once those are collected, in the C
@@ -1253,7 +1253,7 @@ async def _trim_after_refusals(st, drop: int = 64):
             await asyncio.to_thread(_malloc_trim)
         last, was = now, open_now
 
-# %% ../nbs/19_server.ipynb 156
+# %% ../nbs/19_server.ipynb 201
 async def _watch_engine(st):
     "Every `HEALTH_POLL` s, ask the engine whether it can run; once it cannot: refuse new requests, log why, stop the server."
     while (why := _engine_health(st)) is None: await asyncio.sleep(HEALTH_POLL)
@@ -1262,7 +1262,7 @@ async def _watch_engine(st):
     await asyncio.sleep(DEAD_LINGER)
     if st.on_dead is not None: st.on_dead()
 
-# %% ../nbs/19_server.ipynb 159
+# %% ../nbs/19_server.ipynb 204
 class _State:
     """What the app shares between requests: the `LLM`, its own `Engine` (`core`) in an `AsyncEngine`, the per-request token
     limit `max_len`, and the count of choices in flight that admission (`admit`) checks."""
@@ -1302,7 +1302,7 @@ class _State:
         else: return ""
         return f" ({note}; --kv-cache-memory raises it)"
 
-# %% ../nbs/19_server.ipynb 161
+# %% ../nbs/19_server.ipynb 206
 @patch
 def check_chars(self: _State, n: int, param: str):
     "A 400 before tokenizing, for text of `n` characters that cannot fit in `max_len` tokens."
@@ -1311,7 +1311,7 @@ def check_chars(self: _State, n: int, param: str):
                             f"vocabulary covers at most {self.longest_token} characters); refused before tokenizing", param=param,
                        code="context_length_exceeded")
 
-# %% ../nbs/19_server.ipynb 162
+# %% ../nbs/19_server.ipynb 208
 @patch
 def check_choices(self: _State, n: int):
     "A 400 for a request of `n` choices (prompts x n), more than the server ever runs at once: retrying cannot help."
@@ -1320,7 +1320,7 @@ def check_choices(self: _State, n: int):
         raise APIError(400, f"n: the request asks for {n} completions (prompts x n); this server takes at most {limit} at once "
                             f"({self.max_num_seqs} running + {self.max_waiting} waiting)", param="n")
 
-# %% ../nbs/19_server.ipynb 164
+# %% ../nbs/19_server.ipynb 210
 @patch
 def admit(self: _State, n: int):
     """Count `n` more choices in flight, or refuse: with 400 when one request asks for more than `max_num_seqs + max_waiting`
@@ -1332,7 +1332,7 @@ def admit(self: _State, n: int):
         raise _busy(f"server overloaded: {self.in_flight} requests in flight (limit {self.max_num_seqs} running + {self.max_waiting} waiting)")
     self.in_flight += n
 
-# %% ../nbs/19_server.ipynb 166
+# %% ../nbs/19_server.ipynb 212
 @patch
 def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | None, field: str = "max_tokens", min_tokens: int = 0) -> int:
     """How many tokens a prompt of `n_prompt` tokens may generate: `asked` (the request's max_tokens) if prompt + asked fits
@@ -1351,7 +1351,7 @@ def max_tokens(self: _State, n_prompt: int, asked: int | None, default: int | No
                             "Shorten the prompt or ask for fewer tokens", param="min_tokens", code="context_length_exceeded")
     return asked if asked is not None else (C - n_prompt if default is None else min(default, C - n_prompt))
 
-# %% ../nbs/19_server.ipynb 168
+# %% ../nbs/19_server.ipynb 214
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -1367,7 +1367,7 @@ class _JSON(JSONResponse):
 
 def _error(e: APIError) -> _JSON: return _JSON(e.body(), status_code=e.status, headers=e.headers)
 
-# %% ../nbs/19_server.ipynb 170
+# %% ../nbs/19_server.ipynb 216
 class _Stream(StreamingResponse):
     "Server-sent events: a chunk that waits the stall timeout to be sent ends the stream (its engine requests aborted)."
     def __init__(self, gen):
@@ -1382,7 +1382,7 @@ class _Stream(StreamingResponse):
         self.st = scope["app"].state.xllm
         await super().__call__(scope, receive, send)
 
-# %% ../nbs/19_server.ipynb 172
+# %% ../nbs/19_server.ipynb 218
 class OpenAIServing:
     "What every endpoint family shares: the app's `_State` (`st`), its `LLM`, the served model's name, the tokenizing slots."
     def __init__(self, st: _State): self.st, self.llm = st, st.llm
@@ -1397,7 +1397,7 @@ class OpenAIServing:
         "The tokenizing slots a request waits for: requests without the key (a public endpoint) have their own."
         return self.st.tokenizing if request.state.authenticated else self.st.public_tokenizing
 
-# %% ../nbs/19_server.ipynb 174
+# %% ../nbs/19_server.ipynb 220
 def _json_body(request) -> bool:
     "Whether FastAPI reads `request`'s body as JSON (no content type, or an application/json one)."
     ct = request.headers.get("content-type")
@@ -1405,7 +1405,7 @@ def _json_body(request) -> bool:
     main, _, sub = ct.split(";")[0].strip().lower().partition("/")
     return main == "application" and (sub == "json" or sub.endswith("+json"))
 
-# %% ../nbs/19_server.ipynb 175
+# %% ../nbs/19_server.ipynb 222
 class _Generating(OpenAIServing):
     "Completions and chat: the raw request against the server's limits, its structured outputs, its prompts tokenized, the answer."
     async def check_shape(self, request: Request):
@@ -1419,14 +1419,14 @@ class _Generating(OpenAIServing):
         except ValueError as e:
             raise APIError(400, str(e), param=str(e).split(":")[0], code="context_length_exceeded" if isinstance(e, _TooLong) else None) from None
 
-# %% ../nbs/19_server.ipynb 177
+# %% ../nbs/19_server.ipynb 224
 @patch
 def generating(self: _Generating):
     "A 400 when the served model was loaded to embed or score (`task`), as vLLM answers a generation request to a pooling model."
     if (task := self.llm.engine_config.task) != "generate":
         raise APIError(400, f"model: this server's model was loaded with task={task!r}: it answers /v1/embeddings, /pooling, /v1/score and /v1/rerank, not generation", param="model")
 
-# %% ../nbs/19_server.ipynb 178
+# %% ../nbs/19_server.ipynb 226
 @patch
 async def constrained(self: _Generating, req, params):
     "`params` with the request's structured outputs, compiled (off the event loop) into the grammar cache; 400 if refused."
@@ -1435,7 +1435,7 @@ async def constrained(self: _Generating, req, params):
     await compile_structured(self.llm.tokenizer, so, _structured_field(req))
     return dataclasses.replace(params, structured_outputs=so)
 
-# %% ../nbs/19_server.ipynb 180
+# %% ../nbs/19_server.ipynb 228
 @patch
 async def encode(self: _Generating, fs, param, req, params):
     """Tokenize each of `fs` (functions giving (text, ids)) in turn in a worker thread, so that a long prompt does not hold up the
@@ -1453,7 +1453,7 @@ async def encode(self: _Generating, fs, param, req, params):
         ps.append(dataclasses.replace(params, max_tokens=st.max_tokens(len(prompts[-1][1]), asked, params.max_tokens, field, params.min_tokens)))
     return prompts, ps
 
-# %% ../nbs/19_server.ipynb 183
+# %% ../nbs/19_server.ipynb 231
 class _Reply:
     "One admitted completion or chat request being answered (`prompts`: (text, ids); `ps`: their `SamplingParams`)."
     def __init__(self, st, kind, req, prompts, ps, params, bias, echo=False, tools=None):
@@ -1477,13 +1477,13 @@ class _Reply:
         if self.params.logprobs is None: return None
         return _logprobs(self.st.llm.tokenizer, lps, self.chat, self.params.logprobs, offset)
 
-# %% ../nbs/19_server.ipynb 184
+# %% ../nbs/19_server.ipynb 233
 @patch
 def allowed(self: _Reply, calls: list) -> list:
     "The tool calls an answer may carry: all of them, or the first alone when the request said `parallel_tool_calls: false`."
     return calls[:1] if self.one_call else calls
 
-# %% ../nbs/19_server.ipynb 187
+# %% ../nbs/19_server.ipynb 236
 @patch
 async def _collect(self: _Reply, texts, reasons, lps) -> int:
     "Every choice's text, finish reason and logprobs into `texts`, `reasons`, `lps`; returns the tokens generated."
@@ -1494,7 +1494,7 @@ async def _collect(self: _Reply, texts, reasons, lps) -> int:
         if fin is not None: reasons[i], ctoks = fin, ctoks + nt
     return ctoks
 
-# %% ../nbs/19_server.ipynb 188
+# %% ../nbs/19_server.ipynb 238
 @patch
 def _choice(self: _Reply, i: int, text: str, lps, reason):
     "Choice `i` of a whole answer; a chat answer with tools is read for tool calls (finish reason 'tool_calls')."
@@ -1511,7 +1511,7 @@ def _choice(self: _Reply, i: int, text: str, lps, reason):
     if self.st.reasoning is not None: msg.reasoning_content = reasoning
     return ChatChoice(index=i, message=msg, logprobs=self.logprobs(lps), finish_reason=reason)
 
-# %% ../nbs/19_server.ipynb 189
+# %% ../nbs/19_server.ipynb 240
 from .reasoning import reasoning_parser as reasoning_parser_named
 from .llm import check_template_kwargs
 
@@ -1520,21 +1520,21 @@ def _template_kwargs(kw) -> dict:
     try: return check_template_kwargs(kw)
     except ValueError as e: raise APIError(400, str(e), param="chat_template_kwargs") from None
 
-# %% ../nbs/19_server.ipynb 190
+# %% ../nbs/19_server.ipynb 242
 def _think(p, d: str, fin) -> tuple[str, str]:
     "(reasoning, content) of the piece `d` through the parser `p`; at the end (`fin` set) what it still held too."
     r, c = p.feed(d)
     if fin is not None: r2, c2 = p.finish(); r, c = r + r2, c + c2
     return r, c
 
-# %% ../nbs/19_server.ipynb 192
+# %% ../nbs/19_server.ipynb 244
 @patch
 def reasoned(self: _Reply, text: str) -> tuple[str | None, str]:
     "(reasoning or None, content) of a whole answer: split by the server's reasoning parser, if it has one."
     p = self.st.reasoning
     return (None, text) if p is None else p.split(text)
 
-# %% ../nbs/19_server.ipynb 195
+# %% ../nbs/19_server.ipynb 247
 @patch
 async def whole(self: _Reply, request):
     "The whole answer, once every choice is done; 499 (nobody reads it) when the client left first, its engine requests aborted."
@@ -1548,7 +1548,7 @@ async def whole(self: _Reply, request):
     R = ChatCompletionResponse if self.chat else CompletionResponse
     return _JSON(R(id=self.rid, created=self.created, model=self.model, choices=choices, usage=Usage.of(self.ptoks, ctoks)))
 
-# %% ../nbs/19_server.ipynb 197
+# %% ../nbs/19_server.ipynb 249
 @patch
 def _chunk(self: _Reply, *choices, usage=None) -> str:
     "One SSE event of `choices` (dicts of a stream choice); `usage` sent when `include_usage` was asked for."
@@ -1557,7 +1557,7 @@ def _chunk(self: _Reply, *choices, usage=None) -> str:
     c = C(id=self.rid, created=self.created, model=self.model, choices=[Choice(**d) for d in choices], **kw)
     return f"data: {_dumps(c.dump())}\n\n"
 
-# %% ../nbs/19_server.ipynb 199
+# %% ../nbs/19_server.ipynb 251
 @patch
 def _tool_deltas(self: _Reply, held, i, d, fin):
     "A chat choice's text `d` while it may hold tool calls: held back (`ToolStream`); at its end the calls, as deltas."
@@ -1574,7 +1574,7 @@ def _tool_deltas(self: _Reply, held, i, d, fin):
         if fin == "stop": fin = "tool_calls"
     return d, fin, out
 
-# %% ../nbs/19_server.ipynb 200
+# %% ../nbs/19_server.ipynb 252
 @patch
 async def _events(self: _Reply, release):
     "The SSE events: the role (chat) and echoed prompts first, then each choice's text as it comes, the usage, `[DONE]`."
@@ -1615,7 +1615,7 @@ async def _events(self: _Reply, release):
         release()
     yield "data: [DONE]\n\n"
 
-# %% ../nbs/19_server.ipynb 201
+# %% ../nbs/19_server.ipynb 253
 @patch
 def stream(self: _Reply) -> _Stream:
     "The SSE answer; the choices in flight are released once, when its generator ends (or is collected, if it never ran)."
@@ -1626,7 +1626,7 @@ def stream(self: _Reply) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 203
+# %% ../nbs/19_server.ipynb 255
 @patch
 async def respond(self: _Generating, request, req, prompts, ps, params, bias, echo=False, tools=None):
     "Admit the request's choices and answer them (`_Reply`): whole, or streamed when `req.stream`."
@@ -1634,7 +1634,7 @@ async def respond(self: _Generating, request, req, prompts, ps, params, bias, ec
     self.st.admit(len(reply.jobs))
     return reply.stream() if req.stream else await reply.whole(request)
 
-# %% ../nbs/19_server.ipynb 206
+# %% ../nbs/19_server.ipynb 258
 class ServingCompletion(_Generating):
     "`/v1/completions`: each prompt checked (before any tokenizing, a request that can never run costs nothing), tokenized, run."
     async def create(self, req: CompletionRequest, request):
@@ -1651,7 +1651,7 @@ class ServingCompletion(_Generating):
         prompts, limits = await self.encode([lambda p=p: llm.encode_prompt(p) for p in ps], "prompt", req, params)   # each checked before the next
         return await self.respond(request, req, prompts, limits, params, bias, echo=req.echo)
 
-# %% ../nbs/19_server.ipynb 208
+# %% ../nbs/19_server.ipynb 260
 class ServingChat(_Generating):
     "`/v1/chat/completions`: the messages checked, the tools shown to the template (and the call constrained if asked), the chat run."
     async def with_tools(self, req, msgs, params):
@@ -1674,7 +1674,7 @@ class ServingChat(_Generating):
             params = dataclasses.replace(params, structured_outputs=so)
         return msgs, (shown or None) if fmt != "generic" else None, ((shown, fmt) if shown else None), params
 
-# %% ../nbs/19_server.ipynb 210
+# %% ../nbs/19_server.ipynb 262
 @patch
 async def prepare(self: ServingChat, req: ChatRequest):
     """A chat request checked and tokenized: (prompts, their `SamplingParams`, params, logit bias, tools to read the answer with).
@@ -1693,14 +1693,14 @@ async def prepare(self: ServingChat, req: ChatRequest):
     prompts, limits = await self.encode([lambda: llm.encode_chat(msgs, tools=template_tools, chat_template_kwargs=kw)], "messages", req, params)
     return prompts, limits, params, bias, tools
 
-# %% ../nbs/19_server.ipynb 211
+# %% ../nbs/19_server.ipynb 264
 @patch
 async def create(self: ServingChat, req: ChatRequest, request):
     "The answer to a chat: its messages checked and formatted with the tools they may call, then run as a completion of them."
     prompts, limits, params, bias, tools = await self.prepare(req)
     return await self.respond(request, req, prompts, limits, params, bias, tools=tools)
 
-# %% ../nbs/19_server.ipynb 214
+# %% ../nbs/19_server.ipynb 267
 class ServingTokens(OpenAIServing):
     "vLLM's /tokenize, /detokenize and /tokenizer_info."
     async def tokenize(self, req: TokenizeRequest, request) -> TokenizeResponse:
@@ -1721,7 +1721,7 @@ class ServingTokens(OpenAIServing):
             except ValueError as e: raise APIError(400, str(e), param="messages" if req.messages is not None else "prompt") from None
         return TokenizeResponse(count=len(ids), max_model_len=st.max_len, tokens=ids)
 
-# %% ../nbs/19_server.ipynb 216
+# %% ../nbs/19_server.ipynb 269
 @patch
 async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> DetokenizeResponse:
     "The text of token ids (special tokens written out)."
@@ -1730,7 +1730,7 @@ async def detokenize(self: ServingTokens, req: DetokenizeRequest, request) -> De
     ids = check_token_ids(req.tokens, tok.vocab_size, "tokens", error=lambda m: APIError(400, m, param="tokens"))
     async with self.tokenizing(request): return DetokenizeResponse(prompt=await asyncio.to_thread(tok.decode, ids))
 
-# %% ../nbs/19_server.ipynb 217
+# %% ../nbs/19_server.ipynb 271
 @patch
 def info(self: ServingTokens) -> TokenizerInfo:
     """What a client needs to tokenize through `/tokenize` and format chats as the server does (lm-eval's `tokenizer_backend=remote`
@@ -1739,7 +1739,7 @@ def info(self: ServingTokens) -> TokenizerInfo:
     return TokenizerInfo(tokenizer_class=type(t).__name__, bos_token=t.bos_token, eos_token=t.eos_token, add_bos_token=t.add_bos_token,
                          chat_template=t.chat_template, model_max_length=self.st.max_len, vocab_size=t.vocab_size)
 
-# %% ../nbs/19_server.ipynb 219
+# %% ../nbs/19_server.ipynb 273
 class ServingInfo(OpenAIServing):
     "The model served, the server's health, its version and its Prometheus metrics."
     def card(self) -> ModelCard:
@@ -1764,7 +1764,7 @@ class ServingInfo(OpenAIServing):
         from prometheus_client import generate_latest, CONTENT_TYPE_LATEST
         return Response(generate_latest(self.st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-# %% ../nbs/19_server.ipynb 221
+# %% ../nbs/19_server.ipynb 275
 @patch
 def health(self: ServingInfo, request) -> _JSON:
     "200 while the engine can run, else 503 and why; the counts only to those holding the key (or when there is none)."
@@ -1778,7 +1778,7 @@ def health(self: ServingInfo, request) -> _JSON:
                   limits=dataclasses.asdict(st.counts))
     return _JSON(Health(status="ok" if why is None else "unavailable", **kw), status_code=200 if why is None else 503)
 
-# %% ../nbs/19_server.ipynb 224
+# %% ../nbs/19_server.ipynb 278
 @patch
 def load(self: ServingInfo) -> list[RankLoad]:
     "`/get_load`: the engine's load, one entry (rank 0), in SGLang's form."
@@ -1787,7 +1787,7 @@ def load(self: ServingInfo) -> list[RankLoad]:
     return [RankLoad(dp_rank=0, num_reqs=running + waiting, num_waiting_reqs=waiting,
                      num_tokens=c.block_manager.num_used_blocks * c.block_manager.block_size)]
 
-# %% ../nbs/19_server.ipynb 227
+# %% ../nbs/19_server.ipynb 281
 def encode_vector(v: list[float], fmt: str) -> list[float] | str:
     "A vector as the response carries it: a list of floats, or `base64` of its little-endian float32 bytes (as OpenAI sends it)."
     if fmt == "float": return v
@@ -1800,7 +1800,7 @@ def _inputs(x) -> list:
     if not x: raise APIError(400, "input: empty (expected a string, a list of strings or token ids)", param="input")
     return list(x)
 
-# %% ../nbs/19_server.ipynb 229
+# %% ../nbs/19_server.ipynb 283
 class ServingPooling(OpenAIServing):
     "/v1/embeddings, /pooling, /v1/score and /v1/rerank: pooling requests (notebook 13c) in the server's engine."
     def __init__(self, st: _State):
@@ -1815,7 +1815,7 @@ class ServingPooling(OpenAIServing):
             code = "context_length_exceeded" if "more than the model's context" in str(e) else None
             raise APIError(400, str(e), param=field, code=code) from None
 
-# %% ../nbs/19_server.ipynb 230
+# %% ../nbs/19_server.ipynb 285
 @patch
 async def run(self: ServingPooling, request, inputs: list[list[int]], params) -> list[torch.Tensor]:
     "Each input's vector, through the engine, all at once (admitted as that many requests; a client gone aborts them)."
@@ -1831,7 +1831,7 @@ async def run(self: ServingPooling, request, inputs: list[list[int]], params) ->
         except ValueError as e: raise APIError(400, str(e)) from None       # refused by the engine (dimensions, task)
     finally: st.in_flight -= len(inputs)
 
-# %% ../nbs/19_server.ipynb 231
+# %% ../nbs/19_server.ipynb 286
 @patch
 async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind: str = "embedding"):
     "The /v1/embeddings answer (`kind='pooling'`: the /pooling one)."
@@ -1850,7 +1850,7 @@ async def embeddings(self: ServingPooling, req: EmbeddingRequest, request, kind:
     return EmbeddingResponse(data=[EmbeddingData(index=i, embedding=encode_vector(v.tolist(), req.encoding_format)) for i, v in enumerate(vecs)],
                              model=self.st.model_name, usage=usage)
 
-# %% ../nbs/19_server.ipynb 232
+# %% ../nbs/19_server.ipynb 288
 @patch
 async def scores(self: ServingPooling, query: str, docs: list[str], truncate: int | None, request) -> tuple[list[float], int]:
     "Each document's score for `query` (the classification head's sigmoid or the reranker's log P(yes), as `LLM.score`), and the tokens read."
@@ -1864,7 +1864,7 @@ async def scores(self: ServingPooling, query: str, docs: list[str], truncate: in
     if r is None and out[0].numel() != 1: raise APIError(400, f"the classification head has {out[0].numel()} labels; scoring reads a one-label head")
     return [float(v[0]) if r else float(torch.sigmoid(v[0])) for v in out], sum(map(len, ids))
 
-# %% ../nbs/19_server.ipynb 233
+# %% ../nbs/19_server.ipynb 290
 @patch
 async def score(self: ServingPooling, req: ScoreRequest, request) -> ScoreResponse:
     "The /v1/score answer."
@@ -1876,7 +1876,7 @@ async def score(self: ServingPooling, req: ScoreRequest, request) -> ScoreRespon
     return ScoreResponse(id=f"score-{uuid.uuid4().hex}", created=int(time.time()), model=self.st.model_name,
                          data=[ScoreData(index=i, score=x) for i, x in enumerate(s)], usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n))
 
-# %% ../nbs/19_server.ipynb 234
+# %% ../nbs/19_server.ipynb 292
 @patch
 async def rerank(self: ServingPooling, req: RerankRequest, request) -> RerankResponse:
     "The /v1/rerank answer: the documents by score, best first, `top_n` of them (0 or none: all)."
@@ -1889,7 +1889,7 @@ async def rerank(self: ServingPooling, req: RerankRequest, request) -> RerankRes
     res = [RerankResult(index=i, relevance_score=s[i], **({"document": RerankDocument(text=req.documents[i])} if req.return_documents else {})) for i in order]
     return RerankResponse(id=f"rerank-{uuid.uuid4().hex}", model=self.st.model_name, usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n), results=res)
 
-# %% ../nbs/19_server.ipynb 237
+# %% ../nbs/19_server.ipynb 295
 _SSE = {"text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}}}}}  # an event: a JSON chunk or [DONE]
 _NAMED = ("/v1/models/{model_id}", "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")   # paths naming a model
 
@@ -1906,7 +1906,7 @@ def _responses(path: str, post: bool = False, keyed: bool = False, params: bool 
     if post or params: r["default"] = _err("any other error")          # in place of FastAPI's 422, which is never answered
     return r
 
-# %% ../nbs/19_server.ipynb 239
+# %% ../nbs/19_server.ipynb 297
 async def _api_error(request, e: APIError): return _error(e)
 
 def _paths_said(app) -> str:
@@ -1914,7 +1914,7 @@ def _paths_said(app) -> str:
     ps = sorted({r.path for r in app.routes if getattr(r, "include_in_schema", False)})
     return ", ".join(ps[:-1]) + " and " + ps[-1] if len(ps) > 1 else "".join(ps)
 
-# %% ../nbs/19_server.ipynb 240
+# %% ../nbs/19_server.ipynb 299
 async def _http(request, e: HTTPException):
     "FastAPI's own errors: an unknown route, a wrong method, a body that is not UTF-8 JSON."
     _forget(e)                                 # a body refused mid-read: its chunks are in the frames of e's cause (else: logged)
@@ -1924,7 +1924,7 @@ async def _http(request, e: HTTPException):
 
 async def _bug(request, e: Exception): return _error(_INTERNAL)     # a bug: logged by uvicorn; the client gets JSON without internals
 
-# %% ../nbs/19_server.ipynb 243
+# %% ../nbs/19_server.ipynb 302
 async def _invalid(request, e: RequestValidationError):
     "pydantic's first complaint as a 400 naming the field (a union field's alternatives all named)."
     err = e.errors()[0] if e.errors() else {}
@@ -1936,7 +1936,7 @@ async def _invalid(request, e: RequestValidationError):
 
 _HANDLERS = ((APIError, _api_error), (HTTPException, _http), (Exception, _bug), (RequestValidationError, _invalid))
 
-# %% ../nbs/19_server.ipynb 245
+# %% ../nbs/19_server.ipynb 304
 @asynccontextmanager
 async def _lifespan(app):
     "The app's background tasks (engine watch, memory trim, stats lines) while it runs; the engine shut down after."
@@ -1949,7 +1949,7 @@ async def _lifespan(app):
         for t in tasks: t.cancel()
         st.close()
 
-# %% ../nbs/19_server.ipynb 246
+# %% ../nbs/19_server.ipynb 305
 def _model_routes(app, st, R):
     "The informational routes: health, version, the model served, metrics, the load (SGLang's router reads it)."
     info = ServingInfo(st)
@@ -1966,7 +1966,7 @@ def _model_routes(app, st, R):
     @app.get("/get_load", response_model=list[RankLoad], responses=R("/get_load"))
     async def load(): return _JSON([x.dump() for x in info.load()])
 
-# %% ../nbs/19_server.ipynb 248
+# %% ../nbs/19_server.ipynb 307
 def _generate_routes(app, st, R):
     "The completions, chat and tokenizer routes."
     completion, chat, tokens = ServingCompletion(st), ServingChat(st), ServingTokens(st)
@@ -1981,7 +1981,7 @@ def _generate_routes(app, st, R):
     @app.get("/tokenizer_info", response_model=TokenizerInfo, responses=R("/tokenizer_info"))
     async def tokenizer_info(): return _JSON(tokens.info())
 
-# %% ../nbs/19_server.ipynb 249
+# %% ../nbs/19_server.ipynb 309
 _NAMED += ("/v1/embeddings", "/pooling", "/v1/score", "/v1/rerank", "/rerank")   # they name a model too
 
 def _pooling_routes(app, st, R):
@@ -1997,7 +1997,7 @@ def _pooling_routes(app, st, R):
         @app.post(path, response_model=RerankResponse, responses=R(path, post=True))
         async def rerank(req: RerankRequest, request: Request): return _JSON(await pooling.rerank(req, request))
 
-# %% ../nbs/19_server.ipynb 252
+# %% ../nbs/19_server.ipynb 312
 def _name_model(app, model_name: str):
     "`/openapi.json` with `model_name` as the one value (besides null) of the request models' `model`: known only when the app is built."
     def openapi():
@@ -2008,7 +2008,7 @@ def _name_model(app, model_name: str):
         return s
     app.openapi = openapi
 
-# %% ../nbs/19_server.ipynb 256
+# %% ../nbs/19_server.ipynb 316
 class _AgentReq(BaseModel):
     "The agents' APIs' requests, as `_Req`: strict, unknown fields ignored, null meaning the default."
     model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra=_nullable)
@@ -2016,7 +2016,7 @@ class _AgentReq(BaseModel):
     @classmethod
     def _nulls(cls, d): return {k: v for k, v in d.items() if v is not None} if isinstance(d, dict) else d
 
-# %% ../nbs/19_server.ipynb 257
+# %% ../nbs/19_server.ipynb 318
 class MessagesRequest(_AgentReq):
     "Anthropic's `POST /v1/messages`: a conversation in content blocks, `max_tokens` required."
     model: str | None = None
@@ -2034,7 +2034,7 @@ class MessagesRequest(_AgentReq):
     chat_template_kwargs: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None             # {'type': 'enabled' | 'disabled'}: enable_thinking for the template
 
-# %% ../nbs/19_server.ipynb 258
+# %% ../nbs/19_server.ipynb 320
 class CountTokensRequest(_AgentReq):
     "Anthropic's `POST /v1/messages/count_tokens`: the prompt a Messages request would make, counted."
     model: str | None = None
@@ -2045,7 +2045,7 @@ class CountTokensRequest(_AgentReq):
     chat_template_kwargs: dict[str, Any] | None = None
     thinking: dict[str, Any] | None = None
 
-# %% ../nbs/19_server.ipynb 261
+# %% ../nbs/19_server.ipynb 323
 def _bad(param: str, why: str) -> APIError: return APIError(400, f"{param}: {why}", param=param.split("[")[0].split(".")[0])
 
 def _block_text(c, where: str) -> str:
@@ -2059,7 +2059,7 @@ def _block_text(c, where: str) -> str:
         out.append(b["text"])
     return "".join(out)
 
-# %% ../nbs/19_server.ipynb 264
+# %% ../nbs/19_server.ipynb 326
 def _anthropic_message(i: int, m) -> list[dict]:
     "Message `i` of a Messages request as chat messages (`ChatMessage` dicts); a 400 naming the block that cannot be."
     where = f"messages[{i}]"
@@ -2081,7 +2081,7 @@ def _anthropic_message(i: int, m) -> list[dict]:
         else: raise _bad(w, f"a {t!r:.40} block is not supported in a {role} message (text, tool_use in the assistant's, tool_result in the user's)")
     return results + ([{"role": role, "content": "".join(text) if text or not calls else None, **({"tool_calls": calls} if calls else {})}] if text or calls else [])
 
-# %% ../nbs/19_server.ipynb 267
+# %% ../nbs/19_server.ipynb 329
 def _anthropic_tools(tools, choice):
     "Anthropic's `tools` and `tool_choice` as OpenAI's (checked further by `xllm.tools.check_tools`)."
     out = None
@@ -2099,14 +2099,14 @@ def _anthropic_tools(tools, choice):
     if kind == "tool" and isinstance(choice.get("name"), str): return out, {"type": "function", "function": {"name": choice["name"]}}
     raise _bad("tool_choice", "expected {'type': 'auto' | 'any' | 'none'} or {'type': 'tool', 'name': ...}")
 
-# %% ../nbs/19_server.ipynb 269
+# %% ../nbs/19_server.ipynb 331
 def _thinking_kwargs(kw: dict | None, thinking: dict | None) -> dict | None:
     "`chat_template_kwargs` with `enable_thinking` from Anthropic's `thinking` (type enabled / disabled), unless given there already."
     if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled"): return kw
     if isinstance(kw, dict) and "enable_thinking" in kw: return kw
     return {**(kw or {}), "enable_thinking": thinking["type"] == "enabled"}
 
-# %% ../nbs/19_server.ipynb 271
+# %% ../nbs/19_server.ipynb 333
 def to_chat_request(req, **extra) -> ChatRequest:
     "A Messages (or count_tokens) request as the `ChatRequest` it means: `system` first, blocks translated, tools mapped."
     msgs = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
@@ -2117,7 +2117,7 @@ def to_chat_request(req, **extra) -> ChatRequest:
     d = dict(model=req.model, messages=msgs, tools=tools, tool_choice=choice, parallel_tool_calls=False if one else None, chat_template_kwargs=_thinking_kwargs(req.chat_template_kwargs, getattr(req, "thinking", None)), **extra)
     return ChatRequest.model_validate({k: v for k, v in d.items() if v is not None})
 
-# %% ../nbs/19_server.ipynb 274
+# %% ../nbs/19_server.ipynb 336
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 def anthropic_stop(end: tuple) -> tuple[str, str | None]:
@@ -2131,7 +2131,7 @@ def anthropic_blocks(reasoning: str | None, text: str, calls: list[dict]) -> lis
     if text: out.append({"type": "text", "text": text})
     return out + [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": c["name"], "input": json.loads(c["arguments"])} for c in calls]
 
-# %% ../nbs/19_server.ipynb 278
+# %% ../nbs/19_server.ipynb 340
 async def _turn(reply):
     """The one choice of `reply` as ('reasoning' | 'text' | 'calls' | 'end', value) events, as it is generated; 'end' carries (finish
     reason, completion tokens, the stop string that ended it or None)."""
@@ -2149,7 +2149,7 @@ async def _turn(reply):
         if calls: yield "calls", calls
         if fin is not None: yield "end", ("tool_calls" if calls and fin == "stop" else fin, nt, stop if isinstance(stop, str) else None)
 
-# %% ../nbs/19_server.ipynb 280
+# %% ../nbs/19_server.ipynb 342
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
                     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
 
@@ -2162,7 +2162,7 @@ class AnthropicError(_Out):
         "The error of HTTP `status` with `message`."
         return cls(error={"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message})
 
-# %% ../nbs/19_server.ipynb 282
+# %% ../nbs/19_server.ipynb 344
 class _AnthropicAPIError(APIError):
     "An `APIError` answered in Anthropic's shape (the key check's 401 on a `/v1/messages` path)."
     def body(self) -> dict: return AnthropicError.of(self.status, self.message).dump()
@@ -2180,7 +2180,7 @@ def _anthropic_shaped(handler):
 
 _HANDLERS = tuple((exc, _anthropic_shaped(h)) for exc, h in _HANDLERS)
 
-# %% ../nbs/19_server.ipynb 284
+# %% ../nbs/19_server.ipynb 346
 class AnthropicMessage(_Out):
     "Anthropic's answer to `/v1/messages` (and the `message` of a stream's `message_start`)."
     id: str
@@ -2196,7 +2196,7 @@ class TokenCount(_Out):
     "The answer to `/v1/messages/count_tokens`."
     input_tokens: int
 
-# %% ../nbs/19_server.ipynb 287
+# %% ../nbs/19_server.ipynb 349
 class ServingMessages(ServingChat):
     "Anthropic's `/v1/messages` and `/v1/messages/count_tokens`, through the chat path."
     async def create_message(self, req: MessagesRequest, request):
@@ -2214,7 +2214,7 @@ class ServingMessages(ServingChat):
         prompts, *_ = await self.prepare(to_chat_request(req))
         return TokenCount(input_tokens=len(prompts[0][1]))
 
-# %% ../nbs/19_server.ipynb 288
+# %% ../nbs/19_server.ipynb 350
 async def _gather(reply) -> dict:
     "A whole turn (`_turn`): its reasoning and text joined, its calls, and its (finish reason, tokens)."
     got = {"reasoning": "", "text": "", "calls": [], "end": ("stop", 0)}
@@ -2223,7 +2223,7 @@ async def _gather(reply) -> dict:
         else: got[k] = got[k] + v
     return got
 
-# %% ../nbs/19_server.ipynb 289
+# %% ../nbs/19_server.ipynb 351
 @patch
 async def whole(self: ServingMessages, reply, request, mid: str):
     "The whole answer; 499 when the client left first (its engine requests aborted)."
@@ -2237,7 +2237,7 @@ async def whole(self: ServingMessages, reply, request, mid: str):
     return _JSON(AnthropicMessage(id=mid, model=st.model_name, content=anthropic_blocks(got["reasoning"], got["text"], got["calls"]),
                                   stop_reason=reason, stop_sequence=seq, usage={"input_tokens": reply.ptoks, "output_tokens": ntok}))
 
-# %% ../nbs/19_server.ipynb 291
+# %% ../nbs/19_server.ipynb 353
 def _sse(name: str, d: dict) -> str: return f"event: {name}\ndata: {_dumps(d)}\n\n"
 
 _OPENING = {"reasoning": ({"type": "thinking", "thinking": "", "signature": ""}, "thinking_delta", "thinking"),
@@ -2249,7 +2249,7 @@ def _block_events(idx: int, block: dict, delta: dict | None = None) -> list[str]
     if delta: out.append(_sse("content_block_delta", {"type": "content_block_delta", "index": idx, "delta": delta}))
     return out + [_sse("content_block_stop", {"type": "content_block_stop", "index": idx})]
 
-# %% ../nbs/19_server.ipynb 293
+# %% ../nbs/19_server.ipynb 355
 @patch
 async def _events(self: ServingMessages, reply, mid: str, release):
     "Anthropic's SSE events for `reply`; its choices released when the stream ends."
@@ -2286,7 +2286,7 @@ async def _events(self: ServingMessages, reply, mid: str, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 294
+# %% ../nbs/19_server.ipynb 356
 @patch
 def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     "The SSE answer; the choices in flight released once, when its generator ends (or is collected, if it never ran)."
@@ -2297,7 +2297,7 @@ def stream(self: ServingMessages, reply, mid: str) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 296
+# %% ../nbs/19_server.ipynb 358
 class ResponsesRequest(_AgentReq):
     "OpenAI's `POST /v1/responses`; any field not declared here is refused by name."
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_nullable)
@@ -2321,7 +2321,7 @@ class ResponsesRequest(_AgentReq):
     include: list[str] | None = None                   # only 'reasoning.encrypted_content' (see `_sealed`)
     prompt_cache_key: str | None = None                # accepted: xllm caches prefixes by their tokens, whatever the key
 
-# %% ../nbs/19_server.ipynb 298
+# %% ../nbs/19_server.ipynb 360
 def _response_item(i: int, it) -> list[dict]:
     "Input item `i` as chat messages: a message (text parts), a `function_call`, a `function_call_output`; reasoning dropped."
     w = f"input[{i}]"
@@ -2340,7 +2340,7 @@ def _response_item(i: int, it) -> list[dict]:
     if t == "reasoning": return []
     raise _bad(w, f"an item of type {t!r:.40} is not supported (message, function_call, function_call_output, reasoning)")
 
-# %% ../nbs/19_server.ipynb 300
+# %% ../nbs/19_server.ipynb 362
 def _responses_tools(tools, choice):
     "Responses' function tools and `tool_choice` as chat's."
     out = None
@@ -2355,7 +2355,7 @@ def _responses_tools(tools, choice):
         choice = {"type": "function", "function": {"name": choice["name"]}}
     return out, choice
 
-# %% ../nbs/19_server.ipynb 301
+# %% ../nbs/19_server.ipynb 364
 def _text_format(text) -> dict | None:
     "`text.format` as chat's `response_format` (json_schema through the structured-output path)."
     f = (text or {}).get("format")
@@ -2363,7 +2363,7 @@ def _text_format(text) -> dict | None:
     if f.get("type") != "json_schema": raise _bad("text.format", "expected type text, json_object or json_schema")
     return {"type": "json_schema", "json_schema": {k: f[k] for k in ("name", "schema", "strict") if k in f}}
 
-# %% ../nbs/19_server.ipynb 304
+# %% ../nbs/19_server.ipynb 367
 MAX_STORED_RESPONSES = 1024          # responses kept for previous_response_id / GET (the oldest dropped first)
 MAX_STORED_BYTES = 64 << 20          # bytes of JSON (each response and its conversation) they may hold in all
 
@@ -2386,7 +2386,7 @@ class ResponseStore:
         if (it := self.items.pop(rid, None)) is None: return False
         self.bytes -= it[2]; return True
 
-# %% ../nbs/19_server.ipynb 306
+# %% ../nbs/19_server.ipynb 369
 INCLUDABLE = ("reasoning.encrypted_content",)      # what a Responses request may ask to `include`
 
 def _sealed(reasoning: str) -> str:
@@ -2396,7 +2396,7 @@ def _sealed(reasoning: str) -> str:
     import base64
     return base64.b64encode(reasoning.encode()).decode()
 
-# %% ../nbs/19_server.ipynb 307
+# %% ../nbs/19_server.ipynb 371
 def _output_items(reasoning: str, text: str, calls: list[dict], sealed: bool = False) -> list[dict]:
     "A turn's output items: reasoning (if any; with `encrypted_content` when `sealed`), a message (if text, or nothing else), a function_call per call."
     hexid = lambda p: p + uuid.uuid4().hex[:24]
@@ -2408,7 +2408,7 @@ def _output_items(reasoning: str, text: str, calls: list[dict], sealed: bool = F
     return out + [{"type": "function_call", "id": hexid("fc_"), "call_id": hexid("call_"), "name": c["name"], "arguments": c["arguments"],
                    "status": "completed"} for c in calls]
 
-# %% ../nbs/19_server.ipynb 310
+# %% ../nbs/19_server.ipynb 374
 class ResponseObject(_Out):
     "OpenAI's response object (`/v1/responses`, and in its stream's events)."
     id: str
@@ -2432,7 +2432,7 @@ class ResponseObject(_Out):
     text: dict[str, Any] | None = None
     metadata: dict[str, str] = {}
 
-# %% ../nbs/19_server.ipynb 313
+# %% ../nbs/19_server.ipynb 377
 class ServingResponses(ServingChat):
     "OpenAI's `/v1/responses` (and GET / DELETE of stored ones), through the chat path."
     def __init__(self, st):
@@ -2449,13 +2449,13 @@ class ServingResponses(ServingChat):
         items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else [m for i, it in enumerate(req.input) for m in _response_item(i, it)]
         return ([{"role": "system", "content": req.instructions}] if req.instructions else []) + before + items
 
-# %% ../nbs/19_server.ipynb 314
+# %% ../nbs/19_server.ipynb 379
 def _effort(reasoning: dict | None) -> dict | None:
     "Responses' `reasoning.effort` as Anthropic's `thinking`: 'none' or 'minimal' disables thinking, any other effort enables it."
     e = (reasoning or {}).get("effort")
     return None if e is None else {"type": "disabled" if e in ("none", "minimal") else "enabled"}
 
-# %% ../nbs/19_server.ipynb 316
+# %% ../nbs/19_server.ipynb 381
 @patch
 async def create_response(self: ServingResponses, req: ResponsesRequest, request):
     "The answer to a Responses request: whole, or OpenAI's stream of response events."
@@ -2475,7 +2475,7 @@ async def create_response(self: ServingResponses, req: ResponsesRequest, request
                           text=req.text or {"format": {"type": "text"}}, metadata=req.metadata or {})
     return self.stream(reply, base, req, msgs) if req.stream else await self.whole(reply, request, base, req, msgs)
 
-# %% ../nbs/19_server.ipynb 317
+# %% ../nbs/19_server.ipynb 383
 @patch
 def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got, items=None) -> dict:
     "The completed response of `got` (`_gather`'s; `items`: its output items as streamed), stored with its conversation when `req.store`."
@@ -2491,7 +2491,7 @@ def finished(self: ServingResponses, base: ResponseObject, req, msgs, reply, got
         self.store.put(r["id"], r, [m for m in msgs if not (req.instructions and m is msgs[0])] + [said])
     return r
 
-# %% ../nbs/19_server.ipynb 318
+# %% ../nbs/19_server.ipynb 385
 @patch
 async def whole(self: ServingResponses, reply, request, base, req, msgs):
     "The whole response; 499 when the client left first."
@@ -2503,7 +2503,7 @@ async def whole(self: ServingResponses, reply, request, base, req, msgs):
     finally: st.in_flight -= len(reply.jobs)
     return _JSON(self.finished(base, req, msgs, reply, got))
 
-# %% ../nbs/19_server.ipynb 320
+# %% ../nbs/19_server.ipynb 387
 class _ResponseEvents:
     "One streamed response's events: numbered, each output item opened, written and closed in turn; `items` the closed ones."
     def __init__(self, sealed: bool = False):
@@ -2514,7 +2514,7 @@ class _ResponseEvents:
         self.seq += 1
         return f"event: {kind}\ndata: {_dumps({'type': kind, 'sequence_number': self.seq - 1, **d})}\n\n"
 
-# %% ../nbs/19_server.ipynb 321
+# %% ../nbs/19_server.ipynb 389
 @patch
 def open(self: _ResponseEvents, k: str) -> list[str]:
     "Close the item being written, open one of kind `k` ('text': a message; 'reasoning')."
@@ -2525,7 +2525,7 @@ def open(self: _ResponseEvents, k: str) -> list[str]:
                   self.ev("response.content_part.added", item_id=item["id"], output_index=self.cur[2], content_index=0,
                           part={"type": "output_text", "text": "", "annotations": []})]
 
-# %% ../nbs/19_server.ipynb 322
+# %% ../nbs/19_server.ipynb 390
 @patch
 def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     "Text `v` of kind `k` ('text' or 'reasoning') into its item (opened first if need be)."
@@ -2534,7 +2534,7 @@ def delta(self: _ResponseEvents, k: str, v: str) -> list[str]:
     kind = "response.output_text.delta" if k == "text" else "response.reasoning_text.delta"
     return out + [self.ev(kind, item_id=self.cur[1]["id"], output_index=self.cur[2], content_index=0, delta=v)]
 
-# %% ../nbs/19_server.ipynb 323
+# %% ../nbs/19_server.ipynb 391
 @patch
 def close(self: _ResponseEvents) -> list[str]:
     "Close the item being written (if any): its text done, the item done and kept."
@@ -2551,7 +2551,7 @@ def close(self: _ResponseEvents) -> list[str]:
     self.items.append(done)
     return out + [self.ev("response.output_item.done", output_index=i, item=done)]
 
-# %% ../nbs/19_server.ipynb 324
+# %% ../nbs/19_server.ipynb 393
 @patch
 def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
     "Function-call items for `calls`, each whole: added, its arguments, done."
@@ -2566,7 +2566,7 @@ def calls(self: _ResponseEvents, calls: list[dict]) -> list[str]:
                 self.ev("response.output_item.done", output_index=i, item=item)]
     return out
 
-# %% ../nbs/19_server.ipynb 326
+# %% ../nbs/19_server.ipynb 395
 @patch
 async def _events(self: ServingResponses, reply, base, req, msgs, release):
     "OpenAI's response events for `reply` (`_ResponseEvents`); its choices released when the stream ends."
@@ -2587,7 +2587,7 @@ async def _events(self: ServingResponses, reply, base, req, msgs, release):
         except RuntimeError: pass
         release()
 
-# %% ../nbs/19_server.ipynb 327
+# %% ../nbs/19_server.ipynb 396
 @patch
 def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     "The SSE answer; the choices in flight released once."
@@ -2598,7 +2598,7 @@ def stream(self: ServingResponses, reply, base, req, msgs) -> _Stream:
     weakref.finalize(gen, release)
     return _Stream(gen)
 
-# %% ../nbs/19_server.ipynb 328
+# %% ../nbs/19_server.ipynb 397
 @patch
 def stored(self: ServingResponses, rid: str) -> dict:
     "`GET /v1/responses/{id}`: a stored response, or a 404 naming it."
@@ -2606,14 +2606,14 @@ def stored(self: ServingResponses, rid: str) -> dict:
     if got is None: raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return got[0]
 
-# %% ../nbs/19_server.ipynb 329
+# %% ../nbs/19_server.ipynb 399
 @patch
 def delete(self: ServingResponses, rid: str) -> dict:
     "`DELETE /v1/responses/{id}`: drop a stored response (404 if none)."
     if not self.store.delete(rid): raise APIError(404, f"response_id: no stored response {rid!r:.80}", param="response_id", code="not_found")
     return {"id": rid, "object": "response.deleted", "deleted": True}
 
-# %% ../nbs/19_server.ipynb 331
+# %% ../nbs/19_server.ipynb 402
 def _anthropic_responses(r: dict) -> dict:
     "A route's `responses` (from `_responses`) with Anthropic's error model in place of OpenAI's."
     return {k: ({**v, "model": AnthropicError} if v.get("model") is Error else v) for k, v in r.items()}
@@ -2635,7 +2635,7 @@ def _agent_routes(app, st, R):
     @app.delete("/v1/responses/{response_id}", responses=R("/v1/responses/{response_id}", params=True) | named)
     async def delete_response(response_id: str): return _JSON(resp.delete(response_id))
 
-# %% ../nbs/19_server.ipynb 333
+# %% ../nbs/19_server.ipynb 404
 def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limits, metrics_key, log_stats):
     "`ValueError` naming the argument of `create_app` that is out of range."
     check_number("stall_timeout", stall_timeout, lo=0, open_lo=True, rule="a number of seconds > 0")
@@ -2646,7 +2646,7 @@ def _check_app_args(llm, api_key, max_num_seqs, max_waiting, stall_timeout, limi
     for k, v in (("api_key", api_key), ("metrics_key", metrics_key)):
         if v is not None and (not isinstance(v, str) or not v.strip()): raise ValueError(f"{k} must be a non-empty string or None")
 
-# %% ../nbs/19_server.ipynb 336
+# %% ../nbs/19_server.ipynb 407
 class LoadLoRAAdapterRequest(BaseModel):
     "`POST /v1/load_lora_adapter` (vLLM's): the adapter's name and its PEFT directory (or GGUF LoRA file) on the server's machine."
     model_config = ConfigDict(extra="ignore", strict=True)
@@ -2659,7 +2659,7 @@ class UnloadLoRAAdapterRequest(BaseModel):
     lora_name: str = Field(min_length=1)
     lora_int_id: int | None = None
 
-# %% ../nbs/19_server.ipynb 338
+# %% ../nbs/19_server.ipynb 409
 class ServingLoRA(OpenAIServing):
     "The LoRA adapters a server serves by name (`st.loras`: name -> `LoRARequest`), added at start or while it runs, and removed."
     def enabled(self):
@@ -2675,7 +2675,7 @@ class ServingLoRA(OpenAIServing):
             raise APIError(400, f"lora_name: {name!r} is served already (as {'an adapter' if name in self.st.loras else 'the model'})", param="lora_name")
         return LoRARequest(name, next(self.st.lora_ids), str(path))
 
-# %% ../nbs/19_server.ipynb 339
+# %% ../nbs/19_server.ipynb 411
 from fastapi.responses import PlainTextResponse
 
 @patch
@@ -2690,7 +2690,7 @@ async def load(self: ServingLoRA, req: LoadLoRAAdapterRequest) -> PlainTextRespo
     self.st.loras[lr.lora_name] = lr
     return PlainTextResponse(f"Success: LoRA adapter '{lr.lora_name}' added successfully.")
 
-# %% ../nbs/19_server.ipynb 340
+# %% ../nbs/19_server.ipynb 412
 @patch
 async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextResponse:
     "`/v1/unload_lora_adapter`: the adapter no longer served, its slot emptied; a 404 for an unknown name, a 400 while it is in use."
@@ -2705,7 +2705,7 @@ async def unload(self: ServingLoRA, req: UnloadLoRAAdapterRequest) -> PlainTextR
     del self.st.loras[req.lora_name]
     return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed successfully.")
 
-# %% ../nbs/19_server.ipynb 341
+# %% ../nbs/19_server.ipynb 413
 def _lora_routes(app, st, R, lora_modules: dict | None):
     "The adapters of `lora_modules` ({name: path}) read now (a ValueError naming the bad one), and the two routes that change them."
     import itertools
@@ -2722,7 +2722,7 @@ def _lora_routes(app, st, R, lora_modules: dict | None):
     @app.post("/v1/unload_lora_adapter", response_class=Response, responses=R("/v1/unload_lora_adapter", post=True) | ok("removed"))
     async def unload_lora_adapter(req: UnloadLoRAAdapterRequest): return await lora.unload(req)
 
-# %% ../nbs/19_server.ipynb 342
+# %% ../nbs/19_server.ipynb 414
 def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None, max_waiting: int = 64, model_name: str | None = None,
                stall_timeout: float = 30, docs: bool = False, limits: ServerLimits | None = None, public_endpoints=("/health",),
                metrics_key: str | None = None, log_stats: float | None = LOG_STATS_EVERY, reasoning_parser: str | None = None,
@@ -2753,7 +2753,7 @@ def create_app(llm, api_key: str | None = None, max_num_seqs: int | None = None,
     if unknown := public - set(paths): raise ValueError(f"public_endpoints: {sorted(unknown)} not served here (as a path without parameters); the paths are {paths}")
     return app
 
-# %% ../nbs/19_server.ipynb 345
+# %% ../nbs/19_server.ipynb 417
 SEND_BUFFER = 64 << 10      # bytes of kernel send buffer per connection: a client that stops reading fills it soon
 
 def _socket(config):
@@ -2767,14 +2767,14 @@ def _socket(config):
 
 BACKLOG = 2048             # connections the kernel queues for accept; asyncio accepts up to this many at one wake-up
 
-# %% ../nbs/19_server.ipynb 346
+# %% ../nbs/19_server.ipynb 418
 def _batch(cap: int) -> int:
     """The backlog for `cap` connections: at most half of it, so that the connections accepted at one wake-up cannot push out
     one of their own before its request has been read (a newcomer evicts the longest-waiting connection)."""
     return max(1, min(BACKLOG, cap // 2))
 FD_RESERVE = 128           # descriptors kept beside the connections: the model's files, template workers, tensor-parallel groups, logs
 
-# %% ../nbs/19_server.ipynb 347
+# %% ../nbs/19_server.ipynb 420
 def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     """(connections, backlog, note): the connections the server may hold open and the backlog it listens with (asyncio accepts
     up to that many at one wake-up, before closed ones give their descriptors back). The descriptor limit is raised (up to its
@@ -2795,7 +2795,7 @@ def _connection_cap(limits: ServerLimits) -> tuple[int, int, str | None]:
     return cap, backlog, (None if cap == limits.max_connections else
                           f"at most {cap} connections at once: the descriptor limit is {soft} (ulimit -n; --max-connections asks for {limits.max_connections})")
 
-# %% ../nbs/19_server.ipynb 349
+# %% ../nbs/19_server.ipynb 422
 def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_level: str, on_stopped=None):
     """A uvicorn server for `app` with a bounded shutdown: on SIGTERM/SIGINT it stops accepting, lets running requests finish
     for up to `shutdown_timeout` s, then cancels them (their engine requests are aborted); a second signal exits at once.
@@ -2820,7 +2820,7 @@ def _uvicorn_server(app, host: str, port: int, shutdown_timeout: float, log_leve
     st.on_dead = stop
     return server
 
-# %% ../nbs/19_server.ipynb 350
+# %% ../nbs/19_server.ipynb 423
 class BackgroundServer:
     "A uvicorn server running `app` in a daemon thread (on a free port unless `port` is given); `.url` is its base URL, `.stop()` shuts it down."
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30, shutdown_timeout: float = 30):
@@ -2842,7 +2842,7 @@ class BackgroundServer:
     def __enter__(self): return self
     def __exit__(self, *exc): self.stop()
 
-# %% ../nbs/19_server.ipynb 351
+# %% ../nbs/19_server.ipynb 424
 def start_server(llm, host: str = "127.0.0.1", port: int | None = None, shutdown_timeout: float = 30, **kw) -> BackgroundServer:
     "Serve `llm` in a background thread (`create_app(llm, **kw)`); returns the running `BackgroundServer`."
     return BackgroundServer(create_app(llm, **kw), host, port, shutdown_timeout=shutdown_timeout)
@@ -2851,20 +2851,20 @@ def _url(host: str, port: int) -> str:
     "The base URL of a server on `host:port` (an IPv6 address in brackets)."
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
-# %% ../nbs/19_server.ipynb 352
+# %% ../nbs/19_server.ipynb 426
 def _loopback(host: str) -> bool:
     import ipaddress
     if host == "localhost": return True
     try: return ipaddress.ip_address(host).is_loopback
     except ValueError: return False
 
-# %% ../nbs/19_server.ipynb 354
+# %% ../nbs/19_server.ipynb 428
 def _load_llm(model, engine_config, settings: dict):
     "The `LLM` `serve` runs: `model` with the `EngineConfig` `engine_config` (None: the defaults) and `settings` over it."
     from xllm.llm import LLM
     return LLM(model, config=engine_config, **settings)
 
-# %% ../nbs/19_server.ipynb 356
+# %% ../nbs/19_server.ipynb 430
 def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None, max_num_seqs: int | None = None,
           max_waiting: int = 64, llm=None, shutdown_timeout: float = 30, stall_timeout: float = 30, docs: bool = False,
           served_model_name: str | None = None, limits: ServerLimits | None = None, public_endpoints=("/health",),
@@ -2898,7 +2898,7 @@ def serve(model=None, host: str = "127.0.0.1", port: int = 8000, api_key: str | 
     except KeyboardInterrupt: raise SystemExit(130) from None   # SIGINT re-raised under asyncio's runner: the usual exit status, no traceback
     if app.state.xllm.dead: raise SystemExit(1)                 # the engine died: a supervisor restarts the server
 
-# %% ../nbs/19_server.ipynb 357
+# %% ../nbs/19_server.ipynb 431
 _SERVING = re.compile(r"xllm: serving .* on (http://\S+)/v1 ")
 
 def launch(cmd: list[str], timeout: float = 300, **popen_kw):
