@@ -71,27 +71,31 @@ static void amx_pack_rows(const QAct& A, int64_t t0, int64_t t1, int64_t T) {
     }
 }
 
-// INT4 rows n0..n0+16 of L unpacked to one byte a code, st[r][K] (rows past N: zero): block b's 16 packed bytes give its
-// 32 bytes as the low nibbles (the even columns) then the high ones (the odd columns), 4 blocks at a time
+// INT4 rows n0..n0+16 of L unpacked to one byte a code, block by block: st[b][r][32], each block's tile 512 contiguous bytes
+// (rows past N: zero). Block b's 16 packed bytes give its 32 bytes as the low nibbles (the even columns) then the high ones
+// (the odd columns), 4 blocks at a time
 static void amx_unpack_q4(const Lin& L, int64_t n0, uint8_t* st) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
     const int64_t hb = L.K / 2;
     for (int64_t r = 0; r < 16; r++) {
-        uint8_t* d = st + r * L.K;
-        if (n0 + r >= L.N) { std::memset(d, 0, L.K); continue; }
+        uint8_t* d = st + r * 32;                 // block b of row r at d + b * 512
+        if (n0 + r >= L.N) { for (int64_t b = 0; b < L.K / 32; b++) std::memset(d + b * 512, 0, 32); continue; }
         const uint8_t* w = L.w4 + (n0 + r) * hb;
         int64_t i = 0;
         for (; i + 64 <= hb; i += 64) {
             const __m512i v = _mm512_loadu_si512((const void*)(w + i));
             const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            _mm512_storeu_si512((void*)(d + 2 * i), _mm512_permutex2var_epi64(lo, first, hi));
-            _mm512_storeu_si512((void*)(d + 2 * i + 64), _mm512_permutex2var_epi64(lo, second, hi));
+            const __m512i a = _mm512_permutex2var_epi64(lo, first, hi), c = _mm512_permutex2var_epi64(lo, second, hi);
+            uint8_t* o = d + (i / 16) * 512;
+            _mm256_storeu_si256((__m256i*)o, _mm512_castsi512_si256(a)); _mm256_storeu_si256((__m256i*)(o + 512), _mm512_extracti64x4_epi64(a, 1));
+            _mm256_storeu_si256((__m256i*)(o + 1024), _mm512_castsi512_si256(c)); _mm256_storeu_si256((__m256i*)(o + 1536), _mm512_extracti64x4_epi64(c, 1));
         }
         for (; i < hb; i += 16) {
             const __m128i v = _mm_loadu_si128((const __m128i*)(w + i)), m = _mm_set1_epi8(0x0f);
-            _mm_storeu_si128((__m128i*)(d + 2 * i), _mm_and_si128(v, m));
-            _mm_storeu_si128((__m128i*)(d + 2 * i + 16), _mm_and_si128(_mm_srli_epi16(v, 4), m));
+            uint8_t* o = d + (i / 16) * 512;
+            _mm_storeu_si128((__m128i*)o, _mm_and_si128(v, m));
+            _mm_storeu_si128((__m128i*)(o + 16), _mm_and_si128(_mm_srli_epi16(v, 4), m));
         }
     }
 }
@@ -127,16 +131,6 @@ static void amx_scales(const Lin& L, int64_t n0, float* sc, float* mn) {
 // (The tile intrinsics take register numbers as literals: a macro, one expansion per C tile.)
 #define AMX_DOT(Q4, C, wt, ws, xb) do { _tile_loadd(1, wt, ws); _tile_loadd(2, xb, 64); _tile_zero(C);                    \
                                         if (Q4) _tile_dpbusd(C, 1, 2); else _tile_dpbssd(C, 1, 2); } while (0)
-// acc_r += C[r] s_r d (+ m_r sum(q) d, INT4) for one block, lanes over 16 activation rows; s, m: the rows' values [nb] apart
-template <bool Q4>
-static inline void amx_epilogue(__m512 (&acc)[16], const int32_t* c, const float* s, const float* m, int64_t nb, __m512 dv, __m512 sv) {
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; r++) {
-        const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512((const void*)(c + r * 16)));
-        acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_set1_ps(s[r * nb]), dv), acc[r]);
-        if (Q4) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(m[r * nb]), sv, acc[r]);
-    }
-}
 // r[i][j] -> r[j][i], 16 x 16 floats in registers: unpack pairs, then 2 x 2 blocks, then the 128-bit lanes twice
 static inline void transpose16(__m512 (&r)[16]) {
     __m512 t[16];
@@ -166,31 +160,42 @@ static inline void amx_store(__m512 (&acc)[16], int64_t tile, int64_t T, float* 
     for (int64_t t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (tile * 16 + t) * N + n0, m, _mm512_add_ps(acc[t], bv));
 }
 
-// Weight rows n0..n0+16 (tile rows at `wt`, row stride `ws` bytes) times activation tile `tile`. Three C tiles in turn, so
-// that a product is issued two blocks and stored one block before its epilogue reads it: the tile unit, the stores and the
-// vector units overlap instead of waiting on each other.
+// Weight rows n0..n0+16 (block b's tile at `wt + b bs`, row stride `ws` bytes) times activation tile `tile`. Three C tiles
+// in turn, so that a product is issued two blocks and stored one block before its epilogue reads it: the tile unit, the
+// stores and the vector units overlap instead of waiting on each other. The epilogue, per weight row r and block b with lanes
+// over the 16 activation rows: acc_r = fma(float(C[r]), s_rb * d_b, acc_r), then (INT4) acc_r = fma(m_rb, d_b sum(q)_b, acc_r).
+// - The accumulators are 16 named values: GCC kept an array of them in memory (a store and a load per row and block).
+// - The C tile is stored by this file's own `tilestored`, which names the 1 KB it writes: GCC's `_tile_stored` clobbers all
+//   memory, and that too sent the accumulators to the stack. (GCC's tile loads name no memory at all: the barrier on entry
+//   keeps the stores that laid out the weights and activations before them.)
 template <bool Q4>
-static void amx_tile(const uint8_t* wt, int64_t ws, const float* sc, const float* mn, const QAct& A, int64_t tile, int64_t T,
+static void amx_tile(const uint8_t* wt, int64_t ws, int64_t bs, const float* sc, const float* mn, const QAct& A, int64_t tile, int64_t T,
                      float* y, int64_t N, int64_t n0, const float* bias) {
     const int64_t nb = A.nb; const int8_t* xv = (Q4 ? A.xs : A.xv) + tile * nb * 512;
     const float *dT = A.dT + tile * nb * 16, *sT = A.sT + tile * nb * 16;
     alignas(64) int32_t c[3][16 * 16];
-    __m512 acc[16];
-    for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
-    auto issue = [&](int64_t b) {     // block b's product into C tile b % 3
-        if (b >= nb) return;
-        const uint8_t* w = wt + b * 32; const int8_t* x = xv + b * 512;
-        switch (b % 3) { case 0: AMX_DOT(Q4, 0, w, ws, x); break; case 1: AMX_DOT(Q4, 5, w, ws, x); break; default: AMX_DOT(Q4, 6, w, ws, x); }
-    };
-    auto store = [&](int64_t b) {
-        if (b >= nb) return;
-        switch (b % 3) { case 0: _tile_stored(0, c[0], 64); break; case 1: _tile_stored(5, c[1], 64); break; default: _tile_stored(6, c[2], 64); }
-    };
-    issue(0); issue(1); store(0);
-    for (int64_t b = 0; b < nb; b++) {
-        issue(b + 2); store(b + 1);
-        amx_epilogue<Q4>(acc, c[b % 3], sc + b, mn + b, nb, _mm512_loadu_ps(dT + b * 16), _mm512_loadu_ps(sT + b * 16));
+    __asm__ volatile("" ::: "memory");
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+#define AMX_ROW(r, A) do { const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512((const void*)(cb + r * 16)));         \
+                           A = _mm512_fmadd_ps(v, _mm512_mul_ps(_mm512_set1_ps(sb[r * nb]), dv), A);                     \
+                           if (Q4) A = _mm512_fmadd_ps(_mm512_set1_ps(mb[r * nb]), sv, A); } while (0)
+#define AMX_ISSUE(C, b) do { if ((b) < nb) AMX_DOT(Q4, C, wt + (b) * bs, ws, xv + (b) * 512); } while (0)
+#define AMX_STORE(C, b, buf) do { if ((b) < nb) __asm__ volatile("tilestored %%tmm" #C ", (%1,%2,1)" : "=m"(*(int32_t(*)[256])(buf)) : "r"((void*)(buf)), "r"((long)64)); } while (0)
+#define AMX_EPI(b, buf) do { if ((b) < nb) { const int32_t* cb = buf; const float* sb = sc + (b); const float* mb = mn + (b);               \
+        const __m512 dv = _mm512_loadu_ps(dT + (b) * 16), sv = _mm512_loadu_ps(sT + (b) * 16);                                        \
+        AMX_ROW(0, a0); AMX_ROW(1, a1); AMX_ROW(2, a2); AMX_ROW(3, a3); AMX_ROW(4, a4); AMX_ROW(5, a5); AMX_ROW(6, a6); AMX_ROW(7, a7); \
+        AMX_ROW(8, a8); AMX_ROW(9, a9); AMX_ROW(10, a10); AMX_ROW(11, a11); AMX_ROW(12, a12); AMX_ROW(13, a13); AMX_ROW(14, a14); AMX_ROW(15, a15); } } while (0)
+    AMX_ISSUE(0, 0); AMX_ISSUE(5, 1); AMX_STORE(0, 0, c[0]);
+    for (int64_t b = 0; b < nb; b += 3) {
+        AMX_ISSUE(6, b + 2); AMX_STORE(5, b + 1, c[1]); AMX_EPI(b, c[0]);
+        AMX_ISSUE(0, b + 3); AMX_STORE(6, b + 2, c[2]); AMX_EPI(b + 1, c[1]);
+        AMX_ISSUE(5, b + 4); AMX_STORE(0, b + 3, c[0]); AMX_EPI(b + 2, c[2]);
     }
+#undef AMX_ISSUE
+#undef AMX_STORE
+#undef AMX_EPI
+#undef AMX_ROW
+    __m512 acc[16] = {a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15};
     amx_store(acc, tile, T, y, N, n0, bias);
 }
 // INT8 in groups of 16: two K=16 products a block, each half's sum meeting its own scale (sc: first half's, mn: second's)
@@ -217,8 +222,8 @@ static void amx_tile_half(const uint8_t* wt, int64_t ws, const float* sc, const 
     amx_store(acc, tile, T, y, N, n0, bias);
 }
 
-static thread_local std::vector<uint8_t> amx_stage;
-static thread_local std::vector<float> amx_sc;
+static thread_local avec<uint8_t> amx_stage;
+static thread_local avec<float> amx_sc;
 
 // One thread's share of several linears (all a8, none a8r) of A, packed by amx_pack_rows: tasks of 16 weight rows from `next`
 static void amx_gemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
@@ -254,9 +259,9 @@ static void amx_gemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float
             std::memcpy(amx_stage.data(), L.w8 + n0 * L.K, (L.N - n0) * L.K); wt = amx_stage.data();
         }
         for (int64_t tile = 0; tile < ntile; tile++) {
-            if (L.kind == Q4) amx_tile<true>(wt, ws, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
+            if (L.kind == Q4) amx_tile<true>(wt, 32, 512, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
             else if (L.half) amx_tile_half(wt, ws, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
-            else amx_tile<false>(wt, ws, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
+            else amx_tile<false>(wt, ws, 32, sc, mn, A, tile, T, ys[l], L.N, n0, L.bias);
         }
     }
     _tile_release();

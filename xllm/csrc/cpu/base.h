@@ -1,5 +1,19 @@
 // ---------------------------------------------------------------- half to float, horizontal sums, padded loads
 
+// std::vector storage on 64-byte boundaries (malloc gives 16): a 64-byte row segment is then one cache line, not parts of
+// two; the threads' tasks of 16 output columns share no line; a tile row loads from one line.
+template <class T> struct Aligned64 {
+    using value_type = T;
+    Aligned64() = default;
+    template <class U> Aligned64(const Aligned64<U>&) {}
+    T* allocate(size_t n) { void* p = aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64); if (!p) throw std::bad_alloc(); return (T*)p; }
+    void deallocate(T* p, size_t) { free(p); }
+    template <class U> bool operator==(const Aligned64<U>&) const { return true; }
+    template <class U> bool operator!=(const Aligned64<U>&) const { return false; }
+};
+template <class T> using avec = std::vector<T, Aligned64<T>>;
+using fvec = avec<float>;
+
 static inline float h2f(uint16_t h) {          // IEEE half -> float, portable
 #if XK_AVX2
     return _cvtsh_ss(h);

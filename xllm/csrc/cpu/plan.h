@@ -19,7 +19,7 @@ struct Plan {
     }
     const float *embed = nullptr, *norm = nullptr; int head = -1;
     Lin emb_q; bool emb_quant = false;   // an INT8 embedding (rows dequantized on lookup)
-    std::vector<std::vector<float>> priv, privX; Barrier bar;
+    std::vector<fvec> priv, privX; Barrier bar;
     std::mutex busy;   // one call at a time (ctypes releases the GIL): the buffers and the barrier are shared
     // optional timing of the step's phases (seconds summed over steps), read by thread 0 right after each barrier
     bool prof = false; double phase[7] = {0, 0, 0, 0, 0, 0, 0}, t_mark = 0; int64_t prof_steps = 0;
@@ -49,7 +49,7 @@ struct Plan {
     // stream and its norms in each thread's own copy, every thread computing all rows: no barrier around the norms and the
     // residual adds (6 a layer instead of 9), the same sums in the same order, so the same bits.
     static constexpr int64_t SMALL_ROWS = 4;
-    std::vector<float> X, XN, Q, Kr, Vr, A, Tmp, G, U;
+    fvec X, XN, Q, Kr, Vr, A, Tmp, G, U;
     std::vector<int64_t> blk;   // attention blocks: rows blk[b]..blk[b+1]-1, consecutive positions of one sequence
     Scratch XP;   // packed panels: 32-byte aligned (the GEMM's aligned loads)
 #if XK_AVX2
@@ -61,7 +61,7 @@ struct Plan {
     // it, used by it alone). lora(0, ...) before the linears' product: the shrinks (they read its input only); lora(1, ...) after
     // it (its closing barrier between): the expands of this thread's rows r0..r1 (those the next phase gives it), then a barrier
     // only if `wait` (the next phase reads every row). Nothing without adapter rows.
-    std::vector<LoraW> lora_w; LoraRows lrows; std::vector<float> LH; int64_t lora_R = 0;
+    std::vector<LoraW> lora_w; LoraRows lrows; fvec LH; int64_t lora_R = 0;
     void lora(int phase, std::initializer_list<int> idx, const float* x, float* const* ys, int tid, int n, int64_t r0 = 0, int64_t r1 = 0, bool wait = false) {
         if (lrows.N == 0) return;
         LoraW ws[3]; int64_t Ks[3], Ns[3]; float* hs[3]; int nl = 0; bool any = false;
@@ -73,7 +73,7 @@ struct Plan {
         if (phase == 0) lora_shrinks(ws, Ks, nl, lrows, x, hs, tid, n);
         else { lora_expands(ws, Ns, nl, lrows, hs, ys, r0, r1); if (wait) bar.wait(); }
     }
-    static void grow(std::vector<float>& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
+    template <class V> static void grow(V& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
     void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
 #if XK_AVX2

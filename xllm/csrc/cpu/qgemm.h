@@ -274,8 +274,8 @@ static void qmicro_rn(int rn, const uint8_t* wq, const float* ws, const float* w
     }
 }
 
-static thread_local std::vector<uint8_t> qw_buf;
-static thread_local std::vector<float> qs_buf;
+static thread_local avec<uint8_t> qw_buf;
+static thread_local avec<float> qs_buf;
 
 // One thread's share of several linears (all with a8 set) of the quantized input A: tasks of QG_ROWS weight rows taken from `next`
 static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
@@ -301,7 +301,7 @@ static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* c
 
 // Scratch for a quantized input of T rows of K (K % 32 == 0)
 struct QScratch {
-    std::vector<int8_t> q, q2, xv, xs; std::vector<float> d, s, d2, dT, sT; std::vector<int32_t> o, o2, oh, oh2;
+    avec<int8_t> q, q2, xv, xs; avec<float> d, s, d2, dT, sT; avec<int32_t> o, o2, oh, oh2;
     QAct get(int64_t T, int64_t K, bool two) {   // two: room for the residual pass too
         const int64_t nb = K / 32, T16 = (T + 15) / 16 * 16;
         if ((int64_t)xv.size() < T16 * K) { xv.resize(T16 * K); xs.resize(T16 * K); dT.resize(T16 * nb); sT.resize(T16 * nb); }

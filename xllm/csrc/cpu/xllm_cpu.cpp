@@ -11,6 +11,8 @@
 #include <initializer_list>
 #include <mutex>
 #include <vector>
+#include <cstdlib>
+#include <new>
 #include <sched.h>
 #ifdef _OPENMP
 #include <omp.h>
