@@ -47,26 +47,33 @@ static inline void amx_config() {
     _tile_loadconfig(&c);
 }
 
-// Activation rows t0..t1 of A (quantized) in the tiles' two orders, for each block 8 rows of 4 codes x 16 activation rows x 4
-// bytes: xv (INT8 weights) with the block's columns in order, row k4 holding columns 4 k4..4 k4 + 3; xs (INT4 weights) with
-// the even columns in rows 0..3 and the odd ones in rows 4..7, as an unpacked INT4 tile row holds them (amx_unpack_q4).
-// Beside them the scales d and the block sums s transposed to dT, sT [tile][block][t % 16]. Rows T..T16 (T rounded up to 16)
-// are zero (their outputs are dropped); the thread whose share ends at T writes them.
+// Activation rows t0..t1 of A (quantized; t0 a multiple of 16, t1 too or T) in the tiles' two orders, for each block 8 rows
+// of 4 codes x 16 activation rows x 4 bytes: xv (INT8 weights) with the block's columns in order, row k4 holding columns
+// 4 k4..4 k4 + 3; xs (INT4 weights) with the even columns in rows 0..3 and the odd ones in rows 4..7, as an unpacked INT4
+// tile row holds them (amx_unpack_q4). Beside them the scales d and the block sums s transposed to dT, sT
+// [tile][block][t % 16]. Rows T..T16 (T rounded up to 16) are zero (their outputs are dropped). A whole tile at a time:
+// its 16 rows' 32 codes of a block are one 16 x 8 transpose of 4-byte words (transpose16x8_words, as qrepack_codes), after
+// a byte shuffle that puts each row's even codes before its odd ones for xs.
 static void amx_pack_rows(const QAct& A, int64_t t0, int64_t t1, int64_t T) {
-    const int64_t nb = A.nb, end = t0 < T && t1 == T ? (T + 15) / 16 * 16 : t1;
-    for (int64_t t = t0; t < end; t++) {
-        const int64_t tile = t / 16, lane = t % 16;
+    if (t0 >= t1) return;
+    const int64_t nb = A.nb, K = A.K;
+    const __m256i evens_odds = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                                0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t tile = t0 / 16; tile < (t1 + 15) / 16; tile++) {
+        const int64_t nt = std::min<int64_t>(16, T - tile * 16);
         for (int64_t b = 0; b < nb; b++) {
-            int8_t* dv = A.xv + ((tile * nb + b) * 8 * 16 + lane) * 4; int8_t* ds = A.xs + ((tile * nb + b) * 8 * 16 + lane) * 4;
-            const int8_t* src = A.q + t * A.K + b * 32;
-            for (int k4 = 0; k4 < 8; k4++) {
-                if (t >= T) { std::memset(dv + k4 * 64, 0, 4); std::memset(ds + k4 * 64, 0, 4); continue; }
-                std::memcpy(dv + k4 * 64, src + 4 * k4, 4);
-                const int odd = k4 / 4, c0 = 8 * (k4 % 4) + odd;          // columns c0, c0 + 2, c0 + 4, c0 + 6
-                for (int i = 0; i < 4; i++) ds[k4 * 64 + i] = src[c0 + 2 * i];
+            __m256i rows[16], eo[16];
+            for (int r = 0; r < 16; r++) {
+                rows[r] = r < nt ? _mm256_loadu_si256((const __m256i*)(A.q + (tile * 16 + r) * K + b * 32)) : _mm256_setzero_si256();
+                // in each 128-bit half: its 8 even codes, then its 8 odd ones; then the quads in the order even, even, odd, odd
+                eo[r] = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(rows[r], evens_odds), 0xd8);
             }
-            A.dT[(tile * nb + b) * 16 + lane] = t < T ? A.d[t * nb + b] : 0.0f;
-            A.sT[(tile * nb + b) * 16 + lane] = t < T ? A.s[t * nb + b] : 0.0f;
+            transpose16x8_words(rows, (uint8_t*)A.xv + (tile * nb + b) * 512);
+            transpose16x8_words(eo, (uint8_t*)A.xs + (tile * nb + b) * 512);
+            for (int r = 0; r < 16; r++) {
+                A.dT[(tile * nb + b) * 16 + r] = r < nt ? A.d[(tile * 16 + r) * nb + b] : 0.0f;
+                A.sT[(tile * nb + b) * 16 + r] = r < nt ? A.s[(tile * 16 + r) * nb + b] : 0.0f;
+            }
         }
     }
 }

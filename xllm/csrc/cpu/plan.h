@@ -80,9 +80,9 @@ struct Plan {
         if (T >= QGEMM_MIN_ROWS && all_a8(ls, nl)) {     // int8 activations: rows quantized by their threads, then the integer GEMM
             QAct qa = QA; qa.K = ls[0].K; qa.nb = qa.K / 32;
             if (!any_a8r(ls, nl)) qa.q2 = nullptr;
-            int64_t t0, t1; split(T, tid, n, t0, t1, 1);
-            quantize_rows(x, t0, t1, qa);
             const bool amx = amx_use(ls, nl, T);
+            int64_t t0, t1; split(T, tid, n, t0, t1, amx ? 16 : 1);     // the tiles: whole 16-row tiles a thread
+            quantize_rows(x, t0, t1, qa);
 #if XK_AMX
             if (amx) amx_pack_rows(qa, t0, t1, T);
 #endif
