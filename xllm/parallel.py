@@ -40,21 +40,21 @@ class AllReduce(nn.Module):
         dist.all_reduce(y, group=self.group)
         return y
 
-# %% ../nbs/13a_tensor_parallel.ipynb 10
+# %% ../nbs/13a_tensor_parallel.ipynb 11
 class VocabEmbedding(nn.Module):
     "An embedding that holds rows `start..start+n` of the vocabulary: ids elsewhere give zeros, and an all-reduce fills them in."
     def __init__(self, inner: nn.Embedding, start: int, n: int, group=None):
         super().__init__(); self.inner, self.start, self.n, self.group = inner, start, n, group
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 11
+# %% ../nbs/13a_tensor_parallel.ipynb 13
 @patch(as_prop=True)
 def weight(self: VocabEmbedding):
     "The slice's table (what `Llama.dtype` and `device` read)."
     return self.inner.weight
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 12
+# %% ../nbs/13a_tensor_parallel.ipynb 15
 @patch
 def local(self: VocabEmbedding, ids):
     "This rank's part: the rows of the ids in its slice, zeros for the others."
@@ -64,7 +64,7 @@ def local(self: VocabEmbedding, ids):
     return x * mine[:, None].to(x.dtype)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 14
+# %% ../nbs/13a_tensor_parallel.ipynb 17
 @patch
 def forward(self: VocabEmbedding, ids):
     x = self.local(ids)
@@ -72,21 +72,21 @@ def forward(self: VocabEmbedding, ids):
     return x
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 15
+# %% ../nbs/13a_tensor_parallel.ipynb 19
 class VocabHead(nn.Module):
     "The LM head's slice of the vocabulary: every rank's logits gathered (all-gather) and the padding cut off."
     def __init__(self, inner: nn.Module, vocab_size: int, world: int, group=None):
         super().__init__(); self.inner, self.vocab_size, self.world, self.group = inner, vocab_size, world, group
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 16
+# %% ../nbs/13a_tensor_parallel.ipynb 21
 @patch(as_prop=True)
 def weight(self: VocabHead):
     "The head's slice of the vocabulary."
     return self.inner.weight
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 17
+# %% ../nbs/13a_tensor_parallel.ipynb 23
 @patch
 def forward(self: VocabHead, x):
     y = self.inner(x).contiguous()
@@ -95,7 +95,7 @@ def forward(self: VocabHead, x):
     return torch.cat(parts, -1)[:, :self.vocab_size]
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 18
+# %% ../nbs/13a_tensor_parallel.ipynb 25
 def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None) -> Llama:
     """Swap `m`'s layers (built for `tp_config(config, world)`, holding rank `rank`'s weights) for their parallel versions: o and down
     all-reduce, the embedding and the head work on vocabulary slices. `m.config` becomes the full config, `m.kv_config` the
@@ -110,14 +110,14 @@ def parallelize(m: Llama, config: LlamaConfig, rank: int, world: int, group=None
     m.kv_config, m.config, m.tp_rank, m.tp_world, m.tp_group = m.config, config, rank, world, None   # start_tp sets the group
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 20
+# %% ../nbs/13a_tensor_parallel.ipynb 28
 def _parallel_shard(config: EngineConfig, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s slices of the model `config` names, loaded by `load_model` through the shard hook, parallelized."
     lm = load_model(config, shard=(rank, world))
     return parallelize(lm.model, lm.checkpoint.config, rank, world, group)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 21
+# %% ../nbs/13a_tensor_parallel.ipynb 30
 def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None) -> Llama:
     """Rank `rank`'s shard of the Hugging Face checkpoint at `path` (a directory of safetensors), read slice by slice from the
     memory-mapped files: no process ever holds the whole model. Returned parallelized (`parallelize`)."""
@@ -129,7 +129,7 @@ def load_shard(path, rank: int, world: int, dtype=None, device=None, group=None)
     return _parallel_shard(EngineConfig(model=d, dtype=dtype, device=device or "cpu", quantization=None), rank, world, group)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 23
+# %% ../nbs/13a_tensor_parallel.ipynb 32
 def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     "Rank `rank`'s shard of a model already in memory (tests, random models): the same slices as `load_shard`, taken from its tensors."
     c = model.config
@@ -137,7 +137,7 @@ def shard_model(model: Llama, rank: int, world: int, group=None) -> Llama:
     w = {k: shard_tensor(k, v, rank, world).clone() for k, v in sd.items()}
     return parallelize(Llama.from_weights(tp_config(c, world), w, model.dtype).to(model.device), c, rank, world, group)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 29
+# %% ../nbs/13a_tensor_parallel.ipynb 38
 def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llama:
     """Rank `rank`'s shard of a GGUF file, as `quant.load_quantized_gguf` would build the whole model: Q8_0/Q4_0/Q4_1/Q4_K/Q6_K layer
     weights stay packed (`quantized`), their blocks cut from the memory-mapped file (row-parallel layers on block boundaries), a Q8_0
@@ -145,7 +145,7 @@ def load_gguf_shard(path, rank: int, world: int, quantized: bool = True) -> Llam
     return _parallel_shard(EngineConfig(model=Path(path), quantization="auto" if quantized else None), rank, world)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 33
+# %% ../nbs/13a_tensor_parallel.ipynb 42
 class TPError(RuntimeError):
     "The tensor-parallel group failed: a rank raised, died or stopped answering. The message names the rank when it is known."
 
@@ -156,7 +156,7 @@ def rendezvous_store(world: int, timeout: float = 60.0, host: str = "127.0.0.1",
     A group across machines listens on `port` if given (`EngineConfig.master_port`); `host` is where this node's own ranks reach it."""
     return dist.TCPStore(host, port, world, is_master=True, timeout=datetime.timedelta(seconds=timeout), wait_for_workers=False)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 37
+# %% ../nbs/13a_tensor_parallel.ipynb 46
 def interface_addresses() -> dict[str, str]:
     "This machine's network interfaces with an IPv4 address, {name: address} (Linux's SIOCGIFADDR; {} elsewhere)."
     if sys.platform != "linux": return {}
@@ -169,7 +169,7 @@ def interface_addresses() -> dict[str, str]:
     return out
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 39
+# %% ../nbs/13a_tensor_parallel.ipynb 48
 def route_source(host: str) -> str | None:
     "This machine's address from which it reaches `host` (a route lookup; nothing is sent); None when `host` is unknown or unreachable."
     import socket
@@ -178,7 +178,7 @@ def route_source(host: str) -> str | None:
     except OSError: return None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 41
+# %% ../nbs/13a_tensor_parallel.ipynb 50
 _gloo_set = None                                   # the GLOO_SOCKET_IFNAME this module set (a user's own is left alone)
 
 def bind_gloo(host: str) -> str | None:
@@ -193,7 +193,7 @@ def bind_gloo(host: str) -> str | None:
     return name
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 43
+# %% ../nbs/13a_tensor_parallel.ipynb 52
 _ERR_KEY = "xllm_tp_error_"
 CMD_STOP, CMD_POOL, CMD_STEP, CMD_WARM, CMD_LORA = 0, 1, 2, 3, 4
 JOIN_TIMEOUT = 120.0         # seconds a node waits for its group to form (`--join-timeout`, `EngineConfig.join_timeout`)
@@ -203,7 +203,7 @@ def missing_ranks(store, world: int) -> list[int]:
     "The ranks > 0 that have not yet said, in the rendezvous store, that they reached it (rank 0 holds it)."
     return [r for r in range(1, world) if not store.check([f"{_UP}{r}"])]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 44
+# %% ../nbs/13a_tensor_parallel.ipynb 54
 def ranks_text(ranks: list[int], world: int, nnodes: int = 1) -> str:
     "Ranks as the errors name them, runs joined and, across machines, each with its node: 'ranks 2-3 (node 1), 5 (node 2)'."
     k, runs = world // nnodes, []
@@ -213,7 +213,7 @@ def ranks_text(ranks: list[int], world: int, nnodes: int = 1) -> str:
     where = lambda a: f" (node {a // k})" if nnodes > 1 else ""
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(f"{a}{'-%d' % b if b > a else ''}{where(a)}" for a, b in runs)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 47
+# %% ../nbs/13a_tensor_parallel.ipynb 57
 def _not_joined(missing: list[int], world: int, nnodes: int, where: str, timeout: float) -> str:
     "Rank 0's reason when `missing` ranks never reached its rendezvous at `where` (host:port) within `timeout` s."
     s = f"the tensor-parallel group did not form within {timeout:g} s (--join-timeout): {ranks_text(missing, world, nnodes)} never reached the rendezvous at {where}"
@@ -222,7 +222,7 @@ def _not_joined(missing: list[int], world: int, nnodes: int, where: str, timeout
     return s + (f"; start the other nodes with --master-addr {host} --master-port {port}, and check on each that it reaches {where} "
                 "(a firewall?; its own output says what it saw: refused, no answer)")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 48
+# %% ../nbs/13a_tensor_parallel.ipynb 59
 def _wait_joined(store, world: int, procs, timeout: float, nnodes: int = 1, where: str = ""):
     """Rank 0: wait until every worker has reached the store, failing at once (naming it) if one exits first; after `timeout` s,
     naming the ranks missing, the reason left in the store for the ranks that came. Then it tells them the group formed."""
@@ -235,7 +235,7 @@ def _wait_joined(store, world: int, procs, timeout: float, nnodes: int = 1, wher
         time.sleep(0.02)
     store.set(_FORMED, "1")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 50
+# %% ../nbs/13a_tensor_parallel.ipynb 61
 _CHECK_NODE0 = "check that node 0 is running and printed 'rendezvous listening on {where}', and that --master-addr and --master-port are what it printed"
 _CHECK_ROUTE = "check --master-addr (an address of node 0's machine that this one reaches), a firewall between the machines, and that node 0's machine is up"
 
@@ -249,7 +249,7 @@ def _explain(why: str, where: str) -> str:
     if why == "refused": return "connection refused (nothing listens there): " + _CHECK_NODE0.format(where=where)
     return ("no answer (the connection attempts timed out)" if why == "no answer" else why) + ": " + _CHECK_ROUTE
 
-# %% ../nbs/13a_tensor_parallel.ipynb 51
+# %% ../nbs/13a_tensor_parallel.ipynb 63
 @dataclass
 class Joining:
     """Rank `rank` (> 0) of `world`, on one of `nnodes` nodes, joining node 0's rendezvous at `host:port`: every step bounded by one
@@ -273,7 +273,7 @@ class Joining:
         "A `TPError` naming this rank, the rendezvous, the timeout and `what` went wrong."
         return TPError(f"rank {self.rank} could not join the group at {self.where} within {self.timeout:g} s (--join-timeout): {what}")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 52
+# %% ../nbs/13a_tensor_parallel.ipynb 65
 @patch
 def reach(self: Joining, say=None):
     """Connect to the rendezvous and close again, retried until the deadline (node 0 may start after this node). `say(line)` is told
@@ -289,7 +289,7 @@ def reach(self: Joining, say=None):
         if not self.left(): raise self.error(_explain(why, self.where))
         time.sleep(min(0.5, self.left()))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 55
+# %% ../nbs/13a_tensor_parallel.ipynb 68
 @patch
 def client(self: Joining, timeout: float) -> dist.TCPStore:
     """The store's client, made on a helper thread: torch's constructor waits without a limit on a listener that accepts the
@@ -305,7 +305,7 @@ def client(self: Joining, timeout: float) -> dist.TCPStore:
     raise self.error("the connection was accepted but nothing answered as a torch.distributed store (another program listens on that port, "
                      "or node 0 is stuck): " + _CHECK_NODE0.format(where=self.where))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 57
+# %% ../nbs/13a_tensor_parallel.ipynb 70
 @patch
 def wait_formed(self: Joining, store):
     """Say in the store that this rank reached it, then wait for rank 0 to say the group formed; a `TPError` when node 0 gave up
@@ -320,7 +320,7 @@ def wait_formed(self: Joining, store):
     except Exception as e:
         raise self.error(f"node 0's rendezvous closed before the group formed: node 0 exited or its machine went down; its output says why ({' '.join(str(e).split())[:200]})") from None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 58
+# %% ../nbs/13a_tensor_parallel.ipynb 72
 @patch
 def incomplete(self: Joining, missing: list[int]) -> str:
     "Why the group did not form at the deadline, `missing` the ranks that never reached the store."
@@ -333,7 +333,7 @@ def join(self: Joining, timeout: float, say=None) -> dist.TCPStore:
     "Reach the rendezvous, connect its store, wait for the group to form: the store, its operations then waiting up to `timeout` s."
     self.reach(say); store = self.client(timeout); self.wait_formed(store); return store
 
-# %% ../nbs/13a_tensor_parallel.ipynb 60
+# %% ../nbs/13a_tensor_parallel.ipynb 74
 class TPGroup:
     """This process's place in a tensor-parallel group: `rank` of `world`, the compute group (activations: gloo on CPU, NCCL on
     CUDA; collectives time out after `timeout` s) and a gloo control group over which rank 0 broadcasts each step's batch (no
@@ -347,7 +347,7 @@ class TPGroup:
         self.pp = None                                         # a pipeline's (tp, pp): its ranks are named with their stage
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 61
+# %% ../nbs/13a_tensor_parallel.ipynb 76
 @patch(cls_method=True)
 def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, device="cpu", timeout: float = 60.0, procs=(), store=None,
          join_timeout: float = JOIN_TIMEOUT, nnodes: int = 1, deadline: float | None = None) -> TPGroup:
@@ -372,7 +372,7 @@ def init(cls: TPGroup, rank: int, world: int, init_method: str | None = None, de
     return cls(rank, world, device, timeout, procs)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 63
+# %% ../nbs/13a_tensor_parallel.ipynb 79
 @patch
 def report_error(self: TPGroup, msg: str):
     "A worker's last word: its error, left in the rendezvous store (held by rank 0) for rank 0 to name."
@@ -380,7 +380,7 @@ def report_error(self: TPGroup, msg: str):
     except Exception: pass
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 64
+# %% ../nbs/13a_tensor_parallel.ipynb 81
 def _ended(code: int) -> str:
     "How a process ended: 'killed by signal 9' or 'exit code 1'."
     return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -391,7 +391,7 @@ def _said(r: int | str, what: str, x, messages: bool) -> str:
     if what == "silent": return f"rank {r} stopped answering (no heartbeat for {x:.1f} s: its machine or process is gone)"
     return f"rank {r} died (exit code {x}{', killed by signal %d' % -x if x < 0 else ''})" if messages else f"rank {r} died ({_ended(x)})"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 65
+# %% ../nbs/13a_tensor_parallel.ipynb 83
 @patch
 def named(self: TPGroup, r: int) -> str:
     "Rank `r` as the errors name it: its number, with its stage in a pipeline ('3 (pipeline stage 1 of 0-1, tensor-parallel rank 1)')."
@@ -404,7 +404,7 @@ def label(self: TPGroup) -> str:
     "What the errors call the group: 'tensor-parallel' or 'pipeline-parallel'."
     return "tensor-parallel" if getattr(self, "pp", None) is None else "pipeline-parallel"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 67
+# %% ../nbs/13a_tensor_parallel.ipynb 85
 @patch
 def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     """What is known of the workers' failures: `(rank, 'raised', the error it reported)` or `(rank, 'died', its exit code)` for a
@@ -419,14 +419,14 @@ def failures(self: TPGroup) -> list[tuple[int, str, str | int]]:
     return out
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 68
+# %% ../nbs/13a_tensor_parallel.ipynb 87
 @patch
 def who_failed(self: TPGroup, found: list | None = None) -> str:
     "The workers' failures (`failures`) as the error names them, their messages included."
     return "; ".join(_said(self.named(r), what, x, True) for r, what, x in (self.failures() if found is None else found))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 70
+# %% ../nbs/13a_tensor_parallel.ipynb 89
 @patch
 def fail(self: TPGroup, e: BaseException) -> TPError:
     "Mark the group broken after `e` on rank 0; stop the workers it started; the TPError to raise, naming the ranks that failed."
@@ -443,7 +443,7 @@ def fail(self: TPGroup, e: BaseException) -> TPError:
     return TPError(self.broken)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 72
+# %% ../nbs/13a_tensor_parallel.ipynb 92
 HEARTBEAT_EVERY, FAIL_SILENCE, HEALTH_SILENCE = 0.25, 1.5, 10.0     # seconds
 
 @patch
@@ -465,7 +465,7 @@ def stop_heartbeat(self: TPGroup):
     "A worker leaving the group: its heartbeat thread stopped and joined (so no store call is under way as the process ends)."
     if getattr(self, "beat_thread", None) is not None: self.beating.set(); self.beat_thread.join(); self.beat_thread = None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 73
+# %% ../nbs/13a_tensor_parallel.ipynb 94
 @patch
 def silent(self: TPGroup, after: float) -> list[tuple[int, str, float]]:
     "Rank 0: `(rank, 'silent', seconds)` for each worker whose heartbeat has not moved for `after` s of rank 0's watching (one that never beat is not counted)."
@@ -479,14 +479,14 @@ def silent(self: TPGroup, after: float) -> list[tuple[int, str, float]]:
         elif n > 0 and now - last[1] >= after: out.append((r, "silent", now - last[1]))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 75
+# %% ../nbs/13a_tensor_parallel.ipynb 96
 @patch
 def check(self: TPGroup):
     "Raise `TPError` if the group has failed or was shut down."
     if self.broken: raise TPError(self.broken + "; the group is stopped: build a new LLM")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 77
+# %% ../nbs/13a_tensor_parallel.ipynb 98
 @patch
 def agree(self: TPGroup, ok: bool) -> bool:
     "Whether `ok` holds on every rank (a minimum over the control group, waiting at most `timeout` s): how ranks decide together."
@@ -495,7 +495,7 @@ def agree(self: TPGroup, ok: bool) -> bool:
     return bool(t.item())
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 79
+# %% ../nbs/13a_tensor_parallel.ipynb 101
 @patch
 def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | None = None):
     "Rank 0: broadcast a command (a header of 8 int64) and its payload over the control group."
@@ -508,7 +508,7 @@ def send(self: TPGroup, cmd: int, ints: list[int] = (), payload: torch.Tensor | 
     except Exception as e: raise self.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 80
+# %% ../nbs/13a_tensor_parallel.ipynb 103
 @patch
 def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     "Workers: the next command from rank 0."
@@ -519,7 +519,7 @@ def recv(self: TPGroup) -> tuple[int, list[int], torch.Tensor | None]:
     return int(h[0]), h[2:].tolist(), p
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 82
+# %% ../nbs/13a_tensor_parallel.ipynb 106
 @patch
 def kill_workers(self: TPGroup):
     "Rank 0: kill the worker processes it started that are still alive, and reap them."
@@ -528,7 +528,7 @@ def kill_workers(self: TPGroup):
     for p in self.procs: p.join(5)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 83
+# %% ../nbs/13a_tensor_parallel.ipynb 108
 @patch
 def shutdown(self: TPGroup):
     "Rank 0: tell the workers to stop, wait for them (killing those that do not stop), leave the group. Once; later calls do nothing."
@@ -543,7 +543,7 @@ def shutdown(self: TPGroup):
     self.broken = self.broken or "the tensor-parallel group was shut down"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 85
+# %% ../nbs/13a_tensor_parallel.ipynb 111
 def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     "A `PagedBatch` as header ints and one int64 tensor: what rank 0 broadcasts each step (`decode_batch` reads it back)."
     lens = [len(t) for t in b.block_tables]
@@ -552,7 +552,7 @@ def encode_batch(b: PagedBatch) -> tuple[list[int], torch.Tensor]:
     payload = torch.cat([b.token_ids.cpu(), b.positions.cpu(), b.slot_mapping.cpu(), b.logits_rows.cpu(), meta, lora])
     return [b.num_tokens, len(b.block_tables), len(b.logits_rows), b.block_size, b.null_slot, int(b.lora_slots is not None)], payload
 
-# %% ../nbs/13a_tensor_parallel.ipynb 86
+# %% ../nbs/13a_tensor_parallel.ipynb 113
 def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     "The `PagedBatch` that `encode_batch` sent."
     N, B, R, bs, null = ints[:5]
@@ -566,7 +566,7 @@ def decode_batch(ints: list[int], p: torch.Tensor, device=None) -> PagedBatch:
     if ints[5]: b.lora_slots = v[t:t + N]
     return b
 
-# %% ../nbs/13a_tensor_parallel.ipynb 89
+# %% ../nbs/13a_tensor_parallel.ipynb 116
 def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     """The runner class every rank uses for its shard, and why: chosen as `choose_runner` chooses for one process (the CUDA runner
     on a GPU, the compiled CPU runner on the CPU, the torch forward when that one cannot run the shard), `model.tp_runner`
@@ -575,7 +575,7 @@ def shard_runner(model: Llama, kv_dtype=None) -> tuple[type, str]:
     return choose_runner(model, kv_dtype, getattr(model, "tp_runner", None))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 90
+# %% ../nbs/13a_tensor_parallel.ipynb 118
 SHARD_RUNNERS = ("torch", "cpu", "cuda", "stage")   # the code a CMD_POOL carries for the runner of every rank
 RUNNER_OPTIONS = ("max_batch", "max_model_len", "enforce_eager")   # what every rank's runner is built with (sent as ints, 0: its default)
 class TPRunner(ModelRunner):
@@ -606,14 +606,14 @@ class TPRunner(ModelRunner):
     def __repr__(self): return f"TPRunner({self.group.world} ranks, each {self.inner_reason})"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 91
+# %% ../nbs/13a_tensor_parallel.ipynb 120
 @patch(cls_method=True)
 def unsupported(cls: TPRunner, model: Llama, kv_dtype=None) -> str | None:
     "Why this runner cannot run `model`: it must be rank 0's shard of a running group (`start_tp`)."
     return None if getattr(model, "tp_group", None) is not None else "the model is not a tensor-parallel shard (build it with tensor_parallel_size)"
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 93
+# %% ../nbs/13a_tensor_parallel.ipynb 122
 @patch
 def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     "Send `cmd` to the workers, then run `f()` here; an error on any rank fails the group, naming it."
@@ -626,7 +626,7 @@ def _run(self: TPRunner, f, cmd: int, ints=(), payload=None):
     except Exception as e: raise g.fail(e) from None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 94
+# %% ../nbs/13a_tensor_parallel.ipynb 124
 @patch
 def warm_up(self: TPRunner):
     """Every rank warms its runner up together (the CUDA runner captures its graphs, the same collectives on every rank), then
@@ -637,7 +637,7 @@ def warm_up(self: TPRunner):
     self._run(both, CMD_WARM)
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 95
+# %% ../nbs/13a_tensor_parallel.ipynb 126
 @patch
 def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
     if (lora := getattr(self.model, "lora", None)) is not None and batch.lora_slots is not None:
@@ -645,7 +645,7 @@ def __call__(self: TPRunner, batch: PagedBatch) -> torch.Tensor:
     return self._run(lambda: self.inner(batch), CMD_STEP, *encode_batch(batch))
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 96
+# %% ../nbs/13a_tensor_parallel.ipynb 128
 @patch
 def health(self: TPRunner) -> str | None:
     """None while the group can run a step; else why not, in one line without the workers' messages (`ModelRunner.health`): the
@@ -661,7 +661,7 @@ def health(self: TPRunner) -> str | None:
     return None
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 98
+# %% ../nbs/13a_tensor_parallel.ipynb 130
 def worker_loop(model: Llama, group: TPGroup):
     """A worker's life: the commands of rank 0 (a new pool and runner, warming it up, a step, a LoRA slot filled or emptied, stop),
     each step this rank's shard of the forward."""
@@ -685,7 +685,7 @@ def worker_loop(model: Llama, group: TPGroup):
             group.agree(True)
         else: raise TPError(f"unknown command {cmd} from rank 0")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 100
+# %% ../nbs/13a_tensor_parallel.ipynb 133
 class LoRAMirror:
     """Rank 0's LoRA slots (12c) reaching every rank of `group`: `LoRASlots.load` and `clear` call these after their own, and
     each worker's slots do the same (`worker_lora`). The slot is rank 0's choice; the workers are told it."""
@@ -695,7 +695,7 @@ class LoRAMirror:
         "Every worker's slot `slot` emptied."
         self.group.send(CMD_LORA, [slot, 0])
 
-# %% ../nbs/13a_tensor_parallel.ipynb 101
+# %% ../nbs/13a_tensor_parallel.ipynb 135
 @patch
 def load(self: LoRAMirror, slot: int, adapter: LoRAAdapter):
     "Every worker's slot `slot` given its part of `adapter` (`shard_adapter`): the keys and scale broadcast, each part sent to its rank alone."
@@ -710,7 +710,7 @@ def load(self: LoRAMirror, slot: int, adapter: LoRAAdapter):
         if not g.agree(True): raise RuntimeError(f"a worker failed to load LoRA adapter {adapter.name!r}")
     except Exception as e: raise g.fail(e) from None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 102
+# %% ../nbs/13a_tensor_parallel.ipynb 137
 def worker_lora(model: Llama, group: TPGroup, ints: list[int], p: torch.Tensor | None):
     "A worker's side of `CMD_LORA`: slot `ints[0]` emptied (rank `ints[1]` 0), or given this rank's part of an adapter, received from rank 0."
     slot, r = ints[:2]
@@ -726,21 +726,21 @@ def worker_lora(model: Llama, group: TPGroup, ints: list[int], p: torch.Tensor |
     except BaseException: group.agree(False); raise           # rank 0 hears of it now; the error itself is reported on the way out
     group.agree(True)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 103
+# %% ../nbs/13a_tensor_parallel.ipynb 139
 def share_lora(lora, group: TPGroup):
     "Rank 0's LoRA slots `lora` made to reach the workers (`LoRAMirror`); adapters already in its slots are sent now."
     lora.mirror = LoRAMirror(group)
     for s, ad in enumerate(lora.adapters):
         if ad is not None: lora.mirror.load(s, ad)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 105
+# %% ../nbs/13a_tensor_parallel.ipynb 142
 def rank_device(device, rank: int) -> torch.device:
     "The device rank `rank` computes on: the CPU, or GPU `LOCAL_RANK` (torchrun) / `rank` (spawned here) when `device` is CUDA."
     d = torch.device(device)
     if d.type != "cuda": return d
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
 
-# %% ../nbs/13a_tensor_parallel.ipynb 107
+# %% ../nbs/13a_tensor_parallel.ipynb 144
 def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """This rank's shard from `spec`: `("hf", path, dtype)` slices of a checkpoint (`("hf", path, dtype, "int8"|"int4", group_size)`:
     then quantized as the whole model's slices would be), `("gguf", path, dtype, quantized)` slices of a GGUF file (its layers kept
@@ -760,7 +760,7 @@ def build_shard(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     raise ValueError(f"unknown shard spec {kind!r}")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 110
+# %% ../nbs/13a_tensor_parallel.ipynb 147
 _WORKER_TARGETS = ("_worker_main", "_allreduce_worker")     # the functions of this module a worker may be asked to run
 
 class WorkerProcess:
@@ -797,7 +797,7 @@ class WorkerProcess:
         try: self.popen.wait(timeout)
         except subprocess.TimeoutExpired: pass
 
-# %% ../nbs/13a_tensor_parallel.ipynb 111
+# %% ../nbs/13a_tensor_parallel.ipynb 149
 def worker_entry():
     "A worker program's body (see `WorkerProcess`): read the call from stdin, end when the parent is gone (polled twice a second), make the call."
     import pickle, threading, time
@@ -809,7 +809,7 @@ def worker_entry():
     threading.Thread(target=watch, daemon=True, name="xllm-parent-watch").start()
     globals()[target](*args)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 113
+# %% ../nbs/13a_tensor_parallel.ipynb 151
 def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, device: str, timeout: float, threads: int | None, join: dict | None = None):
     "A worker process: join the group (`join`: `TPGroup.init`'s join_timeout, nnodes, deadline), load its shard, say it is ready, serve rank 0's steps; any error reported and the process ended."
     if threads: torch.set_num_threads(threads)
@@ -831,7 +831,7 @@ def _worker_main(rank: int, world: int, init_method: str | None, spec: tuple, de
         os._exit(1)
     dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 114
+# %% ../nbs/13a_tensor_parallel.ipynb 152
 def _wait_ready(g: TPGroup):
     "Rank 0: wait for every worker to load its shard, watching for one that dies meanwhile."
     import time
@@ -841,7 +841,7 @@ def _wait_ready(g: TPGroup):
         time.sleep(0.02)
     work.wait()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 116
+# %% ../nbs/13a_tensor_parallel.ipynb 155
 def rendezvous_line(addr: str, port: int, world: int, nnodes: int) -> str:
     "Node 0's line for the other nodes: where the group meets, and the flags to join it; on the loopback, that only this machine can reach it."
     s = (f"xllm: tensor-parallel rendezvous listening on {addr}:{port}; this node runs ranks 0-{world // nnodes - 1} of {world}: "
@@ -852,7 +852,7 @@ def rendezvous_line(addr: str, port: int, world: int, nnodes: int) -> str:
                 f"an address of this machine that they reach{', e.g. ' + ' or '.join(others) if others else ''})")
 
 
-# %% ../nbs/13a_tensor_parallel.ipynb 118
+# %% ../nbs/13a_tensor_parallel.ipynb 157
 def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threads: int | None = None, nodes: tuple = (1, "127.0.0.1", 0),
              join_timeout: float = JOIN_TIMEOUT) -> Llama:
     """Rank 0's shard, with the group running: under torchrun (RANK / WORLD_SIZE set) this process is one of the ranks it started
@@ -888,13 +888,13 @@ def start_tp(spec: tuple, world: int, device="cpu", timeout: float = 60.0, threa
     weakref.finalize(m, g.shutdown)
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 119
+# %% ../nbs/13a_tensor_parallel.ipynb 159
 def serve_worker(spec: tuple, device="cpu", timeout: float = 60.0, threads: int | None = None):
     "Ranks > 0 under torchrun: load this rank's shard and serve rank 0's steps until it stops (RANK / WORLD_SIZE from the environment)."
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     _worker_main(rank, world, None, spec, str(device), timeout, threads)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 120
+# %% ../nbs/13a_tensor_parallel.ipynb 160
 def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, port: int, device="cpu", timeout: float = 60.0,
              threads: int | None = None, join_timeout: float = JOIN_TIMEOUT):
     """Node `node_rank` > 0 of a group across `nnodes` machines: its `world / nnodes` ranks, this process the first, the others
@@ -915,11 +915,11 @@ def run_node(spec: tuple, world: int, nnodes: int, node_rank: int, addr: str, po
         for p in procs: p.join(30)
         for p in procs: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 128
+# %% ../nbs/13a_tensor_parallel.ipynb 168
 def _is_gguf(p: Path) -> bool:
     with open(p, "rb") as f: return f.read(4) == b"GGUF" or p.suffix == ".gguf"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 130
+# %% ../nbs/13a_tensor_parallel.ipynb 170
 def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None, timeout: float = 60.0, group_size: int = 32,
               kv_dtype=None, nodes: tuple = (1, 0, "127.0.0.1", 0), pp: int = 1, join_timeout: float = JOIN_TIMEOUT) -> Llama:
     """What `LLM(path, tensor_parallel_size=world)` builds: rank 0's shard of `path` (a HF safetensors directory, or a GGUF file whose
@@ -978,7 +978,7 @@ def llm_shard(path, world: int, dtype, device, quantization="auto", runner=None,
     except Exception: m.tp_group.shutdown(); raise
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 142
+# %% ../nbs/13a_tensor_parallel.ipynb 182
 def stage_layers(n_layers: int, pp: int) -> list[range]:
     """The contiguous layers of each of `pp` stages: `n_layers // pp` each, the first `n_layers % pp` stages one more (so the last,
     which also runs the final norm and the head, never holds more). A ValueError when a stage would hold none."""
@@ -989,7 +989,7 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
     starts = [s * q + min(s, r) for s in range(pp + 1)]
     return [range(starts[s], starts[s + 1]) for s in range(pp)]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 145
+# %% ../nbs/13a_tensor_parallel.ipynb 185
 def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int = 0, tp: int = 1):
     """The loading hook of one rank of a pipeline stage: `hook(name, t)` -> None for a tensor the stage does not hold, else that
     rank's piece of it (`shard_hook`; the whole tensor when `tp` is 1). The stage holds `layers`, the embedding when `first` (or
@@ -1003,7 +1003,7 @@ def stage_hook(layers: range, first: bool, last: bool, tied: bool, tp_rank: int 
     hook.keeps = keeps                                     # asked first where reading costs work (a GGUF tensor's dequantization)
     return hook
 
-# %% ../nbs/13a_tensor_parallel.ipynb 148
+# %% ../nbs/13a_tensor_parallel.ipynb 188
 def _renumber(name: str, start: int) -> str:
     "A layer tensor's name with its layer counted from the stage's first (`start`)."
     if not name.startswith("model.layers."): return name
@@ -1015,7 +1015,7 @@ def _no_head(hidden: int) -> nn.Linear:
     import warnings
     with warnings.catch_warnings(): warnings.simplefilter("ignore"); return nn.Linear(hidden, 0, False, device="meta")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 149
+# %% ../nbs/13a_tensor_parallel.ipynb 190
 def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, last: bool, tp_rank: int = 0, tp: int = 1, group=None) -> Llama:
     """The stage holding `layers` of the model `config` describes, from the `weights` its `stage_hook` kept (HF names); `first`/`last`:
     whether it is the first/last stage. `kv_config`: the stage's shape (its layers; with `tp` > 1 its heads), `config` the model's."""
@@ -1033,7 +1033,7 @@ def stage_model(config: LlamaConfig, weights: dict, layers: range, first: bool, 
     m.kv_config, m.config = sc, config
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 151
+# %% ../nbs/13a_tensor_parallel.ipynb 193
 @torch.inference_mode()
 def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) -> torch.Tensor:
     """One stage's part of `Llama.forward` over the batch `b`: the embedding when `x` is None (the first stage), else the hidden
@@ -1044,13 +1044,13 @@ def stage_forward(m: Llama, b: PagedBatch, kv, x: torch.Tensor | None = None) ->
     for layer in m.model.layers: x = layer(x, cos, sin, kv, b)
     return x
 
-# %% ../nbs/13a_tensor_parallel.ipynb 152
+# %% ../nbs/13a_tensor_parallel.ipynb 195
 @torch.inference_mode()
 def stage_head(m: Llama, b: PagedBatch, x: torch.Tensor) -> torch.Tensor:
     "The last stage's final norm and head over the rows `b.logits_rows` of its hidden states `x`: float32 logits."
     return m.lm_head(m.model.norm(x[b.logits_rows])).float()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 155
+# %% ../nbs/13a_tensor_parallel.ipynb 198
 def _cuts(cu: list[int], n: int) -> list[int]:
     "Chunk indices cutting chunks with row offsets `cu` into `n` contiguous non-empty groups of about equal rows."
     B, cuts = len(cu) - 1, [0]
@@ -1059,7 +1059,7 @@ def _cuts(cu: list[int], n: int) -> list[int]:
         cuts.append(min(range(lo, hi + 1), key=lambda j: abs(cu[j] - k * cu[-1] / n)))
     return cuts + [B]
 
-# %% ../nbs/13a_tensor_parallel.ipynb 156
+# %% ../nbs/13a_tensor_parallel.ipynb 200
 def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Tensor]]:
     """`b` cut into up to `micro` micro-batches of whole chunks, each with the positions in `b.logits_rows` of its logits rows."""
     cu, n = b.cu_seqlens, max(1, min(micro, len(b.block_tables)))
@@ -1072,7 +1072,7 @@ def micro_batches(b: PagedBatch, micro: int) -> list[tuple[PagedBatch, torch.Ten
                                b.block_tables[c0:c1], b.logits_rows[sel] - r0, b.block_size, b.null_slot), sel))
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 159
+# %% ../nbs/13a_tensor_parallel.ipynb 203
 @dataclass(frozen=True)
 class PPLayout:
     """A pipeline: `pp` stages of `tp` ranks (rank = stage x tp + its tensor-parallel rank), stage s holding `layers[s]`; a step cut
@@ -1087,7 +1087,7 @@ class PPLayout:
         lay = ", ".join(f"{r.start}-{r.stop - 1}" for r in self.layers)
         return f"stage (pipeline of {self.pp} stages x {self.tp} rank{'s' if self.tp > 1 else ''}, layers {lay}, up to {self.micro} micro-batches a step)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 161
+# %% ../nbs/13a_tensor_parallel.ipynb 205
 class StageRunner(ModelRunner):
     """Every rank's runner in a pipeline: its stage's layers (the torch forward, `stage_forward`) over each micro-batch of the step,
     hidden states received from the stage before and sent to the next (point-to-point); the last stage's logits sent to rank 0,
@@ -1104,7 +1104,7 @@ class StageRunner(ModelRunner):
         "Why this runner cannot run `model`: it must be a pipeline stage (`build_stage`)."
         return None if getattr(model, "pp_layout", None) is not None else "the model is not a pipeline stage (build it with pipeline_parallel_size)"
 
-# %% ../nbs/13a_tensor_parallel.ipynb 163
+# %% ../nbs/13a_tensor_parallel.ipynb 207
 @patch
 def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> list:
     "Receives, posted now, of each micro-batch's `rows(p)` x `width` tensor from rank `src`: (buffer, work) each, None where it has no rows."
@@ -1115,7 +1115,7 @@ def _post(self: StageRunner, parts: list, src: int, rows, width: int, dtype) -> 
         out.append((buf, dist.irecv(buf, src, tag=i)) if n else None)
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 164
+# %% ../nbs/13a_tensor_parallel.ipynb 209
 @patch
 def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch.Tensor:
     "Rank 0: the logits the last stage sent, each micro-batch's rows in their places in the step's."
@@ -1124,7 +1124,7 @@ def _collect(self: StageRunner, parts: list, posted: list, n_rows: int) -> torch
         if got is not None: got[1].wait(self.wait); out[sel] = got[0]
     return out
 
-# %% ../nbs/13a_tensor_parallel.ipynb 165
+# %% ../nbs/13a_tensor_parallel.ipynb 211
 @patch
 def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     L, r, m = self.layout, self.rank, self.model
@@ -1143,7 +1143,7 @@ def __call__(self: StageRunner, batch: PagedBatch) -> torch.Tensor | None:
     for _, w in sent: w.wait(self.wait)
     return self._collect(parts, logits, len(batch.logits_rows)) if r == 0 else None
 
-# %% ../nbs/13a_tensor_parallel.ipynb 167
+# %% ../nbs/13a_tensor_parallel.ipynb 213
 def _stage_config(spec: tuple) -> LlamaConfig:
     "The model's config from a weights spec (`build_stage`), before any tensor is read."
     from xllm.weights import config_from_hf
@@ -1157,7 +1157,7 @@ def _stage_config(spec: tuple) -> LlamaConfig:
     if spec[0] != "hf": raise ValueError(f"a pipeline stage loads a Hugging Face safetensors directory or a GGUF file; got a {spec[0]!r} spec")
     return config_from_hf(read_json(Path(spec[1]) / "config.json"), Path(spec[1]) / "config.json")
 
-# %% ../nbs/13a_tensor_parallel.ipynb 168
+# %% ../nbs/13a_tensor_parallel.ipynb 215
 def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     """(the model's config, the tensors `hook` keeps) of the weights `spec`: a checkpoint read through the hook (a GGUF file's
     tensors dequantized, the stage's only), or a random model cut by it."""
@@ -1170,7 +1170,7 @@ def _stage_weights(spec: tuple, hook, device) -> tuple[LlamaConfig, dict]:
     sd = {k: v for k, v in ref.state_dict().items() if not (ref.config.tie_word_embeddings and k == "lm_head.weight")}
     return ref.config, {k: v for k, t in sd.items() if (v := hook(k, t)) is not None}
 
-# %% ../nbs/13a_tensor_parallel.ipynb 169
+# %% ../nbs/13a_tensor_parallel.ipynb 217
 def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     """Rank `rank`'s part of the pipeline `spec` = `("pp", tp, pp, micro, timeout, weights)`: its stage's layers (its tensor-parallel
     slices of them when tp > 1, all-reduced within the stage's group), on `device`, with `pp_layout` and `pp_rank` set."""
@@ -1185,7 +1185,7 @@ def build_stage(spec: tuple, rank: int, world: int, device="cpu") -> Llama:
     m.pp_layout, m.pp_rank = PPLayout(tp, pp, tuple(layers), micro, timeout), rank
     return m
 
-# %% ../nbs/13a_tensor_parallel.ipynb 172
+# %% ../nbs/13a_tensor_parallel.ipynb 220
 def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=None, timeout: float = 60.0) -> tuple:
     """The spec of a pipeline of `pp` stages of `tp` ranks over the checkpoint `p` (`build_stage`), or a ValueError naming what is
     not supported: not a safetensors directory, quantized weights, a runner other than the stages' own, too few layers or heads."""
@@ -1202,7 +1202,7 @@ def pipeline_spec(p: Path, tp: int, pp: int, dtype, quantization="auto", runner=
     tp_config(c, tp); stage_layers(c.num_hidden_layers, pp)        # ValueErrors naming what does not divide or fit
     return ("pp", tp, pp, pp, float(timeout), weights)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 184
+# %% ../nbs/13a_tensor_parallel.ipynb 232
 def load_group(config: EngineConfig) -> LoadedModel:
     "Rank 0's slices (or stage) of `config.model`, its workers started (`llm_shard`), with the tokenizer: what `LLM` loads for a group."
     if config.world_size < 2:
@@ -1222,13 +1222,13 @@ def load_group(config: EngineConfig) -> LoadedModel:
     ckpt = Checkpoint(m.config, {}, "gguf" if path.is_file() else "hf", path)
     return LoadedModel(m, ckpt, load_tokenizer(config.tokenizer, ckpt, path), getattr(m, "quantization_config", None), path)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 186
+# %% ../nbs/13a_tensor_parallel.ipynb 234
 def _pingpong(x: torch.Tensor, rank: int):
     "Rank 0 sends `x` to rank 1 and receives it back, rank 1 the other way round: two pipeline sends."
     if rank == 0: dist.send(x, 1); dist.recv(x, 1)
     elif rank == 1: dist.recv(x, 0); dist.send(x, 0)
 
-# %% ../nbs/13a_tensor_parallel.ipynb 187
+# %% ../nbs/13a_tensor_parallel.ipynb 236
 def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int, out_path: str, op: str = "all_reduce"):
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=datetime.timedelta(seconds=300))   # the parent's
@@ -1249,7 +1249,7 @@ def _allreduce_worker(rank: int, world: int, port: int, shapes: list, reps: int,
         os.replace(out_path + ".tmp", out_path)     # whole or not at all
     dist.barrier(); dist.destroy_process_group()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 188
+# %% ../nbs/13a_tensor_parallel.ipynb 237
 def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduce") -> dict:
     """Median seconds of one float32 `all_reduce` of each shape over `world` gloo processes on the loopback (1 thread each),
     measured in fresh worker programs (meeting at a store this process holds): {shape: seconds}. `op='send'`: one point-to-point
@@ -1270,7 +1270,7 @@ def allreduce_cost(shapes, world: int = 2, reps: int = 200, op: str = "all_reduc
             for p in ps: p.join(30)
             for p in ps: p.kill(); p.join()
 
-# %% ../nbs/13a_tensor_parallel.ipynb 189
+# %% ../nbs/13a_tensor_parallel.ipynb 238
 def send_cost(shapes, reps: int = 200) -> dict:
     "Median seconds of one float32 point-to-point send (a pipeline's hidden states or logits) of each shape between two gloo processes: {shape: seconds}."
     return allreduce_cost(shapes, 2, reps, op="send")
