@@ -118,7 +118,7 @@ class _QuantLinear(nn.Module):
         return self
 
 
-# %% ../nbs/07_quantization.ipynb 22
+# %% ../nbs/07_quantization.ipynb 23
 @patch
 def forward(self: _QuantLinear, x: torch.Tensor) -> torch.Tensor:
     """x @ W^T (+ bias) in `x`'s dtype. On a CPU: a subclass's `_direct` product when it has one, else ATen's packed kernel
@@ -134,19 +134,19 @@ def forward(self: _QuantLinear, x: torch.Tensor) -> torch.Tensor:
     return y.reshape(*x.shape[:-1], self.out_features)
 
 
-# %% ../nbs/07_quantization.ipynb 23
+# %% ../nbs/07_quantization.ipynb 25
 @patch
 def _direct(self: _QuantLinear, x):
     "A product computed without ATen's packed kernels (full-precision `x`), or None to take them."
     return None
 
 
-# %% ../nbs/07_quantization.ipynb 24
+# %% ../nbs/07_quantization.ipynb 27
 @patch
 def extra_repr(self: _QuantLinear): return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, kernel={self.kernel!r}"
 
 
-# %% ../nbs/07_quantization.ipynb 25
+# %% ../nbs/07_quantization.ipynb 29
 class Int8Linear(_QuantLinear):
     "A linear layer with an INT8 weight `[out, in]` and float scales: per output channel `[out]` (ATen kernel) or per group `[out, in/group]` (GGUF Q8_0)."
     def __init__(self, weight: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None = None, kernel: str = DEFAULT_KERNEL):
@@ -160,14 +160,14 @@ class Int8Linear(_QuantLinear):
         self.register_buffer("scales", scales.contiguous())
 
 
-# %% ../nbs/07_quantization.ipynb 26
+# %% ../nbs/07_quantization.ipynb 31
 @patch(as_prop=True)
 def group_size(self: Int8Linear) -> int | None:
     "Input columns per scale; None for one scale per output channel."
     return None if self.scales.dim() == 1 else self.in_features // self.scales.shape[1]
 
 
-# %% ../nbs/07_quantization.ipynb 27
+# %% ../nbs/07_quantization.ipynb 33
 @patch(cls_method=True)
 def from_float(cls: Int8Linear, linear: nn.Linear | torch.Tensor, group_size: int | None = None, kernel: str = DEFAULT_KERNEL) -> Int8Linear:
     "Quantize an `nn.Linear` (or a weight tensor) to INT8."
@@ -175,19 +175,19 @@ def from_float(cls: Int8Linear, linear: nn.Linear | torch.Tensor, group_size: in
     return cls(*quantize_int8(w.detach(), group_size), b, kernel)
 
 
-# %% ../nbs/07_quantization.ipynb 29
+# %% ../nbs/07_quantization.ipynb 35
 @patch
 def dequantize(self: Int8Linear, dtype=torch.float32) -> torch.Tensor:
     "The weight the codes stand for, `[out, in]`."
     return dequantize_int8(self.weight, self.scales, dtype)
 
 
-# %% ../nbs/07_quantization.ipynb 30
+# %% ../nbs/07_quantization.ipynb 37
 @patch
 def _aten_ok(self: Int8Linear): return self.scales.dim() == 1
 
 
-# %% ../nbs/07_quantization.ipynb 31
+# %% ../nbs/07_quantization.ipynb 39
 @patch
 def _aten(self: Int8Linear, x, dt):
     if dt not in self._kcache:
@@ -199,7 +199,7 @@ def _aten(self: Int8Linear, x, dt):
     return torch.ops.aten._weight_int8pack_mm(x.contiguous(), w, s)
 
 
-# %% ../nbs/07_quantization.ipynb 33
+# %% ../nbs/07_quantization.ipynb 41
 class Int4Linear(_QuantLinear):
     "A linear layer with a group-wise INT4 weight: packed codes uint8 `[out, in/2]`, float16 `scales` and `mins` (None: symmetric) `[out, in/group]`."
     def __init__(self, qweight: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias: torch.Tensor | None = None,
@@ -218,14 +218,14 @@ class Int4Linear(_QuantLinear):
     keep_packed = False   # without compiled kernels: keep ATen's packed copy of the weight between calls (2x the INT4 memory); False: one copy
 
 
-# %% ../nbs/07_quantization.ipynb 34
+# %% ../nbs/07_quantization.ipynb 43
 @patch(as_prop=True)
 def group_size(self: Int4Linear) -> int:
     "Input columns per scale (and minimum)."
     return self.in_features // self.scales.shape[1]
 
 
-# %% ../nbs/07_quantization.ipynb 35
+# %% ../nbs/07_quantization.ipynb 45
 @patch(cls_method=True)
 def from_float(cls: Int4Linear, linear: nn.Linear | torch.Tensor, group_size: int = 32, zero_point: bool = True, kernel: str = DEFAULT_KERNEL) -> Int4Linear:
     "Quantize an `nn.Linear` (or a weight tensor) to group-wise INT4."
@@ -233,19 +233,19 @@ def from_float(cls: Int4Linear, linear: nn.Linear | torch.Tensor, group_size: in
     return cls(*quantize_int4(w.detach(), group_size, zero_point), bias=b, kernel=kernel)
 
 
-# %% ../nbs/07_quantization.ipynb 37
+# %% ../nbs/07_quantization.ipynb 47
 @patch
 def dequantize(self: Int4Linear, dtype=torch.float32) -> torch.Tensor:
     "The weight the codes stand for, `[out, in]`."
     return dequantize_int4(self.qweight, self.scales, self.mins, dtype)
 
 
-# %% ../nbs/07_quantization.ipynb 38
+# %% ../nbs/07_quantization.ipynb 49
 @patch
 def _aten_ok(self: Int4Linear): return self.group_size % 32 == 0 and self.group_size <= self.in_features
 
 
-# %% ../nbs/07_quantization.ipynb 39
+# %% ../nbs/07_quantization.ipynb 51
 @patch
 def _aten_pack(self: Int4Linear, dt):
     q, s = unpack_nibbles(self.qweight).to(torch.int32), self.scales.float()
@@ -256,14 +256,14 @@ def _aten_pack(self: Int4Linear, dt):
     return packed, torch.stack([s, z], -1).transpose(0, 1).contiguous().to(dt)
 
 
-# %% ../nbs/07_quantization.ipynb 40
+# %% ../nbs/07_quantization.ipynb 53
 @patch
 def _direct(self: Int4Linear, x):
     "ATen's kernel on a kept copy, or dequantize for one float32 GEMM (the compiled CPU runner of notebook 15 reads the nibbles itself)."
     return None if self.keep_packed else F.linear(x.float(), self.dequantize())
 
 
-# %% ../nbs/07_quantization.ipynb 41
+# %% ../nbs/07_quantization.ipynb 55
 @patch
 def _aten(self: Int4Linear, x, dt):
     if dt not in self._kcache: self._kcache[dt] = self._aten_pack(dt)
@@ -272,7 +272,7 @@ def _aten(self: Int4Linear, x, dt):
     return y[:, :self.out_features] if y.shape[1] != self.out_features else y
 
 
-# %% ../nbs/07_quantization.ipynb 52
+# %% ../nbs/07_quantization.ipynb 66
 LINEAR_NAMES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 def _set_module(root: nn.Module, name: str, mod: nn.Module):
@@ -280,7 +280,7 @@ def _set_module(root: nn.Module, name: str, mod: nn.Module):
     setattr(root.get_submodule(parent) if parent else root, attr, mod)
 
 
-# %% ../nbs/07_quantization.ipynb 54
+# %% ../nbs/07_quantization.ipynb 68
 def model_bytes(model: nn.Module) -> int:
     "Bytes of all distinct parameters, buffers and cached kernel tensors of `model`."
     seen, total = set(), 0
@@ -295,7 +295,7 @@ def model_bytes(model: nn.Module) -> int:
     return total
 
 
-# %% ../nbs/07_quantization.ipynb 56
+# %% ../nbs/07_quantization.ipynb 70
 class Int8Embedding(nn.Module):
     """A token embedding kept as INT8 codes `qweight` `[vocab, hidden]` with scales per row (float32 `[vocab]`) or per group (float16
     `[vocab, hidden/group]`, GGUF Q8_0); a lookup dequantizes only the rows asked for. With tied embeddings it shares `qweight` and `scales`
@@ -314,7 +314,7 @@ class Int8Embedding(nn.Module):
         self.register_buffer("weight", torch.empty(0, dtype=dtype, device=qweight.device), persistent=False)
 
 
-# %% ../nbs/07_quantization.ipynb 57
+# %% ../nbs/07_quantization.ipynb 72
 @patch
 def forward(self: Int8Embedding, ids: torch.Tensor) -> torch.Tensor:
     "The rows of `ids`, dequantized to the table's float dtype: only those rows are touched."
@@ -324,19 +324,19 @@ def forward(self: Int8Embedding, ids: torch.Tensor) -> torch.Tensor:
     return rows.reshape(*ids.shape, self.embedding_dim)
 
 
-# %% ../nbs/07_quantization.ipynb 58
+# %% ../nbs/07_quantization.ipynb 74
 @patch
 def dequantize(self: Int8Embedding, dtype=torch.float32) -> torch.Tensor:
     "The whole table the codes stand for, `[vocab, hidden]`."
     return dequantize_int8(self.qweight, self.scales, dtype)
 
 
-# %% ../nbs/07_quantization.ipynb 60
+# %% ../nbs/07_quantization.ipynb 76
 @patch
 def extra_repr(self: Int8Embedding): return f"{self.num_embeddings}, {self.embedding_dim}, group_size={None if self.scales.dim() == 1 else self.embedding_dim // self.scales.shape[1]}"
 
 
-# %% ../nbs/07_quantization.ipynb 62
+# %% ../nbs/07_quantization.ipynb 78
 def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None = 32, lm_head: bool = False,
                    zero_point: bool = True, kernel: str = DEFAULT_KERNEL, progress: bool = True) -> nn.Module:
     """Replace, in place, every `nn.Linear` of `model.model.layers` (and `lm_head` if asked) by `Int8Linear` (`mode="int8"`: groups of
@@ -372,7 +372,7 @@ def quantize_model(model: nn.Module, mode: str = "int8", group_size: int | None 
     return model
 
 
-# %% ../nbs/07_quantization.ipynb 63
+# %% ../nbs/07_quantization.ipynb 80
 def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
     "Choose the forward kernel of every quantized linear in `model`."
     for m in model.modules():
@@ -380,7 +380,7 @@ def set_kernel(model: nn.Module, kernel: str) -> nn.Module:
     return model
 
 
-# %% ../nbs/07_quantization.ipynb 75
+# %% ../nbs/07_quantization.ipynb 92
 GGUF_REPACKABLE = {"Q8_0": 8, "Q4_0": 2, "Q4_1": 3, "Q4_K": 12, "Q6_K": 14}   # type name -> ggml type code
 GGUF_K_TYPES = ("Q4_K", "Q6_K")     # repacked with their two-level scales multiplied out into float16 (the others: bit for bit)
 
@@ -391,7 +391,7 @@ def _blocks(raw, shape, block_bytes: int, name: str, block: int = 32) -> np.ndar
     if raw.size != out * n_in // block * block_bytes: raise ValueError(f"{name} tensor of shape {tuple(shape)} takes {out * n_in // block * block_bytes} bytes, got {raw.size}")
     return raw.reshape(out, n_in // block, block_bytes)
 
-# %% ../nbs/07_quantization.ipynb 77
+# %% ../nbs/07_quantization.ipynb 94
 def _f16_field(b: np.ndarray, start: int) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(b[..., start:start + 2]).view(np.float16)[..., 0].copy())
 
@@ -400,7 +400,7 @@ def _q4_codes(qs: np.ndarray) -> torch.Tensor:
     codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)                       # (out, blocks, 32) in value order
     return pack_nibbles(torch.from_numpy(codes.reshape(qs.shape[0], -1)))
 
-# %% ../nbs/07_quantization.ipynb 79
+# %% ../nbs/07_quantization.ipynb 96
 def repack_q8_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     "GGUF Q8_0 bytes of a `[out, in]` tensor -> (int8 codes `[out, in]`, float16 scales `[out, in/32]`) for `Int8Linear`."
     b = _blocks(raw, shape, 34, "Q8_0")
@@ -412,7 +412,7 @@ def repack_q4_0(raw, shape) -> tuple[torch.Tensor, torch.Tensor, None]:
     b = _blocks(raw, shape, 18, "Q4_0")
     return _q4_codes(b[..., 2:]), _f16_field(b, 0), None
 
-# %% ../nbs/07_quantization.ipynb 81
+# %% ../nbs/07_quantization.ipynb 98
 def repack_q4_1(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "GGUF Q4_1 bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32)."
     b = _blocks(raw, shape, 20, "Q4_1")
@@ -424,7 +424,7 @@ def _half_of(a: np.ndarray, rows: int, name: str) -> torch.Tensor:
     if not np.isfinite(h).all(): raise ValueError(f"{name}: a scale ({float(np.abs(a).max()):.4g}) overflows float16")
     return torch.from_numpy(h.reshape(rows, -1))
 
-# %% ../nbs/07_quantization.ipynb 83
+# %% ../nbs/07_quantization.ipynb 100
 def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_K bytes of a `[out, in]` tensor -> (packed codes, float16 scales, float16 mins) for an asymmetric `Int4Linear` (group 32).
     Each super-block of 256 values has float16 `d`, `dmin` and 6-bit `sc`, `m` per sub-block of 32: value = d*sc*q - dmin*m. The
@@ -434,7 +434,7 @@ def repack_q4_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q, s, m = q4_k_parts(b.reshape(-1, 144))
     return pack_nibbles(torch.from_numpy(q.reshape(shape[0], -1))), _half_of(s, shape[0], "Q4_K"), _half_of(-m, shape[0], "Q4_K")
 
-# %% ../nbs/07_quantization.ipynb 85
+# %% ../nbs/07_quantization.ipynb 102
 def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     """GGUF Q6_K bytes of a `[out, in]` tensor -> (int8 codes in -32..31, float16 scales `[out, in/16]`) for an `Int8Linear` in groups of 16:
     value = d*sc*q, the product `d*sc` rounded once to float16 (relative error at most 2^-11)."""
@@ -443,7 +443,7 @@ def repack_q6_k(raw, shape) -> tuple[torch.Tensor, torch.Tensor]:
     q, s = q6_k_parts(b.reshape(-1, 210))
     return torch.from_numpy(np.ascontiguousarray(q).reshape(shape[0], -1)), _half_of(s, shape[0], "Q6_K")
 
-# %% ../nbs/07_quantization.ipynb 87
+# %% ../nbs/07_quantization.ipynb 104
 def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KERNEL) -> Int8Linear | Int4Linear:
     "A quantized linear layer holding GGUF tensor bytes of type Q8_0, Q4_0, Q4_1, Q4_K or Q6_K (torch-order `shape` `[out, in]`)."
     if len(shape) != 2: raise ValueError(f"only 2-D tensors can become linear layers, got shape {tuple(shape)}")
@@ -454,7 +454,7 @@ def repack_gguf(raw, type_name: str, shape, bias=None, kernel: str = DEFAULT_KER
     if type_name == "Q6_K": return Int8Linear(*repack_q6_k(raw, shape), bias=bias, kernel=kernel)
     raise ValueError(f"type {type_name}: only {', '.join(GGUF_REPACKABLE)} can be kept quantized")
 
-# %% ../nbs/07_quantization.ipynb 93
+# %% ../nbs/07_quantization.ipynb 110
 def _is_linear_weight(name: str) -> bool:
     return name == "lm_head.weight" or (name.endswith(".weight") and any(f".{n}." in name for n in LINEAR_NAMES))
 
@@ -466,7 +466,7 @@ def _permute_rows(mod: _QuantLinear, n_heads: int) -> _QuantLinear:
         if isinstance(t, torch.Tensor): setattr(mod, name, unpermute_rope_rows(t, n_heads))
     return mod
 
-# %% ../nbs/07_quantization.ipynb 95
+# %% ../nbs/07_quantization.ipynb 112
 def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Module:
     "A `Llama` from float tensors (HF names) and quantized linears (module name -> module), with nothing left unset."
     from xllm.model import Llama
@@ -480,7 +480,7 @@ def assemble(config: LlamaConfig, floats: dict, modules: dict, source) -> nn.Mod
     if missing: raise ModelFormatError(source, f"missing tensor {missing[0]}")
     return m.requires_grad_(False).eval()
 
-# %% ../nbs/07_quantization.ipynb 97
+# %% ../nbs/07_quantization.ipynb 114
 GGUF_BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}   # values, bytes a block
 class PackedRows:
     """The blocks of a GGUF tensor kept packed, not yet repacked: a lazy slice, as a safetensors slice is, that a loading hook cuts
@@ -490,7 +490,7 @@ class PackedRows:
         self.shape = (blocks.shape[0], blocks.shape[1] * GGUF_BLOCKS[type_name][0])
 
 
-# %% ../nbs/07_quantization.ipynb 98
+# %% ../nbs/07_quantization.ipynb 116
 @patch(cls_method=True)
 def of(cls: PackedRows, g, t) -> "PackedRows":
     "The blocks of tensor `t` of the parsed GGUF `g`, a view of the memory-mapped file (a ValueError when its bytes do not fit)."
@@ -498,14 +498,14 @@ def of(cls: PackedRows, g, t) -> "PackedRows":
     return cls(_blocks(g.raw(t.name), t.shape, nbytes, t.type_name, vals), t.type_name, t.name, g.path)
 
 
-# %% ../nbs/07_quantization.ipynb 99
+# %% ../nbs/07_quantization.ipynb 118
 @patch(as_prop=True)
 def raw(self: PackedRows) -> np.ndarray:
     "The blocks as one contiguous array (what the packed kernels read)."
     return np.ascontiguousarray(self.blocks)
 
 
-# %% ../nbs/07_quantization.ipynb 101
+# %% ../nbs/07_quantization.ipynb 120
 @patch
 def __getitem__(self: PackedRows, key) -> PackedRows:
     "Rows (`[a:b]`) or columns (`[:, a:b]`, on block boundaries: a ModelFormatError names the tensor otherwise) of the blocks."
@@ -518,7 +518,7 @@ def __getitem__(self: PackedRows, key) -> PackedRows:
     return PackedRows(self.blocks[rows, a // vals:b // vals], self.type_name, self.name, self.source)
 
 
-# %% ../nbs/07_quantization.ipynb 102
+# %% ../nbs/07_quantization.ipynb 122
 @patch
 def pad_rows(self: PackedRows, n: int) -> PackedRows:
     "`n` rows: these, then rows of zero blocks (a zero scale: they dequantize to 0)."
@@ -526,7 +526,7 @@ def pad_rows(self: PackedRows, n: int) -> PackedRows:
     return PackedRows(np.concatenate([self.blocks, pad]), self.type_name, self.name, self.source)
 
 
-# %% ../nbs/07_quantization.ipynb 106
+# %% ../nbs/07_quantization.ipynb 126
 def _repacked(g, t, cut, h: str, kernel: str):
     """GGUF tensor `t` (HF name `h`), cut by `cut`, as a quantized linear; None for a K-quant whose scales float16 cannot hold (it is
     dequantized instead). Bytes that do not fit its type are a ModelFormatError naming the tensor."""
@@ -539,7 +539,7 @@ def _repacked(g, t, cut, h: str, kernel: str):
         raise ModelFormatError(g.path, f"tensor {t.name}: {e}") from None
 
 
-# %% ../nbs/07_quantization.ipynb 107
+# %% ../nbs/07_quantization.ipynb 128
 def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
     "A Q8_0 token embedding kept INT8 (`Int8Embedding`; tied, also the head, an `Int8Linear`), cut by `cut`: module name -> module."
     try:
@@ -550,7 +550,7 @@ def _int8_embedding(g, t, cut, tied: bool, kernel: str) -> dict:
     return {"model.embed_tokens": emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tied else {})}
 
 
-# %% ../nbs/07_quantization.ipynb 109
+# %% ../nbs/07_quantization.ipynb 130
 def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True,
                 hook=None) -> tuple[LlamaConfig, dict, dict]:
     """(config, float tensors by HF name, quantized modules by module name) of the parsed GGUF `g`, as `load_quantized_gguf` builds
@@ -582,13 +582,13 @@ def gguf_layers(g, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False
     return config, floats, modules
 
 
-# %% ../nbs/07_quantization.ipynb 110
+# %% ../nbs/07_quantization.ipynb 132
 def gguf_quantization(g) -> dict:
     "The `quantization_config` of a model whose layers come packed from the parsed GGUF `g`: xllm's method and the file's tensor types."
     return {"quant_method": "xllm", "source": "gguf", "types": sorted({t.type_name for t in g.tensors.values()})}
 
 
-# %% ../nbs/07_quantization.ipynb 111
+# %% ../nbs/07_quantization.ipynb 134
 def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: bool = False, embedding_int8: bool = True) -> nn.Module:
     """A `Llama` from a GGUF file whose Q4_0/Q4_1/Q8_0/Q4_K/Q6_K layer weights stay quantized (`Int4Linear`/`Int8Linear`); other tensors
     float32 (a K-quant tensor too, in the rare case that its multiplied-out scales overflow float16).
@@ -602,7 +602,7 @@ def load_quantized_gguf(path, kernel: str = DEFAULT_KERNEL, lm_head_quantized: b
     return m
 
 
-# %% ../nbs/07_quantization.ipynb 120
+# %% ../nbs/07_quantization.ipynb 143
 QUANT_METHOD = "xllm"
 
 def hf_config_dict(config: LlamaConfig) -> dict:
@@ -616,13 +616,13 @@ def hf_config_dict(config: LlamaConfig) -> dict:
              eos_token_id=c.eos_token_id[0] if len(c.eos_token_id) == 1 else list(c.eos_token_id), torch_dtype="float32")
     return d
 
-# %% ../nbs/07_quantization.ipynb 122
+# %% ../nbs/07_quantization.ipynb 145
 def _module_info(mod) -> dict:
     if isinstance(mod, Int8Linear): return {"bits": 8, "group_size": mod.group_size, "zero_point": False}
     return {"bits": 4, "group_size": mod.group_size, "zero_point": mod.mins is not None}
 
 
-# %% ../nbs/07_quantization.ipynb 124
+# %% ../nbs/07_quantization.ipynb 147
 # GGUF metadata writer (tokenizer only): value type codes as in xllm.gguf.GGUF_VALUE_TYPES
 def _gguf_value(v, vtype=None) -> bytes:
     if isinstance(v, str):
@@ -641,7 +641,7 @@ def _gguf_value(v, vtype=None) -> bytes:
     return struct.pack("<I", vtype) + struct.pack(fmts[vtype], v)
 
 
-# %% ../nbs/07_quantization.ipynb 126
+# %% ../nbs/07_quantization.ipynb 149
 def write_tokenizer_gguf(src, dest) -> Path:
     "Copy the `tokenizer.*` metadata (and `general.architecture`) of GGUF file `src` into a tensor-free GGUF file `dest`."
     from xllm.gguf import GGUFFile
@@ -658,7 +658,7 @@ def write_tokenizer_gguf(src, dest) -> Path:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer.bin", "tokenizer_config.json", "special_tokens_map.json",
                     "chat_template.jinja", "generation_config.json", "added_tokens.json")
 
-# %% ../nbs/07_quantization.ipynb 127
+# %% ../nbs/07_quantization.ipynb 151
 def copy_tokenizer(src, out_dir) -> list[str]:
     "Put the tokenizer of `src` (a model directory, a .gguf file, or a tokenizer file) into `out_dir`; returns the file names written."
     src, out_dir = Path(src), Path(out_dir)
@@ -672,7 +672,7 @@ def copy_tokenizer(src, out_dir) -> list[str]:
     shutil.copyfile(src, out_dir / name)
     return [name]
 
-# %% ../nbs/07_quantization.ipynb 128
+# %% ../nbs/07_quantization.ipynb 153
 def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config: dict | None = None, float_dtype: torch.dtype | None = None) -> Path:
     """Write `model` (float or with quantized linears) to `out_dir`: config.json with `quantization_config`, model.safetensors, tokenizer
     files from `tokenizer`. `float_dtype`: the type of the tensors left in floating point (embedding, norms, a float head), e.g.
@@ -705,26 +705,26 @@ def save_quantized(model: nn.Module, out_dir, tokenizer=None, generation_config:
     if generation_config: (out_dir / "generation_config.json").write_text(json.dumps(generation_config, indent=2) + "\n")
     return out_dir
 
-# %% ../nbs/07_quantization.ipynb 129
+# %% ../nbs/07_quantization.ipynb 155
 def quantized_tokenizer_path(path) -> Path | None:
     "Where the tokenizer of a saved quantized directory is: the directory (tokenizer.json/.model/.bin), its tokenizer.gguf, or None."
     p = Path(path)
     if any((p / n).is_file() for n in ("tokenizer.json", "tokenizer.model", "tokenizer.bin")): return p
     return p / "tokenizer.gguf" if (p / "tokenizer.gguf").is_file() else None
 
-# %% ../nbs/07_quantization.ipynb 130
+# %% ../nbs/07_quantization.ipynb 157
 def is_quantized_dir(path) -> bool:
     "Whether `path` is a directory whose config.json has an xllm `quantization_config`."
     p = Path(path) / "config.json"
     try: return Path(path).is_dir() and read_json(p).get("quantization_config", {}).get("quant_method") == QUANT_METHOD
     except (ModelFormatError, AttributeError): return False   # a broken config.json: the ordinary loader names the problem
 
-# %% ../nbs/07_quantization.ipynb 132
+# %% ../nbs/07_quantization.ipynb 159
 def _expect(cond, source, problem):
     if not cond: raise ModelFormatError(source, problem)
 
 
-# %% ../nbs/07_quantization.ipynb 134
+# %% ../nbs/07_quantization.ipynb 161
 def _quant_config(cd, cfg_path) -> dict:
     "The `quantization_config` of a saved directory's config.json, checked: xllm's method, format 1, a bits entry (4 or 8) per module."
     qc = cd.get("quantization_config") if isinstance(cd, dict) else None
@@ -739,7 +739,7 @@ def _quant_config(cd, cfg_path) -> dict:
     return qc
 
 
-# %% ../nbs/07_quantization.ipynb 137
+# %% ../nbs/07_quantization.ipynb 164
 class _Tensors:
     "The tensors of a safetensors file by name, remembering which were read."
     def __init__(self, path):
@@ -750,7 +750,7 @@ class _Tensors:
     def shape(self, k) -> tuple: return tuple(self.f.get_slice(k).get_shape())
     def get(self, k) -> torch.Tensor: self.used.add(k); return self.f.get_tensor(k)
 
-# %% ../nbs/07_quantization.ipynb 138
+# %% ../nbs/07_quantization.ipynb 166
 def _quantized_dir_config(d: Path) -> tuple[LlamaConfig, dict]:
     "(config, quantization_config) of a directory written by `save_quantized`, each file checked."
     from xllm.weights import config_from_hf
@@ -763,7 +763,7 @@ def _quantized_dir_config(d: Path) -> tuple[LlamaConfig, dict]:
     _expect(isinstance(gen, dict), gen_path, "expected a JSON object")
     return config_from_hf(cd, cfg_path, gen), qc
 
-# %% ../nbs/07_quantization.ipynb 140
+# %% ../nbs/07_quantization.ipynb 168
 def _quantized_names(config: LlamaConfig, t: _Tensors) -> tuple[dict, list]:
     "(expected float shapes, names to load) of a saved quantized model, once every tensor of `t` is known to belong to it."
     from xllm.weights import hf_weight_shapes
@@ -774,7 +774,7 @@ def _quantized_names(config: LlamaConfig, t: _Tensors) -> tuple[dict, list]:
     _expect(t.keys <= allowed, t.path, f"tensor {min(t.keys - allowed, default='')} is not part of the model config.json describes")
     return expected, wanted
 
-# %% ../nbs/07_quantization.ipynb 142
+# %% ../nbs/07_quantization.ipynb 170
 def _saved_int8_embedding(t: _Tensors, base: str, V: int, H: int, tie: bool, kernel: str) -> dict:
     "{base: the `Int8Embedding` saved under `base`}, with the tied head (an `Int8Linear` on the same codes) when `tie`."
     _expect(t.shape(base + ".qweight") == (V, H) and base + ".scales" in t.keys, t.path, f"{base}.qweight must be [{V}, {H}] with {base}.scales beside it")
@@ -782,7 +782,7 @@ def _saved_int8_embedding(t: _Tensors, base: str, V: int, H: int, tie: bool, ker
     except ValueError as e: raise ModelFormatError(t.path, f"{base}: {e}") from None
     return {base: emb, **({"lm_head": Int8Linear(emb.qweight, emb.scales, None, kernel)} if tie else {})}
 
-# %% ../nbs/07_quantization.ipynb 143
+# %% ../nbs/07_quantization.ipynb 172
 def _float_tensor(t: _Tensors, h: str, shape) -> torch.Tensor:
     "Float tensor `h` of `t`, as float32, checked to have `shape`."
     _expect(h in t.keys, t.path, f"missing tensor {h} (expected shape {list(shape)})")
@@ -791,7 +791,7 @@ def _float_tensor(t: _Tensors, h: str, shape) -> torch.Tensor:
     _expect(x.is_floating_point(), t.path, f"tensor {h} has dtype {x.dtype}; expected a float dtype (or .scales beside it)")
     return x.float()
 
-# %% ../nbs/07_quantization.ipynb 145
+# %% ../nbs/07_quantization.ipynb 174
 def _quant_linear(t: _Tensors, base: str, out: int, n_in: int, expected: dict, info: dict | None, kernel: str) -> nn.Module:
     "The `Int4Linear` or `Int8Linear` saved under `base`, its tensors checked against [out, n_in] and its quantization_config entry `info`."
     k, sc = t.keys, t.shape(base + ".scales")
@@ -811,7 +811,7 @@ def _quant_linear(t: _Tensors, base: str, out: int, n_in: int, expected: dict, i
     try: return Int4Linear(t.get(base + ".qweight"), t.get(base + ".scales"), mins, bias, kernel)
     except ValueError as e: raise ModelFormatError(t.path, f"{base}: {e}") from None
 
-# %% ../nbs/07_quantization.ipynb 147
+# %% ../nbs/07_quantization.ipynb 176
 def load_quantized_dir(path, kernel: str = DEFAULT_KERNEL) -> tuple[LlamaConfig, nn.Module]:
     "Load a directory written by `save_quantized`: (config, `Llama` with `Int8Linear`/`Int4Linear` layers)."
     _check_kernel(kernel)
