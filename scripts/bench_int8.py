@@ -117,15 +117,16 @@ def main():
 
     # where a decode token's time goes (batch 1): the plan's phase counters over 64 tokens, and the wall time around them
     from xllm.bench import stream_runner
+    from xllm.sampling import greedy_tokens
     res["decode_profile_ms"] = {}
     for mode in MODES:
         os.environ["XLLM_CPU_ACTIVATIONS"] = mode
         run, batch = stream_runner(m, 100)
         with torch.inference_mode():
-            tok = int(run(batch([1], 0))[-1].argmax())
-            for p in range(1, 8): tok = int(run(batch([tok], p))[-1].argmax())
+            tok = greedy_tokens(run(batch([1], 0))[-1:])[0]
+            for p in range(1, 8): tok = greedy_tokens(run(batch([tok], p))[-1:])[0]
             run.plan.profile(True); t0 = time.perf_counter()
-            for p in range(8, 72): tok = int(run(batch([tok], p))[-1].argmax())
+            for p in range(8, 72): tok = greedy_tokens(run(batch([tok], p))[-1:])[0]
             wall = (time.perf_counter() - t0) / 64; ph = run.plan.profile(False)
         res["decode_profile_ms"][mode] = {**{k: v * 1e3 for k, v in ph.items()}, "outside the plan (Python, batch, argmax)": (wall - sum(ph.values())) * 1e3, "wall": wall * 1e3}
         vs.log(f"decode profile {mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in res["decode_profile_ms"][mode].items()))

@@ -291,10 +291,11 @@ def _median_rate(n: int, reps: int, once) -> float:
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
+    from xllm.sampling import greedy_tokens
     run, batch = stream_runner(model, n + 2, runner, kv_dtype)
     def once():
-        tok = int(run(batch([1], 0))[-1].argmax())
-        for p in range(1, n + 1): tok = int(run(batch([tok], p))[-1].argmax())
+        tok = greedy_tokens(run(batch([1], 0))[-1:])[0]                # the engine's greedy argmax (notebook 08)
+        for p in range(1, n + 1): tok = greedy_tokens(run(batch([tok], p))[-1:])[0]
     with torch.inference_mode(): return _median_rate(n, reps, once)
 
 

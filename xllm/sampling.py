@@ -16,7 +16,7 @@ __all__ = ['MAX_GRAMMAR_CHARS', 'MAX_CHOICES', 'F32_MAX', 'REPETITION_PENALTY_MA
            'CPU_SAMPLE_ELEMENTS', 'StructuredOutputsParams', 'check_structured_outputs', 'check_stop',
            'check_stop_token_ids', 'SamplingParams', 'apply_penalties', 'apply_top_k', 'apply_top_p', 'apply_min_p',
            'NonFiniteLogitsError', 'SampleResult', 'check_finite', 'seeded_generator', 'Sampler', 'SampleRequest',
-           'finish_reason', 'apply_logits_processors', 'accept_token']
+           'finish_reason', 'apply_logits_processors', 'accept_token', 'greedy_tokens']
 
 # %% ../nbs/08_sampling.ipynb 6
 MAX_GRAMMAR_CHARS = 1 << 16     # a schema, regex or grammar of at most 64 KiB of text (a hostile one is refused before it is compiled)
@@ -580,7 +580,20 @@ def _masked(self: Sampler, logits: torch.Tensor, reqs) -> tuple[torch.Tensor, di
     if self.constrain is None: raise ValueError("a request has a grammar, and this sampler has no `constrain` to mask its rows")
     return self.constrain(logits, rows, [reqs[i].grammar for i in rows])
 
-# %% ../nbs/08_sampling.ipynb 116
+# %% ../nbs/08_sampling.ipynb 117
+def greedy_tokens(x: torch.Tensor) -> list[int]:
+    """Per row of the logits `x` `[rows, vocab]`: the index of its largest value (the first where several tie), or -1 where
+    that value is not finite (a NaN or +inf in the row, or a row of -inf). CPU float tensors through numpy, others torch."""
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64, torch.float16):
+        import numpy as np
+        a = x.detach().numpy()
+        i = a.argmax(1)                                            # a NaN is taken as the maximum, as torch's max takes it
+        return np.where(np.isfinite(a[np.arange(a.shape[0]), i]), i, -1).tolist()
+    vals, toks = x.max(1)
+    return torch.where(torch.isfinite(vals), toks, -1).tolist()
+
+
+# %% ../nbs/08_sampling.ipynb 120
 @patch
 def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
     """{row: token} of the rows that need nothing but an argmax (greedy; no penalties, processors, logprobs or `min_tokens` ban;
@@ -589,11 +602,10 @@ def _greedy(self: Sampler, logits: torch.Tensor, reqs) -> dict:
            and p.logprobs is None and r.num_output_tokens >= p.min_tokens]
     if not idx: return {}
     x = logits if len(idx) == logits.shape[0] else logits[idx]      # every row (the usual case): no gather
-    vals, toks = x[:, :self.num_decodable].max(1)                  # one pass; a NaN or +inf in a row makes its max non-finite
-    toks = torch.where(torch.isfinite(vals), toks, -1).tolist()    # one read-back; -1: not finite, left to the sampler
+    toks = greedy_tokens(x[:, :self.num_decodable])                # -1: a row whose largest logit is not finite, left to the sampler
     return {i: t for i, t in zip(idx, toks) if t >= 0}
 
-# %% ../nbs/08_sampling.ipynb 118
+# %% ../nbs/08_sampling.ipynb 122
 @patch
 def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     "{row: (token, logprobs) or the row's exception} of the rows without processors that `done` does not hold, by `sample_rows`."
@@ -605,7 +617,7 @@ def _together(self: Sampler, logits: torch.Tensor, reqs, done) -> dict:
     res = self.sample_rows(x, [r.params for r in rs], [r.generator for r in rs], [r.output_token_ids for r in rs], [r.prompt_token_ids for r in rs])
     return {i: s if isinstance(s, Exception) else (s.token_id, _logprobs(r.params, s)) for i, r, s in zip(idx, rs, res)}
 
-# %% ../nbs/08_sampling.ipynb 120
+# %% ../nbs/08_sampling.ipynb 124
 @patch
 def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, dict | None]:
     "The token and logprobs of one row with logits processors (counted in `row_fallbacks`)."
@@ -621,7 +633,7 @@ def _alone(self: Sampler, req: SampleRequest, row: torch.Tensor) -> tuple[int, d
         raise                             # else the sampler's message stands
     return r.token_id, _logprobs(req.params, r)
 
-# %% ../nbs/08_sampling.ipynb 122
+# %% ../nbs/08_sampling.ipynb 126
 @patch
 def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
     "`sample_requests` for rows without drafts: per request `(token, logprobs, finish reason, 0)` or its exception."
@@ -642,7 +654,7 @@ def _plain(self: Sampler, logits: torch.Tensor, reqs) -> list:
         except Exception as e: out.append(e)              # this request's failure, returned to end it alone (not hidden)
     return out
 
-# %% ../nbs/08_sampling.ipynb 125
+# %% ../nbs/08_sampling.ipynb 129
 @patch
 def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int]) -> torch.Tensor:
     "Row `x` of a verified run as the sampler's input after the tokens `hist`: the vocabulary's end, the grammar's mask, the processors."
@@ -656,7 +668,7 @@ def _position(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int
     check_finite(x, "the logits processors" if req.logits_processors else None)
     return x
 
-# %% ../nbs/08_sampling.ipynb 127
+# %% ../nbs/08_sampling.ipynb 131
 @patch
 def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int], d: int | None, q) -> tuple[int, bool]:
     "The token at one verified position and whether it is the proposal `d` (None: the position after the draft)."
@@ -671,7 +683,7 @@ def _decide(self: Sampler, req: SampleRequest, x: torch.Tensor, hist: list[int],
     if d is None: return _draw(torch.softmax(y, -1), g), False
     return accept_token(torch.softmax(y, -1), d, q, g)
 
-# %% ../nbs/08_sampling.ipynb 129
+# %% ../nbs/08_sampling.ipynb 133
 @patch
 def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[int], qs) -> tuple[list[int], list | None, str | None, int]:
     "One request's verified run: (tokens, their logprobs or None, finish reason or None, proposals accepted)."
@@ -692,7 +704,7 @@ def _verify(self: Sampler, req: SampleRequest, rows: torch.Tensor, draft: list[i
         if reason is not None or not ok: break
     return toks, lps, reason, accepted
 
-# %% ../nbs/08_sampling.ipynb 132
+# %% ../nbs/08_sampling.ipynb 136
 @patch
 def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, draft_probs=None) -> list:
     """The step's sampling decision: per request `(token, logprobs, finish reason, 0)`, or with a draft `(tokens, logprobs,
@@ -711,7 +723,7 @@ def sample_requests(self: Sampler, logits: torch.Tensor, requests, drafts=None, 
         except Exception as e: res[i] = e                  # this request's failure, returned to end it alone
     return res
 
-# %% ../nbs/08_sampling.ipynb 137
+# %% ../nbs/08_sampling.ipynb 141
 @patch
 def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted: list[int]) -> tuple[int, torch.Tensor | None] | None:
     "A draft model's next proposal for `req` from its logits `row` after `drafted`: `(token, q or None)`, or None (no finite logit)."
@@ -725,7 +737,7 @@ def propose_token(self: Sampler, row: torch.Tensor, req: SampleRequest, drafted:
     q = torch.softmax(y, -1)
     return _draw(q, req.generator), q
 
-# %% ../nbs/08_sampling.ipynb 140
+# %% ../nbs/08_sampling.ipynb 144
 @patch
 def prompt_logprobs(self: Sampler, logits: torch.Tensor, targets: list[int], ks: list[int]) -> list[dict]:
     """Per row of `logits` (the distribution of the next prompt token `targets[i]`): `{target: its raw log-probability, top
