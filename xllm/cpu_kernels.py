@@ -22,8 +22,8 @@ __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROU
            'compile_library', 'build', 'available', 'status', 'isa', 'amx', 'bf16_dot', 'cpu_has', 'build_variant',
            'library', 'LinSpec', 'spec_f32', 'spec_bf16', 'spec_q8', 'spec_q4', 'linear', 'linear_multi',
            'gemm_min_rows', 'rmsnorm', 'rope_', 'silu_mul', 'attention', 'paged_attention', 'lora_product',
-           'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'ModelPlan', 'keeps_quantized', 'activation_mode',
-           'CpuRunner']
+           'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'model_edits', 'ModelPlan', 'keeps_quantized',
+           'activation_mode', 'CpuRunner']
 
 # %% ../nbs/15_cpu_kernels.ipynb 27
 def _flag_sets(native: bool = True) -> list[list[str]]:
@@ -521,7 +521,22 @@ def _version(t: torch.Tensor) -> int | None:
     except RuntimeError: return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 142
+# %% ../nbs/15_cpu_kernels.ipynb 141
+_EDITS = [0]    # modules, parameters and buffers assigned to any module in this process so far (the hooks below count them)
+
+def _count_edit(module, name, value):
+    _EDITS[0] += 1                                  # (returning None registers the value unchanged)
+
+for _register in (nn.modules.module.register_module_module_registration_hook, nn.modules.module.register_module_parameter_registration_hook,
+                  nn.modules.module.register_module_buffer_registration_hook): _register(_count_edit)
+
+def model_edits() -> int:
+    """How many modules, parameters and buffers have been assigned to modules in this process so far (`setattr`, `register_*`,
+    a module made): what tells `ModelPlan.check` that no module can have been replaced since it last looked."""
+    return _EDITS[0]
+
+
+# %% ../nbs/15_cpu_kernels.ipynb 144
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 PLAN_DTYPES = (torch.float32, torch.bfloat16)   # the weights a plan reads (it computes in float32 either way)
@@ -545,6 +560,7 @@ class ModelPlan:
             raise ValueError(f"a8: expected 0 (float), 1 (int8) or 2 (int8 + residual pass), got {a8!r}")
         self.a8 = int(a8)       # int8 activations for every linear whose weight allows them (`linear(a8=...)`)
         self.checks, self.specs, self.reason, self.head_kind, self.has_lora = [], [], None, None, False
+        self.edits = -1                           # model_edits() when every module was last seen in place (-1: never)
         self.versions, self.sample = [_version(t) for t in self._float_sources(model)], []
         self.n_layers, self.vocab, self.hidden = c.num_hidden_layers, c.vocab_size, c.hidden_size
         self.out_width = c.vocab_size             # logits columns the library writes (a shard: its vocabulary slice)
@@ -617,9 +633,10 @@ class ModelPlan:
         tensors = [(d, k, o) for d, k, o in self.checks if isinstance(o, torch.Tensor)]
         self.sample = [(d, k, o, o.data_ptr()) for d, k, o in tensors[:24] + tensors[-24:]]
         self.modules = [(d, k, o) for d, k, o in self.checks if isinstance(o, nn.Module)]
+        self.edits = model_edits()
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 143
+# %% ../nbs/15_cpu_kernels.ipynb 145
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -636,39 +653,42 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 144
+# %% ../nbs/15_cpu_kernels.ipynb 146
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 145
+# %% ../nbs/15_cpu_kernels.ipynb 147
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 146
+# %% ../nbs/15_cpu_kernels.ipynb 148
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 147
+# %% ../nbs/15_cpu_kernels.ipynb 149
 @patch
 def check(self: ModelPlan, model):
-    """Raise unless `model` still holds the modules this plan points into (all of them, by object: `quantize_model` in
-    place shows) and the tensors (a sample, by object and data pointer: `.to()` and assignments show), with the head
-    unchanged in place and the dtype it was built for. About 40 µs for the default model's 30 layers."""
+    """Raise unless `model` still holds what this plan points into: the dtype it was built for, the head unchanged in place,
+    a sample of the tensors (by object and data pointer: `.to()` and assignments show) and, when anything was assigned to
+    any module since the last check passed (`model_edits`), every module (by object: `quantize_model` in place shows). A
+    module put straight into a `_modules` dict, past torch's hooks, is seen only where the sample holds its tensors."""
+    edits = model_edits()
     if ((model.dtype in PLAN_DTYPES) != self.dtype_ok or [_version(t) for t in self._float_sources(model)] != self.versions
-            or not all(d.get(k) is o for d, k, o in self.modules)
-            or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)):
+            or not all(d.get(k) is o and o.data_ptr() == ptr for d, k, o, ptr in self.sample)
+            or (edits != self.edits and not all(d.get(k) is o for d, k, o in self.modules))):
         raise RuntimeError("the model changed after its compiled CPU plan was built (modules replaced, moved or cast): build a new runner (a new engine)")
+    self.edits = edits
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 148
+# %% ../nbs/15_cpu_kernels.ipynb 150
 KV_DTYPES = {torch.float32: 0, torch.float16: 1}   # the K/V storage the plan reads, and its code in xk_plan_forward
 
 def _kv_kind(k_layers, v_layers) -> int:
@@ -678,7 +698,7 @@ def _kv_kind(k_layers, v_layers) -> int:
         raise ValueError(f"K/V layers: expected contiguous CPU tensors all of one dtype among float32, float16, got {kinds}")
     return KV_DTYPES[getattr(torch, kinds[0][0])]
 
-# %% ../nbs/15_cpu_kernels.ipynb 150
+# %% ../nbs/15_cpu_kernels.ipynb 152
 @patch
 def _kv_args(self: ModelPlan, k_layers, v_layers):
     """(dtype code, K pointers, V pointers) of the K/V layers for `xk_plan_forward`, made again only when the layers are
@@ -694,7 +714,7 @@ def _kv_args(self: ModelPlan, k_layers, v_layers):
         c = self._kv = (list(k_layers), list(v_layers), _kv_kind(k_layers, v_layers), ptrs(k_layers), ptrs(v_layers))
     return c[2:]
 
-# %% ../nbs/15_cpu_kernels.ipynb 152
+# %% ../nbs/15_cpu_kernels.ipynb 154
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -718,7 +738,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 153
+# %% ../nbs/15_cpu_kernels.ipynb 155
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -730,7 +750,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 154
+# %% ../nbs/15_cpu_kernels.ipynb 156
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -740,7 +760,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     n = int(buf[7])
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 155
+# %% ../nbs/15_cpu_kernels.ipynb 157
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
@@ -751,7 +771,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 157
+# %% ../nbs/15_cpu_kernels.ipynb 159
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -763,7 +783,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 160
+# %% ../nbs/15_cpu_kernels.ipynb 162
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -772,7 +792,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 162
+# %% ../nbs/15_cpu_kernels.ipynb 164
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -787,7 +807,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 164
+# %% ../nbs/15_cpu_kernels.ipynb 166
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -821,7 +841,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 165
+# %% ../nbs/15_cpu_kernels.ipynb 167
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -829,34 +849,37 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 166
+# %% ../nbs/15_cpu_kernels.ipynb 168
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 167
+# %% ../nbs/15_cpu_kernels.ipynb 169
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
     kf, vf = self.pool.k_flat, self.pool.v_flat
     self.plan.check(self.model)
     n_pos = _check_batch(batch, self.plan.vocab, kf[0].shape[0])
-    cos, sin = self.model.rope(n_pos) if self.model.dtype == torch.float32 else self._rope32(n_pos)
+    cos, sin = self._rope32(n_pos)
     if self.plan.has_lora: self.plan.set_lora_rows(self.model.lora, batch.lora_slots, batch.token_ids.shape[0])   # each row's adapter (12c)
     return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                              batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
-# %% ../nbs/15_cpu_kernels.ipynb 168
+# %% ../nbs/15_cpu_kernels.ipynb 170
 @patch
 def _rope32(self: CpuRunner, n: int):
-    "float32 cos/sin tables for at least `n` positions, for a model that keeps its own in another dtype (grown by doubling)."
+    """float32 cos/sin tables for at least `n` positions (grown by doubling), the runner's own: the model's `rope` keeps its
+    tables in the weights' dtype and reads that dtype and device through three modules each call, which cost a decode step
+    tens of microseconds once its weights had pushed those objects out of the caches. The same values as the model's for
+    a float32 model (one `rope_tables`)."""
     have = getattr(self, "_tables", None)
     if have is None or have[0].shape[0] < n: self._tables = have = rope_tables(self.model.inv_freq, max(n, 256, 2 * (have[0].shape[0] if have else 0)))
     return have
 
-# %% ../nbs/15_cpu_kernels.ipynb 169
+# %% ../nbs/15_cpu_kernels.ipynb 172
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
@@ -879,7 +902,7 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return npos.value
 
-# %% ../nbs/15_cpu_kernels.ipynb 180
+# %% ../nbs/15_cpu_kernels.ipynb 183
 @patch(cls_method=True)
 def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
     "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."

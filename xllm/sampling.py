@@ -585,10 +585,9 @@ def greedy_tokens(x: torch.Tensor) -> list[int]:
     """Per row of the logits `x` `[rows, vocab]`: the index of its largest value (the first where several tie), or -1 where
     that value is not finite (a NaN or +inf in the row, or a row of -inf). CPU float tensors through numpy, others torch."""
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64, torch.float16):
-        import numpy as np
         a = x.detach().numpy()
-        i = a.argmax(1)                                            # a NaN is taken as the maximum, as torch's max takes it
-        return np.where(np.isfinite(a[np.arange(a.shape[0]), i]), i, -1).tolist()
+        idx = a.argmax(1).tolist()                                 # a NaN is taken as the maximum, as torch's max takes it
+        return [i if math.isfinite(a[r, i]) else -1 for r, i in enumerate(idx)]     # few calls: a decode step makes them cold
     vals, toks = x.max(1)
     return torch.where(torch.isfinite(vals), toks, -1).tolist()
 
