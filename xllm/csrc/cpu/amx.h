@@ -210,6 +210,7 @@ static void amx_tile_half(const uint8_t* wt, int64_t ws, const float* sc, const 
                           float* y, int64_t N, int64_t n0, const float* bias) {
     const int64_t nb = A.nb;
     alignas(64) int32_t c[2][16 * 16];
+    __asm__ volatile("" ::: "memory");   // GCC's tile loads name no memory: the stores that laid out wt and A.xv are made before them
     __m512 acc[16];
     for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -313,6 +314,7 @@ static void amx_bf16_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, 
         if (n0 + 16 > L.N) {                                   // a last partial tile: its rows copied, the rest zero
             uint16_t* st = (uint16_t*)amx_stage.data();
             std::memset(st, 0, 16 * K * 2); std::memcpy(st, wt, (L.N - n0) * K * 2); wt = st;
+            __asm__ volatile("" ::: "memory");   // the copy made before the tile loads read it (GCC's name no memory)
         }
         for (int64_t tile = 0; tile < ntile; tile++) {
             const uint16_t* xt = xb + tile * 16 * K;

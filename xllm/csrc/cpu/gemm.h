@@ -8,11 +8,16 @@
 // - the last chunk writes y (transposing the tile) with the bias.
 constexpr int64_t GEMM_MIN_ROWS = 6;   // this many input rows or more take gemm_multi (AVX2 builds)
 // Per-thread scratch that grows and is kept (OpenMP's threads persist): no allocation per call once warm.
+// A grow-only float buffer from Aligned64's storage (base.h): unlike an fvec it neither keeps nor zeroes its contents when it grows
 struct Scratch {
     float* p = nullptr; size_t n = 0;
-    ~Scratch() { free(p); }
+    ~Scratch() { if (p) Aligned64<float>().deallocate(p, n); }
     float* get(size_t floats) {
-        if (floats > n) { free(p); n = (floats + 1023) / 1024 * 1024; p = (float*)aligned_alloc(64, n * sizeof(float)); }
+        if (floats > n) {
+            if (p) Aligned64<float>().deallocate(p, n);
+            p = nullptr; n = 0;                                    // (empty while allocate may throw)
+            const size_t m = (floats + 1023) / 1024 * 1024; p = Aligned64<float>().allocate(m); n = m;
+        }
         return p;
     }
 };
