@@ -36,7 +36,7 @@ def _template_note(llm) -> str:
     return f"<br>{html.escape(note)}" if note else ""
 
 
-# %% ../nbs/18_widgets.ipynb 10
+# %% ../nbs/18_widgets.ipynb 11
 class ChatWidget:
     "A chat UI (ipywidgets) over `LLM.stream`: streams replies in a background thread; Stop, Reset, model picker, sampling sliders."
     def __init__(self, model=None, tokenizer=None, llm=None, system_prompt: str = "", temperature: float = 0.7,
@@ -52,7 +52,7 @@ class ChatWidget:
         if llm is not None: self._set_status(f"model: {html.escape(repr(llm))}{_template_note(llm)}")
         elif load: self.load_click()
 
-# %% ../nbs/18_widgets.ipynb 12
+# %% ../nbs/18_widgets.ipynb 14
 @patch
 def _controls(self: ChatWidget, model, tokenizer, system_prompt, temperature, top_p, max_tokens):
     import ipywidgets as W   # lazily: only the widget needs ipywidgets
@@ -75,7 +75,7 @@ def _controls(self: ChatWidget, model, tokenizer, system_prompt, temperature, to
     self.stop_button = W.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
     self.reset_button = W.Button(description="Reset", icon="trash")
 
-# %% ../nbs/18_widgets.ipynb 13
+# %% ../nbs/18_widgets.ipynb 16
 @patch
 def _lay_out(self: ChatWidget):
     import ipywidgets as W
@@ -86,19 +86,19 @@ def _lay_out(self: ChatWidget):
                       W.HBox([self.temperature, self.top_p, self.max_tokens]), self.system, self.view, self.status,
                       W.HBox([self.text, self.send_button, self.stop_button, self.reset_button])])
 
-# %% ../nbs/18_widgets.ipynb 15
+# %% ../nbs/18_widgets.ipynb 18
 @patch
 def _repr_mimebundle_(self: ChatWidget, **kw): return self.ui._repr_mimebundle_(**kw)   # display(w) shows the UI
 
 
-# %% ../nbs/18_widgets.ipynb 16
+# %% ../nbs/18_widgets.ipynb 20
 @patch(as_prop=True)
 def busy(self: ChatWidget) -> bool:
     "Whether a model load or a reply is running in the background."
     return self._thread is not None and self._thread.is_alive()
 
 
-# %% ../nbs/18_widgets.ipynb 17
+# %% ../nbs/18_widgets.ipynb 22
 @patch
 def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
     "Block until the background work (loading or generating) is done."
@@ -107,20 +107,20 @@ def wait(self: ChatWidget, timeout: float | None = None) -> "ChatWidget":
     return self
 
 
-# %% ../nbs/18_widgets.ipynb 19
+# %% ../nbs/18_widgets.ipynb 24
 @patch(as_prop=True)
 def status_text(self: ChatWidget) -> str:
     "The status line as plain text."
     return html.unescape(re.sub(r"<[^>]+>", "", self.status.value))
 
 
-# %% ../nbs/18_widgets.ipynb 20
+# %% ../nbs/18_widgets.ipynb 26
 @patch
 def _set_status(self: ChatWidget, msg: str, error: bool = False):
     self.status.value = f'<span style="color:{"#b00020" if error else "#555"}">{msg}</span>'
 
 
-# %% ../nbs/18_widgets.ipynb 22
+# %% ../nbs/18_widgets.ipynb 28
 @patch
 def render(self: ChatWidget) -> str:
     "Render the conversation (with the reply being written) into the view; returns the HTML."
@@ -129,7 +129,7 @@ def render(self: ChatWidget) -> str:
     return h
 
 
-# %% ../nbs/18_widgets.ipynb 24
+# %% ../nbs/18_widgets.ipynb 30
 @patch
 def _start(self: ChatWidget, target, *args) -> bool:
     with self._lock:
@@ -137,19 +137,19 @@ def _start(self: ChatWidget, target, *args) -> bool:
         self._stop.clear()
         self._thread = threading.Thread(target=target, args=args, daemon=True)
         self.send_button.disabled = self.load_button.disabled = True
-        self.stop_button.disabled = target is not self._generate
+        self.stop_button.disabled = target != self._generate   # not `is not`: each access makes a new bound method
         self._thread.start()
         return True
 
 
-# %% ../nbs/18_widgets.ipynb 25
+# %% ../nbs/18_widgets.ipynb 32
 @patch
 def _done(self: ChatWidget):
     self.send_button.disabled = self.load_button.disabled = False
     self.stop_button.disabled = True
 
 
-# %% ../nbs/18_widgets.ipynb 31
+# %% ../nbs/18_widgets.ipynb 39
 @patch
 def load_click(self: ChatWidget, b=None):
     "Load the model chosen in the picker (in the background); errors go to the status line."
@@ -161,7 +161,7 @@ def load_click(self: ChatWidget, b=None):
     self._start(self._load, model, tok)
 
 
-# %% ../nbs/18_widgets.ipynb 32
+# %% ../nbs/18_widgets.ipynb 41
 @patch
 def _load(self: ChatWidget, model, tok):
     try:
@@ -175,7 +175,7 @@ def _load(self: ChatWidget, model, tok):
     finally: self._done()
 
 
-# %% ../nbs/18_widgets.ipynb 35
+# %% ../nbs/18_widgets.ipynb 45
 @patch
 def params(self: ChatWidget) -> SamplingParams:
     "The sampling settings from the sliders."
@@ -189,7 +189,7 @@ def messages(self: ChatWidget) -> list[dict]:
     return ([{"role": "system", "content": sys}] if sys else []) + [dict(m) for m in self.history]
 
 
-# %% ../nbs/18_widgets.ipynb 37
+# %% ../nbs/18_widgets.ipynb 47
 @patch
 def send_click(self: ChatWidget, b=None):
     "Send the text box's message and stream the reply (in the background)."
@@ -206,7 +206,7 @@ def send_click(self: ChatWidget, b=None):
     self._start(self._generate, self.messages(), params)
 
 
-# %% ../nbs/18_widgets.ipynb 38
+# %% ../nbs/18_widgets.ipynb 49
 @patch
 def _open_stream(self: ChatWidget, msgs, params):
     "Start the stream; drop the oldest exchanges while the prompt is longer than the context."
@@ -220,7 +220,7 @@ def _open_stream(self: ChatWidget, msgs, params):
             msgs = msgs[:first] + msgs[nxt:]
 
 
-# %% ../nbs/18_widgets.ipynb 40
+# %% ../nbs/18_widgets.ipynb 51
 def _reply_stats(n: int, dt: float, stopped: bool, out) -> dict:
     "The figures of a reply of `n` tokens in `dt` s: stopped by the user, or finished as the engine's output `out` says."
     return dict(tokens=n, seconds=dt, tokens_per_s=n / dt if dt > 0 else 0.0, stopped=stopped,
@@ -231,7 +231,7 @@ def _stats_html(s: dict) -> str:
     head = f"stopped: ≈{s['tokens']}" if s["stopped"] else f"{s['tokens']}"
     return f"{head} tokens in {s['seconds']:.2f} s: <b>{s['tokens_per_s']:.1f} tokens/s</b>"
 
-# %% ../nbs/18_widgets.ipynb 42
+# %% ../nbs/18_widgets.ipynb 53
 @patch
 def _stream_reply(self: ChatWidget, stream) -> tuple[str, bool]:
     "Read `stream`'s text deltas into `partial` (rendered at most every 50 ms) until it ends or Stop is pressed: (reply, stopped)."
@@ -247,7 +247,7 @@ def _stream_reply(self: ChatWidget, stream) -> tuple[str, bool]:
     stream.close()
     return reply, stopped
 
-# %% ../nbs/18_widgets.ipynb 44
+# %% ../nbs/18_widgets.ipynb 55
 @patch
 def _end_reply(self: ChatWidget, stopped: bool):
     "After a reply: its text (`partial`) joins the history; one that failed before any text gives the user's message back to the box."
@@ -260,7 +260,7 @@ def _end_reply(self: ChatWidget, stopped: bool):
     self.render()
     self._done()
 
-# %% ../nbs/18_widgets.ipynb 46
+# %% ../nbs/18_widgets.ipynb 57
 @patch
 def _generate(self: ChatWidget, msgs, params):
     llm, stopped, self._ok, self.last_stats, self.partial = self.llm, False, False, None, ""
@@ -279,14 +279,14 @@ def _generate(self: ChatWidget, msgs, params):
         self._set_status(f"generation failed: {html.escape(type(e).__name__)}: {html.escape(str(e))}", error=True)
     finally: self._end_reply(stopped)
 
-# %% ../nbs/18_widgets.ipynb 48
+# %% ../nbs/18_widgets.ipynb 59
 @patch
 def stop_click(self: ChatWidget, b=None):
     "Ask the running reply to stop (after the current delta); the text so far is kept."
     self._stop.set()
 
 
-# %% ../nbs/18_widgets.ipynb 49
+# %% ../nbs/18_widgets.ipynb 61
 @patch
 def reset_click(self: ChatWidget, b=None):
     "Stop any reply and clear the conversation."
@@ -298,7 +298,7 @@ def reset_click(self: ChatWidget, b=None):
     self._set_status("conversation cleared")
 
 
-# %% ../nbs/18_widgets.ipynb 76
+# %% ../nbs/18_widgets.ipynb 88
 # the page script that draws saved widgets without a kernel: JavaScript, kept as a file of its own (xllm/static/)
 from importlib.resources import files
 _OFFLINE_JS = files("xllm").joinpath("static", "offline_widgets.js").read_text(encoding="utf-8")
@@ -311,7 +311,7 @@ def widgets_bundle() -> Path:
     return p
 
 
-# %% ../nbs/18_widgets.ipynb 77
+# %% ../nbs/18_widgets.ipynb 90
 def offline_widgets():
     """Display this once in a notebook to be exported with `jupyter nbconvert --to html`: the page then draws its saved widgets with
     the installed ipywidgets' JavaScript (no CDN, works offline). Does nothing in a live notebook."""
