@@ -128,7 +128,8 @@ def main():
             run.plan.profile(True); t0 = time.perf_counter()
             for p in range(8, 72): tok = greedy_tokens(run(batch([tok], p))[-1:])[0]
             wall = (time.perf_counter() - t0) / 64; ph = run.plan.profile(False)
-        res["decode_profile_ms"][mode] = {**{k: v * 1e3 for k, v in ph.items()}, "outside the plan (Python, batch, argmax)": (wall - sum(ph.values())) * 1e3, "wall": wall * 1e3}
+        res["decode_profile_ms"][mode] = {**{k: v * 1e3 for k, v in ph.items()}, "outside the plan (Python, batch, argmax)": (wall - sum(ph.values())) * 1e3, "wall": wall * 1e3,
+                                          "barrier wait a thread (inside the phases)": run.plan.barrier_wait * 1e3}
         vs.log(f"decode profile {mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in res["decode_profile_ms"][mode].items()))
 
     # medians over rounds, and the median of the per-round ratios

@@ -54,7 +54,8 @@ def one_round(llm, prompts, params) -> dict:
         for obj, name in ((sched, "schedule"), (sched, "update"), (sampler, "sample_requests")): delattr(obj, name)
     parts = {k: v / steps * 1e3 for k, v in acc.items()}
     parts["other host"] = total / steps * 1e3 - sum(parts.values())
-    return {"steps": steps, "step_ms": total / steps * 1e3, "parts_ms": parts, "phases_ms": {k: v * 1e3 for k, v in phases.items()}}
+    return {"steps": steps, "step_ms": total / steps * 1e3, "parts_ms": parts, "phases_ms": {k: v * 1e3 for k, v in phases.items()},
+            "barrier_wait_ms": runner.plan.barrier_wait * 1e3}   # a thread's time at the barriers, inside the phases
 
 
 def main():
@@ -88,10 +89,11 @@ def main():
                "amx": s, "rounds": a.rounds, "load_avg_rounds": [e["load_avg"][0] for e, _ in rs],
                "step_ms": med(lambda x: x["step_ms"]),
                "parts_ms": {k: med(lambda x: x["parts_ms"][k]) for k in rs[0][1]["parts_ms"]},
-               "phases_ms": {k: med(lambda x: x["phases_ms"][k]) for k in rs[0][1]["phases_ms"]}}
+               "phases_ms": {k: med(lambda x: x["phases_ms"][k]) for k in rs[0][1]["phases_ms"]},
+               "barrier_wait_ms": med(lambda x: x["barrier_wait_ms"])}
         recs.append(rec)
         print(f"amx {s}: {rec['step_ms']:.2f} ms per {a.requests}-row decode step | " + ", ".join(f"{k} {v:.2f}" for k, v in rec["parts_ms"].items()))
-        print("  runner phases: " + ", ".join(f"{k} {v:.2f}" for k, v in rec["phases_ms"].items()))
+        print("  runner phases: " + ", ".join(f"{k} {v:.2f}" for k, v in rec["phases_ms"].items()) + f" (a thread's wait at the barriers in them: {rec['barrier_wait_ms']:.2f})")
     if a.json: print("wrote", save_results(recs, a.json))
 
 

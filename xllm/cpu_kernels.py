@@ -48,7 +48,7 @@ def _cpu_tag() -> str:
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
-ABI_VERSION = 10     # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
+ABI_VERSION = 11     # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
 # %% ../nbs/15_cpu_kernels.ipynb 32
@@ -754,10 +754,13 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
-    summed over layers) since the last call, averaged over the steps run in between (empty when none ran)."""
-    buf = (ctypes.c_double * 8)()
+    summed over layers) since the last call, averaged over the steps run in between (empty when none ran). Sets
+    `barrier_wait`: the seconds a step's threads spent waiting at the barriers between phases, per thread (included in
+    the phases: a thread that finished its share early waits for the others there)."""
+    buf = (ctypes.c_double * 9)()
     self._lib.xk_plan_profile(self._h, int(enable), buf)
     n = int(buf[7])
+    self.barrier_wait = buf[8] / n if n else 0.0
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
 # %% ../nbs/15_cpu_kernels.ipynb 157

@@ -23,8 +23,13 @@ struct Plan {
     std::mutex busy;   // one call at a time (ctypes releases the GIL): the buffers and the barrier are shared
     // optional timing of the step's phases (seconds summed over steps), read by thread 0 right after each barrier
     bool prof = false; double phase[7] = {0, 0, 0, 0, 0, 0, 0}, t_mark = 0; int64_t prof_steps = 0;
+    std::atomic<int64_t> waited_ns{0}; int prof_threads = 1;   // profiling: time the threads spent waiting at barriers (summed), the team's size
     static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
     void mark(int i) { double t = now(); phase[i] += t - t_mark; t_mark = t; }
+    void sync() {   // the barrier between phases; while profiling, the time each thread waits there is added up
+        if (!prof) { bar.wait(); return; }
+        const double t = now(); bar.wait(); waited_ns.fetch_add((int64_t)((now() - t) * 1e9), std::memory_order_relaxed);
+    }
 
     Plan(int64_t L_, int64_t H_, int64_t nh_, int64_t nkv_, int64_t hd_, int64_t I_, int64_t V_, double eps_)
         : L(L_), H(H_), nh(nh_), nkv(nkv_), hd(hd_), I(I_), V(V_), eps((float)eps_), layers(L_) {}
@@ -71,7 +76,7 @@ struct Plan {
         }
         if (!any) return;
         if (phase == 0) lora_shrinks(ws, Ks, nl, lrows, x, hs, tid, n);
-        else { lora_expands(ws, Ns, nl, lrows, hs, ys, r0, r1); if (wait) bar.wait(); }
+        else { lora_expands(ws, Ns, nl, lrows, hs, ys, r0, r1); if (wait) sync(); }
     }
     template <class V> static void grow(V& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
@@ -87,32 +92,32 @@ struct Plan {
             if (amx) amx_pack_rows(qa, t0, t1, T);
 #endif
             if (tid == 0) task.store(0);
-            bar.wait();
+            sync();
 #if XK_AMX
             if (amx) amx_gemm_part(ls, nl, qa, T, ys, task); else
 #endif
             qgemm_part(ls, nl, qa, T, ys, task);
-            bar.wait(); return;
+            sync(); return;
         }
         if (const int bk = bf16_kind(ls, nl, T)) {    // bf16 weights: activations rounded to bf16 by their threads, then tiles or vdpbf16ps
             int64_t t0, t1; split(T, tid, n, t0, t1, 1);
             bf16_pack(bk, x, ls[0].K, t0, t1, T, (uint16_t*)XP.p);
             if (tid == 0) task.store(0);
-            bar.wait();
+            sync();
             bf16_part(bk, ls, nl, (const uint16_t*)XP.p, T, ys, task);
-            bar.wait(); return;
+            sync(); return;
         }
         if (T >= GEMM_MIN_ROWS) {
             const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
             pack_panels(x, T, ls[0].K, XP.p, p0, p1);
             if (tid == 0) task.store(0);
-            bar.wait();
+            sync();
             gemm_part(ls, nl, XP.p, T, ys, task);
-            bar.wait(); return;
+            sync(); return;
         }
 #endif
         rows_part(ls, nl, x, T, ys, tid, n);
-        bar.wait();
+        sync();
     }
     void forward(int64_t N, const int64_t* ids, const int64_t* pos, const int64_t* wslot, void* const* kb, void* const* vb, int kv16,
                  const int64_t* keys, const int64_t* koff, const float* cosT, const float* sinT, int64_t M, const int64_t* out_rows,
@@ -138,7 +143,7 @@ struct Plan {
         for (int t = 0; t < nt; t++) { grow(priv[t], QB * grp * maxlen + 16); if (small) grow(privX[t], 2 * N * H); }
         const float scale = 1.0f / std::sqrt((float)hd);
         bar.count.store(0);
-        if (prof) { t_mark = now(); prof_steps++; }
+        if (prof) { t_mark = now(); prof_steps++; prof_threads = nt; }
 #pragma omp parallel num_threads(nt)
         {
 #ifdef _OPENMP
@@ -154,16 +159,16 @@ struct Plan {
             const int64_t x0 = small ? 0 : r0, x1 = small ? N : r1;     // the rows of x this thread updates
             if (reduce) {           // tensor parallel: each rank embeds the tokens of its slice, the sum has every row
                 for (int64_t r = r0; r < r1; r++) embed_row(ids[r], X.data() + r * H);
-                bar.wait();
+                sync();
                 if (tid == 0) reduce(X.data(), N * H);
-                bar.wait();
+                sync();
                 if (small) std::memcpy(x, X.data(), N * H * sizeof(float));
             } else for (int64_t r = x0; r < x1; r++) embed_row(ids[r], x + r * H);
             for (int64_t l = 0; l < L; l++) {
                 const LayerIdx& ly = layers[l];
                 // 1. norm, then q|k|v as one product
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.attn_norm, eps, H, xn + r * H);
-                if (!small) bar.wait();
+                if (!small) sync();
                 { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lora(0, {ly.q, ly.k, ly.v}, xn, ys, tid, n); lin(ls, 3, xn, N, ys, tid, n); lora(1, {ly.q, ly.k, ly.v}, xn, ys, tid, n, r0, r1); }
                 if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, K/V written to their slots
@@ -174,7 +179,7 @@ struct Plan {
                     if (kv16) { store_kv((kvh*)kb[l] + wslot[r] * nk, Kr.data() + r * nk, nk); store_kv((kvh*)vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk); }
                     else { store_kv((float*)kb[l] + wslot[r] * nk, Kr.data() + r * nk, nk); store_kv((float*)vb[l] + wslot[r] * nk, Vr.data() + r * nk, nk); }
                 }
-                bar.wait(); if (prof && tid == 0) mark(1);
+                sync(); if (prof && tid == 0) mark(1);
                 // 3. attention by (block of rows, KV head): the query heads sharing a KV head, for up to QB consecutive rows of one
                 //    sequence, meet each block of keys and values together (attend_block). Dealt round-robin, which evens out causal lengths.
                 for (int64_t i = tid; i < nblk * nkv; i += n) {
@@ -186,21 +191,21 @@ struct Plan {
                     if (kv16) attend_block(qs, ql, nq, (const kvh*)kb[l] + off, (const kvh*)vb[l] + off, ks, nk, hd, scale, scores, maxlen, os);
                     else attend_block(qs, ql, nq, (const float*)kb[l] + off, (const float*)vb[l] + off, ks, nk, hd, scale, scores, maxlen, os);
                 }
-                bar.wait(); if (prof && tid == 0) mark(2);
+                sync(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
                 { float* y = Tmp.data(); lora(0, {ly.o}, A.data(), &y, tid, n); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora(1, {ly.o}, A.data(), &y, tid, n, r0, r1, small || reduce); }
-                if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }   // tensor parallel: the ranks' partial products summed
+                if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); sync(); }   // tensor parallel: the ranks' partial products summed
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(3);
                 // 5. norm, gate|up as one product, silu(gate) * up
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.ffn_norm, eps, H, xn + r * H);
-                if (!small) bar.wait();
+                if (!small) sync();
                 { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lora(0, {ly.gate, ly.up}, xn, ys, tid, n); lin(ls, 2, xn, N, ys, tid, n); lora(1, {ly.gate, ly.up}, xn, ys, tid, n, r0, r1); }
                 for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
-                bar.wait(); if (prof && tid == 0) mark(4);
+                sync(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
                 { float* y = Tmp.data(); lora(0, {ly.down}, G.data(), &y, tid, n); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora(1, {ly.down}, G.data(), &y, tid, n, r0, r1, small || reduce); }
-                if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); bar.wait(); }
+                if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); sync(); }
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
                 if (prof && tid == 0) mark(5);
             }
@@ -209,12 +214,12 @@ struct Plan {
                 for (int64_t i = 0; i < M; i++) rmsnorm(x + out_rows[i] * H, norm, eps, H, xn + i * H);   // xn: free again
                 if (tid == 0) for (int64_t i = 0; i < Mh; i++) rmsnorm(x + hid_rows[i] * H, norm, eps, H, hidden + i * H);
             } else {
-                bar.wait();
+                sync();
                 int64_t m0, m1; split(M, tid, n, m0, m1, 1);
                 for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + out_rows[i] * H, norm, eps, H, XN.data() + i * H);
                 split(Mh, tid, n, m0, m1, 1);
                 for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + hid_rows[i] * H, norm, eps, H, hidden + i * H);
-                bar.wait();
+                sync();
             }
             if (M > 0) lin(&lins[head], 1, small ? xn : XN.data(), M, &logits, tid, n);
         }

@@ -161,10 +161,13 @@ void xk_plan_set_embed_q8(void* p, int kind, int64_t G, const int8_t* q, const v
 void xk_plan_set_tp(void* p, int64_t emb_start, int64_t emb_n, void* reduce) {   // a tensor-parallel shard: its embedding slice, the group's sum
     Plan* P = (Plan*)p; P->emb_start = emb_start; P->emb_n = emb_n; P->reduce = (ReduceFn)reduce;
 }
-void xk_plan_profile(void* p, int enable, double* out) {   // out[0..6]: seconds per phase since the last call, out[7]: steps; then reset
+// out[0..6]: seconds per phase since the last call, out[7]: steps, out[8]: seconds a thread waited at the barriers (the team's
+// sum over its size); then reset
+void xk_plan_profile(void* p, int enable, double* out) {
     Plan* P = (Plan*)p;
     for (int i = 0; i < 7; i++) { out[i] = P->phase[i]; P->phase[i] = 0; }
     out[7] = (double)P->prof_steps; P->prof_steps = 0; P->prof = enable != 0;
+    out[8] = (double)P->waited_ns.exchange(0) * 1e-9 / std::max(1, P->prof_threads);
 }
 // LoRA (lora.h): linear `lin` of the plan gets adapters A [S, R, K], Bt [S, R, N]; the next forward's rows, slots[0..n) (-1: none)
 void xk_plan_set_lora(void* p, int lin, int64_t S, int64_t R, const float* A, const float* Bt) {

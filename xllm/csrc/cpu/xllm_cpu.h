@@ -4,7 +4,7 @@
 #ifndef XLLM_CPU_H
 #define XLLM_CPU_H
 #include <stdint.h>
-#define XLLM_CPU_ABI_VERSION 10
+#define XLLM_CPU_ABI_VERSION 11
 #ifdef __cplusplus
 extern "C" {
 #endif
