@@ -46,19 +46,19 @@ class _Cursor:
         self.buf, self.size, self.path, self.pos = buf, size, path, 0
 
 
-# %% ../nbs/02_gguf.ipynb 12
+# %% ../nbs/02_gguf.ipynb 13
 @patch
 def fail(self: _Cursor, problem: str): raise ModelFormatError(self.path, problem)
 
 
-# %% ../nbs/02_gguf.ipynb 13
+# %% ../nbs/02_gguf.ipynb 15
 @patch
 def need(self: _Cursor, n: int, what: str):
     if self.pos + n > self.size:
         self.fail(f"truncated file: {what} needs {n} bytes at offset {self.pos}, but the file is {self.size} bytes")
 
 
-# %% ../nbs/02_gguf.ipynb 14
+# %% ../nbs/02_gguf.ipynb 17
 @patch
 def unpack(self: _Cursor, fmt: str, what: str):
     n = struct.calcsize(fmt)
@@ -68,17 +68,17 @@ def unpack(self: _Cursor, fmt: str, what: str):
     return v
 
 
-# %% ../nbs/02_gguf.ipynb 15
+# %% ../nbs/02_gguf.ipynb 19
 @patch
 def u32(self: _Cursor, what): return self.unpack("<I", what)
 
 
-# %% ../nbs/02_gguf.ipynb 16
+# %% ../nbs/02_gguf.ipynb 21
 @patch
 def u64(self: _Cursor, what): return self.unpack("<Q", what)
 
 
-# %% ../nbs/02_gguf.ipynb 20
+# %% ../nbs/02_gguf.ipynb 25
 @patch
 def string(self: _Cursor, what: str) -> str:
     n = self.u64(f"length of {what}")
@@ -87,7 +87,7 @@ def string(self: _Cursor, what: str) -> str:
     return s.decode("utf-8", "surrogateescape")
 
 
-# %% ../nbs/02_gguf.ipynb 22
+# %% ../nbs/02_gguf.ipynb 27
 @patch
 def string_array(self: _Cursor, count: int, what: str) -> list[str]:
     "`count` strings in a tight loop (token lists and merges are 50k+ long)."
@@ -101,7 +101,7 @@ def string_array(self: _Cursor, count: int, what: str) -> list[str]:
     return out
 
 
-# %% ../nbs/02_gguf.ipynb 24
+# %% ../nbs/02_gguf.ipynb 29
 @patch
 def value(self: _Cursor, vtype: int, what: str, depth: int = 0):
     if vtype not in GGUF_VALUE_TYPES: self.fail(f"{what}: unknown metadata value type {vtype}")
@@ -111,7 +111,7 @@ def value(self: _Cursor, vtype: int, what: str, depth: int = 0):
     return bool(v) if vtype == 7 else v
 
 
-# %% ../nbs/02_gguf.ipynb 25
+# %% ../nbs/02_gguf.ipynb 31
 @patch
 def array(self: _Cursor, what: str, depth: int = 1) -> list:
     if depth > _MAX_ARRAY_DEPTH: self.fail(f"{what}: arrays nested deeper than {_MAX_ARRAY_DEPTH}")
@@ -129,7 +129,7 @@ def array(self: _Cursor, what: str, depth: int = 1) -> list:
     return (a != 0).tolist() if etype == 7 else a.tolist()
 
 
-# %% ../nbs/02_gguf.ipynb 28
+# %% ../nbs/02_gguf.ipynb 34
 @dataclass(frozen=True)
 class GGUFTensorInfo:
     "Where one tensor lives in a GGUF file. `shape` is torch (row-major) order, the reverse of ggml's `ne`."
@@ -141,22 +141,22 @@ class GGUFTensorInfo:
     nbytes: int
 
 
-# %% ../nbs/02_gguf.ipynb 29
+# %% ../nbs/02_gguf.ipynb 36
 @patch(as_prop=True)
 def n_elements(self: GGUFTensorInfo) -> int:
     "Number of elements (the product of `shape`)."
     return math.prod(self.shape)
 
 
-# %% ../nbs/02_gguf.ipynb 31
+# %% ../nbs/02_gguf.ipynb 38
 class GGUFFile:
     "A parsed GGUF file: `.metadata`, `.tensors` (name -> `GGUFTensorInfo`); tensor data stays memory-mapped until asked for."
     def __init__(self, path):
         self.path = Path(path)
         try: size = os.path.getsize(self.path)
         except OSError as e: raise FileNotFoundError(f"{self.path}: cannot open GGUF file ({e.strerror})") from e
+        if self.path.is_dir(): raise ModelFormatError(self.path, "is a directory, not a GGUF file")   # (first: a directory may report 0 bytes)
         if size == 0: raise ModelFormatError(self.path, "empty file (0 bytes), not a GGUF model")
-        if self.path.is_dir(): raise ModelFormatError(self.path, "is a directory, not a GGUF file")
         with open(self.path, "rb") as f: self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.size, self._data = size, None
         self._parse(_Cursor(self._mm, size, self.path))
@@ -170,14 +170,14 @@ class GGUFFile:
         return dequantize(self.raw(name), t.ggml_type, t.shape, path=self.path)
 
 
-# %% ../nbs/02_gguf.ipynb 32
+# %% ../nbs/02_gguf.ipynb 40
 @patch
 def _info(self: GGUFFile, name: str) -> GGUFTensorInfo:
     if name not in self.tensors: raise KeyError(f"{self.path}: no tensor named {name!r}")
     return self.tensors[name]
 
 
-# %% ../nbs/02_gguf.ipynb 33
+# %% ../nbs/02_gguf.ipynb 42
 @patch
 def raw(self: GGUFFile, name: str) -> np.ndarray:
     "The tensor's bytes: a read-only `uint8` view into the memory-mapped file (no copy)."
@@ -186,7 +186,7 @@ def raw(self: GGUFFile, name: str) -> np.ndarray:
     return self._data[t.offset:t.offset + t.nbytes]
 
 
-# %% ../nbs/02_gguf.ipynb 34
+# %% ../nbs/02_gguf.ipynb 44
 @patch
 def _parse(self: GGUFFile, c: _Cursor):
     c.need(4, "the magic number")
@@ -237,7 +237,7 @@ def _parse(self: GGUFFile, c: _Cursor):
         self.tensors[name] = GGUFTensorInfo(name, tuple(reversed(ne)), ttype, tname, self.data_offset + offset, nbytes)
 
 
-# %% ../nbs/02_gguf.ipynb 45
+# %% ../nbs/02_gguf.ipynb 55
 def _f16(b: np.ndarray) -> np.ndarray:
     "Last axis of 2 bytes, read as float16 and widened: (n, 2) uint8 -> (n, 1) float32."
     return np.ascontiguousarray(b).view("<f2").astype(np.float32)
@@ -251,7 +251,7 @@ def _bits(b: np.ndarray) -> np.ndarray:
     return np.unpackbits(b, axis=-1, bitorder="little")
 
 
-# %% ../nbs/02_gguf.ipynb 47
+# %% ../nbs/02_gguf.ipynb 57
 _SHIFTS = np.array([0, 2, 4, 6], dtype=np.uint8)
 
 def _deq_q8_0(b): return _f16(b[:, :2]) * b[:, 2:].view(np.int8).astype(np.float32)
@@ -266,7 +266,7 @@ def _deq_q5_1(b):
 def _deq_q8_k(b): return np.ascontiguousarray(b[:, :4]).view("<f4") * b[:, 4:260].view(np.int8).astype(np.float32)
 
 
-# %% ../nbs/02_gguf.ipynb 52
+# %% ../nbs/02_gguf.ipynb 62
 def _k_scales_mins(s: np.ndarray):
     "Q4_K/Q5_K: (n, 12) bytes -> eight 6-bit scales and eight 6-bit mins, as float32 (n, 8) each."
     sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)], axis=-1)
@@ -274,7 +274,7 @@ def _k_scales_mins(s: np.ndarray):
     return sc.astype(np.float32), mn.astype(np.float32)
 
 
-# %% ../nbs/02_gguf.ipynb 53
+# %% ../nbs/02_gguf.ipynb 64
 def q4_k_parts(b: np.ndarray):
     """Q4_K super-blocks `(n, 144)` bytes -> codes `(n, 8, 32)` uint8 in 0..15, scales `d * sc` and minimums `dmin * m` `(n, 8)` float32:
     value = scale * code - minimum, for 8 sub-blocks of 32 values."""
@@ -284,13 +284,13 @@ def q4_k_parts(b: np.ndarray):
     return _nibbles(b[:, 16:144].reshape(n, 4, 32)).reshape(n, 8, 32), d * sc, dmin * mn   # 32 bytes -> sub-blocks 2i, 2i+1
 
 
-# %% ../nbs/02_gguf.ipynb 54
+# %% ../nbs/02_gguf.ipynb 66
 def _deq_q4_k(b):
     q, s, m = q4_k_parts(b)
     return (s[:, :, None] * q.astype(np.float32) - m[:, :, None]).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 56
+# %% ../nbs/02_gguf.ipynb 68
 def _deq_q5_k(b):
     n = b.shape[0]
     d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
@@ -301,7 +301,7 @@ def _deq_q5_k(b):
     return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 58
+# %% ../nbs/02_gguf.ipynb 70
 def q6_k_parts(b: np.ndarray):
     """Q6_K super-blocks `(n, 210)` bytes -> codes `(n, 16, 16)` int8 in -32..31 and scales `d * sc` `(n, 16)` float32:
     value = scale * code, for 16 sub-blocks of 16 values."""
@@ -317,7 +317,7 @@ def _deq_q6_k(b):
     return (s[:, :, None] * q.astype(np.float32)).reshape(b.shape[0], 256)
 
 
-# %% ../nbs/02_gguf.ipynb 60
+# %% ../nbs/02_gguf.ipynb 72
 def _deq_q3_k(b):
     n = b.shape[0]
     hm, qs, s, d = b[:, 0:32], b[:, 32:96].reshape(n, 2, 1, 32), b[:, 96:108], _f16(b[:, 108:110])
@@ -330,7 +330,7 @@ def _deq_q3_k(b):
     return ((d * sc)[:, :, None] * q).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 62
+# %% ../nbs/02_gguf.ipynb 74
 def _deq_q2_k(b):
     n = b.shape[0]
     s, qs, d, dmin = b[:, 0:16], b[:, 16:80].reshape(n, 2, 1, 32), _f16(b[:, 80:82]), _f16(b[:, 82:84])
@@ -338,7 +338,7 @@ def _deq_q2_k(b):
     return ((d * (s & 0x0F).astype(np.float32))[:, :, None] * q - (dmin * (s >> 4).astype(np.float32))[:, :, None]).reshape(n, 256)
 
 
-# %% ../nbs/02_gguf.ipynb 65
+# %% ../nbs/02_gguf.ipynb 77
 _BLOCK_DECODERS = {2: _deq_q4_0, 3: _deq_q4_1, 6: _deq_q5_0, 7: _deq_q5_1, 8: _deq_q8_0, 10: _deq_q2_k, 11: _deq_q3_k,
                    12: _deq_q4_k, 13: _deq_q5_k, 14: _deq_q6_k, 15: _deq_q8_k}
 _PLAIN_DTYPES = {0: "<f4", 1: "<f2", 24: "i1", 25: "<i2", 26: "<i4", 27: "<i8", 28: "<f8"}

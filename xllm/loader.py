@@ -89,7 +89,7 @@ class LoadedModel:
     quantization: str | dict | None        # None: float; 'int8'/'int4': quantized after loading; a dict: the packed layers' config
     path: Path                             # the resolved model path
 
-# %% ../nbs/12b_loader.ipynb 18
+# %% ../nbs/12b_loader.ipynb 19
 def load_tokenizer(tokenizer, checkpoint: Checkpoint, path: Path) -> Tokenizer:
     "The tokenizer at `tokenizer` (None: the one the checkpoint carries), checked against the model's vocabulary."
     tok_path = Path(tokenizer).expanduser() if tokenizer is not None else checkpoint.tokenizer_path
@@ -102,7 +102,7 @@ def load_tokenizer(tokenizer, checkpoint: Checkpoint, path: Path) -> Tokenizer:
         raise ModelFormatError(tok_path, f"tokenizer has {tok.vocab_size} tokens but the model's vocabulary has only {checkpoint.config.vocab_size}")
     return tok
 
-# %% ../nbs/12b_loader.ipynb 21
+# %% ../nbs/12b_loader.ipynb 22
 def packed_gguf(path: Path):
     "The parsed GGUF at `path` when its layer weights are in a type `xllm.quant` keeps packed (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K), else None."
     if not path.is_file(): return None
@@ -111,7 +111,7 @@ def packed_gguf(path: Path):
     g = GGUFFile(path)
     return g if any(t.type_name in quant.GGUF_REPACKABLE for n, t in g.tensors.items() if n.startswith("blk.")) else None
 
-# %% ../nbs/12b_loader.ipynb 23
+# %% ../nbs/12b_loader.ipynb 24
 def _keep_packed(config: EngineConfig, path: Path, shard, cpu_kernels_run=None) -> GGUFFile | None:
     """The parsed GGUF whose packed layers `config` keeps packed, else None (a ValueError when 'gguf' asks for what `path` lacks).
     'auto' keeps them packed for a rank's slices, or on the CPU in float32 when `cpu_kernels_run()` says the compiled kernels run."""
@@ -124,7 +124,7 @@ def _keep_packed(config: EngineConfig, path: Path, shard, cpu_kernels_run=None) 
         raise ValueError(f"quantization='gguf': {path} is not a GGUF file with Q8_0, Q4_0, Q4_1, Q4_K or Q6_K layer weights to keep packed")
     return g
 
-# %% ../nbs/12b_loader.ipynb 26
+# %% ../nbs/12b_loader.ipynb 27
 def stored_dtype(path: Path) -> torch.dtype | None:
     """The dtype a Hugging Face directory's `config.json` says its weights are stored in (`torch_dtype`, or `dtype` as newer
     transformers write it); None for other formats, and when it names none or none xllm loads (the loader reports a bad file)."""
@@ -135,7 +135,7 @@ def stored_dtype(path: Path) -> torch.dtype | None:
     try: return resolve_dtype(name) if isinstance(name, str) else None
     except ValueError: return None
 
-# %% ../nbs/12b_loader.ipynb 28
+# %% ../nbs/12b_loader.ipynb 29
 CPU_KV_DTYPES = (None, "auto", "float32", "float16")   # the K/V storage the compiled CPU runner reads (notebook 15)
 
 def default_dtype(config: EngineConfig, path: Path, shard=None, cpu_kernels_run=None) -> torch.dtype:
@@ -148,7 +148,7 @@ def default_dtype(config: EngineConfig, path: Path, shard=None, cpu_kernels_run=
     if cpu and cpu_kernels_run is not None and cpu_kernels_run(): return torch.bfloat16
     return torch.float32
 
-# %% ../nbs/12b_loader.ipynb 32
+# %% ../nbs/12b_loader.ipynb 33
 def split_score_head(ckpt: Checkpoint, task: str, path: Path, shard=None) -> torch.Tensor | None:
     """Take a `LlamaForSequenceClassification`'s `score.weight` out of `ckpt` (None when there is none), its embedding standing
     for the `lm_head` it lacks; a ValueError unless `task` is 'score' and the model is loaded whole."""
@@ -159,7 +159,7 @@ def split_score_head(ckpt: Checkpoint, task: str, path: Path, shard=None) -> tor
     if not ckpt.config.tie_word_embeddings: ckpt.weights["lm_head.weight"] = ckpt.weights["model.embed_tokens.weight"]
     return w
 
-# %% ../nbs/12b_loader.ipynb 33
+# %% ../nbs/12b_loader.ipynb 35
 def attach_score_head(m: Llama, w: torch.Tensor, path: Path):
     "Give `m` its classification head `score` (weight `w`, `[num_labels, hidden]`), its `id2label`, and mark it as not generating."
     import json
@@ -169,7 +169,7 @@ def attach_score_head(m: Llama, w: torch.Tensor, path: Path):
     m.id2label = {int(k): v for k, v in (cd.get("id2label") or {str(i): f"LABEL_{i}" for i in range(w.shape[0])}).items()}
     m.generates = False
 
-# %% ../nbs/12b_loader.ipynb 34
+# %% ../nbs/12b_loader.ipynb 37
 def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     """(a `Llama` whose GGUF layers stay packed (a rank's slices with `shard`), float tensors in float32 then cast to `dtype`;
     the whole model's config)."""
@@ -178,7 +178,7 @@ def _packed_model(g, dtype: torch.dtype, shard) -> tuple[Llama, LlamaConfig]:
     m.quantization_config = quant.gguf_quantization(g) | ({} if shard is None else {"tensor_parallel": shard[1]})
     return (m if dtype == torch.float32 else m.to(dtype)), config
 
-# %% ../nbs/12b_loader.ipynb 35
+# %% ../nbs/12b_loader.ipynb 39
 def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkpoint]:
     "A `Llama` from float weights (any format), a rank's slices with `shard`, its linears quantized when `config` asks (int8/int4)."
     dtype, q = resolve_dtype(config.dtype), config.quantization if config.quantization in ("int8", "int4") else None
@@ -190,7 +190,7 @@ def _float_model(config: EngineConfig, path: Path, shard) -> tuple[Llama, Checkp
     if q is not None: quant.quantize_model(m, q, config.group_size, progress=shard is None)   # ValueError names group_size
     return m, ckpt
 
-# %% ../nbs/12b_loader.ipynb 37
+# %% ../nbs/12b_loader.ipynb 42
 def load_model(config: EngineConfig, shard: tuple[int, int] | None = None, cpu_kernels_run=None) -> LoadedModel:
     """The model `config` names, loaded as it asks (see the top of this notebook); `shard=(rank, world)`: that rank's slices only.
     `cpu_kernels_run`: a function saying whether the compiled CPU kernels (notebook 15) run here, asked only when 'auto' would keep
