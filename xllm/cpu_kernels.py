@@ -738,7 +738,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 175
+# %% ../nbs/15_cpu_kernels.ipynb 176
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -750,7 +750,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 177
+# %% ../nbs/15_cpu_kernels.ipynb 178
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -763,7 +763,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     self.barrier_wait = buf[8] / n if n else 0.0
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 179
+# %% ../nbs/15_cpu_kernels.ipynb 180
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
@@ -774,7 +774,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 181
+# %% ../nbs/15_cpu_kernels.ipynb 182
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -786,7 +786,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 184
+# %% ../nbs/15_cpu_kernels.ipynb 185
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -795,7 +795,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 186
+# %% ../nbs/15_cpu_kernels.ipynb 187
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -810,7 +810,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 188
+# %% ../nbs/15_cpu_kernels.ipynb 189
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -844,7 +844,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 190
+# %% ../nbs/15_cpu_kernels.ipynb 191
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -852,14 +852,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 192
+# %% ../nbs/15_cpu_kernels.ipynb 193
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 194
+# %% ../nbs/15_cpu_kernels.ipynb 195
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -871,7 +871,7 @@ def __call__(self: CpuRunner, batch) -> torch.Tensor:
     return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                              batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
-# %% ../nbs/15_cpu_kernels.ipynb 195
+# %% ../nbs/15_cpu_kernels.ipynb 196
 @patch
 def _rope32(self: CpuRunner, n: int):
     """float32 cos/sin tables for at least `n` positions (grown by doubling), the runner's own: the model's `rope` keeps its
@@ -882,7 +882,7 @@ def _rope32(self: CpuRunner, n: int):
     if have is None or have[0].shape[0] < n: self._tables = have = rope_tables(self.model.inv_freq, max(n, 256, 2 * (have[0].shape[0] if have else 0)))
     return have
 
-# %% ../nbs/15_cpu_kernels.ipynb 197
+# %% ../nbs/15_cpu_kernels.ipynb 198
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
@@ -905,7 +905,7 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return npos.value
 
-# %% ../nbs/15_cpu_kernels.ipynb 208
+# %% ../nbs/15_cpu_kernels.ipynb 209
 @patch(cls_method=True)
 def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
     "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."
