@@ -23,7 +23,7 @@ struct Plan {
     std::mutex busy;   // one call at a time (ctypes releases the GIL): the buffers and the barrier are shared
     // optional timing of the step's phases (seconds summed over steps), read by thread 0 right after each barrier
     bool prof = false; double phase[7] = {0, 0, 0, 0, 0, 0, 0}, t_mark = 0; int64_t prof_steps = 0;
-    std::atomic<int64_t> waited_ns{0}; int prof_threads = 1;   // profiling: time the threads spent waiting at barriers (summed), the team's size
+    std::atomic<int64_t> waited_ns{0};   // profiling: time the threads spent waiting at barriers (summed over the team)
     static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
     void mark(int i) { double t = now(); phase[i] += t - t_mark; t_mark = t; }
     void sync() {   // the barrier between phases; while profiling, the time each thread waits there is added up
@@ -143,7 +143,7 @@ struct Plan {
         for (int t = 0; t < nt; t++) { grow(priv[t], QB * grp * maxlen + 16); if (small) grow(privX[t], 2 * N * H); }
         const float scale = 1.0f / std::sqrt((float)hd);
         bar.count.store(0);
-        if (prof) { t_mark = now(); prof_steps++; prof_threads = nt; }
+        if (prof) { t_mark = now(); prof_steps++; }
 #pragma omp parallel num_threads(nt)
         {
 #ifdef _OPENMP

@@ -167,7 +167,7 @@ void xk_plan_profile(void* p, int enable, double* out) {
     Plan* P = (Plan*)p;
     for (int i = 0; i < 7; i++) { out[i] = P->phase[i]; P->phase[i] = 0; }
     out[7] = (double)P->prof_steps; P->prof_steps = 0; P->prof = enable != 0;
-    out[8] = (double)P->waited_ns.exchange(0) * 1e-9 / std::max(1, P->prof_threads);
+    out[8] = (double)P->waited_ns.exchange(0) * 1e-9 / std::max(1, P->bar.n.load());   // the last team's real size
 }
 // LoRA (lora.h): linear `lin` of the plan gets adapters A [S, R, K], Bt [S, R, N]; the next forward's rows, slots[0..n) (-1: none)
 void xk_plan_set_lora(void* p, int lin, int64_t S, int64_t R, const float* A, const float* Bt) {
