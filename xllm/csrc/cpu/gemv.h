@@ -19,9 +19,33 @@ static thread_local std::vector<Prep> prep_vec;
 static inline bool same_prep(const Lin& a, const Lin& b) {
     return (a.kind == Q4) == (b.kind == Q4) && a.K == b.K && a.a8 == b.a8 && (a.kind != Q4 || a.G == b.G);
 }
-static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+// Thread tid's rows (of n threads) of the linears Ls stacked as one matrix: rows r0..r1 (rows16_a8 takes groups of 16)
+static inline void rows_share(const Lin* Ls, int nl, int tid, int n, int64_t& r0, int64_t& r1) {
     int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
-    int64_t r0, r1; split(Ntot, tid, n, r0, r1, XK_AVX2 ? 16 : 4);   // (rows16_a8 takes groups of 16)
+    split(Ntot, tid, n, r0, r1, XK_AVX2 ? 16 : 4);
+}
+// The weights (codes, scales, minimums) of thread tid's share of Ls on the row path, queued in pf_next: the next barrier
+// waits fetch them (a decode step's phases are short, and the thread that finishes first would otherwise leave the memory
+// bus idle until the other does).
+static void prefetch_share(const Lin* Ls, int nl, int tid, int n) {
+    pf_next.clear();
+    int64_t r0, r1; rows_share(Ls, nl, tid, n, r0, r1);
+    for (int64_t l = 0, off = 0; l < nl; off += Ls[l].N, l++) {
+        const Lin& L = Ls[l]; const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + L.N) - off;
+        if (a >= b) continue;
+        if (L.kind == Q4) pf_next.add(L.w4 + a * (L.K / 2), (b - a) * (L.K / 2));
+        else if (L.kind == F32) pf_next.add(L.wf + a * L.K, (b - a) * L.K * 4);
+        else if (L.kind == BF16) pf_next.add(L.wb + a * L.K, (b - a) * L.K * 2);
+        else pf_next.add(L.w8 + a * L.K, (b - a) * L.K);
+        if (L.kind == Q8_ROW) pf_next.add(L.srow + a, (b - a) * 4);
+        else if (L.s16) pf_next.add(L.s16 + a / 16 * 16 * L.G, (b - a) * L.G * 2);
+        else if (L.sg) pf_next.add(L.sg + a * L.G, (b - a) * L.G * 2);
+        if (L.m16) pf_next.add(L.m16 + a / 16 * 16 * L.G, (b - a) * L.G * 2);
+        else if (L.mg) pf_next.add(L.mg + a * L.G, (b - a) * L.G * 2);
+    }
+}
+static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+    int64_t r0, r1; rows_share(Ls, nl, tid, n, r0, r1);
     if ((int64_t)prep_vec.size() < T) prep_vec.resize(T);
     Lin prev; bool have = false;      // the layout of the input prepared last (prepared once for the linears that share it)
     for (int64_t l = 0, off = 0; l < nl; off += Ls[l].N, l++) {

@@ -169,6 +169,7 @@ struct Plan {
                 // 1. norm, then q|k|v as one product
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.attn_norm, eps, H, xn + r * H);
                 if (!small) sync();
+                if (small) prefetch_share(&lins[ly.o], 1, tid, n);     // (fetched at the next three barriers' waits)
                 { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lora(0, {ly.q, ly.k, ly.v}, xn, ys, tid, n); lin(ls, 3, xn, N, ys, tid, n); lora(1, {ly.q, ly.k, ly.v}, xn, ys, tid, n, r0, r1); }
                 if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, K/V written to their slots
@@ -193,6 +194,7 @@ struct Plan {
                 }
                 sync(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
+                if (small) { const Lin gu[2] = {lins[ly.gate], lins[ly.up]}; prefetch_share(gu, 2, tid, n); }
                 { float* y = Tmp.data(); lora(0, {ly.o}, A.data(), &y, tid, n); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora(1, {ly.o}, A.data(), &y, tid, n, r0, r1, small || reduce); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); sync(); }   // tensor parallel: the ranks' partial products summed
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
@@ -200,10 +202,16 @@ struct Plan {
                 // 5. norm, gate|up as one product, silu(gate) * up
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.ffn_norm, eps, H, xn + r * H);
                 if (!small) sync();
+                if (small) prefetch_share(&lins[ly.down], 1, tid, n);
                 { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lora(0, {ly.gate, ly.up}, xn, ys, tid, n); lin(ls, 2, xn, N, ys, tid, n); lora(1, {ly.gate, ly.up}, xn, ys, tid, n, r0, r1); }
                 for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
                 sync(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
+                if (small) {   // the next layer's q|k|v, or the head
+                    if (l + 1 < L) { const LayerIdx& nx = layers[l + 1]; const Lin qkv[3] = {lins[nx.q], lins[nx.k], lins[nx.v]}; prefetch_share(qkv, 3, tid, n); }
+                    else if (M > 0) prefetch_share(&lins[head], 1, tid, n);
+                    else pf_next.clear();
+                }
                 { float* y = Tmp.data(); lora(0, {ly.down}, G.data(), &y, tid, n); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora(1, {ly.down}, G.data(), &y, tid, n, r0, r1, small || reduce); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); sync(); }
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
@@ -221,7 +229,9 @@ struct Plan {
                 for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + hid_rows[i] * H, norm, eps, H, hidden + i * H);
                 sync();
             }
-            if (M > 0) lin(&lins[head], 1, small ? xn : XN.data(), M, &logits, tid, n);
+            if (small && M > 0) { const LayerIdx& f = layers[0]; const Lin qkv[3] = {lins[f.q], lins[f.k], lins[f.v]}; prefetch_share(qkv, 3, tid, n); }
+            if (M > 0) lin(&lins[head], 1, small ? xn : XN.data(), M, &logits, tid, n);   // (its wait fetches the next step's first phase)
+            pf_next.clear();
         }
         if (prof) mark(6);
         lrows.N = 0;
