@@ -24,9 +24,9 @@ static inline void rows_share(const Lin* Ls, int nl, int tid, int n, int64_t& r0
     int64_t Ntot = 0; for (int l = 0; l < nl; l++) Ntot += Ls[l].N;
     split(Ntot, tid, n, r0, r1, XK_AVX2 ? 16 : 4);
 }
-// The weights (codes, scales, minimums) of thread tid's share of Ls on the row path, queued in pf_next: the next barrier
+// The weights (codes, scales, minimums) of thread tid's share of Ls on the row path, queued in pf_next: the next barriers'
 // waits fetch them (a decode step's phases are short, and the thread that finishes first would otherwise leave the memory
-// bus idle until the other does).
+// bus idle until the other does). A hint: a range a little off (the last rows' scales) costs nothing but a wasted fetch.
 static void prefetch_share(const Lin* Ls, int nl, int tid, int n) {
     pf_next.clear();
     int64_t r0, r1; rows_share(Ls, nl, tid, n, r0, r1);
@@ -37,10 +37,12 @@ static void prefetch_share(const Lin* Ls, int nl, int tid, int n) {
         else if (L.kind == F32) pf_next.add(L.wf + a * L.K, (b - a) * L.K * 4);
         else if (L.kind == BF16) pf_next.add(L.wb + a * L.K, (b - a) * L.K * 2);
         else pf_next.add(L.w8 + a * L.K, (b - a) * L.K);
+        // the interleaved copies ([N / 16][G][16]) hold the first N / 16 * 16 rows: blocks j0..j1 of 16 rows cover a..b there
+        const int64_t j0 = a / 16, j1 = (std::min(b, L.N / 16 * 16) + 15) / 16;
         if (L.kind == Q8_ROW) pf_next.add(L.srow + a, (b - a) * 4);
-        else if (L.s16) pf_next.add(L.s16 + a / 16 * 16 * L.G, (b - a) * L.G * 2);
+        else if (L.s16) pf_next.add(L.s16 + j0 * 16 * L.G, (j1 - j0) * 16 * L.G * 2);
         else if (L.sg) pf_next.add(L.sg + a * L.G, (b - a) * L.G * 2);
-        if (L.m16) pf_next.add(L.m16 + a / 16 * 16 * L.G, (b - a) * L.G * 2);
+        if (L.m16) pf_next.add(L.m16 + j0 * 16 * L.G, (j1 - j0) * 16 * L.G * 2);
         else if (L.mg) pf_next.add(L.mg + a * L.G, (b - a) * L.G * 2);
     }
 }

@@ -80,9 +80,27 @@ struct Plan {
     }
     template <class V> static void grow(V& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
     // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
-    void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+    // How lin computes several linears of T rows: the int8 GEMM, bf16 products, the float GEMM, or the row path (a few rows)
+    enum class LinPath { ROWS, QGEMM, BF16, FGEMM };   // (scoped: BF16 is also a weight Kind)
+    static LinPath lin_path(const Lin* ls, int nl, int64_t T) {
 #if XK_AVX2
-        if (T >= QGEMM_MIN_ROWS && all_a8(ls, nl)) {     // int8 activations: rows quantized by their threads, then the integer GEMM
+        if (T >= QGEMM_MIN_ROWS && all_a8(ls, nl)) return LinPath::QGEMM;
+        if (bf16_kind(ls, nl, T)) return LinPath::BF16;
+        if (T >= GEMM_MIN_ROWS) return LinPath::FGEMM;
+#endif
+        return LinPath::ROWS;
+    }
+    // Queue this thread's share of the linears `idx` (of T rows), fetched at the barriers' waits before their product, when
+    // that product takes the row path, whose split is fixed (the GEMMs deal tasks as threads come free): nothing else
+    void prefetch_next(std::initializer_list<int> idx, int64_t T, int tid, int n) {
+        Lin ls[3]; int nl = 0;
+        for (int i : idx) ls[nl++] = lins[i];
+        if (lin_path(ls, nl, T) == LinPath::ROWS) prefetch_share(ls, nl, tid, n); else pf_next.clear();
+    }
+    void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
+        const LinPath path = lin_path(ls, nl, T);
+#if XK_AVX2
+        if (path == LinPath::QGEMM) {     // int8 activations: rows quantized by their threads, then the integer GEMM
             QAct qa = QA; qa.K = ls[0].K; qa.nb = qa.K / 32;
             if (!any_a8r(ls, nl)) qa.q2 = nullptr;
             const bool amx = amx_use(ls, nl, T);
@@ -99,7 +117,8 @@ struct Plan {
             qgemm_part(ls, nl, qa, T, ys, task);
             sync(); return;
         }
-        if (const int bk = bf16_kind(ls, nl, T)) {    // bf16 weights: activations rounded to bf16 by their threads, then tiles or vdpbf16ps
+        if (path == LinPath::BF16) {    // bf16 weights: activations rounded to bf16 by their threads, then tiles or vdpbf16ps
+            const int bk = bf16_kind(ls, nl, T);
             int64_t t0, t1; split(T, tid, n, t0, t1, 1);
             bf16_pack(bk, x, ls[0].K, t0, t1, T, (uint16_t*)XP.p);
             if (tid == 0) task.store(0);
@@ -107,7 +126,7 @@ struct Plan {
             bf16_part(bk, ls, nl, (const uint16_t*)XP.p, T, ys, task);
             sync(); return;
         }
-        if (T >= GEMM_MIN_ROWS) {
+        if (path == LinPath::FGEMM) {
             const int64_t P = (T + 15) / 16; int64_t p0, p1; split(P, tid, n, p0, p1, 1);
             pack_panels(x, T, ls[0].K, XP.p, p0, p1);
             if (tid == 0) task.store(0);
@@ -116,6 +135,7 @@ struct Plan {
             sync(); return;
         }
 #endif
+        (void)path;
         rows_part(ls, nl, x, T, ys, tid, n);
         sync();
     }
@@ -169,7 +189,7 @@ struct Plan {
                 // 1. norm, then q|k|v as one product
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.attn_norm, eps, H, xn + r * H);
                 if (!small) sync();
-                if (small) prefetch_share(&lins[ly.o], 1, tid, n);     // (fetched at the next three barriers' waits)
+                if (small) prefetch_next({ly.o}, N, tid, n);     // (fetched at the next three barriers' waits)
                 { const Lin ls[3] = {lins[ly.q], lins[ly.k], lins[ly.v]}; float* ys[3] = {Q.data(), Kr.data(), Vr.data()}; lora(0, {ly.q, ly.k, ly.v}, xn, ys, tid, n); lin(ls, 3, xn, N, ys, tid, n); lora(1, {ly.q, ly.k, ly.v}, xn, ys, tid, n, r0, r1); }
                 if (prof && tid == 0) mark(0);
                 // 2. RoPE on q and k, K/V written to their slots
@@ -194,7 +214,7 @@ struct Plan {
                 }
                 sync(); if (prof && tid == 0) mark(2);
                 // 4. x += o_proj(att)
-                if (small) { const Lin gu[2] = {lins[ly.gate], lins[ly.up]}; prefetch_share(gu, 2, tid, n); }
+                if (small) prefetch_next({ly.gate, ly.up}, N, tid, n);
                 { float* y = Tmp.data(); lora(0, {ly.o}, A.data(), &y, tid, n); lin(&lins[ly.o], 1, A.data(), N, &y, tid, n); lora(1, {ly.o}, A.data(), &y, tid, n, r0, r1, small || reduce); }
                 if (reduce) { if (tid == 0) reduce(Tmp.data(), N * H); sync(); }   // tensor parallel: the ranks' partial products summed
                 for (int64_t r = x0; r < x1; r++) for (int64_t i = r * H; i < (r + 1) * H; i++) x[i] += Tmp[i];
@@ -202,14 +222,14 @@ struct Plan {
                 // 5. norm, gate|up as one product, silu(gate) * up
                 for (int64_t r = x0; r < x1; r++) rmsnorm(x + r * H, ly.ffn_norm, eps, H, xn + r * H);
                 if (!small) sync();
-                if (small) prefetch_share(&lins[ly.down], 1, tid, n);
+                if (small) prefetch_next({ly.down}, N, tid, n);
                 { const Lin ls[2] = {lins[ly.gate], lins[ly.up]}; float* ys[2] = {G.data(), U.data()}; lora(0, {ly.gate, ly.up}, xn, ys, tid, n); lin(ls, 2, xn, N, ys, tid, n); lora(1, {ly.gate, ly.up}, xn, ys, tid, n, r0, r1); }
                 for (int64_t r = r0; r < r1; r++) silu_mul(G.data() + r * I, U.data() + r * I, G.data() + r * I, I);
                 sync(); if (prof && tid == 0) mark(4);
                 // 6. x += down(h)
                 if (small) {   // the next layer's q|k|v, or the head
-                    if (l + 1 < L) { const LayerIdx& nx = layers[l + 1]; const Lin qkv[3] = {lins[nx.q], lins[nx.k], lins[nx.v]}; prefetch_share(qkv, 3, tid, n); }
-                    else if (M > 0) prefetch_share(&lins[head], 1, tid, n);
+                    if (l + 1 < L) prefetch_next({layers[l + 1].q, layers[l + 1].k, layers[l + 1].v}, N, tid, n);
+                    else if (M > 0) prefetch_next({head}, M, tid, n);
                     else pf_next.clear();
                 }
                 { float* y = Tmp.data(); lora(0, {ly.down}, G.data(), &y, tid, n); lin(&lins[ly.down], 1, G.data(), N, &y, tid, n); lora(1, {ly.down}, G.data(), &y, tid, n, r0, r1, small || reduce); }
@@ -229,7 +249,7 @@ struct Plan {
                 for (int64_t i = m0; i < m1; i++) rmsnorm(X.data() + hid_rows[i] * H, norm, eps, H, hidden + i * H);
                 sync();
             }
-            if (small && M > 0) { const LayerIdx& f = layers[0]; const Lin qkv[3] = {lins[f.q], lins[f.k], lins[f.v]}; prefetch_share(qkv, 3, tid, n); }
+            if (small && M > 0 && L > 0) prefetch_next({layers[0].q, layers[0].k, layers[0].v}, N, tid, n);   // a next step like this one
             if (M > 0) lin(&lins[head], 1, small ? xn : XN.data(), M, &logits, tid, n);   // (its wait fetches the next step's first phase)
             pf_next.clear();
         }

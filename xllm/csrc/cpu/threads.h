@@ -1,31 +1,34 @@
 // ---------------------------------------------------------------- a barrier for threads inside one parallel region
-// What a thread reads next, fetched a cache line at a time into its L2 while it waits at a barrier: up to 8 byte ranges
-// (a decode step queues its share of the next phase's weights; Plan::forward). Only a hint: nothing is read or changed.
+// What a thread reads next, fetched a cache line at a time into its L2 while it waits at a barrier: up to 12 byte ranges
+// (a decode step queues its share of the next phase's weights; Plan::prefetch_next). Only a hint: a prefetch reads nothing
+// into a register, changes nothing and never faults.
 struct PfCursor {
-    const char* p[8]; int64_t left[8]; int k = 0, nr = 0;
+    static constexpr int MAX = 12;
+    const char* p[MAX]; int64_t left[MAX]; int k = 0, nr = 0;
     void clear() { k = nr = 0; }
-    void add(const void* ptr, int64_t bytes) { if (ptr && bytes > 0 && nr < 8) { p[nr] = (const char*)ptr; left[nr] = bytes; nr++; } }
+    void add(const void* ptr, int64_t bytes) { if (ptr && bytes > 0 && nr < MAX) { p[nr] = (const char*)ptr; left[nr] = bytes; nr++; } }
     bool step() {   // one line; false when none is left
         while (k < nr && left[k] <= 0) k++;
         if (k == nr) return false;
-#if XK_AVX2
-        _mm_prefetch(p[k], _MM_HINT_T1);
-#endif
-        p[k] += 64; left[k] -= 64; return true;
+        __builtin_prefetch(p[k], 0, 2);   // read, into L2 (as _MM_HINT_T1)
+        left[k] -= 64; if (left[k] > 0) p[k] += 64;
+        return true;
     }
 };
 static thread_local PfCursor pf_next;   // this thread's queue (empty outside a decode step)
-// Spins briefly (fetching pf_next meanwhile), then yields the core: on a shared machine the other thread may be descheduled.
+// Spins briefly, then yields the core: on a shared machine the other thread may be descheduled. Before its spins it issues
+// up to PF_LINES of its queued prefetches, one per turn, each turn checking whether the barrier opened.
 struct Barrier {
+    static constexpr int PF_LINES = 4096;   // 256 KB a wait at most: half an L2 of the CPUs measured (AMD Zen 3: 512 KB a core)
     std::atomic<int> count{0}; std::atomic<int> gen{0}; std::atomic<int> n{1};
     void wait() {
         const int n = this->n.load(std::memory_order_relaxed);
         if (n == 1) return;
         int g = gen.load(std::memory_order_acquire);
         if (count.fetch_add(1, std::memory_order_acq_rel) == n - 1) { count.store(0, std::memory_order_relaxed); gen.fetch_add(1, std::memory_order_release); return; }
+        for (int pf = 0; pf < PF_LINES && gen.load(std::memory_order_acquire) == g && pf_next.step(); pf++) {}
         for (int it = 0; gen.load(std::memory_order_acquire) == g; it++) {
             if (it < 2000) {
-                if (pf_next.step()) continue;
 #if XK_AVX2
                 _mm_pause();
 #endif
