@@ -79,7 +79,6 @@ struct Plan {
         else { lora_expands(ws, Ns, nl, lrows, hs, ys, r0, r1); if (wait) sync(); }
     }
     template <class V> static void grow(V& v, int64_t n) { if ((int64_t)v.size() < n) v.resize(n); }
-    // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
     // How lin computes several linears of T rows: the int8 GEMM, bf16 products, the float GEMM, or the row path (a few rows)
     enum class LinPath { ROWS, QGEMM, BF16, FGEMM };   // (scoped: BF16 is also a weight Kind)
     static LinPath lin_path(const Lin* ls, int nl, int64_t T) {
@@ -97,6 +96,7 @@ struct Plan {
         for (int i : idx) ls[nl++] = lins[i];
         if (lin_path(ls, nl, T) == LinPath::ROWS) prefetch_share(ls, nl, tid, n); else pf_next.clear();
     }
+    // several linears of one input, this thread's share; ends with a barrier (ys complete, XP free again)
     void lin(const Lin* ls, int nl, const float* x, int64_t T, float* const* ys, int tid, int n) {
         const LinPath path = lin_path(ls, nl, T);
 #if XK_AVX2
