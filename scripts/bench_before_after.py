@@ -3,10 +3,11 @@
 load average is under 0.5 (the load average before every run is recorded: between runs it holds the previous run's own two
 threads, which decay over a minute); medians and the ratio new / old, and the best run of each side and their ratio. Not a test: timed, and for a quiet machine.
 
-    python scripts/bench_before_after.py OLD_DIR NEW_DIR [--rounds 3] [--only decode,prefill,32] [--json OUT]
+    python scripts/bench_before_after.py OLD_DIR NEW_DIR [--rounds 3] [--only decode,prefill,32] [--cpu-activations float] [--json OUT]
 
 OLD_DIR / NEW_DIR: checkouts (e.g. `git worktree add /tmp/old <commit>`); each run imports xllm from its own checkout
-(PYTHONPATH) with no XLLM_* variables set, so both get the defaults a user gets.
+(PYTHONPATH) with no XLLM_* variables set, so both get the defaults a user gets -- or, with --cpu-activations, that setting
+(`xllm bench --cpu-activations`) on both sides, to measure a path other than the default.
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
@@ -26,14 +27,14 @@ def wait_quiet(limit: float = 0.5, most: float = 300.0) -> float:
     return os.getloadavg()[0]
 
 
-def run(checkout: str, args: list[str], key: str) -> tuple[float, float]:
+def run(checkout: str, args: list[str], key: str, extra: list[str] = ()) -> tuple[float, float]:
     "One `xllm bench` run in `checkout`: (its figure, the load average before it)."
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLLM_")}
     env["PYTHONPATH"] = checkout
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
-        p = subprocess.run([sys.executable, "-m", "xllm", "bench", *args, "--json", out], cwd=checkout, env=env,
+        p = subprocess.run([sys.executable, "-m", "xllm", "bench", *args, *extra, "--json", out], cwd=checkout, env=env,
                            capture_output=True, text=True)
         if p.returncode: raise SystemExit(f"{checkout}: xllm bench {' '.join(args)} failed:\n{p.stderr[-2000:]}")
         return json.load(open(out))[key], load
@@ -45,7 +46,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
     ap.add_argument("--only", default="", help="comma list of measures to run (the start of their names: decode, prefill, 32, ngram); default all")
+    ap.add_argument("--cpu-activations", choices=("float", "int8", "int8x2"), help="passed to both sides' xllm bench (default: theirs)")
     a = ap.parse_args()
+    extra = ["--cpu-activations", a.cpu_activations] if a.cpu_activations else []
     only = [w.strip() for w in a.only.split(",") if w.strip()]
     measures = {m: v for m, v in MEASURES.items() if not only or any(m.startswith(w) for w in only)}
     if not measures: sys.exit(f"--only {a.only!r} names none of: {', '.join(MEASURES)}")
@@ -58,10 +61,10 @@ def main():
         print(f"round {r + 1}: load average {wait_quiet():.2f} at its start", flush=True)
         for name, (args, key) in measures.items():
             for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                v, load = run(getattr(a, side), args, key)
+                v, load = run(getattr(a, side), args, key, extra)
                 res[name][side].append(v); loads.append(load)
                 print(f"round {r + 1} {name:32} {side}: {v:9.1f} tok/s (load {load:.2f})", flush=True)
-    out = {"cpu": cpu, "old": rev(a.old), "new": rev(a.new), "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads),
+    out = {"cpu": cpu, "old": rev(a.old), "new": rev(a.new), "cpu_activations": a.cpu_activations or "default", "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads),
            "measures": {}}
     print(f"\n{cpu}; old {out['old']}, new {out['new']}; {a.rounds} rounds interleaved; load before each run {min(loads):.2f}-{max(loads):.2f}")
     for name, v in res.items():

@@ -25,7 +25,7 @@ __all__ = ['ABI_VERSION', 'ISA_NAMES', 'ISA_VARIANTS', 'F32', 'Q8_ROW', 'Q8_GROU
            'gemv_variant', 'exact_q8', 'module_spec', 'disabled', 'model_edits', 'ModelPlan', 'keeps_quantized',
            'activation_mode', 'CpuRunner']
 
-# %% ../nbs/15_cpu_kernels.ipynb 28
+# %% ../nbs/15_cpu_kernels.ipynb 29
 def _flag_sets(native: bool = True) -> list[list[str]]:
     "Compiler flag sets to try in order: tuned for this CPU with OpenMP, portable with OpenMP, portable without."
     base = ["-O3", "-std=c++17", "-shared", "-fPIC", "-fno-math-errno"]
@@ -33,7 +33,7 @@ def _flag_sets(native: bool = True) -> list[list[str]]:
     return sets + [base + ["-fopenmp"], base]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 30
+# %% ../nbs/15_cpu_kernels.ipynb 31
 def _cpu_tag() -> str:
     "What a `-march=native` build depends on: the machine and its CPU feature flags."
     flags = ""
@@ -44,14 +44,14 @@ def _cpu_tag() -> str:
     return f"{platform.machine()} {flags}"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 32
+# %% ../nbs/15_cpu_kernels.ipynb 33
 _LIB, _STATUS, _LOCK = None, None, threading.Lock()
 _USING = threading.local()     # a library swapped in by `library()` (tests of the ISA variants)
 
 ABI_VERSION = 11     # XLLM_CPU_ABI_VERSION of xllm/csrc/cpu/xllm_cpu.h, which this module's calls are written for
 _CTYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double, "void": None}
 
-# %% ../nbs/15_cpu_kernels.ipynb 34
+# %% ../nbs/15_cpu_kernels.ipynb 35
 def abi_signatures(header: str) -> dict:
     "`{name: (argtypes, restype)}` of every `xk_*` function declared in `header`: any pointer a `c_void_p`, scalars by type."
     def ctype(decl: str):
@@ -64,7 +64,7 @@ def abi_signatures(header: str) -> dict:
         sigs[name] = ([] if params.strip() in ("", "void") else [ctype(a) for a in params.split(",")], ctype(ret))
     return sigs
 
-# %% ../nbs/15_cpu_kernels.ipynb 36
+# %% ../nbs/15_cpu_kernels.ipynb 37
 def _bind(lib, expected: int = ABI_VERSION):
     "Check the library's ABI version, then set every declared function's ctypes signature from the header."
     lib.xk_abi_version.argtypes, lib.xk_abi_version.restype = [], ctypes.c_int
@@ -75,13 +75,13 @@ def _bind(lib, expected: int = ABI_VERSION):
         f = getattr(lib, name); f.argtypes, f.restype = args, res
     return lib
 
-# %% ../nbs/15_cpu_kernels.ipynb 38
+# %% ../nbs/15_cpu_kernels.ipynb 39
 def library_path(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "") -> Path:
     "Where `compile_library` keeps the library of `source` built with `cxx` and `flags`: `cache_dir()/kernels/<stem>_<hash>.so`."
     key = hashlib.sha256("\n".join([source, cxx, *flags, key_extra]).encode()).hexdigest()[:16]
     return cache_dir() / "kernels" / f"{stem}_{key}.so"
 
-# %% ../nbs/15_cpu_kernels.ipynb 40
+# %% ../nbs/15_cpu_kernels.ipynb 41
 def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extra: str = "", timeout: int = 600) -> Path:
     """Compile C++ `source` into `cache_dir()/kernels/<stem>_<hash>.so` unless it is there already (the hash covers the
     source, compiler, flags and `key_extra`). The rename into place is atomic, so parallel processes never load half
@@ -98,7 +98,7 @@ def compile_library(source: str, stem: str, flags: list[str], cxx: str, key_extr
         os.replace(tmp, so)
     return so
 
-# %% ../nbs/15_cpu_kernels.ipynb 43
+# %% ../nbs/15_cpu_kernels.ipynb 44
 ISA_NAMES = {0: "none (portable row path)", 1: "AVX2 (vpmaddubsw)", 2: "AVX-VNNI (256-bit vpdpbusd)", 3: "AVX512-VNNI (512-bit vpdpbusd)"}
 ISA_VARIANTS = {   # flags that select each level (on top of the portable set), and the /proc/cpuinfo flags it needs to run
     "avx2": (["-mavx2", "-mfma", "-mf16c"], ["avx2", "fma", "f16c"]),
@@ -110,21 +110,21 @@ ISA_VARIANTS = {   # flags that select each level (on top of the portable set), 
 }
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 44
+# %% ../nbs/15_cpu_kernels.ipynb 45
 def cpu_has(variant: str) -> bool:
     "Whether this CPU has the instructions of `ISA_VARIANTS[variant]` (from /proc/cpuinfo)."
     flags = set(_cpu_tag().split())
     return all(f in flags for f in ISA_VARIANTS[variant][1])
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 45
+# %% ../nbs/15_cpu_kernels.ipynb 46
 def _build_isa() -> str:
     "The widest integer dot product a `-march=native` build gets on this CPU, in words (from /proc/cpuinfo; `isa()` says what it got)."
     for v, name in (("avx512_vnni", "AVX512-VNNI"), ("avx_vnni", "AVX-VNNI"), ("avx2", "AVX2")):
         if cpu_has(v): return name
     return platform.machine() or "this CPU"
 
-# %% ../nbs/15_cpu_kernels.ipynb 46
+# %% ../nbs/15_cpu_kernels.ipynb 47
 def build(compiler: str | None = None, force: bool = False, verbose: bool = False):
     """Compile `xllm/csrc/cpu/xllm_cpu.cpp` into a shared library under `cache_dir()/kernels` (once per source, flags
     and CPU) and load it. Returns the `ctypes.CDLL`, or None (with a one-line warning) when no compiler works; the
@@ -166,7 +166,7 @@ def build(compiler: str | None = None, force: bool = False, verbose: bool = Fals
         warnings.warn(f"xllm: CPU kernels unavailable ({errors[-1] if errors else 'unknown'}); using the slower torch path", RuntimeWarning, stacklevel=2)
         return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 48
+# %% ../nbs/15_cpu_kernels.ipynb 49
 def available() -> bool:
     "Whether the compiled kernels are loaded (building them at first call)."
     return _active() is not None
@@ -176,13 +176,13 @@ def status() -> str:
     build()
     return _STATUS
 
-# %% ../nbs/15_cpu_kernels.ipynb 51
+# %% ../nbs/15_cpu_kernels.ipynb 52
 def _active():
     "The library `linear` and the plans call: the one `library()` swapped in on this thread, else `build()`'s."
     return getattr(_USING, "lib", None) or build()
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 53
+# %% ../nbs/15_cpu_kernels.ipynb 54
 def isa() -> str:
     """The integer dot products of the loaded library's int8-activation GEMM (`ISA_NAMES`, and the AMX tiles where they
     are in use: `amx()`), or why there are none."""
@@ -192,7 +192,7 @@ def isa() -> str:
     return tiles + ISA_NAMES[lib.xk_isa()]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 55
+# %% ../nbs/15_cpu_kernels.ipynb 56
 def amx(enable: bool | None = None) -> str:
     """The AMX-INT8 tiles of the int8 GEMM (16 rows or more) in the loaded library: "on", "off", "not built" (the compiler
     did not target them: no `amx_int8` in this CPU's flags) or "refused by the kernel: ..." (Linux did not grant the tile
@@ -205,7 +205,7 @@ def amx(enable: bool | None = None) -> str:
     return {1: "on", 0: "off", -1: "not built (no amx_int8 in this CPU's flags, or the compiler's)"}[r]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 57
+# %% ../nbs/15_cpu_kernels.ipynb 58
 def bf16_dot(enable: bool | None = None) -> str:
     """The AVX512-BF16 GEMM for bfloat16 weights (16 rows or more, where no AMX-BF16 tiles take them) in the loaded library:
     "on", "off" or "not built" (no `avx512_bf16` in this CPU's flags, or the compiler's). It multiplies activations rounded
@@ -214,7 +214,7 @@ def bf16_dot(enable: bool | None = None) -> str:
     if lib is None: return f"not built ({_STATUS})"
     return {1: "on", 0: "off", -1: "not built (no avx512_bf16 in this CPU's flags, or the compiler's)"}[lib.xk_bf16_dot(-1 if enable is None else int(bool(enable)))]
 
-# %% ../nbs/15_cpu_kernels.ipynb 62
+# %% ../nbs/15_cpu_kernels.ipynb 63
 def build_variant(variant: str, compiler: str | None = None):
     """Compile the kernels for one ISA level of `ISA_VARIANTS` (explicit flags, OpenMP, no `-march=native`) and bind the
     library. Compiling works on any x86 CPU with a recent compiler; *calling* it needs `cpu_has(variant)`. Raises
@@ -227,7 +227,7 @@ def build_variant(variant: str, compiler: str | None = None):
     return _bind(ctypes.CDLL(str(so)))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 64
+# %% ../nbs/15_cpu_kernels.ipynb 65
 @contextmanager
 def library(lib):
     "Inside the block, `linear`, `linear_multi` and new `ModelPlan`s on this thread call `lib` (a `build_variant` library)."
@@ -236,7 +236,7 @@ def library(lib):
     finally: _USING.lib = old
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 73
+# %% ../nbs/15_cpu_kernels.ipynb 74
 F32, Q8_ROW, Q8_GROUP, Q4, BF16 = 0, 1, 2, 3, 4
 
 def _ptr(t: torch.Tensor | None): return None if t is None else t.data_ptr()
@@ -247,7 +247,7 @@ def _f32(t: torch.Tensor, name: str) -> torch.Tensor:
 
 def _threads(threads: int | None) -> int: return torch.get_num_threads() if threads is None else max(1, int(threads))
 
-# %% ../nbs/15_cpu_kernels.ipynb 75
+# %% ../nbs/15_cpu_kernels.ipynb 76
 @dataclass
 class LinSpec:
     "A linear layer's weight as the kernels read it: `kind` (F32, Q8_ROW, Q8_GROUP, Q4), shape `[N, K]`, `G` groups a row, the tensors."
@@ -262,14 +262,14 @@ class LinSpec:
         "The C call's arguments for this layer: kind, sizes and raw pointers."
         return (self.kind, self.N, self.K, self.G, _ptr(self.w), _ptr(self.scales), _ptr(self.mins), _ptr(self.bias))
 
-# %% ../nbs/15_cpu_kernels.ipynb 77
+# %% ../nbs/15_cpu_kernels.ipynb 78
 def spec_f32(w: torch.Tensor, bias=None) -> LinSpec:
     "A float32 weight `[N, K]`."
     w = _f32(w, "weight")
     return LinSpec(F32, w.shape[0], w.shape[1], 1, w, bias=None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 79
+# %% ../nbs/15_cpu_kernels.ipynb 80
 def spec_bf16(w: torch.Tensor, bias=None) -> LinSpec:
     """A bfloat16 weight `[N, K]`, read as it lies (2 bytes a weight): each value becomes float32 exactly in the products,
     so the outputs are those of `spec_f32(w.float())`, bit for bit, at half the bytes. A bias is kept as float32."""
@@ -278,7 +278,7 @@ def spec_bf16(w: torch.Tensor, bias=None) -> LinSpec:
     return LinSpec(BF16, w.shape[0], w.shape[1], 1, w.contiguous(), bias=None if bias is None else bias.detach().float().contiguous())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 82
+# %% ../nbs/15_cpu_kernels.ipynb 83
 def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     "INT8 codes `[N, K]` with float32 scales per row `[N]` or float16 scales per group `[N, G]`."
     if q.dtype != torch.int8 or q.dim() != 2:
@@ -296,7 +296,7 @@ def spec_q8(q: torch.Tensor, scales: torch.Tensor, bias=None) -> LinSpec:
     return LinSpec(kind, N, K, G, q.contiguous(), scales, None, None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 84
+# %% ../nbs/15_cpu_kernels.ipynb 85
 def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | None = None, bias=None) -> LinSpec:
     "Packed INT4 codes `[N, K/2]` (column 2j in the low nibble), float16 scales and mins (None: symmetric, code 8 is zero) `[N, G]`."
     if packed.dtype != torch.uint8 or packed.dim() != 2:
@@ -310,7 +310,7 @@ def spec_q4(packed: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor | Non
                    None if bias is None else _f32(bias, "bias"))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 86
+# %% ../nbs/15_cpu_kernels.ipynb 87
 LINEAR_METHODS = {"auto": 0, "rows": 1, "gemm": 2}
 
 def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, threads: int | None = None, a8: int = 0,
@@ -334,7 +334,7 @@ def linear(x: torch.Tensor, spec: LinSpec, out: torch.Tensor | None = None, thre
     lib.xk_linear(*spec.args(), int(a8), x.data_ptr(), x.shape[0], out.data_ptr(), _threads(threads), LINEAR_METHODS[method])
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 88
+# %% ../nbs/15_cpu_kernels.ipynb 89
 def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = None, a8: int = 0) -> list[torch.Tensor]:
     """Several linears of the same input, `[x @ W.T (+ bias) for W in specs]`, in one call: from `gemm_min_rows()` rows
     on, `x` is packed once and the rows of all the weights are split over the threads together (q|k|v, gate|up);
@@ -356,7 +356,7 @@ def linear_multi(x: torch.Tensor, specs: list[LinSpec], threads: int | None = No
                         arr(P, [o.data_ptr() for o in outs]), _threads(threads))
     return outs
 
-# %% ../nbs/15_cpu_kernels.ipynb 90
+# %% ../nbs/15_cpu_kernels.ipynb 91
 def gemm_min_rows(a8: bool = False) -> int:
     """Input rows from which `linear(method="auto")` takes the GEMM, or with `a8` the int8 GEMM (a very large number
     when the build has no AVX2)."""
@@ -364,7 +364,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 124
+# %% ../nbs/15_cpu_kernels.ipynb 125
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -378,7 +378,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 127
+# %% ../nbs/15_cpu_kernels.ipynb 128
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
@@ -390,7 +390,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 129
+# %% ../nbs/15_cpu_kernels.ipynb 130
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -399,7 +399,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 131
+# %% ../nbs/15_cpu_kernels.ipynb 132
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -411,7 +411,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 133
+# %% ../nbs/15_cpu_kernels.ipynb 134
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
@@ -436,7 +436,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 137
+# %% ../nbs/15_cpu_kernels.ipynb 138
 def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, ranks, scales, y: torch.Tensor | None = None,
                  threads: int | None = None) -> torch.Tensor:
     """`y[t] += scales[s] * (x[t] @ A[s, :r].T) @ Bt[s, :r]` for each row `t` of slot `s = slots[t]` (`r = ranks[s]`; slot -1:
@@ -451,7 +451,7 @@ def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, rank
     _lib().xk_lora(T, K, N, S, R, A.data_ptr(), Bt.data_ptr(), s.data_ptr(), rk.data_ptr(), sc.data_ptr(), x.data_ptr(), y.data_ptr(), _threads(threads))
     return y
 
-# %% ../nbs/15_cpu_kernels.ipynb 139
+# %% ../nbs/15_cpu_kernels.ipynb 140
 def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
     "Rows' slots as int64 `[T]` (each -1..S-1), ranks as int32 `[S]` (each 0..R), scales as float32 `[S]`: what the C calls read."
     s, rk, sc = torch.as_tensor(slots, dtype=torch.int64).contiguous(), torch.as_tensor(ranks, dtype=torch.int32), torch.as_tensor(scales, dtype=torch.float32)
@@ -460,7 +460,7 @@ def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
         raise ValueError(f"ranks, scales: expected {S} each, ranks in 0..{R}")
     return s, rk.contiguous(), sc.contiguous()
 
-# %% ../nbs/15_cpu_kernels.ipynb 142
+# %% ../nbs/15_cpu_kernels.ipynb 143
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -474,7 +474,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 149
+# %% ../nbs/15_cpu_kernels.ipynb 150
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
     dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
@@ -488,7 +488,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 151
+# %% ../nbs/15_cpu_kernels.ipynb 152
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32 or bfloat16), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -505,7 +505,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 153
+# %% ../nbs/15_cpu_kernels.ipynb 154
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 @contextmanager
@@ -516,14 +516,14 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 156
+# %% ../nbs/15_cpu_kernels.ipynb 157
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
     except RuntimeError: return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 158
+# %% ../nbs/15_cpu_kernels.ipynb 159
 _EDITS = [0]    # modules, parameters and buffers assigned to any module in this process so far (the hooks below count them)
 
 def _count_edit(module, name, value):
@@ -538,7 +538,7 @@ def model_edits() -> int:
     return _EDITS[0]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 161
+# %% ../nbs/15_cpu_kernels.ipynb 162
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 PLAN_DTYPES = (torch.float32, torch.bfloat16)   # the weights a plan reads (it computes in float32 either way)
@@ -638,7 +638,7 @@ class ModelPlan:
         self.edits = model_edits()
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 163
+# %% ../nbs/15_cpu_kernels.ipynb 164
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -655,27 +655,27 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 165
+# %% ../nbs/15_cpu_kernels.ipynb 166
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 167
+# %% ../nbs/15_cpu_kernels.ipynb 168
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 169
+# %% ../nbs/15_cpu_kernels.ipynb 170
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 171
+# %% ../nbs/15_cpu_kernels.ipynb 172
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds what this plan points into: the dtype it was built for, the head unchanged in place,
@@ -690,7 +690,7 @@ def check(self: ModelPlan, model):
     self.edits = edits
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 173
+# %% ../nbs/15_cpu_kernels.ipynb 174
 KV_DTYPES = {torch.float32: 0, torch.float16: 1}   # the K/V storage the plan reads, and its code in xk_plan_forward
 
 def _kv_kind(k_layers, v_layers) -> int:
@@ -700,7 +700,7 @@ def _kv_kind(k_layers, v_layers) -> int:
         raise ValueError(f"K/V layers: expected contiguous CPU tensors all of one dtype among float32, float16, got {kinds}")
     return KV_DTYPES[getattr(torch, kinds[0][0])]
 
-# %% ../nbs/15_cpu_kernels.ipynb 175
+# %% ../nbs/15_cpu_kernels.ipynb 176
 @patch
 def _kv_args(self: ModelPlan, k_layers, v_layers):
     """(dtype code, K pointers, V pointers) of the K/V layers for `xk_plan_forward`, made again only when the layers are
@@ -716,7 +716,7 @@ def _kv_args(self: ModelPlan, k_layers, v_layers):
         c = self._kv = (list(k_layers), list(v_layers), _kv_kind(k_layers, v_layers), ptrs(k_layers), ptrs(v_layers))
     return c[2:]
 
-# %% ../nbs/15_cpu_kernels.ipynb 177
+# %% ../nbs/15_cpu_kernels.ipynb 178
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -740,7 +740,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 179
+# %% ../nbs/15_cpu_kernels.ipynb 180
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -752,7 +752,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 181
+# %% ../nbs/15_cpu_kernels.ipynb 182
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -765,7 +765,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     self.barrier_wait = buf[8] / n if n else 0.0
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 183
+# %% ../nbs/15_cpu_kernels.ipynb 184
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
@@ -776,7 +776,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 185
+# %% ../nbs/15_cpu_kernels.ipynb 186
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -788,7 +788,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 188
+# %% ../nbs/15_cpu_kernels.ipynb 189
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -797,7 +797,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 190
+# %% ../nbs/15_cpu_kernels.ipynb 191
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -812,7 +812,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 192
+# %% ../nbs/15_cpu_kernels.ipynb 193
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -846,7 +846,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 194
+# %% ../nbs/15_cpu_kernels.ipynb 195
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -854,14 +854,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 196
+# %% ../nbs/15_cpu_kernels.ipynb 197
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 198
+# %% ../nbs/15_cpu_kernels.ipynb 199
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -873,7 +873,7 @@ def __call__(self: CpuRunner, batch) -> torch.Tensor:
     return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                              batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
-# %% ../nbs/15_cpu_kernels.ipynb 199
+# %% ../nbs/15_cpu_kernels.ipynb 200
 @patch
 def _rope32(self: CpuRunner, n: int):
     """float32 cos/sin tables for at least `n` positions (grown by doubling), the runner's own: the model's `rope` keeps its
@@ -884,7 +884,7 @@ def _rope32(self: CpuRunner, n: int):
     if have is None or have[0].shape[0] < n: self._tables = have = rope_tables(self.model.inv_freq, max(n, 256, 2 * (have[0].shape[0] if have else 0)))
     return have
 
-# %% ../nbs/15_cpu_kernels.ipynb 201
+# %% ../nbs/15_cpu_kernels.ipynb 202
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
@@ -907,7 +907,7 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return npos.value
 
-# %% ../nbs/15_cpu_kernels.ipynb 212
+# %% ../nbs/15_cpu_kernels.ipynb 213
 @patch(cls_method=True)
 def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
     "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."

@@ -439,6 +439,63 @@ static inline float q4_row_f32_512(const uint8_t* q, const uint16_t* sc, const u
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + _mm512_reduce_add_ps(mv);
 }
 #endif
+#if XK_AVX2
+// Groups g..g+7 of one row's fp16 values (scales or minimums) as floats, lanes past the row's nk groups 0. The 16-byte load
+// may run into the next row's values (masked off); at the end of the array [.., end) they are copied instead.
+static inline __m256 group8(const uint16_t* v, int nk, const uint16_t* end) {
+    __m128i h;
+    if (v + 8 <= end) h = _mm_loadu_si128((const __m128i*)v);
+    else { alignas(16) uint16_t t[8] = {}; std::memcpy(t, v, 2 * nk); h = _mm_load_si128((const __m128i*)t); }
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_and_ps(_mm256_cvtph_ps(h), _mm256_castsi256_ps(live));
+}
+// R rows n..n+R-1 of a float-activation INT4 linear (bytes a group a multiple of 8): y[r] = sum_g s_g (c . x)_g + sum_g m_g sum(x)_g.
+// Per group, (c . x)_g as two chains of FMAs (even and odd columns) meets its scale in one more; the minimums' part is a
+// vector dot over 8 groups at a time, as the scales are converted. With R = 2 each load of the input serves both rows and
+// their independent chains interleave: on AVX2 this path is bound by instructions (each code made a float: a widening, a
+// mask or shift, a conversion), not by memory, and one row at a time with scalar scale conversions left the pipes idle.
+// Same bits for any R (each row's sums are the same, in the same order).
+template <int R, int HB> static inline void rows_q4f(const Lin& L, int64_t n, const Prep& p, float* y) {
+    const int64_t hb = HB ? HB : L.gs / 2, rb = L.K / 2, G = L.G;   // HB: bytes a group when known (16: groups of 32)
+    const uint16_t* send = L.sg + L.N * G; const uint16_t* mend = L.mg ? L.mg + L.N * G : nullptr;
+    const __m256i m4 = _mm256_set1_epi32(0x0f);
+    __m256 acc[R], mv[R];
+    for (int r = 0; r < R; r++) acc[r] = mv[r] = _mm256_setzero_ps();
+    for (int64_t g8 = 0; g8 < G; g8 += 8) {
+        const int nk = G - g8 >= 8 ? 8 : (int)(G - g8);
+        const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256 gs = _mm256_maskload_ps(p.gsum + g8, live);
+        __m256 sv[R];
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            sv[r] = group8(L.sg + (n + r) * G + g8, nk, send);
+            const __m256 mn = L.mg ? group8(L.mg + (n + r) * G + g8, nk, mend) : _mm256_mul_ps(sv[r], _mm256_set1_ps(-8.0f));
+            mv[r] = _mm256_fmadd_ps(mn, gs, mv[r]);
+        }
+        for (int k = 0; k < nk; k++) {
+            const int64_t g = g8 + k; const float* xe = p.xe + g * hb; const float* xo = p.xo + g * hb;
+            __m256 a[R], b[R];
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r++) a[r] = b[r] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+            for (int64_t j = 0; j < hb; j += 8) {
+                const __m256 e = _mm256_loadu_ps(xe + j), o = _mm256_loadu_ps(xo + j);
+#pragma GCC unroll 2
+                for (int r = 0; r < R; r++) {
+                    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(L.w4 + (n + r) * rb + g * hb + j)));
+                    a[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, m4)), e, a[r]);
+                    b[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), o, b[r]);
+                }
+            }
+            const __m256i lane = _mm256_set1_epi32(k);
+#pragma GCC unroll 2
+            for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(_mm256_add_ps(a[r], b[r]), _mm256_permutevar8x32_ps(sv[r], lane), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) y[r] = hsum(acc[r]) + hsum(mv[r]) + (L.bias ? L.bias[n + r] : 0.0f);
+}
+static inline bool rows_q4f_ok(const Lin& L) { return L.kind == Q4 && (L.gs / 2) % 8 == 0; }
+#endif
 static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
     float y;
     switch (L.kind) {
@@ -475,24 +532,8 @@ static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
         }
 #endif
 #if XK_AVX2
-        if (hb % 8 == 0) {
-            float ymin = 0;
-            const __m256i m4 = _mm256_set1_epi32(0x0f);
-            __m256 acc = _mm256_setzero_ps();
-            for (int64_t g = 0; g < L.G; g++) {
-                const uint8_t* qg = q + g * hb; const float* xe = p.xe + g * hb; const float* xo = p.xo + g * hb;
-                __m256 a = _mm256_setzero_ps(), b = a;
-                for (int64_t j = 0; j < hb; j += 8) {
-                    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(qg + j)));
-                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, m4)), _mm256_loadu_ps(xe + j), a);
-                    b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), _mm256_loadu_ps(xo + j), b);
-                }
-                float s = h2f(sc[g]);
-                acc = _mm256_fmadd_ps(_mm256_add_ps(a, b), _mm256_set1_ps(s), acc);
-                ymin += (mn ? h2f(mn[g]) : -8.0f * s) * p.gsum[g];
-            }
-            y = hsum(acc) + ymin; break;
-        }
+        if (hb == 16) { rows_q4f<1, 16>(L, n, p, &y); return y; }
+        if (hb % 8 == 0) { rows_q4f<1, 0>(L, n, p, &y); return y; }   // the bias added there
 #endif
         y = 0;
         for (int64_t g = 0; g < L.G; g++) {
