@@ -27,7 +27,7 @@ def wait_quiet(limit: float = 0.5, most: float = 300.0) -> float:
     return os.getloadavg()[0]
 
 
-def run(checkout: str, args: list[str], key: str, extra: list[str] = ()) -> tuple[float, float]:
+def run(checkout: str, args: list[str], key: str, extra: tuple[str, ...] = ()) -> tuple[float, float]:
     "One `xllm bench` run in `checkout`: (its figure, the load average before it)."
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLLM_")}
     env["PYTHONPATH"] = checkout
@@ -36,7 +36,7 @@ def run(checkout: str, args: list[str], key: str, extra: list[str] = ()) -> tupl
         out = os.path.join(d, "r.json")
         p = subprocess.run([sys.executable, "-m", "xllm", "bench", *args, *extra, "--json", out], cwd=checkout, env=env,
                            capture_output=True, text=True)
-        if p.returncode: raise SystemExit(f"{checkout}: xllm bench {' '.join(args)} failed:\n{p.stderr[-2000:]}")
+        if p.returncode: raise SystemExit(f"{checkout}: xllm bench {' '.join([*args, *extra])} failed:\n{p.stderr[-2000:]}")
         return json.load(open(out))[key], load
 
 
@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--only", default="", help="comma list of measures to run (the start of their names: decode, prefill, 32, ngram); default all")
     ap.add_argument("--cpu-activations", choices=("float", "int8", "int8x2"), help="passed to both sides' xllm bench (default: theirs)")
     a = ap.parse_args()
-    extra = ["--cpu-activations", a.cpu_activations] if a.cpu_activations else []
+    extra = ("--cpu-activations", a.cpu_activations) if a.cpu_activations else ()
     only = [w.strip() for w in a.only.split(",") if w.strip()]
     measures = {m: v for m, v in MEASURES.items() if not only or any(m.startswith(w) for w in only)}
     if not measures: sys.exit(f"--only {a.only!r} names none of: {', '.join(MEASURES)}")

@@ -444,7 +444,7 @@ static inline float q4_row_f32_512(const uint8_t* q, const uint16_t* sc, const u
 // may run into the next row's values (masked off); at the end of the array [.., end) they are copied instead.
 static inline __m256 group8(const uint16_t* v, int nk, const uint16_t* end) {
     __m128i h;
-    if (v + 8 <= end) h = _mm_loadu_si128((const __m128i*)v);
+    if (end - v >= 8) h = _mm_loadu_si128((const __m128i*)v);
     else { alignas(16) uint16_t t[8] = {}; std::memcpy(t, v, 2 * nk); h = _mm_load_si128((const __m128i*)t); }
     const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     return _mm256_and_ps(_mm256_cvtph_ps(h), _mm256_castsi256_ps(live));
