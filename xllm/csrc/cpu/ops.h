@@ -149,14 +149,15 @@ template <typename KV> static inline void pv_rows(const float* p, const KV* vc, 
 template <typename KV> static void attend_head(const float* q, const KV* kc, const KV* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d,
                                              float scale, float* scores, float* out);
 
-// Attention of nq query vectors that share one KV head and one list of keys (the grouped heads of a few consecutive rows of one
-// sequence; nq <= 256): query i sees keys 0..qlen[i]-1. Two passes over the keys, KB of them at a time, each block meeting every
-// query while it sits in L1 (one query at a time would stream all its keys from L2/L3 again for every row of a long prompt):
-// the scores, then, after each query's softmax, the weighted values. The same sums in the same order as attend_head, so the
-// same bits. scores: scratch [nq][ld], ld >= every qlen.
+// Attention of nq query vectors that share one list of keys (the grouped heads of a few consecutive rows of one sequence, or
+// every head of one row; nq <= 256): query i sees keys 0..qlen[i]-1 of its KV head, the values hoff[i] into each K/V row (hoff
+// null: 0, one head). Two passes over the keys, KB of them at a time, each block meeting every query while it sits in L1 (one
+// query at a time would stream all its keys from L2/L3 again for every row of a long prompt): the scores, then, after each
+// query's softmax, the weighted values. The same sums in the same order as attend_head, so the same bits. scores: scratch
+// [nq][ld], ld >= every qlen.
 template <typename KV>
 static void attend_block(const float* const* qs, const int64_t* qlen, int nq, const KV* kc, const KV* vc, const int64_t* slots,
-                         int64_t stride, int64_t d, float scale, float* scores, int64_t ld, float* const* outs) {
+                         int64_t stride, int64_t d, float scale, float* scores, int64_t ld, float* const* outs, const int64_t* hoff = nullptr) {
 #if XK_AVX2
     if (d % 8 == 0) {
         constexpr int64_t KB = 32;
@@ -165,25 +166,27 @@ static void attend_block(const float* const* qs, const int64_t* qlen, int nq, co
         for (int64_t t0 = 0; t0 < lmax; t0 += KB)
             for (int i = 0; i < nq; i++) {
                 const int64_t e = std::min(t0 + KB, qlen[i]); float* s = scores + i * ld; int64_t t = t0;
+                const KV* kh = kc + (hoff ? hoff[i] : 0);
                 for (; t + 8 <= e; t += 8) {
                     const KV* k[8];
-                    for (int j = 0; j < 8; j++) k[j] = kc + (slots ? slots[t + j] : t + j) * stride;
+                    for (int j = 0; j < 8; j++) k[j] = kh + (slots ? slots[t + j] : t + j) * stride;
                     _mm256_storeu_ps(s + t, _mm256_mul_ps(dot8(qs[i], k, d), vs));
                 }
-                for (; t < e; t++) s[t] = dot_w(kc + (slots ? slots[t] : t) * stride, qs[i], d) * scale;
+                for (; t < e; t++) s[t] = dot_w(kh + (slots ? slots[t] : t) * stride, qs[i], d) * scale;
             }
         float inv[256];
         for (int i = 0; i < nq; i++) inv[i] = 1.0f / exp_shift_sum(scores + i * ld, qlen[i], max_of(scores + i * ld, qlen[i]));
         for (int64_t t0 = 0; t0 < lmax; t0 += KB)
             for (int i = 0; i < nq; i++) {
                 const int64_t e = std::min(t0 + KB, qlen[i]);
-                if (e > t0) pv_rows(scores + i * ld + t0, slots ? vc : vc + t0 * stride, slots ? slots + t0 : nullptr, e - t0, stride, d, outs[i], t0 > 0);
+                const KV* vh = vc + (hoff ? hoff[i] : 0);
+                if (e > t0) pv_rows(scores + i * ld + t0, slots ? vh : vh + t0 * stride, slots ? slots + t0 : nullptr, e - t0, stride, d, outs[i], t0 > 0);
             }
         for (int i = 0; i < nq; i++) for (int64_t c = 0; c < d; c++) outs[i][c] *= inv[i];
         return;
     }
 #endif
-    for (int i = 0; i < nq; i++) attend_head(qs[i], kc, vc, slots, qlen[i], stride, d, scale, scores, outs[i]);
+    for (int i = 0; i < nq; i++) { const int64_t o = hoff ? hoff[i] : 0; attend_head(qs[i], kc + o, vc + o, slots, qlen[i], stride, d, scale, scores, outs[i]); }
 }
 
 template <typename KV> static void attend_head(const float* q, const KV* kc, const KV* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d,
