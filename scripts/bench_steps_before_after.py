@@ -8,21 +8,21 @@ and each round's. Not a test: timed, and for a quiet machine.
     python scripts/bench_steps_before_after.py OLD_DIR NEW_DIR --case 1:1500 --case 8:1000 --case 32:32 [--rounds 4] [--json OUT]
 
 --case REQUESTS:PROMPT_TOKENS[:MAX_TOKENS] (max tokens 64 by default). Each run imports xllm from its own checkout
-(PYTHONPATH) with no XLLM_* variables set: the defaults a user gets.
+(PYTHONPATH) with no XLLM_* variables set: the defaults a user gets; both sides run this checkout's bench_step_profile.py.
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
 from bench_before_after import wait_quiet
 
 
-def run(checkout: str, requests: int, prompt: int, max_tokens: int) -> tuple[dict, float]:
-    "One profile in `checkout` (one round of it): its record, and the load average before it."
+def run(checkout: str, script: str, requests: int, prompt: int, max_tokens: int) -> tuple[dict, float]:
+    "One profile (`script`, one round of it) of `checkout`'s xllm: its first record (AMX on, where the CPU has it), and the load average before it."
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLLM_")}
     env["PYTHONPATH"] = checkout
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.jsonl")
-        p = subprocess.run([sys.executable, os.path.join(checkout, "scripts", "bench_step_profile.py"), "--requests", str(requests),
+        p = subprocess.run([sys.executable, script, "--requests", str(requests),
                             "--prompt-tokens", str(prompt), "--max-tokens", str(max_tokens), "--rounds", "1", "--json", out],
                            cwd=checkout, env=env, capture_output=True, text=True)
         if p.returncode: raise SystemExit(f"{checkout}: bench_step_profile.py failed:\n{p.stderr[-2000:]}")
@@ -33,8 +33,9 @@ def case(s: str) -> tuple[int, int, int]:
     "REQUESTS:PROMPT_TOKENS[:MAX_TOKENS] -> the three numbers."
     try:
         v = [int(x) for x in s.split(":")]
-        if len(v) not in (2, 3) or min(v) < 1: raise ValueError
-    except ValueError: raise argparse.ArgumentTypeError(f"expected REQUESTS:PROMPT_TOKENS[:MAX_TOKENS] (positive integers), got {s!r}") from None
+        if len(v) not in (2, 3) or min(v) < 1 or (len(v) == 3 and v[2] < 2): raise ValueError
+    except ValueError: raise argparse.ArgumentTypeError(f"expected REQUESTS:PROMPT_TOKENS[:MAX_TOKENS] (positive integers, at least 2 tokens: "
+                                                        f"one decode step), got {s!r}") from None
     return (v[0], v[1], v[2] if len(v) == 3 else 64)
 
 
@@ -45,6 +46,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--json")
     a = ap.parse_args()
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_step_profile.py")   # one script for both sides
     rev = lambda d: subprocess.run(["git", "-C", d, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     res = {c: {"old": [], "new": []} for c in a.case}
     loads, cpu = [], None
@@ -52,9 +54,9 @@ def main():
         print(f"round {r + 1}: load average {wait_quiet():.2f} at its start", flush=True)
         for c in a.case:
             for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                rec, load = run(getattr(a, side), *c)
+                rec, load = run(getattr(a, side), script, *c)
                 cpu = cpu or rec.get("cpu")
-                res[c][side].append({"step_ms": rec["step_ms"], "attention_ms": rec["phases_ms"].get("attention")})
+                res[c][side].append({"step_ms": rec["step_ms"], "attention_ms": rec["phases_ms"].get("attention", float("nan"))})
                 loads.append(load)
                 print(f"round {r + 1} {c[0]}x({c[1]}+{c[2]}) {side}: {rec['step_ms']:.2f} ms/step, attention {rec['phases_ms'].get('attention', 0):.2f} ms "
                       f"(load {load:.2f})", flush=True)

@@ -149,8 +149,8 @@ template <typename KV> static inline void pv_rows(const float* p, const KV* vc, 
 template <typename KV> static void attend_head(const float* q, const KV* kc, const KV* vc, const int64_t* slots, int64_t len, int64_t stride, int64_t d,
                                              float scale, float* scores, float* out);
 
-// Attention of nq query vectors that share one list of keys (the grouped heads of a few consecutive rows of one sequence, or
-// every head of one row; nq <= 256): query i sees keys 0..qlen[i]-1 of its KV head, the values hoff[i] into each K/V row (hoff
+// Attention of nq query vectors that share one list of keys (a range of the query heads of a few consecutive rows of one
+// sequence; nq <= 256): query i sees keys 0..qlen[i]-1 of its KV head, the values hoff[i] into each K/V row (hoff
 // null: 0, one head). Two passes over the keys, KB of them at a time, each block meeting every query while it sits in L1 (one
 // query at a time would stream all its keys from L2/L3 again for every row of a long prompt): the scores, then, after each
 // query's softmax, the weighted values. The same sums in the same order as attend_head, so the same bits. scores: scratch

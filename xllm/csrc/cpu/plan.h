@@ -141,17 +141,23 @@ struct Plan {
         sync();
     }
     // The attention tasks of a step's nblk blocks (atask): each a block and a range of its query heads, whose queries (rows x
-    // heads <= cap, the scratch) meet the block's keys together. A block's heads go together in as few ranges as fit: a row's
-    // K/V heads lie side by side in the pool, so one task per row reads its keys and values as contiguous rows, where a task
-    // per KV head read 1 head's 128 bytes of every 384 (SmolLM2) and the hardware prefetcher fetched the rest for nothing
-    // (30 layers' K/V of a 1536-token sequence, one thread: 197 -> 154 us a layer, the same bits). With fewer blocks than
-    // threads (a decode of one or two sequences) each block's heads are split further, into about n / nblk ranges, so that
-    // every thread has work.
-    void attention_tasks(int64_t nblk, int n, int64_t cap) {
+    // heads <= cap, the scratch) meet the block's keys together. A block's heads go together in as few ranges as fit and as its
+    // share of the step's work allows: a row's K/V heads lie side by side in the pool, so one task per row reads its keys and
+    // values as contiguous rows, where a task per KV head read 1 head's 128 bytes of every 384 (SmolLM2, float16 K/V) and the
+    // hardware prefetcher fetched the rest for nothing (30 layers' K/V of a 1536-token sequence, one thread: 197 -> 154 us a
+    // layer, the same bits). A block doing a share w of the step's work (rows x keys) is split into about n w ranges, so that
+    // a lone sequence, or one long one among short ones, keeps every thread busy. (With a few more blocks than threads, the
+    // last threads' second blocks are whole: a coarser deal than by KV head.)
+    void attention_tasks(int64_t nblk, int n, int64_t cap, const int64_t* pos) {
         atask.clear();
-        const int64_t want = nblk >= n ? 1 : (n + nblk - 1) / nblk;
+        double W = 0;
+        for (int64_t b = 0; b < nblk; b++) if (blk[b + 1] > blk[b]) W += (double)(blk[b + 1] - blk[b]) * (double)(pos[blk[b + 1] - 1] + 1);
         for (int64_t b = 0; b < nblk; b++) {
-            const int64_t rows = blk[b + 1] - blk[b], maxh = std::max<int64_t>(1, cap / rows);
+            const int64_t rows = blk[b + 1] - blk[b];
+            if (rows <= 0) continue;
+            const int64_t maxh = std::max<int64_t>(1, cap / rows);
+            const double w = (double)rows * (double)(pos[blk[b + 1] - 1] + 1);
+            const int64_t want = (int64_t)std::ceil(n * w / W - 1e-9);
             const int64_t k = std::min<int64_t>(nh, std::max<int64_t>(want, (nh + maxh - 1) / maxh));   // ranges, each <= maxh heads
             for (int64_t c = 0; c < k; c++) { atask.push_back(b); atask.push_back(nh * c / k); atask.push_back(nh * (c + 1) / k); }
         }
@@ -169,7 +175,7 @@ struct Plan {
             if (r - blk.back() == QB || pos[r] != pos[r - 1] + 1 || (keys && koff[r] != koff[r - 1])) blk.push_back(r);
         blk.push_back(N);
         const int64_t nblk = (int64_t)blk.size() - 1;
-        attention_tasks(nblk, nt, std::min<int64_t>(QB * grp, 256));
+        attention_tasks(nblk, nt, std::min<int64_t>(QB * grp, 256), pos);
         grow(X, N * H); grow(XN, N * H); grow(Q, N * nq); grow(Kr, N * nk); grow(Vr, N * nk); grow(A, N * nq); grow(Tmp, N * H);
         grow(G, N * I); grow(U, N * I); XP.get(P * 16 * std::max(std::max(H, nq), I));
         if (lrows.N != N) lrows.N = 0; else grow(LH, 3 * N * lora_R);   // LoRA rows set for another call: none
