@@ -40,6 +40,18 @@ def run(checkout: str, args: list[str], key: str, extra: tuple[str, ...] = ()) -
         return json.load(open(out))[key], load
 
 
+def revision(checkout: str) -> str:
+    "The commit `checkout` has checked out (12 hex digits)."
+    return subprocess.run(["git", "-C", checkout, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def write_json(path: str, obj) -> None:
+    "`obj` to `path` as indented JSON, whole or not at all (a temporary file renamed into place)."
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f: json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("old"); ap.add_argument("new")
@@ -54,7 +66,6 @@ def main():
     if not measures: sys.exit(f"--only {a.only!r} names none of: {', '.join(MEASURES)}")
     cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
                 if l.startswith("Model name")), "?")
-    rev = lambda d: subprocess.run(["git", "-C", d, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     res = {m: {"old": [], "new": []} for m in measures}
     loads = []
     for r in range(a.rounds):
@@ -64,7 +75,7 @@ def main():
                 v, load = run(getattr(a, side), args, key, extra)
                 res[name][side].append(v); loads.append(load)
                 print(f"round {r + 1} {name:32} {side}: {v:9.1f} tok/s (load {load:.2f})", flush=True)
-    out = {"cpu": cpu, "old": rev(a.old), "new": rev(a.new), "cpu_activations": a.cpu_activations or "default", "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads),
+    out = {"cpu": cpu, "old": revision(a.old), "new": revision(a.new), "cpu_activations": a.cpu_activations or "default", "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads),
            "measures": {}}
     print(f"\n{cpu}; old {out['old']}, new {out['new']}; {a.rounds} rounds interleaved; load before each run {min(loads):.2f}-{max(loads):.2f}")
     for name, v in res.items():
@@ -73,10 +84,7 @@ def main():
         out["measures"][name] = {"old_tok_s": o, "new_tok_s": n, "ratio": n / o, "old_best": bo, "new_best": bn, "best_ratio": bn / bo,
                                  "old_all": v["old"], "new_all": v["new"]}
         print(f"{name:32} medians old {o:9.1f}  new {n:9.1f}  ratio {n / o:.3f}   best old {bo:9.1f}  new {bn:9.1f}  ratio {bn / bo:.3f}")
-    if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f: json.dump(out, f, indent=1)
-        os.replace(tmp, a.json)
+    if a.json: write_json(a.json, out)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ and each round's. Not a test: timed, and for a quiet machine.
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile
 
-from bench_before_after import wait_quiet
+from bench_before_after import revision, wait_quiet, write_json
 
 
 def run(checkout: str, script: str, requests: int, prompt: int, max_tokens: int) -> tuple[dict, float]:
@@ -47,7 +47,6 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_step_profile.py")   # one script for both sides
-    rev = lambda d: subprocess.run(["git", "-C", d, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
     res = {c: {"old": [], "new": []} for c in a.case}
     loads, cpu = [], None
     for r in range(a.rounds):
@@ -60,7 +59,7 @@ def main():
                 loads.append(load)
                 print(f"round {r + 1} {c[0]}x({c[1]}+{c[2]}) {side}: {rec['step_ms']:.2f} ms/step, attention {rec['phases_ms'].get('attention', 0):.2f} ms "
                       f"(load {load:.2f})", flush=True)
-    out = {"cpu": cpu, "old": rev(a.old), "new": rev(a.new), "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads), "cases": {}}
+    out = {"cpu": cpu, "old": revision(a.old), "new": revision(a.new), "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads), "cases": {}}
     print(f"\n{cpu}; old {out['old']}, new {out['new']}; {a.rounds} rounds interleaved; load before each run {min(loads):.2f}-{max(loads):.2f}")
     for c, v in res.items():
         med = lambda side, k: statistics.median(x[k] for x in v[side])
@@ -73,10 +72,7 @@ def main():
         print(f"{name:16} step {m['old_step_ms']:.2f} -> {m['new_step_ms']:.2f} ms ({m['step_speedup']:.3f}x), attention "
               f"{m['old_attention_ms']:.2f} -> {m['new_attention_ms']:.2f} ms ({m['attention_speedup']:.3f}x); rounds "
               + " ".join(f"{x:.2f}" for x in m["rounds_step_old_over_new"]))
-    if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f: json.dump(out, f, indent=1)
-        os.replace(tmp, a.json)
+    if a.json: write_json(a.json, out)
 
 
 if __name__ == "__main__":
