@@ -73,9 +73,7 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
 #endif
         int64_t r = a;
 #if XK_AVX2 && XK_ISA < 3
-        if (rows_q4f_ok(L)) for (; r + 2 <= b; r += 2) for (int64_t t = 0; t < T; t++) {
-            if (L.gs == 32) rows_q4f<2, 16>(L, r, prep_vec[t], ys[l] + t * L.N + r); else rows_q4f<2, 0>(L, r, prep_vec[t], ys[l] + t * L.N + r);
-        }
+        if (rows_q4f_ok(L)) for (; r + 2 <= b; r += 2) for (int64_t t = 0; t < T; t++) rows_q4f_any<2>(L, r, prep_vec[t], ys[l] + t * L.N + r);
 #endif
         for (; r < b; r++)
             for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row_dot(L, r, prep_vec[t]);

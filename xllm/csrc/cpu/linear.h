@@ -440,13 +440,12 @@ static inline float q4_row_f32_512(const uint8_t* q, const uint16_t* sc, const u
 }
 #endif
 #if XK_AVX2
-// Groups g..g+7 of one row's fp16 values (scales or minimums) as floats, lanes past the row's nk groups 0. The 16-byte load
-// may run into the next row's values (masked off); at the end of the array [.., end) they are copied instead.
-static inline __m256 group8(const uint16_t* v, int nk, const uint16_t* end) {
+// Groups g..g+7 of one row's fp16 values (scales or minimums) as floats, the lanes past the row's nk groups (0 in `live`) 0.
+// The 16-byte load may run into the next row's values (masked off); at the end of the array [.., end) they are copied instead.
+static inline __m256 group8(const uint16_t* v, int nk, __m256i live, const uint16_t* end) {
     __m128i h;
     if (end - v >= 8) h = _mm_loadu_si128((const __m128i*)v);
     else { alignas(16) uint16_t t[8] = {}; std::memcpy(t, v, 2 * nk); h = _mm_load_si128((const __m128i*)t); }
-    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nk), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     return _mm256_and_ps(_mm256_cvtph_ps(h), _mm256_castsi256_ps(live));
 }
 // R rows n..n+R-1 of a float-activation INT4 linear (bytes a group a multiple of 8): y[r] = sum_g s_g (c . x)_g + sum_g m_g sum(x)_g.
@@ -468,8 +467,8 @@ template <int R, int HB> static inline void rows_q4f(const Lin& L, int64_t n, co
         __m256 sv[R];
 #pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
-            sv[r] = group8(L.sg + (n + r) * G + g8, nk, send);
-            const __m256 mn = L.mg ? group8(L.mg + (n + r) * G + g8, nk, mend) : _mm256_mul_ps(sv[r], _mm256_set1_ps(-8.0f));
+            sv[r] = group8(L.sg + (n + r) * G + g8, nk, live, send);
+            const __m256 mn = L.mg ? group8(L.mg + (n + r) * G + g8, nk, live, mend) : _mm256_mul_ps(sv[r], _mm256_set1_ps(-8.0f));
             mv[r] = _mm256_fmadd_ps(mn, gs, mv[r]);
         }
         for (int k = 0; k < nk; k++) {
@@ -495,6 +494,10 @@ template <int R, int HB> static inline void rows_q4f(const Lin& L, int64_t n, co
     for (int r = 0; r < R; r++) y[r] = hsum(acc[r]) + hsum(mv[r]) + (L.bias ? L.bias[n + r] : 0.0f);
 }
 static inline bool rows_q4f_ok(const Lin& L) { return L.kind == Q4 && (L.gs / 2) % 8 == 0; }
+// rows_q4f with the group's byte count fixed at compile time where it is GGUF's (groups of 32)
+template <int R> static inline void rows_q4f_any(const Lin& L, int64_t n, const Prep& p, float* y) {
+    if (L.gs == 32) rows_q4f<R, 16>(L, n, p, y); else rows_q4f<R, 0>(L, n, p, y);
+}
 #endif
 static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
     float y;
@@ -532,8 +535,7 @@ static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
         }
 #endif
 #if XK_AVX2
-        if (hb == 16) { rows_q4f<1, 16>(L, n, p, &y); return y; }
-        if (hb % 8 == 0) { rows_q4f<1, 0>(L, n, p, &y); return y; }   // the bias added there
+        if (rows_q4f_ok(L)) { rows_q4f_any<1>(L, n, p, &y); return y; }   // the bias added there
 #endif
         y = 0;
         for (int64_t g = 0; g < L.G; g++) {

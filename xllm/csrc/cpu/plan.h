@@ -150,13 +150,14 @@ struct Plan {
     // last threads' second blocks are whole: a coarser deal than by KV head.)
     void attention_tasks(int64_t nblk, int n, int64_t cap, const int64_t* pos) {
         atask.clear();
+        auto work = [&](int64_t b) { const int64_t rows = blk[b + 1] - blk[b]; return rows > 0 ? (double)rows * (double)(pos[blk[b + 1] - 1] + 1) : 0.0; };
         double W = 0;
-        for (int64_t b = 0; b < nblk; b++) if (blk[b + 1] > blk[b]) W += (double)(blk[b + 1] - blk[b]) * (double)(pos[blk[b + 1] - 1] + 1);
+        for (int64_t b = 0; b < nblk; b++) W += work(b);
         for (int64_t b = 0; b < nblk; b++) {
             const int64_t rows = blk[b + 1] - blk[b];
             if (rows <= 0) continue;
             const int64_t maxh = std::max<int64_t>(1, cap / rows);
-            const double w = (double)rows * (double)(pos[blk[b + 1] - 1] + 1);
+            const double w = work(b);
             const int64_t want = (int64_t)std::ceil(n * w / W - 1e-9);
             const int64_t k = std::min<int64_t>(nh, std::max<int64_t>(want, (nh + maxh - 1) / maxh));   // ranges, each <= maxh heads
             for (int64_t c = 0; c < k; c++) { atask.push_back(b); atask.push_back(nh * c / k); atask.push_back(nh * (c + 1) / k); }
