@@ -27,17 +27,23 @@ def wait_quiet(limit: float = 0.5, most: float = 300.0) -> float:
     return os.getloadavg()[0]
 
 
-def run(checkout: str, args: list[str], key: str, extra: tuple[str, ...] = ()) -> tuple[float, float]:
-    "One `xllm bench` run in `checkout`: (its figure, the load average before it)."
+def run_in(checkout: str, argv: list[str], what: str, name: str) -> tuple[str, float]:
+    """`argv` + [a temporary file called `name`] run with `checkout`'s xllm (PYTHONPATH, in it, no XLLM_* variables): the text the command
+    wrote to that file, and the load average before it. A failed run ends the script, naming `what` with its stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLLM_")}
     env["PYTHONPATH"] = checkout
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "r.json")
-        p = subprocess.run([sys.executable, "-m", "xllm", "bench", *args, *extra, "--json", out], cwd=checkout, env=env,
-                           capture_output=True, text=True)
-        if p.returncode: raise SystemExit(f"{checkout}: xllm bench {' '.join([*args, *extra])} failed:\n{p.stderr[-2000:]}")
-        return json.load(open(out))[key], load
+        out = os.path.join(d, name)
+        p = subprocess.run([*argv, out], cwd=checkout, env=env, capture_output=True, text=True)
+        if p.returncode: raise SystemExit(f"{checkout}: {what} failed:\n{p.stderr[-2000:]}")
+        with open(out) as f: return f.read(), load
+
+
+def run(checkout: str, args: list[str], key: str, extra: tuple[str, ...] = ()) -> tuple[float, float]:
+    "One `xllm bench` run in `checkout`: (its figure, the load average before it)."
+    text, load = run_in(checkout, [sys.executable, "-m", "xllm", "bench", *args, *extra, "--json"], f"xllm bench {' '.join([*args, *extra])}", "r.json")
+    return json.loads(text)[key], load
 
 
 def revision(checkout: str) -> str:

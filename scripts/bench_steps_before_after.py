@@ -10,23 +10,16 @@ and each round's. Not a test: timed, and for a quiet machine.
 --case REQUESTS:PROMPT_TOKENS[:MAX_TOKENS] (max tokens 64 by default). Each run imports xllm from its own checkout
 (PYTHONPATH) with no XLLM_* variables set: the defaults a user gets; both sides run this checkout's bench_step_profile.py.
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile
+import argparse, json, os, statistics, sys
 
-from bench_before_after import revision, wait_quiet, write_json
+from bench_before_after import revision, run_in, wait_quiet, write_json
 
 
 def run(checkout: str, script: str, requests: int, prompt: int, max_tokens: int) -> tuple[dict, float]:
     "One profile (`script`, one round of it) of `checkout`'s xllm: its first record (AMX on, where the CPU has it), and the load average before it."
-    env = {k: v for k, v in os.environ.items() if not k.startswith("XLLM_")}
-    env["PYTHONPATH"] = checkout
-    load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "r.jsonl")
-        p = subprocess.run([sys.executable, script, "--requests", str(requests),
-                            "--prompt-tokens", str(prompt), "--max-tokens", str(max_tokens), "--rounds", "1", "--json", out],
-                           cwd=checkout, env=env, capture_output=True, text=True)
-        if p.returncode: raise SystemExit(f"{checkout}: bench_step_profile.py failed:\n{p.stderr[-2000:]}")
-        return json.loads(open(out).read().splitlines()[0]), load
+    text, load = run_in(checkout, [sys.executable, script, "--requests", str(requests), "--prompt-tokens", str(prompt),
+                                   "--max-tokens", str(max_tokens), "--rounds", "1", "--json"], "bench_step_profile.py", "r.jsonl")
+    return json.loads(text.splitlines()[0]), load
 
 
 def case(s: str) -> tuple[int, int, int]:
