@@ -20,7 +20,7 @@ MAIN = r'''
 int main(int argc, char** argv) {
     const int64_t N = 3072, K = 576, G = 18, NL = 64; const int rounds = atoi(argv[1]);
     std::mt19937 rng(1);
-    std::vector<std::vector<uint8_t>> W(NL); std::vector<std::vector<uint16_t>> S(NL), M(NL), S16(NL), M16(NL); std::vector<Lin> Ls;
+    std::vector<std::vector<uint8_t>> W(NL); std::vector<std::vector<uint16_t>> S(NL), M(NL); std::vector<Rows16Copies> C(NL); std::vector<Lin> Ls;
     for (int l = 0; l < NL; l++) {
         W[l].resize(N * K / 2); for (auto& c : W[l]) c = (uint8_t)rng();
         S[l].resize(N * G); M[l].resize(N * G);
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
         for (auto& s : M[l]) s = f2h(-0.01f + (rng() % 1000) * 1e-5f);
         Lin L = make_lin(Q4, N, K, G, W[l].data(), S[l].data(), M[l].data(), nullptr, 1);
         if (!rows16_ok(L)) { printf("{\"error\": \"rows16_a8 does not apply in this build (AVX2 needed)\"}\n"); return 0; }
-        interleave16(L.sg, N, G, S16[l]); interleave16(L.mg, N, G, M16[l]); L.s16 = S16[l].data(); L.m16 = M16[l].data();
+        rows16_copies(L, C[l]);                     // as a Plan adds the linear
         Ls.push_back(L);
     }
     std::vector<float> x(K); for (auto& v : x) v = (rng() % 2000) / 1000.0f - 1.0f;

@@ -9,12 +9,9 @@ struct Plan {
     // emb_start..emb_start+emb_n (others embed as zeros); `reduce` sums the embeddings and the o/down products over the group
     ReduceFn reduce = nullptr; int64_t emb_start = 0, emb_n = -1;
     std::vector<Lin> lins; std::vector<LayerIdx> layers;
-    std::vector<std::vector<uint16_t>> lin16;   // the interleaved INT4 scales and minimums rows16_a8 reads (Lin::s16, m16)
+    std::vector<Rows16Copies> lin16;            // the copies rows16_a8 reads (moving the vector moves each buffer: the pointers stay valid)
     int add_linear(Lin L) {
-        if (rows16_ok(L)) {                     // (moving the outer vector moves each buffer, so the pointers stay valid)
-            lin16.emplace_back(); interleave16(L.sg, L.N, L.G, lin16.back()); L.s16 = lin16.back().data();
-            if (L.mg) { lin16.emplace_back(); interleave16(L.mg, L.N, L.G, lin16.back()); L.m16 = lin16.back().data(); }
-        }
+        if (rows16_ok(L)) { lin16.emplace_back(); rows16_copies(L, lin16.back()); }
         lins.push_back(L); a8r |= L.a8r; return (int)lins.size() - 1;
     }
     const float *embed = nullptr, *norm = nullptr; int head = -1;
