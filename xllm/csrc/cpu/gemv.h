@@ -35,7 +35,8 @@ static void prefetch_share(const Lin* Ls, int nl, int tid, int n) {
         if (a >= b) continue;
         if (L.kind == Q4) {             // rows a..c from the regrouped copy rows16_a8 reads, where there is one
             const int64_t c = L.w4r ? std::max(a, std::min(b, L.N / 16 * 16)) : a;
-            pf_next.add(L.w4r + a * (L.K / 2), (c - a) * (L.K / 2)); pf_next.add(L.w4 + c * (L.K / 2), (b - c) * (L.K / 2));
+            if (c > a) pf_next.add(L.w4r + a * (L.K / 2), (c - a) * (L.K / 2));
+            pf_next.add(L.w4 + c * (L.K / 2), (b - c) * (L.K / 2));
         }
         else if (L.kind == F32) pf_next.add(L.wf + a * L.K, (b - a) * L.K * 4);
         else if (L.kind == BF16) pf_next.add(L.wb + a * L.K, (b - a) * L.K * 2);

@@ -12,9 +12,9 @@ struct Lin {
     // INT4 with int8 activations (rows16_a8, AVX2 and up): the scales (and minimums, where mg) of rows 16j..16j+15 side by side,
     // group by group, [j][g][16], for the first N / 16 * 16 rows; set by a Plan, which keeps them (interleave16). Else null.
     const uint16_t* s16 = nullptr; const uint16_t* m16 = nullptr;
-    // INT4 with int8 activations on AVX2 / AVX-VNNI builds (rows16_a8): the codes of the first N / 16 * 16 rows regrouped by
-    // eights, [N / 8][block pair][8 rows][32 bytes] (regroup8), so that one pass of rows16_a8 reads one stream; set by a Plan,
-    // which keeps them. Else null.
+    // INT4 with int8 activations on AVX2 / AVX-VNNI builds (rows16_a8): the codes of the first N16 = N / 16 * 16 rows regrouped
+    // by eights, [N16 / 8][block pair][8 rows][32 bytes] (regroup8), so that one pass of rows16_a8 reads one stream; set by a
+    // Plan, which keeps them. Else null.
     const uint8_t* w4r = nullptr;
 };
 
