@@ -332,7 +332,7 @@ static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
 }
 #elif XK_AVX2
 // AVX2 (and AVX-VNNI): the same 16 rows as two passes of 8, two blocks a step. A row's 32 code bytes meet the input's 64 in
-// q4_pair (lanes 0-3 block b, 4-7 block b+1); red4 turns 4 rows into [block b: rows 0-3 | block b+1: rows 0-3] and one
+// q4_pair_at (lanes 0-3 block b, 4-7 block b+1); red4 turns 4 rows into [block b: rows 0-3 | block b+1: rows 0-3] and one
 // 128-bit permute pairs the two halves into a vector of 8 rows' sums per block, whose scales come in one conversion of the
 // interleaved copy. Same fma chain per row as rows4_a8 (whose hadds and 8 scalar half-to-float conversions a block pair cost
 // more than its loads), so the same bits.
