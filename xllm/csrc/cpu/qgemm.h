@@ -284,7 +284,8 @@ static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* c
     if ((int64_t)qs_buf.size() < 2 * QG_ROWS * nb) qs_buf.resize(2 * QG_ROWS * nb);
     uint8_t* wq = qw_buf.data(); float* ws = qs_buf.data(); float* wm = ws + QG_ROWS * nb;
     int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + QG_ROWS - 1) / QG_ROWS;
-    for (int64_t task = next.fetch_add(1); task < ntask; task = next.fetch_add(1)) {
+    int64_t t0, t1;
+    while (claim_run(next, ntask, team_size(), t0, t1)) for (int64_t task = t0; task < t1; task++) {
         int l = 0; int64_t tk = task;
         while (tk >= (Ls[l].N + QG_ROWS - 1) / QG_ROWS) { tk -= (Ls[l].N + QG_ROWS - 1) / QG_ROWS; l++; }
         const Lin& L = Ls[l]; const int64_t n0 = tk * QG_ROWS;

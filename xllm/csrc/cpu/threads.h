@@ -42,3 +42,22 @@ static inline void split(int64_t n, int tid, int nt, int64_t& r0, int64_t& r1, i
     r0 = std::min<int64_t>(n, per * tid); r1 = std::min<int64_t>(n, r0 + per);
 }
 static inline int nthreads_ok(int nt) { return nt < 1 ? 1 : nt; }
+static inline int team_size() {   // the threads of the enclosing parallel region (1 outside one)
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+// Tasks 0..ntask-1 dealt from `next` as threads come free, in runs of consecutive tasks (guided: a run is the tasks left over
+// 2 n, at least one): a thread then walks adjacent rows of the weights, a stream the hardware prefetcher follows, where one
+// task at a time gave each thread every n-th block of rows; the runs shrink as the tasks run out, so the threads still finish
+// together. False when none are left; else this thread's run is t0..t1-1.
+static inline bool claim_run(std::atomic<int64_t>& next, int64_t ntask, int n, int64_t& t0, int64_t& t1) {
+    int64_t cur = next.load(std::memory_order_relaxed);
+    while (cur < ntask) {
+        const int64_t c = std::max<int64_t>(1, (ntask - cur) / (2 * (int64_t)n));
+        if (next.compare_exchange_weak(cur, cur + c, std::memory_order_relaxed)) { t0 = cur; t1 = cur + c; return true; }
+    }
+    return false;
+}
