@@ -1,0 +1,141 @@
+#!/usr/bin/env python
+"""How near the int8 GEMM (qgemm.h, int8 activations) runs to the ceiling its own instructions set, on this CPU (not a test).
+
+Three figures in one program, one thread each, as multiply-adds per second (GMAC/s):
+  * `ceiling`: the tile's arithmetic alone -- the same instructions qmicro issues for a 4-row INT4 tile (q_dot per 4 codes,
+    q_block_end, then the float epilogue: cvt, the scale product, two FMAs), on registers, with no load and no store. What the
+    core's vector pipes allow for this mix of instructions (on AVX2: vpmaddubsw, vpaddw, vpmaddwd, vcvtdq2ps, vmulps, vfmadd).
+  * `tile_l1`: the library's qmicro itself on a repacked tile that sits in L1 (K = 1536, 16 weight rows x 128 activation rows).
+  * `gemm`: qgemm_part, the whole product (quantized input, per-call repack, tiles) on the default model's shapes at T rows:
+    gate|up (3072 x 576), down (576 x 1536), q|k|v (960 x 576), o (576 x 576), 30 layers' worth of distinct weights (more
+    than the last-level cache), as a prefill reads them; and the same on two threads.
+The program is xllm/csrc/cpu/xllm_cpu.cpp (as `read_source` inlines it) plus a main() written here, compiled with the
+library's first flags. Rounds repeat the three; medians are recorded with the CPU, flags and load average.
+
+    python scripts/bench_int8_ceiling.py [--rounds 5] [--rows 128] [--json bench/results/int8_ceiling.jsonl]
+"""
+import argparse, json, statistics, subprocess, sys, tempfile
+from pathlib import Path
+from xllm.bench import environment, save_results
+from xllm.core import read_source
+from xllm.cpu_kernels import _flag_sets
+
+MAIN = r'''
+#include <random>
+#if !XK_AVX2
+int main() { printf("{\"error\": \"the int8 GEMM needs an AVX2 build\"}\n"); }
+#else
+// The tile's arithmetic on registers: QG_MR x RN accumulators, 8 q_dot steps a block, then qmicro's epilogue for INT4
+// (q_block_end, cvt, scale x activation scale, two FMAs). The asm barriers keep the compiler from hoisting or merging.
+template <int RN> static double ceiling_gmac(int64_t blocks) {
+    qvi w[QG_MR]; qvf acc[QG_MR][RN], sv = qf_set1(0.5f), mv = qf_set1(0.25f);
+    alignas(64) uint8_t wb[64];
+    for (int m = 0; m < QG_MR; m++) { std::memset(wb, 3 + m, 64); w[m] = qi_load(wb); for (int j = 0; j < RN; j++) acc[m][j] = qf_zero(); }
+    const double t0 = Plan::now();
+    for (int64_t b = 0; b < blocks; b++) {
+        qvi ia[QG_MR][RN];
+        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) ia[m][j] = qi_zero();
+#pragma GCC unroll 8
+        for (int k4 = 0; k4 < 8; k4++)
+            for (int m = 0; m < QG_MR; m++) {
+                __asm__("" : "+x"(w[m]));
+                for (int j = 0; j < RN; j++) ia[m][j] = q_dot<true>(ia[m][j], w[m], 0x01020304 + j);
+            }
+        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) {
+            float d = 0.5f + j, s = 0.1f * j; __asm__("" : "+r"(d), "+r"(s));
+            acc[m][j] = qf_fma(qf_cvt(q_block_end<true>(ia[m][j])), qf_mul(sv, qf_set1(d)), acc[m][j]);
+            acc[m][j] = qf_fma(mv, qf_set1(s), acc[m][j]);
+        }
+    }
+    const double dt = Plan::now() - t0;
+    float sink = 0; alignas(64) float o[QG_NR];
+    for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) { qf_store(o, acc[m][j]); sink += o[0]; }
+    if (sink == 12345.0f) printf(" ");
+    return blocks * 32.0 * QG_ROWS * RN / dt / 1e9;
+}
+int main(int argc, char** argv) {
+    const int rounds = atoi(argv[1]); const int64_t T = atoll(argv[2]);
+    std::mt19937 rng(1);
+    auto q4 = [&](int64_t N, int64_t K, std::vector<uint8_t>& w, std::vector<uint16_t>& s, std::vector<uint16_t>& m) {
+        const int64_t G = K / 32;
+        w.resize(N * K / 2); for (auto& c : w) c = (uint8_t)rng();
+        s.resize(N * G); m.resize(N * G);
+        for (auto& v : s) v = f2h(0.001f + (rng() % 1000) * 1e-5f);
+        for (auto& v : m) v = f2h(-0.01f + (rng() % 1000) * 1e-5f);
+        return make_lin(Q4, N, K, G, w.data(), s.data(), m.data(), nullptr, 1);
+    };
+    // the L1 tile: 16 weight rows of K = 1536, repacked once, times 128 activation rows
+    const int64_t KT = 1536, TT = 128, nbt = KT / 32;
+    std::vector<uint8_t> tw; std::vector<uint16_t> ts, tm; const Lin LT = q4(QG_ROWS, KT, tw, ts, tm);
+    std::vector<float> xt(TT * KT); for (auto& v : xt) v = (rng() % 2000) / 1000.0f - 1.0f;
+    QScratch qst; QAct AT = qst.get(TT, KT, false); quantize_rows(xt.data(), 0, TT, AT);
+    avec<uint8_t> wq(QG_ROWS * nbt * 32 + 64); avec<float> wsm(2 * QG_ROWS * nbt);
+    qrepack(LT, 0, wq.data(), wsm.data(), wsm.data() + QG_ROWS * nbt);
+    std::vector<float> yt(TT * QG_ROWS);
+    // the model's shapes, 30 layers of each
+    struct Shape { const char* name; int64_t N, K; };
+    const Shape shapes[] = {{"gate|up", 3072, 576}, {"down", 576, 1536}, {"q|k|v", 960, 576}, {"o", 576, 576}};
+    const int NL = 30;
+    std::vector<std::vector<uint8_t>> W(4 * NL); std::vector<std::vector<uint16_t>> S(4 * NL), M(4 * NL); std::vector<Lin> Ls(4 * NL);
+    for (int s = 0; s < 4; s++) for (int l = 0; l < NL; l++) Ls[s * NL + l] = q4(shapes[s].N, shapes[s].K, W[s * NL + l], S[s * NL + l], M[s * NL + l]);
+    std::vector<float> x(T * 1536); for (auto& v : x) v = (rng() % 2000) / 1000.0f - 1.0f;
+    std::vector<float> y(T * 3072);
+    QScratch qs;
+    printf("{\"isa\": \"%s\", \"rows\": %lld, \"runs\": [", XK_ISA >= 3 ? "avx512-vnni" : XK_ISA == 2 ? "avx-vnni" : "avx2", (long long)T);
+    bool first = true;
+    for (int r = 0; r < rounds; r++) {
+        const double ceil = ceiling_gmac<4>(2000000);
+        double t0 = Plan::now(); const int reps = 20;
+        for (int it = 0; it < reps; it++)
+            for (int64_t j0 = 0; j0 < TT; j0 += 4) qmicro<true, false, 4, false>(wq.data(), wsm.data(), wsm.data() + QG_ROWS * nbt, AT, j0, yt.data(), QG_ROWS, 0, nullptr);
+        const double tile = reps * (double)QG_ROWS * KT * TT / (Plan::now() - t0) / 1e9;
+        double gemm[3] = {0, 0, 0};
+        for (int nt = 1; nt <= 2; nt++) {
+            double macs = 0; t0 = Plan::now();
+            for (int l = 0; l < NL; l++) for (int s = 0; s < 4; s++) {
+                const Lin& L = Ls[s * NL + l];
+                QAct A = qs.get(T, L.K, false); quantize_rows(x.data(), 0, T, A);
+                std::atomic<int64_t> next{0}; float* ys[1] = {y.data()};
+#pragma omp parallel num_threads(nt)
+                qgemm_part(&L, 1, A, T, ys, next);
+                macs += (double)L.N * L.K * T;
+            }
+            gemm[nt] = macs / (Plan::now() - t0) / 1e9;
+        }
+        printf("%s{\"ceiling_gmac_s\": %.2f, \"tile_l1_gmac_s\": %.2f, \"gemm_1t_gmac_s\": %.2f, \"gemm_2t_gmac_s\": %.2f}", first ? "" : ", ", ceil, tile, gemm[1], gemm[2]);
+        first = false; fflush(stdout);
+    }
+    printf("]}\n");
+}
+#endif
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rows", type=int, default=128, help="activation rows T of the whole GEMM (128: a prefill; 32: a 32-sequence decode step)")
+    ap.add_argument("--json", default=None, help="append the record here (JSON Lines)")
+    a = ap.parse_args()
+    flags = _flag_sets()[0]
+    env = environment()
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = Path(d) / "ceiling.cpp", Path(d) / "ceiling"
+        src.write_text(read_source("cpu/xllm_cpu.cpp") + MAIN)
+        c = subprocess.run(["g++", *[f for f in flags if f not in ("-shared", "-fPIC")], str(src), "-o", str(exe)], capture_output=True, text=True)
+        if c.returncode: sys.exit(f"compile failed:\n{c.stderr[-3000:]}")
+        p = subprocess.run([str(exe), str(a.rounds), str(a.rows)], capture_output=True, text=True, timeout=3600)
+        if p.returncode: sys.exit(f"run failed:\n{p.stderr[-3000:]}")
+    out = json.loads(p.stdout)
+    if "error" in out: sys.exit(out["error"])
+    med = {k: statistics.median(r[k] for r in out["runs"]) for k in out["runs"][0]}
+    rec = {"name": "int8-gemm-ceiling", "workload": f"INT4 (Q4_1) tiles; the default model's 4 linears x 30 layers at {out['rows']} rows",
+           "runner": "cpu", **env, "kernel_isa": out["isa"], "rows": out["rows"], "rounds": a.rounds,
+           "median": med, "tile_of_ceiling": med["tile_l1_gmac_s"] / med["ceiling_gmac_s"],
+           "gemm_1t_of_tile": med["gemm_1t_gmac_s"] / med["tile_l1_gmac_s"], "runs": out["runs"]}
+    print(json.dumps({k: v for k, v in rec.items() if k != "runs"}, indent=1))
+    if a.json: save_results([rec], a.json)
+
+
+if __name__ == "__main__":
+    main()
