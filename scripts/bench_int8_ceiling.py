@@ -77,7 +77,11 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {{"gate|up", 3072, 576}, {"down", 576, 1536}, {"q|k|v", 960, 576}, {"o", 576, 576}};
     const int NL = 30;
     std::vector<std::vector<uint8_t>> W(4 * NL); std::vector<std::vector<uint16_t>> S(4 * NL), M(4 * NL); std::vector<Lin> Ls(4 * NL);
-    for (int s = 0; s < 4; s++) for (int l = 0; l < NL; l++) Ls[s * NL + l] = q4(shapes[s].N, shapes[s].K, W[s * NL + l], S[s * NL + l], M[s * NL + l]);
+    std::vector<Rows16Copies> C(4 * NL);
+    for (int s = 0; s < 4; s++) for (int l = 0; l < NL; l++) {
+        const int i = s * NL + l; Ls[i] = q4(shapes[s].N, shapes[s].K, W[i], S[i], M[i]);
+        if (rows16_ok(Ls[i])) rows16_copies(Ls[i], C[i]);      // as a Plan adds the linear (the repack reads its interleaved scales)
+    }
     std::vector<float> x(T * 1536); for (auto& v : x) v = (rng() % 2000) / 1000.0f - 1.0f;
     std::vector<float> y(T * 3072);
     QScratch qs;
