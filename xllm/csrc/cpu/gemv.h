@@ -34,15 +34,15 @@ static void prefetch_share(const Lin* Ls, int nl, int tid, int n) {
         const Lin& L = Ls[l]; const int64_t a = std::max(r0, off) - off, b = std::min(r1, off + L.N) - off;
         if (a >= b) continue;
         if (L.kind == Q4) {             // rows a..c from the regrouped copy rows16_a8 reads, where there is one
-            const int64_t c = L.w4r ? std::max(a, std::min(b, L.N / 16 * 16)) : a;
+            const int64_t c = L.w4r ? std::max(a, std::min(b, L.n16())) : a;
             if (c > a) pf_next.add(L.w4r + a * (L.K / 2), (c - a) * (L.K / 2));
             pf_next.add(L.w4 + c * (L.K / 2), (b - c) * (L.K / 2));
         }
         else if (L.kind == F32) pf_next.add(L.wf + a * L.K, (b - a) * L.K * 4);
         else if (L.kind == BF16) pf_next.add(L.wb + a * L.K, (b - a) * L.K * 2);
         else pf_next.add(L.w8 + a * L.K, (b - a) * L.K);
-        // the interleaved copies ([N / 16][G][16]) hold the first N / 16 * 16 rows: blocks j0..j1 of 16 rows cover a..b there
-        const int64_t j0 = a / 16, j1 = (std::min(b, L.N / 16 * 16) + 15) / 16;
+        // the interleaved copies ([N / 16][G][16]) hold the first n16() rows: blocks j0..j1 of 16 rows cover a..b there
+        const int64_t j0 = a / 16, j1 = (std::min(b, L.n16()) + 15) / 16;
         if (L.kind == Q8_ROW) pf_next.add(L.srow + a, (b - a) * 4);
         else if (L.s16) pf_next.add(L.s16 + j0 * 16 * L.G, (j1 - j0) * 16 * L.G * 2);
         else if (L.sg) pf_next.add(L.sg + a * L.G, (b - a) * L.G * 2);
@@ -68,7 +68,7 @@ static void rows_part(const Lin* Ls, int nl, const float* x, int64_t T, float* c
             int64_t r = a;
             if (L.s16) {             // 16 rows at a time where they start a group of the interleaved scales
                 for (; r + 4 <= b && r % 16; r += 4) for (int64_t t = 0; t < T; t++) rows4_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
-                for (; r + 16 <= b && r + 16 <= L.N / 16 * 16; r += 16) for (int64_t t = 0; t < T; t++) rows16_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
+                for (; r + 16 <= b && r + 16 <= L.n16(); r += 16) for (int64_t t = 0; t < T; t++) rows16_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
             }
             for (; r + 4 <= b; r += 4) for (int64_t t = 0; t < T; t++) rows4_a8(L, r, prep_vec[t], ys[l] + t * L.N + r);
             for (; r < b; r++) for (int64_t t = 0; t < T; t++) ys[l][t * L.N + r] = row1_a8(L, r, prep_vec[t]);

@@ -10,12 +10,13 @@ struct Lin {
     bool a8r = false;  // and a second int8 pass over the rounding residual of the activations (int8 GEMM; the row path then runs float)
     bool half = false; // INT8 in groups of 16 (GGUF Q6_K repacked): two scales a block of 32, each meeting its half's int32 sum
     // INT4 with int8 activations (rows16_a8, AVX2 and up): the scales (and minimums, where mg) of rows 16j..16j+15 side by side,
-    // group by group, [j][g][16], for the first N / 16 * 16 rows; set by a Plan, which keeps them (interleave16). Else null.
+    // group by group, [j][g][16], for the first n16() = N / 16 * 16 rows; set by a Plan, which keeps them (interleave16). Else null.
     const uint16_t* s16 = nullptr; const uint16_t* m16 = nullptr;
-    // INT4 with int8 activations on AVX2 / AVX-VNNI builds (rows16_a8): the codes of the first N16 = N / 16 * 16 rows regrouped
+    // INT4 with int8 activations on AVX2 / AVX-VNNI builds (rows16_a8): the codes of the first N16 = n16() rows regrouped
     // by eights, [N16 / 8][block pair][8 rows][32 bytes] (regroup8), so that one pass of rows16_a8 reads one stream; set by a
     // Plan, which keeps them. Else null.
     const uint8_t* w4r = nullptr;
+    int64_t n16() const { return N / 16 * 16; }   // the rows the plan's 16-row copies hold (s16, m16, w4r): the last N % 16 are left out
 };
 
 // An input vector prepared for one kind of weight: Q4 needs x split into even/odd columns and per-group sums.
@@ -352,7 +353,7 @@ static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
     for (int h = 0; h < 2; h++) {
         const int64_t r = n + 8 * h;
         const uint8_t* w = L.w4r + r * rb;                      // rows r..r+7, block pair after block pair
-        const bool pf = r + 8 + R16_AHEAD <= L.N / 16 * 16;
+        const bool pf = r + 8 + R16_AHEAD <= L.n16();
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b += 2, w += 256) {
             if (pf) for (int k = 0; k < 4; k++) _mm_prefetch((const char*)(w + R16_AHEAD * rb + 64 * k), _MM_HINT_T0);
@@ -386,7 +387,7 @@ static void rows16_copies(Lin& L, Rows16Copies& c) {
     interleave16(L.sg, L.N, L.G, c.s16); L.s16 = c.s16.data();
     if (L.mg) { interleave16(L.mg, L.N, L.G, c.m16); L.m16 = c.m16.data(); }
 #if XK_AVX2 && XK_ISA < 3
-    regroup8(L.w4, L.N / 16 * 16, L.K, c.w4r); L.w4r = c.w4r.data();
+    regroup8(L.w4, L.n16(), L.K, c.w4r); L.w4r = c.w4r.data();
 #endif
 }
 

@@ -162,7 +162,7 @@ static void qrepack(const Lin& L, int64_t n0, uint8_t* wq, float* ws, float* wm)
         const int64_t r0 = n0 + m * QG_NR;
         if (r0 + QG_NR > L.N) continue;
         qrepack_codes(L, r0, nb, wq + m * nb * 32 * QG_NR); done[m] = true;
-        if (L.s16 && r0 + QG_NR <= L.N / 16 * 16) {   // INT4 with the plan's interleaved scales: a group's rows in one load
+        if (L.s16 && r0 + QG_NR <= L.n16()) {   // INT4 with the plan's interleaved scales: a group's rows in one load
             float* gs = ws + m * nb * QG_NR; float* gm = wm + m * nb * QG_NR;
             for (int64_t b = 0; b < nb; b++) {
                 const int64_t g = b >> L.bshift;
