@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
     std::vector<float> x(T * 1536); for (auto& v : x) v = (rng() % 2000) / 1000.0f - 1.0f;
     std::vector<float> y(T * 3072);
     QScratch qs;
-    printf("{\"isa\": \"%s\", \"rows\": %lld, \"runs\": [", XK_ISA >= 3 ? "avx512-vnni" : XK_ISA == 2 ? "avx-vnni" : "avx2", (long long)T);
+    double macs_row = 0; for (const Lin& L : Ls) macs_row += (double)L.N * L.K;   // the 120 linears' multiply-adds for one activation row
+    printf("{\"isa\": \"%s\", \"rows\": %lld, \"macs_per_row\": %.0f, \"runs\": [", XK_ISA >= 3 ? "avx512-vnni" : XK_ISA == 2 ? "avx-vnni" : "avx2", (long long)T, macs_row);
     bool first = true;
     for (int r = 0; r < rounds; r++) {
         const double ceil = ceiling_gmac<4>(2000000);
@@ -134,7 +135,7 @@ def main():
     if "error" in out: sys.exit(out["error"])
     med = {k: statistics.median(r[k] for r in out["runs"]) for k in out["runs"][0]}
     rec = {"name": "int8-gemm-ceiling", "workload": f"INT4 (Q4_1) tiles; the default model's 4 linears x 30 layers at {out['rows']} rows",
-           "runner": "cpu", **env, "kernel_isa": out["isa"], "rows": out["rows"], "rounds": a.rounds,
+           "runner": "cpu", **env, "kernel_isa": out["isa"], "rows": out["rows"], "macs_per_row": out["macs_per_row"], "rounds": a.rounds,
            "median": med, "tile_of_ceiling": med["tile_l1_gmac_s"] / med["ceiling_gmac_s"],
            "gemm_1t_of_tile": med["gemm_1t_gmac_s"] / med["tile_l1_gmac_s"], "runs": out["runs"]}
     print(json.dumps({k: v for k, v in rec.items() if k != "runs"}, indent=1))
