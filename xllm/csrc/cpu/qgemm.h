@@ -278,6 +278,7 @@ static thread_local avec<uint8_t> qw_buf;
 static thread_local avec<float> qs_buf;
 
 // One thread's share of several linears (all with a8 set) of the quantized input A: tasks of QG_ROWS weight rows taken from `next`
+// in runs of consecutive ones (claim_run)
 static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
     const int64_t nb = A.nb;
     if ((int64_t)qw_buf.size() < QG_ROWS * nb * 32 + 64) qw_buf.resize(QG_ROWS * nb * 32 + 64);
