@@ -375,7 +375,7 @@ static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
 
 static inline bool rows16_ok(const Lin& L) { return XK_AVX2 && L.a8 && !L.a8r && L.kind == Q4 && (L.K / 32) % 2 == 0 && L.N >= 16; }
 // The copies rows16_a8 reads, made once for a linear (rows16_ok) and kept by the caller (a Plan): the interleaved scales and
-// minimums, and on AVX2 / AVX-VNNI builds the codes of the first N / 16 * 16 rows regrouped by eights (Lin::w4r)
+// minimums, and on AVX2 / AVX-VNNI builds the codes of the first n16() rows regrouped by eights (Lin::w4r)
 struct Rows16Copies { std::vector<uint16_t> s16, m16; avec<uint8_t> w4r; };
 static inline void regroup8(const uint8_t* w4, int64_t N, int64_t K, avec<uint8_t>& dst) {   // rows 0..N-1 (N % 8 == 0)
     const int64_t rb = K / 2, np = K / 64;

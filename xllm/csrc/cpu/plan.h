@@ -164,6 +164,7 @@ struct Plan {
                  const int64_t* keys, const int64_t* koff, const float* cosT, const float* sinT, int64_t M, const int64_t* out_rows,
                  float* logits, int64_t Mh, const int64_t* hid_rows, float* hidden, int nt_) {
         std::lock_guard<std::mutex> hold(busy);
+        std::shared_lock<std::shared_mutex> switches(kernel_switches);   // one AMX / bf16 setting for every thread of the call
         const int nt = nthreads_ok(nt_);
         const int64_t nq = nh * hd, nk = nkv * hd, grp = nh / nkv, P = (N + 15) / 16;
         int64_t maxlen = 1; for (int64_t r = 0; r < N; r++) maxlen = std::max(maxlen, pos[r] + 1);

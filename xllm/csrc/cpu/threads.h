@@ -42,6 +42,10 @@ static inline void split(int64_t n, int tid, int nt, int64_t& r0, int64_t& r1, i
     r0 = std::min<int64_t>(n, per * tid); r1 = std::min<int64_t>(n, r0 + per);
 }
 static inline int nthreads_ok(int nt) { return nt < 1 ? 1 : nt; }
+// The kernels' switches (xk_amx, xk_bf16_dot) change under this lock held alone; a Plan's forward holds it shared for the
+// whole call, in which each thread decides for itself which product a phase takes (Plan::lin): so every thread of one call
+// sees the same setting, and a switch flipped from another thread waits for the calls under way
+static std::shared_mutex kernel_switches;
 static inline int team_size() {   // the threads of the enclosing parallel region (1 outside one)
 #ifdef _OPENMP
     return omp_get_num_threads();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 #include <cstdlib>
 #include <new>
@@ -68,7 +69,7 @@ int xk_isa() { return XK_ISA; }
 // 1 on, 0 off, -1 not built
 int xk_bf16_dot(int enable) {
 #if XK_AVX512_BF16
-    if (enable >= 0) bf16dp_on.store(enable ? 1 : 0);
+    if (enable >= 0) { std::unique_lock<std::shared_mutex> sw(kernel_switches); bf16dp_on.store(enable ? 1 : 0); }
     return bf16dp_on.load();
 #else
     (void)enable; return -1;
@@ -79,7 +80,7 @@ int xk_bf16_dot(int enable) {
 int xk_amx(int enable) {
 #if XK_AMX
     if (!amx_granted()) return -2 - amx_errno;
-    if (enable >= 0) amx_on.store(enable ? 1 : 0);
+    if (enable >= 0) { std::unique_lock<std::shared_mutex> sw(kernel_switches); amx_on.store(enable ? 1 : 0); }
     return amx_active() ? 1 : 0;
 #else
     (void)enable; return -1;
