@@ -1,14 +1,17 @@
 #!/usr/bin/env python
 """How near the int8 GEMM (qgemm.h, int8 activations) runs to the ceiling its own instructions set, on this CPU (not a test).
 
-Three figures in one program, one thread each, as multiply-adds per second (GMAC/s):
-  * `ceiling`: the tile's arithmetic alone -- the same instructions qmicro issues for a 4-row INT4 tile (q_dot per 4 codes,
-    q_block_end, then the float epilogue: cvt, the scale product, two FMAs), on registers, with no load and no store. What the
-    core's vector pipes allow for this mix of instructions (on AVX2: vpmaddubsw, vpaddw, vpmaddwd, vcvtdq2ps, vmulps, vfmadd).
-  * `tile_l1`: the library's qmicro itself on a repacked tile that sits in L1 (K = 1536, 16 weight rows x 128 activation rows).
-  * `gemm`: qgemm_part, the whole product (quantized input, per-call repack, tiles) on the default model's shapes at T rows:
-    gate|up (3072 x 576), down (576 x 1536), q|k|v (960 x 576), o (576 x 576), 30 layers' worth of distinct weights (more
-    than the last-level cache), as a prefill reads them; and the same on two threads.
+Three figures in one program, as multiply-adds per second (GMAC/s), at T activation rows (--rows):
+  * `ceiling` (one thread): the instructions qmicro issues for an INT4 tile of QG_ROWS weight rows x 4 activation rows (q_dot
+    per 4 codes, q_block_end, then the float epilogue: cvt, the scale product, two FMAs, its scales loaded from L1), without
+    the loads of weight and activation codes (those operands stay in registers). What the core's vector pipes allow for this
+    mix (on AVX2: vpmaddubsw, vpaddw, vpmaddwd, vcvtdq2ps, vmulps, vfmadd).
+  * `tile_l1` (one thread): the library's qmicro itself on one repacked tile of QG_ROWS rows of K = 1024 (16 rows: 20 KB with
+    its scales, in L1, on AVX2 and AVX-VNNI builds; 32 rows, 40 KB, on AVX-512 ones) times the T activation rows.
+  * `gemm` (one thread, then two): qgemm_part on the default model's shapes -- gate|up (3072 x 576), down (576 x 1536),
+    q|k|v (960 x 576), o (576 x 576), 30 layers of distinct weights (more than the last-level cache), as a prefill reads them,
+    the linears set up as a Plan adds them (rows16_copies) -- the inputs quantized once beforehand (not timed), each product
+    its own parallel region.
 The program is xllm/csrc/cpu/xllm_cpu.cpp (as `read_source` inlines it) plus a main() written here, compiled with the
 library's first flags. Rounds repeat the three; medians are recorded with the CPU, flags and load average.
 
@@ -25,11 +28,15 @@ MAIN = r'''
 #if !XK_AVX2
 int main() { printf("{\"error\": \"the int8 GEMM needs an AVX2 build\"}\n"); }
 #else
-// The tile's arithmetic on registers: QG_MR x RN accumulators, 8 q_dot steps a block, then qmicro's epilogue for INT4
-// (q_block_end, cvt, scale x activation scale, two FMAs). The asm barriers keep the compiler from hoisting or merging.
+// qmicro's instructions for an INT4 tile without its code loads: QG_MR x RN accumulators, 8 q_dot steps a block on weights
+// and activation words held in registers, then qmicro's epilogue with its scales read from L1 (ws, wm: a block's weight
+// rows; d, s: the activation rows'). The asm barriers keep the compiler from hoisting the products out of the loop.
 template <int RN> static double ceiling_gmac(int64_t blocks) {
-    qvi w[QG_MR]; qvf acc[QG_MR][RN], sv = qf_set1(0.5f), mv = qf_set1(0.25f);
+    alignas(64) float ws[2 * QG_ROWS], wm[2 * QG_ROWS], d[2 * RN], sq[2 * RN];
+    for (int i = 0; i < 2 * QG_ROWS; i++) { ws[i] = 0.01f * (i + 1); wm[i] = -0.02f * (i + 1); }
+    for (int j = 0; j < 2 * RN; j++) { d[j] = 0.5f + j; sq[j] = 0.1f * j; }
     alignas(64) uint8_t wb[64];
+    qvi w[QG_MR]; qvf acc[QG_MR][RN];
     for (int m = 0; m < QG_MR; m++) { std::memset(wb, 3 + m, 64); w[m] = qi_load(wb); for (int j = 0; j < RN; j++) acc[m][j] = qf_zero(); }
     const double t0 = Plan::now();
     for (int64_t b = 0; b < blocks; b++) {
@@ -41,15 +48,18 @@ template <int RN> static double ceiling_gmac(int64_t blocks) {
                 __asm__("" : "+x"(w[m]));
                 for (int j = 0; j < RN; j++) ia[m][j] = q_dot<true>(ia[m][j], w[m], 0x01020304 + j);
             }
-        for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) {
-            float d = 0.5f + j, s = 0.1f * j; __asm__("" : "+r"(d), "+r"(s));
-            acc[m][j] = qf_fma(qf_cvt(q_block_end<true>(ia[m][j])), qf_mul(sv, qf_set1(d)), acc[m][j]);
-            acc[m][j] = qf_fma(mv, qf_set1(s), acc[m][j]);
+        const int64_t o = b & 1;    // two blocks' scales in turn
+        for (int m = 0; m < QG_MR; m++) {
+            const qvf sv = qf_load(ws + o * QG_ROWS + m * QG_NR);
+            for (int j = 0; j < RN; j++) {
+                acc[m][j] = qf_fma(qf_cvt(q_block_end<true>(ia[m][j])), qf_mul(sv, qf_set1(d[o * RN + j])), acc[m][j]);
+                acc[m][j] = qf_fma(qf_load(wm + o * QG_ROWS + m * QG_NR), qf_set1(sq[o * RN + j]), acc[m][j]);
+            }
         }
     }
     const double dt = Plan::now() - t0;
-    float sink = 0; alignas(64) float o[QG_NR];
-    for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) { qf_store(o, acc[m][j]); sink += o[0]; }
+    float sink = 0; alignas(64) float out[QG_NR];
+    for (int m = 0; m < QG_MR; m++) for (int j = 0; j < RN; j++) { qf_store(out, acc[m][j]); sink += out[0]; }
     if (sink == 12345.0f) printf(" ");
     return blocks * 32.0 * QG_ROWS * RN / dt / 1e9;
 }
@@ -64,8 +74,8 @@ int main(int argc, char** argv) {
         for (auto& v : m) v = f2h(-0.01f + (rng() % 1000) * 1e-5f);
         return make_lin(Q4, N, K, G, w.data(), s.data(), m.data(), nullptr, 1);
     };
-    // the L1 tile: 16 weight rows of K = 1536, repacked once, times 128 activation rows
-    const int64_t KT = 1536, TT = 128, nbt = KT / 32;
+    // the L1 tile: QG_ROWS weight rows of K = 1024, repacked once, times the T activation rows
+    const int64_t KT = 1024, TT = T, nbt = KT / 32;
     std::vector<uint8_t> tw; std::vector<uint16_t> ts, tm; const Lin LT = q4(QG_ROWS, KT, tw, ts, tm);
     std::vector<float> xt(TT * KT); for (auto& v : xt) v = (rng() % 2000) / 1000.0f - 1.0f;
     QScratch qst; QAct AT = qst.get(TT, KT, false); quantize_rows(xt.data(), 0, TT, AT);
@@ -84,7 +94,9 @@ int main(int argc, char** argv) {
     }
     std::vector<float> x(T * 1536); for (auto& v : x) v = (rng() % 2000) / 1000.0f - 1.0f;
     std::vector<float> y(T * 3072);
-    QScratch qs;
+    QScratch qs576, qs1536;      // the two inputs' quantized forms (K = 576, 1536), made once: the products alone are timed
+    QAct A576 = qs576.get(T, 576, false), A1536 = qs1536.get(T, 1536, false);
+    quantize_rows(x.data(), 0, T, A576); quantize_rows(x.data(), 0, T, A1536);
     double macs_row = 0; for (const Lin& L : Ls) macs_row += (double)L.N * L.K;   // the 120 linears' multiply-adds for one activation row
     printf("{\"isa\": \"%s\", \"rows\": %lld, \"macs_per_row\": %.0f, \"runs\": [", XK_ISA >= 3 ? "avx512-vnni" : XK_ISA == 2 ? "avx-vnni" : "avx2", (long long)T, macs_row);
     bool first = true;
@@ -99,7 +111,7 @@ int main(int argc, char** argv) {
             double macs = 0; t0 = Plan::now();
             for (int l = 0; l < NL; l++) for (int s = 0; s < 4; s++) {
                 const Lin& L = Ls[s * NL + l];
-                QAct A = qs.get(T, L.K, false); quantize_rows(x.data(), 0, T, A);
+                const QAct& A = L.K == 576 ? A576 : A1536;
                 std::atomic<int64_t> next{0}; float* ys[1] = {y.data()};
 #pragma omp parallel num_threads(nt)
                 qgemm_part(&L, 1, A, T, ys, next);
@@ -122,6 +134,7 @@ def main():
     ap.add_argument("--rows", type=int, default=128, help="activation rows T of the whole GEMM (128: a prefill; 32: a 32-sequence decode step)")
     ap.add_argument("--json", default=None, help="append the record here (JSON Lines)")
     a = ap.parse_args()
+    if a.rows < 4 or a.rows % 4: ap.error(f"--rows: a positive multiple of 4 (the tile's activation rows), got {a.rows}")
     flags = _flag_sets()[0]
     env = environment()
     with tempfile.TemporaryDirectory() as d:
