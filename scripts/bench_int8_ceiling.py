@@ -17,14 +17,13 @@ library's first flags. Rounds repeat the three; medians are recorded with the CP
 
     python scripts/bench_int8_ceiling.py [--rounds 5] [--rows 128] [--json bench/results/int8_ceiling.jsonl]
 """
-import argparse, json, statistics, subprocess, sys, tempfile
+import argparse, json, statistics, sys
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_rows16 import RANDOM_Q4, library_program                    # random Q4_1 linears; the library plus a main(), run
 from xllm.bench import environment, save_results
-from xllm.core import read_source
-from xllm.cpu_kernels import _flag_sets
 
-MAIN = r'''
-#include <random>
+MAIN = RANDOM_Q4 + r'''
 #if !XK_AVX2
 int main() { printf("{\"error\": \"the int8 GEMM needs an AVX2 build\"}\n"); }
 #else
@@ -66,17 +65,9 @@ template <int RN> static double ceiling_gmac(int64_t blocks) {
 int main(int argc, char** argv) {
     const int rounds = atoi(argv[1]); const int64_t T = atoll(argv[2]);
     std::mt19937 rng(1);
-    auto q4 = [&](int64_t N, int64_t K, std::vector<uint8_t>& w, std::vector<uint16_t>& s, std::vector<uint16_t>& m) {
-        const int64_t G = K / 32;
-        w.resize(N * K / 2); for (auto& c : w) c = (uint8_t)rng();
-        s.resize(N * G); m.resize(N * G);
-        for (auto& v : s) v = f2h(0.001f + (rng() % 1000) * 1e-5f);
-        for (auto& v : m) v = f2h(-0.01f + (rng() % 1000) * 1e-5f);
-        return make_lin(Q4, N, K, G, w.data(), s.data(), m.data(), nullptr, 1);
-    };
     // the L1 tile: QG_ROWS weight rows of K = 1024, repacked once, times the T activation rows
     const int64_t KT = 1024, TT = T, nbt = KT / 32;
-    std::vector<uint8_t> tw; std::vector<uint16_t> ts, tm; const Lin LT = q4(QG_ROWS, KT, tw, ts, tm);
+    std::vector<uint8_t> tw; std::vector<uint16_t> ts, tm; const Lin LT = random_q4(rng, QG_ROWS, KT, tw, ts, tm);
     std::vector<float> xt(TT * KT); for (auto& v : xt) v = (rng() % 2000) / 1000.0f - 1.0f;
     QScratch qst; QAct AT = qst.get(TT, KT, false); quantize_rows(xt.data(), 0, TT, AT);
     avec<uint8_t> wq(QG_ROWS * nbt * 32 + 64); avec<float> wsm(2 * QG_ROWS * nbt);
@@ -89,7 +80,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<uint8_t>> W(4 * NL); std::vector<std::vector<uint16_t>> S(4 * NL), M(4 * NL); std::vector<Lin> Ls(4 * NL);
     std::vector<Rows16Copies> C(4 * NL);
     for (int s = 0; s < 4; s++) for (int l = 0; l < NL; l++) {
-        const int i = s * NL + l; Ls[i] = q4(shapes[s].N, shapes[s].K, W[i], S[i], M[i]);
+        const int i = s * NL + l; Ls[i] = random_q4(rng, shapes[s].N, shapes[s].K, W[i], S[i], M[i]);
         if (rows16_ok(Ls[i])) rows16_copies(Ls[i], C[i]);      // as a Plan adds the linear (the repack reads its interleaved scales)
     }
     std::vector<float> x(T * 1536); for (auto& v : x) v = (rng() % 2000) / 1000.0f - 1.0f;
@@ -135,17 +126,8 @@ def main():
     ap.add_argument("--json", default=None, help="append the record here (JSON Lines)")
     a = ap.parse_args()
     if a.rows < 4 or a.rows % 4: ap.error(f"--rows: a positive multiple of 4 (the tile's activation rows), got {a.rows}")
-    flags = _flag_sets()[0]
     env = environment()
-    with tempfile.TemporaryDirectory() as d:
-        src, exe = Path(d) / "ceiling.cpp", Path(d) / "ceiling"
-        src.write_text(read_source("cpu/xllm_cpu.cpp") + MAIN)
-        c = subprocess.run(["g++", *[f for f in flags if f not in ("-shared", "-fPIC")], str(src), "-o", str(exe)], capture_output=True, text=True)
-        if c.returncode: sys.exit(f"compile failed:\n{c.stderr[-3000:]}")
-        p = subprocess.run([str(exe), str(a.rounds), str(a.rows)], capture_output=True, text=True, timeout=3600)
-        if p.returncode: sys.exit(f"run failed:\n{p.stderr[-3000:]}")
-    out = json.loads(p.stdout)
-    if "error" in out: sys.exit(out["error"])
+    out = library_program(MAIN, [a.rounds, a.rows], "ceiling")
     med = {k: statistics.median(r[k] for r in out["runs"]) for k in out["runs"][0]}
     rec = {"name": "int8-gemm-ceiling", "workload": f"INT4 (Q4_1) tiles; the default model's 4 linears x 30 layers at {out['rows']} rows",
            "runner": "cpu", **env, "kernel_isa": out["isa"], "rows": out["rows"], "macs_per_row": out["macs_per_row"], "rounds": a.rounds,

@@ -15,18 +15,45 @@ from xllm.bench import environment, save_results
 from xllm.core import read_source
 from xllm.cpu_kernels import _flag_sets
 
-MAIN = r'''
+# A random INT4 linear N x K as GGUF's Q4_1 layers are (groups of 32 with minimums), its codes, scales and minimums in w, s, m
+# (kept by the caller): for the programs here and scripts/bench_int8_ceiling.py's
+RANDOM_Q4 = r'''
 #include <random>
+static Lin random_q4(std::mt19937& rng, int64_t N, int64_t K, std::vector<uint8_t>& w, std::vector<uint16_t>& s, std::vector<uint16_t>& m) {
+    const int64_t G = K / 32;
+    w.resize(N * K / 2); for (auto& c : w) c = (uint8_t)rng();
+    s.resize(N * G); m.resize(N * G);
+    for (auto& v : s) v = f2h(0.001f + (rng() % 1000) * 1e-5f);
+    for (auto& v : m) v = f2h(-0.01f + (rng() % 1000) * 1e-5f);
+    return make_lin(Q4, N, K, G, w.data(), s.data(), m.data(), nullptr, 1);
+}
+'''
+
+
+def library_program(main: str, args: list[str], name: str) -> dict:
+    """C++ `main` (a main() and what it needs) compiled after xllm/csrc/cpu/xllm_cpu.cpp (as `read_source` inlines it) with
+    the library's first flags, then run with `args`: the JSON it prints. A failed compile or run, or an {"error": ...}, ends
+    the script with the message."""
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = Path(d) / f"{name}.cpp", Path(d) / name
+        src.write_text(read_source("cpu/xllm_cpu.cpp") + main)
+        flags = [f for f in _flag_sets()[0] if f not in ("-shared", "-fPIC")]
+        c = subprocess.run(["g++", *flags, str(src), "-o", str(exe)], capture_output=True, text=True)
+        if c.returncode: sys.exit(f"compile failed:\n{c.stderr[-3000:]}")
+        p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=3600)
+        if p.returncode: sys.exit(f"run failed:\n{p.stderr[-3000:]}")
+    out = json.loads(p.stdout)
+    if "error" in out: sys.exit(out["error"])
+    return out
+
+
+MAIN = RANDOM_Q4 + r'''
 int main(int argc, char** argv) {
-    const int64_t N = 3072, K = 576, G = 18, NL = 64; const int rounds = atoi(argv[1]);
+    const int64_t N = 3072, K = 576, G = K / 32, NL = 64; const int rounds = atoi(argv[1]);
     std::mt19937 rng(1);
     std::vector<std::vector<uint8_t>> W(NL); std::vector<std::vector<uint16_t>> S(NL), M(NL); std::vector<Rows16Copies> C(NL); std::vector<Lin> Ls;
     for (int l = 0; l < NL; l++) {
-        W[l].resize(N * K / 2); for (auto& c : W[l]) c = (uint8_t)rng();
-        S[l].resize(N * G); M[l].resize(N * G);
-        for (auto& s : S[l]) s = f2h(0.001f + (rng() % 1000) * 1e-5f);
-        for (auto& s : M[l]) s = f2h(-0.01f + (rng() % 1000) * 1e-5f);
-        Lin L = make_lin(Q4, N, K, G, W[l].data(), S[l].data(), M[l].data(), nullptr, 1);
+        Lin L = random_q4(rng, N, K, W[l], S[l], M[l]);
         if (!rows16_ok(L)) { printf("{\"error\": \"rows16_a8 does not apply in this build (AVX2 needed)\"}\n"); return 0; }
         rows16_copies(L, C[l]);                     // as a Plan adds the linear
         Ls.push_back(L);
@@ -83,13 +110,7 @@ def main():
     ap.add_argument("--json", default=None, help="append the record to this .jsonl file or write it to this .json")
     a = ap.parse_args()
     env = environment()
-    with tempfile.TemporaryDirectory() as d:
-        src, exe = Path(d) / "rows16.cpp", Path(d) / "rows16"
-        src.write_text(read_source("cpu/xllm_cpu.cpp") + MAIN)
-        flags = [f for f in _flag_sets()[0] if f not in ("-shared", "-fPIC")]
-        subprocess.run(["g++", *flags, str(src), "-o", str(exe)], check=True)
-        out = json.loads(subprocess.run([str(exe), str(a.rounds)], check=True, capture_output=True, text=True).stdout)
-    if "error" in out: sys.exit(out["error"])
+    out = library_program(MAIN, [a.rounds], "rows16")
     med = {f"{k}_{t}t": statistics.median(r["gb_s"] for r in out["runs"] if r["kernel"] == k and r["threads"] == t)
            for k in ("rows4_a8", "rows16_a8", "read") for t in (1, 2)}
     rec = {"name": "rows16-kernel", "workload": "INT4 3072x576 (Q4_1 gate|up), 64 layers in turn, one int8 input row; a 256 MiB read",
