@@ -1,13 +1,14 @@
 """The continuous-batching speedup: 32 requests submitted together against the same 32 one at a time, on the default model,
 greedy, 64 new tokens each (EOS ignored), the chat template, float and int8 activations (XLLM_CPU_ACTIVATIONS, one LLM each);
 after a warm-up pass (so both modes find the prompts in the prefix cache alike), `rounds` interleaved rounds; output tok/s by
-wall time (prefill included) and whether every request's tokens are the same in both modes. Writes bench/results/batching.json.
+wall time (prefill included) and whether every request's tokens are the same in both modes. Appends the record (the machine
+as `xllm.bench.environment()` names it: CPU, ISA flags, commit, load) to the list in bench/results/batching.json.
 Usage: python scripts/bench_batching.py [rounds] [json]"""
-import json, os, statistics, subprocess, sys, time
+import json, os, statistics, sys, time
 import torch
 from xllm.llm import LLM
 from xllm.sampling import SamplingParams
-from xllm.bench import workload
+from xllm.bench import environment, workload
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 path = sys.argv[2] if len(sys.argv) > 2 else "bench/results/batching.json"
@@ -27,6 +28,7 @@ def one_by_one(llm):
     return [o.outputs[0].token_ids for o in out], dt
 
 res = {m: {"together_tok_s": [], "one_by_one_tok_s": [], "differing_requests": [], "first_difference": []} for m in llms}
+env = environment()                                                     # the machine (CPU, ISA flags, commit, torch), load before the runs
 for m, llm in llms.items(): together(llm); one_by_one(llm)               # warm-up: kernels, prefix cache
 loads = []
 for r in range(rounds):
@@ -41,13 +43,15 @@ for r in range(rounds):
         res[m]["differing_requests"].append(len(diff))
         res[m]["first_difference"].append(min((next(k for k in range(len(a[i])) if a[i][k] != b[i][k]) for i in diff), default=None))
         print(m, r, f"together {tot / ta:.1f} tok/s, one by one {sum(map(len, b)) / tb:.1f} tok/s, differing {len(diff)}", flush=True)
-out = {"name": "continuous-batching", "workload": "prompts:32:64, chat template, greedy, EOS ignored", "rounds": rounds,
-       "threads": torch.get_num_threads(), "load_min": min(loads), "load_max": max(loads), "date": time.strftime("%Y-%m-%d %H:%M"),
-       "commit": subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip(),
-       "cpu": next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if l.startswith("Model name")), "?"),
-       "modes": {}}
+out = {"name": "continuous-batching", "workload": "prompts:32:64, chat template, greedy, EOS ignored", "runner": "cpu", "rounds": rounds,
+       **env, "load_min": min(loads), "load_max": max(loads), "modes": {}}
 for m, d in res.items():
     tg, ob = statistics.median(d["together_tok_s"]), statistics.median(d["one_by_one_tok_s"])
     out["modes"][m] = {**d, "together_median": tg, "one_by_one_median": ob, "speedup": statistics.median(x / y for x, y in zip(d["together_tok_s"], d["one_by_one_tok_s"]))}
     print(m, json.dumps(out["modes"][m]))
-json.dump(out, open(path, "w"), indent=1)
+try: prev = json.load(open(path))                     # the records so far: one, or a list
+except FileNotFoundError: prev = []
+recs = (prev if isinstance(prev, list) else [prev]) + [out]
+tmp = path + ".tmp"                                   # written whole or not at all
+with open(tmp, "w") as f: json.dump(recs, f, indent=1)
+os.replace(tmp, path)
