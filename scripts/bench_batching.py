@@ -5,7 +5,6 @@ wall time (prefill included) and whether every request's tokens are the same in 
 as `xllm.bench.environment()` names it: CPU, ISA flags, commit, load) to the list in bench/results/batching.json.
 Usage: python scripts/bench_batching.py [rounds] [json]"""
 import json, os, statistics, sys, time
-import torch
 from xllm.llm import LLM
 from xllm.sampling import SamplingParams
 from xllm.bench import environment, workload
