@@ -7,7 +7,7 @@ Usage: python scripts/bench_batching.py [rounds] [json]"""
 import json, os, statistics, sys, time
 from xllm.llm import LLM
 from xllm.sampling import SamplingParams
-from xllm.bench import environment, load_results, workload
+from xllm.bench import environment, save_results, workload
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 path = sys.argv[2] if len(sys.argv) > 2 else "bench/results/batching.json"
@@ -48,9 +48,4 @@ for m, d in res.items():
     tg, ob = statistics.median(d["together_tok_s"]), statistics.median(d["one_by_one_tok_s"])
     out["modes"][m] = {**d, "together_median": tg, "one_by_one_median": ob, "speedup": statistics.median(x / y for x, y in zip(d["together_tok_s"], d["one_by_one_tok_s"]))}
     print(m, json.dumps(out["modes"][m]))
-try: prev = load_results(path)                        # the records so far (the file holds one, or a list)
-except FileNotFoundError: prev = []
-recs = prev + [out]
-tmp = path + ".tmp"                                   # written whole or not at all
-with open(tmp, "w") as f: json.dump(recs, f, indent=1)
-os.replace(tmp, path)
+print("wrote", save_results([out], path, append=True))   # after the records the file holds, written whole or not at all

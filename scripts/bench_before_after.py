@@ -10,6 +10,7 @@ OLD_DIR / NEW_DIR: checkouts (e.g. `git worktree add /tmp/old <commit>`); each r
 (`xllm bench --cpu-activations`) on both sides, to measure a path other than the default.
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
+from xllm.bench import write_whole
 
 MEASURES = {   # name -> (xllm bench arguments, the record's figure)
     "decode b1 (tg64)": (["decode", "--max-tokens", "64", "--reps", "3"], "tok_s"),
@@ -51,13 +52,6 @@ def revision(checkout: str) -> str:
     return subprocess.run(["git", "-C", checkout, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
 
 
-def write_json(path: str, obj) -> None:
-    "`obj` to `path` as indented JSON, whole or not at all (a temporary file renamed into place)."
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f: json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("old"); ap.add_argument("new")
@@ -90,7 +84,7 @@ def main():
         out["measures"][name] = {"old_tok_s": o, "new_tok_s": n, "ratio": n / o, "old_best": bo, "new_best": bn, "best_ratio": bn / bo,
                                  "old_all": v["old"], "new_all": v["new"]}
         print(f"{name:32} medians old {o:9.1f}  new {n:9.1f}  ratio {n / o:.3f}   best old {bo:9.1f}  new {bn:9.1f}  ratio {bn / bo:.3f}")
-    if a.json: write_json(a.json, out)
+    if a.json: write_whole(a.json, json.dumps(out, indent=1) + "\n")   # whole or not at all
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "bench/results/data_parallel_routing.json"))
     a = ap.parse_args()
     from xllm.core import default_model_path
+    from xllm.bench import write_whole
     model = a.model or str(default_model_path())
     prompts = workload(a.prompts, a.users)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -110,7 +111,7 @@ def main():
                        f"greedy, {a.max_tokens} tokens each",
            "command": " ".join(["nice -n 19 python scripts/bench_data_parallel.py", *sys.argv[1:]]), "runs": runs}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(rec, indent=1) + "\n")
+    write_whole(a.out, json.dumps(rec, indent=1) + "\n")
     print(json.dumps(rec, indent=1))
 
 

@@ -13,7 +13,6 @@ forward's phases (`ModelPlan.profile`).
 Each record names the CPU, its flags, torch's threads and the load average before the round; the vectors' agreement with the
 transformers reference (max |difference| of the normalized vectors, lowest cosine similarity) is printed beside the speed."""
 import argparse, json, os, platform, subprocess, time
-from pathlib import Path
 import torch
 
 
@@ -69,7 +68,7 @@ def main():
     ap.add_argument("--max-num-batched-tokens", type=int, default=None, metavar="N", help="with --profile: the engine's step budget")
     a = ap.parse_args()
     from xllm.llm import LLM
-    from xllm.bench import sample_text_path
+    from xllm.bench import sample_text_path, write_whole
     if a.profile:
         llm = LLM(None, max_num_batched_tokens=a.max_num_batched_tokens)
         ids = llm.tokenizer.encode(sample_text_path().read_text() * 20, add_bos=False)
@@ -106,9 +105,7 @@ def main():
               f"max |diff| of the normalized vectors {d:.1e}, lowest cosine similarity {cos:.5f}")
     print(f"CPU: {cpu_name()}, flags {' '.join(flags)}, {torch.get_num_threads()} threads; runner: {default.runner_reason}")
     if a.json:
-        p = Path(a.json); tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"records": records, "runner_default": default.runner_reason, "runner_float32": f32.runner_reason}, indent=1) + "\n")
-        os.replace(tmp, p)
+        write_whole(a.json, json.dumps({"records": records, "runner_default": default.runner_reason, "runner_float32": f32.runner_reason}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_vs_llamacpp as vs                                          # its llama.cpp runners and our engine workload
 for k in [k for k in vs.LLAMA_ENV if k.startswith("XLLM_") or k == "PYTHONPATH"]: vs.LLAMA_ENV.pop(k)   # nothing of xllm's reaches llama.cpp
 import torch
-from xllm.bench import decode_rate, environment, load_results, prefill_rate, read_bandwidth, save_results, weight_bytes
+from xllm.bench import decode_rate, environment, prefill_rate, read_bandwidth, save_results, weight_bytes
 
 MODES = ("float", "int8", "int8x2")
 
@@ -161,8 +161,7 @@ def main():
         for k, v in res.get("ppl_vs_float", {}).items():
             if k != "float": print(f"  {k}: {v['pct']:+.2f}% vs float (standard error {v['sem_pct']:.2f}% over {v['windows']} windows)")
     if a.json:       # a .json file keeps every machine's records: this one is added to them (a .jsonl file is appended to)
-        prev = [] if a.json.endswith(".jsonl") or not os.path.exists(a.json) else load_results(a.json)
-        save_results(prev + [res], a.json); vs.log(f"written {a.json}")
+        save_results([res], a.json, append=True); vs.log(f"written {a.json}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ def main(argv=None):
     from xllm.llm import LLM
     from xllm.lora import LoRARequest, random_adapter
     from xllm.sampling import SamplingParams
+    from xllm.bench import write_whole
     llm = LLM(a.model, enable_lora=True, max_loras=a.adapters, max_lora_rank=a.rank, max_num_seqs=a.requests)
     d = Path(tempfile.mkdtemp())
     loras = [LoRARequest(f"a{k}", k + 1, str(random_adapter(llm.config, d / f"a{k}", r=a.rank, seed=k))) for k in range(a.adapters)]
@@ -46,7 +47,7 @@ def main(argv=None):
            "profile_ms_per_step": {k: {ph: 1e3 * statistics.median(p[ph] for p in ps) for ph in ps[0]} for k, ps in prof.items() if ps and ps[0]},
            "load_average": os.getloadavg(), "cpus": os.cpu_count()}
     print(json.dumps(res, indent=1))
-    if a.json: Path(a.json).write_text(json.dumps(res, indent=1))
+    if a.json: write_whole(a.json, json.dumps(res, indent=1) + "\n")
     return 0
 
 

@@ -17,7 +17,7 @@ import json, os, statistics, subprocess, sys, time
 import torch
 from xllm.llm import LLM
 from xllm.sampling import SamplingParams
-from xllm.bench import workload
+from xllm.bench import workload, write_whole
 from xllm.core import default_model_path
 from xllm.config import SpeculativeConfig
 from xllm.speculative import make_proposer
@@ -158,4 +158,4 @@ if __name__ == "__main__":
     r = modes[mode](rounds)
     if mode == "ngram": rec = {**r, **{k: v for k, v in rec.items() if k in ("batch", "draft")}}
     else: rec[mode] = r
-    json.dump(rec, open(path, "w"), indent=1)
+    write_whole(path, json.dumps(rec, indent=1) + "\n")                    # whole or not at all
