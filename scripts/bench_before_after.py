@@ -3,11 +3,13 @@
 load average is under 0.5 (the load average before every run is recorded: between runs it holds the previous run's own two
 threads, which decay over a minute); medians and the ratio new / old, and the best run of each side and their ratio. Not a test: timed, and for a quiet machine.
 
-    python scripts/bench_before_after.py OLD_DIR NEW_DIR [--rounds 3] [--only decode,prefill,32] [--cpu-activations float] [--json OUT]
+    python scripts/bench_before_after.py OLD_DIR NEW_DIR [--rounds 3] [--only decode,prefill,32] [--cpu-activations float]
+                                         [--model PATH --dtype bfloat16] [--json OUT]
 
 OLD_DIR / NEW_DIR: checkouts (e.g. `git worktree add /tmp/old <commit>`); each run imports xllm from its own checkout
 (PYTHONPATH) with no XLLM_* variables set, so both get the defaults a user gets -- or, with --cpu-activations, that setting
-(`xllm bench --cpu-activations`) on both sides, to measure a path other than the default.
+(`xllm bench --cpu-activations`) on both sides, to measure a path other than the default; with --model (and --dtype), that
+model on both sides instead of the default one (a Hugging Face checkpoint in bfloat16, say).
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 from xllm.bench import write_whole
@@ -48,8 +50,9 @@ def run(checkout: str, args: list[str], key: str, extra: tuple[str, ...] = ()) -
 
 
 def revision(checkout: str) -> str:
-    "The commit `checkout` has checked out (12 hex digits)."
-    return subprocess.run(["git", "-C", checkout, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
+    "The commit `checkout` has checked out (12 hex digits), `+dirty` when its tracked files have changes (what ran was not that commit)."
+    git = lambda *args: subprocess.run(["git", "-C", checkout, *args], capture_output=True, text=True).stdout.strip()
+    return git("rev-parse", "--short=12", "HEAD") + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def main():
@@ -59,8 +62,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--only", default="", help="comma list of measures to run (the start of their names: decode, prefill, 32, ngram); default all")
     ap.add_argument("--cpu-activations", choices=("float", "int8", "int8x2"), help="passed to both sides' xllm bench (default: theirs)")
+    ap.add_argument("--model", help="a model path or name for both sides' xllm bench (default: the default model)")
+    ap.add_argument("--dtype", help="the dtype both sides load --model in (xllm bench --dtype)")
     a = ap.parse_args()
-    extra = ("--cpu-activations", a.cpu_activations) if a.cpu_activations else ()
+    extra = (("--cpu-activations", a.cpu_activations) if a.cpu_activations else ()) + (("-m", a.model) if a.model else ()) + (("--dtype", a.dtype) if a.dtype else ())
     only = [w.strip() for w in a.only.split(",") if w.strip()]
     measures = {m: v for m, v in MEASURES.items() if not only or any(m.startswith(w) for w in only)}
     if not measures: sys.exit(f"--only {a.only!r} names none of: {', '.join(MEASURES)}")
@@ -75,8 +80,8 @@ def main():
                 v, load = run(getattr(a, side), args, key, extra)
                 res[name][side].append(v); loads.append(load)
                 print(f"round {r + 1} {name:32} {side}: {v:9.1f} tok/s (load {load:.2f})", flush=True)
-    out = {"cpu": cpu, "old": revision(a.old), "new": revision(a.new), "cpu_activations": a.cpu_activations or "default", "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads),
-           "measures": {}}
+    out = {"cpu": cpu, "old": revision(a.old), "new": revision(a.new), "cpu_activations": a.cpu_activations or "default", "model": a.model or "default",
+           "dtype": a.dtype, "rounds": a.rounds, "load_min": min(loads), "load_max": max(loads), "measures": {}}
     print(f"\n{cpu}; old {out['old']}, new {out['new']}; {a.rounds} rounds interleaved; load before each run {min(loads):.2f}-{max(loads):.2f}")
     for name, v in res.items():
         o, n = statistics.median(v["old"]), statistics.median(v["new"])
