@@ -56,8 +56,9 @@ def record(name: str, workload: str, fn, **context) -> dict:
 # %% ../nbs/20_bench.ipynb 15
 def write_whole(path, text: str) -> Path:
     """`text` into the file `path` (UTF-8), whole or not at all: written to a new file beside it, flushed to the disk and
-    renamed over it (through a symbolic link, onto its target). A failure at any point (an unencodable character, a full disk,
-    a kill) leaves the old file as it was and no temporary file. The file keeps its permission bits; a new one gets the umask's."""
+    renamed over it (through a symbolic link, onto its target). An error at any point (an unencodable character, a full disk)
+    leaves the old file as it was and removes the temporary; a kill leaves the old file and at most a hidden `.NAME.*.tmp`
+    beside it. The file keeps its permission bits; a new one gets the umask's."""
     p = Path(os.path.realpath(Path(path).expanduser()))
     data = text.encode("utf-8")                                   # before anything is created
     tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
