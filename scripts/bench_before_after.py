@@ -65,6 +65,7 @@ def main():
     ap.add_argument("--model", help="a model path or name for both sides' xllm bench (default: the default model)")
     ap.add_argument("--dtype", help="the dtype both sides load --model in (xllm bench --dtype)")
     a = ap.parse_args()
+    if a.model and os.path.exists(a.model): a.model = os.path.abspath(a.model)   # each side runs in its own checkout
     extra = (("--cpu-activations", a.cpu_activations) if a.cpu_activations else ()) + (("-m", a.model) if a.model else ()) + (("--dtype", a.dtype) if a.dtype else ())
     only = [w.strip() for w in a.only.split(",") if w.strip()]
     measures = {m: v for m, v in MEASURES.items() if not only or any(m.startswith(w) for w in only)}

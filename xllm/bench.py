@@ -58,10 +58,13 @@ def write_whole(path, text: str) -> Path:
     """`text` into the file `path` (UTF-8), whole or not at all: written to a new file beside it, flushed to the disk and
     renamed over it (through a symbolic link, onto its target). An error at any point (an unencodable character, a full disk)
     leaves the old file as it was and removes the temporary; a kill leaves the old file and at most a hidden `.NAME.*.tmp`
-    beside it. The file keeps its permission bits; a new one gets the umask's."""
+    beside it. The file keeps its permission bits (a new one gets the umask's); a missing directory or a read-only file
+    (no write bit) is refused, naming it. One writer at a time: two at once keep the last one's text."""
     p = Path(os.path.realpath(Path(path).expanduser()))
+    if not p.parent.is_dir(): raise FileNotFoundError(f"{p}: its directory does not exist")
+    if p.exists() and not p.stat().st_mode & 0o222: raise PermissionError(f"{p}: read-only (mode {oct(p.stat().st_mode & 0o777)}), not replaced")
     data = text.encode("utf-8")                                   # before anything is created
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = p.with_name(f".{p.name[:80]}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -74,21 +77,35 @@ def write_whole(path, text: str) -> Path:
 
 
 # %% ../nbs/20_bench.ipynb 17
+def _jsonl_text(p: Path) -> str:
+    "The text of the JSON Lines file `p` ('' when there is none), refused (ValueError naming it) when it is not UTF-8 or its last line is not JSON."
+    if not p.exists(): return ""
+    try: text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e: raise ValueError(f"{p}: not UTF-8 text (byte {e.start}): not appended to") from None
+    lines = text.splitlines()
+    if lines and lines[-1].strip():
+        try: json.loads(lines[-1])
+        except json.JSONDecodeError: raise ValueError(f"{p}, line {len(lines)}: not JSON (cut short?): repair or remove it before appending") from None
+    return text
+
+
+# %% ../nbs/20_bench.ipynb 19
 def save_results(records: list[dict], path, append: bool = False) -> Path:
     """Append `records` to the JSON Lines file `path` (`.jsonl`), or write them as indented JSON (one record, or a list;
     `append`: the records the file holds, then these). Every record given must have the `SCHEMA` fields; the file's own
-    records are kept as they are. Written whole or not at all (`write_whole`)."""
+    records are kept as they are. Written whole or not at all (`write_whole`), one writer at a time; a `.jsonl` whose last
+    line is not a record (cut short) or that is not UTF-8 is refused, not appended to."""
     for r in records:
         if missing := [k for k in SCHEMA if k not in r]: raise ValueError(f"a result record lacks {', '.join(missing)}: {r}")
     p = Path(path).expanduser()
     if p.suffix == ".jsonl":
-        old = p.read_text(encoding="utf-8") if p.exists() else ""
+        old = _jsonl_text(p)
         return write_whole(p, old + ("\n" if old and not old.endswith("\n") else "") + "".join(json.dumps(r) + "\n" for r in records))
     if append and p.exists(): records = load_results(p) + list(records)
     return write_whole(p, json.dumps(records[0] if len(records) == 1 else records, indent=2) + "\n")
 
 
-# %% ../nbs/20_bench.ipynb 19
+# %% ../nbs/20_bench.ipynb 21
 def results_path(name: str) -> Path:
     "`name` as a path if it exists, else `bench/results/NAME` in the working directory or the nearest parent that has it."
     if Path(name).expanduser().exists(): return Path(name).expanduser()
@@ -96,7 +113,7 @@ def results_path(name: str) -> Path:
         if (d / "bench" / "results" / name).is_file(): return d / "bench" / "results" / name
     raise FileNotFoundError(f"no results file {name!r} here or in bench/results/ of this directory or a parent")
 
-# %% ../nbs/20_bench.ipynb 21
+# %% ../nbs/20_bench.ipynb 23
 def load_results(path, **match) -> list[dict]:
     "The records of the results file `path` (JSON Lines, or a JSON record or list; see `results_path`) whose fields equal `match`."
     p = results_path(str(path))
@@ -110,7 +127,7 @@ def load_results(path, **match) -> list[dict]:
     if bad := next((r for r in recs if not isinstance(r, dict)), None): raise ValueError(f"{p}: a record must be a JSON object, got {bad!r:.60}")
     return [r for r in recs if all(r.get(k) == v for k, v in match.items())]
 
-# %% ../nbs/20_bench.ipynb 24
+# %% ../nbs/20_bench.ipynb 26
 WORKLOADS = {"hello": "hello.txt", "prompts": "prompts.txt",   # the seed's two workloads (xLLM's benchmark), shipped in xllm/workloads/
              "grounded": "grounded.txt"}                        # input-grounded requests (edit, summarize, refactor a given text): speculative decoding
 
@@ -122,14 +139,14 @@ def workload_path(name: str) -> Path:
     return Path(str(files("xllm") / "workloads" / WORKLOADS[name]))
 
 
-# %% ../nbs/20_bench.ipynb 26
+# %% ../nbs/20_bench.ipynb 28
 def sample_text_path() -> Path:
     "An 841-word English story shipped with xllm (972 tokens for SmolLM2), the text `xllm perplexity` scores unless given `--file`."
     from importlib.resources import files
     return Path(str(files("xllm") / "workloads" / "sample.txt"))
 
 
-# %% ../nbs/20_bench.ipynb 28
+# %% ../nbs/20_bench.ipynb 30
 def workload(spec: str, batch: int | None = None, max_tokens: int = 128) -> tuple[str, list[str], int]:
     "(label, prompts, max_tokens) of `SPEC[:BATCH[:MAX_TOKENS]]` (a shipped name or a file); the spec's numbers override the arguments."
     head, nums = spec, []
@@ -146,7 +163,7 @@ def workload(spec: str, batch: int | None = None, max_tokens: int = 128) -> tupl
     return f"{head}:{n}:{max_tokens}", (prompts * -(-n // len(prompts)))[:n], max_tokens
 
 
-# %% ../nbs/20_bench.ipynb 31
+# %% ../nbs/20_bench.ipynb 33
 def _percentile(xs, q: float):
     "Linear-interpolated percentile `q` in [0, 1] of `xs` (None when empty)."
     xs = sorted(xs)
@@ -155,7 +172,7 @@ def _percentile(xs, q: float):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-# %% ../nbs/20_bench.ipynb 33
+# %% ../nbs/20_bench.ipynb 35
 def _cpu_figures(llm) -> dict:
     "The compiled CPU runner's side of a record: its activations (int8 or float, notebook 15) and the integer dot product compiled in."
     if getattr(llm, "runner_name", None) != "cpu": return {}
@@ -163,7 +180,7 @@ def _cpu_figures(llm) -> dict:
     return {"activations": llm.activations, "isa_kernel": cpu_kernels.isa()}
 
 
-# %% ../nbs/20_bench.ipynb 35
+# %% ../nbs/20_bench.ipynb 37
 def _peak_rss_mb() -> float:
     "The process's peak resident memory in MiB."
     import resource
@@ -171,7 +188,7 @@ def _peak_rss_mb() -> float:
     return r / 2**20 if sys.platform == "darwin" else r / 1024
 
 
-# %% ../nbs/20_bench.ipynb 37
+# %% ../nbs/20_bench.ipynb 39
 def _spec_figures(eng, before: dict) -> dict:
     """Speculative decoding's figures of a run (from the engine's `spec_stats` and their values `before` it): the settings, the
     acceptance rate (accepted / proposed tokens) and the mean accepted length (tokens per verifying forward of a sequence)."""
@@ -182,7 +199,7 @@ def _spec_figures(eng, before: dict) -> dict:
             "spec_accepted": d["num_accepted"], "spec_acceptance_rate": d["num_accepted"] / d["num_proposed"] if d["num_proposed"] else None,
             "spec_mean_accepted_length": d["num_emitted"] / d["num_verifications"] if d["num_verifications"] else None}
 
-# %% ../nbs/20_bench.ipynb 39
+# %% ../nbs/20_bench.ipynb 41
 class _TickBar:
     """A progress bar over output tokens, made at its first update, so that its rate and ETA are the generation's and not the
     wait for the first prefill; `total` (None: unknown) is known only when EOS is ignored."""
@@ -194,7 +211,7 @@ class _TickBar:
     def close(self):
         if self.bar is not None: self.bar.close()
 
-# %% ../nbs/20_bench.ipynb 41
+# %% ../nbs/20_bench.ipynb 43
 def _drive(eng, reqs: list, params, sequential: bool, tick) -> dict:
     """Run token-id prompts `reqs` through engine `eng` (all submitted at t=0, or one at a time); the raw figures: each request's
     time to first token from its own submission, output tokens, prefill and decode seconds, decode tokens, peak K/V blocks, wall."""
@@ -224,7 +241,7 @@ def _drive(eng, reqs: list, params, sequential: bool, tick) -> dict:
     f["wall"] = time.perf_counter() - t0
     return f
 
-# %% ../nbs/20_bench.ipynb 43
+# %% ../nbs/20_bench.ipynb 45
 def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False, chat: bool = False, sequential: bool = False,
               progress: bool = True, temperature: float = 0.0) -> dict:
     """Run `prompts` (all submitted at t=0, greedy unless `temperature`) through `llm`'s engine, or one at a time; return the figures.
@@ -249,7 +266,7 @@ def run_bench(llm, prompts: list[str], max_tokens: int, ignore_eos: bool = False
             "max_num_seqs": llm.max_num_seqs, "max_num_batched_tokens": llm.engine_config.max_num_batched_tokens,
             "quantization": llm.quantization_label, **_cpu_figures(llm), **_spec_figures(eng, s0)}
 
-# %% ../nbs/20_bench.ipynb 49
+# %% ../nbs/20_bench.ipynb 51
 def read_bandwidth(threads: int | None = None, mib: int = 256, reps: int = 5) -> float:
     "Read bandwidth, GB/s: the best of `reps` torch sums over a `mib` MiB float32 buffer (more than the caches) on `threads` threads."
     import torch
@@ -262,14 +279,14 @@ def read_bandwidth(threads: int | None = None, mib: int = 256, reps: int = 5) ->
         return best
     finally: torch.set_num_threads(old)
 
-# %% ../nbs/20_bench.ipynb 51
+# %% ../nbs/20_bench.ipynb 53
 def weight_bytes(model) -> int:
     "Bytes of `model`'s weights and buffers, a tensor shared by two names (tied embeddings) counted once."
     # `state_dict()` detaches every entry into a new tensor object, so tied weights are told apart by where their data lies
     tensors = {(t.data_ptr(), t.numel(), t.dtype): t for t in model.state_dict().values()}
     return sum(t.numel() * t.element_size() for t in tensors.values())
 
-# %% ../nbs/20_bench.ipynb 53
+# %% ../nbs/20_bench.ipynb 55
 def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progress: bool = True, **kw) -> list[dict]:
     "One `run_bench` record per workload of `specs` (see `workload`) on `llm`; `kw` goes to `run_bench`."
     t = time.perf_counter(); eng = llm.get_engine(); load_s = time.perf_counter() - t
@@ -287,7 +304,7 @@ def throughput(llm, specs: list[str], batch=None, max_tokens: int = 128, progres
     return out
 
 
-# %% ../nbs/20_bench.ipynb 56
+# %% ../nbs/20_bench.ipynb 58
 def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     "(a runner for `model` over a pool of one block of `n` slots, K/V stored as `kv_dtype`; a function (ids, start, rows) -> its `PagedBatch`)."
     from xllm.kv_pool import PagedKVPool
@@ -299,7 +316,7 @@ def stream_runner(model, n: int, runner: str | None = None, kv_dtype=None):
     return cls(model, pool), lambda ids, start, rows="last": PagedBatch.build([(list(ids), start, [0])], n, pool.null_slot, rows, model.device)
 
 
-# %% ../nbs/20_bench.ipynb 58
+# %% ../nbs/20_bench.ipynb 60
 def _median_rate(n: int, reps: int, once) -> float:
     "Median of `n` / seconds of `once()` over `reps` timed rounds, after one warm-up round."
     import statistics
@@ -310,7 +327,7 @@ def _median_rate(n: int, reps: int, once) -> float:
     return statistics.median(rates)
 
 
-# %% ../nbs/20_bench.ipynb 60
+# %% ../nbs/20_bench.ipynb 62
 def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "tg`n`: tokens/s of `n` greedy one-token steps of one sequence, from a one-token cache (median of `reps`)."
     import torch
@@ -322,7 +339,7 @@ def decode_rate(model, n: int = 64, reps: int = 3, runner: str | None = None, kv
     with torch.inference_mode(): return _median_rate(n, reps, once)
 
 
-# %% ../nbs/20_bench.ipynb 62
+# %% ../nbs/20_bench.ipynb 64
 def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None, kv_dtype=None) -> float:
     "pp`len(ids)`: tokens/s of one forward over the prompt `ids` from an empty cache, last position's logits (median of `reps`)."
     import torch
@@ -330,7 +347,7 @@ def prefill_rate(model, ids: list[int], reps: int = 3, runner: str | None = None
     with torch.inference_mode(): return _median_rate(len(ids), reps, lambda: run(batch(ids, 0)))
 
 
-# %% ../nbs/20_bench.ipynb 65
+# %% ../nbs/20_bench.ipynb 67
 def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, temperature: float = 0.0, vocab: int = 512, reps: int = 3) -> dict:
     "Milliseconds per engine step with the model taken out (best of `reps`), and the tok/s that would give."
     import torch
@@ -353,7 +370,7 @@ def host_step(batch: int = 200, prompt_tokens: int = 8, max_tokens: int = 18, te
     ms, steps = min(once() for _ in range(reps))
     return {"step_ms": ms, "steps": steps, "model_free_tok_s": batch * max_tokens / (ms * steps / 1e3)}
 
-# %% ../nbs/20_bench.ipynb 67
+# %% ../nbs/20_bench.ipynb 69
 def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     "Milliseconds of `PagedBatch.build` and of `CudaRunner.load_batch` for `batch` decode rows of `context` tokens (best of `reps` x 10)."
     import torch
@@ -377,7 +394,7 @@ def step_prep(batch: int = 160, context: int = 640, reps: int = 5) -> dict:
     b = PagedBatch.build(chunks, 16, 0, "last", "cpu")
     return {"build_ms": best(lambda: PagedBatch.build(chunks, 16, 0, "last", "cpu")), "load_ms": best(lambda: runner.load_batch(b, batch))}
 
-# %% ../nbs/20_bench.ipynb 70
+# %% ../nbs/20_bench.ipynb 72
 def _stream_completion(url: str, prompt: str, n: int) -> str:
     "The text of one greedy streaming /v1/completions request of `n` tokens (EOS ignored), read from its server-sent events."
     import urllib.request
@@ -390,13 +407,13 @@ def _stream_completion(url: str, prompt: str, n: int) -> str:
     return "".join(parts)
 
 
-# %% ../nbs/20_bench.ipynb 72
+# %% ../nbs/20_bench.ipynb 74
 def _health(url: str) -> dict:
     import urllib.request
     with urllib.request.urlopen(url + "/health", timeout=5) as r: return json.loads(r.read())
 
 
-# %% ../nbs/20_bench.ipynb 74
+# %% ../nbs/20_bench.ipynb 76
 def _prompt_lines() -> list[str]:
     "The non-empty lines of the `prompts` workload."
     return [l.strip() for l in workload_path("prompts").read_text().splitlines() if l.strip()]
@@ -406,7 +423,7 @@ def _bench_requests(n: int, lo: int, hi: int) -> list[tuple[str, int]]:
     lines = _prompt_lines()
     return [(f"{lines[i % len(lines)]} (question {i + 1})", lo + (i * 37) % (hi - lo + 1)) for i in range(n)]
 
-# %% ../nbs/20_bench.ipynb 76
+# %% ../nbs/20_bench.ipynb 78
 def _in_threads(f, items: list) -> list:
     "`f(item)` for each of `items`, each in its own thread, all at once: the results in order, an exception in place of its result."
     import threading
@@ -419,14 +436,14 @@ def _in_threads(f, items: list) -> list:
     for th in ts: th.join()
     return out
 
-# %% ../nbs/20_bench.ipynb 78
+# %% ../nbs/20_bench.ipynb 80
 def _stop(proc: subprocess.Popen, wait: float = 20):
     "Terminate `proc`, and kill it if it has not ended `wait` s later."
     proc.terminate()
     try: proc.wait(wait)
     except subprocess.TimeoutExpired: proc.kill()
 
-# %% ../nbs/20_bench.ipynb 80
+# %% ../nbs/20_bench.ipynb 82
 def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int = 48, sequential: bool = True) -> dict:
     "Figures of `n` concurrent streaming clients on `xllm serve SERVE_ARGS` (and one after another), checked against `llm.generate`."
     from xllm.sampling import SamplingParams
@@ -458,7 +475,7 @@ def server_bench(llm, serve_args: list[str], n: int = 32, lo: int = 16, hi: int 
     res["ok"] = res["texts_equal"] == n and not res["errors"] and not any(res["left"].values()) and res.get("sequential_equal", n) == n
     return res
 
-# %% ../nbs/20_bench.ipynb 84
+# %% ../nbs/20_bench.ipynb 86
 BENCH_SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40}, "year": {"type": "integer", "minimum": 1900, "maximum": 2030},
     "tags": {"type": "array", "items": {"enum": ["news", "science", "sport", "art"]}, "maxItems": 3},
@@ -474,7 +491,7 @@ def _json_count(texts) -> int:
         ok += 1
     return ok
 
-# %% ../nbs/20_bench.ipynb 86
+# %% ../nbs/20_bench.ipynb 88
 from contextlib import contextmanager
 
 @contextmanager
@@ -489,14 +506,14 @@ def _timing(obj, name: str):
     try: yield spent
     finally: setattr(obj, name, inner)
 
-# %% ../nbs/20_bench.ipynb 88
+# %% ../nbs/20_bench.ipynb 90
 def _chat_prompts(llm, n: int, chars: int | None) -> list[dict]:
     "`n` chat prompts (token ids) asking for a JSON answer to the `prompts` workload's lines, each cut to `chars` characters."
     lines = _prompt_lines()
     asks = [f"{lines[i % len(lines)][:chars]} Answer as a JSON object." for i in range(n)]
     return [{"prompt_token_ids": llm.encode_chat([{"role": "user", "content": q}])[1]} for q in asks]
 
-# %% ../nbs/20_bench.ipynb 90
+# %% ../nbs/20_bench.ipynb 92
 def _timed_run(llm, prompts: list, params: list, spent: list) -> tuple[dict, list[str]]:
     """One `llm.generate` of `prompts`, timed: (wall seconds, engine steps, output tokens, s per step, tok/s, and the ms per step
     that `spent` gathered during it), and the texts."""
@@ -509,7 +526,7 @@ def _timed_run(llm, prompts: list, params: list, spent: list) -> tuple[dict, lis
     d = {"wall_s": wall, "steps": steps, "tokens": toks, "s_per_step": wall / steps, "tok_s": toks / wall}
     return {**d, "mask_ms_per_step": 1e3 * sum(spent) / steps}, [o.outputs[0].text for o in outs]
 
-# %% ../nbs/20_bench.ipynb 92
+# %% ../nbs/20_bench.ipynb 94
 def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, temperature: float = 0.8, schema: dict | None = None,
                      chars: int | None = None) -> dict:
     """`n` chat requests at once through `llm`'s engine, each with the JSON schema `schema` (default `BENCH_SCHEMA`) as structured
@@ -538,7 +555,7 @@ def structured_bench(llm, n: int = 32, max_tokens: int = 64, rounds: int = 3, te
                tok_s_ratio=res["schema_tok_s"] / res["plain_tok_s"], ok=all(x["parsed"] == n for x in runs["schema"]))
     return res
 
-# %% ../nbs/20_bench.ipynb 96
+# %% ../nbs/20_bench.ipynb 98
 SUITES = ("throughput", "decode", "prefill", "host", "server")
 
 def _model_argv(args) -> list[str]:
@@ -550,7 +567,7 @@ def _model_argv(args) -> list[str]:
     return [x for k in keys if getattr(args, k, None) is not None for x in ("--" + k.replace("_", "-"), val(getattr(args, k)))] + ["--enforce-eager"] * bool(getattr(args, "enforce_eager", False))
 
 
-# %% ../nbs/20_bench.ipynb 98
+# %% ../nbs/20_bench.ipynb 100
 def _summary(r: dict) -> str:
     "The printed lines of a record."
     f = lambda v, fmt: "n/a" if v is None else format(v, fmt)
@@ -566,7 +583,7 @@ def _summary(r: dict) -> str:
                f"verifications, acceptance rate {f(r['spec_acceptance_rate'], '.2f')}, mean accepted length {f(r['spec_mean_accepted_length'], '.2f')}\n"))
 
 
-# %% ../nbs/20_bench.ipynb 100
+# %% ../nbs/20_bench.ipynb 102
 def _bench_specs(args, suite: str) -> list[str]:
     "The throughput workloads of `args` (its `--workload`s, or `--file`), after the checks that can fail before a model is loaded."
     if args.threads is not None and args.threads < 1: raise ValueError(f"--threads must be at least 1, got {args.threads}")
@@ -582,7 +599,7 @@ def _bench_specs(args, suite: str) -> list[str]:
         raise ValueError("bench server: the server loads a model file (-m), not --random-weights")
     return specs
 
-# %% ../nbs/20_bench.ipynb 102
+# %% ../nbs/20_bench.ipynb 104
 def _decode_record(args, llm, n: int) -> dict:
     "`xllm bench decode`: tg`n` of `llm` (one sequence, one token a step), `args.reps` times."
     if n + 2 > llm.max_model_len:
@@ -594,7 +611,7 @@ def _decode_record(args, llm, n: int) -> dict:
     return record("decode", f"tg{n}", rate, runner=llm.runner_name, model=llm.model_name, reps=args.reps,
                   kv_cache_dtype=kv or "auto", **_cpu_figures(llm))
 
-# %% ../nbs/20_bench.ipynb 104
+# %% ../nbs/20_bench.ipynb 106
 def _prefill_record(args, llm) -> dict:
     "`xllm bench prefill`: pp`--prompt-tokens` (128) of `llm`, the sample text's tokens repeated to that length."
     p = args.prompt_tokens or 128
@@ -604,7 +621,7 @@ def _prefill_record(args, llm) -> dict:
     return record("prefill", f"pp{p}", lambda: {"tok_s": prefill_rate(llm.model, ids, args.reps, llm.runner_name, kv)},
                   runner=llm.runner_name, model=llm.model_name, reps=args.reps, kv_cache_dtype=kv or "auto", **_cpu_figures(llm))
 
-# %% ../nbs/20_bench.ipynb 106
+# %% ../nbs/20_bench.ipynb 108
 def bench_command(args, load, out=None) -> int:
     "Run `xllm bench` for the parsed `args`; `load()` builds the `LLM` from the model options. Returns the exit code."
     import torch

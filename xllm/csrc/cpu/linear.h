@@ -400,22 +400,23 @@ static inline __m256 load8w(const uint16_t* p) { return load8bf(p); }
 #endif
 static inline float w2f(float w) { return w; }
 static inline float w2f(uint16_t w) { return bf2f(w); }
-// The float-activation row kernels of float32, bfloat16 and GGUF Q8_0 weights prefetch them this many bytes ahead. The
+// The float-activation row kernels of float32, bfloat16 and GGUF Q8_0 weights (dot_f32, dot_bf16, row_dot's Q8_0 groups; not
+// dot_w's other callers, the attention's keys) prefetch the weights this many bytes ahead. The
 // hardware prefetcher alone left a thread about one reorder buffer of work in flight: for bfloat16 (32 weights a line, four
 // widening loads and four FMAs) a thread read 11.5 GB/s from memory, with this 17, and two threads 20 -> 26.5 GB/s (the
 // gate|up shape, 120 MB of copies, an AVX2 AMD EPYC; 256 to 4096 bytes tried, 512 to 1024 the best); Q8_0 rows (the default
 // model's head on float activations) 17 -> 24 GB/s on two threads. float32 (two lines a step) read 16-18 GB/s a thread with
-// or without. dot_i8 (per-row int8 scales) read less with it (two threads 20 -> 14 GB/s, K = 2048) and does not.
+// or without. dot_i8 (per-row int8 scales) read less with it (two threads 19-21 -> 13-16 GB/s, K = 2048) and does not.
 constexpr int64_t W_PREFETCH = 1024;
 // sum_i w[i] * x[i] for float32 w, or bfloat16 w made float32 exactly as it is read: one loop, so the two give the same sums
 // in the same order (a bf16 weight and its float32 copy, the same bits)
-template <typename W> static inline float dot_w(const W* w, const float* x, int64_t K) {
+template <typename W, bool PF = false> static inline float dot_w(const W* w, const float* x, int64_t K) {
     int64_t i = 0; float s = 0;
 #if XK_AVX2
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (; i + 32 <= K; i += 32) {
-        _mm_prefetch((const char*)(w + i) + W_PREFETCH, _MM_HINT_T0);                       // 32 weights: one line of bf16,
-        if (sizeof(W) == 4) _mm_prefetch((const char*)(w + i) + W_PREFETCH + 64, _MM_HINT_T0);   // two of float32
+        if (PF) _mm_prefetch((const char*)(w + i) + W_PREFETCH, _MM_HINT_T0);                       // 32 weights: one line of
+        if (PF && sizeof(W) == 4) _mm_prefetch((const char*)(w + i) + W_PREFETCH + 64, _MM_HINT_T0);   // bf16, two of float32
         a0 = _mm256_fmadd_ps(load8w(w + i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(load8w(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
         a2 = _mm256_fmadd_ps(load8w(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -427,8 +428,8 @@ template <typename W> static inline float dot_w(const W* w, const float* x, int6
     for (; i < K; i++) s += w2f(w[i]) * x[i];
     return s;
 }
-static inline float dot_f32(const float* w, const float* x, int64_t K) { return dot_w(w, x, K); }
-static inline float dot_bf16(const uint16_t* w, const float* x, int64_t K) { return dot_w(w, x, K); }
+static inline float dot_f32(const float* w, const float* x, int64_t K) { return dot_w<float, true>(w, x, K); }        // weight rows:
+static inline float dot_bf16(const uint16_t* w, const float* x, int64_t K) { return dot_w<uint16_t, true>(w, x, K); }  // prefetched
 
 // sum_i q[i] * x[i] for int8 q
 static inline float dot_i8(const int8_t* q, const float* x, int64_t K) {
@@ -551,7 +552,7 @@ static inline float row_dot(const Lin& L, int64_t n, const Prep& p) {
             __m256 acc = _mm256_setzero_ps();
             for (int64_t g = 0; g < L.G; g++) {
                 const int8_t* qg = q + g * L.gs; const float* xg = p.x + g * L.gs;
-                _mm_prefetch((const char*)qg + W_PREFETCH, _MM_HINT_T0);   // as dot_w (a line a group of 64; two a line of 32)
+                for (int64_t o = 0; o < L.gs; o += 64) _mm_prefetch((const char*)qg + W_PREFETCH + o, _MM_HINT_T0);   // as dot_f32
                 __m256 a = _mm256_setzero_ps(), b = a;
                 for (int64_t i = 0; i < L.gs; i += 16) {
                     a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(qg + i)))), _mm256_loadu_ps(xg + i), a);
