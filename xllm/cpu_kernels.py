@@ -364,7 +364,7 @@ def gemm_min_rows(a8: bool = False) -> int:
     if lib is None or not lib.xk_has_avx2(): return 2**62
     return int(lib.xk_qgemm_min_rows() if a8 else lib.xk_gemm_min_rows())
 
-# %% ../nbs/15_cpu_kernels.ipynb 125
+# %% ../nbs/15_cpu_kernels.ipynb 127
 def _lib():
     lib = _active()
     if lib is None: raise RuntimeError(f"CPU kernels unavailable: {_STATUS}")
@@ -378,7 +378,7 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor
     _lib().xk_rmsnorm(x.data_ptr(), weight.data_ptr(), eps, x.numel() // max(1, weight.numel()), weight.numel(), out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 128
+# %% ../nbs/15_cpu_kernels.ipynb 130
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     "Rotate `x [T, heads, head_dim]` in place, Hugging Face rotate-half order; `cos`, `sin`: `[T, head_dim]`."
     if x.dtype != torch.float32 or not x.is_contiguous() or x.dim() != 3:
@@ -390,7 +390,7 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     _lib().xk_rope(x.data_ptr(), cos.data_ptr(), sin.data_ptr(), T, H, d)
     return x
 
-# %% ../nbs/15_cpu_kernels.ipynb 130
+# %% ../nbs/15_cpu_kernels.ipynb 132
 def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "`silu(gate) * up`, one pass."
     gate, up = _f32(gate, "gate"), _f32(up, "up")
@@ -399,7 +399,7 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor, out: torch.Tensor | None = No
     _lib().xk_silu_mul(gate.data_ptr(), up.data_ptr(), out.data_ptr(), gate.numel())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 132
+# %% ../nbs/15_cpu_kernels.ipynb 134
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     "One decode step's attention: `q [heads, d]` over cached `k`, `v` `[len, kv_heads, d]` (grouped-query), scale `1/sqrt(d)`."
     q, k, v = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
@@ -411,7 +411,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
     _lib().xk_attention(q.data_ptr(), k.data_ptr(), v.data_ptr(), H, kvh, L, d, out.data_ptr())
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 134
+# %% ../nbs/15_cpu_kernels.ipynb 136
 def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, slots: torch.Tensor, lens: torch.Tensor,
                     out: torch.Tensor | None = None, threads: int | None = None) -> torch.Tensor:
     """Decode attention for `B` sequences over a paged pool, read in place: `q [B, heads, d]`; `k_pool`, `v_pool`
@@ -436,7 +436,7 @@ def paged_attention(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor,
                               H, k_pool.shape[1], d, out.data_ptr(), _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 138
+# %% ../nbs/15_cpu_kernels.ipynb 140
 def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, ranks, scales, y: torch.Tensor | None = None,
                  threads: int | None = None) -> torch.Tensor:
     """`y[t] += scales[s] * (x[t] @ A[s, :r].T) @ Bt[s, :r]` for each row `t` of slot `s = slots[t]` (`r = ranks[s]`; slot -1:
@@ -451,7 +451,7 @@ def lora_product(x: torch.Tensor, A: torch.Tensor, Bt: torch.Tensor, slots, rank
     _lib().xk_lora(T, K, N, S, R, A.data_ptr(), Bt.data_ptr(), s.data_ptr(), rk.data_ptr(), sc.data_ptr(), x.data_ptr(), y.data_ptr(), _threads(threads))
     return y
 
-# %% ../nbs/15_cpu_kernels.ipynb 140
+# %% ../nbs/15_cpu_kernels.ipynb 142
 def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
     "Rows' slots as int64 `[T]` (each -1..S-1), ranks as int32 `[S]` (each 0..R), scales as float32 `[S]`: what the C calls read."
     s, rk, sc = torch.as_tensor(slots, dtype=torch.int64).contiguous(), torch.as_tensor(ranks, dtype=torch.int32), torch.as_tensor(scales, dtype=torch.float32)
@@ -460,7 +460,7 @@ def _lora_rows(slots, ranks, scales, T: int, S: int, R: int):
         raise ValueError(f"ranks, scales: expected {S} each, ranks in 0..{R}")
     return s, rk.contiguous(), sc.contiguous()
 
-# %% ../nbs/15_cpu_kernels.ipynb 143
+# %% ../nbs/15_cpu_kernels.ipynb 145
 GEMV_VARIANTS = ("scalar", "tiled 4 rows", "AVX2 (8 lanes, 4 sums)", "AVX2 + threads")
 
 def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -474,7 +474,7 @@ def gemv_variant(W: torch.Tensor, x: torch.Tensor, variant: int, threads: int | 
     _lib().xk_gemv_variant(W.data_ptr(), x.data_ptr(), out.data_ptr(), W.shape[0], W.shape[1], variant, _threads(threads))
     return out
 
-# %% ../nbs/15_cpu_kernels.ipynb 150
+# %% ../nbs/15_cpu_kernels.ipynb 152
 def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tensor] | None:
     """If float `w [N, K]` is exactly `q * d` for int8 `q` in -127..127 and one float16 `d` per `group` values (a
     dequantized GGUF Q8_0 tensor is), return `(q, d)`; else None. Lossless: the kernel then reads 1 byte a weight
@@ -488,7 +488,7 @@ def exact_q8(w: torch.Tensor, group: int = 32) -> tuple[torch.Tensor, torch.Tens
     if not torch.equal(q * dh.float()[..., None], g): return None
     return q.to(torch.int8).reshape(w.shape), dh
 
-# %% ../nbs/15_cpu_kernels.ipynb 152
+# %% ../nbs/15_cpu_kernels.ipynb 154
 def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     "The `LinSpec` of an `nn.Linear` (float32 or bfloat16), `Int8Linear` or `Int4Linear` on the CPU; None when the kernels cannot run it."
     if isinstance(mod, nn.Linear):
@@ -505,7 +505,7 @@ def module_spec(mod, exact_float: bool = False) -> LinSpec | None:
     except ValueError: return None
     return None
 
-# %% ../nbs/15_cpu_kernels.ipynb 154
+# %% ../nbs/15_cpu_kernels.ipynb 156
 ENABLED = os.environ.get("XLLM_CPU_KERNELS", "1") != "0"
 
 @contextmanager
@@ -516,14 +516,14 @@ def disabled():
     try: yield
     finally: ENABLED = old
 
-# %% ../nbs/15_cpu_kernels.ipynb 157
+# %% ../nbs/15_cpu_kernels.ipynb 159
 def _version(t: torch.Tensor) -> int | None:
     "The in-place version counter of `t` (None for inference tensors, which keep none)."
     try: return t._version
     except RuntimeError: return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 159
+# %% ../nbs/15_cpu_kernels.ipynb 161
 _EDITS = [0]    # modules, parameters and buffers assigned to any module in this process so far (the hooks below count them)
 
 def _count_edit(module, name, value):
@@ -538,7 +538,7 @@ def model_edits() -> int:
     return _EDITS[0]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 162
+# %% ../nbs/15_cpu_kernels.ipynb 164
 _REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)   # plan.h's ReduceFn
 
 PLAN_DTYPES = (torch.float32, torch.bfloat16)   # the weights a plan reads (it computes in float32 either way)
@@ -638,7 +638,7 @@ class ModelPlan:
         self.edits = model_edits()
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 164
+# %% ../nbs/15_cpu_kernels.ipynb 166
 @patch
 def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: int):
     "Make the plan a shard's: its embedding slice, and the library's `reduce` calling `dist.all_reduce` (kept alive by the plan)."
@@ -655,27 +655,27 @@ def _set_tp(self: ModelPlan, h, groups: list, emb_slice, world: int, expected: i
     self._lib.xk_plan_set_tp(h, emb_slice[0], emb_slice[1], ctypes.cast(self._reduce, ctypes.c_void_p))
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 166
+# %% ../nbs/15_cpu_kernels.ipynb 168
 @patch
 def _float_sources(self: ModelPlan, model):
     lm = model._modules.get("lm_head")
     return [lm.weight] if isinstance(lm, nn.Linear) else []
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 168
+# %% ../nbs/15_cpu_kernels.ipynb 170
 @patch
 def __del__(self: ModelPlan):
     if getattr(self, "_h", None): self._lib.xk_plan_free(self._h); self._h = None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 170
+# %% ../nbs/15_cpu_kernels.ipynb 172
 @patch(as_prop=True)
 def ok(self: ModelPlan) -> bool:
     "Whether the compiled decode step can run this model (else `reason` says why)."
     return self.reason is None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 172
+# %% ../nbs/15_cpu_kernels.ipynb 174
 @patch
 def check(self: ModelPlan, model):
     """Raise unless `model` still holds what this plan points into: the dtype it was built for, the head unchanged in place,
@@ -690,7 +690,7 @@ def check(self: ModelPlan, model):
     self.edits = edits
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 174
+# %% ../nbs/15_cpu_kernels.ipynb 176
 KV_DTYPES = {torch.float32: 0, torch.float16: 1}   # the K/V storage the plan reads, and its code in xk_plan_forward
 
 def _kv_kind(k_layers, v_layers) -> int:
@@ -700,7 +700,7 @@ def _kv_kind(k_layers, v_layers) -> int:
         raise ValueError(f"K/V layers: expected contiguous CPU tensors all of one dtype among float32, float16, got {kinds}")
     return KV_DTYPES[getattr(torch, kinds[0][0])]
 
-# %% ../nbs/15_cpu_kernels.ipynb 176
+# %% ../nbs/15_cpu_kernels.ipynb 178
 @patch
 def _kv_args(self: ModelPlan, k_layers, v_layers):
     """(dtype code, K pointers, V pointers) of the K/V layers for `xk_plan_forward`, made again only when the layers are
@@ -716,7 +716,7 @@ def _kv_args(self: ModelPlan, k_layers, v_layers):
         c = self._kv = (list(k_layers), list(v_layers), _kv_kind(k_layers, v_layers), ptrs(k_layers), ptrs(v_layers))
     return c[2:]
 
-# %% ../nbs/15_cpu_kernels.ipynb 178
+# %% ../nbs/15_cpu_kernels.ipynb 180
 @patch
 def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.Tensor, k_layers, v_layers, cos: torch.Tensor, sin: torch.Tensor,
             out_rows: torch.Tensor, keys: torch.Tensor | None = None, koff: torch.Tensor | None = None, threads: int | None = None,
@@ -740,7 +740,7 @@ def forward(self: ModelPlan, ids: torch.Tensor, pos: torch.Tensor, wslot: torch.
 
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 180
+# %% ../nbs/15_cpu_kernels.ipynb 182
 @patch
 def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     "A shard's logits: every rank's vocabulary slice gathered, the padding cut (as `VocabHead`); a failed collective raised."
@@ -752,7 +752,7 @@ def _gather(self: ModelPlan, out: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, -1)[:, :self.vocab]
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 182
+# %% ../nbs/15_cpu_kernels.ipynb 184
 @patch
 def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     """Time the phases of each step from now on (`enable`) or stop; returns seconds per token of each phase (`PHASES`,
@@ -765,7 +765,7 @@ def profile(self: ModelPlan, enable: bool = True) -> dict[str, float]:
     self.barrier_wait = buf[8] / n if n else 0.0
     return {k: buf[i] / n for i, k in enumerate(self.PHASES)} if n else {}
 
-# %% ../nbs/15_cpu_kernels.ipynb 184
+# %% ../nbs/15_cpu_kernels.ipynb 186
 @patch
 def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     """Linear `i` of the plan gets `lora`'s adapters: its stacked `A` and `Bt`, read in place (`LoRASlots.load` writes into them).
@@ -776,7 +776,7 @@ def _add_lora(self: ModelPlan, i: int, lora: LoRALinear, track):
     self._lib.xk_plan_set_lora(self._h, i, A.shape[0], A.shape[1], A.data_ptr(), Bt.data_ptr())
     self.has_lora = True
 
-# %% ../nbs/15_cpu_kernels.ipynb 186
+# %% ../nbs/15_cpu_kernels.ipynb 188
 @patch
 def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     """Each of the next `forward`'s `n` rows' adapter slot in `lora` (the model's `LoRASlots`): `slots` ints, -1 the base, or
@@ -788,7 +788,7 @@ def set_lora_rows(self: ModelPlan, lora, slots, n: int):
     s, rk, sc = _lora_rows(s, lora.ranks, lora.scales, n, lora.max_loras, lora.max_lora_rank)
     self._lib.xk_plan_lora_rows(self._h, n, s.data_ptr(), lora.max_loras, rk.data_ptr(), sc.data_ptr())
 
-# %% ../nbs/15_cpu_kernels.ipynb 189
+# %% ../nbs/15_cpu_kernels.ipynb 191
 ACTIVATIONS = {a: level for level, a in enumerate(CPU_ACTIVATIONS)}   # the activations' form (config.py) -> ModelPlan's a8 level
 
 def keeps_quantized(model) -> bool:
@@ -797,7 +797,7 @@ def keeps_quantized(model) -> bool:
                getattr(getattr(m, "weight", None), "dtype", None) == torch.int8) for m in model.modules())
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 191
+# %% ../nbs/15_cpu_kernels.ipynb 193
 def activation_mode(activations: str | None = None, quantized: bool = False) -> str:
     """The activations' form of the compiled runner's products: `activations` if given, else `$XLLM_CPU_ACTIVATIONS`,
     else the default: "int8" for a model that keeps its weights `quantized` when the library has an integer dot
@@ -812,7 +812,7 @@ def activation_mode(activations: str | None = None, quantized: bool = False) -> 
     return a
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 193
+# %% ../nbs/15_cpu_kernels.ipynb 195
 class CpuRunner(ModelRunner):
     "The engine's steps as one call each into the compiled library (`ModelPlan.forward`): float32 weights (or packed) and K/V on the CPU."
     name = "cpu"
@@ -846,7 +846,7 @@ class CpuRunner(ModelRunner):
         return None
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 195
+# %% ../nbs/15_cpu_kernels.ipynb 197
 @patch(as_prop=True)
 def description(self: CpuRunner) -> str:
     "What computes the products: the activations' form and, for int8, the integer dot product compiled in."
@@ -854,14 +854,14 @@ def description(self: CpuRunner) -> str:
     return f"cpu, {'int8' if self.activations == 'int8' else 'int8 + int8 residual'} activations ({isa()})"
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 197
+# %% ../nbs/15_cpu_kernels.ipynb 199
 @patch(cls_method=True)
 def unsupported(cls: CpuRunner, model, kv_dtype=None) -> str | None:
     "Why the compiled kernels cannot run `model` with K/V stored as `kv_dtype` here, or None (this builds a plan to know)."
     return cls._unsupported_before_plan(model, kv_dtype) or ModelPlan(model).reason
 
 
-# %% ../nbs/15_cpu_kernels.ipynb 199
+# %% ../nbs/15_cpu_kernels.ipynb 201
 @patch
 def __call__(self: CpuRunner, batch) -> torch.Tensor:
     "float32 logits of `batch.logits_rows`, the whole step in one call; the batch's indices are checked first (the C code trusts them)."
@@ -873,7 +873,7 @@ def __call__(self: CpuRunner, batch) -> torch.Tensor:
     return self.plan.forward(batch.token_ids, batch.positions, batch.slot_mapping, kf, vf, cos, sin, batch.logits_rows,
                              batch.key_slots, batch.key_offsets, self.threads, batch.hidden_rows)
 
-# %% ../nbs/15_cpu_kernels.ipynb 200
+# %% ../nbs/15_cpu_kernels.ipynb 202
 @patch
 def _rope32(self: CpuRunner, n: int):
     """float32 cos/sin tables for at least `n` positions (grown by doubling), the runner's own: the model's `rope` keeps its
@@ -884,7 +884,7 @@ def _rope32(self: CpuRunner, n: int):
     if have is None or have[0].shape[0] < n: self._tables = have = rope_tables(self.model.inv_freq, max(n, 256, 2 * (have[0].shape[0] if have else 0)))
     return have
 
-# %% ../nbs/15_cpu_kernels.ipynb 202
+# %% ../nbs/15_cpu_kernels.ipynb 204
 def _check_batch(b, vocab: int, rows: int) -> int:
     """Every index of the batch `b` inside what it indexes (token ids, pool rows, key lists, output rows, no more output
     rows than tokens: the plan's buffers hold N), else a ValueError. Returns the positions the RoPE tables must
@@ -907,7 +907,7 @@ def _check_batch(b, vocab: int, rows: int) -> int:
         raise ValueError(f"PagedBatch: a {name} outside 0..{hi - 1}")
     return npos.value
 
-# %% ../nbs/15_cpu_kernels.ipynb 215
+# %% ../nbs/15_cpu_kernels.ipynb 217
 @patch(cls_method=True)
 def default_kv_cache_dtype(cls: CpuRunner, model, activations: str | None = None) -> str | None:
     "float16 when the products' activations are int8 (`activation_mode`), else None: the float32 pool of the reference."
