@@ -432,20 +432,24 @@ static void bf16dp_micro(const uint32_t* wp, const uint16_t* xb, int64_t K, int6
     }
 }
 static thread_local std::vector<uint32_t> bf16dp_w;
-// The following task's weight rows, prefetched to L2 in `slices` equal parts, one after each micro-tile of the current task.
-// A thread claims its next task when it starts one (as amx_gemm_part), so that the rows arrive while this one computes: the
-// repack otherwise read its 32 rows from memory at latency. Gate|up of the default model's bfloat16 copy, 32 rows, 30 copies
-// (106 MB) read in turn, on a Zen 4: 0.91 -> 0.78 ms one thread, 0.57 -> 0.47 ms two (0.62 / 0.38 ms from cache); the
-// same prefetch of the float32 GEMM's next block did nothing there, so it has none. Changes no arithmetic.
+// The next task's weight rows, prefetched to L2 in `slices` equal parts, one after each micro-tile of the current task: the
+// repack otherwise read its 32 row streams from memory at latency, and the products waited on them. The tasks are dealt in
+// runs of consecutive ones (claim_run), so within a run the next task is this thread's already and nothing more is held;
+// the last of a run prefetches nothing. Gate|up of the default model's bfloat16 copy, 32 rows, 30 copies (106 MB) read in
+// turn, on a Zen 4, two threads: 0.57 -> 0.47 ms with a prefetch (0.38 ms with the weights in cache). The same prefetch
+// of the float32 GEMM's next block did nothing there, so it has none. Changes no arithmetic.
 struct SliceFetch {
     const char* p = nullptr; int64_t bytes = 0, at = 0, slices = 1, done = 0;
-    void start(const void* q, int64_t b, int64_t s) { p = (const char*)q; bytes = q ? b : 0; at = 0; slices = std::max<int64_t>(1, s); done = 0; }
-    void step() { const int64_t end = bytes * ++done / slices; for (; at < end; at += 64) _mm_prefetch(p + at, _MM_HINT_T1); }
+    void start(const void* q, int64_t b, int64_t s) { p = (const char*)q; bytes = b; at = 0; slices = std::max<int64_t>(1, s); done = 0; }
+    void step() {   // (past `slices` steps: nothing more)
+        const int64_t end = std::min(bytes, bytes * ++done / slices);
+        for (; at < end; at += 64) _mm_prefetch(p + at, _MM_HINT_T1);
+    }
 };
-// One thread's share of several bf16 linears of xb [T, K]: tasks of 32 weight rows from `next`, each times every activation
-// row; the following task claimed when one starts and its rows prefetched a slice after each micro-tile (SliceFetch)
+// One thread's share of several bf16 linears of xb [T, K]: tasks of 32 weight rows, in runs from `next` (claim_run), each
+// times every activation row, the next task's rows prefetched meanwhile (SliceFetch)
 static void bf16dp_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
-    const int64_t K = Ls[0].K;
+    const int64_t K = Ls[0].K, tiles = T / 4 + T % 4;      // micro-tiles a task: the prefetch's slices
     if ((int64_t)bf16dp_w.size() < K * 16) bf16dp_w.resize(K * 16);
     int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + 31) / 32;
     auto locate = [&](int64_t task, int& l, int64_t& n0) {
@@ -454,11 +458,11 @@ static void bf16dp_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, fl
         n0 = tk * 32;
     };
     SliceFetch pf;
-    for (int64_t task = next.fetch_add(1), following; task < ntask; task = following) {
-        following = next.fetch_add(1);
+    int64_t t0, t1;
+    while (claim_run(next, ntask, team_size(), t0, t1)) for (int64_t task = t0; task < t1; task++) {
         int l; int64_t n0; locate(task, l, n0);
         const Lin& L = Ls[l];
-        if (following < ntask) { int fl; int64_t f0; locate(following, fl, f0); pf.start(Ls[fl].wb + f0 * K, std::min<int64_t>(32, Ls[fl].N - f0) * K * 2, T / 4 + T % 4); }
+        if (task + 1 < t1) { int fl; int64_t f0; locate(task + 1, fl, f0); pf.start(Ls[fl].wb + f0 * K, std::min<int64_t>(32, Ls[fl].N - f0) * K * 2, tiles); }
         else pf.start(nullptr, 0, 1);
         bf16dp_repack(L, n0, bf16dp_w.data());
         int64_t j0 = 0;
