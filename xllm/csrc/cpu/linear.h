@@ -12,9 +12,10 @@ struct Lin {
     // INT4 with int8 activations (rows16_a8, AVX2 and up): the scales (and minimums, where mg) of rows 16j..16j+15 side by side,
     // group by group, [j][g][16], for the first n16() = N / 16 * 16 rows; set by a Plan, which keeps them (interleave16). Else null.
     const uint16_t* s16 = nullptr; const uint16_t* m16 = nullptr;
-    // INT4 with int8 activations on AVX2 / AVX-VNNI builds (rows16_a8): the codes of the first N16 = n16() rows regrouped
-    // by eights, [N16 / 8][block pair][8 rows][32 bytes] (regroup8), so that one pass of rows16_a8 reads one stream; set by a
-    // Plan, which keeps them. Else null.
+    // INT4 with int8 activations (rows16_a8): the codes of the first N16 = n16() rows regrouped so that one pass of
+    // rows16_a8 reads one stream: by eights on AVX2 / AVX-VNNI builds, [N16 / 8][block pair][8 rows][32 bytes] (regroup8),
+    // by sixteens on AVX-512 ones, [N16 / 16][pass of 4 blocks][16 rows][64 bytes] (regroup16); set by a Plan, which keeps
+    // them. Else null.
     const uint8_t* w4r = nullptr;
     int64_t n16() const { return N / 16 * 16; }   // the rows the plan's 16-row copies hold (s16, m16, w4r): the last N % 16 are left out
 };
@@ -271,14 +272,18 @@ static inline __m256 mins16(const Lin& L, int64_t r0, int64_t g, __m256 sc) { re
 #endif
 #endif
 
+// Rows rows16_a8 prefetches ahead of those it computes, in its regrouped copy (one stream): R16_AHEAD rows on
+constexpr int64_t R16_AHEAD = 32;
 #if XK_ISA >= 3
-// Rows n..n+15 (n a multiple of 16, all < N) of an INT4 linear (an even number of blocks, L.s16 set) times one prepared
+// Rows n..n+15 (n a multiple of 16, all < N) of an INT4 linear (an even number of blocks, L.s16 and L.w4r set) times one prepared
 // input: y[0..15], the same bits as rows4_a8 -- each row's exact int32 block sums meet its scales in the same fma chain,
 // block after block; the 16 rows of a block are the 16 lanes of one chain instead of four chains of 4. Four blocks a pass
 // (the last pass may hold two): a row's 64 code bytes and the input's 128 in one 512-bit vpdpbusd pair, 4 int32 lanes per
 // block; red4 and two rounds of 128-bit shuffles turn 16 rows x 16 lanes into 4 vectors of 16 rows' block sums. rows4_a8
 // reduced each block of 4 rows with hadds and built its scale vectors from 8 scalar conversions: about twice the work of
 // the loads here, so decode was bound by instructions, not by memory (1.85x on one thread, measured with the two side by side).
+// The codes come from the regrouped copy (regroup16): a pass reads 16 rows x 64 bytes, 1 KB contiguous, where the rows
+// where they lie were 16 streams 288 bytes apart (K = 576) plus the prefetches of the next 16 rows' (as the AVX2 pass below).
 static inline __m512i q4_dot512(__m512i v, __m512i xlo, __m512i xhi) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4), xlo),
@@ -292,9 +297,8 @@ static inline __m512i red4(__m512i r0, __m512i r1, __m512i r2, __m512i r3) {
 }
 static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
     const int64_t nb = L.K / 32, rb = L.K / 2;                  // blocks; code bytes of a row
-    const uint8_t* w = L.w4 + n * rb;
-    const char* next = (const char*)(w + 16 * rb);              // the next 16 rows (contiguous): fetched while these compute
-    const bool pf = n + 32 <= L.N;
+    const uint8_t* w = L.w4r + n * rb;                          // rows n..n+15 regrouped: pass after pass
+    const bool pf = n + 16 + R16_AHEAD <= L.n16();
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 4) {
         const int nq = nb - b >= 4 ? 4 : 2;                     // blocks this pass
@@ -307,12 +311,13 @@ static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
             xlo = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)xb));
             xhi = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)(xb + 32)));
         }
+        const uint8_t* wp = w + b * 256;                       // this pass: row j's nq * 16 code bytes at wp + j * nq * 16
         __m512i B[4];
         for (int q = 0; q < 4; q++) {
             __m512i r[4];
             for (int k = 0; k < 4; k++) {
-                const uint8_t* wr = w + (4 * q + k) * rb + b * 16;
-                if (pf) _mm_prefetch(next + (4 * q + k) * rb + b * 16, _MM_HINT_T0);
+                const uint8_t* wr = wp + (4 * q + k) * nq * 16;
+                if (pf) _mm_prefetch((const char*)(wr + R16_AHEAD * rb), _MM_HINT_T0);
                 r[k] = q4_dot512(nq == 4 ? _mm512_loadu_si512((const void*)wr) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i*)wr)), xlo, xhi);
             }
             B[q] = red4(r[0], r[1], r[2], r[3]);                // chunk j: block b+j, rows 4q..4q+3
@@ -347,7 +352,6 @@ static inline __m256i red4(__m256i r0, __m256i r1, __m256i r2, __m256i r3) {
 // apart (the default model's K = 576), 8 streams plus the prefetches of the next rows': a thread read about 13 GB/s from
 // memory on an AMD EPYC (Zen 3), against 23 GB/s for the same products from cache and 19 GB/s for a plain sum; regrouped,
 // 20-23 GB/s, and 42 instead of 24 GB/s on two threads (a 47 MB weight, rows16_a8 alone).
-constexpr int64_t R16_AHEAD = 32;   // rows
 static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
     const int64_t nb = L.K / 32, rb = L.K / 2;
     for (int h = 0; h < 2; h++) {
@@ -375,7 +379,7 @@ static void rows16_a8(const Lin& L, int64_t n, const Prep& p, float* y) {
 
 static inline bool rows16_ok(const Lin& L) { return XK_AVX2 && L.a8 && !L.a8r && L.kind == Q4 && (L.K / 32) % 2 == 0 && L.N >= 16; }
 // The copies rows16_a8 reads, made once for a linear (rows16_ok) and kept by the caller (a Plan): the interleaved scales and
-// minimums, and on AVX2 / AVX-VNNI builds the codes of the first n16() rows regrouped by eights (Lin::w4r)
+// minimums, and the codes of the first n16() rows regrouped (Lin::w4r: by eights on AVX2 / AVX-VNNI builds, by sixteens on AVX-512 ones)
 struct Rows16Copies { std::vector<uint16_t> s16, m16; avec<uint8_t> w4r; };
 static inline void regroup8(const uint8_t* w4, int64_t N, int64_t K, avec<uint8_t>& dst) {   // rows 0..N-1 (N % 8 == 0)
     const int64_t rb = K / 2, np = K / 64;
@@ -383,10 +387,21 @@ static inline void regroup8(const uint8_t* w4, int64_t N, int64_t K, avec<uint8_
     for (int64_t n = 0; n < N; n++)
         for (int64_t bp = 0; bp < np; bp++) std::memcpy(dst.data() + ((n / 8) * np + bp) * 256 + (n % 8) * 32, w4 + n * rb + bp * 32, 32);
 }
+static inline void regroup16(const uint8_t* w4, int64_t N, int64_t K, avec<uint8_t>& dst) {  // rows 0..N-1 (N % 16 == 0, K / 32 even)
+    const int64_t rb = K / 2, nb = K / 32;
+    dst.resize(N * rb);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nb; b += 4) {   // a pass of 4 blocks (the last may hold 2): 16 rows' nq * 16 bytes side by side
+            const int64_t nq = std::min<int64_t>(4, nb - b);
+            std::memcpy(dst.data() + (n / 16) * 16 * rb + b * 256 + (n % 16) * nq * 16, w4 + n * rb + b * 16, nq * 16);
+        }
+}
 static void rows16_copies(Lin& L, Rows16Copies& c) {
     interleave16(L.sg, L.N, L.G, c.s16); L.s16 = c.s16.data();
     if (L.mg) { interleave16(L.mg, L.N, L.G, c.m16); L.m16 = c.m16.data(); }
-#if XK_AVX2 && XK_ISA < 3
+#if XK_ISA >= 3
+    regroup16(L.w4, L.n16(), L.K, c.w4r); L.w4r = c.w4r.data();
+#elif XK_AVX2
     regroup8(L.w4, L.n16(), L.K, c.w4r); L.w4r = c.w4r.data();
 #endif
 }
