@@ -14,8 +14,8 @@ struct Lin {
     const uint16_t* s16 = nullptr; const uint16_t* m16 = nullptr;
     // INT4 with int8 activations (rows16_a8): the codes of the first N16 = n16() rows regrouped so that one pass of
     // rows16_a8 reads one stream: by eights on AVX2 / AVX-VNNI builds, [N16 / 8][block pair][8 rows][32 bytes] (regroup8),
-    // by sixteens on AVX-512 ones, [N16 / 16][pass of 4 blocks][16 rows][64 bytes] (regroup16); set by a Plan, which keeps
-    // them. Else null.
+    // by sixteens on AVX-512 ones, [N16 / 16][pass of 4 blocks][16 rows][64 bytes] (regroup16; where K / 32 % 4 == 2 the last
+    // pass holds 2 blocks, [16 rows][32 bytes]); set by a Plan, which keeps them. Else null.
     const uint8_t* w4r = nullptr;
     int64_t n16() const { return N / 16 * 16; }   // the rows the plan's 16-row copies hold (s16, m16, w4r): the last N % 16 are left out
 };
@@ -272,8 +272,10 @@ static inline __m256 mins16(const Lin& L, int64_t r0, int64_t g, __m256 sc) { re
 #endif
 #endif
 
-// Rows rows16_a8 prefetches ahead of those it computes, in its regrouped copy (one stream): R16_AHEAD rows on
+// How far ahead rows16_a8 prefetches, in rows, in its regrouped copy (one stream): a whole number of 16-row groups, so that
+// the same offset lands on the same pass and row of a later group (AVX-512), or of a later group of 8 (AVX2)
 constexpr int64_t R16_AHEAD = 32;
+static_assert(R16_AHEAD % 16 == 0, "R16_AHEAD: whole groups of 16 rows");
 #if XK_ISA >= 3
 // Rows n..n+15 (n a multiple of 16, all < N) of an INT4 linear (an even number of blocks, L.s16 and L.w4r set) times one prepared
 // input: y[0..15], the same bits as rows4_a8 -- each row's exact int32 block sums meet its scales in the same fma chain,
@@ -282,8 +284,9 @@ constexpr int64_t R16_AHEAD = 32;
 // block; red4 and two rounds of 128-bit shuffles turn 16 rows x 16 lanes into 4 vectors of 16 rows' block sums. rows4_a8
 // reduced each block of 4 rows with hadds and built its scale vectors from 8 scalar conversions: about twice the work of
 // the loads here, so decode was bound by instructions, not by memory (1.85x on one thread, measured with the two side by side).
-// The codes come from the regrouped copy (regroup16): a pass reads 16 rows x 64 bytes, 1 KB contiguous, where the rows
-// where they lie were 16 streams 288 bytes apart (K = 576) plus the prefetches of the next 16 rows' (as the AVX2 pass below).
+// The codes come from the regrouped copy (regroup16): a pass reads 16 rows x 64 bytes, 1 KB contiguous, and prefetches the
+// same bytes R16_AHEAD rows on, as the AVX2 pass below. Read where they lie, a pass took 64 bytes from each of 16 rows 288
+// bytes apart (K = 576): 16 streams, plus the prefetches of the next 16 rows.
 static inline __m512i q4_dot512(__m512i v, __m512i xlo, __m512i xhi) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, m4), xlo),
