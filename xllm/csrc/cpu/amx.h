@@ -432,13 +432,15 @@ static void bf16dp_micro(const uint32_t* wp, const uint16_t* xb, int64_t K, int6
     }
 }
 static thread_local std::vector<uint32_t> bf16dp_w;
-// The next task's weight rows, prefetched to L2 in `slices` equal parts, one after each micro-tile of the current task: the
-// repack otherwise read its 32 row streams from memory at latency, and the products waited on them. The tasks are dealt in
-// runs of consecutive ones (claim_run), so within a run the next task is this thread's already and nothing more is held;
-// the last of a run prefetches the first task not yet claimed, which this thread's next run starts with unless another
-// thread claims it first (then the prefetch was for nothing, and nothing else is lost). Gate|up of the default model's bfloat16 copy, 32 rows, 30 copies (106 MB) read in
-// turn, on a Zen 4, two threads: 0.57 -> 0.47 ms with a prefetch (0.38 ms with the weights in cache). The same prefetch
-// of the float32 GEMM's next block did nothing there, so it has none. Changes no arithmetic.
+// The next task's weight rows, prefetched to L2 in `slices` equal parts, one after each micro-tile of the current task:
+// the repack otherwise read its 32 row streams from memory at latency, and the products waited on them. The tasks are
+// dealt in runs of consecutive ones (claim_run), so within a run the next task is this thread's already and nothing
+// more is held; the last of a run prefetches the first task not yet claimed, which this thread's next run starts with
+// unless another thread claims it first (then the prefetch was for nothing, and nothing else is lost). Gate|up of the
+// default model's bfloat16 copy, 32 rows, 30 copies (106 MB) read in turn, on a Zen 4, two threads: 0.57 -> 0.47 ms
+// with a prefetch (0.38 ms with the weights in cache), in an earlier build that claimed one task ahead; the runs as here,
+// 0.42-0.49 in the same harness. The same prefetch of the float32 GEMM's next block did nothing there,
+// so it has none. Changes no arithmetic.
 struct SliceFetch {
     const char* p = nullptr; int64_t bytes = 0, at = 0, slices = 1, done = 0;
     void start(const void* q, int64_t b, int64_t s) { p = (const char*)q; bytes = b; at = 0; slices = std::max<int64_t>(1, s); done = 0; }
