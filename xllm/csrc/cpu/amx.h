@@ -239,20 +239,15 @@ static void amx_gemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float
     if ((int64_t)amx_stage.size() < 16 * A.K) amx_stage.resize(16 * A.K);
     if ((int64_t)amx_sc.size() < 32 * nb) amx_sc.resize(32 * nb);
     float* sc = amx_sc.data(); float* mn = sc + 16 * nb;
-    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + 15) / 16;
+    const int64_t ntask = row_tasks(Ls, nl, 16);
     amx_config();
-    auto locate = [&](int64_t task, int& l, int64_t& n0) {
-        l = 0; int64_t tk = task;
-        while (tk >= (Ls[l].N + 15) / 16) { tk -= (Ls[l].N + 15) / 16; l++; }
-        n0 = tk * 16;
-    };
     // the following task is claimed when this one starts, and its weights prefetched (to L2) while this one computes
     for (int64_t task = next.fetch_add(1), following; task < ntask; task = following) {
         following = next.fetch_add(1);
-        int l; int64_t n0; locate(task, l, n0);
+        int l; int64_t n0; task_rows(Ls, 16, task, l, n0);
         const Lin& L = Ls[l];
         if (following < ntask) {
-            int fl; int64_t f0; locate(following, fl, f0);
+            int fl; int64_t f0; task_rows(Ls, 16, following, fl, f0);
             const Lin& F = Ls[fl]; const int64_t rows = std::min<int64_t>(16, F.N - f0);
             const char* p = F.kind == Q4 ? (const char*)(F.w4 + f0 * (F.K / 2)) : (const char*)(F.w8 + f0 * F.K);
             const int64_t bytes = rows * (F.kind == Q4 ? F.K / 2 : F.K);
@@ -304,12 +299,11 @@ static void amx_bf16_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, 
     TileCfg c;
     c.rows[0] = c.rows[1] = c.rows[2] = 16; c.colsb[0] = c.colsb[1] = c.colsb[2] = 64;   // C, weights, activations
     _tile_loadconfig(&c);
-    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + 15) / 16;
+    const int64_t ntask = row_tasks(Ls, nl, 16);
     alignas(64) float cb[16 * 16];
     for (int64_t task = next.fetch_add(1); task < ntask; task = next.fetch_add(1)) {
-        int l = 0; int64_t tk = task;
-        while (tk >= (Ls[l].N + 15) / 16) { tk -= (Ls[l].N + 15) / 16; l++; }
-        const Lin& L = Ls[l]; const int64_t n0 = tk * 16;
+        int l; int64_t n0; task_rows(Ls, 16, task, l, n0);
+        const Lin& L = Ls[l];
         const uint16_t* wt = L.wb + n0 * K;
         if (n0 + 16 > L.N) {                                   // a last partial tile: its rows copied, the rest zero
             uint16_t* st = (uint16_t*)amx_stage.data();
@@ -454,20 +448,15 @@ struct SliceFetch {
 static void bf16dp_part(const Lin* Ls, int nl, const uint16_t* xb, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
     const int64_t K = Ls[0].K, tiles = T / 4 + T % 4;      // micro-tiles a task: the prefetch's slices
     if ((int64_t)bf16dp_w.size() < K * 16) bf16dp_w.resize(K * 16);
-    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + 31) / 32;
-    auto locate = [&](int64_t task, int& l, int64_t& n0) {
-        l = 0; int64_t tk = task;
-        while (tk >= (Ls[l].N + 31) / 32) { tk -= (Ls[l].N + 31) / 32; l++; }
-        n0 = tk * 32;
-    };
+    const int64_t ntask = row_tasks(Ls, nl, 32);
     SliceFetch pf;
     int64_t t0, t1;
     while (claim_run(next, ntask, team_size(), t0, t1)) for (int64_t task = t0; task < t1; task++) {
-        int l; int64_t n0; locate(task, l, n0);
+        int l; int64_t n0; task_rows(Ls, 32, task, l, n0);
         const Lin& L = Ls[l];
         // the next of this run, else the next one unclaimed (a guess: this thread's next run starts there unless another takes it)
         const int64_t nt = task + 1 < t1 ? task + 1 : next.load(std::memory_order_relaxed);
-        if (nt < ntask) { int fl; int64_t f0; locate(nt, fl, f0); pf.start(Ls[fl].wb + f0 * K, std::min<int64_t>(32, Ls[fl].N - f0) * K * 2, tiles); }
+        if (nt < ntask) { int fl; int64_t f0; task_rows(Ls, 32, nt, fl, f0); pf.start(Ls[fl].wb + f0 * K, std::min<int64_t>(32, Ls[fl].N - f0) * K * 2, tiles); }
         else pf.start(nullptr, 0, 1);
         bf16dp_repack(L, n0, bf16dp_w.data());
         int64_t j0 = 0;

@@ -139,13 +139,12 @@ static void pack_panels(const float* x, int64_t T, int64_t K, float* xp, int64_t
 // still one thread's sum in a fixed order, so the bits do not depend on who took which block. ys[l] is [T, N_l].
 static void gemm_part(const Lin* Ls, int nl, const float* xp, int64_t T, float* const* ys, std::atomic<int64_t>& next) {
     const int64_t K = Ls[0].K, P = (T + 15) / 16;
-    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + GEMM_NC - 1) / GEMM_NC;
+    const int64_t ntask = row_tasks(Ls, nl, GEMM_NC);
     {
         float* wbuf = w_buf.get(GEMM_NC * GEMM_KC);
         float* cbuf = c_buf.get(P * GEMM_NC * 16);   // [panel][row in block][16]
         for (int64_t task = next.fetch_add(1); task < ntask; task = next.fetch_add(1)) {
-            int l = 0; int64_t nb = task * GEMM_NC;
-            while (nb >= (Ls[l].N + GEMM_NC - 1) / GEMM_NC * GEMM_NC) { nb -= (Ls[l].N + GEMM_NC - 1) / GEMM_NC * GEMM_NC; l++; }
+            int l; int64_t nb; task_rows(Ls, GEMM_NC, task, l, nb);
             const Lin& L = Ls[l]; const int64_t N = L.N; float* y = ys[l];
             {
                 const int64_t nc = std::min(GEMM_NC, N - nb);

@@ -13,9 +13,9 @@ struct Lin {
     // group by group, [j][g][16], for the first n16() = N / 16 * 16 rows; set by a Plan, which keeps them (interleave16). Else null.
     const uint16_t* s16 = nullptr; const uint16_t* m16 = nullptr;
     // INT4 with int8 activations (rows16_a8): the codes of the first N16 = n16() rows regrouped so that one pass of
-    // rows16_a8 reads one stream: by eights on AVX2 / AVX-VNNI builds, [N16 / 8][block pair][8 rows][32 bytes] (regroup8),
-    // by sixteens on AVX-512 ones, [N16 / 16][pass of 4 blocks][16 rows][64 bytes] (regroup16; where K / 32 % 4 == 2 the last
-    // pass holds 2 blocks, [16 rows][32 bytes]); set by a Plan, which keeps them. Else null.
+    // rows16_a8 reads one stream (`regroup`): by eights on AVX2 / AVX-VNNI builds, [N16 / 8][block pair][8 rows][32 bytes],
+    // by sixteens on AVX-512 ones, [N16 / 16][pass of 4 blocks][16 rows][64 bytes] (where K / 32 % 4 == 2 the last pass holds
+    // 2 blocks, [16 rows][32 bytes]); set by a Plan, which keeps them. Else null.
     const uint8_t* w4r = nullptr;
     int64_t n16() const { return N / 16 * 16; }   // the rows the plan's 16-row copies hold (s16, m16, w4r): the last N % 16 are left out
 };
@@ -284,7 +284,7 @@ static_assert(R16_AHEAD % 16 == 0, "R16_AHEAD: whole groups of 16 rows");
 // block; red4 and two rounds of 128-bit shuffles turn 16 rows x 16 lanes into 4 vectors of 16 rows' block sums. rows4_a8
 // reduced each block of 4 rows with hadds and built its scale vectors from 8 scalar conversions: about twice the work of
 // the loads here, so decode was bound by instructions, not by memory (1.85x on one thread, measured with the two side by side).
-// The codes come from the regrouped copy (regroup16): a pass reads 16 rows x 64 bytes, 1 KB contiguous, and prefetches the
+// The codes come from the regrouped copy (Lin::w4r, by sixteens): a pass reads 16 rows x 64 bytes, 1 KB contiguous, and prefetches the
 // same bytes R16_AHEAD rows on, as the AVX2 pass below. Read where they lie, a pass took 64 bytes from each of 16 rows 288
 // bytes apart (K = 576): 16 streams, plus the prefetches of the next 16 rows.
 static inline __m512i q4_dot512(__m512i v, __m512i xlo, __m512i xhi) {
@@ -384,28 +384,25 @@ static inline bool rows16_ok(const Lin& L) { return XK_AVX2 && L.a8 && !L.a8r &&
 // The copies rows16_a8 reads, made once for a linear (rows16_ok) and kept by the caller (a Plan): the interleaved scales and
 // minimums, and the codes of the first n16() rows regrouped (Lin::w4r: by eights on AVX2 / AVX-VNNI builds, by sixteens on AVX-512 ones)
 struct Rows16Copies { std::vector<uint16_t> s16, m16; avec<uint8_t> w4r; };
-static inline void regroup8(const uint8_t* w4, int64_t N, int64_t K, avec<uint8_t>& dst) {   // rows 0..N-1 (N % 8 == 0)
-    const int64_t rb = K / 2, np = K / 64;
-    dst.resize(N * rb);
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t bp = 0; bp < np; bp++) std::memcpy(dst.data() + ((n / 8) * np + bp) * 256 + (n % 8) * 32, w4 + n * rb + bp * 32, 32);
-}
-static inline void regroup16(const uint8_t* w4, int64_t N, int64_t K, avec<uint8_t>& dst) {  // rows 0..N-1 (N % 16 == 0, K / 32 even)
+// INT4 codes of rows 0..N-1 (N a multiple of G, K / 32 even) regrouped by G rows: group after group, pass after pass of P
+// blocks (the last pass may hold fewer), the G rows' nq * 16 code bytes of a pass side by side, [N / G][pass][G rows][nq *
+// 16 bytes]. Lin::w4r: by eights with passes of 2 blocks on AVX2 builds, by sixteens with passes of 4 on AVX-512 ones
+static inline void regroup(const uint8_t* w4, int64_t N, int64_t K, int64_t G, int64_t P, avec<uint8_t>& dst) {
     const int64_t rb = K / 2, nb = K / 32;
     dst.resize(N * rb);
     for (int64_t n = 0; n < N; n++)
-        for (int64_t b = 0; b < nb; b += 4) {   // a pass of 4 blocks (the last may hold 2): 16 rows' nq * 16 bytes side by side
-            const int64_t nq = std::min<int64_t>(4, nb - b);
-            std::memcpy(dst.data() + (n / 16) * 16 * rb + b * 256 + (n % 16) * nq * 16, w4 + n * rb + b * 16, nq * 16);
+        for (int64_t b = 0; b < nb; b += P) {
+            const int64_t nq = std::min<int64_t>(P, nb - b);
+            std::memcpy(dst.data() + (n / G) * G * rb + b * 16 * G + (n % G) * nq * 16, w4 + n * rb + b * 16, nq * 16);
         }
 }
 static void rows16_copies(Lin& L, Rows16Copies& c) {
     interleave16(L.sg, L.N, L.G, c.s16); L.s16 = c.s16.data();
     if (L.mg) { interleave16(L.mg, L.N, L.G, c.m16); L.m16 = c.m16.data(); }
 #if XK_ISA >= 3
-    regroup16(L.w4, L.n16(), L.K, c.w4r); L.w4r = c.w4r.data();
+    regroup(L.w4, L.n16(), L.K, 16, 4, c.w4r); L.w4r = c.w4r.data();
 #elif XK_AVX2
-    regroup8(L.w4, L.n16(), L.K, c.w4r); L.w4r = c.w4r.data();
+    regroup(L.w4, L.n16(), L.K, 8, 2, c.w4r); L.w4r = c.w4r.data();
 #endif
 }
 

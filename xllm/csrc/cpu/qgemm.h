@@ -284,12 +284,11 @@ static void qgemm_part(const Lin* Ls, int nl, const QAct& A, int64_t T, float* c
     if ((int64_t)qw_buf.size() < QG_ROWS * nb * 32 + 64) qw_buf.resize(QG_ROWS * nb * 32 + 64);
     if ((int64_t)qs_buf.size() < 2 * QG_ROWS * nb) qs_buf.resize(2 * QG_ROWS * nb);
     uint8_t* wq = qw_buf.data(); float* ws = qs_buf.data(); float* wm = ws + QG_ROWS * nb;
-    int64_t ntask = 0; for (int l = 0; l < nl; l++) ntask += (Ls[l].N + QG_ROWS - 1) / QG_ROWS;
+    const int64_t ntask = row_tasks(Ls, nl, QG_ROWS);
     int64_t t0, t1;
     while (claim_run(next, ntask, team_size(), t0, t1)) for (int64_t task = t0; task < t1; task++) {
-        int l = 0; int64_t tk = task;
-        while (tk >= (Ls[l].N + QG_ROWS - 1) / QG_ROWS) { tk -= (Ls[l].N + QG_ROWS - 1) / QG_ROWS; l++; }
-        const Lin& L = Ls[l]; const int64_t n0 = tk * QG_ROWS;
+        int l; int64_t n0; task_rows(Ls, QG_ROWS, task, l, n0);
+        const Lin& L = Ls[l];
         qrepack(L, n0, wq, ws, wm);
         for (int64_t j0 = 0; j0 < T; j0 += 4) {
             const int rn = (int)std::min<int64_t>(4, T - j0);

@@ -57,6 +57,17 @@ static inline int team_size() {   // the threads of the enclosing parallel regio
 // 2 n, at least one): a thread then walks adjacent rows of the weights, a stream the hardware prefetcher follows, where one
 // task at a time gave each thread every n-th block of rows; the runs shrink as the tasks run out, so the threads still finish
 // together. False when none are left; else this thread's run is t0..t1-1.
+// The GEMMs' tasks over several linears: blocks of `rows` weight rows, numbered across the linears in order (a block never
+// straddles two). How many there are; and which linear task t falls in, and its first row there
+static inline int64_t row_tasks(const Lin* Ls, int nl, int64_t rows) {
+    int64_t n = 0; for (int l = 0; l < nl; l++) n += (Ls[l].N + rows - 1) / rows;
+    return n;
+}
+static inline void task_rows(const Lin* Ls, int64_t rows, int64_t t, int& l, int64_t& n0) {
+    l = 0;
+    while (t >= (Ls[l].N + rows - 1) / rows) { t -= (Ls[l].N + rows - 1) / rows; l++; }
+    n0 = t * rows;
+}
 static inline bool claim_run(std::atomic<int64_t>& next, int64_t ntask, int n, int64_t& t0, int64_t& t1) {
     int64_t cur = next.load(std::memory_order_relaxed);
     while (cur < ntask) {
